@@ -1,0 +1,107 @@
+/* The run's configuration: a libconfig file validated against one schema table, with
+ * command-line overrides (--set key.path=value, --instances, --threads) applied on top.
+ *
+ * Every key is listed once in cmd/config.c's schema (path, type, range, default, help), which
+ * drives validation, defaults, --print-config and the README's reference. Unknown keys, wrong
+ * types, out-of-range values and missing required keys fail with "FILE:LINE: key: problem"
+ * and DT_EUSAGE.
+ */
+#ifndef DT_CMD_CONFIG_H
+#define DT_CMD_CONFIG_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "nn/layer_spec.h"
+
+#define DT_MAX_LAYERS   64
+#define DT_MAX_CHANNELS 4
+
+struct dt_config {
+    char path[1024]; /* the file it came from */
+    char *text;      /* the effective config as libconfig text (what --print-config shows,
+                        what checkpoints store); malloc'd */
+
+    struct {
+        char dataset[64];   /* registry name: mnist, fashion-mnist, kmnist, cifar10, cifar100 */
+        char format[16];    /* idx | cifar10 | cifar100; derived from dataset when empty */
+        char dir[1024];     /* where the archives are; default $DTRAIN_DATA/<dataset> */
+        int classes;        /* 0 = format's own */
+        bool coarse_labels; /* cifar100 */
+        int nmean, nstd;
+        float mean[DT_MAX_CHANNELS], std[DT_MAX_CHANNELS]; /* applied after x/255 */
+        bool hflip;       /* augmentation: random horizontal flip */
+        int crop_padding; /* augmentation: random crop after zero padding (0 = off) */
+    } data;
+
+    struct {
+        char name[64];
+        int nlayers;
+        struct dt_layer_spec layers[DT_MAX_LAYERS];
+    } model;
+
+    struct {
+        char type[32]; /* nll | cross_entropy */
+    } loss;
+
+    struct {
+        char type[32]; /* sgd | adam | adamw | adadelta */
+        float lr, momentum, dampening, weight_decay;
+        bool nesterov, amsgrad;
+        float beta1, beta2, eps, rho;
+        struct {
+            char type[32];    /* constant | step | cosine */
+            int step_size;    /* step: epochs between decays */
+            float gamma;      /* step: decay factor */
+            float min_lr;     /* cosine: floor */
+            int warmup_steps; /* linear warmup from 0 in front of any schedule */
+        } schedule;
+    } optimizer;
+
+    struct {
+        int epochs;
+        int batch_size;          /* global batch (split across instances) */
+        bool batch_per_instance; /* PyTorch DDP semantics: each instance takes batch_size */
+        long long seed;
+        long long max_steps; /* stop after this many steps in total (0 = no limit) */
+        bool drop_last;      /* drop the final partial batch of an epoch */
+        int eval_batch_size;
+    } train;
+
+    struct {
+        int instances;
+        int threads;
+        char backend[16];   /* auto | shm | tcp | hier | mpi */
+        char pin[16];       /* cores | sockets | none */
+        char cpu_list[256]; /* explicit list like "0-7,16-23" (overrides pin) */
+        double timeout;     /* seconds a collective may wait for a peer */
+    } dist;
+
+    struct {
+        char dir[1024];
+        int every; /* epochs between checkpoints (0 = only at the end) */
+        bool best; /* also keep best.safetensors by test accuracy */
+    } checkpoint;
+
+    struct {
+        int every; /* steps between progress lines when not a terminal (0 = per epoch) */
+        bool json;
+        bool quiet;
+        bool profile;
+    } log;
+};
+
+/* Loads and validates `path`, then applies the overrides ("a.b=v", in order). On error returns
+ * -DT_EUSAGE (or -DT_EDATA if the file cannot be read) with a "FILE:LINE: key: problem"
+ * message. */
+int dt_config_load(struct dt_config *cfg, const char *path, const char *const *overrides,
+                   int noverrides);
+/* Same from text already in memory (`name` is used in messages): for checkpoints' metadata. */
+int dt_config_load_string(struct dt_config *cfg, const char *name, const char *text,
+                          const char *const *overrides, int noverrides);
+void dt_config_free(struct dt_config *cfg);
+
+/* Writes the README's config reference (every key, type, default, range, help) as Markdown. */
+void dt_config_print_reference(FILE *out);
+
+#endif

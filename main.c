@@ -1,0 +1,86 @@
+/* dtrain: data-parallel CNN training on CPUs.
+ *
+ * main.c only dispatches: it finds the subcommand, runs it, prints the error a command left
+ * (exactly once) and turns the status into the documented exit code:
+ *   0 success, 1 runtime failure, 2 usage/config error, 3 data error, 130/143 signals.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cmd/cmd.h"
+#include "util/err.h"
+#include "util/log.h"
+
+static const struct dt_command *const commands[] = {&dt_cmd_fetch, &dt_cmd_train, &dt_cmd_eval,
+                                                    &dt_cmd_bench};
+#define NCOMMANDS (sizeof commands / sizeof commands[0])
+
+static void print_usage(FILE *out)
+{
+    fprintf(out, "usage: dtrain <command> [options]\n"
+                 "       dtrain help <command> | dtrain --help | dtrain --version\n\ncommands:\n");
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        fprintf(out, "  %-7s %s\n", commands[i]->name, commands[i]->summary);
+    fprintf(out, "\nexit codes: 0 ok, 1 runtime failure, 2 usage or config error, 3 data error,\n"
+                 "            130/143 stopped by SIGINT/SIGTERM\n"
+                 "Run 'dtrain help <command>' for a command's options.\n");
+}
+
+static const struct dt_command *find_command(const char *name)
+{
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        if (strcmp(commands[i]->name, name) == 0)
+            return commands[i];
+    return NULL;
+}
+
+static int usage_error(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "dtrain: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr,
+            "\nusage: dtrain <fetch|train|eval|bench|help> [options]; try 'dtrain --help'\n");
+    return DT_EUSAGE;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2)
+        return usage_error("%s", "no command given");
+    const char *arg = argv[1];
+    if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
+        print_usage(stdout);
+        return 0;
+    }
+    if (!strcmp(arg, "--version") || !strcmp(arg, "-V")) {
+        printf("dtrain %s\n", DTRAIN_VERSION);
+        return 0;
+    }
+    if (!strcmp(arg, "help")) {
+        if (argc < 3) {
+            print_usage(stdout);
+            return 0;
+        }
+        const struct dt_command *c = find_command(argv[2]);
+        if (!c)
+            return usage_error("unknown command '%s'", argv[2]);
+        fputs(c->help, stdout);
+        return 0;
+    }
+    if (arg[0] == '-')
+        return usage_error("unknown option '%s'", arg);
+    const struct dt_command *c = find_command(arg);
+    if (!c)
+        return usage_error("unknown command '%s'", arg);
+
+    dt_clear_error();
+    int status = c->run(argc - 1, argv + 1);
+    if (status < 0) {
+        int code = dt_exit_code(status);
+        /* Signals end quietly: the command already said it was stopping. */
+        if (code != DT_EINTR && code != DT_ETERM)
+            dt_log_error("%s", dt_last_error());
+        return code;
+    }
+    return 0;
+}

@@ -1,0 +1,30 @@
+/* What the config says about one layer, before the model exists.
+ *
+ * cmd/config.c fills one of these per entry of `model.layers`, accepting only the keys that
+ * the layer kind lists in its descriptor (nn/layers.h); nn/model.c turns the list into layers.
+ * Fields a kind does not use keep their defaults.
+ */
+#ifndef DT_NN_LAYER_SPEC_H
+#define DT_NN_LAYER_SPEC_H
+
+#include <stdbool.h>
+
+struct dt_layer_spec {
+    char type[32];    /* "conv2d", "linear", "relu", ... */
+    int out_channels; /* conv2d */
+    int out_features; /* linear */
+    int kernel;       /* conv2d, maxpool2d, avgpool2d */
+    int stride;       /* conv2d (default 1); pools (default = kernel) */
+    int padding;      /* conv2d, pools (default 0) */
+    bool bias;        /* conv2d, linear (default true) */
+    float p;          /* dropout, dropout2d: drop probability (default 0.5) */
+    float eps;        /* batchnorm2d (default 1e-5) */
+    float momentum;   /* batchnorm2d running-stat momentum (default 0.1) */
+    bool affine;      /* batchnorm2d (default true) */
+    int line;         /* line in the config file, for error messages (0 if unknown) */
+};
+
+/* Sets every field to its default (type left empty). */
+void dt_layer_spec_defaults(struct dt_layer_spec *s);
+
+#endif

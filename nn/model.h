@@ -1,0 +1,96 @@
+/* A model: a list of layers built from the config's layer specs, with every trainable
+ * parameter in one contiguous float arena and every gradient in a second arena of the same
+ * layout. One all-reduce over `grads` and one optimizer loop over `params` cover the whole
+ * model. Non-trainable state (batchnorm running statistics) lives in a third arena, `buffers`.
+ *
+ * All activation and scratch memory is allocated once by dt_model_build for `max_batch`
+ * samples: a training step allocates nothing.
+ *
+ * Knows nothing of processes or sockets.
+ */
+#ifndef DT_NN_MODEL_H
+#define DT_NN_MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nn/layer_spec.h"
+
+#define DT_MAX_PROFILE_LAYERS 64
+
+/* Per-sample shape: channels x height x width (a flat vector is c x 1 x 1). */
+struct dt_shape {
+    int c, h, w;
+};
+
+/* One named tensor inside an arena, named like the equivalent PyTorch model's state_dict
+ * ("layers.0.weight", "layers.3.running_mean"). */
+struct dt_tensor_info {
+    char name[64];
+    int ndim;
+    int shape[4];
+    size_t offset; /* in floats, into params/grads (trainable) or buffers (not) */
+    size_t count;
+};
+
+enum dt_loss_kind { DT_LOSS_NLL, DT_LOSS_CROSS_ENTROPY };
+
+/* What a forward pass needs to know besides the input. Randomness (dropout) is keyed by
+ * (seed, epoch, global sample index), never by rank, so N instances compute the same math. */
+struct dt_forward_ctx {
+    bool training;
+    uint64_t seed;
+    uint64_t epoch;
+    const uint64_t *sample_ids; /* batch global sample indices (may be NULL when !training) */
+};
+
+struct dt_layer; /* nn/layers.h */
+
+struct dt_model {
+    int nlayers;
+    struct dt_layer **layers;
+    struct dt_shape input;
+    int max_batch;
+    int classes; /* output width of the last layer */
+
+    float *params, *grads; /* trainable arena and its gradient, nparams floats each */
+    size_t nparams;
+    float *buffers; /* non-trainable state, nbuffers floats */
+    size_t nbuffers;
+    int ntensors, nbuffer_tensors;
+    struct dt_tensor_info *tensors;        /* into params */
+    struct dt_tensor_info *buffer_tensors; /* into buffers */
+
+    float *output; /* last forward's output, max_batch x classes */
+    enum dt_loss_kind loss;
+    double profile_fwd[DT_MAX_PROFILE_LAYERS], profile_bwd[DT_MAX_PROFILE_LAYERS];
+    bool profile; /* accumulate per-layer seconds into profile_* */
+    void *impl;
+};
+
+/* Builds the model for inputs of shape `input`, initialising parameters from `seed` with
+ * PyTorch's default distributions. Fails with DT_EUSAGE naming the layer (index, type and
+ * config line) when shapes do not fit. */
+int dt_model_build(struct dt_model **out, const struct dt_layer_spec *specs, int nspecs,
+                   struct dt_shape input, int max_batch, enum dt_loss_kind loss, uint64_t seed);
+void dt_model_free(struct dt_model *m);
+
+/* Forward pass on `batch` samples (x: batch x c x h x w floats). Result in m->output. */
+int dt_model_forward(struct dt_model *m, const float *x, int batch,
+                     const struct dt_forward_ctx *ctx);
+
+/* Loss of the last forward against `labels`: returns the SUM over the batch of per-sample
+ * losses in *loss_sum and the number of correct argmax predictions in *correct. */
+void dt_model_loss(struct dt_model *m, const uint8_t *labels, int batch, double *loss_sum,
+                   int *correct);
+
+/* Backward pass after a training forward: zeroes m->grads, then accumulates the gradient of
+ * (sum of per-sample losses) x grad_scale. With grad_scale = 1 / (global samples in the step)
+ * a sum all-reduce of grads yields exactly the mean-loss gradient. */
+int dt_model_backward(struct dt_model *m, const uint8_t *labels, int batch, float grad_scale);
+
+/* Sets the process's compute threads (OpenBLAS and OpenMP) for this model's kernels. */
+void dt_nn_set_threads(int threads);
+
+#endif

@@ -1,0 +1,65 @@
+#!/bin/sh
+# Runs every test and prints one summary line "N passed, N failed".
+#   unit:   each build/tests/test_* binary (cmocka); its "[  PASSED  ] N test(s)" and
+#           "[  FAILED  ] N test(s)" lines are counted.
+#   cli:    each tests/cli/*.sh (skipped with UNIT_ONLY=1); they print "RESULT passed=N failed=M"
+#           through tests/cli/lib.sh.
+#   parity: tests/parity/run.sh when present (needs Debian's python3-torch).
+# A binary or script that crashes or prints no result counts as one failure.
+BUILD=${BUILD:-build}
+export DTRAIN_BIN=${DTRAIN_BIN:-./dtrain}
+passed=0
+failed=0
+failures=""
+log_dir=$(mktemp -d)
+
+count_unit() {
+    p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$1" | tail -n 1)
+    f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$1" | tail -n 1)
+    echo "${p:-0} ${f:-0}"
+}
+
+run_one() { # name kind command...
+    name=$1 kind=$2
+    shift 2
+    out="$log_dir/$(basename "$name").log"
+    "$@" >"$out" 2>&1
+    rc=$?
+    if [ "$kind" = unit ]; then
+        set -- $(count_unit "$out")
+    else
+        line=$(grep '^RESULT passed=' "$out" | tail -n 1)
+        set -- $(echo "$line" | sed 's/RESULT passed=\([0-9]*\) failed=\([0-9]*\)/\1 \2/')
+    fi
+    p=${1:-0} f=${2:-0}
+    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+    if [ "$p" -eq 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+    passed=$((passed + p))
+    failed=$((failed + f))
+    if [ "$f" -gt 0 ]; then
+        failures="$failures $name"
+        echo "FAIL $name (exit $rc):"
+        grep -E 'FAIL|ERROR|error|not ok|Assert' "$out" | head -n 30 | sed 's/^/    /'
+    else
+        echo "ok   $name ($p)"
+    fi
+}
+
+for t in "$BUILD"/tests/test_*; do
+    [ -x "$t" ] || continue
+    run_one "$t" unit "$t"
+done
+if [ -z "$UNIT_ONLY" ]; then
+    for t in tests/cli/*.sh; do
+        case $t in */lib.sh) continue ;; esac
+        [ -f "$t" ] || continue
+        run_one "$t" cli sh "$t"
+    done
+    if [ -x tests/parity/run.sh ]; then
+        run_one tests/parity/run.sh cli sh tests/parity/run.sh
+    fi
+fi
+rm -rf "$log_dir"
+[ -n "$failures" ] && echo "failing:$failures"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

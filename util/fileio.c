@@ -1,0 +1,136 @@
+#include "util/fileio.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "util/err.h"
+
+int dt_read_file(const char *path, char **data, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return dt_fail(DT_EDATA, "%s: cannot open: %s", path, strerror(errno));
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    while (buf) {
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (n < cap)
+            break;
+        char *bigger = realloc(buf, cap * 2 + 1);
+        if (!bigger) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = bigger;
+        cap *= 2;
+    }
+    int read_error = ferror(f);
+    fclose(f);
+    if (!buf)
+        return dt_fail(DT_ERUNTIME, "%s: out of memory reading file", path);
+    if (read_error) {
+        free(buf);
+        return dt_fail(DT_EDATA, "%s: read error", path);
+    }
+    buf[n] = 0;
+    *data = buf;
+    *len = n;
+    return 0;
+}
+
+int dt_mkdir_p(const char *dir)
+{
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s", dir) >= (int)sizeof tmp)
+        return dt_fail(DT_ERUNTIME, "%s: path too long", dir);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = 0;
+        if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
+            return dt_fail(DT_ERUNTIME, "%s: cannot create directory: %s", tmp, strerror(errno));
+        *p = '/';
+    }
+    if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
+        return dt_fail(DT_ERUNTIME, "%s: cannot create directory: %s", tmp, strerror(errno));
+    return 0;
+}
+
+int dt_atomic_open(struct dt_atomic_file *af, const char *path)
+{
+    memset(af, 0, sizeof *af);
+    if (snprintf(af->path, sizeof af->path, "%s", path) >= (int)sizeof af->path)
+        return dt_fail(DT_ERUNTIME, "%s: path too long", path);
+    snprintf(af->tmp_path, sizeof af->tmp_path, "%s.tmp.%ld", path, (long)getpid());
+    int fd = open(af->tmp_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return dt_fail(DT_ERUNTIME, "%s: cannot create: %s", af->tmp_path, strerror(errno));
+    af->f = fdopen(fd, "wb");
+    if (!af->f) {
+        close(fd);
+        unlink(af->tmp_path);
+        return dt_fail(DT_ERUNTIME, "%s: fdopen failed", af->tmp_path);
+    }
+    return 0;
+}
+
+static void fsync_parent_dir(const char *path)
+{
+    char copy[4096];
+    snprintf(copy, sizeof copy, "%s", path);
+    int dfd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        fsync(dfd);
+        close(dfd);
+    }
+}
+
+int dt_atomic_commit(struct dt_atomic_file *af)
+{
+    if (!af->f)
+        return dt_fail(DT_ERUNTIME, "%s: atomic file not open", af->path);
+    int failed = fflush(af->f) != 0 || ferror(af->f) || fsync(fileno(af->f)) != 0;
+    int saved = errno;
+    failed |= fclose(af->f) != 0;
+    af->f = NULL;
+    if (failed) {
+        unlink(af->tmp_path);
+        return dt_fail(DT_ERUNTIME, "%s: write failed: %s", af->path, strerror(saved));
+    }
+    if (rename(af->tmp_path, af->path) != 0) {
+        saved = errno;
+        unlink(af->tmp_path);
+        return dt_fail(DT_ERUNTIME, "%s: rename failed: %s", af->path, strerror(saved));
+    }
+    fsync_parent_dir(af->path);
+    return 0;
+}
+
+void dt_atomic_abort(struct dt_atomic_file *af)
+{
+    if (af->f) {
+        fclose(af->f);
+        af->f = NULL;
+        unlink(af->tmp_path);
+    }
+}
+
+int dt_write_file_atomic(const char *path, const void *data, size_t len)
+{
+    struct dt_atomic_file af;
+    int rc = dt_atomic_open(&af, path);
+    if (rc)
+        return rc;
+    if (len && fwrite(data, 1, len, af.f) != len) {
+        dt_atomic_abort(&af);
+        return dt_fail(DT_ERUNTIME, "%s: write failed: %s", path, strerror(errno));
+    }
+    return dt_atomic_commit(&af);
+}

@@ -1,0 +1,31 @@
+/* File helpers shared by checkpoints and downloads: whole-file reads, directory creation, and
+ * atomic replacement. An atomic file is written under "<path>.tmp.<pid>", fsync'd, renamed over
+ * the final name and the directory fsync'd, so a crash leaves either the old file or the new
+ * one, never a torn one. */
+#ifndef DT_UTIL_FILEIO_H
+#define DT_UTIL_FILEIO_H
+
+#include <stdio.h>
+#include <stddef.h>
+
+struct dt_atomic_file {
+    FILE *f;
+    char path[4096];
+    char tmp_path[4200];
+};
+
+/* Reads a whole file into a malloc'd buffer (NUL-terminated for convenience). DT_EDATA when
+ * missing or unreadable, naming the path. */
+int dt_read_file(const char *path, char **data, size_t *len);
+/* mkdir -p; DT_ERUNTIME naming the directory that could not be made. */
+int dt_mkdir_p(const char *dir);
+
+int dt_atomic_open(struct dt_atomic_file *af, const char *path);
+/* Flushes, fsyncs, renames into place. On failure the temp file is removed. */
+int dt_atomic_commit(struct dt_atomic_file *af);
+/* Discards the temp file (on any error path before commit). Safe to call twice. */
+void dt_atomic_abort(struct dt_atomic_file *af);
+/* Convenience: write one buffer atomically. */
+int dt_write_file_atomic(const char *path, const void *data, size_t len);
+
+#endif
