@@ -1,0 +1,55 @@
+/* Layer kinds: a small vtable per kind and one table naming them all.
+ *
+ * Adding a layer kind means one new file (nn/layer_<kind>.c defining its dt_layer_ops) plus
+ * one line in nn/layer_table.c. The table also lists which config keys each kind accepts, so
+ * cmd/config.c validates `model.layers` entries without knowing any layer.
+ */
+#ifndef DT_NN_LAYERS_H
+#define DT_NN_LAYERS_H
+
+#include "nn/layer_spec.h"
+#include "nn/model.h"
+
+struct dt_layer;
+
+struct dt_layer_ops {
+    /* Checks the spec against the input shape, sets l->out and the number of trainable and
+     * buffer floats the layer needs (l->nparams, l->nbuffers) and scratch floats per sample.
+     * DT_EUSAGE with a message naming what does not fit. */
+    int (*setup)(struct dt_layer *l, const struct dt_layer_spec *spec, struct dt_shape in);
+    /* Describes the layer's tensors (names relative to the layer, e.g. "weight") into the
+     * model's tables and initialises parameters with PyTorch's default distribution. */
+    int (*init)(struct dt_layer *l, uint64_t seed);
+    void (*forward)(struct dt_layer *l, const float *x, float *y, int batch,
+                    const struct dt_forward_ctx *ctx);
+    /* dy: gradient w.r.t. y; writes dx (may be NULL for the first layer) and accumulates
+     * parameter gradients into l->grads. */
+    void (*backward)(struct dt_layer *l, const float *x, const float *y, const float *dy, float *dx,
+                     int batch);
+    void (*destroy)(struct dt_layer *l);
+};
+
+struct dt_layer_kind {
+    const char *name;
+    const char *const *keys; /* config keys accepted besides "type", NULL-terminated */
+    const struct dt_layer_ops *ops;
+};
+
+struct dt_layer {
+    const struct dt_layer_kind *kind;
+    struct dt_layer_spec spec;
+    int index; /* position in model.layers, for names and messages */
+    struct dt_shape in, out;
+    float *params, *grads; /* this layer's slice of the model arenas */
+    size_t nparams;
+    float *buffers;
+    size_t nbuffers;
+    void *state; /* kind-specific (scratch, cached masks, ...) */
+};
+
+/* The kind named `name`, or NULL. */
+const struct dt_layer_kind *dt_layer_kind_find(const char *name);
+/* "conv2d, linear, ..." for error messages. */
+const char *dt_layer_kind_names(void);
+
+#endif
