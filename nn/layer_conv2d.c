@@ -2,14 +2,14 @@
  * torch.nn.Conv2d(in, out, k, stride, padding, bias).
  *
  * Algorithm (the "gemm" path): batched im2col. The columns of the whole batch form one matrix
- * col[B*P][C*K*K] (P = output pixels, one row per output pixel, channel-major like the weight),
- * so each direction is ONE large GEMM whose M = B*P keeps OpenBLAS efficient at small channel
- * counts:
- *   forward        yt[B*P][OC]  = col x W^T, then transposed into NCHW y with the bias added
- *   weight grad    dW[OC][CKK]  = dyt^T x col        (dyt: dy transposed to [B*P][OC])
- *   input grad     dcol         = dyt x W, reusing col's memory, then col2im into dx
+ * col[C*K*K][B*P] (P = output pixels; row r = (c, ky, kx), channel-major like the weight), so
+ * each direction is ONE large GEMM whose N = B*P keeps OpenBLAS efficient at small channel
+ * counts, and the layout keeps every copy contiguous along output rows (vectorisable):
+ *   forward        yt[OC][B*P]  = W x col, then each [P] block copied to y[b][o] plus bias
+ *   weight grad    dW[OC][CKK]  = dyt x col^T          (dyt: dy regrouped to [OC][B*P])
+ *   input grad     dcol         = W^T x dyt, reusing col's memory, then col2im into dx
  * col is kept from forward to backward (no second im2col). Scratch, allocated once at setup for
- * max_batch: col (B*P*CKK floats) and yt (B*P*OC floats).
+ * max_batch: col (CKK*B*P floats) and yt (OC*B*P floats).
  *
  * conv2d_choose_algo() is the single place where a per-shape choice between this path and a
  * direct (non-GEMM) kernel belongs: it sees the full shape at setup time.
@@ -30,8 +30,8 @@ struct conv {
     int c, h, w, oc, oh, ow, k, stride, pad;
     int ckk, pix;
     bool bias;
-    float *col; /* [max_batch * pix][ckk] */
-    float *yt;  /* [max_batch * pix][oc] */
+    float *col; /* [ckk][max_batch * pix] */
+    float *yt;  /* [oc][max_batch * pix] */
 };
 
 /* Per-shape algorithm selection. A direct kernel (e.g. dt_conv_direct_supported(c, oc, k,
@@ -98,60 +98,80 @@ static int conv2d_init(struct dt_layer *l, uint64_t seed)
     return 0;
 }
 
-/* One row of col per output pixel: the receptive field, zeros where it hangs over the
- * padding. */
+/* Output columns [lo, hi) whose input column ox*stride - pad + kx lies inside [0, w). */
+static void valid_range(const struct conv *cv, int kx, int *lo, int *hi)
+{
+    int off = kx - cv->pad; /* ix = ox * stride + off */
+    *lo = off >= 0 ? 0 : (-off + cv->stride - 1) / cv->stride;
+    *hi = cv->w - off <= 0 ? 0 : (cv->w - off - 1) / cv->stride + 1;
+    if (*hi > cv->ow)
+        *hi = cv->ow;
+    if (*lo > *hi)
+        *lo = *hi;
+}
+
+/* col[(c, ky, kx)][b*P + oy*OW + ox] = x[b][c][oy*s - pad + ky][ox*s - pad + kx], 0 outside. */
 static void im2col(const struct conv *cv, const float *x, float *col, int batch)
 {
-    int rows = batch * cv->oh;
-#pragma omp parallel for if ((size_t)rows * cv->ow * cv->ckk > DT_PARALLEL_MIN)
-    for (int r = 0; r < rows; r++) {
-        int b = r / cv->oh, oy = r % cv->oh;
-        const float *xb = x + (size_t)b * cv->c * cv->h * cv->w;
-        float *dst = col + ((size_t)b * cv->pix + (size_t)oy * cv->ow) * cv->ckk;
-        for (int ox = 0; ox < cv->ow; ox++) {
-            int y0 = oy * cv->stride - cv->pad, x0 = ox * cv->stride - cv->pad;
-            for (int c = 0; c < cv->c; c++) {
-                const float *plane = xb + (size_t)c * cv->h * cv->w;
-                for (int ky = 0; ky < cv->k; ky++) {
-                    int iy = y0 + ky;
-                    bool row_in = iy >= 0 && iy < cv->h;
-                    for (int kx = 0; kx < cv->k; kx++) {
-                        int ix = x0 + kx;
-                        *dst++ = row_in && ix >= 0 && ix < cv->w ? plane[iy * cv->w + ix] : 0.0f;
-                    }
-                }
+    size_t n = (size_t)batch * cv->pix, plane = (size_t)cv->h * cv->w;
+    int tasks = cv->ckk * batch;
+#pragma omp parallel for if (n * cv->ckk > DT_PARALLEL_MIN)
+    for (int t = 0; t < tasks; t++) {
+        int r = t / batch, b = t % batch;
+        int c = r / (cv->k * cv->k), ky = r / cv->k % cv->k, kx = r % cv->k;
+        const float *xp = x + ((size_t)b * cv->c + c) * plane;
+        float *dst = col + (size_t)r * n + (size_t)b * cv->pix;
+        int lo, hi;
+        valid_range(cv, kx, &lo, &hi);
+        for (int oy = 0; oy < cv->oh; oy++, dst += cv->ow) {
+            int iy = oy * cv->stride - cv->pad + ky;
+            if (iy < 0 || iy >= cv->h) {
+                memset(dst, 0, (size_t)cv->ow * sizeof *dst);
+                continue;
             }
+            const float *src = xp + (size_t)iy * cv->w;
+            int off = kx - cv->pad;
+            for (int ox = 0; ox < lo; ox++)
+                dst[ox] = 0.0f;
+            if (cv->stride == 1)
+                memcpy(dst + lo, src + lo + off, (size_t)(hi - lo) * sizeof *dst);
+            else
+                for (int ox = lo; ox < hi; ox++)
+                    dst[ox] = src[ox * cv->stride + off];
+            for (int ox = hi; ox < cv->ow; ox++)
+                dst[ox] = 0.0f;
         }
     }
 }
 
 /* The adjoint of im2col: every column entry adds back into the input pixel it came from.
- * Parallel over samples, whose dx regions are disjoint. */
+ * Parallel over (sample, channel) planes of dx, which are disjoint. */
 static void col2im(const struct conv *cv, const float *col, float *dx, int batch)
 {
-    size_t in_size = (size_t)cv->c * cv->h * cv->w;
-#pragma omp parallel for if ((size_t)batch * cv->pix * cv->ckk > DT_PARALLEL_MIN)
-    for (int b = 0; b < batch; b++) {
-        float *dxb = dx + (size_t)b * in_size;
-        memset(dxb, 0, in_size * sizeof *dxb);
-        const float *src = col + (size_t)b * cv->pix * cv->ckk;
-        for (int oy = 0; oy < cv->oh; oy++)
-            for (int ox = 0; ox < cv->ow; ox++) {
-                int y0 = oy * cv->stride - cv->pad, x0 = ox * cv->stride - cv->pad;
-                for (int c = 0; c < cv->c; c++) {
-                    float *plane = dxb + (size_t)c * cv->h * cv->w;
-                    for (int ky = 0; ky < cv->k; ky++) {
-                        int iy = y0 + ky;
-                        if (iy < 0 || iy >= cv->h) {
-                            src += cv->k;
-                            continue;
-                        }
-                        for (int kx = 0; kx < cv->k; kx++, src++) {
-                            int ix = x0 + kx;
-                            if (ix >= 0 && ix < cv->w)
-                                plane[iy * cv->w + ix] += *src;
-                        }
-                    }
+    size_t n = (size_t)batch * cv->pix, plane = (size_t)cv->h * cv->w;
+    int planes = batch * cv->c;
+#pragma omp parallel for if (n * cv->ckk > DT_PARALLEL_MIN)
+    for (int pl = 0; pl < planes; pl++) {
+        int b = pl / cv->c, c = pl % cv->c;
+        float *dxp = dx + (size_t)pl * plane;
+        memset(dxp, 0, plane * sizeof *dxp);
+        for (int ky = 0; ky < cv->k; ky++)
+            for (int kx = 0; kx < cv->k; kx++) {
+                int r = (c * cv->k + ky) * cv->k + kx, lo, hi;
+                valid_range(cv, kx, &lo, &hi);
+                const float *src = col + (size_t)r * n + (size_t)b * cv->pix;
+                for (int oy = 0; oy < cv->oh; oy++, src += cv->ow) {
+                    int iy = oy * cv->stride - cv->pad + ky;
+                    if (iy < 0 || iy >= cv->h)
+                        continue;
+                    float *d = dxp + (size_t)iy * cv->w;
+                    int off = kx - cv->pad;
+                    if (cv->stride == 1) /* the common case, kept apart so it vectorises */
+                        for (int ox = lo; ox < hi; ox++)
+                            d[ox + off] += src[ox];
+                    else
+                        for (int ox = lo; ox < hi; ox++)
+                            d[ox * cv->stride + off] += src[ox];
                 }
             }
     }
@@ -162,46 +182,43 @@ static void conv2d_forward(struct dt_layer *l, const float *x, float *y, int bat
 {
     (void)ctx;
     struct conv *cv = l->state;
-    const float *weight = l->params, *bias = cv->bias ? l->params + (size_t)cv->oc * cv->ckk : NULL;
+    const float *weight = l->params;
+    const float *bias = cv->bias ? l->params + (size_t)cv->oc * cv->ckk : NULL;
+    int n = batch * cv->pix;
     im2col(cv, x, cv->col, batch);
-    int rows = batch * cv->pix;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, cv->oc, cv->ckk, 1.0f, cv->col,
-                cv->ckk, weight, cv->ckk, 0.0f, cv->yt, cv->oc);
-#pragma omp parallel for if ((size_t)rows * cv->oc > DT_PARALLEL_MIN)
-    for (int b = 0; b < batch; b++)
-        for (int o = 0; o < cv->oc; o++) {
-            float *dst = y + ((size_t)b * cv->oc + o) * cv->pix;
-            const float *src = cv->yt + (size_t)b * cv->pix * cv->oc + o;
-            float add = bias ? bias[o] : 0.0f;
-            for (int p = 0; p < cv->pix; p++)
-                dst[p] = src[(size_t)p * cv->oc] + add;
-        }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, cv->oc, n, cv->ckk, 1.0f, weight,
+                cv->ckk, cv->col, n, 0.0f, cv->yt, n);
+    int blocks = batch * cv->oc;
+#pragma omp parallel for if ((size_t)n * cv->oc > DT_PARALLEL_MIN)
+    for (int t = 0; t < blocks; t++) {
+        int b = t / cv->oc, o = t % cv->oc;
+        const float *src = cv->yt + (size_t)o * n + (size_t)b * cv->pix;
+        float *dst = y + (size_t)t * cv->pix;
+        float add = bias ? bias[o] : 0.0f;
+        for (int p = 0; p < cv->pix; p++)
+            dst[p] = src[p] + add;
+    }
 }
 
-/* dyt[b*P + p][o] = dy[b][o][p], and the bias gradient, the sum of dy per channel. */
-static void transpose_dy(const struct conv *cv, const float *dy, float *dyt, float *dbias,
-                         int batch)
+/* dyt[o][b*P + p] = dy[b][o][p], and the bias gradient, the sum of dy per channel. */
+static void regroup_dy(const struct conv *cv, const float *dy, float *dyt, float *dbias, int batch)
 {
-#pragma omp parallel for if ((size_t)batch * cv->pix * cv->oc > DT_PARALLEL_MIN)
-    for (int b = 0; b < batch; b++)
-        for (int o = 0; o < cv->oc; o++) {
-            const float *src = dy + ((size_t)b * cv->oc + o) * cv->pix;
-            float *dst = dyt + (size_t)b * cv->pix * cv->oc + o;
-            for (int p = 0; p < cv->pix; p++)
-                dst[(size_t)p * cv->oc] = src[p];
-        }
-    if (!dbias)
-        return;
+    size_t n = (size_t)batch * cv->pix;
+#pragma omp parallel for if (n * cv->oc > DT_PARALLEL_MIN)
     for (int o = 0; o < cv->oc; o++) {
         double s = 0;
         for (int b = 0; b < batch; b++) {
             const float *src = dy + ((size_t)b * cv->oc + o) * cv->pix;
+            float *dst = dyt + (size_t)o * n + (size_t)b * cv->pix;
             float part = 0;
-            for (int p = 0; p < cv->pix; p++)
+            for (int p = 0; p < cv->pix; p++) {
+                dst[p] = src[p];
                 part += src[p];
+            }
             s += part;
         }
-        dbias[o] = (float)s;
+        if (dbias)
+            dbias[o] = (float)s;
     }
 }
 
@@ -211,14 +228,14 @@ static void conv2d_backward(struct dt_layer *l, const float *x, const float *y, 
     (void)x, (void)y;
     struct conv *cv = l->state;
     size_t nw = (size_t)cv->oc * cv->ckk;
-    int rows = batch * cv->pix;
-    transpose_dy(cv, dy, cv->yt, cv->bias ? l->grads + nw : NULL, batch);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cv->oc, cv->ckk, rows, 1.0f, cv->yt,
-                cv->oc, cv->col, cv->ckk, 0.0f, l->grads, cv->ckk);
+    int n = batch * cv->pix;
+    regroup_dy(cv, dy, cv->yt, cv->bias ? l->grads + nw : NULL, batch);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, cv->oc, cv->ckk, n, 1.0f, cv->yt, n,
+                cv->col, n, 0.0f, l->grads, cv->ckk);
     if (!dx)
         return;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, cv->ckk, cv->oc, 1.0f, cv->yt,
-                cv->oc, l->params, cv->ckk, 0.0f, cv->col, cv->ckk);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cv->ckk, n, cv->oc, 1.0f, l->params,
+                cv->ckk, cv->yt, n, 0.0f, cv->col, n);
     col2im(cv, cv->col, dx, batch);
 }
 
