@@ -28,6 +28,23 @@ static int maxpool2d_setup(struct dt_layer *l, const struct dt_layer_spec *spec,
     return mp->argmax ? 0 : dt_fail_context(-DT_ERUNTIME, "maxpool2d indices");
 }
 
+/* The common 2x2 / stride 2 window without padding, unrolled (same tie and NaN rules). */
+static void pool2x2(const float *xp, float *yp, int32_t *ip, int w, int oh, int ow)
+{
+    for (int oy = 0; oy < oh; oy++)
+        for (int ox = 0; ox < ow; ox++) {
+            int i = 2 * oy * w + 2 * ox, cand[3] = {i + 1, i + w, i + w + 1}, best = i;
+            float max = xp[i];
+            for (int j = 0; j < 3; j++)
+                if (xp[cand[j]] > max || xp[cand[j]] != xp[cand[j]]) {
+                    max = xp[cand[j]];
+                    best = cand[j];
+                }
+            yp[oy * ow + ox] = max;
+            ip[oy * ow + ox] = best;
+        }
+}
+
 static void maxpool2d_forward(struct dt_layer *l, const float *x, float *y, int batch,
                               const struct dt_forward_ctx *ctx)
 {
@@ -40,6 +57,10 @@ static void maxpool2d_forward(struct dt_layer *l, const float *x, float *y, int 
         const float *xp = x + (size_t)pl * h * w;
         float *yp = y + (size_t)pl * g.oh * g.ow;
         int32_t *ip = mp->argmax + (size_t)pl * g.oh * g.ow;
+        if (g.k == 2 && g.stride == 2 && g.pad == 0) {
+            pool2x2(xp, yp, ip, w, g.oh, g.ow);
+            continue;
+        }
         for (int oy = 0; oy < g.oh; oy++)
             for (int ox = 0; ox < g.ow; ox++) {
                 int y0 = oy * g.stride - g.pad, x0 = ox * g.stride - g.pad;
