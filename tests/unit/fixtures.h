@@ -212,7 +212,8 @@ static inline void fx_tar_header(struct fx_buf *b, const char *name, uint64_t si
 {
     uint8_t h[512];
     memset(h, 0, sizeof(h));
-    snprintf((char *)h, 100, "%s", name);
+    size_t len = strlen(name);
+    memcpy(h, name, len < 99 ? len : 99);
     fx_tar_octal(h + 100, 8, 0644);
     fx_tar_octal(h + 108, 8, 1000);
     fx_tar_octal(h + 116, 8, 1000);

@@ -204,6 +204,9 @@ static void test_dims_disagree_with_data(void **state)
     expect_load_error(0, "train-images-idx3-ubyte.gz",
                       "dims 4278190130x28x28 need 3354101061920 bytes of data, found 39200");
     fx_free(&b);
+    fx_idx_images(&b, 50, 28, 28, 0);
+    replace("train-images-idx3-ubyte.gz", &b);
+    fx_free(&b);
     fx_idx_labels(&b, 50, 10);
     b.n -= 1;
     replace("train-labels-idx1-ubyte.gz", &b);
@@ -211,9 +214,6 @@ static void test_dims_disagree_with_data(void **state)
     fx_free(&b);
     fx_idx_labels(&b, 50, 10);
     replace("train-labels-idx1-ubyte.gz", &b);
-    fx_free(&b);
-    fx_idx_images(&b, 50, 28, 28, 0);
-    replace("train-images-idx3-ubyte.gz", &b);
     fx_free(&b);
 }
 
