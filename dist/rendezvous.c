@@ -34,6 +34,7 @@
 #define REGISTER_MIN 16
 #define REGISTER_MAX (REGISTER_MIN + DT_RDZV_HOST_MAX)
 #define TABLE_ENTRY  12
+#define TABLE_GRACE  5.0 /* seconds a rank waits for the table past its own timeout */
 #define ADDR_STR     (INET6_ADDRSTRLEN + 16)
 
 enum { ST_AUTH, ST_REGISTER };
@@ -609,9 +610,15 @@ static int client_register(struct dt_rdzv *r, const struct dt_tcp_opts *o,
     uint32_t len = 0;
     if (rc == 0 && !table)
         rc = dt_fail(DT_ERUNTIME, "out of memory for the rank table");
-    if (rc == 0)
+    /* The master's own timeout runs from a little earlier than ours; wait past it so its
+     * verdict (the table, or an ABORT naming the missing ranks) is what we report. */
+    if (rc == 0) {
         rc = dt_wire_recv_msg(fd, DT_OP_TABLE, 2, table, 4, (uint32_t)table_max(r->size), &len,
-                              deadline, peer);
+                              deadline + TABLE_GRACE, peer);
+        if (rc < 0 && dt_now() >= deadline + TABLE_GRACE)
+            rc = dt_fail(DT_ERUNTIME, "rendezvous timed out after %.1f s: %s sent no rank table",
+                         rdzv_timeout(o), peer);
+    }
     if (rc == 0)
         rc = table_decode(r, table, len, peer);
     if (rc == 0 && (r->peers[o->rank].port != local_port(*data_lfd) ||
