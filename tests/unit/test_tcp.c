@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "dist/auth.h"
+#include "dist/mpi_comm.h"
 #include "dist/rendezvous.h"
 #include "dist/tcp.h"
 #include "dist/wire.h"
@@ -290,6 +291,11 @@ static void test_single_rank_and_bad_options(void **state)
     o.iface = "no-such-if0";
     assert_int_equal(dt_tcp_comm_create(&c, &o), -DT_EUSAGE);
     assert_string_equal(dt_last_error(), "--iface no-such-if0: no such interface");
+#ifndef DTRAIN_MPI
+    assert_int_equal(dt_mpi_comm_create(&c), -DT_EUSAGE);
+    assert_string_equal(dt_last_error(),
+                        "--backend mpi: this dtrain was built without MPI (make MPI=1)");
+#endif
 }
 
 static void body_small(struct dt_comm *c, const struct job *j, void *arg)
