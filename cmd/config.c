@@ -69,7 +69,7 @@ static const struct key keys[] = {
     {"data.format", T_STRING, 0, "\"\"", 0, 0, "|idx|cifar10|cifar100", FIELD(data.format), 0,
      "file format; empty = the registry's format for data.dataset"},
     {"data.dir", T_STRING, 0, "\"\"", 0, 0, NULL, FIELD(data.dir), 0,
-     "directory holding the archives; empty = $DTRAIN_DATA/<dataset> (DTRAIN_DATA defaults "
+     "directory holding the archives; empty = $DTRAIN_DATA/DATASET (DTRAIN_DATA defaults "
      "to \"data\", relative to the current directory)"},
     {"data.classes", T_INT, 0, "0", 0, DT_MAX_CLASSES, NULL, FIELD(data.classes), 0,
      "expected number of classes; 0 = the format's own"},
@@ -165,7 +165,8 @@ static const struct key keys[] = {
      "seconds a collective waits for a peer before failing"},
 
     {"checkpoint.dir", T_STRING, 0, "\"\"", 0, 0, NULL, FIELD(checkpoint.dir), 0,
-     "where checkpoints go; empty = runs/<config file name without .cfg>"},
+     "where checkpoints go; empty = runs/NAME, NAME being the config file's name without its "
+     "extension"},
     {"checkpoint.every", T_INT, 0, "1", 0, 1000000, NULL, FIELD(checkpoint.every), 0,
      "epochs between checkpoints; 0 = only at the end"},
     {"checkpoint.best", T_BOOL, 0, "false", 0, 0, NULL, FIELD(checkpoint.best), 0,
@@ -193,7 +194,7 @@ static const struct key layer_keys[] = {
     {"out_features", T_INT, REQUIRED, NULL, 1, 65536, NULL, LFIELD(out_features), 0,
      "output features (input features come from the previous layer)"},
     {"kernel", T_INT, REQUIRED, NULL, 1, 64, NULL, LFIELD(kernel), 0, "square kernel size"},
-    {"stride", T_INT, 0, "0", 1, 64, NULL, LFIELD(stride), 0,
+    {"stride", T_INT, 0, "unset", 1, 64, NULL, LFIELD(stride), 0,
      "step; unset = 1 for conv2d, the kernel size for pools"},
     {"padding", T_INT, 0, "0", 0, 64, NULL, LFIELD(padding), 0, "zero padding on each side"},
     {"bias", T_BOOL, 0, "true", 0, 0, NULL, LFIELD(bias), 0, "learn an additive bias"},

@@ -10,6 +10,7 @@
  *   --instances N -> dist.instances, --threads T -> dist.threads, --json -> log.json,
  *   --quiet -> log.quiet, --log-every N -> log.every, --profile -> log.profile.
  */
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,6 +75,7 @@ enum {
     OPT_LOG_EVERY,
     OPT_PROFILE,
     OPT_RESUME,
+    OPT_CONFIG_REFERENCE,
 };
 
 struct train_args {
@@ -81,7 +83,7 @@ struct train_args {
     struct dt_cli_common common;
     struct dt_cli_sets sets;  /* --set options, in order */
     struct dt_cli_sets flags; /* overrides from dedicated flags, applied after --set */
-    bool print_config, dry_run;
+    bool print_config, dry_run, config_reference;
     const char *resume;
 };
 
@@ -115,6 +117,9 @@ static int take_flag(struct train_args *a, int opt, const char *arg)
     case OPT_RESUME:
         a->resume = arg;
         return 0;
+    case OPT_CONFIG_REFERENCE:
+        a->config_reference = true;
+        return 0;
     default:
         return dt_fail(DT_EUSAGE, "internal error: option %d not handled; %s", opt, TRAIN_USAGE);
     }
@@ -132,6 +137,7 @@ static int parse_args(struct train_args *a, int argc, char **argv)
         {"log-every", required_argument, NULL, OPT_LOG_EVERY},
         {"profile", no_argument, NULL, OPT_PROFILE},
         {"resume", required_argument, NULL, OPT_RESUME},
+        {"config-reference", no_argument, NULL, OPT_CONFIG_REFERENCE},
         {NULL, 0, NULL, 0},
     };
     optind = 0; /* GNU: full reset, so a second parse in one process starts clean */
@@ -145,7 +151,7 @@ static int parse_args(struct train_args *a, int argc, char **argv)
         if ((rc = take_flag(a, opt, optarg)))
             return rc;
     }
-    if (a->common.help)
+    if (a->common.help || a->config_reference)
         return 0;
     if (optind >= argc)
         return dt_fail(DT_EUSAGE, "train: no config file given; %s", TRAIN_USAGE);
@@ -292,14 +298,11 @@ static void print_summary(const struct dt_config *cfg, const struct dry_run_fact
            cfg->model.nlayers, tr->c, tr->h, tr->w, f->model->classes, f->model->nparams,
            cfg->loss.type);
     printf("optimizer   %s, lr %g\n", cfg->optimizer.type, cfg->optimizer.lr);
-    if (cfg->dist.threads)
-        snprintf(buf, sizeof buf, "%d", cfg->dist.threads);
-    printf("run         %d instance%s x %s thread%s, batch %d global (%d per instance), "
+    printf("run         %d instance%s x %d thread%s, batch %d global (%d per instance), "
            "%lld steps per epoch, %d epoch%s\n",
-           cfg->dist.instances, cfg->dist.instances > 1 ? "s" : "",
-           cfg->dist.threads ? buf : "auto", cfg->dist.threads == 1 ? "" : "s", f->global_batch,
-           f->per_instance_batch, f->steps_per_epoch, cfg->train.epochs,
-           cfg->train.epochs > 1 ? "s" : "");
+           cfg->dist.instances, cfg->dist.instances > 1 ? "s" : "", cfg->dist.threads,
+           cfg->dist.threads == 1 ? "" : "s", f->global_batch, f->per_instance_batch,
+           f->steps_per_epoch, cfg->train.epochs, cfg->train.epochs > 1 ? "s" : "");
     printf("checkpoints %s\n", cfg->checkpoint.dir);
     printf("classes     %d\n", tr->classes);
     printf("  class  %-20s %8s %8s\n", "name", "train", "test");
@@ -353,6 +356,37 @@ out:
     return rc;
 }
 
+/* Cores this run may use: those of dist.cpu_list ("0-7,16-23") when given, else the
+ * process's affinity mask (which honours taskset and cgroup limits). */
+static int usable_cores(const char *cpu_list)
+{
+    int count = 0;
+    for (const char *p = cpu_list; *p;) {
+        char *end;
+        long lo = strtol(p, &end, 10), hi = lo;
+        if (*end == '-')
+            hi = strtol(end + 1, &end, 10);
+        count += hi >= lo ? (int)(hi - lo + 1) : 0;
+        p = *end == ',' ? end + 1 : end + (*end != 0);
+    }
+    if (count > 0)
+        return count;
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0)
+        count = CPU_COUNT(&set);
+    return count > 0 ? count : 1;
+}
+
+/* dist.threads = 0 means "the cores divided among the instances". The config text keeps 0
+ * (a checkpoint moved to another machine means "auto" there too); the run gets a number. */
+static void resolve_auto_threads(struct dt_config *cfg)
+{
+    if (cfg->dist.threads > 0)
+        return;
+    int per = usable_cores(cfg->dist.cpu_list) / cfg->dist.instances;
+    cfg->dist.threads = per > 0 ? per : 1;
+}
+
 static int run_train(int argc, char **argv)
 {
     struct train_args a;
@@ -360,9 +394,11 @@ static int run_train(int argc, char **argv)
     struct dt_config cfg;
     memset(&cfg, 0, sizeof cfg);
     int rc = parse_args(&a, argc, argv);
-    if (rc || a.common.help) {
-        if (!rc)
+    if (rc || a.common.help || a.config_reference) {
+        if (!rc && a.common.help)
             fputs(dt_cmd_train.help, stdout);
+        else if (!rc)
+            dt_config_print_reference(stdout);
         goto out;
     }
     dt_cli_apply_log_level(&a.common);
@@ -370,9 +406,12 @@ static int run_train(int argc, char **argv)
         rc = dt_cli_sets_add(&a.sets, a.flags.items[i]);
     if (rc || (rc = dt_config_load(&cfg, a.config, (const char *const *)a.sets.items, a.sets.n)))
         goto out;
-    if (a.print_config)
+    if (a.print_config) {
         fputs(cfg.text, stdout);
-    else if (a.dry_run)
+        goto out;
+    }
+    resolve_auto_threads(&cfg);
+    if (a.dry_run)
         rc = dry_run(&cfg, a.common.json);
     else {
         struct dt_train_options opt = {.resume = a.resume, .verbose = a.common.verbose};
@@ -411,7 +450,10 @@ const struct dt_command dt_cmd_train = {
         "      --profile        print per-layer forward/backward times at the end\n"
         "                       (sets log.profile)\n"
         "      --resume PATH    continue from the checkpoint PATH (same trajectory as an\n"
-        "                       uninterrupted run)\n" DT_CLI_COMMON_HELP "\n"
+        "                       uninterrupted run)\n"
+        "      --config-reference  print every config key (type, default, range, meaning)\n"
+        "                       as a Markdown table and exit; needs no CONFIG\n" DT_CLI_COMMON_HELP
+        "\n"
         "--quiet and --json also set log.quiet and log.json. Flags win over --set.\n"
         "\n"
         "exit codes: 0 ok, 1 runtime failure, 2 usage or config error, 3 data error,\n"

@@ -117,8 +117,16 @@ expect_err "missing config file named" "missing.cfg"
 run "$DTRAIN" train --help
 expect_rc "train --help exits 0" 0
 for o in --set --instances --threads --print-config --dry-run --quiet --verbose --json \
-    --log-every --profile --resume --help; do
+    --log-every --profile --resume --config-reference --help; do
     expect_out "train --help explains $o" "^ +(-[a-z], )?$o"
 done
+
+# docs/config.md carries the generated reference: it must be current
+run "$DTRAIN" train --config-reference
+expect_rc "--config-reference exits 0" 0
+sed -n '/<!-- reference:begin -->/,/<!-- reference:end -->/p' docs/config.md | sed '1d;$d' \
+    >"$TMP/doc-reference"
+check "docs/config.md reference is current (regenerate with dtrain train --config-reference)" \
+    cmp -s "$TMP/out" "$TMP/doc-reference"
 
 finish
