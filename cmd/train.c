@@ -38,35 +38,6 @@ __attribute__((weak)) int dt_train_run(const struct dt_config *cfg,
     return dt_fail(DT_EUSAGE, "training is not built yet in this version");
 }
 
-__attribute__((weak)) int dt_data_load(struct dt_data *out, const char *kind, const char *dir,
-                                       int classes, int coarse_labels)
-{
-    (void)kind;
-    (void)classes;
-    (void)coarse_labels;
-    memset(out, 0, sizeof *out);
-    return dt_fail(DT_EDATA, "%s: reading datasets is not built yet in this version", dir);
-}
-
-__attribute__((weak)) void dt_data_free(struct dt_data *d)
-{
-    (void)d;
-}
-
-__attribute__((weak)) int dt_model_build(struct dt_model **out, const struct dt_layer_spec *specs,
-                                         int nspecs, struct dt_shape input, int max_batch,
-                                         enum dt_loss_kind loss, uint64_t seed)
-{
-    (void)specs, (void)nspecs, (void)input, (void)max_batch, (void)loss, (void)seed;
-    *out = NULL;
-    return dt_fail(DT_EUSAGE, "building models is not built yet in this version");
-}
-
-__attribute__((weak)) void dt_model_free(struct dt_model *m)
-{
-    (void)m;
-}
-
 enum {
     OPT_INSTANCES = DT_OPT_COMMAND_BASE,
     OPT_THREADS,
