@@ -275,25 +275,28 @@ static void report_verified(const struct file_job *j, const char *how, enum dt_m
 }
 
 /* Verifies the part file and renames it into place; a bad part file is deleted. */
-static int verify_and_promote(struct file_job *j, const char *source, const char *how)
+static int verify_and_promote(struct file_job *j, const char *source, const char *kind,
+                              const char *how)
 {
     enum dt_match m;
-    int rc = dt_checksum_verify(j->part, j->f, j->f->name, &m);
+    char label[PATH_CAP + 300];
+    snprintf(label, sizeof label, "%s (from %s)", j->f->name, source);
+    int rc = dt_checksum_verify(j->part, j->f, label, &m);
     if (rc) {
         unlink(j->part);
-        return dt_fail_context(rc, "%s", source);
+        return rc;
     }
     rc = promote(j);
     if (rc)
         return rc;
     report_verified(j, how, m);
-    json_file_done(j, source, m);
+    json_file_done(j, kind, m);
     return 0;
 }
 
 /* ---- sources ---- */
 
-static int try_local_copy(struct file_job *j, const char *dir, const char *source)
+static int try_local_copy(struct file_job *j, const char *dir, const char *kind)
 {
     char src[PATH_CAP];
     int rc = join_path(src, dir, j->f->name, "");
@@ -307,7 +310,7 @@ static int try_local_copy(struct file_job *j, const char *dir, const char *sourc
         return rc;
     char how[PATH_CAP + 32];
     snprintf(how, sizeof how, "copied from %s", src);
-    return verify_and_promote(j, source, how);
+    return verify_and_promote(j, src, kind, how);
 }
 
 static void mirror_url(char *url, size_t cap, const char *base, const char *name)
@@ -345,10 +348,12 @@ static int try_url(struct file_job *j, const char *url, char *errors, size_t cap
         int rc = dt_download(url, j->part, &dl, &res);
         clear_bar(j);
         if (rc == 0) {
-            char how[64], got[32];
+            char how[128], got[32], kept[32];
             format_bytes(res.received, got, sizeof got);
-            snprintf(how, sizeof how, "%s in %.1f s", got, dt_now() - j->start);
-            return verify_and_promote(j, url, how);
+            format_bytes(res.resumed, kept, sizeof kept);
+            snprintf(how, sizeof how, "%s in %.1f s%s%s", got, dt_now() - j->start,
+                     res.resumed ? " after the first " : "", res.resumed ? kept : "");
+            return verify_and_promote(j, url, url, how);
         }
         if (res.failure == DT_DL_FATAL)
             return rc;
@@ -408,7 +413,7 @@ static int try_system_copy(struct file_job *j)
     char src[PATH_CAP];
     if (j->o->no_system || !sys || join_path(src, sys, j->f->name, "") || !file_exists(src))
         return 1;
-    int rc = try_local_copy(j, sys, "system copy");
+    int rc = try_local_copy(j, sys, "system");
     if (rc == 0)
         return 0;
     if (rc != -DT_EDATA)
@@ -438,7 +443,8 @@ static int check_complete_part(struct file_job *j)
     long long have = file_size(j->part);
     if (have <= 0 || !j->f->size || (size_t)have < j->f->size)
         return 1;
-    if ((size_t)have == j->f->size && verify_and_promote(j, "part", "completed earlier") == 0)
+    if ((size_t)have == j->f->size &&
+        verify_and_promote(j, "an earlier download", "part", "completed earlier") == 0)
         return 0;
     unlink(j->part);
     return 1;
@@ -452,7 +458,7 @@ static int fetch_file(struct file_job *j)
     if (j->o->force)
         unlink(j->part);
     if (j->o->from)
-        return try_local_copy(j, j->o->from, "--from");
+        return try_local_copy(j, j->o->from, "from");
     if ((rc = try_system_copy(j)) <= 0)
         return rc;
     if ((rc = check_complete_part(j)) <= 0)

@@ -253,24 +253,20 @@ static int parse_file(const char *path, const struct dt_json *fj, const char *wh
     static const char *const keys[] = {"name", "size", "md5", "sha256", "content_sha256", NULL};
     if (fj->type != DT_JSON_OBJ)
         return bad(path, "each entry of \"files\" must be an object", where);
-    int rc = check_keys(path, fj, keys, where);
-    if (!rc)
-        rc = get_string(path, fj, "name", where, 1, &f->name);
-    if (!rc && (strchr(f->name, '/') || !f->name[0] || !strcmp(f->name, "..")))
+    int rc;
+    if ((rc = check_keys(path, fj, keys, where)) ||
+        (rc = get_string(path, fj, "name", where, 1, &f->name)))
+        return rc;
+    if (strchr(f->name, '/') || !f->name[0] || !strcmp(f->name, ".") || !strcmp(f->name, ".."))
         return bad(path, "file \"name\" must be a plain file name", where);
     const struct dt_json *size = dt_json_get(fj, "size");
-    if (!rc && size) {
-        if (size->type != DT_JSON_NUM || size->num < 0 || size->num > 1e15)
-            return bad(path, "\"size\" must be a non-negative number of bytes", where);
-        f->size = (size_t)size->num;
-    }
-    if (!rc)
-        rc = get_hex(path, fj, "md5", 32, where, &f->md5);
-    if (!rc)
-        rc = get_hex(path, fj, "sha256", 64, where, &f->sha256);
-    if (!rc)
-        rc = get_hex(path, fj, "content_sha256", 64, where, &f->content_sha256);
-    return rc;
+    if (size && (size->type != DT_JSON_NUM || size->num < 0 || size->num > 1e15))
+        return bad(path, "\"size\" must be a non-negative number of bytes", where);
+    f->size = size ? (size_t)size->num : 0;
+    if ((rc = get_hex(path, fj, "md5", 32, where, &f->md5)) ||
+        (rc = get_hex(path, fj, "sha256", 64, where, &f->sha256)))
+        return rc;
+    return get_hex(path, fj, "content_sha256", 64, where, &f->content_sha256);
 }
 
 static int parse_files(const char *path, const struct dt_json *files, const char *where,
@@ -313,6 +309,20 @@ static int parse_mirrors(const char *path, const struct dt_json *mirrors, const 
     return 0;
 }
 
+static int parse_classes(const char *path, const struct dt_json *dj, const char *where,
+                         struct dt_reg_dataset *d)
+{
+    const struct dt_json *classes = dt_json_get(dj, "classes");
+    d->classes = strcmp(d->format, "cifar100") == 0 ? 100 : 10;
+    if (!classes)
+        return 0;
+    if (classes->type != DT_JSON_NUM || classes->num < 2 || classes->num > 256 ||
+        classes->num != (int)classes->num)
+        return bad(path, "\"classes\" must be an integer from 2 to 256", where);
+    d->classes = (int)classes->num;
+    return 0;
+}
+
 static int parse_dataset(const char *path, const struct dt_json *dj, int index,
                          struct dt_reg_dataset *d)
 {
@@ -323,35 +333,23 @@ static int parse_dataset(const char *path, const struct dt_json *dj, int index,
     if (dj->type != DT_JSON_OBJ)
         return bad(path, "must be an object", where);
     memset(d, 0, sizeof *d);
-    int rc = check_keys(path, dj, keys, where);
-    if (!rc)
-        rc = get_string(path, dj, "name", where, 1, &d->name);
-    if (!rc)
-        snprintf(where, sizeof where, "dataset \"%.100s\"", d->name);
-    if (!rc)
-        rc = get_string(path, dj, "format", where, 1, &d->format);
-    if (!rc && strcmp(d->format, "idx") && strcmp(d->format, "cifar10") &&
-        strcmp(d->format, "cifar100"))
+    int rc;
+    if ((rc = check_keys(path, dj, keys, where)) ||
+        (rc = get_string(path, dj, "name", where, 1, &d->name)))
+        return rc;
+    snprintf(where, sizeof where, "dataset \"%.100s\"", d->name);
+    if ((rc = get_string(path, dj, "format", where, 1, &d->format)))
+        return rc;
+    if (strcmp(d->format, "idx") && strcmp(d->format, "cifar10") && strcmp(d->format, "cifar100"))
         return bad(path, "\"format\" must be \"idx\", \"cifar10\" or \"cifar100\"", where);
-    if (!rc)
-        rc = get_string(path, dj, "description", where, 0, &d->description);
-    if (!rc && !d->description)
+    if ((rc = get_string(path, dj, "description", where, 0, &d->description)) ||
+        (rc = get_string(path, dj, "system_dir", where, 0, &d->system_dir)) ||
+        (rc = parse_classes(path, dj, where, d)) ||
+        (rc = parse_mirrors(path, dt_json_get(dj, "mirrors"), where, d)))
+        return rc;
+    if (!d->description)
         d->description = d->name;
-    if (!rc)
-        rc = get_string(path, dj, "system_dir", where, 0, &d->system_dir);
-    const struct dt_json *classes = dt_json_get(dj, "classes");
-    d->classes = strcmp(d->format, "cifar100") == 0 ? 100 : 10;
-    if (!rc && classes) {
-        if (classes->type != DT_JSON_NUM || classes->num < 2 || classes->num > 256 ||
-            classes->num != (int)classes->num)
-            return bad(path, "\"classes\" must be an integer from 2 to 256", where);
-        d->classes = (int)classes->num;
-    }
-    if (!rc)
-        rc = parse_mirrors(path, dt_json_get(dj, "mirrors"), where, d);
-    if (!rc)
-        rc = parse_files(path, dt_json_get(dj, "files"), where, d);
-    return rc;
+    return parse_files(path, dt_json_get(dj, "files"), where, d);
 }
 
 /* Adds or replaces `d` in the view (which starts as a copy of the built-in table). */
