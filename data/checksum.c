@@ -3,7 +3,8 @@
  *
  * Reading a 170 MB archive once instead of three times matters more than anything else here,
  * so the raw digests and the inflater are fed from the same read buffer. Gzip members are
- * followed to the end of the file (concatenated members are legal gzip and pigz writes them);
+ * followed to the end of the file (concatenated members are legal gzip and pigz writes them;
+ * zero padding after the last one is accepted, as the readers do);
  * a stream that fails to inflate leaves content_sha256 empty and gzip_ok 0, which verification
  * reports as such rather than failing the digest call: the archive digests are still valid. */
 #include "data/checksum.h"
@@ -24,7 +25,9 @@
 struct hasher {
     EVP_MD_CTX *md5, *sha, *content;
     z_stream z;
-    int inflating; /* inflateInit2 done and stream not failed */
+    int inflating;   /* inflateInit2 done and stream not failed */
+    int member_done; /* the current gzip member ended; more bytes start a new one */
+    int padding;     /* zero padding after the last member */
     int want_content;
     int started;
     unsigned char out[CHUNK];
@@ -80,6 +83,8 @@ static int hasher_init(struct hasher *h, int want_content, struct dt_digests *d)
     h->want_content = want_content;
     h->started = 0;
     h->inflating = 0;
+    h->member_done = 0;
+    h->padding = 0;
     h->md5 = EVP_MD_CTX_new();
     h->sha = EVP_MD_CTX_new();
     h->content = EVP_MD_CTX_new();
@@ -109,30 +114,53 @@ static void start_inflate(struct hasher *h, const unsigned char *data, size_t le
     h->inflating = inflateInit2(&h->z, 16 + MAX_WBITS) == Z_OK;
 }
 
-/* Feeds compressed bytes to the inflater; a new gzip member may start right after one ends. */
+static void stop_inflate(struct hasher *h)
+{
+    h->d->gzip_ok = 0;
+    inflateEnd(&h->z);
+    h->inflating = 0;
+}
+
+/* Zero bytes after the last member are padding (as data/gzip.c accepts); anything else that
+ * follows must be another member. */
+static void skip_padding(struct hasher *h, const unsigned char *data, size_t len)
+{
+    for (size_t i = 0; i < len; i++)
+        if (data[i] != 0)
+            return stop_inflate(h);
+}
+
+/* Feeds compressed bytes to the inflater, member after member. */
 static void feed_inflate(struct hasher *h, const unsigned char *data, size_t len)
 {
-    h->z.next_in = (unsigned char *)data;
-    h->z.avail_in = (uInt)len;
-    while (h->inflating && h->z.avail_in > 0) {
+    while (h->inflating && len > 0) {
+        if (h->member_done && data[0] == 0)
+            h->padding = 1;
+        if (h->padding) {
+            skip_padding(h, data, len);
+            return;
+        }
+        if (h->member_done) {
+            if (inflateReset(&h->z) != Z_OK)
+                return stop_inflate(h);
+            h->member_done = 0;
+            h->d->gzip_ok = 0;
+        }
+        h->z.next_in = (unsigned char *)data;
+        h->z.avail_in = (uInt)len;
         h->z.next_out = h->out;
         h->z.avail_out = CHUNK;
         int zr = inflate(&h->z, Z_NO_FLUSH);
-        size_t produced = CHUNK - h->z.avail_out;
+        size_t produced = CHUNK - h->z.avail_out, used = len - h->z.avail_in;
         EVP_DigestUpdate(h->content, h->out, produced);
         h->d->content_size += produced;
+        data += used;
+        len -= used;
         if (zr == Z_STREAM_END) {
+            h->member_done = 1;
             h->d->gzip_ok = 1;
-            if (h->z.avail_in > 0 && inflateReset(&h->z) != Z_OK)
-                h->inflating = 0;
-            else if (h->z.avail_in > 0)
-                h->d->gzip_ok = 0; /* next member must end too */
-        } else if (zr != Z_OK && zr != Z_BUF_ERROR) {
-            h->d->gzip_ok = 0;
-            inflateEnd(&h->z);
-            h->inflating = 0;
-        } else if (zr == Z_BUF_ERROR && produced == 0) {
-            break;
+        } else if (zr != Z_OK && !(zr == Z_BUF_ERROR && produced + used > 0)) {
+            return stop_inflate(h);
         }
     }
 }

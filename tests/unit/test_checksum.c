@@ -90,6 +90,22 @@ static void test_gzip_members_concatenate(void **state)
     assert_string_equal(d.content_sha256, SHA_ABC);
 }
 
+static void test_gzip_padding_and_trailing_garbage(void **state)
+{
+    (void)state;
+    unsigned char gz[512] = {0};
+    size_t used = 0;
+    gzip_member("abc", 3, gz, sizeof gz, &used);
+    struct dt_digests d;
+    assert_int_equal(dt_checksum_buffer(gz, used + 100, 1, &d), 0); /* zero padding */
+    assert_true(d.gzip_ok);
+    assert_string_equal(d.content_sha256, SHA_ABC);
+    gz[used + 50] = 'x';
+    assert_int_equal(dt_checksum_buffer(gz, used + 100, 1, &d), 0);
+    assert_false(d.gzip_ok);
+    assert_string_equal(d.content_sha256, "");
+}
+
 static void test_truncated_gzip_has_no_content_digest(void **state)
 {
     (void)state;
@@ -230,6 +246,7 @@ int main(void)
         cmocka_unit_test(test_known_vectors),
         cmocka_unit_test(test_gzip_content_digest),
         cmocka_unit_test(test_gzip_members_concatenate),
+        cmocka_unit_test(test_gzip_padding_and_trailing_garbage),
         cmocka_unit_test(test_truncated_gzip_has_no_content_digest),
         cmocka_unit_test(test_file_matches_buffer_across_chunks),
         cmocka_unit_test(test_missing_file),
