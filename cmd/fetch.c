@@ -58,6 +58,7 @@ struct file_job {
     char final[PATH_CAP], part[PATH_CAP];
     double start, last_draw, last_json, last_plain;
     bool bar_drawn;
+    bool tty; /* stderr is a terminal and not --quiet: draw a live bar */
 };
 
 /* ---- output ---- */
@@ -142,7 +143,7 @@ static void draw_bar(struct file_job *j, uint64_t have, uint64_t total, double r
     for (int i = 0; i < 20; i++)
         bar[i] = i < filled ? '#' : '.';
     bar[20] = 0;
-    format_eta(rate > 0 && total ? (double)(total - have) / rate : NAN, eta, sizeof eta);
+    format_eta(rate > 0 && total > have ? (double)(total - have) / rate : NAN, eta, sizeof eta);
     fprintf(stderr, "\r\033[K%-28.28s [%s] %9s / %-9s %3d%% %9s/s ETA %s", j->f->name, bar, got,
             total ? all : "?", (int)(frac * 100), speed, eta);
     fflush(stderr);
@@ -156,10 +157,10 @@ static void on_progress(void *ctx, uint64_t have, uint64_t total, uint64_t resum
     double rate = elapsed > 0 ? (double)(have - resumed) / elapsed : 0;
     if (!total)
         total = j->f->size;
-    if (dt_log_is_tty() && now - j->last_draw >= 0.1) {
+    if (j->tty && now - j->last_draw >= 0.1) {
         j->last_draw = now;
         draw_bar(j, have, total, rate);
-    } else if (!dt_log_is_tty() && now - j->last_plain >= 10) {
+    } else if (!j->tty && now - j->last_plain >= 10) {
         j->last_plain = now;
         char got[32], all[32];
         format_bytes(have, got, sizeof got);
@@ -485,6 +486,7 @@ static int init_job(struct file_job *j, const struct fetch_opts *o, const struct
     j->o = o;
     j->ds = ds;
     j->f = &ds->files[i];
+    j->tty = dt_log_is_tty();
     int rc = join_path(j->final, o->dir, j->f->name, "");
     return rc ? rc : join_path(j->part, o->dir, j->f->name, ".part");
 }

@@ -7,7 +7,8 @@ Serves DIR/NAME at /MODE/[TAG/]NAME, where MODE says how:
   normal      honours "Range: bytes=N-" (206, Content-Range; 416 past the end)
   close-once  the first request for this path sends half the body, then closes the
               connection; later requests are served normally (TAG keeps paths apart)
-  stall       sends half the body, then goes silent for 30 s (stall timeouts)
+  stall       sends the headers, then goes silent for 30 s (stall timeouts; a silent start,
+              because curl averages the speed over several seconds)
   404, 500    answers that status
   corrupt     serves the file with one byte changed
   norange     ignores Range and always answers 200 with the whole file
@@ -107,11 +108,13 @@ class Handler(BaseHTTPRequestHandler):
         with lock:
             cut = mode == "close-once" and self.path not in closed_once
             closed_once.add(self.path)
-        if cut or mode == "stall":
+        if mode == "stall":
+            self.wfile.flush()
+            time.sleep(30)
+            return
+        if cut:
             self.wfile.write(body[:len(body) // 2])
             self.wfile.flush()
-            if mode == "stall":
-                time.sleep(30)
             self.connection.shutdown(socket.SHUT_RDWR)
             self.close_connection = True
             return
