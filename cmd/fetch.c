@@ -438,16 +438,27 @@ static int check_present(struct file_job *j)
     return 1;
 }
 
-/* A part file as long as the published file may be complete: keep it if it verifies. */
+/* A part file from an earlier run may be complete (its size is the published one, or the size
+ * is unknown): keep it if it verifies. One of unknown size that does not verify may just be
+ * partial, so it stays for a resume; one of known size that does not verify is discarded. */
 static int check_complete_part(struct file_job *j)
 {
     long long have = file_size(j->part);
-    if (have <= 0 || !j->f->size || (size_t)have < j->f->size)
+    if (have <= 0 || (j->f->size && (size_t)have < j->f->size))
         return 1;
-    if ((size_t)have == j->f->size &&
-        verify_and_promote(j, "an earlier download", "part", "completed earlier") == 0)
-        return 0;
-    unlink(j->part);
+    enum dt_match m;
+    if ((!j->f->size || (size_t)have == j->f->size) &&
+        dt_checksum_verify(j->part, j->f, j->f->name, &m) == 0) {
+        int rc = promote(j);
+        if (!rc) {
+            report_verified(j, "completed earlier", m);
+            json_file_done(j, "part", m);
+        }
+        return rc;
+    }
+    dt_clear_error();
+    if (j->f->size)
+        unlink(j->part);
     return 1;
 }
 

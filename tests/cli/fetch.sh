@@ -145,6 +145,18 @@ run "$DTRAIN" fetch tiny-nosize --dir "$TMP/d/416" $FAST
 expect_rc "part longer than the file (416): exits 0" 0
 check "416: file is whole" cmp "$SRC/$F" "$TMP/d/416/$F"
 
+# ---- a complete .part from an earlier run is verified and kept, even offline
+mkdir -p "$TMP/d/wholepart"
+cp "$SRC/$F" "$TMP/d/wholepart/$F.part"
+run "$DTRAIN" fetch tiny-corrupt --dir "$TMP/d/wholepart" --offline
+expect_rc "complete .part kept offline" 0
+expect_err "complete .part reported" "$F: completed earlier; verified \(SHA-256 matched\)"
+cp "$SRC/$F" "$TMP/d/wholepart/$F.part"
+rm "$TMP/d/wholepart/$F"
+run "$DTRAIN" fetch tiny-nosize --dir "$TMP/d/wholepart" --offline
+expect_rc "complete .part of unknown size kept" 0
+check "complete .part renamed" test -f "$TMP/d/wholepart/$F" -a ! -e "$TMP/d/wholepart/$F.part"
+
 # ---- a corrupted download is rejected and removed
 run "$DTRAIN" fetch tiny-corrupt --dir "$TMP/d/corrupt" $FAST
 expect_rc "corrupt download exits 3" 3
