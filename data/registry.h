@@ -1,6 +1,10 @@
 /* The datasets dtrain knows by name: their format, files, class names, where to download them
- * and how to recognise a good copy. One table in data/registry.c; `dtrain fetch --list`, the
- * configs' data.dataset and the readers all consult it. */
+ * and how to recognise a good copy. One built-in table in data/registry.c; `dtrain fetch --list`,
+ * the configs' data.dataset and the readers all consult it.
+ *
+ * A registry file (JSON, see docs/fetch.md) can add entries or replace built-in ones by name:
+ * internal datasets, internal mirrors, and the tests' local server. Loading one changes the
+ * process-wide view that dt_registry_find/all/names return until dt_registry_unload(). */
 #ifndef DT_DATA_REGISTRY_H
 #define DT_DATA_REGISTRY_H
 
@@ -34,5 +38,15 @@ const struct dt_reg_dataset *dt_registry_find(const char *name);
 const struct dt_reg_dataset *dt_registry_all(size_t *count);
 /* "mnist, fashion-mnist, ..." for error messages. */
 const char *dt_registry_names(void);
+
+/* Loads a registry file: its entries replace built-in ones of the same name and the others are
+ * appended. Returns 0, or -DT_EUSAGE naming the file and the offending key. Loading a second
+ * file replaces the first. */
+int dt_registry_load(const char *path);
+/* Back to the built-in table only; frees what dt_registry_load allocated. */
+void dt_registry_unload(void);
+
+/* True when the file has at least one published checksum (md5, sha256 or content_sha256). */
+int dt_reg_file_has_checksum(const struct dt_reg_file *f);
 
 #endif

@@ -1,0 +1,52 @@
+/* Checksums of dataset files: MD5 and SHA-256 of the bytes as stored, and SHA-256 of the
+ * gzip-decompressed content, all computed in one pass over the file (OpenSSL EVP, zlib).
+ *
+ * The content digest exists because distributions recompress archives (Debian's Fashion-MNIST):
+ * the archive checksum then differs from the published one while the data is identical. A file
+ * is accepted when any published checksum matches, and the result says which one did. */
+#ifndef DT_DATA_CHECKSUM_H
+#define DT_DATA_CHECKSUM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "data/registry.h"
+
+struct dt_digests {
+    char md5[33];
+    char sha256[65];
+    char content_sha256[65]; /* "" when the file is not gzip or does not decompress */
+    uint64_t size;           /* bytes as stored */
+    uint64_t content_size;   /* decompressed bytes (gzip only) */
+    int is_gzip;             /* starts with the gzip magic */
+    int gzip_ok;             /* decompressed to its end with valid CRCs (gzip only) */
+};
+
+/* Which identity check accepted a file. */
+enum dt_match {
+    DT_MATCH_NONE = 0,
+    DT_MATCH_SHA256,         /* archive SHA-256 equals the published one */
+    DT_MATCH_MD5,            /* archive MD5 equals the published one */
+    DT_MATCH_CONTENT_SHA256, /* decompressed content SHA-256 equals the published one */
+    DT_MATCH_UNCHECKED,      /* no published checksum: size and gzip integrity only */
+};
+
+/* "sha256", "md5", "content-sha256", "size-only" (for --json and messages). */
+const char *dt_match_name(enum dt_match m);
+
+/* Digests of a file in one pass. The content digest is computed only when want_content and the
+ * file starts with the gzip magic. Returns 0, or -DT_EDATA naming the path (missing/unreadable). */
+int dt_checksum_file(const char *path, int want_content, struct dt_digests *out);
+/* The same for a memory buffer (tests, small files). */
+int dt_checksum_buffer(const void *data, size_t len, int want_content, struct dt_digests *out);
+
+/* Checks `path` against the registry entry. Returns 0 with *match set, or -DT_EDATA with a
+ * one-line message naming the file and showing the expected and the found checksums. `label`
+ * names the file in messages (the path when NULL). */
+int dt_checksum_verify(const char *path, const struct dt_reg_file *f, const char *label,
+                       enum dt_match *match);
+
+/* Case-insensitive comparison of two hex strings; NULL or "" never match. */
+int dt_hex_equal(const char *a, const char *b);
+
+#endif
