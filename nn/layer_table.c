@@ -1,5 +1,5 @@
 /* The one table of layer kinds. A kind's ops come from its own file (nn/layer_<kind>.c);
- * until a kind's file exists its ops pointer is NULL and dt_model_build rejects it. */
+ * a kind whose ops pointer is NULL is rejected by dt_model_build. */
 #include <string.h>
 
 #include "nn/layers.h"
@@ -8,16 +8,16 @@
 #define NO_KEYS   ((const char *const[]){NULL})
 
 static const struct dt_layer_kind kinds[] = {
-    {"conv2d", KEYS("out_channels", "kernel", "stride", "padding", "bias"), NULL},
-    {"linear", KEYS("out_features", "bias"), NULL},
-    {"maxpool2d", KEYS("kernel", "stride", "padding"), NULL},
-    {"avgpool2d", KEYS("kernel", "stride", "padding"), NULL},
-    {"relu", NO_KEYS, NULL},
-    {"dropout", KEYS("p"), NULL},
-    {"dropout2d", KEYS("p"), NULL},
-    {"flatten", NO_KEYS, NULL},
-    {"batchnorm2d", KEYS("eps", "momentum", "affine"), NULL},
-    {"log_softmax", NO_KEYS, NULL},
+    {"conv2d", KEYS("out_channels", "kernel", "stride", "padding", "bias"), &dt_conv2d_ops},
+    {"linear", KEYS("out_features", "bias"), &dt_linear_ops},
+    {"maxpool2d", KEYS("kernel", "stride", "padding"), &dt_maxpool2d_ops},
+    {"avgpool2d", KEYS("kernel", "stride", "padding"), &dt_avgpool2d_ops},
+    {"relu", NO_KEYS, &dt_relu_ops},
+    {"dropout", KEYS("p"), &dt_dropout_ops},
+    {"dropout2d", KEYS("p"), &dt_dropout2d_ops},
+    {"flatten", NO_KEYS, &dt_flatten_ops},
+    {"batchnorm2d", KEYS("eps", "momentum", "affine"), &dt_batchnorm2d_ops},
+    {"log_softmax", NO_KEYS, &dt_log_softmax_ops},
 };
 
 const struct dt_layer_kind *dt_layer_kind_find(const char *name)

@@ -22,8 +22,10 @@ struct dt_layer_ops {
     int (*init)(struct dt_layer *l, uint64_t seed);
     void (*forward)(struct dt_layer *l, const float *x, float *y, int batch,
                     const struct dt_forward_ctx *ctx);
-    /* dy: gradient w.r.t. y; writes dx (may be NULL for the first layer) and accumulates
-     * parameter gradients into l->grads. */
+    /* dy: gradient w.r.t. y; writes dx (may be NULL for the first layer) and WRITES (does not
+     * accumulate) every parameter gradient of the layer into l->grads, so the model never has
+     * to clear the gradient arena on a normal step. Uses the mode (training or eval) of the
+     * layer's last forward. batch >= 1. */
     void (*backward)(struct dt_layer *l, const float *x, const float *y, const float *dy, float *dx,
                      int batch);
     void (*destroy)(struct dt_layer *l);
@@ -44,8 +46,21 @@ struct dt_layer {
     size_t nparams;
     float *buffers;
     size_t nbuffers;
-    void *state; /* kind-specific (scratch, cached masks, ...) */
+    void *state;            /* kind-specific (scratch, cached masks, ...) */
+    int max_batch;          /* set by dt_model_build before setup: scratch is sized for it */
+    struct dt_model *model; /* owner, for dt_layer_describe */
 };
+
+/* Registers one tensor of layer l in the model's tables as "layers.<index>.<name>"; offset is
+ * in floats from the start of the layer's params (trainable) or buffers slice. ndim <= 4;
+ * ndim 0 is a scalar. Called from a kind's init. */
+void dt_layer_describe(struct dt_layer *l, const char *name, bool trainable, size_t offset,
+                       int ndim, const int *shape);
+
+/* Each kind's ops, defined in nn/layer_<kind>.c and listed in nn/layer_table.c. */
+extern const struct dt_layer_ops dt_conv2d_ops, dt_linear_ops, dt_maxpool2d_ops, dt_avgpool2d_ops,
+    dt_relu_ops, dt_dropout_ops, dt_dropout2d_ops, dt_flatten_ops, dt_batchnorm2d_ops,
+    dt_log_softmax_ops;
 
 /* The kind named `name`, or NULL. */
 const struct dt_layer_kind *dt_layer_kind_find(const char *name);

@@ -65,8 +65,8 @@ static void test_json_writer_escapes(void **state)
     dt_jw_str(&w, "name", "a\"b\\c\n");
     dt_jw_bool(&w, "ok", true);
     char *s = dt_jw_finish(&w);
-    assert_string_equal(
-        s, "{\"event\":\"epoch\",\"epoch\":3,\"loss\":0.5,\"nan\":null,\"name\":\"a\\\"b\\\\c\\n\",\"ok\":true}");
+    assert_string_equal(s, "{\"event\":\"epoch\",\"epoch\":3,\"loss\":0.5,\"nan\":null,\"name\":"
+                           "\"a\\\"b\\\\c\\n\",\"ok\":true}");
     struct dt_json *v = dt_json_parse(s, strlen(s));
     assert_non_null(v);
     assert_string_equal(dt_json_get(v, "name")->str, "a\"b\\c\n");
@@ -79,8 +79,11 @@ static void test_json_writer_escapes(void **state)
 static void test_json_parser_rejects_garbage(void **state)
 {
     (void)state;
-    const char *bad[] = {"", "{", "{\"a\":}", "[1,2", "{\"a\":1}x", "\"unterminated", "{'a':1}",
-                         "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]"};
+    const char *bad[] = {
+        "",           "{",
+        "{\"a\":}",   "[1,2",
+        "{\"a\":1}x", "\"unterminated",
+        "{'a':1}",    "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         assert_null(dt_json_parse(bad[i], strlen(bad[i])));
         assert_int_equal(dt_last_error_code(), DT_EDATA);

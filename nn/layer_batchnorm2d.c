@@ -1,0 +1,179 @@
+/* batchnorm2d: per-channel normalisation over (batch, h, w), like torch.nn.BatchNorm2d(c, eps,
+ * momentum, affine) with track_running_stats=True.
+ *
+ * Training: normalises with the batch's mean and biased variance and updates the running
+ * statistics as PyTorch does: running = (1 - momentum) * running + momentum * batch statistic,
+ * using the UNBIASED variance (n / (n - 1)) for running_var; num_batches_tracked += 1. Eval:
+ * normalises with the running statistics. Parameters: weight (gamma, init 1) and bias (beta,
+ * init 0) when affine. Buffers: running_mean (0), running_var (1) and num_batches_tracked,
+ * which PyTorch stores as int64 and dtrain keeps as a float count in the buffer arena (exact up
+ * to 2^24 steps); checkpoint writers convert it.
+ *
+ * Each rank normalises with its own batch's statistics, like DDP without SyncBatchNorm.
+ * Statistics are accumulated in double; forward keeps mean and 1/std per channel for backward.
+ */
+#include <math.h>
+#include <stdlib.h>
+
+#include "nn/init.h"
+#include "nn/layer_common.h"
+#include "util/alloc.h"
+
+struct batchnorm {
+    int c;
+    size_t plane;
+    float eps, momentum;
+    bool affine;
+    bool training; /* mode of the last forward */
+    float *mean, *invstd;
+};
+
+static int batchnorm2d_setup(struct dt_layer *l, const struct dt_layer_spec *spec,
+                             struct dt_shape in)
+{
+    if (!(spec->eps > 0.0f))
+        return dt_fail(DT_EUSAGE, "eps %g, expected > 0", (double)spec->eps);
+    if (!(spec->momentum >= 0.0f && spec->momentum <= 1.0f))
+        return dt_fail(DT_EUSAGE, "momentum %g, expected 0 to 1", (double)spec->momentum);
+    struct batchnorm *bn = calloc(1, sizeof *bn);
+    if (!bn)
+        return dt_fail(DT_ERUNTIME, "out of memory");
+    l->state = bn;
+    bn->c = in.c;
+    bn->plane = (size_t)in.h * in.w;
+    bn->eps = spec->eps;
+    bn->momentum = spec->momentum;
+    bn->affine = spec->affine;
+    l->out = in;
+    l->nparams = bn->affine ? 2 * (size_t)in.c : 0;
+    l->nbuffers = 2 * (size_t)in.c + 1;
+    bn->mean = dt_alloc((size_t)in.c, sizeof(float));
+    bn->invstd = dt_alloc((size_t)in.c, sizeof(float));
+    return bn->mean && bn->invstd ? 0 : dt_fail_context(-DT_ERUNTIME, "batchnorm2d statistics");
+}
+
+static int batchnorm2d_init(struct dt_layer *l, uint64_t seed)
+{
+    (void)seed;
+    struct batchnorm *bn = l->state;
+    size_t c = (size_t)bn->c;
+    if (bn->affine) {
+        dt_layer_describe(l, "weight", true, 0, 1, &bn->c);
+        dt_layer_describe(l, "bias", true, c, 1, &bn->c);
+        dt_init_fill(l->params, c, 1.0f);
+        dt_init_fill(l->params + c, c, 0.0f);
+    }
+    dt_layer_describe(l, "running_mean", false, 0, 1, &bn->c);
+    dt_layer_describe(l, "running_var", false, c, 1, &bn->c);
+    dt_layer_describe(l, "num_batches_tracked", false, 2 * c, 0, NULL);
+    dt_init_fill(l->buffers, c, 0.0f);
+    dt_init_fill(l->buffers + c, c, 1.0f);
+    l->buffers[2 * c] = 0.0f;
+    return 0;
+}
+
+/* Batch mean and biased variance of channel ch (two passes, double accumulators). */
+static void channel_stats(const struct batchnorm *bn, const float *x, int batch, int ch,
+                          double *mean, double *var)
+{
+    double s = 0, q = 0;
+    for (int b = 0; b < batch; b++) {
+        const float *p = x + ((size_t)b * bn->c + ch) * bn->plane;
+        for (size_t i = 0; i < bn->plane; i++)
+            s += p[i];
+    }
+    double n = (double)batch * bn->plane, m = s / n;
+    for (int b = 0; b < batch; b++) {
+        const float *p = x + ((size_t)b * bn->c + ch) * bn->plane;
+        for (size_t i = 0; i < bn->plane; i++)
+            q += (p[i] - m) * (p[i] - m);
+    }
+    *mean = m;
+    *var = q / n;
+}
+
+static void batchnorm2d_forward(struct dt_layer *l, const float *x, float *y, int batch,
+                                const struct dt_forward_ctx *ctx)
+{
+    struct batchnorm *bn = l->state;
+    float *run_mean = l->buffers, *run_var = l->buffers + bn->c;
+    double n = (double)batch * bn->plane;
+    bn->training = ctx->training;
+#pragma omp parallel for if (n * bn->c > DT_PARALLEL_MIN)
+    for (int ch = 0; ch < bn->c; ch++) {
+        if (bn->training) {
+            double mean, var;
+            channel_stats(bn, x, batch, ch, &mean, &var);
+            bn->mean[ch] = (float)mean;
+            bn->invstd[ch] = (float)(1.0 / sqrt(var + bn->eps));
+            double unbiased = n > 1 ? var * n / (n - 1) : var;
+            run_mean[ch] = (float)((1.0 - bn->momentum) * run_mean[ch] + bn->momentum * mean);
+            run_var[ch] = (float)((1.0 - bn->momentum) * run_var[ch] + bn->momentum * unbiased);
+        } else {
+            bn->mean[ch] = run_mean[ch];
+            bn->invstd[ch] = (float)(1.0 / sqrt((double)run_var[ch] + bn->eps));
+        }
+        float gamma = bn->affine ? l->params[ch] : 1.0f;
+        float beta = bn->affine ? l->params[bn->c + ch] : 0.0f;
+        float scale = bn->invstd[ch] * gamma, shift = beta - bn->mean[ch] * scale;
+        for (int b = 0; b < batch; b++) {
+            size_t off = ((size_t)b * bn->c + ch) * bn->plane;
+            for (size_t i = 0; i < bn->plane; i++)
+                y[off + i] = x[off + i] * scale + shift;
+        }
+    }
+    if (bn->training)
+        l->buffers[2 * bn->c] += 1.0f;
+}
+
+static void batchnorm2d_backward(struct dt_layer *l, const float *x, const float *y,
+                                 const float *dy, float *dx, int batch)
+{
+    (void)y;
+    struct batchnorm *bn = l->state;
+    double n = (double)batch * bn->plane;
+#pragma omp parallel for if (n * bn->c > DT_PARALLEL_MIN)
+    for (int ch = 0; ch < bn->c; ch++) {
+        float mean = bn->mean[ch], invstd = bn->invstd[ch];
+        double sum_dy = 0, sum_dy_xhat = 0;
+        for (int b = 0; b < batch; b++) {
+            size_t off = ((size_t)b * bn->c + ch) * bn->plane;
+            for (size_t i = 0; i < bn->plane; i++) {
+                sum_dy += dy[off + i];
+                sum_dy_xhat += dy[off + i] * (x[off + i] - mean) * invstd;
+            }
+        }
+        float gamma = 1.0f;
+        if (bn->affine) {
+            gamma = l->params[ch];
+            l->grads[ch] = (float)sum_dy_xhat;
+            l->grads[bn->c + ch] = (float)sum_dy;
+        }
+        if (!dx)
+            continue;
+        float k = gamma * invstd;
+        float mean_dy = bn->training ? (float)(sum_dy / n) : 0.0f;
+        float mean_dy_xhat = bn->training ? (float)(sum_dy_xhat / n) : 0.0f;
+        for (int b = 0; b < batch; b++) {
+            size_t off = ((size_t)b * bn->c + ch) * bn->plane;
+            for (size_t i = 0; i < bn->plane; i++) {
+                float xhat = (x[off + i] - mean) * invstd;
+                dx[off + i] = k * (dy[off + i] - mean_dy - xhat * mean_dy_xhat);
+            }
+        }
+    }
+}
+
+static void batchnorm2d_destroy(struct dt_layer *l)
+{
+    struct batchnorm *bn = l->state;
+    if (bn) {
+        dt_free(bn->mean);
+        dt_free(bn->invstd);
+    }
+    free(bn);
+}
+
+const struct dt_layer_ops dt_batchnorm2d_ops = {batchnorm2d_setup, batchnorm2d_init,
+                                                batchnorm2d_forward, batchnorm2d_backward,
+                                                batchnorm2d_destroy};

@@ -1,0 +1,52 @@
+/* Small helpers shared by the nn/layer_*.c kinds (internal to nn/). */
+#ifndef DT_NN_LAYER_COMMON_H
+#define DT_NN_LAYER_COMMON_H
+
+#include <stddef.h>
+
+#include "nn/layers.h"
+#include "util/err.h"
+
+/* Loops with less work than this many floats run on one thread: below it the OpenMP fork/join
+ * costs more than it saves. */
+#define DT_PARALLEL_MIN 32768
+
+static inline size_t dt_shape_size(struct dt_shape s)
+{
+    return (size_t)s.c * s.h * s.w;
+}
+
+/* Output length of a sliding window (PyTorch's floor formula); < 1 when it does not fit. */
+static inline int dt_window_out(int in, int kernel, int stride, int padding)
+{
+    int span = in + 2 * padding - kernel;
+    return span < 0 ? 0 : span / stride + 1;
+}
+
+/* Window geometry of a pooling layer (stride defaults to the kernel, as in PyTorch). */
+struct dt_pool_geom {
+    int k, stride, pad, oh, ow;
+};
+
+/* Checks a pool spec against its input the way torch.nn.MaxPool2d/AvgPool2d do. */
+static inline int dt_pool_setup(struct dt_pool_geom *g, const struct dt_layer_spec *spec,
+                                struct dt_shape in)
+{
+    g->k = spec->kernel;
+    g->stride = spec->stride ? spec->stride : spec->kernel;
+    g->pad = spec->padding;
+    if (g->k < 1)
+        return dt_fail(DT_EUSAGE, "kernel %d, expected >= 1", g->k);
+    if (g->stride < 1)
+        return dt_fail(DT_EUSAGE, "stride %d, expected >= 1", g->stride);
+    if (g->pad < 0 || g->pad > g->k / 2)
+        return dt_fail(DT_EUSAGE, "padding %d, expected 0 to kernel/2 = %d", g->pad, g->k / 2);
+    g->oh = dt_window_out(in.h, g->k, g->stride, g->pad);
+    g->ow = dt_window_out(in.w, g->k, g->stride, g->pad);
+    if (g->oh < 1 || g->ow < 1)
+        return dt_fail(DT_EUSAGE, "kernel %d is larger than the padded input %dx%d (padding %d)",
+                       g->k, in.h + 2 * g->pad, in.w + 2 * g->pad, g->pad);
+    return 0;
+}
+
+#endif

@@ -1,0 +1,253 @@
+/* conv2d: 2-D convolution, NCHW, weight [out, in, k, k] and optional bias [out], like
+ * torch.nn.Conv2d(in, out, k, stride, padding, bias).
+ *
+ * Algorithm (the "gemm" path): batched im2col. The columns of the whole batch form one matrix
+ * col[C*K*K][B*P] (P = output pixels; row r = (c, ky, kx), channel-major like the weight), so
+ * each direction is ONE large GEMM whose N = B*P keeps OpenBLAS efficient at small channel
+ * counts, and the layout keeps every copy contiguous along output rows (vectorisable):
+ *   forward        yt[OC][B*P]  = W x col, then each [P] block copied to y[b][o] plus bias
+ *   weight grad    dW[OC][CKK]  = dyt x col^T          (dyt: dy regrouped to [OC][B*P])
+ *   input grad     dcol         = W^T x dyt, reusing col's memory, then col2im into dx
+ * col is kept from forward to backward (no second im2col). Scratch, allocated once at setup for
+ * max_batch: col (CKK*B*P floats) and yt (OC*B*P floats).
+ *
+ * conv2d_choose_algo() is the single place where a per-shape choice between this path and a
+ * direct (non-GEMM) kernel belongs: it sees the full shape at setup time.
+ */
+#include <cblas.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/init.h"
+#include "nn/layer_common.h"
+#include "util/alloc.h"
+#include "util/err.h"
+
+enum conv_algo { CONV_GEMM };
+
+struct conv {
+    enum conv_algo algo;
+    int c, h, w, oc, oh, ow, k, stride, pad;
+    int ckk, pix;
+    bool bias;
+    float *col; /* [ckk][max_batch * pix] */
+    float *yt;  /* [oc][max_batch * pix] */
+};
+
+/* Per-shape algorithm selection. A direct kernel (e.g. dt_conv_direct_supported(c, oc, k,
+ * stride, pad)) would be tried here first; GEMM handles every shape. */
+static enum conv_algo conv2d_choose_algo(const struct conv *cv)
+{
+    (void)cv;
+    return CONV_GEMM;
+}
+
+static int conv2d_setup(struct dt_layer *l, const struct dt_layer_spec *spec, struct dt_shape in)
+{
+    if (spec->out_channels < 1)
+        return dt_fail(DT_EUSAGE, "out_channels %d, expected >= 1", spec->out_channels);
+    if (spec->kernel < 1)
+        return dt_fail(DT_EUSAGE, "kernel %d, expected >= 1", spec->kernel);
+    int stride = spec->stride ? spec->stride : 1;
+    if (stride < 1 || spec->padding < 0)
+        return dt_fail(DT_EUSAGE, "stride %d / padding %d, expected stride >= 1, padding >= 0",
+                       stride, spec->padding);
+    int oh = dt_window_out(in.h, spec->kernel, stride, spec->padding);
+    int ow = dt_window_out(in.w, spec->kernel, stride, spec->padding);
+    if (oh < 1 || ow < 1)
+        return dt_fail(DT_EUSAGE, "kernel %d is larger than the padded input %dx%d (padding %d)",
+                       spec->kernel, in.h + 2 * spec->padding, in.w + 2 * spec->padding,
+                       spec->padding);
+    struct conv *cv = calloc(1, sizeof *cv);
+    if (!cv)
+        return dt_fail(DT_ERUNTIME, "out of memory");
+    l->state = cv;
+    *cv = (struct conv){.c = in.c,
+                        .h = in.h,
+                        .w = in.w,
+                        .oc = spec->out_channels,
+                        .oh = oh,
+                        .ow = ow,
+                        .k = spec->kernel,
+                        .stride = stride,
+                        .pad = spec->padding,
+                        .bias = spec->bias};
+    cv->ckk = cv->c * cv->k * cv->k;
+    cv->pix = oh * ow;
+    cv->algo = conv2d_choose_algo(cv);
+    l->out = (struct dt_shape){cv->oc, oh, ow};
+    l->nparams = (size_t)cv->oc * cv->ckk + (cv->bias ? (size_t)cv->oc : 0);
+    size_t rows = (size_t)l->max_batch * cv->pix;
+    cv->col = dt_alloc(rows * cv->ckk, sizeof(float));
+    cv->yt = dt_alloc(rows * cv->oc, sizeof(float));
+    if (!cv->col || !cv->yt)
+        return dt_fail_context(-DT_ERUNTIME, "conv2d scratch");
+    return 0;
+}
+
+static int conv2d_init(struct dt_layer *l, uint64_t seed)
+{
+    struct conv *cv = l->state;
+    size_t nw = (size_t)cv->oc * cv->ckk;
+    int wshape[4] = {cv->oc, cv->c, cv->k, cv->k};
+    dt_layer_describe(l, "weight", true, 0, 4, wshape);
+    if (cv->bias)
+        dt_layer_describe(l, "bias", true, nw, 1, &cv->oc);
+    dt_init_fan_in(l->params, nw, cv->bias ? l->params + nw : NULL, (size_t)cv->oc, (size_t)cv->ckk,
+                   seed, l->index);
+    return 0;
+}
+
+/* Output columns [lo, hi) whose input column ox*stride - pad + kx lies inside [0, w). */
+static void valid_range(const struct conv *cv, int kx, int *lo, int *hi)
+{
+    int off = kx - cv->pad; /* ix = ox * stride + off */
+    *lo = off >= 0 ? 0 : (-off + cv->stride - 1) / cv->stride;
+    *hi = cv->w - off <= 0 ? 0 : (cv->w - off - 1) / cv->stride + 1;
+    if (*hi > cv->ow)
+        *hi = cv->ow;
+    if (*lo > *hi)
+        *lo = *hi;
+}
+
+/* col[(c, ky, kx)][b*P + oy*OW + ox] = x[b][c][oy*s - pad + ky][ox*s - pad + kx], 0 outside. */
+static void im2col(const struct conv *cv, const float *x, float *col, int batch)
+{
+    size_t n = (size_t)batch * cv->pix, plane = (size_t)cv->h * cv->w;
+    int tasks = cv->ckk * batch;
+#pragma omp parallel for if (n * cv->ckk > DT_PARALLEL_MIN)
+    for (int t = 0; t < tasks; t++) {
+        int r = t / batch, b = t % batch;
+        int c = r / (cv->k * cv->k), ky = r / cv->k % cv->k, kx = r % cv->k;
+        const float *xp = x + ((size_t)b * cv->c + c) * plane;
+        float *dst = col + (size_t)r * n + (size_t)b * cv->pix;
+        int lo, hi;
+        valid_range(cv, kx, &lo, &hi);
+        for (int oy = 0; oy < cv->oh; oy++, dst += cv->ow) {
+            int iy = oy * cv->stride - cv->pad + ky;
+            if (iy < 0 || iy >= cv->h) {
+                memset(dst, 0, (size_t)cv->ow * sizeof *dst);
+                continue;
+            }
+            const float *src = xp + (size_t)iy * cv->w;
+            int off = kx - cv->pad;
+            for (int ox = 0; ox < lo; ox++)
+                dst[ox] = 0.0f;
+            if (cv->stride == 1)
+                memcpy(dst + lo, src + lo + off, (size_t)(hi - lo) * sizeof *dst);
+            else
+                for (int ox = lo; ox < hi; ox++)
+                    dst[ox] = src[ox * cv->stride + off];
+            for (int ox = hi; ox < cv->ow; ox++)
+                dst[ox] = 0.0f;
+        }
+    }
+}
+
+/* The adjoint of im2col: every column entry adds back into the input pixel it came from.
+ * Parallel over (sample, channel) planes of dx, which are disjoint. */
+static void col2im(const struct conv *cv, const float *col, float *dx, int batch)
+{
+    size_t n = (size_t)batch * cv->pix, plane = (size_t)cv->h * cv->w;
+    int planes = batch * cv->c;
+#pragma omp parallel for if (n * cv->ckk > DT_PARALLEL_MIN)
+    for (int pl = 0; pl < planes; pl++) {
+        int b = pl / cv->c, c = pl % cv->c;
+        float *dxp = dx + (size_t)pl * plane;
+        memset(dxp, 0, plane * sizeof *dxp);
+        for (int ky = 0; ky < cv->k; ky++)
+            for (int kx = 0; kx < cv->k; kx++) {
+                int r = (c * cv->k + ky) * cv->k + kx, lo, hi;
+                valid_range(cv, kx, &lo, &hi);
+                const float *src = col + (size_t)r * n + (size_t)b * cv->pix;
+                for (int oy = 0; oy < cv->oh; oy++, src += cv->ow) {
+                    int iy = oy * cv->stride - cv->pad + ky;
+                    if (iy < 0 || iy >= cv->h)
+                        continue;
+                    float *d = dxp + (size_t)iy * cv->w;
+                    int off = kx - cv->pad;
+                    if (cv->stride == 1) /* the common case, kept apart so it vectorises */
+                        for (int ox = lo; ox < hi; ox++)
+                            d[ox + off] += src[ox];
+                    else
+                        for (int ox = lo; ox < hi; ox++)
+                            d[ox * cv->stride + off] += src[ox];
+                }
+            }
+    }
+}
+
+static void conv2d_forward(struct dt_layer *l, const float *x, float *y, int batch,
+                           const struct dt_forward_ctx *ctx)
+{
+    (void)ctx;
+    struct conv *cv = l->state;
+    const float *weight = l->params;
+    const float *bias = cv->bias ? l->params + (size_t)cv->oc * cv->ckk : NULL;
+    int n = batch * cv->pix;
+    im2col(cv, x, cv->col, batch);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, cv->oc, n, cv->ckk, 1.0f, weight,
+                cv->ckk, cv->col, n, 0.0f, cv->yt, n);
+    int blocks = batch * cv->oc;
+#pragma omp parallel for if ((size_t)n * cv->oc > DT_PARALLEL_MIN)
+    for (int t = 0; t < blocks; t++) {
+        int b = t / cv->oc, o = t % cv->oc;
+        const float *src = cv->yt + (size_t)o * n + (size_t)b * cv->pix;
+        float *dst = y + (size_t)t * cv->pix;
+        float add = bias ? bias[o] : 0.0f;
+        for (int p = 0; p < cv->pix; p++)
+            dst[p] = src[p] + add;
+    }
+}
+
+/* dyt[o][b*P + p] = dy[b][o][p], and the bias gradient, the sum of dy per channel. */
+static void regroup_dy(const struct conv *cv, const float *dy, float *dyt, float *dbias, int batch)
+{
+    size_t n = (size_t)batch * cv->pix;
+#pragma omp parallel for if (n * cv->oc > DT_PARALLEL_MIN)
+    for (int o = 0; o < cv->oc; o++) {
+        double s = 0;
+        for (int b = 0; b < batch; b++) {
+            const float *src = dy + ((size_t)b * cv->oc + o) * cv->pix;
+            float *dst = dyt + (size_t)o * n + (size_t)b * cv->pix;
+            float part = 0;
+            for (int p = 0; p < cv->pix; p++) {
+                dst[p] = src[p];
+                part += src[p];
+            }
+            s += part;
+        }
+        if (dbias)
+            dbias[o] = (float)s;
+    }
+}
+
+static void conv2d_backward(struct dt_layer *l, const float *x, const float *y, const float *dy,
+                            float *dx, int batch)
+{
+    (void)x, (void)y;
+    struct conv *cv = l->state;
+    size_t nw = (size_t)cv->oc * cv->ckk;
+    int n = batch * cv->pix;
+    regroup_dy(cv, dy, cv->yt, cv->bias ? l->grads + nw : NULL, batch);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, cv->oc, cv->ckk, n, 1.0f, cv->yt, n,
+                cv->col, n, 0.0f, l->grads, cv->ckk);
+    if (!dx)
+        return;
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cv->ckk, n, cv->oc, 1.0f, l->params,
+                cv->ckk, cv->yt, n, 0.0f, cv->col, n);
+    col2im(cv, cv->col, dx, batch);
+}
+
+static void conv2d_destroy(struct dt_layer *l)
+{
+    struct conv *cv = l->state;
+    if (!cv)
+        return;
+    dt_free(cv->col);
+    dt_free(cv->yt);
+    free(cv);
+}
+
+const struct dt_layer_ops dt_conv2d_ops = {conv2d_setup, conv2d_init, conv2d_forward,
+                                           conv2d_backward, conv2d_destroy};

@@ -1,0 +1,30 @@
+/* flatten: c x h x w -> (c*h*w) x 1 x 1, like torch.nn.Flatten(). NCHW memory is already in
+ * flattened order, so both directions are plain copies. */
+#include <string.h>
+
+#include "nn/layer_common.h"
+
+static int flatten_setup(struct dt_layer *l, const struct dt_layer_spec *spec, struct dt_shape in)
+{
+    (void)spec;
+    l->out = (struct dt_shape){(int)dt_shape_size(in), 1, 1};
+    return 0;
+}
+
+static void flatten_forward(struct dt_layer *l, const float *x, float *y, int batch,
+                            const struct dt_forward_ctx *ctx)
+{
+    (void)ctx;
+    memcpy(y, x, (size_t)batch * dt_shape_size(l->in) * sizeof *y);
+}
+
+static void flatten_backward(struct dt_layer *l, const float *x, const float *y, const float *dy,
+                             float *dx, int batch)
+{
+    (void)x, (void)y;
+    if (dx)
+        memcpy(dx, dy, (size_t)batch * dt_shape_size(l->in) * sizeof *dx);
+}
+
+const struct dt_layer_ops dt_flatten_ops = {flatten_setup, NULL, flatten_forward, flatten_backward,
+                                            NULL};

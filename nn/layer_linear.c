@@ -1,0 +1,88 @@
+/* linear: y = x W^T + b with W [out, in], like torch.nn.Linear. A non-flat input (c x h x w)
+ * is read as its flattened c*h*w vector, exactly what an nn.Flatten in front would give, so a
+ * flatten layer before it is optional. All three products are single OpenBLAS GEMMs. */
+#include <cblas.h>
+#include <stdlib.h>
+
+#include "nn/init.h"
+#include "nn/layer_common.h"
+#include "util/err.h"
+
+struct linear {
+    int in, out;
+    bool bias;
+};
+
+static int linear_setup(struct dt_layer *l, const struct dt_layer_spec *spec, struct dt_shape in)
+{
+    if (spec->out_features < 1)
+        return dt_fail(DT_EUSAGE, "out_features %d, expected >= 1", spec->out_features);
+    struct linear *li = calloc(1, sizeof *li);
+    if (!li)
+        return dt_fail(DT_ERUNTIME, "out of memory");
+    l->state = li;
+    li->in = (int)dt_shape_size(in);
+    li->out = spec->out_features;
+    li->bias = spec->bias;
+    l->out = (struct dt_shape){li->out, 1, 1};
+    l->nparams = (size_t)li->out * li->in + (li->bias ? (size_t)li->out : 0);
+    return 0;
+}
+
+static int linear_init(struct dt_layer *l, uint64_t seed)
+{
+    struct linear *li = l->state;
+    size_t nw = (size_t)li->out * li->in;
+    int wshape[2] = {li->out, li->in};
+    dt_layer_describe(l, "weight", true, 0, 2, wshape);
+    if (li->bias)
+        dt_layer_describe(l, "bias", true, nw, 1, &li->out);
+    dt_init_fan_in(l->params, nw, li->bias ? l->params + nw : NULL, (size_t)li->out, (size_t)li->in,
+                   seed, l->index);
+    return 0;
+}
+
+static void linear_forward(struct dt_layer *l, const float *x, float *y, int batch,
+                           const struct dt_forward_ctx *ctx)
+{
+    (void)ctx;
+    struct linear *li = l->state;
+    float beta = 0.0f;
+    if (li->bias) {
+        const float *bias = l->params + (size_t)li->out * li->in;
+        for (int b = 0; b < batch; b++)
+            for (int o = 0; o < li->out; o++)
+                y[(size_t)b * li->out + o] = bias[o];
+        beta = 1.0f;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, batch, li->out, li->in, 1.0f, x, li->in,
+                l->params, li->in, beta, y, li->out);
+}
+
+static void linear_backward(struct dt_layer *l, const float *x, const float *y, const float *dy,
+                            float *dx, int batch)
+{
+    (void)y;
+    struct linear *li = l->state;
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, li->out, li->in, batch, 1.0f, dy, li->out,
+                x, li->in, 0.0f, l->grads, li->in);
+    if (li->bias) {
+        float *db = l->grads + (size_t)li->out * li->in;
+        for (int o = 0; o < li->out; o++)
+            db[o] = 0.0f;
+        for (int b = 0; b < batch; b++)
+            for (int o = 0; o < li->out; o++)
+                db[o] += dy[(size_t)b * li->out + o];
+    }
+    if (dx)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, batch, li->in, li->out, 1.0f, dy,
+                    li->out, l->params, li->in, 0.0f, dx, li->in);
+}
+
+static void linear_destroy(struct dt_layer *l)
+{
+    free(l->state);
+}
+
+const struct dt_layer_ops dt_linear_ops = {linear_setup, linear_init, linear_forward,
+                                           linear_backward, linear_destroy};

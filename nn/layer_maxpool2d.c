@@ -1,0 +1,112 @@
+/* maxpool2d: max over k x k windows (stride defaults to k, implicit -inf padding), like
+ * torch.nn.MaxPool2d(k, stride, padding). Forward records, per output, the index of the winning
+ * input within its plane (first maximum on ties, like PyTorch), so backward is a scatter. The
+ * index array (int32, max_batch x output) is the layer's scratch. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/layer_common.h"
+#include "util/alloc.h"
+
+struct maxpool {
+    struct dt_pool_geom g;
+    int32_t *argmax;
+};
+
+static int maxpool2d_setup(struct dt_layer *l, const struct dt_layer_spec *spec, struct dt_shape in)
+{
+    struct maxpool *mp = calloc(1, sizeof *mp);
+    if (!mp)
+        return dt_fail(DT_ERUNTIME, "out of memory");
+    l->state = mp;
+    int rc = dt_pool_setup(&mp->g, spec, in);
+    if (rc < 0)
+        return rc;
+    l->out = (struct dt_shape){in.c, mp->g.oh, mp->g.ow};
+    mp->argmax = dt_alloc((size_t)l->max_batch * dt_shape_size(l->out), sizeof(int32_t));
+    return mp->argmax ? 0 : dt_fail_context(-DT_ERUNTIME, "maxpool2d indices");
+}
+
+/* The common 2x2 / stride 2 window without padding, unrolled (same tie and NaN rules). */
+static void pool2x2(const float *xp, float *yp, int32_t *ip, int w, int oh, int ow)
+{
+    for (int oy = 0; oy < oh; oy++)
+        for (int ox = 0; ox < ow; ox++) {
+            int i = 2 * oy * w + 2 * ox, cand[3] = {i + 1, i + w, i + w + 1}, best = i;
+            float max = xp[i];
+            for (int j = 0; j < 3; j++)
+                if (xp[cand[j]] > max || xp[cand[j]] != xp[cand[j]]) {
+                    max = xp[cand[j]];
+                    best = cand[j];
+                }
+            yp[oy * ow + ox] = max;
+            ip[oy * ow + ox] = best;
+        }
+}
+
+static void maxpool2d_forward(struct dt_layer *l, const float *x, float *y, int batch,
+                              const struct dt_forward_ctx *ctx)
+{
+    (void)ctx;
+    struct maxpool *mp = l->state;
+    const struct dt_pool_geom g = mp->g;
+    int h = l->in.h, w = l->in.w, planes = batch * l->in.c;
+#pragma omp parallel for if ((size_t)planes * h * w > DT_PARALLEL_MIN)
+    for (int pl = 0; pl < planes; pl++) {
+        const float *xp = x + (size_t)pl * h * w;
+        float *yp = y + (size_t)pl * g.oh * g.ow;
+        int32_t *ip = mp->argmax + (size_t)pl * g.oh * g.ow;
+        if (g.k == 2 && g.stride == 2 && g.pad == 0) {
+            pool2x2(xp, yp, ip, w, g.oh, g.ow);
+            continue;
+        }
+        for (int oy = 0; oy < g.oh; oy++)
+            for (int ox = 0; ox < g.ow; ox++) {
+                int y0 = oy * g.stride - g.pad, x0 = ox * g.stride - g.pad;
+                int best = -1;
+                float max = 0.0f;
+                for (int iy = y0 < 0 ? 0 : y0; iy < y0 + g.k && iy < h; iy++)
+                    for (int ix = x0 < 0 ? 0 : x0; ix < x0 + g.k && ix < w; ix++) {
+                        float v = xp[iy * w + ix];
+                        if (best < 0 || v > max || v != v) {
+                            max = v;
+                            best = iy * w + ix;
+                        }
+                    }
+                yp[oy * g.ow + ox] = max;
+                ip[oy * g.ow + ox] = best;
+            }
+    }
+}
+
+static void maxpool2d_backward(struct dt_layer *l, const float *x, const float *y, const float *dy,
+                               float *dx, int batch)
+{
+    (void)x, (void)y;
+    if (!dx)
+        return;
+    struct maxpool *mp = l->state;
+    size_t in_plane = (size_t)l->in.h * l->in.w, out_plane = (size_t)mp->g.oh * mp->g.ow;
+    int planes = batch * l->in.c;
+#pragma omp parallel for if (planes * in_plane > DT_PARALLEL_MIN)
+    for (int pl = 0; pl < planes; pl++) {
+        float *dxp = dx + pl * in_plane;
+        const float *dyp = dy + pl * out_plane;
+        const int32_t *ip = mp->argmax + pl * out_plane;
+        memset(dxp, 0, in_plane * sizeof *dxp);
+        for (size_t o = 0; o < out_plane; o++)
+            dxp[ip[o]] += dyp[o];
+    }
+}
+
+static void maxpool2d_destroy(struct dt_layer *l)
+{
+    struct maxpool *mp = l->state;
+    if (mp)
+        dt_free(mp->argmax);
+    free(mp);
+}
+
+const struct dt_layer_ops dt_maxpool2d_ops = {maxpool2d_setup, NULL, maxpool2d_forward,
+                                              maxpool2d_backward, maxpool2d_destroy};

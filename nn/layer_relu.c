@@ -1,0 +1,34 @@
+/* relu: y = max(x, 0). The backward mask is read from y (y > 0 exactly where x > 0), so the
+ * layer keeps no state. The gradient at 0 is 0, as in PyTorch. */
+#include "nn/layer_common.h"
+
+static int relu_setup(struct dt_layer *l, const struct dt_layer_spec *spec, struct dt_shape in)
+{
+    (void)spec;
+    l->out = in;
+    return 0;
+}
+
+static void relu_forward(struct dt_layer *l, const float *x, float *y, int batch,
+                         const struct dt_forward_ctx *ctx)
+{
+    (void)ctx;
+    long n = (long)(batch * dt_shape_size(l->in));
+#pragma omp parallel for simd if (n > DT_PARALLEL_MIN)
+    for (long i = 0; i < n; i++)
+        y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+static void relu_backward(struct dt_layer *l, const float *x, const float *y, const float *dy,
+                          float *dx, int batch)
+{
+    (void)x;
+    if (!dx)
+        return;
+    long n = (long)(batch * dt_shape_size(l->in));
+#pragma omp parallel for simd if (n > DT_PARALLEL_MIN)
+    for (long i = 0; i < n; i++)
+        dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+}
+
+const struct dt_layer_ops dt_relu_ops = {relu_setup, NULL, relu_forward, relu_backward, NULL};

@@ -1,0 +1,77 @@
+/* NLL and fused softmax cross-entropy (see nn/loss.h). Per-sample sums are accumulated in
+ * double so the reported loss does not depend on the order of a few thousand float additions
+ * more than necessary. */
+#include "nn/loss.h"
+
+#include <math.h>
+
+#include "util/err.h"
+
+static int row_argmax(const float *row, int classes)
+{
+    int best = 0;
+    for (int k = 1; k < classes; k++)
+        if (row[k] > row[best])
+            best = k;
+    return best;
+}
+
+/* log(sum(exp(row))) with the maximum factored out. */
+static double row_logsumexp(const float *row, int classes, float max)
+{
+    double s = 0;
+    for (int k = 0; k < classes; k++)
+        s += exp((double)row[k] - max);
+    return max + log(s);
+}
+
+double dt_loss_sum(enum dt_loss_kind kind, const float *out, int classes, const uint8_t *labels,
+                   int batch, int *correct)
+{
+    double sum = 0;
+    int ok = 0;
+    for (int b = 0; b < batch; b++) {
+        const float *row = out + (size_t)b * classes;
+        int label = labels[b];
+        if (label >= classes) {
+            sum += NAN;
+            continue;
+        }
+        int best = row_argmax(row, classes);
+        ok += best == label;
+        if (kind == DT_LOSS_CROSS_ENTROPY)
+            sum += row_logsumexp(row, classes, row[best]) - row[label];
+        else
+            sum -= row[label];
+    }
+    if (correct)
+        *correct = ok;
+    return sum;
+}
+
+int dt_loss_grad(enum dt_loss_kind kind, const float *out, int classes, const uint8_t *labels,
+                 int batch, float scale, float *dout)
+{
+    for (int b = 0; b < batch; b++)
+        if (labels[b] >= classes)
+            return dt_fail(DT_EDATA, "sample %d of the batch: label %d is not below the %d classes",
+                           b, labels[b], classes);
+#pragma omp parallel for if (batch * classes > 65536)
+    for (int b = 0; b < batch; b++) {
+        const float *row = out + (size_t)b * classes;
+        float *d = dout + (size_t)b * classes;
+        if (kind == DT_LOSS_CROSS_ENTROPY) {
+            float max = row[row_argmax(row, classes)];
+            double s = 0;
+            for (int k = 0; k < classes; k++)
+                s += exp((double)row[k] - max);
+            for (int k = 0; k < classes; k++)
+                d[k] = (float)(exp((double)row[k] - max) / s) * scale;
+        } else {
+            for (int k = 0; k < classes; k++)
+                d[k] = 0.0f;
+        }
+        d[labels[b]] -= scale;
+    }
+    return 0;
+}

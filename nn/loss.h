@@ -1,0 +1,27 @@
+/* Classification losses on a batch of model outputs (batch x classes, row-major).
+ *
+ * nll:           loss_b = -out[b][label_b]; out is expected to be log-probabilities (a
+ *                log_softmax layer last), exactly like torch.nn.functional.nll_loss.
+ * cross_entropy: loss_b = logsumexp(out[b]) - out[b][label_b] on raw logits, computed with the
+ *                row maximum subtracted so large logits never overflow; its gradient is
+ *                softmax(out[b]) - onehot(label_b).
+ * Both report sums over the batch; the caller divides (see dt_model_backward's grad_scale).
+ */
+#ifndef DT_NN_LOSS_H
+#define DT_NN_LOSS_H
+
+#include <stdint.h>
+
+#include "nn/model.h"
+
+/* Sum of per-sample losses; *correct counts argmax(out[b]) == label_b (first maximum wins).
+ * A label >= classes contributes NaN to the sum and is never correct. */
+double dt_loss_sum(enum dt_loss_kind kind, const float *out, int classes, const uint8_t *labels,
+                   int batch, int *correct);
+
+/* dout = d(sum of losses)/d(out) x scale. DT_EDATA naming the sample when a label is out of
+ * range. */
+int dt_loss_grad(enum dt_loss_kind kind, const float *out, int classes, const uint8_t *labels,
+                 int batch, float scale, float *dout);
+
+#endif

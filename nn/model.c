@@ -1,0 +1,301 @@
+/* The model: builds layers from specs, owns the three arenas (params, grads, buffers), the
+ * activations and the gradient ping-pong buffers, and runs forward, loss and backward.
+ *
+ * Memory, all allocated by dt_model_build for max_batch samples and never during a step:
+ *   act[i]          output of layer i (max_batch x its per-sample size); act[n-1] is m->output.
+ *                   Every output is kept because backward needs x and y of each layer.
+ *   grad_a, grad_b  gradient w.r.t. the current layer's output and input, swapped per layer;
+ *                   each holds the largest activation of the model.
+ *   layer scratch   owned by each layer (im2col columns, pooling indices, dropout masks).
+ * Parameters of layer i occupy one contiguous slice of params (and the same slice of grads),
+ * in layer order, so the arena is exactly PyTorch's parameters() order.
+ *
+ * Layers overwrite their parameter gradients in backward (nn/layers.h), so grads is cleared
+ * only for a step with no samples.
+ */
+#include "nn/model.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/layers.h"
+#include "nn/loss.h"
+#include "util/alloc.h"
+#include "util/clock.h"
+#include "util/err.h"
+
+#define MAX_PARAM_TENSORS  2 /* weight, bias */
+#define MAX_BUFFER_TENSORS 3 /* running_mean, running_var, num_batches_tracked */
+
+struct model_impl {
+    float **act;
+    float *grad_a, *grad_b;
+    const float *input; /* the last forward's x (not copied) */
+    int last_batch;
+    int tensor_cap, buffer_tensor_cap;
+};
+
+static size_t shape_size(struct dt_shape s)
+{
+    return (size_t)s.c * s.h * s.w;
+}
+
+void dt_layer_describe(struct dt_layer *l, const char *name, bool trainable, size_t offset,
+                       int ndim, const int *shape)
+{
+    struct dt_model *m = l->model;
+    struct model_impl *impl = m->impl;
+    struct dt_tensor_info *t;
+    if (trainable) {
+        if (m->ntensors >= impl->tensor_cap)
+            return;
+        t = &m->tensors[m->ntensors++];
+        t->offset = (size_t)(l->params - m->params) + offset;
+    } else {
+        if (m->nbuffer_tensors >= impl->buffer_tensor_cap)
+            return;
+        t = &m->buffer_tensors[m->nbuffer_tensors++];
+        t->offset = (size_t)(l->buffers - m->buffers) + offset;
+    }
+    snprintf(t->name, sizeof t->name, "layers.%d.%s", l->index, name);
+    t->ndim = ndim;
+    t->count = 1;
+    for (int d = 0; d < 4; d++) {
+        t->shape[d] = d < ndim ? shape[d] : 0;
+        if (d < ndim)
+            t->count *= (size_t)shape[d];
+    }
+}
+
+/* "layer 3 (linear, config line 12)" prefix for a layer's own message. */
+static int layer_context(int rc, const struct dt_layer_spec *spec, int index)
+{
+    if (spec->line > 0)
+        return dt_fail_context(rc, "layer %d (%s, config line %d)", index, spec->type, spec->line);
+    return dt_fail_context(rc, "layer %d (%s)", index, spec->type);
+}
+
+static int setup_layer(struct dt_model *m, int i, const struct dt_layer_spec *spec,
+                       struct dt_shape in)
+{
+    const struct dt_layer_kind *kind = dt_layer_kind_find(spec->type);
+    if (!kind || !kind->ops)
+        return layer_context(dt_fail(DT_EUSAGE, "unknown layer type '%s' (known: %s)", spec->type,
+                                     dt_layer_kind_names()),
+                             spec, i);
+    struct dt_layer *l = calloc(1, sizeof *l);
+    if (!l)
+        return dt_fail(DT_ERUNTIME, "out of memory building layer %d", i);
+    m->layers[i] = l;
+    l->kind = kind;
+    l->spec = *spec;
+    l->index = i;
+    l->in = in;
+    l->max_batch = m->max_batch;
+    l->model = m;
+    int rc = kind->ops->setup(l, spec, in);
+    if (rc < 0)
+        return layer_context(rc, spec, i);
+    if (l->out.c < 1 || l->out.h < 1 || l->out.w < 1)
+        return layer_context(
+            dt_fail(DT_EUSAGE, "output shape %dx%dx%d is empty", l->out.c, l->out.h, l->out.w),
+            spec, i);
+    return 0;
+}
+
+static int allocate_arenas(struct dt_model *m)
+{
+    struct model_impl *impl = m->impl;
+    m->params = dt_alloc(m->nparams ? m->nparams : 1, sizeof(float));
+    m->grads = dt_alloc(m->nparams ? m->nparams : 1, sizeof(float));
+    m->buffers = dt_alloc(m->nbuffers ? m->nbuffers : 1, sizeof(float));
+    impl->tensor_cap = MAX_PARAM_TENSORS * m->nlayers;
+    impl->buffer_tensor_cap = MAX_BUFFER_TENSORS * m->nlayers;
+    m->tensors = calloc((size_t)impl->tensor_cap, sizeof *m->tensors);
+    m->buffer_tensors = calloc((size_t)impl->buffer_tensor_cap, sizeof *m->buffer_tensors);
+    impl->act = calloc((size_t)m->nlayers, sizeof *impl->act);
+    if (!m->params || !m->grads || !m->buffers || !m->tensors || !m->buffer_tensors || !impl->act)
+        return dt_fail(DT_ERUNTIME, "out of memory allocating the model's arenas");
+    size_t largest = shape_size(m->input);
+    for (int i = 0; i < m->nlayers; i++) {
+        size_t n = shape_size(m->layers[i]->out);
+        if (n > largest)
+            largest = n;
+        impl->act[i] = dt_alloc((size_t)m->max_batch * n, sizeof(float));
+        if (!impl->act[i])
+            return dt_fail_context(-DT_ERUNTIME, "activations of layer %d", i);
+    }
+    impl->grad_a = dt_alloc((size_t)m->max_batch * largest, sizeof(float));
+    impl->grad_b = dt_alloc((size_t)m->max_batch * largest, sizeof(float));
+    if (!impl->grad_a || !impl->grad_b)
+        return dt_fail_context(-DT_ERUNTIME, "activation gradients");
+    return 0;
+}
+
+static int init_layers(struct dt_model *m, uint64_t seed)
+{
+    size_t p = 0, b = 0;
+    for (int i = 0; i < m->nlayers; i++) {
+        struct dt_layer *l = m->layers[i];
+        l->params = m->params + p;
+        l->grads = m->grads + p;
+        l->buffers = m->buffers + b;
+        p += l->nparams;
+        b += l->nbuffers;
+        if (l->kind->ops->init) {
+            int rc = l->kind->ops->init(l, seed);
+            if (rc < 0)
+                return layer_context(rc, &l->spec, i);
+        }
+    }
+    return 0;
+}
+
+static int build(struct dt_model *m, const struct dt_layer_spec *specs, uint64_t seed)
+{
+    struct dt_shape shape = m->input;
+    for (int i = 0; i < m->nlayers; i++) {
+        int rc = setup_layer(m, i, &specs[i], shape);
+        if (rc < 0)
+            return rc;
+        shape = m->layers[i]->out;
+        m->nparams += m->layers[i]->nparams;
+        m->nbuffers += m->layers[i]->nbuffers;
+    }
+    int rc = allocate_arenas(m);
+    if (rc < 0)
+        return rc;
+    rc = init_layers(m, seed);
+    if (rc < 0)
+        return rc;
+    m->classes = (int)shape_size(shape);
+    m->output = ((struct model_impl *)m->impl)->act[m->nlayers - 1];
+    return 0;
+}
+
+int dt_model_build(struct dt_model **out, const struct dt_layer_spec *specs, int nspecs,
+                   struct dt_shape input, int max_batch, enum dt_loss_kind loss, uint64_t seed)
+{
+    *out = NULL;
+    if (nspecs < 1 || nspecs > DT_MAX_PROFILE_LAYERS)
+        return dt_fail(DT_EUSAGE, "model has %d layers, expected 1 to %d", nspecs,
+                       DT_MAX_PROFILE_LAYERS);
+    if (input.c < 1 || input.h < 1 || input.w < 1)
+        return dt_fail(DT_EUSAGE, "input shape %dx%dx%d is empty", input.c, input.h, input.w);
+    if (max_batch < 1)
+        return dt_fail(DT_EUSAGE, "batch size %d, expected at least 1", max_batch);
+    if (loss != DT_LOSS_NLL && loss != DT_LOSS_CROSS_ENTROPY)
+        return dt_fail(DT_EUSAGE, "unknown loss kind %d", (int)loss);
+    struct dt_model *m = calloc(1, sizeof *m);
+    struct model_impl *impl = calloc(1, sizeof *impl);
+    struct dt_layer **layers = calloc((size_t)nspecs, sizeof *layers);
+    if (!m || !impl || !layers) {
+        free(m);
+        free(impl);
+        free(layers);
+        return dt_fail(DT_ERUNTIME, "out of memory building the model");
+    }
+    m->impl = impl;
+    m->layers = layers;
+    m->nlayers = nspecs;
+    m->input = input;
+    m->max_batch = max_batch;
+    m->loss = loss;
+    int rc = build(m, specs, seed);
+    if (rc < 0) {
+        dt_model_free(m);
+        return rc;
+    }
+    *out = m;
+    return 0;
+}
+
+void dt_model_free(struct dt_model *m)
+{
+    if (!m)
+        return;
+    struct model_impl *impl = m->impl;
+    for (int i = 0; i < m->nlayers; i++) {
+        struct dt_layer *l = m->layers[i];
+        if (!l)
+            continue;
+        if (l->kind->ops->destroy)
+            l->kind->ops->destroy(l);
+        free(l);
+        if (impl->act)
+            dt_free(impl->act[i]);
+    }
+    free(impl->act);
+    dt_free(impl->grad_a);
+    dt_free(impl->grad_b);
+    free(impl);
+    free(m->layers);
+    free(m->tensors);
+    free(m->buffer_tensors);
+    dt_free(m->params);
+    dt_free(m->grads);
+    dt_free(m->buffers);
+    free(m);
+}
+
+static const struct dt_forward_ctx eval_ctx = {.training = false};
+
+int dt_model_forward(struct dt_model *m, const float *x, int batch,
+                     const struct dt_forward_ctx *ctx)
+{
+    struct model_impl *impl = m->impl;
+    if (batch < 0 || batch > m->max_batch)
+        return dt_fail(DT_EUSAGE, "forward of %d samples, the model was built for at most %d",
+                       batch, m->max_batch);
+    if (!ctx)
+        ctx = &eval_ctx;
+    impl->input = x;
+    impl->last_batch = batch;
+    if (batch == 0)
+        return 0;
+    const float *in = x;
+    for (int i = 0; i < m->nlayers; i++) {
+        struct dt_layer *l = m->layers[i];
+        double t0 = m->profile ? dt_now() : 0;
+        l->kind->ops->forward(l, in, impl->act[i], batch, ctx);
+        if (m->profile)
+            m->profile_fwd[i] += dt_now() - t0;
+        in = impl->act[i];
+    }
+    return 0;
+}
+
+void dt_model_loss(struct dt_model *m, const uint8_t *labels, int batch, double *loss_sum,
+                   int *correct)
+{
+    *loss_sum = dt_loss_sum(m->loss, m->output, m->classes, labels, batch, correct);
+}
+
+int dt_model_backward(struct dt_model *m, const uint8_t *labels, int batch, float grad_scale)
+{
+    struct model_impl *impl = m->impl;
+    if (batch != impl->last_batch)
+        return dt_fail(DT_EUSAGE, "backward of %d samples after a forward of %d", batch,
+                       impl->last_batch);
+    if (batch == 0) {
+        memset(m->grads, 0, m->nparams * sizeof *m->grads);
+        return 0;
+    }
+    float *dy = impl->grad_a, *dx = impl->grad_b;
+    int rc = dt_loss_grad(m->loss, m->output, m->classes, labels, batch, grad_scale, dy);
+    if (rc < 0)
+        return rc;
+    for (int i = m->nlayers - 1; i >= 0; i--) {
+        struct dt_layer *l = m->layers[i];
+        const float *x = i > 0 ? impl->act[i - 1] : impl->input;
+        double t0 = m->profile ? dt_now() : 0;
+        l->kind->ops->backward(l, x, impl->act[i], dy, i > 0 ? dx : NULL, batch);
+        if (m->profile)
+            m->profile_bwd[i] += dt_now() - t0;
+        float *t = dy;
+        dy = dx;
+        dx = t;
+    }
+    return 0;
+}

@@ -1,0 +1,15 @@
+/* Compute threads of this process: OpenBLAS's pool (GEMMs) and OpenMP's (every other loop in
+ * nn/). Debian's libopenblas-openmp builds OpenBLAS on the same OpenMP runtime, so both are set
+ * together; a BLAS call made inside an OpenMP parallel region runs single-threaded. */
+#include <cblas.h>
+#include <omp.h>
+
+#include "nn/model.h"
+
+void dt_nn_set_threads(int threads)
+{
+    if (threads < 1)
+        threads = 1;
+    openblas_set_num_threads(threads);
+    omp_set_num_threads(threads);
+}

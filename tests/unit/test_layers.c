@@ -1,0 +1,176 @@
+/* nn/: forward values of each layer kind on hand-computed cases (padding conventions, pooling
+ * divisors, numerical stability of the losses), and the kind table. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <string.h>
+
+#include "nn/layers.h"
+#include "nn/loss.h"
+#include "nn/model.h"
+#include "nn_specs.h"
+
+/* Builds a one-layer model, sets its parameters, runs an eval forward. */
+static struct dt_model *run_one(struct dt_layer_spec spec, struct dt_shape in, int batch,
+                                const float *params, const float *x)
+{
+    struct dt_model *m;
+    assert_int_equal(dt_model_build(&m, &spec, 1, in, batch, DT_LOSS_NLL, 1), 0);
+    if (params)
+        memcpy(m->params, params, m->nparams * sizeof(float));
+    assert_int_equal(dt_model_forward(m, x, batch, NULL), 0);
+    return m;
+}
+
+static void expect_floats(const float *got, const float *want, int n)
+{
+    for (int i = 0; i < n; i++)
+        assert_float_equal(got[i], want[i], 1e-5);
+}
+
+static void test_kind_table_is_complete(void **state)
+{
+    (void)state;
+    const char *names[] = {"conv2d",  "linear",    "maxpool2d", "avgpool2d",   "relu",
+                           "dropout", "dropout2d", "flatten",   "batchnorm2d", "log_softmax"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const struct dt_layer_kind *k = dt_layer_kind_find(names[i]);
+        assert_non_null(k);
+        assert_non_null(k->ops);
+        assert_non_null(strstr(dt_layer_kind_names(), names[i]));
+    }
+    assert_null(dt_layer_kind_find("softmax"));
+}
+
+static void test_conv2d_values(void **state)
+{
+    (void)state;
+    /* 1 -> 1 channel, k2, stride 2, padding 1 on a 3x3 input: the 2x2 output windows cover
+     * {pad,pad,pad,x0}, {pad,pad,x1,x2}, {pad,x3,pad,x6}, {x4,x5,x7,x8}. */
+    float x[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+    float p[5] = {1, 2, 3, 4, 0.5f}; /* weight [[1,2],[3,4]], bias 0.5 */
+    struct dt_model *m = run_one(conv_spec(1, 2, 2, 1), (struct dt_shape){1, 3, 3}, 1, p, x);
+    float want[4] = {4 * 1 + 0.5f, 3 * 2 + 4 * 3 + 0.5f, 2 * 4 + 4 * 7 + 0.5f,
+                     1 * 5 + 2 * 6 + 3 * 8 + 4 * 9 + 0.5f};
+    assert_int_equal(m->classes, 4);
+    expect_floats(m->output, want, 4);
+    dt_model_free(m);
+}
+
+static void test_conv2d_without_bias_has_one_tensor(void **state)
+{
+    (void)state;
+    struct dt_layer_spec s = conv_spec(2, 3, 1, 0);
+    s.bias = false;
+    struct dt_model *m;
+    assert_int_equal(dt_model_build(&m, &s, 1, (struct dt_shape){3, 4, 4}, 1, DT_LOSS_NLL, 1), 0);
+    assert_int_equal(m->ntensors, 1);
+    assert_int_equal(m->nparams, 2 * 3 * 9);
+    dt_model_free(m);
+}
+
+static void test_linear_values(void **state)
+{
+    (void)state;
+    float x[4] = {1, 2, 3, 4}; /* two samples of 2 */
+    float p[6 + 3] = {1, 0, 0, 1, 1, 1, 10, 20, 30};
+    struct dt_model *m = run_one(linear_spec(3), (struct dt_shape){2, 1, 1}, 2, p, x);
+    float want[6] = {11, 22, 33, 13, 24, 37};
+    expect_floats(m->output, want, 6);
+    dt_model_free(m);
+}
+
+static void test_maxpool_pads_with_minus_infinity(void **state)
+{
+    (void)state;
+    float x[4] = {-1, -2, -3, -4};
+    struct dt_model *m =
+        run_one(pool_spec("maxpool2d", 2, 1, 1), (struct dt_shape){1, 2, 2}, 1, NULL, x);
+    float want[9] = {-1, -1, -2, -1, -1, -2, -3, -3, -4};
+    expect_floats(m->output, want, 9);
+    dt_model_free(m);
+}
+
+static void test_avgpool_counts_padding(void **state)
+{
+    (void)state;
+    float x[4] = {4, 8, 12, 16};
+    struct dt_model *m =
+        run_one(pool_spec("avgpool2d", 2, 0, 1), (struct dt_shape){1, 2, 2}, 1, NULL, x);
+    float want[4] = {1, 2, 3, 4}; /* each window holds one value and three padded zeros */
+    expect_floats(m->output, want, 4);
+    dt_model_free(m);
+}
+
+static void test_relu_and_flatten(void **state)
+{
+    (void)state;
+    float x[4] = {-1, 0, 2, -3};
+    struct dt_model *m = run_one(spec_of("relu"), (struct dt_shape){1, 2, 2}, 1, NULL, x);
+    float want[4] = {0, 0, 2, 0};
+    expect_floats(m->output, want, 4);
+    dt_model_free(m);
+    m = run_one(spec_of("flatten"), (struct dt_shape){1, 2, 2}, 1, NULL, x);
+    assert_int_equal(m->classes, 4);
+    assert_int_equal(m->layers[0]->out.c, 4);
+    expect_floats(m->output, x, 4);
+    dt_model_free(m);
+}
+
+static void test_log_softmax_is_stable(void **state)
+{
+    (void)state;
+    float x[3] = {1000, 1001, 1002};
+    struct dt_model *m = run_one(spec_of("log_softmax"), (struct dt_shape){3, 1, 1}, 1, NULL, x);
+    double s = 0;
+    for (int k = 0; k < 3; k++) {
+        assert_true(isfinite(m->output[k]));
+        s += exp(m->output[k]);
+    }
+    /* float32 spacing near 1000 is 6e-5: that, not the method, bounds the error */
+    assert_float_equal(s, 1.0, 1e-4);
+    assert_float_equal(m->output[2], -log(1 + exp(-1) + exp(-2)), 1e-4);
+    dt_model_free(m);
+}
+
+static void test_losses_are_stable(void **state)
+{
+    (void)state;
+    float logits[4] = {1000, 0, 0, 1000};
+    uint8_t labels[2] = {0, 0};
+    int correct;
+    double sum = dt_loss_sum(DT_LOSS_CROSS_ENTROPY, logits, 2, labels, 2, &correct);
+    assert_float_equal(sum, 1000.0, 1e-6);
+    assert_int_equal(correct, 1);
+    float d[4];
+    assert_int_equal(dt_loss_grad(DT_LOSS_CROSS_ENTROPY, logits, 2, labels, 2, 0.5f, d), 0);
+    float want[4] = {0, 0, -0.5f, 0.5f};
+    expect_floats(d, want, 4);
+    float logp[4] = {-0.1f, -2.3f, -1.2f, -0.4f};
+    sum = dt_loss_sum(DT_LOSS_NLL, logp, 2, labels, 2, &correct);
+    assert_float_equal(sum, 1.3, 1e-6);
+    assert_int_equal(correct, 1);
+    assert_int_equal(dt_loss_grad(DT_LOSS_NLL, logp, 2, labels, 2, 1.0f, d), 0);
+    float want_nll[4] = {-1, 0, -1, 0};
+    expect_floats(d, want_nll, 4);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_kind_table_is_complete),
+        cmocka_unit_test(test_conv2d_values),
+        cmocka_unit_test(test_conv2d_without_bias_has_one_tensor),
+        cmocka_unit_test(test_linear_values),
+        cmocka_unit_test(test_maxpool_pads_with_minus_infinity),
+        cmocka_unit_test(test_avgpool_counts_padding),
+        cmocka_unit_test(test_relu_and_flatten),
+        cmocka_unit_test(test_log_softmax_is_stable),
+        cmocka_unit_test(test_losses_are_stable),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
