@@ -1,0 +1,18 @@
+/* The training run behind `dtrain train`: loads the data once, then runs one rank in this
+ * process or forks N ranks through dist/launcher, each executing the same loop. */
+#ifndef DT_CMD_TRAIN_RUN_H
+#define DT_CMD_TRAIN_RUN_H
+
+#include <stdbool.h>
+
+#include "cmd/config.h"
+
+/* What `train` needs besides the config (the config's log.* keys hold the output options). */
+struct dt_train_options {
+    const char *resume; /* checkpoint to continue from, or NULL */
+    bool verbose;       /* print each rank's cores */
+};
+
+int dt_train_run(const struct dt_config *cfg, const struct dt_train_options *opt);
+
+#endif
