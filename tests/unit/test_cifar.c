@@ -415,6 +415,61 @@ static void test_bad_extension_headers(void **state)
     expect_error("cifar10", 0, "tar extension header at offset 512 is too large (5000 bytes)");
 }
 
+/* tests/fixtures/mkdata.py (used by CLI tests) writes what the reader expects, and each of
+ * its --corrupt kinds produces the documented error. */
+static void mkdata(const char *kind, const char *extra)
+{
+    char cmd[1200];
+    snprintf(cmd, sizeof(cmd),
+             "rm -rf %s/py && /usr/bin/python3 tests/fixtures/mkdata.py %s %s/py --train 50 "
+             "--test 10 %s",
+             dir, kind, dir, extra);
+    if (system(cmd) != 0)
+        fail_msg("failed: %s (run the tests from the repository root)", cmd);
+}
+
+static void test_mkdata_script(void **state)
+{
+    (void)state;
+    static const char *cases[][2] = {
+        {"truncate", "truncated gzip data"},
+        {"crc", "CRC mismatch"},
+        {"not-gzip", "not a gzip file"},
+        {"missing", "file not found"},
+        {"missing-member", " missing"},
+        {"record-size", "not a multiple of the"},
+        {"label-range", "out of range"},
+        {"checksum", "bad tar header checksum"},
+        {"tar-truncated", "truncated tar archive"},
+    };
+    char sub[600];
+    snprintf(sub, sizeof(sub), "%s/py", dir);
+    struct dt_data d;
+    mkdata("cifar10", "");
+    assert_int_equal(dt_data_load(&d, "cifar10", sub, 0, 0), 0);
+    check_c10(&d, 10, 10);
+    dt_data_free(&d);
+    mkdata("cifar100", "");
+    assert_int_equal(dt_data_load(&d, "cifar100", sub, 0, 1), 0);
+    assert_int_equal(d.train.n, 50);
+    for (size_t i = 0; i < 50; i++)
+        check_sample(&d.train, i, i, (int)(i / 5));
+    assert_string_equal(d.test.names[3], "coarse03");
+    dt_data_free(&d);
+    for (int k = 0; k < 2; k++) {
+        const char *kind = k ? "cifar100" : "cifar10";
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+            char extra[64];
+            snprintf(extra, sizeof(extra), "--corrupt %s", cases[i][0]);
+            mkdata(kind, extra);
+            assert_int_equal(dt_data_load(&d, kind, sub, 0, 0), -DT_EDATA);
+            if (!strstr(dt_last_error(), cases[i][1]))
+                fail_msg("%s --corrupt %s: '%s' lacks '%s'", kind, cases[i][0], dt_last_error(),
+                         cases[i][1]);
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -436,6 +491,7 @@ int main(void)
         cmocka_unit_test(test_wrong_class_name_count),
         cmocka_unit_test(test_empty_dataset),
         cmocka_unit_test(test_bad_extension_headers),
+        cmocka_unit_test(test_mkdata_script),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -301,6 +301,51 @@ static void test_bad_arguments_are_usage_errors(void **state)
     dt_data_free(&d);
 }
 
+/* tests/fixtures/mkdata.py (used by CLI tests) writes what the reader expects, and each of
+ * its --corrupt kinds produces the documented error. */
+static void mkdata(const char *sub, const char *extra)
+{
+    char cmd[1200];
+    snprintf(cmd, sizeof(cmd),
+             "rm -rf %s/%s && /usr/bin/python3 tests/fixtures/mkdata.py idx %s/%s --train 30 "
+             "--test 20 %s",
+             dir, sub, dir, sub, extra);
+    if (system(cmd) != 0)
+        fail_msg("failed: %s (run the tests from the repository root)", cmd);
+}
+
+static void test_mkdata_script(void **state)
+{
+    (void)state;
+    static const char *cases[][2] = {
+        {"truncate", "truncated gzip data"}, {"crc", "CRC mismatch"},
+        {"not-gzip", "not a gzip file"},     {"bad-magic", "bad IDX magic"},
+        {"dims", "bytes of data, found"},    {"count", "labels, but"},
+        {"label-range", "out of range"},     {"missing", "file not found"},
+        {"empty", "empty dataset"},
+    };
+    char sub[600];
+    struct dt_data d;
+    mkdata("py", "");
+    snprintf(sub, sizeof(sub), "%s/py", dir);
+    assert_int_equal(dt_data_load(&d, "idx", sub, 10, 0), 0);
+    check_split(&d.train, 30, 0);
+    check_split(&d.test, 20, FX_TEST_BASE);
+    dt_data_free(&d);
+    mkdata("py", "--plain");
+    assert_int_equal(dt_data_load(&d, "idx", sub, 10, 0), 0);
+    check_split(&d.test, 20, FX_TEST_BASE);
+    dt_data_free(&d);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char extra[64];
+        snprintf(extra, sizeof(extra), "--corrupt %s", cases[i][0]);
+        mkdata("py", extra);
+        assert_int_equal(dt_data_load(&d, "idx", sub, 10, 0), -DT_EDATA);
+        if (!strstr(dt_last_error(), cases[i][1]))
+            fail_msg("--corrupt %s: '%s' lacks '%s'", cases[i][0], dt_last_error(), cases[i][1]);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -318,6 +363,7 @@ int main(void)
         cmocka_unit_test(test_empty_dataset),
         cmocka_unit_test(test_test_shape_differs),
         cmocka_unit_test(test_bad_arguments_are_usage_errors),
+        cmocka_unit_test(test_mkdata_script),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
 }

@@ -1,0 +1,187 @@
+#!/usr/bin/python3
+"""PyTorch reference runs for dtrain's benchmarks (BENCHMARKS.md).
+
+Trains the background documents' two models the way REFERENCE.md measured them: data held in
+memory as tensors (no DataLoader), float32, one process with T threads or DDP over gloo with
+P processes x T threads. Prints one JSON object per run on stdout, the same fields dtrain's
+--json "final" event has, so bench/compare.sh can put both side by side.
+
+    /usr/bin/python3 bench/torch_ref.py convnet --procs 1 --threads 1 --epochs 1
+    /usr/bin/python3 bench/torch_ref.py cnn --procs 2 --threads 1 --steps 300
+    /usr/bin/python3 bench/torch_ref.py allreduce --procs 2
+
+Needs Debian's python3-torch; never used by dtrain itself.
+"""
+import argparse, gzip, json, os, struct, sys, time
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import torch.nn as nn
+import torch.nn.functional as F
+
+FASHION = "/usr/share/datasets/fashion-mnist"
+
+
+def read_idx(path):
+    with gzip.open(path, "rb") as f:
+        data = f.read()
+    magic, = struct.unpack(">I", data[:4])
+    ndim = magic & 0xFF
+    dims = struct.unpack(">" + "I" * ndim, data[4:4 + 4 * ndim])
+    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
+
+
+def load_fashion(root):
+    xs = read_idx(f"{root}/train-images-idx3-ubyte.gz")
+    ys = read_idx(f"{root}/train-labels-idx1-ubyte.gz")
+    xt = read_idx(f"{root}/t10k-images-idx3-ubyte.gz")
+    yt = read_idx(f"{root}/t10k-labels-idx1-ubyte.gz")
+    norm = lambda x: ((torch.from_numpy(x.copy()).float() / 255 - 0.1302) / 0.3069).unsqueeze(1)
+    return norm(xs), torch.from_numpy(ys.astype(np.int64)), norm(xt), torch.from_numpy(yt.astype(np.int64))
+
+
+def load_cifar_format(n_train=50000, n_test=10000):
+    # CIFAR-10-shaped random data: the speed of a step does not depend on pixel values.
+    g = torch.Generator().manual_seed(0)
+    return (torch.rand(n_train, 3, 32, 32, generator=g), torch.randint(0, 10, (n_train,), generator=g),
+            torch.rand(n_test, 3, 32, 32, generator=g), torch.randint(0, 10, (n_test,), generator=g))
+
+
+class ConvNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.Sequential(
+            nn.Conv2d(1, 16, 3), nn.ReLU(), nn.Conv2d(16, 32, 3), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Dropout2d(0.10), nn.Flatten(), nn.Linear(4608, 64), nn.ReLU(), nn.Dropout(0.25),
+            nn.Linear(64, 10), nn.LogSoftmax(dim=1))
+
+    def forward(self, x):
+        return self.layers(x)
+
+
+class CNN(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.Sequential(
+            nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+            nn.Linear(4096, 512), nn.Linear(512, 10))
+
+    def forward(self, x):
+        return self.layers(x)
+
+
+def train_worker(rank, args, data, queue):
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    if args.procs > 1:
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        dist.init_process_group("gloo", rank=rank, world_size=args.procs)
+        if args.pin:
+            os.sched_setaffinity(0, set(range(rank * args.threads, (rank + 1) * args.threads)))
+    xs, ys, xt, yt = data
+    if args.model == "convnet":
+        model, loss_fn = ConvNet(), F.nll_loss
+        opt = torch.optim.Adadelta(model.parameters(), lr=0.5, rho=0.9, eps=1e-6)
+    else:
+        model, loss_fn = CNN(), F.cross_entropy
+        opt = torch.optim.Adam(model.parameters(), lr=1e-5, weight_decay=0.005)
+    if args.procs > 1:
+        model = nn.parallel.DistributedDataParallel(model)
+    batch = args.batch
+    n = xs.shape[0]
+    g = torch.Generator().manual_seed(args.seed)
+    perm = torch.randperm(n, generator=g)
+    shard = perm[rank::args.procs]
+    steps = len(shard) // batch if args.steps == 0 else args.steps
+    model.train()
+    t0 = time.perf_counter()
+    done = 0
+    for epoch in range(args.epochs):
+        for s in range(steps):
+            idx = shard[(s * batch) % len(shard):][:batch]
+            opt.zero_grad(set_to_none=True)
+            loss = loss_fn(model(xs[idx]), ys[idx])
+            loss.backward()
+            opt.step()
+            done += len(idx)
+    elapsed = time.perf_counter() - t0
+    acc = None
+    if rank == 0 and args.eval:
+        model.eval()
+        with torch.no_grad():
+            correct = sum((model(xt[i:i + 1000]).argmax(1) == yt[i:i + 1000]).sum().item()
+                          for i in range(0, xt.shape[0], 1000))
+        acc = correct / xt.shape[0]
+    if rank == 0:
+        queue.put({"event": "final", "impl": "pytorch", "torch": torch.__version__, "model": args.model,
+                   "instances": args.procs, "threads": args.threads, "batch_per_instance": batch,
+                   "steps": steps * args.epochs, "seconds": elapsed,
+                   "samples_per_s": done * args.procs / elapsed, "test_accuracy": acc})
+    if args.procs > 1:
+        dist.destroy_process_group()
+
+
+def allreduce_worker(rank, args, queue):
+    torch.set_num_threads(1)
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    dist.init_process_group("gloo", rank=rank, world_size=args.procs)
+    size = 1024
+    while size <= args.max_bytes:
+        t = torch.ones(size // 4)
+        iters = max(5, min(1000, (64 << 20) // size))
+        for _ in range(3):
+            dist.all_reduce(t)
+        dist.barrier()
+        times = []
+        for _ in range(iters):
+            t0 = time.perf_counter()
+            dist.all_reduce(t)
+            times.append(time.perf_counter() - t0)
+        med = sorted(times)[len(times) // 2]
+        if rank == 0:
+            algbw = size / med / 1e9
+            queue.put({"event": "allreduce", "impl": "gloo", "ranks": args.procs, "bytes": size,
+                       "us": med * 1e6, "algbw_GBs": algbw,
+                       "busbw_GBs": algbw * 2 * (args.procs - 1) / args.procs})
+        size *= 4 if size < (1 << 20) else 2
+    dist.destroy_process_group()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("model", choices=["convnet", "cnn", "allreduce"])
+    ap.add_argument("--procs", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--batch", type=int, default=0, help="per-process batch (default 128/procs or 32)")
+    ap.add_argument("--epochs", type=int, default=1)
+    ap.add_argument("--steps", type=int, default=0, help="steps per epoch (0 = full epoch)")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--eval", action="store_true", help="report test accuracy")
+    ap.add_argument("--pin", action="store_true", help="pin process r to cores r*T..r*T+T-1")
+    ap.add_argument("--data", default=FASHION)
+    ap.add_argument("--max-bytes", type=int, default=64 << 20)
+    args = ap.parse_args()
+    os.environ["MASTER_PORT"] = str(29500 + os.getpid() % 1000)
+    ctx = mp.get_context("fork")
+    queue = ctx.SimpleQueue()
+    if args.model == "allreduce":
+        procs = [ctx.Process(target=allreduce_worker, args=(r, args, queue)) for r in range(args.procs)]
+    else:
+        if args.batch == 0:
+            args.batch = 128 // args.procs if args.model == "convnet" else 32
+        data = load_fashion(args.data) if args.model == "convnet" else load_cifar_format()
+        procs = [ctx.Process(target=train_worker, args=(r, args, data, queue)) for r in range(args.procs)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+    while not queue.empty():
+        print(json.dumps(queue.get()), flush=True)
+    return max(p.exitcode for p in procs)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

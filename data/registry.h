@@ -1,0 +1,38 @@
+/* The datasets dtrain knows by name: their format, files, class names, where to download them
+ * and how to recognise a good copy. One table in data/registry.c; `dtrain fetch --list`, the
+ * configs' data.dataset and the readers all consult it. */
+#ifndef DT_DATA_REGISTRY_H
+#define DT_DATA_REGISTRY_H
+
+#include <stddef.h>
+
+#define DT_REG_MAX_FILES   4
+#define DT_REG_MAX_MIRRORS 4
+
+struct dt_reg_file {
+    const char *name;           /* file name as stored: "train-images-idx3-ubyte.gz" */
+    size_t size;                /* published archive size in bytes (0 = unknown) */
+    const char *md5;            /* published checksum of the archive (hex), or NULL */
+    const char *sha256;         /* SHA-256 of the archive (hex), or NULL */
+    const char *content_sha256; /* SHA-256 of the decompressed content, or NULL */
+};
+
+struct dt_reg_dataset {
+    const char *name;   /* "fashion-mnist" */
+    const char *format; /* "idx" | "cifar10" | "cifar100" */
+    const char *description;
+    int classes;
+    const char *const *class_names; /* classes entries, or NULL (CIFAR reads its meta file) */
+    const char *mirrors[DT_REG_MAX_MIRRORS]; /* base URLs, tried in order, ending in '/' */
+    int nfiles;
+    struct dt_reg_file files[DT_REG_MAX_FILES];
+    const char *system_dir; /* a distribution's copy (Debian's dataset-fashion-mnist), or NULL */
+};
+
+const struct dt_reg_dataset *dt_registry_find(const char *name);
+/* All entries, for --list; *count gets their number. */
+const struct dt_reg_dataset *dt_registry_all(size_t *count);
+/* "mnist, fashion-mnist, ..." for error messages. */
+const char *dt_registry_names(void);
+
+#endif

@@ -1,0 +1,405 @@
+/* The TCP ring communicator; the algorithms and failure semantics are described in tcp.h.
+ *
+ * One engine, ring_xfer(), does every collective step: it sends a byte range to the next rank
+ * and receives a byte range from the previous rank at the same time, in DATA frames of at most
+ * FRAME bytes, driven by poll() on the two non-blocking sockets. The receiver knows the exact
+ * length of every frame it expects, so a frame is validated before a byte of it is stored.
+ * Received chunks are either stored in place (all-gather, broadcast) or summed into the buffer
+ * (reduce-scatter, via a FRAME-sized scratch area). For broadcast the send side is gated on what
+ * has arrived, which pipelines the ring chunk by chunk.
+ */
+#include "dist/tcp.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "dist/rendezvous.h"
+#include "dist/wire.h"
+#include "util/clock.h"
+#include "util/err.h"
+#include "util/log.h"
+
+#define FRAME          (256u << 10) /* bytes of payload per DATA frame */
+#define ABORT_DEADLINE 0.5          /* seconds spent telling the next rank we gave up */
+
+struct link {
+    int fd, rank;
+    uint32_t seq; /* next DATA sequence number in this link's direction */
+    char name[DT_RDZV_HOST_MAX + 32];
+};
+
+struct tcp {
+    struct dt_rdzv rdzv;
+    struct link next, prev;
+    double timeout;
+    float *scratch; /* FRAME bytes for reduce-scatter */
+    float *ones;    /* size floats for barrier */
+    int failed;     /* 0, or the status every later call returns */
+    char error[1024];
+};
+
+/* One ring step: send s[0..slen) to next while receiving r[0..rlen) from prev. */
+struct xfer {
+    const uint8_t *s;
+    size_t slen, ssent;   /* payload bytes sent */
+    size_t sframe_end;    /* end of the frame being sent */
+    const size_t *savail; /* broadcast relay: only bytes already received may be sent */
+    uint8_t shdr[DT_WIRE_HDR];
+    size_t shdr_sent;
+    bool sin_frame;
+    uint8_t *r;
+    size_t rlen, rdone; /* payload bytes received */
+    size_t rframe_start, rframe_len;
+    uint8_t rhdr[DT_WIRE_HDR];
+    size_t rhdr_have;
+    bool reduce; /* sum received floats into r instead of storing them */
+};
+
+static bool send_pending(const struct xfer *x)
+{
+    return x->ssent < x->slen || (x->sin_frame && x->shdr_sent < DT_WIRE_HDR);
+}
+
+static size_t send_limit(const struct xfer *x)
+{
+    size_t lim = x->sframe_end;
+    if (x->savail && *x->savail < lim)
+        lim = *x->savail;
+    return lim;
+}
+
+/* Sends as much as the socket takes now. */
+static int xfer_send(struct tcp *t, struct xfer *x, bool *progress)
+{
+    while (send_pending(x)) {
+        if (!x->sin_frame) {
+            size_t len = x->slen - x->ssent < FRAME ? x->slen - x->ssent : FRAME;
+            dt_wire_pack(x->shdr, DT_OP_DATA, t->next.seq++, (uint32_t)len);
+            x->shdr_sent = 0;
+            x->sframe_end = x->ssent + len;
+            x->sin_frame = true;
+        }
+        struct iovec iov[2];
+        int n = 0;
+        if (x->shdr_sent < DT_WIRE_HDR)
+            iov[n++] = (struct iovec){x->shdr + x->shdr_sent, DT_WIRE_HDR - x->shdr_sent};
+        size_t lim = send_limit(x);
+        if (lim > x->ssent)
+            iov[n++] = (struct iovec){(void *)(x->s + x->ssent), lim - x->ssent};
+        if (n == 0)
+            return 0; /* waiting for bytes to relay */
+        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+        ssize_t w = sendmsg(t->next.fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return 0;
+            return dt_fail(DT_ERUNTIME, "lost %s: send: %s", t->next.name, strerror(errno));
+        }
+        *progress = true;
+        size_t h = DT_WIRE_HDR - x->shdr_sent < (size_t)w ? DT_WIRE_HDR - x->shdr_sent : (size_t)w;
+        x->shdr_sent += h;
+        x->ssent += (size_t)w - h;
+        if (x->shdr_sent == DT_WIRE_HDR && x->ssent == x->sframe_end)
+            x->sin_frame = false;
+    }
+    return 0;
+}
+
+static void reduce_into(float *dst, const float *src, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        dst[i] += src[i];
+}
+
+static int recv_some(struct tcp *t, void *dst, size_t n, size_t *got)
+{
+    ssize_t r = recv(t->prev.fd, dst, n, MSG_DONTWAIT);
+    if (r > 0) {
+        *got = (size_t)r;
+        return 0;
+    }
+    *got = 0;
+    if (r == 0)
+        return dt_fail(DT_ERUNTIME, "lost %s: connection closed", t->prev.name);
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+        return 0;
+    return dt_fail(DT_ERUNTIME, "lost %s: recv: %s", t->prev.name, strerror(errno));
+}
+
+/* A frame header arrived: validate it against what this step expects. 1 for an ABORT (the
+ * error is set and `abort_text` holds the text to pass on). */
+static int xfer_header(struct tcp *t, struct xfer *x, char *abort_text)
+{
+    struct dt_wire_hdr h;
+    size_t want = x->rlen - x->rdone < FRAME ? x->rlen - x->rdone : FRAME;
+    int rc = dt_wire_check(&h, x->rhdr, DT_OP_DATA, t->prev.seq, (uint32_t)want, (uint32_t)want,
+                           t->prev.name);
+    if (rc < 0)
+        return dt_fail_context(rc, "lost");
+    if (h.op == DT_OP_ABORT) {
+        dt_wire_recv_abort(t->prev.fd, &h, dt_now() + ABORT_DEADLINE, t->prev.name, abort_text);
+        return 1;
+    }
+    t->prev.seq++;
+    x->rframe_start = x->rdone;
+    x->rframe_len = want;
+    return 0;
+}
+
+static int xfer_recv(struct tcp *t, struct xfer *x, bool *progress, char *abort_text)
+{
+    while (x->rdone < x->rlen) {
+        size_t got;
+        if (x->rhdr_have < DT_WIRE_HDR) {
+            int rc = recv_some(t, x->rhdr + x->rhdr_have, DT_WIRE_HDR - x->rhdr_have, &got);
+            if (rc < 0 || got == 0)
+                return rc;
+            *progress = true;
+            x->rhdr_have += got;
+            if (x->rhdr_have < DT_WIRE_HDR)
+                continue;
+            rc = xfer_header(t, x, abort_text);
+            if (rc != 0)
+                return rc;
+        }
+        size_t at = x->rdone - x->rframe_start, left = x->rframe_len - at;
+        uint8_t *dst = x->reduce ? (uint8_t *)t->scratch + at : x->r + x->rdone;
+        int rc = recv_some(t, dst, left, &got);
+        if (rc < 0 || got == 0)
+            return rc;
+        *progress = true;
+        x->rdone += got;
+        if (got == left) {
+            if (x->reduce)
+                reduce_into((float *)(x->r + x->rframe_start), t->scratch,
+                            x->rframe_len / sizeof(float));
+            x->rhdr_have = 0;
+        }
+    }
+    return 0;
+}
+
+/* Marks the communicator failed, tells the next rank why (finishing the frame in flight so
+ * the ABORT lands on a frame boundary) and closes both links so neighbours notice at once. */
+static int tcp_fail(struct tcp *t, struct xfer *x, const char *why, bool next_is_lost)
+{
+    char forward[DT_WIRE_ABORT_MAX + 1];
+    snprintf(forward, sizeof forward, "%s", why);
+    snprintf(t->error, sizeof t->error, "%s", dt_last_error());
+    t->failed = -DT_ERUNTIME;
+    if (t->next.fd >= 0 && !next_is_lost) {
+        double deadline = dt_now() + ABORT_DEADLINE;
+        int rc = 0;
+        if (x && x->sin_frame) {
+            rc = dt_wire_send_all(t->next.fd, x->shdr + x->shdr_sent, DT_WIRE_HDR - x->shdr_sent,
+                                  deadline, t->next.name);
+            if (rc == 0)
+                rc = dt_wire_send_all(t->next.fd, x->s + x->ssent, x->sframe_end - x->ssent,
+                                      deadline, t->next.name);
+        }
+        size_t len = strnlen(forward, DT_WIRE_ABORT_MAX);
+        if (rc == 0)
+            dt_wire_send_msg(t->next.fd, DT_OP_ABORT, t->next.seq, forward, (uint32_t)len, deadline,
+                             t->next.name);
+    }
+    for (struct link *l = &t->next; l; l = l == &t->next ? &t->prev : NULL)
+        if (l->fd >= 0) {
+            close(l->fd);
+            l->fd = -1;
+        }
+    t->rdzv.next_fd = t->rdzv.prev_fd = -1;
+    dt_fail(DT_ERUNTIME, "%s", t->error);
+    return t->failed;
+}
+
+static int xfer_run(struct tcp *t, struct xfer *x)
+{
+    char abort_text[DT_WIRE_ABORT_MAX + 1] = "";
+    double last = dt_now();
+    for (;;) {
+        bool progress = false;
+        int rc = xfer_send(t, x, &progress);
+        if (rc < 0)
+            return tcp_fail(t, x, dt_last_error(), true);
+        rc = xfer_recv(t, x, &progress, abort_text);
+        if (rc != 0)
+            return tcp_fail(t, x, rc > 0 ? abort_text : dt_last_error(), false);
+        bool sp = send_pending(x), rp = x->rdone < x->rlen;
+        if (!sp && !rp)
+            return 0;
+        double now = dt_now();
+        if (progress)
+            last = now;
+        if (now - last >= t->timeout) {
+            const struct link *l = rp ? &t->prev : &t->next;
+            dt_fail(DT_ERUNTIME, "lost %s: no progress for %.1f s (collective timeout)", l->name,
+                    t->timeout);
+            return tcp_fail(t, x, dt_last_error(), !rp);
+        }
+        struct pollfd p[2];
+        int n = 0;
+        bool can_send =
+            sp && (x->shdr_sent < DT_WIRE_HDR || !x->sin_frame || send_limit(x) > x->ssent);
+        if (can_send)
+            p[n++] = (struct pollfd){.fd = t->next.fd, .events = POLLOUT};
+        if (rp)
+            p[n++] = (struct pollfd){.fd = t->prev.fd, .events = POLLIN};
+        int ms = (int)((last + t->timeout - now) * 1000) + 1;
+        if (poll(p, (nfds_t)n, ms > 1000 ? 1000 : ms) < 0 && errno != EINTR) {
+            dt_fail(DT_ERUNTIME, "tcp: poll: %s", strerror(errno));
+            return tcp_fail(t, x, dt_last_error(), false);
+        }
+    }
+}
+
+static int tcp_check(struct tcp *t)
+{
+    if (t->failed)
+        return dt_fail(-t->failed, "%s", t->error);
+    return 0;
+}
+
+static int ring_step(struct tcp *t, const void *s, size_t slen, void *r, size_t rlen, bool reduce)
+{
+    if (slen == 0 && rlen == 0)
+        return 0;
+    struct xfer x = {.s = s, .slen = slen, .r = r, .rlen = rlen, .reduce = reduce};
+    return xfer_run(t, &x);
+}
+
+static size_t seg_off(size_t n, int size, int i)
+{
+    size_t base = n / (size_t)size, rem = n % (size_t)size;
+    return (size_t)i * base + ((size_t)i < rem ? (size_t)i : rem);
+}
+
+static int tcp_allreduce_sum(struct dt_comm *c, float *buf, size_t n)
+{
+    struct tcp *t = c->impl;
+    int rc = tcp_check(t), size = c->size, r = c->rank;
+    if (rc < 0 || size == 1 || n == 0)
+        return rc;
+    /* Reduce-scatter: after size-1 steps rank r holds the full sum of segment r+1. */
+    for (int k = 0; k < size - 1 && rc == 0; k++) {
+        int s = ((r - k) % size + size) % size, v = ((r - k - 1) % size + size) % size;
+        size_t so = seg_off(n, size, s), vo = seg_off(n, size, v);
+        rc = ring_step(t, buf + so, (seg_off(n, size, s + 1) - so) * sizeof(float), buf + vo,
+                       (seg_off(n, size, v + 1) - vo) * sizeof(float), true);
+    }
+    /* All-gather: pass the finished segments on, copying bytes (bit-identical everywhere). */
+    for (int k = 0; k < size - 1 && rc == 0; k++) {
+        int s = ((r + 1 - k) % size + size) % size, v = ((r - k) % size + size) % size;
+        size_t so = seg_off(n, size, s), vo = seg_off(n, size, v);
+        rc = ring_step(t, buf + so, (seg_off(n, size, s + 1) - so) * sizeof(float), buf + vo,
+                       (seg_off(n, size, v + 1) - vo) * sizeof(float), false);
+    }
+    return rc;
+}
+
+static int tcp_broadcast(struct dt_comm *c, void *buf, size_t bytes, int root)
+{
+    struct tcp *t = c->impl;
+    if (root < 0 || root >= c->size)
+        return dt_fail(DT_EUSAGE, "broadcast root %d out of range (size %d)", root, c->size);
+    int rc = tcp_check(t);
+    if (rc < 0 || c->size == 1 || bytes == 0)
+        return rc;
+    struct xfer x = {0};
+    if (c->rank == root) {
+        x.s = buf, x.slen = bytes;
+    } else {
+        x.r = buf, x.rlen = bytes;
+        if ((c->rank + 1) % c->size != root)
+            x.s = buf, x.slen = bytes, x.savail = &x.rdone;
+    }
+    return xfer_run(t, &x);
+}
+
+static int tcp_barrier(struct dt_comm *c)
+{
+    struct tcp *t = c->impl;
+    for (int i = 0; i < c->size; i++)
+        t->ones[i] = 1.0f;
+    int rc = tcp_allreduce_sum(c, t->ones, (size_t)c->size);
+    if (rc == 0 && t->ones[0] != (float)c->size)
+        return dt_fail(DT_ERUNTIME, "tcp barrier: counted %g ranks, expected %d",
+                       (double)t->ones[0], c->size);
+    return rc;
+}
+
+static void tcp_close(struct dt_comm *c)
+{
+    if (!c)
+        return;
+    struct tcp *t = c->impl;
+    if (t) {
+        dt_rdzv_free(&t->rdzv);
+        free(t->scratch);
+        free(t->ones);
+        free(t);
+    }
+    free(c);
+}
+
+void dt_tcp_opts_init(struct dt_tcp_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->size = 1;
+    o->local_size = 1;
+    o->master_fd = -1;
+}
+
+static void link_init(struct link *l, const struct dt_rdzv *r, int rank, int fd)
+{
+    l->fd = fd;
+    l->rank = rank;
+    l->seq = 1; /* the client's AUTH was message 0 in this direction */
+    snprintf(l->name, sizeof l->name, "rank %d (%s)", rank, r->peers[rank].host);
+}
+
+int dt_tcp_comm_create(struct dt_comm **out, const struct dt_tcp_opts *o)
+{
+    *out = NULL;
+    struct dt_comm *c = calloc(1, sizeof *c);
+    struct tcp *t = calloc(1, sizeof *t);
+    if (!c || !t) {
+        free(c), free(t);
+        return dt_fail(DT_ERUNTIME, "out of memory");
+    }
+    c->impl = t;
+    c->rank = o->rank, c->size = o->size;
+    c->local_rank = o->local_rank, c->local_size = o->local_size > 0 ? o->local_size : 1;
+    c->backend = "tcp";
+    c->allreduce_sum = tcp_allreduce_sum;
+    c->broadcast = tcp_broadcast;
+    c->barrier = tcp_barrier;
+    c->close = tcp_close;
+    t->timeout = o->timeout > 0 ? o->timeout : DT_TCP_DEFAULT_TIMEOUT;
+    t->next.fd = t->prev.fd = -1;
+    int rc = dt_rdzv_run(&t->rdzv, o);
+    if (rc == 0) {
+        t->scratch = malloc(FRAME);
+        t->ones = malloc((size_t)o->size * sizeof(float));
+        if (!t->scratch || !t->ones)
+            rc = dt_fail(DT_ERUNTIME, "out of memory");
+    }
+    if (rc < 0) {
+        tcp_close(c);
+        return rc;
+    }
+    if (o->size > 1) {
+        link_init(&t->next, &t->rdzv, (o->rank + 1) % o->size, t->rdzv.next_fd);
+        link_init(&t->prev, &t->rdzv, (o->rank + o->size - 1) % o->size, t->rdzv.prev_fd);
+    }
+    *out = c;
+    return 0;
+}
