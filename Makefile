@@ -29,7 +29,7 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 TEST_CFLAGS = $(shell pkg-config --cflags cmocka)
 TEST_LIBS   = $(shell pkg-config --libs cmocka)
 
-.PHONY: all test unit check-asan install deps clean format format-check
+.PHONY: all test unit check-asan install deps demo clean format format-check
 
 all: dtrain
 
@@ -70,6 +70,14 @@ install: dtrain
 
 deps:
 	@sh tests/check-deps.sh --install
+
+# The newcomer's first command: dependencies, build, Fashion-MNIST from Debian's package (no
+# network), one epoch of the reference ConvNet.
+demo:
+	@sh tests/check-deps.sh --install
+	@$(MAKE) --no-print-directory dtrain
+	./dtrain fetch fashion-mnist
+	./dtrain train configs/fashion-convnet.cfg
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')

@@ -1,0 +1,106 @@
+/* Shared command-line helpers; see cmd/cli.h for the conventions they implement.
+ * Errors are one line so that a script's stderr shows exactly what went wrong. */
+#include "cmd/cli.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/err.h"
+#include "util/log.h"
+
+bool dt_cli_common_option(struct dt_cli_common *common, int opt)
+{
+    switch (opt) {
+    case 'q':
+        common->quiet = true;
+        return true;
+    case 'v':
+        common->verbose = true;
+        return true;
+    case DT_OPT_JSON:
+        common->json = true;
+        return true;
+    case 'h':
+        common->help = true;
+        return true;
+    default:
+        return false;
+    }
+}
+
+void dt_cli_apply_log_level(const struct dt_cli_common *common)
+{
+    dt_log_set_level(common->quiet     ? DT_LOG_QUIET
+                     : common->verbose ? DT_LOG_VERBOSE
+                                       : DT_LOG_NORMAL);
+}
+
+int dt_cli_bad_option(int opt, char **argv, const char *usage)
+{
+    /* getopt has already advanced optind past the offending word. */
+    const char *word = optind > 0 ? argv[optind - 1] : "?";
+    if (opt == ':')
+        return dt_fail(DT_EUSAGE, "option '%s' needs a value; %s", word, usage);
+    if (optopt && optopt < 0x100 && word[0] == '-' && word[1] != '-')
+        return dt_fail(DT_EUSAGE, "unknown option '-%c'; %s", optopt, usage);
+    return dt_fail(DT_EUSAGE, "unknown option '%s'; %s", word, usage);
+}
+
+int dt_cli_parse_int(const char *name, const char *arg, long min, long max, int *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(arg, &end, 10);
+    if (errno || end == arg || *end || v < min || v > max)
+        return dt_fail(DT_EUSAGE, "%s: expected an integer between %ld and %ld, got '%s'", name,
+                       min, max, arg);
+    *out = (int)v;
+    return 0;
+}
+
+static int sets_push(struct dt_cli_sets *sets, char *item)
+{
+    if (!item)
+        return dt_fail(DT_ERUNTIME, "out of memory collecting --set options");
+    if (sets->n == sets->cap) {
+        int cap = sets->cap ? 2 * sets->cap : 8;
+        char **items = realloc(sets->items, (size_t)cap * sizeof *items);
+        if (!items) {
+            free(item);
+            return dt_fail(DT_ERUNTIME, "out of memory collecting --set options");
+        }
+        sets->items = items;
+        sets->cap = cap;
+    }
+    sets->items[sets->n++] = item;
+    return 0;
+}
+
+int dt_cli_sets_add(struct dt_cli_sets *sets, const char *assignment)
+{
+    const char *eq = strchr(assignment, '=');
+    if (!eq || eq == assignment)
+        return dt_fail(DT_EUSAGE, "--set '%s': expected KEY=VALUE, like train.epochs=5",
+                       assignment);
+    return sets_push(sets, strdup(assignment));
+}
+
+int dt_cli_sets_addf(struct dt_cli_sets *sets, const char *key, const char *value)
+{
+    size_t len = strlen(key) + strlen(value) + 2;
+    char *item = malloc(len);
+    if (item)
+        snprintf(item, len, "%s=%s", key, value);
+    return sets_push(sets, item);
+}
+
+void dt_cli_sets_free(struct dt_cli_sets *sets)
+{
+    for (int i = 0; i < sets->n; i++)
+        free(sets->items[i]);
+    free(sets->items);
+    sets->items = NULL;
+    sets->n = sets->cap = 0;
+}

@@ -1,0 +1,1273 @@
+/* The run's configuration: one schema table, a libconfig reader, command-line overrides and
+ * a writer for the effective configuration.
+ *
+ * Every key is one row of `keys[]` below: its path, type, default (written in libconfig
+ * syntax and parsed by the same code as a --set value, so a default can never disagree with
+ * the validator), range or allowed strings, help line and the field of struct dt_config it
+ * fills. That single table drives loading, validation, --set, the effective-config text
+ * (--print-config, checkpoints) and the Markdown reference in docs/config.md. Layer entries
+ * of model.layers get the same treatment from `layer_keys[]`; which keys a layer kind takes
+ * comes from nn/ (dt_layer_kind_find), so adding a kind needs no change here.
+ *
+ * Loading happens in four steps, each of which may fail with DT_EUSAGE and a message that
+ * says where ("FILE:LINE: key", or "--set key" for an override), which key, and what is
+ * wrong: (1) defaults, (2) the file, (3) overrides in order, (4) derived values (data.format,
+ * data.dir, checkpoint.dir, optimizer defaults) and checks that involve several keys. Only
+ * then is the effective text written, so the text always reloads into an identical struct.
+ *
+ * libconfig 1.5 quirk worth knowing: an integer literal that does not fit 32 bits silently
+ * wraps unless written with the L suffix (5000000000L). The writer always adds L to 64-bit
+ * keys, and --set adds it for them too.
+ */
+#include "cmd/config.h"
+
+#include <ctype.h>
+#include <libconfig.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "data/dataset.h"
+#include "data/registry.h"
+#include "nn/layers.h"
+#include "util/err.h"
+#include "util/fileio.h"
+
+enum key_type { T_INT, T_INT64, T_FLOAT, T_DOUBLE, T_BOOL, T_STRING, T_FLOATS, T_LAYERS };
+
+#define REQUIRED 1u /* no default: the file or a --set must give it */
+#define MIN_OPEN 2u /* value must be strictly greater than min */
+#define MAX_OPEN 4u /* value must be strictly less than max */
+
+struct key {
+    const char *path;
+    enum key_type type;
+    unsigned flags;
+    const char *def;     /* default in libconfig syntax; NULL when REQUIRED */
+    double min, max;     /* numbers and list elements: allowed range */
+    const char *choices; /* strings: "a|b|c"; NULL = free text */
+    size_t offset, size; /* the field (strings: buffer size, lists: capacity in bytes) */
+    size_t count_offset; /* T_FLOATS: the int that receives the element count */
+    const char *help;
+};
+
+#define FIELD(f)     offsetof(struct dt_config, f), sizeof(((struct dt_config *)0)->f)
+#define LIST(f, n)   FIELD(f), offsetof(struct dt_config, n)
+#define INF          HUGE_VAL
+#define MAX_BATCH    1048576
+#define MAX_INSTANCE 1024
+
+/* Keys of one group stay together, a nested group's keys after its parent's: the writer
+ * relies on that order to open and close groups. */
+static const struct key keys[] = {
+    {"data.dataset", T_STRING, REQUIRED, NULL, 0, 0, NULL, FIELD(data.dataset), 0,
+     "registry name (mnist, fashion-mnist, kmnist, cifar10, cifar100) or any name for "
+     "your own files when data.format is given"},
+    {"data.format", T_STRING, 0, "\"\"", 0, 0, "|idx|cifar10|cifar100", FIELD(data.format), 0,
+     "file format; empty = the registry's format for data.dataset"},
+    {"data.dir", T_STRING, 0, "\"\"", 0, 0, NULL, FIELD(data.dir), 0,
+     "directory holding the archives; empty = $DTRAIN_DATA/DATASET (DTRAIN_DATA defaults "
+     "to \"data\", relative to the current directory)"},
+    {"data.classes", T_INT, 0, "0", 0, DT_MAX_CLASSES, NULL, FIELD(data.classes), 0,
+     "expected number of classes; 0 = the format's own"},
+    {"data.coarse_labels", T_BOOL, 0, "false", 0, 0, NULL, FIELD(data.coarse_labels), 0,
+     "cifar100 only: use the 20 coarse labels instead of the 100 fine ones"},
+    {"data.mean", T_FLOATS, 0, "[]", -INF, INF, NULL, LIST(data.mean, data.nmean),
+     "per-channel mean subtracted after x/255: 1 value or one per channel; [] = 0"},
+    {"data.std", T_FLOATS, MIN_OPEN, "[]", 0, INF, NULL, LIST(data.std, data.nstd),
+     "per-channel standard deviation divided by after the mean: 1 value or one per channel; "
+     "[] = 1"},
+    {"data.hflip", T_BOOL, 0, "false", 0, 0, NULL, FIELD(data.hflip), 0,
+     "augmentation: flip training images horizontally with probability 1/2"},
+    {"data.crop_padding", T_INT, 0, "0", 0, 64, NULL, FIELD(data.crop_padding), 0,
+     "augmentation: zero-pad by this many pixels, then crop randomly back to size; 0 = off"},
+
+    {"model.name", T_STRING, 0, "\"\"", 0, 0, NULL, FIELD(model.name), 0,
+     "free text shown in logs"},
+    {"model.layers", T_LAYERS, REQUIRED, NULL, 0, 0, NULL, FIELD(model.layers), 0,
+     "list of layer groups, input to output: ( { type = \"conv2d\"; out_channels = 16; "
+     "kernel = 3; }, ... ); see the layer table below"},
+
+    {"loss.type", T_STRING, 0, "\"cross_entropy\"", 0, 0, "nll|cross_entropy", FIELD(loss.type), 0,
+     "nll expects log-probabilities (end the model with log_softmax); cross_entropy takes "
+     "raw scores"},
+
+    {"optimizer.type", T_STRING, 0, "\"sgd\"", 0, 0, "sgd|adam|adamw|adadelta",
+     FIELD(optimizer.type), 0, "update rule, as in torch.optim"},
+    {"optimizer.lr", T_FLOAT, 0, "0.0", 0, 10, NULL, FIELD(optimizer.lr), 0,
+     "learning rate; 0 = PyTorch's default for the type (sgd 0.01, adam/adamw 0.001, "
+     "adadelta 1.0)"},
+    {"optimizer.momentum", T_FLOAT, 0, "0.0", 0, 1, NULL, FIELD(optimizer.momentum), 0,
+     "sgd momentum"},
+    {"optimizer.dampening", T_FLOAT, 0, "0.0", 0, 1, NULL, FIELD(optimizer.dampening), 0,
+     "sgd momentum dampening"},
+    {"optimizer.weight_decay", T_FLOAT, 0, "0.0", 0, 10, NULL, FIELD(optimizer.weight_decay), 0,
+     "L2 penalty (sgd, adam, adadelta) or decoupled decay (adamw)"},
+    {"optimizer.nesterov", T_BOOL, 0, "false", 0, 0, NULL, FIELD(optimizer.nesterov), 0,
+     "sgd: Nesterov momentum"},
+    {"optimizer.amsgrad", T_BOOL, 0, "false", 0, 0, NULL, FIELD(optimizer.amsgrad), 0,
+     "adam/adamw: AMSGrad variant"},
+    {"optimizer.beta1", T_FLOAT, MAX_OPEN, "0.9", 0, 1, NULL, FIELD(optimizer.beta1), 0,
+     "adam/adamw: first-moment decay"},
+    {"optimizer.beta2", T_FLOAT, MAX_OPEN, "0.999", 0, 1, NULL, FIELD(optimizer.beta2), 0,
+     "adam/adamw: second-moment decay"},
+    {"optimizer.eps", T_FLOAT, 0, "0.0", 0, 1, NULL, FIELD(optimizer.eps), 0,
+     "denominator guard; 0 = PyTorch's default for the type (1e-8 adam/adamw, 1e-6 "
+     "adadelta)"},
+    {"optimizer.rho", T_FLOAT, 0, "0.9", 0, 1, NULL, FIELD(optimizer.rho), 0,
+     "adadelta: running-average decay"},
+    {"optimizer.schedule.type", T_STRING, 0, "\"constant\"", 0, 0, "constant|step|cosine",
+     FIELD(optimizer.schedule.type), 0,
+     "learning-rate schedule over epochs: constant, step (x gamma every step_size epochs) "
+     "or cosine (to min_lr at the last step)"},
+    {"optimizer.schedule.step_size", T_INT, 0, "1", 1, 1000000, NULL,
+     FIELD(optimizer.schedule.step_size), 0, "step: epochs between decays"},
+    {"optimizer.schedule.gamma", T_FLOAT, MIN_OPEN, "0.1", 0, 1, NULL,
+     FIELD(optimizer.schedule.gamma), 0, "step: decay factor"},
+    {"optimizer.schedule.min_lr", T_FLOAT, 0, "0.0", 0, 10, NULL, FIELD(optimizer.schedule.min_lr),
+     0, "cosine: final learning rate"},
+    {"optimizer.schedule.warmup_steps", T_INT, 0, "0", 0, 1000000000, NULL,
+     FIELD(optimizer.schedule.warmup_steps), 0,
+     "linear warmup from 0 over this many steps, in front of any schedule"},
+
+    {"train.epochs", T_INT, REQUIRED, NULL, 1, 100000, NULL, FIELD(train.epochs), 0,
+     "passes over the training set"},
+    {"train.batch_size", T_INT, REQUIRED, NULL, 1, MAX_BATCH, NULL, FIELD(train.batch_size), 0,
+     "global batch, split across instances (see batch_per_instance)"},
+    {"train.batch_per_instance", T_BOOL, 0, "false", 0, 0, NULL, FIELD(train.batch_per_instance), 0,
+     "true = PyTorch DDP semantics: every instance takes batch_size samples, so the global "
+     "batch grows with the instance count"},
+    {"train.seed", T_INT64, 0, "1L", 0, 9.2e18, NULL, FIELD(train.seed), 0,
+     "seed for initial weights, shuffling, dropout and augmentation"},
+    {"train.max_steps", T_INT64, 0, "0L", 0, 1e15, NULL, FIELD(train.max_steps), 0,
+     "stop after this many optimizer steps in total; 0 = no limit"},
+    {"train.drop_last", T_BOOL, 0, "false", 0, 0, NULL, FIELD(train.drop_last), 0,
+     "drop the final partial batch of each epoch"},
+    {"train.eval_batch_size", T_INT, 0, "0", 0, MAX_BATCH, NULL, FIELD(train.eval_batch_size), 0,
+     "batch used for evaluation; 0 = as in training"},
+
+    {"dist.instances", T_INT, 0, "1", 1, MAX_INSTANCE, NULL, FIELD(dist.instances), 0,
+     "processes (ranks) training together; --instances overrides"},
+    {"dist.threads", T_INT, 0, "0", 0, 1024, NULL, FIELD(dist.threads), 0,
+     "compute threads per instance; 0 = the available cores divided among the instances; "
+     "--threads overrides"},
+    {"dist.backend", T_STRING, 0, "\"auto\"", 0, 0, "auto|shm|tcp|hier|mpi", FIELD(dist.backend), 0,
+     "gradient all-reduce: shared memory on one host, tcp across hosts, hier = both, mpi "
+     "(when built with MPI=1); auto picks"},
+    {"dist.pin", T_STRING, 0, "\"cores\"", 0, 0, "cores|sockets|none", FIELD(dist.pin), 0,
+     "pin each instance to its own range of cores, to a socket, or not at all"},
+    {"dist.cpu_list", T_STRING, 0, "\"\"", 0, 0, NULL, FIELD(dist.cpu_list), 0,
+     "explicit cores to use, like \"0-7,16-23\" (overrides pin)"},
+    {"dist.timeout", T_DOUBLE, MIN_OPEN, "300.0", 0, 86400, NULL, FIELD(dist.timeout), 0,
+     "seconds a collective waits for a peer before failing"},
+
+    {"checkpoint.dir", T_STRING, 0, "\"\"", 0, 0, NULL, FIELD(checkpoint.dir), 0,
+     "where checkpoints go; empty = runs/NAME, NAME being the config file's name without its "
+     "extension"},
+    {"checkpoint.every", T_INT, 0, "1", 0, 1000000, NULL, FIELD(checkpoint.every), 0,
+     "epochs between checkpoints; 0 = only at the end"},
+    {"checkpoint.best", T_BOOL, 0, "false", 0, 0, NULL, FIELD(checkpoint.best), 0,
+     "also keep best.safetensors, by test accuracy"},
+
+    {"log.every", T_INT, 0, "100", 0, 1000000000, NULL, FIELD(log.every), 0,
+     "steps between progress lines when stderr is not a terminal; 0 = once per epoch; "
+     "--log-every overrides"},
+    {"log.json", T_BOOL, 0, "false", 0, 0, NULL, FIELD(log.json), 0,
+     "one JSON object per event on stdout; --json sets it"},
+    {"log.quiet", T_BOOL, 0, "false", 0, 0, NULL, FIELD(log.quiet), 0,
+     "print nothing but errors; --quiet sets it"},
+    {"log.profile", T_BOOL, 0, "false", 0, 0, NULL, FIELD(log.profile), 0,
+     "per-layer forward/backward times at the end; --profile sets it"},
+};
+#define NKEYS (sizeof keys / sizeof keys[0])
+
+#define LFIELD(f) offsetof(struct dt_layer_spec, f), sizeof(((struct dt_layer_spec *)0)->f)
+
+/* Keys a layer entry may carry besides `type`. REQUIRED here means "required by every kind
+ * that accepts the key": their default (0) is outside the range. */
+static const struct key layer_keys[] = {
+    {"out_channels", T_INT, REQUIRED, NULL, 1, 65536, NULL, LFIELD(out_channels), 0,
+     "output channels (input channels come from the previous layer)"},
+    {"out_features", T_INT, REQUIRED, NULL, 1, 65536, NULL, LFIELD(out_features), 0,
+     "output features (input features come from the previous layer)"},
+    {"kernel", T_INT, REQUIRED, NULL, 1, 64, NULL, LFIELD(kernel), 0, "square kernel size"},
+    {"stride", T_INT, 0, "unset", 1, 64, NULL, LFIELD(stride), 0,
+     "step; unset = 1 for conv2d, the kernel size for pools"},
+    {"padding", T_INT, 0, "0", 0, 64, NULL, LFIELD(padding), 0, "zero padding on each side"},
+    {"bias", T_BOOL, 0, "true", 0, 0, NULL, LFIELD(bias), 0, "learn an additive bias"},
+    {"p", T_FLOAT, MAX_OPEN, "0.5", 0, 1, NULL, LFIELD(p), 0, "drop probability"},
+    {"eps", T_FLOAT, MIN_OPEN, "1e-5", 0, 1, NULL, LFIELD(eps), 0, "variance guard"},
+    {"momentum", T_FLOAT, 0, "0.1", 0, 1, NULL, LFIELD(momentum), 0,
+     "running-statistics update rate"},
+    {"affine", T_BOOL, 0, "true", 0, 0, NULL, LFIELD(affine), 0, "learn scale and shift"},
+};
+#define NLAYER_KEYS (sizeof layer_keys / sizeof layer_keys[0])
+
+/* State of one load: where each key came from, for messages about it later. */
+struct load {
+    struct dt_config *cfg;
+    const char *file;
+    config_t lc;
+    int line[NKEYS];    /* line in the file, 0 = not in the file */
+    bool by_set[NKEYS]; /* last given by --set */
+};
+
+/* ---- small helpers ---- */
+
+static void set_string(char *dst, size_t size, const char *src)
+{
+    /* Zero the whole buffer so equal configs compare equal byte for byte. */
+    memset(dst, 0, size);
+    strncpy(dst, src, size - 1);
+}
+
+static const struct key *find_key(const struct key *table, size_t n, const char *path)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(table[i].path, path) == 0)
+            return &table[i];
+    return NULL;
+}
+
+static bool is_group_path(const char *path)
+{
+    size_t len = strlen(path);
+    for (size_t i = 0; i < NKEYS; i++)
+        if (strncmp(keys[i].path, path, len) == 0 && keys[i].path[len] == '.')
+            return true;
+    return false;
+}
+
+static const char *type_name(const config_setting_t *s)
+{
+    switch (config_setting_type(s)) {
+    case CONFIG_TYPE_GROUP:
+        return "a group";
+    case CONFIG_TYPE_INT:
+    case CONFIG_TYPE_INT64:
+        return "an integer";
+    case CONFIG_TYPE_FLOAT:
+        return "a float";
+    case CONFIG_TYPE_STRING:
+        return "a string";
+    case CONFIG_TYPE_BOOL:
+        return "a boolean";
+    case CONFIG_TYPE_ARRAY:
+        return "an array";
+    case CONFIG_TYPE_LIST:
+        return "a list";
+    default:
+        return "nothing";
+    }
+}
+
+static int edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 63 || lb > 63)
+        return 99;
+    int d[64][64];
+    for (size_t i = 0; i <= la; i++)
+        d[i][0] = (int)i;
+    for (size_t j = 0; j <= lb; j++)
+        d[0][j] = (int)j;
+    for (size_t i = 1; i <= la; i++)
+        for (size_t j = 1; j <= lb; j++) {
+            int sub = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            int del = d[i - 1][j] + 1, ins = d[i][j - 1] + 1;
+            d[i][j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+        }
+    return d[la][lb];
+}
+
+static const char *last_component(const char *path)
+{
+    const char *dot = strrchr(path, '.');
+    return dot ? dot + 1 : path;
+}
+
+/* The schema key a mistyped path most likely meant: same last component in another group
+ * ("train.lr" -> optimizer.lr), else the closest spelling within two edits. */
+static const char *suggest_key(const char *path)
+{
+    const char *best = NULL;
+    int best_d = 3;
+    size_t len = strlen(path);
+    for (size_t i = 0; i < NKEYS; i++) {
+        if (strcmp(last_component(keys[i].path), last_component(path)) == 0 ||
+            (len >= 4 && strncmp(keys[i].path, path, len) == 0))
+            return keys[i].path;
+        int d = edit_distance(path, keys[i].path);
+        if (d < best_d) {
+            best_d = d;
+            best = keys[i].path;
+        }
+    }
+    return best;
+}
+
+static int unknown_key(const char *where, const char *path)
+{
+    const char *s = suggest_key(path);
+    if (s)
+        return dt_fail(DT_EUSAGE, "%s: unknown key (did you mean %s?)", where, s);
+    return dt_fail(DT_EUSAGE, "%s: unknown key (see docs/config.md for the keys)", where);
+}
+
+/* "a|b|c" contains `s` as one of its words. */
+static bool in_choices(const char *choices, const char *s)
+{
+    size_t len = strlen(s);
+    for (const char *p = choices;;) {
+        const char *bar = strchr(p, '|');
+        size_t n = bar ? (size_t)(bar - p) : strlen(p);
+        if (n == len && strncmp(p, s, n) == 0)
+            return true;
+        if (!bar)
+            return false;
+        p = bar + 1;
+    }
+}
+
+static void describe_choices(char *out, size_t size, const char *choices)
+{
+    size_t o = 0;
+    for (const char *p = choices; *p && o + 4 < size; p++) {
+        if (*p == '|') {
+            if (p == choices)
+                o += (size_t)snprintf(out + o, size - o, "\"\"");
+            o += (size_t)snprintf(out + o, size - o, ", ");
+        } else {
+            out[o++] = *p;
+        }
+    }
+    out[o] = 0;
+}
+
+static void describe_range(char *out, size_t size, const struct key *k)
+{
+    bool lo = k->min > -INF, hi = k->max < INF;
+    if (lo && hi && !(k->flags & (MIN_OPEN | MAX_OPEN)))
+        snprintf(out, size, "between %.10g and %.10g", k->min, k->max);
+    else if (lo && hi)
+        snprintf(out, size, "in %c%g, %g%c", k->flags & MIN_OPEN ? '(' : '[', k->min, k->max,
+                 k->flags & MAX_OPEN ? ')' : ']');
+    else if (lo)
+        snprintf(out, size, "%s %g", k->flags & MIN_OPEN ? "greater than" : "at least", k->min);
+    else
+        snprintf(out, size, "a finite number");
+}
+
+static bool in_range(const struct key *k, double v)
+{
+    if (!isfinite(v))
+        return false;
+    if (k->flags & MIN_OPEN ? v <= k->min : v < k->min)
+        return false;
+    return k->flags & MAX_OPEN ? v < k->max : v <= k->max;
+}
+
+static int range_error(const char *where, const struct key *k, const char *got)
+{
+    char range[96];
+    describe_range(range, sizeof range, k);
+    return dt_fail(DT_EUSAGE, "%s: must be %s, got %s", where, range, got);
+}
+
+/* ---- storing one value ---- */
+
+static bool is_number(const config_setting_t *s)
+{
+    int t = config_setting_type(s);
+    return t == CONFIG_TYPE_INT || t == CONFIG_TYPE_INT64 || t == CONFIG_TYPE_FLOAT;
+}
+
+static bool is_integer(const config_setting_t *s)
+{
+    int t = config_setting_type(s);
+    return t == CONFIG_TYPE_INT || t == CONFIG_TYPE_INT64;
+}
+
+static double number_of(const config_setting_t *s)
+{
+    return config_setting_type(s) == CONFIG_TYPE_FLOAT ? config_setting_get_float(s)
+                                                       : (double)config_setting_get_int64(s);
+}
+
+static int store_floats(void *base, const struct key *k, const config_setting_t *s,
+                        const char *where)
+{
+    int cap = (int)(k->size / sizeof(float)), n = 1;
+    float *dst = (float *)((char *)base + k->offset);
+    float vals[DT_MAX_CHANNELS];
+    if (config_setting_is_array(s) || config_setting_is_list(s)) {
+        n = config_setting_length(s);
+        if (n > cap)
+            return dt_fail(DT_EUSAGE, "%s: at most %d values (one per channel), got %d", where, cap,
+                           n);
+        for (int i = 0; i < n; i++) {
+            const config_setting_t *e = config_setting_get_elem(s, (unsigned)i);
+            if (!is_number(e))
+                return dt_fail(DT_EUSAGE, "%s: element %d: expected a number, got %s", where, i,
+                               type_name(e));
+            vals[i] = (float)number_of(e);
+            char got[48];
+            snprintf(got, sizeof got, "%g (element %d)", number_of(e), i);
+            if (!in_range(k, number_of(e)))
+                return range_error(where, k, got);
+        }
+    } else if (is_number(s)) {
+        vals[0] = (float)number_of(s);
+        char got[32];
+        snprintf(got, sizeof got, "%g", number_of(s));
+        if (!in_range(k, number_of(s)))
+            return range_error(where, k, got);
+    } else {
+        return dt_fail(DT_EUSAGE, "%s: expected a list of numbers like [0.5], got %s", where,
+                       type_name(s));
+    }
+    memset(dst, 0, k->size);
+    memcpy(dst, vals, (size_t)n * sizeof(float));
+    *(int *)((char *)base + k->count_offset) = n;
+    return 0;
+}
+
+static int store_string(void *base, const struct key *k, const config_setting_t *s,
+                        const char *where)
+{
+    if (config_setting_type(s) != CONFIG_TYPE_STRING)
+        return dt_fail(DT_EUSAGE, "%s: expected a string, got %s", where, type_name(s));
+    const char *v = config_setting_get_string(s);
+    if (strlen(v) >= k->size)
+        return dt_fail(DT_EUSAGE, "%s: at most %zu characters, got %zu", where, k->size - 1,
+                       strlen(v));
+    if (k->choices && !in_choices(k->choices, v)) {
+        char allowed[128];
+        describe_choices(allowed, sizeof allowed, k->choices);
+        return dt_fail(DT_EUSAGE, "%s: must be one of %s, got \"%s\"", where, allowed, v);
+    }
+    set_string((char *)base + k->offset, k->size, v);
+    return 0;
+}
+
+/* Checks `s` against key `k` and writes it into the field at base + k->offset. */
+static int store_value(void *base, const struct key *k, const config_setting_t *s,
+                       const char *where)
+{
+    void *field = (char *)base + k->offset;
+    char got[48];
+    switch (k->type) {
+    case T_INT:
+    case T_INT64:
+        if (!is_integer(s))
+            return dt_fail(DT_EUSAGE, "%s: expected an integer, got %s", where, type_name(s));
+        long long iv = config_setting_get_int64(s);
+        snprintf(got, sizeof got, "%lld", iv);
+        if (!in_range(k, (double)iv))
+            return range_error(where, k, got);
+        if (k->type == T_INT)
+            *(int *)field = (int)iv;
+        else
+            *(long long *)field = iv;
+        return 0;
+    case T_FLOAT:
+    case T_DOUBLE:
+        if (!is_number(s))
+            return dt_fail(DT_EUSAGE, "%s: expected a number, got %s", where, type_name(s));
+        double dv = number_of(s);
+        snprintf(got, sizeof got, "%g", dv);
+        if (!in_range(k, dv))
+            return range_error(where, k, got);
+        if (k->type == T_FLOAT)
+            *(float *)field = (float)dv;
+        else
+            *(double *)field = dv;
+        return 0;
+    case T_BOOL:
+        if (config_setting_type(s) != CONFIG_TYPE_BOOL)
+            return dt_fail(DT_EUSAGE, "%s: expected true or false, got %s", where, type_name(s));
+        *(bool *)field = config_setting_get_bool(s) != 0;
+        return 0;
+    case T_STRING:
+        return store_string(base, k, s, where);
+    case T_FLOATS:
+        return store_floats(base, k, s, where);
+    case T_LAYERS:
+        break;
+    }
+    return dt_fail(DT_EUSAGE, "%s: internal error: unexpected key type", where);
+}
+
+/* ---- layers ---- */
+
+/* "FILE:LINE: model.layers.I" (or "--set model.layers.I") plus an optional ".key". */
+static void layer_where(char *out, size_t size, const char *file, const config_setting_t *s,
+                        int index, const char *key)
+{
+    if (file)
+        snprintf(out, size, "%s:%d: model.layers.%d%s%s", file, config_setting_source_line(s),
+                 index, key ? "." : "", key ? key : "");
+    else
+        snprintf(out, size, "--set model.layers.%d%s%s", index, key ? "." : "", key ? key : "");
+}
+
+static void join_keys(char *out, size_t size, const char *const *names)
+{
+    size_t o = 0;
+    out[0] = 0;
+    for (int i = 0; names[i] && o < size; i++)
+        o += (size_t)snprintf(out + o, size - o, "%s%s", i ? ", " : "", names[i]);
+    if (!names[0])
+        snprintf(out, size, "no keys besides type");
+}
+
+static bool kind_accepts(const struct dt_layer_kind *kind, const char *key)
+{
+    for (int i = 0; kind->keys[i]; i++)
+        if (strcmp(kind->keys[i], key) == 0)
+            return true;
+    return false;
+}
+
+static int layer_kind_of(const config_setting_t *g, const char *where,
+                         const struct dt_layer_kind **kind)
+{
+    const config_setting_t *t = config_setting_get_member(g, "type");
+    if (!t)
+        return dt_fail(DT_EUSAGE, "%s: missing required key 'type' (one of: %s)", where,
+                       dt_layer_kind_names());
+    if (config_setting_type(t) != CONFIG_TYPE_STRING)
+        return dt_fail(DT_EUSAGE, "%s.type: expected a string, got %s", where, type_name(t));
+    *kind = dt_layer_kind_find(config_setting_get_string(t));
+    if (!*kind)
+        return dt_fail(DT_EUSAGE, "%s.type: unknown layer type \"%s\" (known: %s)", where,
+                       config_setting_get_string(t), dt_layer_kind_names());
+    return 0;
+}
+
+/* Keys whose default is out of range must be given for the kinds that take them. */
+static int check_layer_required(const struct dt_layer_spec *spec, const struct dt_layer_kind *kind,
+                                const char *where)
+{
+    for (int i = 0; kind->keys[i]; i++) {
+        const struct key *k = find_key(layer_keys, NLAYER_KEYS, kind->keys[i]);
+        if (k && (k->flags & REQUIRED) && *(const int *)((const char *)spec + k->offset) < k->min)
+            return dt_fail(DT_EUSAGE, "%s: %s needs %s", where, kind->name, k->path);
+    }
+    return 0;
+}
+
+static int set_layer_key(struct dt_layer_spec *spec, const struct dt_layer_kind *kind,
+                         const char *name, const config_setting_t *v, const char *where)
+{
+    const struct key *k = find_key(layer_keys, NLAYER_KEYS, name);
+    if (!kind_accepts(kind, name) || !k) {
+        char accepted[256];
+        join_keys(accepted, sizeof accepted, kind->keys);
+        return dt_fail(DT_EUSAGE, "%s: %s does not take this key (it takes: %s)", where, kind->name,
+                       accepted);
+    }
+    return store_value(spec, k, v, where);
+}
+
+static int load_layer(const config_setting_t *g, int index, const char *file,
+                      struct dt_layer_spec *spec)
+{
+    char where[1200], kwhere[1300];
+    layer_where(where, sizeof where, file, g, index, NULL);
+    if (!config_setting_is_group(g))
+        return dt_fail(DT_EUSAGE, "%s: expected a group like { type = \"relu\"; }, got %s", where,
+                       type_name(g));
+    const struct dt_layer_kind *kind;
+    int rc = layer_kind_of(g, where, &kind);
+    if (rc)
+        return rc;
+    dt_layer_spec_defaults(spec);
+    set_string(spec->type, sizeof spec->type, kind->name);
+    spec->line = file ? config_setting_source_line(g) : 0;
+    for (int i = 0; i < config_setting_length(g); i++) {
+        const config_setting_t *m = config_setting_get_elem(g, (unsigned)i);
+        const char *name = config_setting_name(m);
+        if (strcmp(name, "type") == 0)
+            continue;
+        layer_where(kwhere, sizeof kwhere, file, m, index, name);
+        if ((rc = set_layer_key(spec, kind, name, m, kwhere)))
+            return rc;
+    }
+    return check_layer_required(spec, kind, where);
+}
+
+static int load_layers(struct dt_config *cfg, const config_setting_t *s, const char *where,
+                       const char *file)
+{
+    if (!config_setting_is_list(s))
+        return dt_fail(DT_EUSAGE,
+                       "%s: expected a list of layer groups ( { type = ...; }, ... ), got %s",
+                       where, type_name(s));
+    int n = config_setting_length(s);
+    if (n < 1 || n > DT_MAX_LAYERS)
+        return dt_fail(DT_EUSAGE, "%s: must have between 1 and %d layers, got %d", where,
+                       DT_MAX_LAYERS, n);
+    memset(cfg->model.layers, 0, sizeof cfg->model.layers);
+    for (int i = 0; i < n; i++) {
+        int rc =
+            load_layer(config_setting_get_elem(s, (unsigned)i), i, file, &cfg->model.layers[i]);
+        if (rc)
+            return rc;
+    }
+    cfg->model.nlayers = n;
+    return 0;
+}
+
+/* ---- the file ---- */
+
+static int apply_setting(struct load *ld, const struct key *k, const config_setting_t *s,
+                         const char *file)
+{
+    char where[1200];
+    if (file)
+        snprintf(where, sizeof where, "%s:%d: %s", file, config_setting_source_line(s), k->path);
+    else
+        snprintf(where, sizeof where, "--set %s", k->path);
+    size_t i = (size_t)(k - keys);
+    ld->line[i] = file ? config_setting_source_line(s) : 0;
+    ld->by_set[i] = file == NULL;
+    if (k->type == T_LAYERS)
+        return load_layers(ld->cfg, s, where, file);
+    return store_value(ld->cfg, k, s, where);
+}
+
+static int walk_group(struct load *ld, const config_setting_t *group, const char *prefix)
+{
+    for (int i = 0; i < config_setting_length(group); i++) {
+        const config_setting_t *s = config_setting_get_elem(group, (unsigned)i);
+        char path[256], where[1400];
+        snprintf(path, sizeof path, "%s%s%s", prefix, *prefix ? "." : "", config_setting_name(s));
+        snprintf(where, sizeof where, "%s:%d: %s", ld->file, config_setting_source_line(s), path);
+        const struct key *k = find_key(keys, NKEYS, path);
+        int rc;
+        if (k)
+            rc = apply_setting(ld, k, s, ld->file);
+        else if (is_group_path(path) && config_setting_is_group(s))
+            rc = walk_group(ld, s, path);
+        else if (is_group_path(path))
+            rc = dt_fail(DT_EUSAGE, "%s: expected a group { ... }, got %s", where, type_name(s));
+        else
+            rc = unknown_key(where, path);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* ---- overrides ---- */
+
+static const char *expected(const struct key *k)
+{
+    switch (k->type) {
+    case T_INT:
+    case T_INT64:
+        return "an integer";
+    case T_FLOAT:
+    case T_DOUBLE:
+        return "a number";
+    case T_BOOL:
+        return "true or false";
+    case T_STRING:
+        return "a string";
+    case T_FLOATS:
+        return "a list of numbers like [0.5]";
+    case T_LAYERS:
+        return "a list of layer groups like ( { type = \"relu\"; } )";
+    }
+    return "a value";
+}
+
+/* Parses VALUE as the libconfig value of `k` into ld's scratch config. Strings may be given
+ * bare (--set data.dir=/tmp/x); 64-bit integers get the L suffix libconfig needs. */
+static int parse_override_value(config_t *tmp, const struct key *k, const char *value,
+                                const char *where, config_setting_t **out)
+{
+    if (k->type == T_STRING && value[0] != '"') {
+        config_setting_t *s = config_setting_add(config_root_setting(tmp), "v", CONFIG_TYPE_STRING);
+        if (!s || !config_setting_set_string(s, value))
+            return dt_fail(DT_EUSAGE, "%s: cannot store \"%s\"", where, value);
+        *out = s;
+        return 0;
+    }
+    size_t len = strlen(value);
+    char *text = malloc(len + 16);
+    if (!text)
+        return dt_fail(DT_ERUNTIME, "%s: out of memory", where);
+    size_t sign = value[0] == '-';
+    bool digits = len > sign && strspn(value + sign, "0123456789") == len - sign;
+    snprintf(text, len + 16, "v = %s%s;", value, k->type == T_INT64 && digits ? "L" : "");
+    if (k->type == T_INT && digits &&
+        (strtoll(value, NULL, 10) > INT32_MAX || strtoll(value, NULL, 10) < INT32_MIN)) {
+        free(text);
+        return range_error(where, k, value);
+    }
+    int ok = config_read_string(tmp, text);
+    free(text);
+    config_setting_t *root = config_root_setting(tmp);
+    if (!ok || config_setting_length(root) != 1)
+        return dt_fail(DT_EUSAGE, "%s: expected %s, got '%s'", where, expected(k), value);
+    *out = config_setting_get_elem(root, 0);
+    return 0;
+}
+
+/* --set model.layers.I[.key]=VALUE */
+static int apply_layer_override(struct dt_config *cfg, const char *path, const char *value,
+                                config_t *tmp)
+{
+    char where[400];
+    snprintf(where, sizeof where, "--set %s", path);
+    char *end;
+    const char *p = path + strlen("model.layers.");
+    long index = strtol(p, &end, 10);
+    if (end == p || (*end && *end != '.'))
+        return dt_fail(DT_EUSAGE, "%s: expected model.layers.INDEX.KEY", where);
+    if (index < 0 || index >= cfg->model.nlayers)
+        return dt_fail(DT_EUSAGE, "%s: there is no layer %ld (model.layers has %d: 0..%d)", where,
+                       index, cfg->model.nlayers, cfg->model.nlayers - 1);
+    if (!*end)
+        return dt_fail(DT_EUSAGE, "%s: give a key: model.layers.%ld.KEY=VALUE", where, index);
+    const char *name = end + 1;
+    struct dt_layer_spec *spec = &cfg->model.layers[index];
+    const struct dt_layer_kind *kind = dt_layer_kind_find(spec->type);
+    static const struct key type_key = {"type", T_STRING, 0, NULL, 0, 0, NULL, 0, 32, 0, ""};
+    const struct key *k =
+        strcmp(name, "type") == 0 ? &type_key : find_key(layer_keys, NLAYER_KEYS, name);
+    if (!kind)
+        return dt_fail(DT_EUSAGE, "%s: internal error: layer type \"%s\"", where, spec->type);
+    if (k != &type_key && (!k || !kind_accepts(kind, name)))
+        return set_layer_key(spec, kind, name, NULL, where); /* fails: names what it takes */
+    config_setting_t *v;
+    int rc = parse_override_value(tmp, k, value, where, &v);
+    if (rc)
+        return rc;
+    if (k != &type_key)
+        return set_layer_key(spec, kind, name, v, where);
+
+    /* A new type keeps the values of the keys the new kind also takes. */
+    const struct dt_layer_kind *nk = dt_layer_kind_find(config_setting_get_string(v));
+    if (!nk)
+        return dt_fail(DT_EUSAGE, "%s: unknown layer type \"%s\" (known: %s)", where,
+                       config_setting_get_string(v), dt_layer_kind_names());
+    struct dt_layer_spec old = *spec;
+    dt_layer_spec_defaults(spec);
+    set_string(spec->type, sizeof spec->type, nk->name);
+    spec->line = old.line;
+    for (int i = 0; nk->keys[i]; i++) {
+        const struct key *lk = find_key(layer_keys, NLAYER_KEYS, nk->keys[i]);
+        if (lk)
+            memcpy((char *)spec + lk->offset, (char *)&old + lk->offset, lk->size);
+    }
+    return check_layer_required(spec, nk, where);
+}
+
+static int apply_override(struct load *ld, const char *assignment)
+{
+    const char *eq = strchr(assignment, '=');
+    if (!eq || eq == assignment)
+        return dt_fail(DT_EUSAGE, "--set '%s': expected KEY=VALUE, like train.epochs=5",
+                       assignment);
+    char path[256], where[300];
+    size_t n = (size_t)(eq - assignment);
+    if (n >= sizeof path)
+        return dt_fail(DT_EUSAGE, "--set: key too long");
+    memcpy(path, assignment, n);
+    path[n] = 0;
+    snprintf(where, sizeof where, "--set %s", path);
+
+    config_t tmp;
+    config_init(&tmp);
+    int rc;
+    const struct key *k = find_key(keys, NKEYS, path);
+    if (strncmp(path, "model.layers.", 13) == 0) {
+        rc = apply_layer_override(ld->cfg, path, eq + 1, &tmp);
+    } else if (!k) {
+        rc = unknown_key(where, path);
+    } else {
+        config_setting_t *v;
+        rc = parse_override_value(&tmp, k, eq + 1, where, &v);
+        if (!rc)
+            rc = apply_setting(ld, k, v, NULL);
+    }
+    config_destroy(&tmp);
+    return rc;
+}
+
+/* ---- defaults, derived values, cross-key checks ---- */
+
+static int apply_defaults(struct dt_config *cfg)
+{
+    for (size_t i = 0; i < NKEYS; i++) {
+        if (!keys[i].def)
+            continue;
+        config_t tmp;
+        config_init(&tmp);
+        config_setting_t *v;
+        char where[128];
+        snprintf(where, sizeof where, "default of %s", keys[i].path);
+        int rc = parse_override_value(&tmp, &keys[i], keys[i].def, where, &v);
+        if (!rc)
+            rc = store_value(cfg, &keys[i], v, where);
+        config_destroy(&tmp);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* "FILE:LINE: key", "--set key" or "FILE: key": where the value in use came from. */
+static void key_where(const struct load *ld, const char *path, char *out, size_t size)
+{
+    const struct key *k = find_key(keys, NKEYS, path);
+    size_t i = (size_t)(k - keys);
+    if (ld->by_set[i])
+        snprintf(out, size, "--set %s", path);
+    else if (ld->line[i])
+        snprintf(out, size, "%s:%d: %s", ld->file, ld->line[i], path);
+    else
+        snprintf(out, size, "%s: %s", ld->file, path);
+}
+
+static int check_required(struct load *ld)
+{
+    for (size_t i = 0; i < NKEYS; i++) {
+        if (!(keys[i].flags & REQUIRED) || ld->line[i] || ld->by_set[i])
+            continue;
+        char group[64];
+        set_string(group, sizeof group, keys[i].path);
+        *strchr(group, '.') = 0;
+        const config_setting_t *g = config_lookup(&ld->lc, group);
+        if (g)
+            return dt_fail(DT_EUSAGE, "%s:%d: %s: missing required key", ld->file,
+                           config_setting_source_line(g), keys[i].path);
+        return dt_fail(DT_EUSAGE, "%s: %s: missing required key (there is no '%s' group)", ld->file,
+                       keys[i].path, group);
+    }
+    return 0;
+}
+
+static int derive_data(struct load *ld)
+{
+    struct dt_config *cfg = ld->cfg;
+    char where[1400];
+    const struct dt_reg_dataset *reg = dt_registry_find(cfg->data.dataset);
+    key_where(ld, "data.dataset", where, sizeof where);
+    if (!cfg->data.dataset[0])
+        return dt_fail(DT_EUSAGE, "%s: must not be empty", where);
+    if (!reg && !cfg->data.format[0])
+        return dt_fail(DT_EUSAGE,
+                       "%s: unknown dataset \"%s\" (known: %s; for your own files set "
+                       "data.format = \"idx\", \"cifar10\" or \"cifar100\")",
+                       where, cfg->data.dataset, dt_registry_names());
+    if (reg && cfg->data.format[0] && strcmp(reg->format, cfg->data.format) != 0) {
+        key_where(ld, "data.format", where, sizeof where);
+        return dt_fail(DT_EUSAGE, "%s: \"%s\" does not match data.dataset \"%s\", which is %s",
+                       where, cfg->data.format, cfg->data.dataset, reg->format);
+    }
+    if (!cfg->data.format[0])
+        set_string(cfg->data.format, sizeof cfg->data.format, reg->format);
+    if (!cfg->data.dir[0]) {
+        const char *root = getenv("DTRAIN_DATA");
+        if (!root || !*root)
+            root = "data";
+        if ((size_t)snprintf(cfg->data.dir, sizeof cfg->data.dir, "%s/%s", root,
+                             cfg->data.dataset) >= sizeof cfg->data.dir)
+            return dt_fail(DT_EUSAGE, "%s: data.dir: $DTRAIN_DATA is too long", ld->file);
+    }
+    if (cfg->data.coarse_labels && strcmp(cfg->data.format, "cifar100") != 0) {
+        key_where(ld, "data.coarse_labels", where, sizeof where);
+        return dt_fail(DT_EUSAGE, "%s: only cifar100 has coarse labels, this is %s", where,
+                       cfg->data.format);
+    }
+    int channels = strcmp(cfg->data.format, "idx") == 0 ? 1 : 3;
+    const char *lists[] = {"data.mean", "data.std"};
+    int counts[] = {cfg->data.nmean, cfg->data.nstd};
+    for (int i = 0; i < 2; i++)
+        if (counts[i] > 1 && counts[i] != channels) {
+            key_where(ld, lists[i], where, sizeof where);
+            if (channels == 1)
+                return dt_fail(DT_EUSAGE, "%s: expected 1 value for %s (one channel), got %d",
+                               where, cfg->data.format, counts[i]);
+            return dt_fail(DT_EUSAGE,
+                           "%s: expected 1 or %d values for %s (one per channel), "
+                           "got %d",
+                           where, channels, cfg->data.format, counts[i]);
+        }
+    return 0;
+}
+
+static void derive_optimizer(struct dt_config *cfg)
+{
+    const char *t = cfg->optimizer.type;
+    bool adam = strncmp(t, "adam", 4) == 0, adadelta = strcmp(t, "adadelta") == 0;
+    if (cfg->optimizer.lr == 0)
+        cfg->optimizer.lr = adadelta ? 1.0f : adam ? 1e-3f : 0.01f;
+    if (cfg->optimizer.eps == 0)
+        cfg->optimizer.eps = adadelta ? 1e-6f : 1e-8f;
+}
+
+static int check_cross_keys(struct load *ld)
+{
+    struct dt_config *cfg = ld->cfg;
+    char where[1400];
+    if (!strcmp(cfg->optimizer.schedule.type, "cosine") &&
+        cfg->optimizer.schedule.min_lr > cfg->optimizer.lr) {
+        key_where(ld, "optimizer.schedule.min_lr", where, sizeof where);
+        return dt_fail(DT_EUSAGE, "%s: %g is above optimizer.lr %g", where,
+                       cfg->optimizer.schedule.min_lr, cfg->optimizer.lr);
+    }
+    const char *cpus = cfg->dist.cpu_list;
+    if (strspn(cpus, "0123456789,-") != strlen(cpus)) {
+        key_where(ld, "dist.cpu_list", where, sizeof where);
+        return dt_fail(DT_EUSAGE, "%s: expected a list like \"0-7,16-23\", got \"%s\"", where,
+                       cpus);
+    }
+    return 0;
+}
+
+static void derive_checkpoint_dir(struct dt_config *cfg, const char *name)
+{
+    if (cfg->checkpoint.dir[0])
+        return;
+    const char *base = strrchr(name, '/');
+    base = base ? base + 1 : name;
+    char stem[256];
+    set_string(stem, sizeof stem, base);
+    char *dot = strrchr(stem, '.');
+    if (dot && dot != stem)
+        *dot = 0;
+    snprintf(cfg->checkpoint.dir, sizeof cfg->checkpoint.dir, "runs/%s", stem[0] ? stem : "run");
+}
+
+/* ---- the effective text ---- */
+
+struct text {
+    char *buf;
+    size_t len, cap;
+    bool failed;
+};
+
+static void put(struct text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(struct text *t, const char *fmt, ...)
+{
+    va_list ap;
+    for (int attempt = 0; attempt < 2 && !t->failed; attempt++) {
+        va_start(ap, fmt);
+        int n = vsnprintf(t->buf ? t->buf + t->len : NULL, t->buf ? t->cap - t->len : 0, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            t->failed = true;
+            return;
+        }
+        if (t->buf && t->len + (size_t)n < t->cap) {
+            t->len += (size_t)n;
+            return;
+        }
+        size_t cap = (t->cap + (size_t)n + 1) * 2;
+        char *nb = realloc(t->buf, cap);
+        if (!nb) {
+            t->failed = true;
+            return;
+        }
+        t->buf = nb;
+        t->cap = cap;
+    }
+}
+
+/* The shortest literal that reads back as exactly the same value, written so that
+ * libconfig sees a float (0.5, 1e-06, 300.0), never an integer. */
+static void put_real(struct text *t, double v, bool single)
+{
+    char s[40];
+    for (int digits = 1; digits <= 17; digits++) {
+        snprintf(s, sizeof s, "%.*g", digits, v);
+        double back = strtod(s, NULL);
+        if (single ? (float)back == (float)v : back == v)
+            break;
+    }
+    put(t, "%s%s", s, strpbrk(s, ".en") ? "" : ".0");
+}
+
+static void put_string(struct text *t, const char *s)
+{
+    put(t, "\"");
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            put(t, "\\%c", *s);
+        else if ((unsigned char)*s < 0x20)
+            put(t, "\\x%02x", (unsigned char)*s);
+        else
+            put(t, "%c", *s);
+    }
+    put(t, "\"");
+}
+
+static void put_value(struct text *t, const void *base, const struct key *k)
+{
+    const char *field = (const char *)base + k->offset;
+    switch (k->type) {
+    case T_INT:
+        put(t, "%d", *(const int *)field);
+        break;
+    case T_INT64:
+        put(t, "%lldL", *(const long long *)field);
+        break;
+    case T_FLOAT:
+        put_real(t, *(const float *)field, true);
+        break;
+    case T_DOUBLE:
+        put_real(t, *(const double *)field, false);
+        break;
+    case T_BOOL:
+        put(t, "%s", *(const bool *)field ? "true" : "false");
+        break;
+    case T_STRING:
+        put_string(t, field);
+        break;
+    case T_FLOATS: {
+        int n = *(const int *)((const char *)base + k->count_offset);
+        put(t, "[");
+        for (int i = 0; i < n; i++) {
+            put(t, "%s", i ? ", " : " ");
+            put_real(t, ((const float *)field)[i], true);
+        }
+        put(t, " ]");
+        break;
+    }
+    case T_LAYERS:
+        break;
+    }
+}
+
+static void put_layers(struct text *t, const struct dt_config *cfg, const char *indent)
+{
+    struct dt_layer_spec def;
+    dt_layer_spec_defaults(&def);
+    put(t, "%slayers = (\n", indent);
+    for (int i = 0; i < cfg->model.nlayers; i++) {
+        const struct dt_layer_spec *s = &cfg->model.layers[i];
+        const struct dt_layer_kind *kind = dt_layer_kind_find(s->type);
+        put(t, "%s  { type = ", indent);
+        put_string(t, s->type);
+        put(t, ";");
+        for (int j = 0; kind && kind->keys[j]; j++) {
+            const struct key *k = find_key(layer_keys, NLAYER_KEYS, kind->keys[j]);
+            /* Only what differs from the defaults: "stride = 0" (kind default) is not
+             * valid input, and short entries read like the config that was written. */
+            if (!k ||
+                memcmp((const char *)s + k->offset, (const char *)&def + k->offset, k->size) == 0)
+                continue;
+            put(t, " %s = ", k->path);
+            put_value(t, s, k);
+            put(t, ";");
+        }
+        put(t, " }%s\n", i + 1 < cfg->model.nlayers ? "," : "");
+    }
+    put(t, "%s);\n", indent);
+}
+
+/* Length of the group part of a path ("optimizer.schedule" of "optimizer.schedule.type"). */
+static size_t group_len(const char *path)
+{
+    return (size_t)(strrchr(path, '.') - path);
+}
+
+static int depth_of(const char *group, size_t len)
+{
+    int d = len > 0;
+    for (size_t i = 0; i < len; i++)
+        d += group[i] == '.';
+    return d;
+}
+
+static char *write_text(const struct dt_config *cfg)
+{
+    struct text t = {0};
+    static const char indent[] = "                ";
+    const char *open = "";
+    size_t open_len = 0;
+    put(&t, "# Effective dtrain configuration: defaults filled in, overrides applied.\n");
+    for (size_t i = 0; i < NKEYS; i++) {
+        const struct key *k = &keys[i];
+        size_t glen = group_len(k->path);
+        if (glen != open_len || strncmp(open, k->path, glen) != 0) {
+            /* Close groups until the open one is a prefix of the new key's group. */
+            while (open_len > 0 && !(open_len <= glen && strncmp(open, k->path, open_len) == 0 &&
+                                     k->path[open_len] == '.')) {
+                int d = depth_of(open, open_len);
+                put(&t, "%.*s};\n", 2 * (d - 1), indent);
+                const char *dot = memrchr(open, '.', open_len);
+                open_len = dot ? (size_t)(dot - open) : 0;
+            }
+            /* Open each missing level of the new group. */
+            while (open_len < glen) {
+                const char *next = memchr(k->path + open_len + 1, '.', glen - open_len - 1);
+                size_t end = next ? (size_t)(next - k->path) : glen;
+                size_t start = open_len ? open_len + 1 : 0;
+                int d = depth_of(k->path, end);
+                if (d == 1)
+                    put(&t, "\n");
+                put(&t, "%.*s%.*s = {\n", 2 * (d - 1), indent, (int)(end - start), k->path + start);
+                open = k->path;
+                open_len = end;
+            }
+        }
+        int d = depth_of(k->path, glen);
+        if (k->type == T_LAYERS) {
+            put_layers(&t, cfg, indent + sizeof indent - 1 - 2 * d);
+            continue;
+        }
+        put(&t, "%.*s%s = ", 2 * d, indent, last_component(k->path));
+        put_value(&t, cfg, k);
+        put(&t, ";\n");
+    }
+    while (open_len > 0) {
+        int d = depth_of(open, open_len);
+        put(&t, "%.*s};\n", 2 * (d - 1), indent);
+        const char *dot = memrchr(open, '.', open_len);
+        open_len = dot ? (size_t)(dot - open) : 0;
+    }
+    if (t.failed) {
+        free(t.buf);
+        return NULL;
+    }
+    return t.buf;
+}
+
+/* ---- public ---- */
+
+static int load_all(struct load *ld, const char *text, const char *const *overrides, int noverrides)
+{
+    struct dt_config *cfg = ld->cfg;
+    int rc = apply_defaults(cfg);
+    if (rc)
+        return rc;
+    if (!config_read_string(&ld->lc, text))
+        return dt_fail(DT_EUSAGE, "%s:%d: %s", ld->file, config_error_line(&ld->lc),
+                       config_error_text(&ld->lc));
+    if ((rc = walk_group(ld, config_root_setting(&ld->lc), "")))
+        return rc;
+    for (int i = 0; i < noverrides; i++)
+        if ((rc = apply_override(ld, overrides[i])))
+            return rc;
+    if ((rc = check_required(ld)) || (rc = derive_data(ld)))
+        return rc;
+    derive_optimizer(cfg);
+    derive_checkpoint_dir(cfg, ld->file);
+    if ((rc = check_cross_keys(ld)))
+        return rc;
+    cfg->text = write_text(cfg);
+    if (!cfg->text)
+        return dt_fail(DT_ERUNTIME, "%s: out of memory writing the effective config", ld->file);
+    return 0;
+}
+
+int dt_config_load_string(struct dt_config *cfg, const char *name, const char *text,
+                          const char *const *overrides, int noverrides)
+{
+    memset(cfg, 0, sizeof *cfg);
+    set_string(cfg->path, sizeof cfg->path, name);
+    struct load *ld = calloc(1, sizeof *ld);
+    if (!ld)
+        return dt_fail(DT_ERUNTIME, "%s: out of memory", name);
+    ld->cfg = cfg;
+    ld->file = cfg->path;
+    config_init(&ld->lc);
+    int rc = load_all(ld, text, overrides, noverrides);
+    config_destroy(&ld->lc);
+    free(ld);
+    if (rc)
+        dt_config_free(cfg);
+    return rc;
+}
+
+int dt_config_load(struct dt_config *cfg, const char *path, const char *const *overrides,
+                   int noverrides)
+{
+    char *text;
+    size_t len;
+    memset(cfg, 0, sizeof *cfg);
+    int rc = dt_read_file(path, &text, &len);
+    if (rc)
+        return rc;
+    if (strlen(text) != len) {
+        free(text);
+        return dt_fail(DT_EUSAGE, "%s: not a text file (it contains a NUL byte)", path);
+    }
+    rc = dt_config_load_string(cfg, path, text, overrides, noverrides);
+    free(text);
+    return rc;
+}
+
+void dt_config_free(struct dt_config *cfg)
+{
+    free(cfg->text);
+    cfg->text = NULL;
+}
+
+/* ---- reference ---- */
+
+static const char *type_label(const struct key *k)
+{
+    static const char *const names[] = {"int",  "int64",  "float",      "float",
+                                        "bool", "string", "float list", "layer list"};
+    return names[k->type];
+}
+
+static void print_allowed(FILE *out, const struct key *k)
+{
+    char buf[160];
+    if (k->choices) {
+        describe_choices(buf, sizeof buf, k->choices);
+        fputs(buf, out);
+    } else if (k->type == T_INT || k->type == T_INT64 || k->type == T_FLOAT ||
+               k->type == T_DOUBLE || (k->type == T_FLOATS && k->min > -INF)) {
+        describe_range(buf, sizeof buf, k);
+        fputs(buf, out);
+    } else if (k->type == T_FLOATS) {
+        fputs("1 value or one per channel", out);
+    }
+}
+
+static void print_row(FILE *out, const struct key *k, bool layer_key)
+{
+    fprintf(out, "| `%s` | %s | ", k->path, type_label(k));
+    if (k->flags & REQUIRED)
+        fputs(layer_key ? "required by the kinds that take it" : "**required**", out);
+    else
+        fprintf(out, "`%s`", k->def);
+    fputs(" | ", out);
+    print_allowed(out, k);
+    fprintf(out, " | %s |\n", k->help);
+}
+
+void dt_config_print_reference(FILE *out)
+{
+    fputs("| Key | Type | Default | Allowed | Meaning |\n|---|---|---|---|---|\n", out);
+    for (size_t i = 0; i < NKEYS; i++)
+        print_row(out, &keys[i], false);
+    fputs("\nLayer entries of `model.layers` (each a group with `type` and only the keys its "
+          "kind takes):\n\n| Kind | Keys |\n|---|---|\n",
+          out);
+    char names[512], accepted[256];
+    set_string(names, sizeof names, dt_layer_kind_names());
+    for (char *save, *kind = strtok_r(names, ", ", &save); kind;
+         kind = strtok_r(NULL, ", ", &save)) {
+        const struct dt_layer_kind *k = dt_layer_kind_find(kind);
+        if (!k)
+            continue;
+        join_keys(accepted, sizeof accepted, k->keys);
+        fprintf(out, "| `%s` | %s |\n", kind, accepted);
+    }
+    fputs("\n| Layer key | Type | Default | Allowed | Meaning |\n|---|---|---|---|---|\n", out);
+    for (size_t i = 0; i < NLAYER_KEYS; i++)
+        print_row(out, &layer_keys[i], true);
+}

@@ -1,0 +1,132 @@
+# `dtrain train`: config errors (exit 2, one line naming file:line and key), --set and the
+# dedicated flags as seen by --print-config, the shipped configs, usage errors.
+. tests/cli/lib.sh
+
+good() { # a small valid config
+    cat <<'CFG'
+data = { dataset = "mnist"; };
+model = {
+  layers = (
+    { type = "flatten"; },
+    { type = "linear"; out_features = 10; }
+  );
+};
+train = {
+  epochs = 1;
+  batch_size = 32;
+};
+CFG
+}
+good >"$TMP/good.cfg"
+
+for c in configs/mnist-convnet.cfg configs/fashion-convnet.cfg configs/cifar10-cnn.cfg; do
+    run "$DTRAIN" train "$c" --print-config
+    expect_rc "--print-config $c exits 0" 0
+    expect_out "--print-config $c shows the model" "layers = \("
+    "$DTRAIN" train "$c" --print-config >"$TMP/effective.cfg"
+    run "$DTRAIN" train "$TMP/effective.cfg" --print-config
+    expect_rc "effective config of $c reloads" 0
+done
+run "$DTRAIN" train configs/fashion-convnet.cfg --print-config
+expect_out "fashion: dataset" 'dataset = "fashion-mnist";'
+expect_out "fashion: derived format" 'format = "idx";'
+expect_out "fashion: checkpoint dir from the file name" 'dir = "runs/fashion-convnet";'
+expect_out "fashion: adadelta lr" 'lr = 0.5;'
+
+# --set and dedicated flags
+run "$DTRAIN" train "$TMP/good.cfg" --set train.epochs=7 --set optimizer.type=adam \
+    --set data.dir=/srv/x --set model.layers.1.out_features=12 --print-config
+expect_rc "--set exits 0" 0
+expect_out "--set int visible" "epochs = 7;"
+expect_out "--set string visible" 'type = "adam";'
+expect_out "--set bare string visible" 'dir = "/srv/x";'
+expect_out "--set layer key visible" 'out_features = 12;'
+expect_out "adam default lr filled in" 'lr = 0.001;'
+run "$DTRAIN" train "$TMP/good.cfg" --instances 4 --threads 3 --log-every 7 --profile --json \
+    --print-config
+expect_rc "flags exit 0" 0
+expect_out "--instances overrides dist.instances" "instances = 4;"
+expect_out "--threads overrides dist.threads" "threads = 3;"
+expect_out "--log-every overrides log.every" "every = 7;"
+expect_out "--profile sets log.profile" "profile = true;"
+expect_out "--json sets log.json" "json = true;"
+run "$DTRAIN" train "$TMP/good.cfg" --set dist.instances=2 --instances 3 --print-config
+expect_out "flags win over --set" "instances = 3;"
+DTRAIN_DATA=/srv/datasets run "$DTRAIN" train "$TMP/good.cfg" --print-config
+expect_out "DTRAIN_DATA sets the data root" 'dir = "/srv/datasets/mnist";'
+run "$DTRAIN" train "$TMP/good.cfg" --print-config
+expect_out "data root defaults to data/" 'dir = "data/mnist";'
+
+# bad configs: exit 2, one line, file:line: key
+bad() { # NAME SED-EXPRESSION MESSAGE-PATTERN
+    good | sed "$2" >"$TMP/bad.cfg"
+    run "$DTRAIN" train "$TMP/bad.cfg" --print-config
+    expect_rc "$1 exits 2" 2
+    expect_err_lines "$1 is one line" 1
+    expect_err "$1 message" "$3"
+}
+bad "unknown key" 's/batch_size/bach_size/' \
+    "bad.cfg:10: train.bach_size: unknown key \(did you mean train.batch_size\?\)"
+bad "wrong type" 's/batch_size = 32/batch_size = "32"/' \
+    "bad.cfg:10: train.batch_size: expected an integer, got a string"
+bad "out of range" 's/batch_size = 32/batch_size = 0/' \
+    "bad.cfg:10: train.batch_size: must be between 1 and 1048576, got 0"
+bad "missing required key" '/epochs/d' "bad.cfg:8: train.epochs: missing required key"
+bad "syntax error" 's/epochs = 1;/epochs = ;/' "bad.cfg:9: syntax error"
+bad "unknown layer type" 's/"flatten"/"flaten"/' \
+    "bad.cfg:4: model.layers.0.type: unknown layer type \"flaten\" \(known: conv2d, linear"
+bad "layer key not taken" 's/out_features = 10;/out_features = 10; kernel = 3;/' \
+    "bad.cfg:5: model.layers.1.kernel: linear does not take this key \(it takes: out_features, bias\)"
+bad "unknown dataset" 's/"mnist"/"minst"/' \
+    "bad.cfg:1: data.dataset: unknown dataset \"minst\" \(known: mnist, fashion-mnist"
+
+# bad overrides and flags
+run "$DTRAIN" train "$TMP/good.cfg" --set train.bach_size=3
+expect_rc "bad --set key exits 2" 2
+expect_err "bad --set key named" "--set train.bach_size: unknown key"
+run "$DTRAIN" train "$TMP/good.cfg" --set train.batch_size=x
+expect_rc "bad --set value exits 2" 2
+expect_err "bad --set value named" "--set train.batch_size: expected an integer, got 'x'"
+run "$DTRAIN" train "$TMP/good.cfg" --set model.layers.5.p=0
+expect_rc "bad --set layer index exits 2" 2
+expect_err "bad --set layer index named" "--set model.layers.5.p: there is no layer 5"
+run "$DTRAIN" train "$TMP/good.cfg" --set novalue
+expect_rc "--set without = exits 2" 2
+run "$DTRAIN" train "$TMP/good.cfg" --instances 0
+expect_rc "--instances 0 exits 2" 2
+expect_err "--instances 0 named" "--instances: expected an integer between 1 and 1024, got '0'"
+run "$DTRAIN" train "$TMP/good.cfg" --threads x
+expect_rc "--threads x exits 2" 2
+
+# usage errors
+run "$DTRAIN" train "$TMP/good.cfg" --frobnicate
+expect_rc "unknown option exits 2" 2
+expect_err_lines "unknown option is one line" 1
+expect_err "unknown option named with usage" "unknown option '--frobnicate'; usage: dtrain train CONFIG"
+run "$DTRAIN" train "$TMP/good.cfg" --set
+expect_rc "missing option value exits 2" 2
+expect_err "missing option value named" "option '--set' needs a value"
+run "$DTRAIN" train
+expect_rc "no config exits 2" 2
+expect_err "no config named" "no config file given"
+run "$DTRAIN" train "$TMP/good.cfg" "$TMP/good.cfg"
+expect_rc "two configs exit 2" 2
+run "$DTRAIN" train "$TMP/missing.cfg"
+expect_rc "missing config file exits 3" 3
+expect_err "missing config file named" "missing.cfg"
+run "$DTRAIN" train --help
+expect_rc "train --help exits 0" 0
+for o in --set --instances --threads --print-config --dry-run --quiet --verbose --json \
+    --log-every --profile --resume --config-reference --help; do
+    expect_out "train --help explains $o" "^ +(-[a-z], )?$o"
+done
+
+# docs/config.md carries the generated reference: it must be current
+run "$DTRAIN" train --config-reference
+expect_rc "--config-reference exits 0" 0
+sed -n '/<!-- reference:begin -->/,/<!-- reference:end -->/p' docs/config.md | sed '1d;$d' \
+    >"$TMP/doc-reference"
+check "docs/config.md reference is current (regenerate with dtrain train --config-reference)" \
+    cmp -s "$TMP/out" "$TMP/doc-reference"
+
+finish

@@ -1,0 +1,53 @@
+# `dtrain train --dry-run`: validates, reads the datasets, builds the model and prints a
+# summary (or one JSON object with --json) without training. Uses Debian's real Fashion-MNIST
+# and a generated CIFAR-10-format archive (tests/fixtures/mkdata.py).
+. tests/cli/lib.sh
+
+FASHION=/usr/share/datasets/fashion-mnist
+
+run "$DTRAIN" train configs/fashion-convnet.cfg --set data.dir=$FASHION --dry-run
+expect_rc "fashion dry-run exits 0" 0
+expect_out "fashion: files read" "read +$FASHION/train-images-idx3-ubyte.gz"
+expect_out "fashion: test files read" "$FASHION/t10k-labels-idx1-ubyte.gz"
+expect_out "fashion: train count and shape" "^train +60000 samples, 1x28x28"
+expect_out "fashion: test count" "^test +10000 samples, 1x28x28"
+expect_out "fashion: model checked" "^model +12 layers, 1x28x28 -> 10 outputs, 300426 parameters"
+expect_out "fashion: class names from the registry" "^ +9 +Ankle boot +6000 +1000$"
+rows=$(grep -Ec '^ +[0-9] +.* 6000 +1000$' "$TMP/out")
+if [ "$rows" -eq 10 ]; then pass "fashion: 6000/1000 in each of 10 classes"; else
+    fail "fashion: 6000/1000 in each of 10 classes" "$rows rows"; fi
+
+run "$DTRAIN" train configs/fashion-convnet.cfg --set data.dir=$FASHION --dry-run --json
+expect_rc "fashion dry-run --json exits 0" 0
+check "fashion --json is one JSON object" /usr/bin/python3 -c '
+import json, sys
+lines = open(sys.argv[1]).read().splitlines()
+assert len(lines) == 1, lines
+o = json.loads(lines[0])
+assert o["event"] == "dry_run" and o["train_samples"] == 60000 and o["test_samples"] == 10000
+assert o["shape"] == [1, 28, 28] and o["classes"] == 10 and o["class_names"][0] == "T-shirt/top"
+assert o["train_histogram"] == [6000] * 10 and o["test_histogram"] == [1000] * 10
+assert o["parameters"] == 300426 and o["steps_per_epoch"] == 469
+' "$TMP/out"
+
+/usr/bin/python3 tests/fixtures/mkdata.py cifar10 "$TMP/cifar" --train 100 --test 20
+run "$DTRAIN" train configs/cifar10-cnn.cfg --set data.dir="$TMP/cifar" --instances 2 --dry-run
+expect_rc "cifar10 dry-run exits 0" 0
+expect_out "cifar10: archive read" "read +$TMP/cifar/cifar-10-binary.tar.gz"
+expect_out "cifar10: counts and shape" "^train +100 samples, 3x32x32"
+expect_out "cifar10: test count" "^test +20 samples, 3x32x32"
+expect_out "cifar10: per-instance batch semantics" "2 instances .* batch 64 global \(32 per instance\), 2 steps per epoch"
+expect_out "cifar10: class names from the archive" "^ +0 +airplane +10 +2$"
+expect_out "cifar10: last class" "^ +9 +truck +10 +2$"
+
+run "$DTRAIN" train configs/fashion-convnet.cfg --set data.dir="$TMP/nowhere" --dry-run
+expect_rc "missing data exits 3" 3
+expect_err_lines "missing data is one line" 1
+expect_err "missing data names the file" "$TMP/nowhere/train-images-idx3-ubyte.gz"
+
+run "$DTRAIN" train configs/cifar10-cnn.cfg --set data.dir="$TMP/cifar" --dry-run \
+    --set 'model.layers=({type="flatten";},{type="linear";out_features=5;})'
+expect_rc "too few outputs exits 2" 2
+expect_err "too few outputs named" "the last layer has 5 outputs but the dataset has 10 classes"
+
+finish

@@ -1,0 +1,445 @@
+/* cmd/config: loading, defaults and derived values, every class of error (code, file:line and
+ * key in the message), --set overrides, and the effective text reloading into an identical
+ * struct. Configs are written inline; the shipped configs/ are loaded from the repository. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cmd/config.h"
+#include "util/err.h"
+
+static const char convnet[] =
+    "# the book's ConvNet\n"                                         /* 1 */
+    "data = {\n"                                                     /* 2 */
+    "  dataset = \"fashion-mnist\";\n"                               /* 3 */
+    "  mean = [ 0.1302 ];\n"                                         /* 4 */
+    "  std = [ 0.3069 ];\n"                                          /* 5 */
+    "};\n"                                                           /* 6 */
+    "model = {\n"                                                    /* 7 */
+    "  layers = (\n"                                                 /* 8 */
+    "    { type = \"conv2d\"; out_channels = 16; kernel = 3; },\n"   /* 9 */
+    "    { type = \"relu\"; },\n"                                    /* 10 */
+    "    { type = \"maxpool2d\"; kernel = 2; },\n"                   /* 11 */
+    "    { type = \"dropout2d\"; p = 0.1; },\n"                      /* 12 */
+    "    { type = \"flatten\"; },\n"                                 /* 13 */
+    "    { type = \"linear\"; out_features = 10; bias = false; },\n" /* 14 */
+    "    { type = \"log_softmax\"; }\n"                              /* 15 */
+    "  );\n"                                                         /* 16 */
+    "};\n"                                                           /* 17 */
+    "loss = { type = \"nll\"; };\n"                                  /* 18 */
+    "optimizer = { type = \"adadelta\"; lr = 1; rho = 0.9; };\n"     /* 19 */
+    "train = {\n"                                                    /* 20 */
+    "  epochs = 2;\n"                                                /* 21 */
+    "  batch_size = 128;\n"                                          /* 22 */
+    "  seed = 5000000000L;\n"                                        /* 23 */
+    "};\n";                                                          /* 24 */
+
+/* Loads `text` as "t.cfg" with the given overrides. */
+static int load(struct dt_config *cfg, const char *text, const char *const *sets, int nsets)
+{
+    dt_clear_error();
+    return dt_config_load_string(cfg, "t.cfg", text, sets, nsets);
+}
+
+/* `text` with the first occurrence of `from` replaced by `to`. */
+static char *edit(const char *text, const char *from, const char *to)
+{
+    const char *at = strstr(text, from);
+    assert_non_null(at);
+    size_t head = (size_t)(at - text), len = strlen(text) - strlen(from) + strlen(to) + 1;
+    char *out = malloc(len);
+    assert_non_null(out);
+    snprintf(out, len, "%.*s%s%s", (int)head, text, to, at + strlen(from));
+    return out;
+}
+
+static void expect_usage_error(const char *text, const char *const *sets, int nsets,
+                               const char *message)
+{
+    struct dt_config cfg;
+    int rc = load(&cfg, text, sets, nsets);
+    if (rc != -DT_EUSAGE || !strstr(dt_last_error(), message))
+        fail_msg("rc %d, message \"%s\"; expected -2 and \"%s\"", rc, dt_last_error(), message);
+    assert_null(cfg.text);
+}
+
+static void expect_edit_error(const char *from, const char *to, const char *message)
+{
+    char *text = edit(convnet, from, to);
+    expect_usage_error(text, NULL, 0, message);
+    free(text);
+}
+
+static void test_good_config_loads_values_defaults_and_derived(void **state)
+{
+    (void)state;
+    unsetenv("DTRAIN_DATA");
+    struct dt_config cfg;
+    assert_int_equal(load(&cfg, convnet, NULL, 0), 0);
+    assert_string_equal(cfg.path, "t.cfg");
+    assert_string_equal(cfg.data.dataset, "fashion-mnist");
+    assert_string_equal(cfg.data.format, "idx");
+    assert_string_equal(cfg.data.dir, "data/fashion-mnist");
+    assert_int_equal(cfg.data.nmean, 1);
+    assert_true(cfg.data.mean[0] == 0.1302f && cfg.data.std[0] == 0.3069f);
+    assert_int_equal(cfg.model.nlayers, 7);
+    const struct dt_layer_spec *conv = &cfg.model.layers[0], *lin = &cfg.model.layers[5];
+    assert_string_equal(conv->type, "conv2d");
+    assert_int_equal(conv->out_channels, 16);
+    assert_int_equal(conv->kernel, 3);
+    assert_int_equal(conv->stride, 0); /* the kind's default */
+    assert_true(conv->bias);
+    assert_int_equal(conv->line, 9);
+    assert_true(cfg.model.layers[3].p == 0.1f);
+    assert_int_equal(lin->out_features, 10);
+    assert_false(lin->bias);
+    assert_string_equal(cfg.loss.type, "nll");
+    assert_string_equal(cfg.optimizer.type, "adadelta");
+    assert_true(cfg.optimizer.lr == 1.0f);   /* an integer is fine for a float key */
+    assert_true(cfg.optimizer.eps == 1e-6f); /* adadelta's own default */
+    assert_int_equal(cfg.train.epochs, 2);
+    assert_int_equal(cfg.train.batch_size, 128);
+    assert_true(cfg.train.seed == 5000000000LL);
+    assert_false(cfg.train.batch_per_instance);
+    assert_int_equal(cfg.dist.instances, 1);
+    assert_string_equal(cfg.dist.backend, "auto");
+    assert_true(cfg.dist.timeout == 300.0);
+    assert_string_equal(cfg.checkpoint.dir, "runs/t");
+    assert_int_equal(cfg.log.every, 100);
+    assert_non_null(cfg.text);
+    dt_config_free(&cfg);
+    assert_null(cfg.text);
+
+    setenv("DTRAIN_DATA", "/srv/datasets", 1);
+    assert_int_equal(load(&cfg, convnet, NULL, 0), 0);
+    assert_string_equal(cfg.data.dir, "/srv/datasets/fashion-mnist");
+    dt_config_free(&cfg);
+    unsetenv("DTRAIN_DATA");
+}
+
+static void test_optimizer_defaults_follow_the_type(void **state)
+{
+    (void)state;
+    struct dt_config cfg;
+    const char *adam[] = {"optimizer.type=adam", "optimizer.lr=0"};
+    assert_int_equal(load(&cfg, convnet, adam, 2), 0);
+    assert_true(cfg.optimizer.lr == 1e-3f && cfg.optimizer.eps == 1e-8f);
+    dt_config_free(&cfg);
+}
+
+static void test_shipped_configs_load(void **state)
+{
+    (void)state;
+    const char *files[] = {"configs/mnist-convnet.cfg", "configs/fashion-convnet.cfg",
+                           "configs/cifar10-cnn.cfg"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        struct dt_config cfg;
+        dt_clear_error();
+        if (dt_config_load(&cfg, files[i], NULL, 0))
+            fail_msg("%s: %s", files[i], dt_last_error());
+        dt_config_free(&cfg);
+    }
+    struct dt_config cfg;
+    assert_int_equal(dt_config_load(&cfg, "configs/cifar10-cnn.cfg", NULL, 0), 0);
+    assert_string_equal(cfg.data.format, "cifar10");
+    assert_string_equal(cfg.loss.type, "cross_entropy");
+    assert_true(cfg.train.batch_per_instance);
+    assert_int_equal(cfg.model.layers[0].padding, 1);
+    assert_int_equal(cfg.model.nlayers, 9);
+    assert_string_equal(cfg.checkpoint.dir, "runs/cifar10-cnn");
+    assert_int_equal(cfg.data.nmean, 0);
+    dt_config_free(&cfg);
+}
+
+static void test_missing_file_is_a_data_error(void **state)
+{
+    (void)state;
+    struct dt_config cfg;
+    assert_int_equal(dt_config_load(&cfg, "/nonexistent/x.cfg", NULL, 0), -DT_EDATA);
+    assert_non_null(strstr(dt_last_error(), "/nonexistent/x.cfg"));
+}
+
+static void test_file_errors_name_file_line_and_key(void **state)
+{
+    (void)state;
+    /* unknown key, with a suggestion */
+    expect_edit_error("batch_size = 128;", "bach_size = 128;",
+                      "t.cfg:22: train.bach_size: unknown key (did you mean train.batch_size?)");
+    expect_edit_error("# the book's ConvNet", "epochs = 3;",
+                      "t.cfg:1: epochs: unknown key (did you mean train.epochs?)");
+    expect_edit_error("loss = {", "los = {", "t.cfg:18: los: unknown key");
+    /* wrong types */
+    expect_edit_error("batch_size = 128;", "batch_size = \"x\";",
+                      "t.cfg:22: train.batch_size: expected an integer, got a string");
+    expect_edit_error("epochs = 2;", "epochs = 2.0;",
+                      "t.cfg:21: train.epochs: expected an integer, got a float");
+    expect_edit_error("lr = 1;", "lr = true;", "t.cfg:19: optimizer.lr: expected a number");
+    expect_edit_error("dataset = \"fashion-mnist\";", "dataset = 3;",
+                      "t.cfg:3: data.dataset: expected a string, got an integer");
+    expect_edit_error("train = {\n  epochs", "train = 3;\nx = {\n  epochs",
+                      "t.cfg:20: train: expected a group");
+    expect_edit_error("mean = [ 0.1302 ];", "mean = \"a\";", "t.cfg:4: data.mean: expected a list");
+    /* out of range */
+    expect_edit_error("batch_size = 128;", "batch_size = 0;",
+                      "t.cfg:22: train.batch_size: must be between 1 and 1048576, got 0");
+    expect_edit_error("std = [ 0.3069 ];", "std = [ 0.0 ];",
+                      "t.cfg:5: data.std: must be greater than 0, got 0");
+    expect_edit_error("type = \"nll\";", "type = \"mse\";",
+                      "t.cfg:18: loss.type: must be one of nll, cross_entropy, got \"mse\"");
+    /* missing required keys: the group's line, or the file when there is no group */
+    expect_edit_error("  epochs = 2;\n", "", "t.cfg:20: train.epochs: missing required key");
+    expect_edit_error("dataset = \"fashion-mnist\";", "",
+                      "t.cfg:2: data.dataset: missing required key");
+    char *no_model = edit(convnet, "model = {", "modell = {");
+    char *no_model2 = edit(no_model, "modell", "x");
+    free(no_model);
+    expect_usage_error(no_model2, NULL, 0, "t.cfg:7: x: unknown key");
+    free(no_model2);
+    /* syntax errors come with libconfig's line and text */
+    expect_edit_error("epochs = 2;", "epochs = ;", "t.cfg:21: syntax error");
+    expect_edit_error("batch_size = 128;", "batch_size = 128; batch_size = 1;",
+                      "t.cfg:22: duplicate setting name");
+    /* dataset and derived checks */
+    expect_edit_error("\"fashion-mnist\"", "\"fashion\"",
+                      "t.cfg:3: data.dataset: unknown dataset \"fashion\" (known: mnist, "
+                      "fashion-mnist");
+    expect_edit_error("std = [ 0.3069 ];", "std = [ 0.3, 0.3 ];",
+                      "t.cfg:5: data.std: expected 1 value for idx (one channel), got 2");
+    expect_edit_error("std = [ 0.3069 ];", "format = \"cifar10\";",
+                      "t.cfg:5: data.format: \"cifar10\" does not match data.dataset");
+}
+
+static void test_layer_errors(void **state)
+{
+    (void)state;
+    expect_edit_error("\"relu\"", "\"rel\"",
+                      "t.cfg:10: model.layers.1.type: unknown layer type \"rel\" (known: conv2d, "
+                      "linear");
+    expect_edit_error("{ type = \"relu\"; }", "{ kernel = 2; }",
+                      "t.cfg:10: model.layers.1: missing required key 'type'");
+    expect_edit_error("{ type = \"relu\"; }", "{ type = \"relu\"; p = 0.5; }",
+                      "t.cfg:10: model.layers.1.p: relu does not take this key");
+    expect_edit_error("out_channels = 16; kernel = 3;", "out_channels = 16; kernal = 3;",
+                      "t.cfg:9: model.layers.0.kernal: conv2d does not take this key (it takes: "
+                      "out_channels, kernel, stride, padding, bias)");
+    expect_edit_error("out_channels = 16; kernel = 3;", "out_channels = 16;",
+                      "t.cfg:9: model.layers.0: conv2d needs kernel");
+    expect_edit_error("kernel = 3;", "kernel = 65;",
+                      "t.cfg:9: model.layers.0.kernel: must be between 1 and 64, got 65");
+    expect_edit_error("out_channels = 16;", "out_channels = 0;",
+                      "t.cfg:9: model.layers.0.out_channels: must be between 1 and 65536, got 0");
+    expect_edit_error("p = 0.1;", "p = 1.0;",
+                      "t.cfg:12: model.layers.3.p: must be in [0, 1), got 1");
+    expect_edit_error("p = 0.1;", "p = \"x\";",
+                      "t.cfg:12: model.layers.3.p: expected a number, got a string");
+    expect_edit_error("{ type = \"relu\"; },", "3,",
+                      "t.cfg:10: model.layers.1: expected a group like");
+    expect_edit_error("layers = (", "layers = 4; x = (",
+                      "t.cfg:8: model.layers: expected a list of layer groups");
+}
+
+static void test_overrides_apply_in_order(void **state)
+{
+    (void)state;
+    struct dt_config cfg;
+    const char *sets[] = {
+        "train.epochs=7",        "train.epochs=5",
+        "data.dir=/tmp/my data", "model.name=\"quoted \\\"name\\\"\"",
+        "data.mean=[0.5]",       "optimizer.lr=2",
+        "train.seed=6000000000", "train.batch_per_instance=true",
+        "model.layers.3.p=0",    "model.layers.0.stride=2",
+        "dist.timeout=1e-3",
+    };
+    assert_int_equal(load(&cfg, convnet, sets, sizeof sets / sizeof sets[0]), 0);
+    assert_int_equal(cfg.train.epochs, 5);
+    assert_string_equal(cfg.data.dir, "/tmp/my data");
+    assert_string_equal(cfg.model.name, "quoted \"name\"");
+    assert_true(cfg.data.mean[0] == 0.5f);
+    assert_true(cfg.optimizer.lr == 2.0f);
+    assert_true(cfg.train.seed == 6000000000LL);
+    assert_true(cfg.train.batch_per_instance);
+    assert_true(cfg.model.layers[3].p == 0.0f);
+    assert_int_equal(cfg.model.layers[0].stride, 2);
+    assert_true(cfg.dist.timeout == 1e-3);
+    assert_non_null(strstr(cfg.text, "epochs = 5;"));
+    assert_non_null(strstr(cfg.text, "{ type = \"dropout2d\"; p = 0.0; }"));
+    dt_config_free(&cfg);
+
+    /* a new layer type keeps the keys the new kind also takes */
+    const char *retype[] = {"model.layers.3.type=dropout", "model.layers.1.type=dropout"};
+    assert_int_equal(load(&cfg, convnet, retype, 2), 0);
+    assert_string_equal(cfg.model.layers[3].type, "dropout");
+    assert_true(cfg.model.layers[3].p == 0.1f);
+    assert_true(cfg.model.layers[1].p == 0.5f);
+    dt_config_free(&cfg);
+
+    /* the whole layer list in libconfig syntax */
+    const char *layers[] = {"model.layers=({type=\"flatten\";},{type=\"linear\";out_features=3;})"};
+    assert_int_equal(load(&cfg, convnet, layers, 1), 0);
+    assert_int_equal(cfg.model.nlayers, 2);
+    assert_int_equal(cfg.model.layers[1].out_features, 3);
+    assert_int_equal(cfg.model.layers[1].line, 0);
+    dt_config_free(&cfg);
+
+    /* required keys may come from overrides */
+    char *text = edit(convnet, "  epochs = 2;\n", "");
+    const char *epochs[] = {"train.epochs=3"};
+    assert_int_equal(load(&cfg, text, epochs, 1), 0);
+    assert_int_equal(cfg.train.epochs, 3);
+    dt_config_free(&cfg);
+    free(text);
+}
+
+static void expect_set_error(const char *set, const char *message)
+{
+    const char *sets[] = {set};
+    expect_usage_error(convnet, sets, 1, message);
+}
+
+static void test_override_errors(void **state)
+{
+    (void)state;
+    expect_set_error("train.bach_size=3",
+                     "--set train.bach_size: unknown key (did you mean train.batch_size?)");
+    expect_set_error("train=3", "--set train: unknown key");
+    expect_set_error("epochs", "--set 'epochs': expected KEY=VALUE");
+    expect_set_error("=3", "--set '=3': expected KEY=VALUE");
+    expect_set_error("train.batch_size=x", "--set train.batch_size: expected an integer, got 'x'");
+    expect_set_error("train.batch_size=1.5",
+                     "--set train.batch_size: expected an integer, got a float");
+    expect_set_error("train.batch_size=0",
+                     "--set train.batch_size: must be between 1 and 1048576, got 0");
+    expect_set_error("train.epochs=5000000000",
+                     "--set train.epochs: must be between 1 and 100000, got 5000000000");
+    expect_set_error("train.epochs=1; train.seed=2",
+                     "--set train.epochs: expected an integer, got '1; train.seed=2'");
+    expect_set_error("train.drop_last=1", "--set train.drop_last: expected true or false");
+    expect_set_error("loss.type=mse", "--set loss.type: must be one of nll, cross_entropy");
+    expect_set_error("data.std=[0.5, -1.0]", "--set data.std: must be greater than 0, got -1");
+    expect_set_error("data.mean=[1,2,3,4,5]", "--set data.mean: at most 4 values");
+    expect_set_error("data.dataset=nope", "--set data.dataset: unknown dataset \"nope\"");
+    expect_set_error("data.coarse_labels=true", "--set data.coarse_labels: only cifar100");
+    expect_set_error("dist.cpu_list=a-b", "--set dist.cpu_list: expected a list like");
+    expect_set_error("model.layers.9.p=0",
+                     "--set model.layers.9.p: there is no layer 9 (model.layers has 7: 0..6)");
+    expect_set_error("model.layers.x.p=0", "--set model.layers.x.p: expected model.layers.INDEX");
+    expect_set_error("model.layers.1.p=0", "--set model.layers.1.p: relu does not take this key");
+    expect_set_error("model.layers.3.p=1", "--set model.layers.3.p: must be in [0, 1), got 1");
+    expect_set_error("model.layers.3.p=x", "--set model.layers.3.p: expected a number, got 'x'");
+    expect_set_error("model.layers.1.type=conv2d", "--set model.layers.1.type: conv2d needs");
+    expect_set_error("model.layers.1.type=nope",
+                     "--set model.layers.1.type: unknown layer type \"nope\"");
+    expect_set_error("model.layers=({type=\"x\";})",
+                     "--set model.layers.0.type: unknown layer type \"x\"");
+    expect_set_error("model.layers=()", "--set model.layers: must have between 1 and 64 layers");
+}
+
+static void assert_same_config(const struct dt_config *a, const struct dt_config *b)
+{
+    struct dt_config x = *a, y = *b;
+    x.text = y.text = NULL;
+    for (int i = 0; i < x.model.nlayers; i++)
+        x.model.layers[i].line = y.model.layers[i].line = 0; /* where, not what */
+    assert_memory_equal(&x, &y, sizeof x);
+}
+
+static void test_effective_text_round_trips(void **state)
+{
+    (void)state;
+    const char *sets[] = {"model.name=\"tab\\there \\\"q\\\" back\\\\slash\"",
+                          "optimizer.schedule.type=cosine",
+                          "data.mean=[0.1302]",
+                          "optimizer.lr=0.123456789",
+                          "dist.timeout=0.1",
+                          "dist.cpu_list=0-3,8"};
+    struct dt_config a, b, c;
+    assert_int_equal(load(&a, convnet, sets, sizeof sets / sizeof sets[0]), 0);
+    assert_int_equal(dt_config_load_string(&b, "t.cfg", a.text, NULL, 0), 0);
+    assert_same_config(&a, &b);
+    assert_string_equal(a.text, b.text);
+    /* under another name too: derived values are explicit in the text */
+    setenv("DTRAIN_DATA", "elsewhere", 1);
+    assert_int_equal(dt_config_load_string(&c, "checkpoint", a.text, NULL, 0), 0);
+    unsetenv("DTRAIN_DATA");
+    assert_string_equal(c.data.dir, a.data.dir);
+    assert_string_equal(c.checkpoint.dir, a.checkpoint.dir);
+    dt_config_free(&a);
+    dt_config_free(&b);
+    dt_config_free(&c);
+
+    const char *files[] = {"configs/mnist-convnet.cfg", "configs/cifar10-cnn.cfg"};
+    for (size_t i = 0; i < 2; i++) {
+        assert_int_equal(dt_config_load(&a, files[i], NULL, 0), 0);
+        assert_int_equal(dt_config_load_string(&b, files[i], a.text, NULL, 0), 0);
+        assert_same_config(&a, &b);
+        dt_config_free(&a);
+        dt_config_free(&b);
+    }
+}
+
+static void test_file_load_and_overrides(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/dtrain-test-config-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, convnet, strlen(convnet)), (ssize_t)strlen(convnet));
+    close(fd);
+    struct dt_config cfg;
+    const char *sets[] = {"dist.instances=4", "dist.threads=2"};
+    assert_int_equal(dt_config_load(&cfg, path, sets, 2), 0);
+    assert_string_equal(cfg.path, path);
+    assert_int_equal(cfg.dist.instances, 4);
+    assert_int_equal(cfg.dist.threads, 2);
+    char expect[64];
+    snprintf(expect, sizeof expect, "runs/%s", strrchr(path, '/') + 1);
+    assert_string_equal(cfg.checkpoint.dir, expect);
+    dt_config_free(&cfg);
+    unlink(path);
+}
+
+static void test_reference_lists_every_key(void **state)
+{
+    (void)state;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_non_null(f);
+    dt_config_print_reference(f);
+    fclose(f);
+    const char *must[] = {"| `train.batch_size` | int | **required** | between 1 and 1048576",
+                          "| `data.std` |",
+                          "| `optimizer.schedule.type` |",
+                          "| `conv2d` | out_channels, kernel, stride, padding, bias |",
+                          "| `p` | float |",
+                          "| `relu` | no keys besides type |"};
+    for (size_t i = 0; i < sizeof must / sizeof must[0]; i++)
+        if (!strstr(buf, must[i]))
+            fail_msg("reference lacks \"%s\"", must[i]);
+    free(buf);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_good_config_loads_values_defaults_and_derived),
+        cmocka_unit_test(test_optimizer_defaults_follow_the_type),
+        cmocka_unit_test(test_shipped_configs_load),
+        cmocka_unit_test(test_missing_file_is_a_data_error),
+        cmocka_unit_test(test_file_errors_name_file_line_and_key),
+        cmocka_unit_test(test_layer_errors),
+        cmocka_unit_test(test_overrides_apply_in_order),
+        cmocka_unit_test(test_override_errors),
+        cmocka_unit_test(test_effective_text_round_trips),
+        cmocka_unit_test(test_file_load_and_overrides),
+        cmocka_unit_test(test_reference_lists_every_key),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
