@@ -1,14 +1,15 @@
 /* Optimizer updates, transcribed from torch/optim/{sgd,adam,adamw,adadelta}.py of PyTorch 1.13
  * (the single-tensor, non-foreach path that 1.13 uses on CPU by default).
  *
- * Every tensor operation there becomes one float expression here, in the same order:
- * `a.mul_(b).add_(g, alpha=c)` is `a = a * b; a = a + c * g`, addcmul is `self + (v * t1) * t2`,
- * addcdiv is `self + (v * t1) / t2`. Scalars that torch derives in Python double (1 - beta1,
- * lr / bias_correction1, ...) are derived in double here and converted to float once per step,
- * which is what ATen does with a Python scalar applied to a float tensor. The build's -std=c11
- * keeps gcc from contracting a * b + c into an FMA, so results do not depend on -march; ATen's
- * AVX2 kernels do fuse some of them, which is why parity with torch is within a tolerance
- * (tests/unit/test_parity_optim.c) rather than bit-exact.
+ * Every tensor operation there becomes one float expression here, rounded where ATen's CPU
+ * kernels round: `x.add_(y, alpha=a)` is a fused multiply-add (ATen's vectorised add kernel is
+ * vec::fmadd), `x.addcmul_(t, t, value=v)` is fmaf(v * t, t, x) (fused the same way), addcdiv is
+ * `x + (v * t1) / t2`, mul_/div_/sqrt_ round once each. Scalars that torch derives in Python
+ * double (1 - beta1, lr / bias_correction1, ...) are derived in double here and converted to
+ * float once per step, as ATen converts a Python scalar applied to a float tensor. The result
+ * is bit-identical to torch 1.13 on x86-64 with AVX2 (tests/unit/test_parity_optim.c), and,
+ * since fmaf is correctly rounded by definition, identical on every machine dtrain runs on
+ * (the build's -std=c11 stops gcc from contracting any other a * b + c on its own).
  *
  * The loops are elementwise over the arena, so splitting them across OpenMP threads cannot
  * change a single bit of the result.
@@ -197,8 +198,8 @@ static void sgd_step(struct dt_optim *o, float *restrict p, const float *restric
     if (c->momentum == 0) {
 #pragma omp parallel for simd if (n >= PARALLEL_MIN)
         for (size_t i = 0; i < n; i++) {
-            float d = decay ? g[i] + wd * p[i] : g[i];
-            p[i] = p[i] + neg_lr * d;
+            float d = decay ? fmaf(p[i], wd, g[i]) : g[i];
+            p[i] = fmaf(d, neg_lr, p[i]);
         }
         return;
     }
@@ -207,13 +208,11 @@ static void sgd_step(struct dt_optim *o, float *restrict p, const float *restric
     const bool first = o->steps == 0, nesterov = c->nesterov;
 #pragma omp parallel for simd if (n >= PARALLEL_MIN)
     for (size_t i = 0; i < n; i++) {
-        float d = decay ? g[i] + wd * p[i] : g[i];
-        float b = first ? d : buf[i] * mom;
-        if (!first)
-            b = b + keep * d;
+        float d = decay ? fmaf(p[i], wd, g[i]) : g[i];
+        float b = first ? d : fmaf(d, keep, buf[i] * mom);
         buf[i] = b;
-        d = nesterov ? d + mom * b : b;
-        p[i] = p[i] + neg_lr * d;
+        d = nesterov ? fmaf(b, mom, d) : b;
+        p[i] = fmaf(d, neg_lr, p[i]);
     }
 }
 
@@ -233,15 +232,13 @@ static void adam_step(struct dt_optim *o, float *restrict p, const float *restri
     const float wd = (float)c->weight_decay, shrink = (float)(1.0 - lr * c->weight_decay);
     const bool amsgrad = c->amsgrad;
     float *restrict m = o->state[0], *restrict v = o->state[1];
-    float *restrict vmax = amsgrad ? o->state[2] : o->state[1];
+    float *restrict vmax = amsgrad ? o->state[2] : NULL;
 #pragma omp parallel for simd if (n >= PARALLEL_MIN)
     for (size_t i = 0; i < n; i++) {
         float pi = adamw ? p[i] * shrink : p[i];
-        float gi = l2 ? g[i] + wd * pi : g[i];
-        float mi = m[i] * b1;
-        mi = mi + a1 * gi;
-        float vi = v[i] * b2;
-        vi = vi + a2 * gi * gi;
+        float gi = l2 ? fmaf(pi, wd, g[i]) : g[i];
+        float mi = fmaf(gi, a1, m[i] * b1);
+        float vi = fmaf(a2 * gi, gi, v[i] * b2);
         m[i] = mi;
         v[i] = vi;
         float vd = vi;
@@ -267,15 +264,13 @@ static void adadelta_step(struct dt_optim *o, float *restrict p, const float *re
     float *restrict sa = o->state[0], *restrict ad = o->state[1];
 #pragma omp parallel for simd if (n >= PARALLEL_MIN)
     for (size_t i = 0; i < n; i++) {
-        float gi = decay ? g[i] + wd * p[i] : g[i];
-        float s = sa[i] * rho;
-        s = s + keep * gi * gi;
+        float gi = decay ? fmaf(p[i], wd, g[i]) : g[i];
+        float s = fmaf(keep * gi, gi, sa[i] * rho);
         sa[i] = s;
         float std = sqrtf(s + eps);
         float delta = sqrtf(ad[i] + eps) / std * gi;
-        float a = ad[i] * rho;
-        ad[i] = a + keep * delta * delta;
-        p[i] = p[i] + neg_lr * delta;
+        ad[i] = fmaf(keep * delta, delta, ad[i] * rho);
+        p[i] = fmaf(delta, neg_lr, p[i]);
     }
 }
 
