@@ -50,7 +50,7 @@ static int parse_args(int argc, char **argv, struct eval_args *a)
     optind = 1;
     opterr = 0;
     int c;
-    while ((c = getopt_long(argc, argv, "+qh", options, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "qh", options, NULL)) != -1) {
         switch (c) {
         case 'c': a->config = optarg; break;
         case 'd': a->data_dir = optarg; break;

@@ -28,6 +28,7 @@
 #include "data/sampler.h"
 #include "dist/comm.h"
 #include "nn/checkpoint.h"
+#include "nn/layers.h"
 #include "nn/model.h"
 #include "nn/optim.h"
 #include "nn/schedule.h"
@@ -206,7 +207,9 @@ static int train_step(struct rank_state *st, const struct run *run, uint64_t epo
         return rc;
     if ((rc = st->comm->allreduce_sum(st->comm, st->model->grads, st->model->nparams)))
         return rc;
-    dt_optim_step(st->optim, st->model->params, st->model->grads, st->model->nparams, lr);
+    if ((rc = dt_optim_step(st->optim, st->model->params, st->model->grads, st->model->nparams, lr)))
+        return rc;
+    return 0;
     return 0;
 }
 
