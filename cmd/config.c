@@ -169,7 +169,7 @@ static const struct key keys[] = {
      "extension"},
     {"checkpoint.every", T_INT, 0, "1", 0, 1000000, NULL, FIELD(checkpoint.every), 0,
      "epochs between checkpoints; 0 = only at the end"},
-    {"checkpoint.best", T_BOOL, 0, "false", 0, 0, NULL, FIELD(checkpoint.best), 0,
+    {"checkpoint.best", T_BOOL, 0, "true", 0, 0, NULL, FIELD(checkpoint.best), 0,
      "also keep best.safetensors, by test accuracy"},
 
     {"log.every", T_INT, 0, "100", 0, 1000000000, NULL, FIELD(log.every), 0,

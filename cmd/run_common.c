@@ -1,0 +1,176 @@
+#include "cmd/run_common.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "data/registry.h"
+#include "nn/checkpoint.h"
+#include "nn/optim.h"
+#include "nn/schedule.h"
+#include "util/err.h"
+#include "util/fileio.h"
+#include "util/log.h"
+
+int dt_run_load_data(const struct dt_config *cfg, struct dt_data *data)
+{
+    int rc = dt_data_load(data, cfg->data.format, cfg->data.dir, cfg->data.classes,
+                          cfg->data.coarse_labels);
+    if (rc)
+        return rc;
+    const struct dt_reg_dataset *reg = dt_registry_find(cfg->data.dataset);
+    if (reg && reg->class_names && !data->train.names && reg->classes == data->train.classes) {
+        /* Names shared with the registry's static table; dt_dataset_free frees only what the
+         * readers allocated, so copy them. */
+        struct dt_dataset *splits[2] = {&data->train, &data->test};
+        for (int s = 0; s < 2; s++) {
+            char **names = calloc((size_t)reg->classes, sizeof *names);
+            if (!names)
+                return dt_fail(DT_ERUNTIME, "out of memory");
+            for (int i = 0; i < reg->classes; i++)
+                names[i] = strdup(reg->class_names[i]);
+            splits[s]->names = names;
+        }
+    }
+    return 0;
+}
+
+int dt_run_make_optimizer(struct dt_optim **out, const struct dt_config *cfg, size_t nparams)
+{
+    struct dt_optim_config oc;
+    enum dt_optim_type type;
+    int rc = dt_optim_type_parse(cfg->optimizer.type, &type);
+    if (rc)
+        return rc;
+    dt_optim_config_defaults(&oc, type);
+    oc.lr = cfg->optimizer.lr;
+    oc.weight_decay = cfg->optimizer.weight_decay;
+    oc.momentum = cfg->optimizer.momentum;
+    oc.dampening = cfg->optimizer.dampening;
+    oc.nesterov = cfg->optimizer.nesterov;
+    oc.beta1 = cfg->optimizer.beta1;
+    oc.beta2 = cfg->optimizer.beta2;
+    oc.amsgrad = cfg->optimizer.amsgrad;
+    oc.eps = cfg->optimizer.eps;
+    oc.rho = cfg->optimizer.rho;
+    return dt_optim_create(out, &oc, nparams);
+}
+
+static int schedule_from_config(const struct dt_config *cfg, struct dt_schedule *s)
+{
+    memset(s, 0, sizeof *s);
+    int rc = dt_schedule_type_parse(cfg->optimizer.schedule.type, &s->type);
+    if (rc)
+        return rc;
+    s->lr = cfg->optimizer.lr;
+    s->step_size = cfg->optimizer.schedule.step_size;
+    s->gamma = cfg->optimizer.schedule.gamma;
+    s->min_lr = cfg->optimizer.schedule.min_lr;
+    s->warmup_steps = cfg->optimizer.schedule.warmup_steps;
+    return dt_schedule_validate(s);
+}
+
+float dt_run_lr(const struct dt_config *cfg, long long step, long long steps_per_epoch,
+                long long total_steps)
+{
+    struct dt_schedule s;
+    /* The config loader validated the schedule; a failure here cannot happen. */
+    if (schedule_from_config(cfg, &s))
+        return cfg->optimizer.lr;
+    long epoch = steps_per_epoch > 0 ? (long)(step / steps_per_epoch) : 0;
+    return (float)dt_schedule_lr(&s, (long)step, epoch, (long)total_steps);
+}
+
+static int save_one(const char *path, const struct dt_config *cfg, const struct dt_model *m,
+                    const struct dt_optim *o, const struct dt_run_resume *r)
+{
+    struct dt_checkpoint_meta meta = {0};
+    int rc = dt_checkpoint_meta_set(&meta, "config", cfg->text ? cfg->text : "");
+    rc = rc ? rc : dt_checkpoint_meta_set(&meta, "config_path", cfg->path);
+    rc = rc ? rc : dt_checkpoint_meta_setf(&meta, "step", "%lld", r->step);
+    rc = rc ? rc : dt_checkpoint_meta_setf(&meta, "epoch", "%lld", r->epoch);
+    rc = rc ? rc : dt_checkpoint_meta_setf(&meta, "seed", "%lld", cfg->train.seed);
+    rc = rc ? rc : dt_checkpoint_meta_setf(&meta, "best_accuracy", "%.17g", r->best_accuracy);
+    rc = rc ? rc : dt_checkpoint_meta_setf(&meta, "test_accuracy", "%.17g", r->test_accuracy);
+    rc = rc ? rc : dt_checkpoint_meta_setf(&meta, "test_loss", "%.17g", r->test_loss);
+    rc = rc ? rc : dt_checkpoint_meta_setf(&meta, "instances", "%d", cfg->dist.instances);
+    if (!rc)
+        /* The optimizer is only read; the checkpoint API takes it non-const for its state
+         * accessor. */
+        rc = dt_checkpoint_save(path, m, (struct dt_optim *)o, &meta);
+    dt_checkpoint_meta_free(&meta);
+    return rc;
+}
+
+int dt_run_save_checkpoints(const struct dt_config *cfg, const struct dt_model *m,
+                            const struct dt_optim *o, const struct dt_run_resume *meta, bool last,
+                            bool best)
+{
+    int rc = dt_mkdir_p(cfg->checkpoint.dir);
+    if (rc)
+        return rc;
+    char path[1200];
+    if (last) {
+        snprintf(path, sizeof path, "%s/last.safetensors", cfg->checkpoint.dir);
+        if ((rc = save_one(path, cfg, m, o, meta)))
+            return rc;
+    }
+    if (best) {
+        snprintf(path, sizeof path, "%s/best.safetensors", cfg->checkpoint.dir);
+        if ((rc = save_one(path, cfg, m, o, meta)))
+            return rc;
+    }
+    return 0;
+}
+
+static double meta_number(const struct dt_checkpoint_meta *meta, const char *key)
+{
+    const char *v = dt_checkpoint_meta_get(meta, key);
+    return v ? strtod(v, NULL) : 0.0;
+}
+
+int dt_run_load_checkpoint(const char *path, struct dt_model *m, struct dt_optim *o,
+                           struct dt_run_resume *r)
+{
+    struct dt_checkpoint_meta meta = {0};
+    int rc = dt_checkpoint_load(path, m, o, &meta);
+    if (!rc) {
+        r->step = (long long)meta_number(&meta, "step");
+        r->epoch = (long long)meta_number(&meta, "epoch");
+        r->best_accuracy = meta_number(&meta, "best_accuracy");
+        r->test_accuracy = meta_number(&meta, "test_accuracy");
+        r->test_loss = meta_number(&meta, "test_loss");
+    }
+    dt_checkpoint_meta_free(&meta);
+    return rc;
+}
+
+int dt_run_checkpoint_config(const char *path, char **text)
+{
+    struct dt_checkpoint_meta meta = {0};
+    int rc = dt_checkpoint_read_meta(path, &meta);
+    if (!rc) {
+        const char *cfg = dt_checkpoint_meta_get(&meta, "config");
+        if (!cfg || !*cfg)
+            rc = dt_fail(DT_EDATA, "%s: checkpoint has no stored config; pass --config", path);
+        else if (!(*text = strdup(cfg)))
+            rc = dt_fail(DT_ERUNTIME, "out of memory");
+    }
+    dt_checkpoint_meta_free(&meta);
+    return rc;
+}
+
+int dt_run_ranks(const struct dt_config *cfg, bool verbose,
+                 int (*rank_main)(struct dt_comm *comm, void *arg), void *arg)
+{
+    (void)verbose;
+    if (cfg->dist.instances > 1)
+        return dt_fail(DT_EUSAGE, "more than one instance is not built yet in this version");
+    dt_nn_set_threads(cfg->dist.threads);
+    struct dt_comm *comm = dt_comm_single();
+    if (!comm)
+        return dt_fail(DT_ERUNTIME, "out of memory");
+    int rc = rank_main(comm, arg);
+    comm->close(comm);
+    return rc;
+}

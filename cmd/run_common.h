@@ -1,0 +1,44 @@
+/* Glue shared by `train`, `eval` and `bench`: turning a config into the pieces of nn/, data/
+ * and dist/ (datasets with class names, optimizer, LR at a step, checkpoints, the ranks). */
+#ifndef DT_CMD_RUN_COMMON_H
+#define DT_CMD_RUN_COMMON_H
+
+#include <stdbool.h>
+
+#include "cmd/config.h"
+#include "data/dataset.h"
+#include "dist/comm.h"
+#include "nn/model.h"
+
+struct dt_optim;
+
+/* What a checkpoint records about where the run stands. */
+struct dt_run_resume {
+    long long step, epoch;
+    double best_accuracy, test_accuracy, test_loss;
+};
+
+/* Loads the config's datasets from data.dir and fills class names from the registry. */
+int dt_run_load_data(const struct dt_config *cfg, struct dt_data *data);
+int dt_run_make_optimizer(struct dt_optim **out, const struct dt_config *cfg, size_t nparams);
+/* Learning rate at a global step (pure function: resume reproduces it exactly). */
+float dt_run_lr(const struct dt_config *cfg, long long step, long long steps_per_epoch,
+                long long total_steps);
+/* Writes last.safetensors (when `last`) and best.safetensors (when `best`) under
+ * checkpoint.dir, each atomically. */
+int dt_run_save_checkpoints(const struct dt_config *cfg, const struct dt_model *m,
+                            const struct dt_optim *o, const struct dt_run_resume *meta, bool last,
+                            bool best);
+/* Loads weights (and optimizer state when o != NULL) and the run position. */
+int dt_run_load_checkpoint(const char *path, struct dt_model *m, struct dt_optim *o,
+                           struct dt_run_resume *meta);
+
+/* The config text stored in a checkpoint's metadata (malloc'd). DT_EDATA when absent. */
+int dt_run_checkpoint_config(const char *path, char **text);
+
+/* Runs rank_main on every rank of the job the config describes: in this process for one
+ * instance, else forked and supervised by dist/launcher. */
+int dt_run_ranks(const struct dt_config *cfg, bool verbose,
+                 int (*rank_main)(struct dt_comm *comm, void *arg), void *arg);
+
+#endif

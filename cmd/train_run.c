@@ -1,0 +1,414 @@
+/* The training loop of `dtrain train`, as laid out in DESIGN.md ("The data path of one
+ * training step"):
+ *
+ *   parent: load the datasets once (uint8), then run rank_main in-process (one instance) or
+ *           fork the ranks through dist/launcher (they share the dataset pages copy-on-write).
+ *   rank:   pin + threads, build the model from the seed (identical everywhere, verified by a
+ *           checksum broadcast), then per step: sampler -> batch -> forward -> backward with
+ *           grad_scale = 1/(global samples in the step) -> all-reduce (sum) of the gradient
+ *           arena -> optimizer. Every rank holds identical weights after every step.
+ *   epoch end: every rank evaluates its shard of the test set and the counts are summed; rank 0
+ *           logs, emits --json events and writes checkpoints atomically.
+ *
+ * This file is glue: it is the one place that knows about nn/, data/ and dist/ together.
+ */
+#include "cmd/train_run.h"
+
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "cmd/evaluate.h"
+#include "cmd/progress.h"
+#include "cmd/run_common.h"
+#include "data/batch.h"
+#include "data/sampler.h"
+#include "dist/comm.h"
+#include "nn/checkpoint.h"
+#include "nn/layers.h"
+#include "nn/model.h"
+#include "nn/optim.h"
+#include "nn/schedule.h"
+#include "util/alloc.h"
+#include "util/clock.h"
+#include "util/err.h"
+#include "util/json.h"
+#include "util/log.h"
+
+/* Set by SIGINT/SIGTERM in this process; the loop stops at the next step boundary. Process-wide
+ * by nature: signals are. */
+static volatile sig_atomic_t stop_signal;
+
+static void on_stop_signal(int sig) { stop_signal = sig; }
+
+struct run {
+    const struct dt_config *cfg;
+    const struct dt_train_options *opt;
+    struct dt_data *data;
+};
+
+/* Everything one rank owns during training. */
+struct rank_state {
+    struct dt_comm *comm;
+    struct dt_model *model;
+    struct dt_optim *optim;
+    struct dt_sampler sampler;
+    struct dt_batcher batcher;
+    struct dt_eval_scratch eval;
+    struct dt_eval_result result;
+    float *x;
+    uint8_t *y;
+    uint32_t *idx;
+    uint64_t *ids;
+    float stats[3]; /* loss sum, correct, samples of this epoch on this rank */
+};
+
+static double peak_rss_mb(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_maxrss / 1024.0;
+}
+
+/* A cheap order-sensitive fingerprint of the parameters, to prove every rank starts from the
+ * same weights. */
+static double params_checksum(const struct dt_model *m)
+{
+    double sum = 0;
+    for (size_t i = 0; i < m->nparams; i++)
+        sum += (double)m->params[i] * (double)((i % 1021) + 1);
+    return sum;
+}
+
+static int verify_identical_weights(struct dt_comm *comm, const struct dt_model *m)
+{
+    if (comm->size == 1)
+        return 0;
+    double mine = params_checksum(m), root = mine;
+    int rc = comm->broadcast(comm, &root, sizeof root, 0);
+    if (rc)
+        return rc;
+    float mismatch = mine != root ? 1.0f : 0.0f;
+    if ((rc = comm->allreduce_sum(comm, &mismatch, 1)))
+        return rc;
+    if (mismatch != 0.0f)
+        return dt_fail(DT_ERUNTIME, "initial weights differ between ranks (%g ranks disagree "
+                                    "with rank 0): all ranks must run the same dtrain build",
+                       (double)mismatch);
+    return 0;
+}
+
+static int rank_setup(struct rank_state *st, const struct run *run)
+{
+    const struct dt_config *cfg = run->cfg;
+    const struct dt_dataset *train = &run->data->train;
+    struct dt_comm *comm = st->comm;
+
+    struct dt_sampler_opts so = {
+        .n = train->n,
+        .batch = (size_t)cfg->train.batch_size,
+        .rank = comm->rank,
+        .size = comm->size,
+        .seed = (uint64_t)cfg->train.seed,
+        .drop_last = cfg->train.drop_last,
+        .per_instance = cfg->train.batch_per_instance,
+    };
+    int rc = dt_sampler_init(&st->sampler, &so);
+    if (rc)
+        return rc;
+    int max_count = dt_sampler_max_count(&st->sampler);
+    int eval_batch = cfg->train.eval_batch_size > 0 ? cfg->train.eval_batch_size : max_count;
+    if (eval_batch < 1)
+        eval_batch = 1;
+    int model_batch = max_count > eval_batch ? max_count : eval_batch;
+
+    struct dt_batch_opts bo = {
+        .mean = cfg->data.mean,
+        .nmean = cfg->data.nmean,
+        .std = cfg->data.std,
+        .nstd = cfg->data.nstd,
+        .hflip = cfg->data.hflip,
+        .crop_padding = cfg->data.crop_padding,
+        .seed = (uint64_t)cfg->train.seed,
+    };
+    if ((rc = dt_batcher_init(&st->batcher, train, &bo)))
+        return dt_fail_context(rc, "%s: data", cfg->path);
+
+    struct dt_shape in = {train->c, train->h, train->w};
+    enum dt_loss_kind loss =
+        strcmp(cfg->loss.type, "cross_entropy") == 0 ? DT_LOSS_CROSS_ENTROPY : DT_LOSS_NLL;
+    if ((rc = dt_model_build(&st->model, cfg->model.layers, cfg->model.nlayers, in, model_batch,
+                             loss, (uint64_t)cfg->train.seed)))
+        return dt_fail_context(rc, "%s: model", cfg->path);
+    if (st->model->classes < train->classes)
+        return dt_fail(DT_EUSAGE,
+                       "%s: model: the last layer has %d outputs but the dataset has %d classes",
+                       cfg->path, st->model->classes, train->classes);
+    st->model->profile = cfg->log.profile;
+
+    if ((rc = dt_run_make_optimizer(&st->optim, cfg, st->model->nparams)))
+        return rc;
+    size_t sample = (size_t)train->c * train->h * train->w;
+    st->x = dt_alloc((size_t)max_count * sample, sizeof(float));
+    st->y = dt_alloc((size_t)max_count, 1);
+    st->idx = dt_alloc((size_t)max_count, sizeof(uint32_t));
+    st->ids = dt_alloc((size_t)max_count, sizeof(uint64_t));
+    if (!st->x || !st->y || !st->idx || !st->ids)
+        return -DT_ERUNTIME;
+    if ((rc = dt_eval_scratch_init(&st->eval, eval_batch, sample)))
+        return rc;
+    return dt_eval_result_init(&st->result, train->classes);
+}
+
+static void rank_teardown(struct rank_state *st)
+{
+    dt_eval_result_free(&st->result);
+    dt_eval_scratch_free(&st->eval);
+    dt_free(st->x);
+    dt_free(st->y);
+    dt_free(st->idx);
+    dt_free(st->ids);
+    dt_optim_free(st->optim);
+    dt_model_free(st->model);
+    dt_sampler_free(&st->sampler);
+}
+
+/* One optimisation step on this rank's share of (epoch, step). */
+static int train_step(struct rank_state *st, const struct run *run, uint64_t epoch, size_t step,
+                      float lr)
+{
+    const struct dt_dataset *train = &run->data->train;
+    int count, global_count;
+    int rc = dt_sampler_batch(&st->sampler, epoch, step, st->idx, &count, &global_count);
+    if (rc)
+        return rc;
+    dt_batch_assemble(&st->batcher, train, st->idx, count, epoch, 1, st->x, st->y);
+    for (int i = 0; i < count; i++)
+        st->ids[i] = st->idx[i];
+    struct dt_forward_ctx ctx = {
+        .training = true,
+        .seed = (uint64_t)run->cfg->train.seed,
+        .epoch = epoch,
+        .sample_ids = st->ids,
+    };
+    if ((rc = dt_model_forward(st->model, st->x, count, &ctx)))
+        return rc;
+    double loss_sum = 0;
+    int correct = 0;
+    dt_model_loss(st->model, st->y, count, &loss_sum, &correct);
+    st->stats[0] += (float)loss_sum;
+    st->stats[1] += (float)correct;
+    st->stats[2] += (float)count;
+    float scale = global_count > 0 ? 1.0f / (float)global_count : 0.0f;
+    if ((rc = dt_model_backward(st->model, st->y, count, scale)))
+        return rc;
+    if ((rc = st->comm->allreduce_sum(st->comm, st->model->grads, st->model->nparams)))
+        return rc;
+    if ((rc = dt_optim_step(st->optim, st->model->params, st->model->grads, st->model->nparams, lr)))
+        return rc;
+    return 0;
+    return 0;
+}
+
+static void emit_epoch_json(const struct run *run, const struct rank_state *st, int epoch,
+                            long long step, double train_loss, double train_acc, double seconds,
+                            double samples, float lr)
+{
+    struct dt_json_writer w;
+    dt_jw_begin(&w, "epoch");
+    dt_jw_int(&w, "epoch", epoch + 1);
+    dt_jw_int(&w, "epochs", run->cfg->train.epochs);
+    dt_jw_int(&w, "step", step);
+    dt_jw_num(&w, "lr", lr);
+    dt_jw_num(&w, "train_loss", train_loss);
+    dt_jw_num(&w, "train_accuracy", train_acc);
+    dt_jw_num(&w, "test_loss", dt_eval_loss(&st->result));
+    dt_jw_num(&w, "test_accuracy", dt_eval_accuracy(&st->result));
+    dt_jw_num(&w, "seconds", seconds);
+    dt_jw_num(&w, "samples_per_s", seconds > 0 ? samples / seconds : 0);
+    dt_jw_end(&w, stdout);
+}
+
+static void print_profile(const struct dt_model *m, long long steps)
+{
+    if (steps <= 0)
+        return;
+    double total = 0;
+    for (int i = 0; i < m->nlayers && i < DT_MAX_PROFILE_LAYERS; i++)
+        total += m->profile_fwd[i] + m->profile_bwd[i];
+    dt_log_info("per-layer time per step (ms), %lld steps:", steps);
+    for (int i = 0; i < m->nlayers && i < DT_MAX_PROFILE_LAYERS; i++)
+        dt_log_info("  %2d %-12s fwd %8.3f  bwd %8.3f  %5.1f%%", i, m->layers[i]->kind->name,
+                    1e3 * m->profile_fwd[i] / (double)steps,
+                    1e3 * m->profile_bwd[i] / (double)steps,
+                    total > 0 ? 100 * (m->profile_fwd[i] + m->profile_bwd[i]) / total : 0);
+}
+
+static int rank_main(struct dt_comm *comm, void *arg)
+{
+    const struct run *run = arg;
+    const struct dt_config *cfg = run->cfg;
+    bool leader = comm->rank == 0;
+    bool quiet = cfg->log.quiet || !leader;
+    struct rank_state st = {.comm = comm};
+    int rc = rank_setup(&st, run);
+    if (rc)
+        goto out;
+
+    long long steps_per_epoch = (long long)dt_sampler_steps(&st.sampler);
+    long long total_steps = steps_per_epoch * cfg->train.epochs;
+    if (cfg->train.max_steps > 0 && cfg->train.max_steps < total_steps)
+        total_steps = cfg->train.max_steps;
+    long long step = 0;
+    double best_acc = -1;
+    if (run->opt->resume) {
+        struct dt_run_resume r;
+        if ((rc = dt_run_load_checkpoint(run->opt->resume, st.model, st.optim, &r)))
+            goto out;
+        step = r.step;
+        best_acc = r.best_accuracy;
+        if (leader && !quiet)
+            dt_log_info("resuming from %s at step %lld (epoch %lld)", run->opt->resume, step,
+                        steps_per_epoch ? step / steps_per_epoch : 0);
+    }
+    if ((rc = verify_identical_weights(comm, st.model)))
+        goto out;
+
+    struct dt_progress progress;
+    dt_progress_init(&progress, quiet, cfg->log.every, cfg->train.epochs, (long)steps_per_epoch);
+    double run_start = dt_now(), run_samples = 0;
+    long long run_steps = 0;
+    float lr = cfg->optimizer.lr;
+    while (step < total_steps && !stop_signal) {
+        int epoch = (int)(step / steps_per_epoch);
+        memset(st.stats, 0, sizeof st.stats);
+        dt_progress_epoch_start(&progress);
+        double epoch_start = dt_now();
+        long long first = step;
+        long long epoch_end = (long long)(epoch + 1) * steps_per_epoch;
+        if (epoch_end > total_steps)
+            epoch_end = total_steps;
+        for (; step < epoch_end && !stop_signal; step++) {
+            lr = dt_run_lr(cfg, step, steps_per_epoch, total_steps);
+            if ((rc = train_step(&st, run, (uint64_t)epoch, (size_t)(step % steps_per_epoch), lr)))
+                goto out;
+            if (leader) {
+                double elapsed = dt_now() - epoch_start;
+                /* Rank 0's running figures, scaled to the whole job for the rate. */
+                double done = st.stats[2] * comm->size;
+                dt_progress_step(&progress, epoch, (long)(step % steps_per_epoch),
+                                 st.stats[0] / (st.stats[2] > 0 ? st.stats[2] : 1),
+                                 st.stats[1] / (st.stats[2] > 0 ? st.stats[2] : 1),
+                                 elapsed > 0 ? done / elapsed : 0);
+                if (cfg->log.json && cfg->log.every > 0 && (step + 1) % cfg->log.every == 0) {
+                    struct dt_json_writer w;
+                    dt_jw_begin(&w, "step");
+                    dt_jw_int(&w, "epoch", epoch + 1);
+                    dt_jw_int(&w, "step", step + 1);
+                    dt_jw_num(&w, "loss", st.stats[0] / (st.stats[2] > 0 ? st.stats[2] : 1));
+                    dt_jw_num(&w, "lr", lr);
+                    dt_jw_num(&w, "samples_per_s", elapsed > 0 ? done / elapsed : 0);
+                    dt_jw_end(&w, stdout);
+                }
+            }
+        }
+        if (stop_signal)
+            break;
+        double train_seconds = dt_now() - epoch_start;
+        /* Exact train figures of the whole job: one small all-reduce per epoch. */
+        if ((rc = comm->allreduce_sum(comm, st.stats, 3)))
+            goto out;
+        run_samples += st.stats[2];
+        run_steps += step - first;
+        if ((rc = dt_evaluate(st.model, &run->data->test, &st.batcher, &st.eval, comm,
+                              &st.result)))
+            goto out;
+        double train_loss = st.stats[0] / (st.stats[2] > 0 ? st.stats[2] : 1);
+        double train_acc = st.stats[1] / (st.stats[2] > 0 ? st.stats[2] : 1);
+        double test_acc = dt_eval_accuracy(&st.result);
+        if (leader) {
+            dt_progress_clear(&progress);
+            if (!quiet)
+                dt_log_info("epoch %d/%d: train loss %.4f acc %.2f%% | test loss %.4f acc "
+                            "%.2f%% | %.1f s, %.0f samples/s",
+                            epoch + 1, cfg->train.epochs, train_loss, 100 * train_acc,
+                            dt_eval_loss(&st.result), 100 * test_acc, train_seconds,
+                            st.stats[2] / train_seconds);
+            if (cfg->log.json)
+                emit_epoch_json(run, &st, epoch, step, train_loss, train_acc, train_seconds,
+                                st.stats[2], lr);
+            bool best = test_acc > best_acc;
+            if (best)
+                best_acc = test_acc;
+            bool epoch_done = step % steps_per_epoch == 0;
+            bool due = step >= total_steps ||
+                       (cfg->checkpoint.every > 0 && epoch_done &&
+                        (step / steps_per_epoch) % cfg->checkpoint.every == 0);
+            if (due || (best && cfg->checkpoint.best)) {
+                struct dt_run_resume meta = {.step = step,
+                                             .epoch = step / steps_per_epoch,
+                                             .best_accuracy = best_acc,
+                                             .test_accuracy = test_acc,
+                                             .test_loss = dt_eval_loss(&st.result)};
+                if ((rc = dt_run_save_checkpoints(cfg, st.model, st.optim, &meta, due,
+                                                  best && cfg->checkpoint.best)))
+                    goto out;
+            }
+        }
+    }
+    if (stop_signal) {
+        rc = stop_signal == SIGINT ? -DT_EINTR : -DT_ETERM;
+        if (leader)
+            dt_progress_clear(&progress);
+        goto out;
+    }
+    double seconds = dt_now() - run_start;
+    if (leader) {
+        if (cfg->log.profile)
+            print_profile(st.model, run_steps);
+        if (cfg->log.json) {
+            struct dt_json_writer w;
+            dt_jw_begin(&w, "final");
+            dt_jw_str(&w, "impl", "dtrain");
+            dt_jw_str(&w, "config", cfg->path);
+            dt_jw_int(&w, "instances", comm->size);
+            dt_jw_int(&w, "threads", cfg->dist.threads);
+            dt_jw_int(&w, "batch_size", cfg->train.batch_size);
+            dt_jw_bool(&w, "batch_per_instance", cfg->train.batch_per_instance);
+            dt_jw_int(&w, "steps", step);
+            dt_jw_num(&w, "seconds", seconds);
+            dt_jw_num(&w, "samples_per_s", seconds > 0 ? run_samples / seconds : 0);
+            dt_jw_num(&w, "test_loss", dt_eval_loss(&st.result));
+            dt_jw_num(&w, "test_accuracy", dt_eval_accuracy(&st.result));
+            dt_jw_num(&w, "best_test_accuracy", best_acc);
+            dt_jw_num(&w, "peak_rss_mb", peak_rss_mb());
+            dt_jw_end(&w, stdout);
+        }
+    }
+out:
+    rank_teardown(&st);
+    return rc;
+}
+
+int dt_train_run(const struct dt_config *cfg, const struct dt_train_options *opt)
+{
+    struct dt_data data;
+    memset(&data, 0, sizeof data);
+    int rc = dt_run_load_data(cfg, &data);
+    if (rc)
+        return rc;
+    struct run run = {cfg, opt, &data};
+    struct sigaction sa = {.sa_handler = on_stop_signal};
+    sigemptyset(&sa.sa_mask);
+    struct sigaction old_int, old_term;
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    rc = dt_run_ranks(cfg, opt->verbose, rank_main, &run);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    dt_data_free(&data);
+    return rc;
+}

@@ -1,0 +1,326 @@
+/* Optimizer updates, transcribed from torch/optim/{sgd,adam,adamw,adadelta}.py of PyTorch 1.13
+ * (the single-tensor, non-foreach path that 1.13 uses on CPU by default).
+ *
+ * Every tensor operation there becomes one float expression here, rounded where ATen's CPU
+ * kernels round: `x.add_(y, alpha=a)` is a fused multiply-add (ATen's vectorised add kernel is
+ * vec::fmadd), `x.addcmul_(t, t, value=v)` is fmaf(v * t, t, x) (fused the same way), addcdiv is
+ * `x + (v * t1) / t2`, mul_/div_/sqrt_ round once each. Scalars that torch derives in Python
+ * double (1 - beta1, lr / bias_correction1, ...) are derived in double here and converted to
+ * float once per step, as ATen converts a Python scalar applied to a float tensor. The result
+ * is bit-identical to torch 1.13 on x86-64 with AVX2 (tests/unit/test_parity_optim.c), and,
+ * since fmaf is correctly rounded by definition, identical on every machine dtrain runs on
+ * (the build's -std=c11 stops gcc from contracting any other a * b + c on its own).
+ *
+ * The loops are elementwise over the arena, so splitting them across OpenMP threads cannot
+ * change a single bit of the result.
+ */
+#include "nn/optim.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/alloc.h"
+#include "util/err.h"
+
+/* Below this many floats the thread start-up costs more than the loop. */
+#define PARALLEL_MIN 65536
+
+struct dt_optim {
+    struct dt_optim_config cfg;
+    size_t n;
+    uint64_t steps;
+    int nstates;
+    const char *state_names[DT_OPTIM_MAX_STATES];
+    float *state[DT_OPTIM_MAX_STATES];
+};
+
+static const char *const type_names[] = {
+    [DT_OPTIM_SGD] = "sgd",
+    [DT_OPTIM_ADAM] = "adam",
+    [DT_OPTIM_ADAMW] = "adamw",
+    [DT_OPTIM_ADADELTA] = "adadelta",
+};
+#define NTYPES (int)(sizeof type_names / sizeof type_names[0])
+
+int dt_optim_type_parse(const char *name, enum dt_optim_type *type)
+{
+    for (int i = 0; i < NTYPES; i++) {
+        if (strcmp(name, type_names[i]) == 0) {
+            *type = (enum dt_optim_type)i;
+            return 0;
+        }
+    }
+    return dt_fail(DT_EUSAGE, "unknown optimizer \"%s\" (valid: sgd, adam, adamw, adadelta)", name);
+}
+
+const char *dt_optim_type_name(enum dt_optim_type type)
+{
+    return (int)type >= 0 && (int)type < NTYPES ? type_names[type] : "unknown";
+}
+
+void dt_optim_config_defaults(struct dt_optim_config *cfg, enum dt_optim_type type)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->type = type;
+    cfg->beta1 = 0.9;
+    cfg->beta2 = 0.999;
+    cfg->eps = 1e-8;
+    cfg->rho = 0.9;
+    switch (type) {
+    case DT_OPTIM_SGD:
+        cfg->lr = 0.01; /* torch has no default for SGD; this is the common choice */
+        break;
+    case DT_OPTIM_ADAM:
+        cfg->lr = 1e-3;
+        break;
+    case DT_OPTIM_ADAMW:
+        cfg->lr = 1e-3;
+        cfg->weight_decay = 1e-2;
+        break;
+    case DT_OPTIM_ADADELTA:
+        cfg->lr = 1.0;
+        cfg->eps = 1e-6;
+        break;
+    }
+}
+
+/* `!(x >= 0)` also rejects NaN. */
+static int check_config(const struct dt_optim_config *c)
+{
+    const char *t = dt_optim_type_name(c->type);
+    if ((int)c->type < 0 || (int)c->type >= NTYPES)
+        return dt_fail(DT_EUSAGE, "optimizer type %d is not one of sgd, adam, adamw, adadelta",
+                       (int)c->type);
+    if (!(c->lr >= 0))
+        return dt_fail(DT_EUSAGE, "%s: invalid learning rate %g (expected >= 0)", t, c->lr);
+    if (!(c->weight_decay >= 0))
+        return dt_fail(DT_EUSAGE, "%s: invalid weight_decay %g (expected >= 0)", t,
+                       c->weight_decay);
+    switch (c->type) {
+    case DT_OPTIM_SGD:
+        if (!(c->momentum >= 0))
+            return dt_fail(DT_EUSAGE, "sgd: invalid momentum %g (expected >= 0)", c->momentum);
+        if (c->nesterov && (c->momentum <= 0 || c->dampening != 0))
+            return dt_fail(DT_EUSAGE,
+                           "sgd: nesterov requires momentum > 0 and dampening 0 (found "
+                           "momentum %g, dampening %g)",
+                           c->momentum, c->dampening);
+        break;
+    case DT_OPTIM_ADAM:
+    case DT_OPTIM_ADAMW:
+        if (!(c->beta1 >= 0 && c->beta1 < 1))
+            return dt_fail(DT_EUSAGE, "%s: invalid beta1 %g (expected 0 <= beta1 < 1)", t,
+                           c->beta1);
+        if (!(c->beta2 >= 0 && c->beta2 < 1))
+            return dt_fail(DT_EUSAGE, "%s: invalid beta2 %g (expected 0 <= beta2 < 1)", t,
+                           c->beta2);
+        if (!(c->eps >= 0))
+            return dt_fail(DT_EUSAGE, "%s: invalid eps %g (expected >= 0)", t, c->eps);
+        break;
+    case DT_OPTIM_ADADELTA:
+        if (!(c->rho >= 0 && c->rho <= 1))
+            return dt_fail(DT_EUSAGE, "adadelta: invalid rho %g (expected 0 <= rho <= 1)", c->rho);
+        if (!(c->eps >= 0))
+            return dt_fail(DT_EUSAGE, "adadelta: invalid eps %g (expected >= 0)", c->eps);
+        break;
+    }
+    return 0;
+}
+
+static void add_state(struct dt_optim *o, const char *name)
+{
+    o->state_names[o->nstates++] = name;
+}
+
+static void name_states(struct dt_optim *o)
+{
+    switch (o->cfg.type) {
+    case DT_OPTIM_SGD:
+        if (o->cfg.momentum != 0)
+            add_state(o, "momentum_buffer");
+        break;
+    case DT_OPTIM_ADAM:
+    case DT_OPTIM_ADAMW:
+        add_state(o, "exp_avg");
+        add_state(o, "exp_avg_sq");
+        if (o->cfg.amsgrad)
+            add_state(o, "max_exp_avg_sq");
+        break;
+    case DT_OPTIM_ADADELTA:
+        add_state(o, "square_avg");
+        add_state(o, "acc_delta");
+        break;
+    }
+}
+
+int dt_optim_create(struct dt_optim **out, const struct dt_optim_config *cfg, size_t n)
+{
+    *out = NULL;
+    int rc = check_config(cfg);
+    if (rc)
+        return rc;
+    struct dt_optim *o = calloc(1, sizeof *o);
+    if (!o)
+        return dt_fail(DT_ERUNTIME, "out of memory creating the optimizer");
+    o->cfg = *cfg;
+    o->n = n;
+    name_states(o);
+    for (int i = 0; i < o->nstates; i++) {
+        o->state[i] = dt_alloc(n, sizeof(float));
+        if (!o->state[i]) {
+            const char *name = o->state_names[i];
+            dt_optim_free(o);
+            return dt_fail_context(-DT_ERUNTIME, "optimizer state %s", name);
+        }
+    }
+    *out = o;
+    return 0;
+}
+
+void dt_optim_free(struct dt_optim *o)
+{
+    if (!o)
+        return;
+    for (int i = 0; i < o->nstates; i++)
+        dt_free(o->state[i]);
+    free(o);
+}
+
+/* torch: d_p = g (+ wd * p); buf = d_p on the first step, else buf * momentum + (1 - dampening)
+ * * d_p; d_p = nesterov ? d_p + momentum * buf : buf; p = p + (-lr) * d_p. */
+static void sgd_step(struct dt_optim *o, float *restrict p, const float *restrict g, size_t n,
+                     double lr)
+{
+    const struct dt_optim_config *c = &o->cfg;
+    const float wd = (float)c->weight_decay, neg_lr = (float)-lr;
+    const bool decay = c->weight_decay != 0;
+    if (c->momentum == 0) {
+#pragma omp parallel for simd if (n >= PARALLEL_MIN)
+        for (size_t i = 0; i < n; i++) {
+            float d = decay ? fmaf(p[i], wd, g[i]) : g[i];
+            p[i] = fmaf(d, neg_lr, p[i]);
+        }
+        return;
+    }
+    float *restrict buf = o->state[0];
+    const float mom = (float)c->momentum, keep = (float)(1.0 - c->dampening);
+    const bool first = o->steps == 0, nesterov = c->nesterov;
+#pragma omp parallel for simd if (n >= PARALLEL_MIN)
+    for (size_t i = 0; i < n; i++) {
+        float d = decay ? fmaf(p[i], wd, g[i]) : g[i];
+        float b = first ? d : fmaf(d, keep, buf[i] * mom);
+        buf[i] = b;
+        d = nesterov ? fmaf(b, mom, d) : b;
+        p[i] = fmaf(d, neg_lr, p[i]);
+    }
+}
+
+/* torch Adam/AdamW: (AdamW: p = p * (1 - lr * wd)); g = g (+ wd * p for Adam);
+ * m = m * b1 + (1 - b1) * g; v = v * b2 + ((1 - b2) * g) * g; (amsgrad: vmax = max(vmax, v));
+ * denom = sqrt(v) / sqrt(1 - b2^t) + eps; p = p + (-lr / (1 - b1^t) * m) / denom. */
+static void adam_step(struct dt_optim *o, float *restrict p, const float *restrict g, size_t n,
+                      double lr)
+{
+    const struct dt_optim_config *c = &o->cfg;
+    const double t = (double)o->steps; /* already counts this step */
+    const double bc1 = 1.0 - pow(c->beta1, t), bc2 = 1.0 - pow(c->beta2, t);
+    const float neg_step = (float)-(lr / bc1), bc2_sqrt = (float)sqrt(bc2);
+    const float b1 = (float)c->beta1, b2 = (float)c->beta2, eps = (float)c->eps;
+    const float a1 = (float)(1.0 - c->beta1), a2 = (float)(1.0 - c->beta2);
+    const bool adamw = c->type == DT_OPTIM_ADAMW, l2 = !adamw && c->weight_decay != 0;
+    const float wd = (float)c->weight_decay, shrink = (float)(1.0 - lr * c->weight_decay);
+    const bool amsgrad = c->amsgrad;
+    float *restrict m = o->state[0], *restrict v = o->state[1];
+    float *restrict vmax = amsgrad ? o->state[2] : NULL;
+#pragma omp parallel for simd if (n >= PARALLEL_MIN)
+    for (size_t i = 0; i < n; i++) {
+        float pi = adamw ? p[i] * shrink : p[i];
+        float gi = l2 ? fmaf(pi, wd, g[i]) : g[i];
+        float mi = fmaf(gi, a1, m[i] * b1);
+        float vi = fmaf(a2 * gi, gi, v[i] * b2);
+        m[i] = mi;
+        v[i] = vi;
+        float vd = vi;
+        if (amsgrad) {
+            vd = vmax[i] > vi ? vmax[i] : vi;
+            vmax[i] = vd;
+        }
+        float denom = sqrtf(vd) / bc2_sqrt + eps;
+        p[i] = pi + neg_step * mi / denom;
+    }
+}
+
+/* torch: g = g (+ wd * p); sa = sa * rho + ((1 - rho) * g) * g; std = sqrt(sa + eps);
+ * delta = sqrt(ad + eps) / std * g; ad = ad * rho + ((1 - rho) * delta) * delta;
+ * p = p + (-lr) * delta. */
+static void adadelta_step(struct dt_optim *o, float *restrict p, const float *restrict g, size_t n,
+                          double lr)
+{
+    const struct dt_optim_config *c = &o->cfg;
+    const float wd = (float)c->weight_decay, neg_lr = (float)-lr;
+    const bool decay = c->weight_decay != 0;
+    const float rho = (float)c->rho, keep = (float)(1.0 - c->rho), eps = (float)c->eps;
+    float *restrict sa = o->state[0], *restrict ad = o->state[1];
+#pragma omp parallel for simd if (n >= PARALLEL_MIN)
+    for (size_t i = 0; i < n; i++) {
+        float gi = decay ? fmaf(p[i], wd, g[i]) : g[i];
+        float s = fmaf(keep * gi, gi, sa[i] * rho);
+        sa[i] = s;
+        float std = sqrtf(s + eps);
+        float delta = sqrtf(ad[i] + eps) / std * gi;
+        ad[i] = fmaf(keep * delta, delta, ad[i] * rho);
+        p[i] = fmaf(delta, neg_lr, p[i]);
+    }
+}
+
+int dt_optim_step(struct dt_optim *o, float *params, const float *grads, size_t n, double lr)
+{
+    if (n != o->n)
+        return dt_fail(DT_ERUNTIME, "%s: step over %zu parameters, but the state holds %zu",
+                       dt_optim_type_name(o->cfg.type), n, o->n);
+    switch (o->cfg.type) {
+    case DT_OPTIM_SGD:
+        sgd_step(o, params, grads, n, lr);
+        break;
+    case DT_OPTIM_ADAM:
+    case DT_OPTIM_ADAMW:
+        o->steps++; /* torch increments before using it in the bias corrections */
+        adam_step(o, params, grads, n, lr);
+        return 0;
+    case DT_OPTIM_ADADELTA:
+        adadelta_step(o, params, grads, n, lr);
+        break;
+    }
+    o->steps++;
+    return 0;
+}
+
+const struct dt_optim_config *dt_optim_config(const struct dt_optim *o)
+{
+    return &o->cfg;
+}
+
+size_t dt_optim_size(const struct dt_optim *o)
+{
+    return o->n;
+}
+
+uint64_t dt_optim_steps(const struct dt_optim *o)
+{
+    return o->steps;
+}
+
+void dt_optim_set_steps(struct dt_optim *o, uint64_t steps)
+{
+    o->steps = steps;
+}
+
+int dt_optim_states(struct dt_optim *o, struct dt_optim_state states[DT_OPTIM_MAX_STATES])
+{
+    for (int i = 0; i < o->nstates; i++) {
+        states[i].name = o->state_names[i];
+        states[i].data = o->state[i];
+    }
+    return o->nstates;
+}

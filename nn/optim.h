@@ -1,0 +1,69 @@
+/* Optimizers: SGD (momentum, dampening, Nesterov, weight decay), Adam (optionally AMSGrad),
+ * AdamW and Adadelta, each reproducing PyTorch 1.13's single-tensor update rule operation by
+ * operation in float32, so a dtrain run and the equivalent torch.optim run stay within float
+ * rounding of each other.
+ *
+ * An optimizer updates one flat arena (the model's `params` with its `grads`): all its state
+ * arrays are allocated once at creation, sized like the arena, and mirror its layout, so the
+ * state of parameter tensor t is the slice [t.offset, t.offset + t.count) of every state array.
+ * A step allocates nothing and is elementwise, hence deterministic under any thread count.
+ */
+#ifndef DT_NN_OPTIM_H
+#define DT_NN_OPTIM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum dt_optim_type { DT_OPTIM_SGD, DT_OPTIM_ADAM, DT_OPTIM_ADAMW, DT_OPTIM_ADADELTA };
+
+/* Hyper-parameters, in double like PyTorch's Python floats; each update converts a derived
+ * coefficient (1 - beta1, -lr, ...) to float exactly where torch does. Fields that the chosen
+ * type does not use are ignored. `lr` is the base rate the schedule scales. */
+struct dt_optim_config {
+    enum dt_optim_type type;
+    double lr;
+    double weight_decay;
+    double momentum, dampening; /* sgd */
+    bool nesterov;              /* sgd */
+    double beta1, beta2;        /* adam, adamw */
+    bool amsgrad;               /* adam, adamw */
+    double eps;                 /* adam, adamw, adadelta */
+    double rho;                 /* adadelta */
+};
+
+#define DT_OPTIM_MAX_STATES 3
+
+/* One per-element state array ("exp_avg"), as many floats as the arena. */
+struct dt_optim_state {
+    const char *name;
+    float *data;
+};
+
+struct dt_optim;
+
+/* "sgd", "adam", "adamw", "adadelta" -> type; DT_EUSAGE listing the valid names otherwise. */
+int dt_optim_type_parse(const char *name, enum dt_optim_type *type);
+const char *dt_optim_type_name(enum dt_optim_type type);
+/* PyTorch's defaults for `type` (lr included: 0.01 sgd... see docs/optim.md). */
+void dt_optim_config_defaults(struct dt_optim_config *cfg, enum dt_optim_type type);
+
+/* Validates cfg the way torch.optim's constructors do (DT_EUSAGE naming the bad value) and
+ * allocates the state for an arena of n floats, zeroed. */
+int dt_optim_create(struct dt_optim **out, const struct dt_optim_config *cfg, size_t n);
+void dt_optim_free(struct dt_optim *o);
+
+/* One update of params (n floats) from grads at learning rate lr (the schedule's value for this
+ * step). n must be the size given at creation: DT_ERUNTIME otherwise, with nothing changed. */
+int dt_optim_step(struct dt_optim *o, float *params, const float *grads, size_t n, double lr);
+
+const struct dt_optim_config *dt_optim_config(const struct dt_optim *o);
+size_t dt_optim_size(const struct dt_optim *o);
+/* Number of steps taken (PyTorch's state["step"]); settable for resuming from a checkpoint. */
+uint64_t dt_optim_steps(const struct dt_optim *o);
+void dt_optim_set_steps(struct dt_optim *o, uint64_t steps);
+/* The state arrays (names as in torch.optim's per-parameter state: momentum_buffer, exp_avg,
+ * exp_avg_sq, max_exp_avg_sq, square_avg, acc_delta). Returns how many (0 for plain SGD). */
+int dt_optim_states(struct dt_optim *o, struct dt_optim_state states[DT_OPTIM_MAX_STATES]);
+
+#endif

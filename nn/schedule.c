@@ -1,0 +1,91 @@
+/* Learning-rate schedules as closed-form functions of the step (see nn/schedule.h for why).
+ *
+ *   constant: lr
+ *   step:     lr * gamma^floor(epoch / step_size)              (torch StepLR, stepped per epoch)
+ *   cosine:   min_lr + (lr - min_lr) * (1 + cos(pi * t / T)) / 2  with t = step - warmup,
+ *             T = total_steps - warmup, t clamped to [0, T]     (torch CosineAnnealingLR's
+ *             closed form, stepped per update, starting where the warmup ends)
+ *   warmup:   the above times (step + 1) / warmup_steps while step < warmup_steps, which is
+ *             torch LinearLR(start_factor=1/warmup_steps, end_factor=1, total_iters=
+ *             warmup_steps - 1): the first update uses lr/warmup_steps, the last warmup
+ *             update the full rate.
+ */
+#include "nn/schedule.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "util/err.h"
+
+static const char *const type_names[] = {
+    [DT_SCHEDULE_CONSTANT] = "constant",
+    [DT_SCHEDULE_STEP] = "step",
+    [DT_SCHEDULE_COSINE] = "cosine",
+};
+#define NTYPES (int)(sizeof type_names / sizeof type_names[0])
+
+int dt_schedule_type_parse(const char *name, enum dt_schedule_type *type)
+{
+    for (int i = 0; i < NTYPES; i++) {
+        if (strcmp(name, type_names[i]) == 0) {
+            *type = (enum dt_schedule_type)i;
+            return 0;
+        }
+    }
+    return dt_fail(DT_EUSAGE, "unknown schedule \"%s\" (valid: constant, step, cosine)", name);
+}
+
+const char *dt_schedule_type_name(enum dt_schedule_type type)
+{
+    return (int)type >= 0 && (int)type < NTYPES ? type_names[type] : "unknown";
+}
+
+int dt_schedule_validate(const struct dt_schedule *s)
+{
+    if ((int)s->type < 0 || (int)s->type >= NTYPES)
+        return dt_fail(DT_EUSAGE, "schedule type %d is not one of constant, step, cosine",
+                       (int)s->type);
+    if (!(s->lr >= 0))
+        return dt_fail(DT_EUSAGE, "schedule: invalid lr %g (expected >= 0)", s->lr);
+    if (s->warmup_steps < 0)
+        return dt_fail(DT_EUSAGE, "schedule: invalid warmup_steps %ld (expected >= 0)",
+                       s->warmup_steps);
+    if (s->type == DT_SCHEDULE_STEP && s->step_size <= 0)
+        return dt_fail(DT_EUSAGE, "step schedule: invalid step_size %d (expected > 0 epochs)",
+                       s->step_size);
+    if (s->type == DT_SCHEDULE_STEP && !(s->gamma > 0))
+        return dt_fail(DT_EUSAGE, "step schedule: invalid gamma %g (expected > 0)", s->gamma);
+    if (s->type == DT_SCHEDULE_COSINE && !(s->min_lr >= 0 && s->min_lr <= s->lr))
+        return dt_fail(DT_EUSAGE,
+                       "cosine schedule: invalid min_lr %g (expected 0 <= min_lr <= lr %g)",
+                       s->min_lr, s->lr);
+    return 0;
+}
+
+static double cosine_lr(const struct dt_schedule *s, long step, long total_steps)
+{
+    long span = total_steps - s->warmup_steps;
+    if (span <= 0)
+        return s->lr;
+    long t = step - s->warmup_steps;
+    t = t < 0 ? 0 : t > span ? span : t;
+    return s->min_lr + (s->lr - s->min_lr) * (1.0 + cos(M_PI * (double)t / (double)span)) / 2.0;
+}
+
+double dt_schedule_lr(const struct dt_schedule *s, long step, long epoch, long total_steps)
+{
+    double lr = s->lr;
+    switch (s->type) {
+    case DT_SCHEDULE_CONSTANT:
+        break;
+    case DT_SCHEDULE_STEP:
+        lr = s->lr * pow(s->gamma, (double)(epoch / s->step_size));
+        break;
+    case DT_SCHEDULE_COSINE:
+        lr = cosine_lr(s, step, total_steps);
+        break;
+    }
+    if (step < s->warmup_steps)
+        lr *= (double)(step + 1) / (double)s->warmup_steps;
+    return lr;
+}

@@ -1,0 +1,292 @@
+/* nn/optim.c: each optimizer and option against values worked out by hand (closed forms noted
+ * next to each case), fixed state sizes, and every configuration error. Exact agreement with
+ * torch over many steps is tests/unit/test_parity_optim.c's job. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <string.h>
+
+#include "nn/optim.h"
+#include "util/err.h"
+
+static struct dt_optim *make(const struct dt_optim_config *cfg, size_t n)
+{
+    struct dt_optim *o = NULL;
+    assert_int_equal(dt_optim_create(&o, cfg, n), 0);
+    assert_non_null(o);
+    return o;
+}
+
+static struct dt_optim_config config(enum dt_optim_type type)
+{
+    struct dt_optim_config c;
+    dt_optim_config_defaults(&c, type);
+    return c;
+}
+
+static void test_sgd_plain_and_weight_decay(void **state)
+{
+    (void)state;
+    struct dt_optim_config c = config(DT_OPTIM_SGD);
+    float p[2] = {1.0f, -2.0f}, g[2] = {0.5f, 0.25f};
+    struct dt_optim *o = make(&c, 2);
+    assert_int_equal(dt_optim_step(o, p, g, 2, 0.1), 0);
+    assert_float_equal(p[0], 0.95f, 1e-7); /* 1 - 0.1 * 0.5 */
+    assert_float_equal(p[1], -2.025f, 1e-7);
+    dt_optim_free(o);
+
+    c.weight_decay = 0.1;
+    o = make(&c, 2);
+    p[0] = 1.0f;
+    assert_int_equal(dt_optim_step(o, p, g, 2, 0.1), 0);
+    assert_float_equal(p[0], 0.94f, 1e-7); /* d = 0.5 + 0.1 * 1 */
+    dt_optim_free(o);
+}
+
+static void test_sgd_momentum_dampening_nesterov(void **state)
+{
+    (void)state;
+    struct dt_optim_config c = config(DT_OPTIM_SGD);
+    c.momentum = 0.9;
+    float p = 1.0f, g = 0.5f;
+    struct dt_optim *o = make(&c, 1);
+    dt_optim_step(o, &p, &g, 1, 0.1); /* buf = 0.5 (first step: no dampening), p = 0.95 */
+    dt_optim_step(o, &p, &g, 1, 0.1); /* buf = 0.45 + 0.5 = 0.95, p = 0.855 */
+    assert_float_equal(p, 0.855f, 1e-6);
+    struct dt_optim_state s[DT_OPTIM_MAX_STATES];
+    assert_int_equal(dt_optim_states(o, s), 1);
+    assert_string_equal(s[0].name, "momentum_buffer");
+    assert_float_equal(s[0].data[0], 0.95f, 1e-6);
+    dt_optim_free(o);
+
+    c.dampening = 0.5;
+    o = make(&c, 1);
+    p = 1.0f;
+    dt_optim_step(o, &p, &g, 1, 0.1); /* buf = 0.5, p = 0.95 */
+    dt_optim_step(o, &p, &g, 1, 0.1); /* buf = 0.45 + 0.25 = 0.7, p = 0.88 */
+    assert_float_equal(p, 0.88f, 1e-6);
+    dt_optim_free(o);
+
+    c.dampening = 0;
+    c.nesterov = true;
+    o = make(&c, 1);
+    p = 1.0f;
+    dt_optim_step(o, &p, &g, 1, 0.1); /* buf = 0.5, d = 0.5 + 0.45 = 0.95, p = 0.905 */
+    assert_float_equal(p, 0.905f, 1e-6);
+    dt_optim_step(o, &p, &g, 1, 0.1); /* buf = 0.95, d = 0.5 + 0.855, p = 0.7695 */
+    assert_float_equal(p, 0.7695f, 1e-6);
+    assert_int_equal(dt_optim_steps(o), 2);
+    dt_optim_free(o);
+}
+
+/* A constant gradient makes Adam's bias-corrected ratio m^/sqrt(v^) exactly 1: each step moves
+ * by lr (minus the eps effect). */
+static void test_adam_constant_gradient(void **state)
+{
+    (void)state;
+    struct dt_optim_config c = config(DT_OPTIM_ADAM);
+    float p[2] = {1.0f, 1.0f}, g[2] = {0.5f, -3.0f};
+    struct dt_optim *o = make(&c, 2);
+    for (int k = 0; k < 3; k++)
+        assert_int_equal(dt_optim_step(o, p, g, 2, 0.1), 0);
+    assert_float_equal(p[0], 0.7f, 1e-5);
+    assert_float_equal(p[1], 1.3f, 1e-5);
+    struct dt_optim_state s[DT_OPTIM_MAX_STATES];
+    assert_int_equal(dt_optim_states(o, s), 2);
+    assert_string_equal(s[0].name, "exp_avg");
+    assert_string_equal(s[1].name, "exp_avg_sq");
+    assert_float_equal(s[0].data[0], 0.5f * (1 - 0.9f * 0.9f * 0.9f), 1e-6);
+    assert_float_equal(s[1].data[1], 9.0 * (1 - pow(0.999, 3)), 1e-6);
+    assert_int_equal(dt_optim_steps(o), 3);
+    dt_optim_free(o);
+}
+
+static void test_adam_weight_decay_is_l2(void **state)
+{
+    (void)state;
+    struct dt_optim_config c = config(DT_OPTIM_ADAM);
+    c.weight_decay = 0.5;
+    c.eps = 0;
+    float p = 2.0f, g = 0.0f; /* g' = 0 + 0.5 * 2 = 1: first step moves by exactly lr */
+    struct dt_optim *o = make(&c, 1);
+    dt_optim_step(o, &p, &g, 1, 0.01);
+    assert_float_equal(p, 1.99f, 1e-6);
+    dt_optim_free(o);
+}
+
+static void test_adamw_decouples_decay(void **state)
+{
+    (void)state;
+    struct dt_optim_config c = config(DT_OPTIM_ADAMW);
+    assert_true(c.weight_decay == 0.01);
+    c.weight_decay = 0.5;
+    c.eps = 0;
+    float p = 2.0f, g = 0.25f;
+    struct dt_optim *o = make(&c, 1);
+    dt_optim_step(o, &p, &g, 1, 0.1); /* p = 2 * (1 - 0.05) - 0.1 * 1 */
+    assert_float_equal(p, 1.8f, 1e-6);
+    dt_optim_free(o);
+}
+
+/* v1 = 0.001 * 1, v2 = 0.999 * 0.001 + 0.001 * 1e-4 < v1: AMSGrad keeps v1 in the denominator. */
+static void test_amsgrad_keeps_the_maximum(void **state)
+{
+    (void)state;
+    struct dt_optim_config c = config(DT_OPTIM_ADAM);
+    c.amsgrad = true;
+    c.eps = 0;
+    float p = 0.0f, g1 = 1.0f, g2 = 0.01f;
+    struct dt_optim *o = make(&c, 1);
+    dt_optim_step(o, &p, &g1, 1, 0.1);
+    assert_float_equal(p, -0.1f, 1e-6);
+    dt_optim_step(o, &p, &g2, 1, 0.1);
+    struct dt_optim_state s[DT_OPTIM_MAX_STATES];
+    assert_int_equal(dt_optim_states(o, s), 3);
+    assert_string_equal(s[2].name, "max_exp_avg_sq");
+    assert_float_equal(s[2].data[0], 0.001f, 1e-9);
+    assert_true(s[1].data[0] < s[2].data[0]);
+    double m = 0.9 * 0.1 + 0.1 * 0.01, bc1 = 1 - 0.81, bc2 = 1 - 0.999 * 0.999;
+    double want = -0.1 - 0.1 / bc1 * m / (sqrt(0.001) / sqrt(bc2));
+    assert_float_equal(p, want, 1e-6);
+    dt_optim_free(o);
+}
+
+static void test_adadelta(void **state)
+{
+    (void)state;
+    struct dt_optim_config c = config(DT_OPTIM_ADADELTA);
+    assert_true(c.lr == 1.0 && c.rho == 0.9 && c.eps == 1e-6);
+    c.weight_decay = 0.1;
+    float p = 1.0f, g = 0.4f;
+    struct dt_optim *o = make(&c, 1);
+    dt_optim_step(o, &p, &g, 1, 1.0);
+    double gi = 0.4 + 0.1 * 1.0, sa = 0.1 * gi * gi;
+    double delta = sqrt(1e-6) / sqrt(sa + 1e-6) * gi, ad = 0.1 * delta * delta;
+    double want = 1.0 - delta;
+    assert_float_equal(p, want, 1e-7);
+    struct dt_optim_state s[DT_OPTIM_MAX_STATES];
+    assert_int_equal(dt_optim_states(o, s), 2);
+    assert_string_equal(s[0].name, "square_avg");
+    assert_string_equal(s[1].name, "acc_delta");
+    assert_float_equal(s[0].data[0], sa, 1e-8);
+    assert_float_equal(s[1].data[0], ad, 1e-10);
+    dt_optim_free(o);
+}
+
+/* State is allocated once: steps never move or resize it. */
+static void test_state_is_fixed(void **state)
+{
+    (void)state;
+    enum dt_optim_type types[] = {DT_OPTIM_SGD, DT_OPTIM_ADAM, DT_OPTIM_ADAMW, DT_OPTIM_ADADELTA};
+    float p[100] = {0}, g[100];
+    for (int i = 0; i < 100; i++)
+        g[i] = (float)i / 100;
+    for (int t = 0; t < 4; t++) {
+        struct dt_optim_config c = config(types[t]);
+        c.momentum = 0.9;
+        c.amsgrad = true;
+        struct dt_optim *o = make(&c, 100);
+        struct dt_optim_state before[DT_OPTIM_MAX_STATES], after[DT_OPTIM_MAX_STATES];
+        int n = dt_optim_states(o, before);
+        for (int k = 0; k < 5; k++)
+            assert_int_equal(dt_optim_step(o, p, g, 100, 0.01), 0);
+        assert_int_equal(dt_optim_states(o, after), n);
+        for (int i = 0; i < n; i++)
+            assert_ptr_equal(before[i].data, after[i].data);
+        assert_int_equal(dt_optim_size(o), 100);
+        assert_int_equal(dt_optim_steps(o), 5);
+        dt_optim_free(o);
+    }
+}
+
+static void test_type_names(void **state)
+{
+    (void)state;
+    enum dt_optim_type t;
+    assert_int_equal(dt_optim_type_parse("adamw", &t), 0);
+    assert_int_equal(t, DT_OPTIM_ADAMW);
+    assert_string_equal(dt_optim_type_name(DT_OPTIM_ADADELTA), "adadelta");
+    assert_int_equal(dt_optim_type_parse("rmsprop", &t), -DT_EUSAGE);
+    assert_string_equal(dt_last_error(),
+                        "unknown optimizer \"rmsprop\" (valid: sgd, adam, adamw, adadelta)");
+}
+
+static void expect_invalid(const struct dt_optim_config *c, const char *message)
+{
+    struct dt_optim *o = (struct dt_optim *)1;
+    assert_int_equal(dt_optim_create(&o, c, 4), -DT_EUSAGE);
+    assert_null(o);
+    assert_string_equal(dt_last_error(), message);
+}
+
+static void test_invalid_configs(void **state)
+{
+    (void)state;
+    struct dt_optim_config c = config(DT_OPTIM_SGD);
+    c.nesterov = true;
+    expect_invalid(&c, "sgd: nesterov requires momentum > 0 and dampening 0 (found momentum 0, "
+                       "dampening 0)");
+    c = config(DT_OPTIM_SGD);
+    c.lr = -1;
+    expect_invalid(&c, "sgd: invalid learning rate -1 (expected >= 0)");
+    c.lr = NAN;
+    expect_invalid(&c, "sgd: invalid learning rate nan (expected >= 0)");
+    c = config(DT_OPTIM_SGD);
+    c.momentum = -0.5;
+    expect_invalid(&c, "sgd: invalid momentum -0.5 (expected >= 0)");
+    c = config(DT_OPTIM_ADAM);
+    c.weight_decay = -1;
+    expect_invalid(&c, "adam: invalid weight_decay -1 (expected >= 0)");
+    c = config(DT_OPTIM_ADAMW);
+    c.beta1 = 1;
+    expect_invalid(&c, "adamw: invalid beta1 1 (expected 0 <= beta1 < 1)");
+    c = config(DT_OPTIM_ADAM);
+    c.beta2 = -0.1;
+    expect_invalid(&c, "adam: invalid beta2 -0.1 (expected 0 <= beta2 < 1)");
+    c = config(DT_OPTIM_ADAM);
+    c.eps = -1e-8;
+    expect_invalid(&c, "adam: invalid eps -1e-08 (expected >= 0)");
+    c = config(DT_OPTIM_ADADELTA);
+    c.rho = 1.5;
+    expect_invalid(&c, "adadelta: invalid rho 1.5 (expected 0 <= rho <= 1)");
+    c = config(DT_OPTIM_ADADELTA);
+    c.eps = -1;
+    expect_invalid(&c, "adadelta: invalid eps -1 (expected >= 0)");
+    c = config(DT_OPTIM_SGD);
+    c.type = (enum dt_optim_type)9;
+    expect_invalid(&c, "optimizer type 9 is not one of sgd, adam, adamw, adadelta");
+}
+
+static void test_step_size_mismatch(void **state)
+{
+    (void)state;
+    struct dt_optim_config c = config(DT_OPTIM_ADAM);
+    struct dt_optim *o = make(&c, 4);
+    float p[5] = {1, 2, 3, 4, 5}, g[5] = {1, 1, 1, 1, 1};
+    assert_int_equal(dt_optim_step(o, p, g, 5, 0.1), -DT_ERUNTIME);
+    assert_string_equal(dt_last_error(), "adam: step over 5 parameters, but the state holds 4");
+    assert_true(p[0] == 1.0f && dt_optim_steps(o) == 0);
+    dt_optim_free(o);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sgd_plain_and_weight_decay),
+        cmocka_unit_test(test_sgd_momentum_dampening_nesterov),
+        cmocka_unit_test(test_adam_constant_gradient),
+        cmocka_unit_test(test_adam_weight_decay_is_l2),
+        cmocka_unit_test(test_adamw_decouples_decay),
+        cmocka_unit_test(test_amsgrad_keeps_the_maximum),
+        cmocka_unit_test(test_adadelta),
+        cmocka_unit_test(test_state_is_fixed),
+        cmocka_unit_test(test_type_names),
+        cmocka_unit_test(test_invalid_configs),
+        cmocka_unit_test(test_step_size_mismatch),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
