@@ -149,8 +149,8 @@ static struct geom geom_of(const struct dt_conv_shape *s)
     g.pad_floats = g.pad ? round16((size_t)g.c * g.hp * g.wp) : 0;
     int ph = g.kh - 1 - g.pad, pw = g.kw - 1 - g.pad;
     size_t bin = (ph || pw) ? round16((size_t)g.k * (g.oh + 2 * ph) * (g.ow + 2 * pw)) : 0;
-    size_t bwt = g.pad_floats + round16((size_t)g.k * g.q) + round16((size_t)g.k * g.taps * LANES) +
-                 round16((size_t)g.k);
+    size_t bwt = g.pad_floats + (size_t)g.k * round16((size_t)g.q) +
+                 round16((size_t)g.k * g.taps * LANES) + round16((size_t)g.k);
     g.per_thread = bwt > bin ? bwt : bin;
     if (g.pad_floats > g.per_thread)
         g.per_thread = g.pad_floats;
@@ -416,8 +416,8 @@ static void conv_sample_simd(const struct plane_conv *p)
 
 /* acc[b][t] (vectors at pv + b*pv_stride + t*16) += sum over the extended pixels of
  * dye[b][q] * x[off[t] + q]. */
-INLINE SIMD void wgt_tile(const float *dye, int q_end, const float *in, const int *off, float *pv,
-                          size_t pv_stride, const int kb, const int tb)
+INLINE SIMD void wgt_tile(const float *dye, size_t dstride, int q_end, const float *in,
+                          const int *off, float *pv, size_t pv_stride, const int kb, const int tb)
 {
     __m512 acc[WGT_MAX_KB][WGT_MAX_TB];
     const float *xp[WGT_MAX_TB];
@@ -434,10 +434,13 @@ INLINE SIMD void wgt_tile(const float *dye, int q_end, const float *in, const in
         __m512 d[WGT_MAX_KB];
 #pragma GCC unroll 4
         for (int b = 0; b < kb; b++)
-            d[b] = _mm512_loadu_ps(dye + (size_t)b * q_end + q);
+            d[b] = _mm512_loadu_ps(dye + b * dstride + q);
 #pragma GCC unroll 6
         for (int t = 0; t < tb; t++) {
             __m512 x = _mm512_loadu_ps(xp[t] + q);
+            /* keep x in a register: gcc otherwise folds this load into each of the kb FMAs,
+             * quadrupling the (mostly cache-line-splitting) loads and halving the speed */
+            __asm__("" : "+v"(x));
 #pragma GCC unroll 4
             for (int b = 0; b < kb; b++)
                 acc[b][t] = _mm512_fmadd_ps(d[b], x, acc[b][t]);
@@ -448,7 +451,7 @@ INLINE SIMD void wgt_tile(const float *dye, int q_end, const float *in, const in
         __m512 d[WGT_MAX_KB];
 #pragma GCC unroll 4
         for (int b = 0; b < kb; b++)
-            d[b] = _mm512_maskz_loadu_ps(m, dye + (size_t)b * q_end + q);
+            d[b] = _mm512_maskz_loadu_ps(m, dye + b * dstride + q);
 #pragma GCC unroll 6
         for (int t = 0; t < tb; t++) {
             __m512 x = _mm512_maskz_loadu_ps(m, xp[t] + q);
@@ -464,13 +467,13 @@ INLINE SIMD void wgt_tile(const float *dye, int q_end, const float *in, const in
             _mm512_storeu_ps(pv + b * pv_stride + t * LANES, acc[b][t]);
 }
 
-static SIMD void wgt_tile_any(const float *dye, int q_end, const float *in, const int *off,
-                              float *pv, size_t pv_stride, int kb, int tb)
+static SIMD void wgt_tile_any(const float *dye, size_t dstride, int q_end, const float *in,
+                              const int *off, float *pv, size_t pv_stride, int kb, int tb)
 {
     switch ((kb - 1) * WGT_MAX_TB + tb - 1) {
 #define WGT_CASE(b, t)                                                                             \
     case ((b)-1) * WGT_MAX_TB + (t)-1:                                                             \
-        wgt_tile(dye, q_end, in, off, pv, pv_stride, b, t);                                        \
+        wgt_tile(dye, dstride, q_end, in, off, pv, pv_stride, b, t);                               \
         break;
 #define WGT_ROW(b)                                                                                 \
     WGT_CASE(b, 1) WGT_CASE(b, 2) WGT_CASE(b, 3) WGT_CASE(b, 4) WGT_CASE(b, 5) WGT_CASE(b, 6)
@@ -492,16 +495,17 @@ static void weight_sample_simd(const struct geom *g, const float *in, const floa
     int khw = g->kh * g->kw;
     int kbs = block_size(g->k, WGT_MAX_KB), tbs = block_size(g->taps, WGT_MAX_TB);
     size_t pv_stride = (size_t)g->taps * LANES;
-    for (int k0 = 0; k0 < g->k; k0 += kbs) {
-        int kb = g->k - k0 < kbs ? g->k - k0 : kbs;
-        for (int t0 = 0; t0 < g->taps; t0 += tbs) {
-            int tb = g->taps - t0 < tbs ? g->taps - t0 : tbs;
-            int off[WGT_MAX_TB];
-            for (int t = 0; t < tb; t++) {
-                int c = (t0 + t) / khw, r = (t0 + t) % khw;
-                off[t] = (int)(c * plane) + (r / g->kw) * g->wp + r % g->kw;
-            }
-            wgt_tile_any(dye + (size_t)k0 * g->q, g->q, in, off,
+    size_t dstride = round16((size_t)g->q);
+    for (int t0 = 0; t0 < g->taps; t0 += tbs) {
+        int tb = g->taps - t0 < tbs ? g->taps - t0 : tbs;
+        int off[WGT_MAX_TB];
+        for (int t = 0; t < tb; t++) {
+            int c = (t0 + t) / khw, r = (t0 + t) % khw;
+            off[t] = (int)(c * plane) + (r / g->kw) * g->wp + r % g->kw;
+        }
+        for (int k0 = 0; k0 < g->k; k0 += kbs) {
+            int kb = g->k - k0 < kbs ? g->k - k0 : kbs;
+            wgt_tile_any(dye + (size_t)k0 * dstride, dstride, g->q, in, off,
                          pv + (size_t)k0 * pv_stride + (size_t)t0 * LANES, pv_stride, kb, tb);
         }
     }
@@ -617,11 +621,28 @@ int dt_conv_direct_backward_input(const struct dt_conv_shape *s, const float *dy
     return 0;
 }
 
+/* Sum in 16 independent lanes, then the lanes in order: vectorisable without reassociating
+ * (a single running float sum is one long dependency chain, slower than the whole gradient). */
+static float sum_floats(const float *p, size_t n)
+{
+    float lane[LANES] = {0};
+    size_t i = 0;
+    for (; i + LANES <= n; i += LANES)
+        for (int l = 0; l < LANES; l++)
+            lane[l] += p[i + l];
+    for (; i < n; i++)
+        lane[i % LANES] += p[i];
+    float sum = 0.0f;
+    for (int l = 0; l < LANES; l++)
+        sum += lane[l];
+    return sum;
+}
+
 /* dy[k][oh][ow] -> dye[k][q_end] in the extended layout, junk columns zero. */
 static void extend_dy(const struct geom *g, const float *dy, float *dye)
 {
     for (int k = 0; k < g->k; k++) {
-        float *d = dye + (size_t)k * g->q;
+        float *d = dye + k * round16((size_t)g->q);
         const float *src = dy + (size_t)k * g->oh * g->ow;
         for (int r = 0; r < g->oh; r++) {
             memcpy(d + (size_t)r * g->wp, src + (size_t)r * g->ow, sizeof(float) * g->ow);
@@ -641,7 +662,7 @@ static struct wgt_scratch wgt_scratch_of(const struct geom *g, float *base)
     struct wgt_scratch w;
     w.pad = base;
     w.dye = w.pad + g->pad_floats;
-    w.acc = w.dye + round16((size_t)g->k * g->q);
+    w.acc = w.dye + (size_t)g->k * round16((size_t)g->q);
     w.db = w.acc + round16((size_t)g->k * g->taps * LANES);
     return w;
 }
@@ -668,12 +689,8 @@ int dt_conv_direct_backward_weight(const struct dt_conv_shape *s, const float *x
             const float *in =
                 pad_planes(x + (size_t)n * g.c * g.h * g.w, g.c, g.h, g.w, g.pad, g.pad, ws.pad);
             const float *dyn = dy + (size_t)n * g.k * oplane;
-            for (int k = 0; k < g.k; k++) {
-                float sum = 0.0f;
-                for (size_t i = 0; i < oplane; i++)
-                    sum += dyn[k * oplane + i];
-                ws.db[k] += sum;
-            }
+            for (int k = 0; db && k < g.k; k++)
+                ws.db[k] += sum_floats(dyn + k * oplane, oplane);
             if (simd) {
                 extend_dy(&g, dyn, ws.dye);
                 weight_sample_simd(&g, in, ws.dye, ws.acc);
