@@ -1,0 +1,337 @@
+/* Benchmark: nn/conv_direct kernels against im2col + OpenBLAS sgemm, side by side in one run.
+ *
+ * Times forward, weight gradient and input gradient of the reference models' convolutions
+ * (ConvNet at batch 128, CIFAR CNN at batch 32) with 1 and 2 threads and prints the median of
+ * several repeats in ms and GFLOP/s (2 * N * K * C * kh * kw * OH * OW per product). Both sides
+ * parallelise over samples with OpenMP; OpenBLAS runs single-threaded inside each thread, the
+ * fastest way to use it at these small per-sample GEMMs. The im2col side includes its
+ * im2col/col2im, bias, ReLU and partial-sum reduction, which a layer would also have to do.
+ * Each pair of results is checked to agree, so a wrong fast kernel cannot post a good time.
+ *
+ * Build and run (from the repository root): make -C bench && ./build/bench/conv_kernels [repeats]
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cblas.h>
+#include <omp.h>
+
+#include "nn/conv_direct.h"
+#include "util/err.h"
+
+struct bench_case {
+    const char *name;
+    struct dt_conv_shape s;
+};
+
+static const struct bench_case cases[] = {
+    {"convnet.conv1 1->16 28x28", {128, 1, 28, 28, 16, 3, 3, 1, 0}},
+    {"convnet.conv2 16->32 26x26", {128, 16, 26, 26, 32, 3, 3, 1, 0}},
+    {"cifar.conv1 3->32 32x32 p1", {32, 3, 32, 32, 32, 3, 3, 1, 1}},
+    {"cifar.conv2 32->64 16x16 p1", {32, 32, 16, 16, 64, 3, 3, 1, 1}},
+};
+
+struct bufs {
+    struct dt_conv_shape s;
+    int oh, ow, taps, pix;
+    size_t nx, nw, ny;
+    float *x, *w, *b, *dy;
+    float *y[2], *dw[2], *db[2], *dx[2]; /* [0] direct, [1] im2col */
+    float *scratch;
+    size_t nscratch;
+    float *col, *part; /* per thread: column matrix, partial dw + db */
+    int threads;
+};
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static float *alloc_floats(size_t n)
+{
+    float *p = aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64);
+    if (!p) {
+        fprintf(stderr, "out of memory\n");
+        exit(1);
+    }
+    for (size_t i = 0; i < n; i++)
+        p[i] = (float)((i * 2654435761u) % 2001) / 1000.0f - 1.0f;
+    return p;
+}
+
+static void im2col(const struct bufs *B, const float *x, float *col)
+{
+    const struct dt_conv_shape *s = &B->s;
+    for (int c = 0; c < s->c; c++)
+        for (int i = 0; i < s->kh; i++)
+            for (int j = 0; j < s->kw; j++) {
+                float *dst = col + (size_t)((c * s->kh + i) * s->kw + j) * B->pix;
+                for (int r = 0; r < B->oh; r++) {
+                    int xr = r + i - s->pad;
+                    for (int q = 0; q < B->ow; q++) {
+                        int xc = q + j - s->pad;
+                        bool in = xr >= 0 && xr < s->h && xc >= 0 && xc < s->w;
+                        dst[r * B->ow + q] = in ? x[((size_t)c * s->h + xr) * s->w + xc] : 0.0f;
+                    }
+                }
+            }
+}
+
+static void col2im(const struct bufs *B, const float *col, float *x)
+{
+    const struct dt_conv_shape *s = &B->s;
+    memset(x, 0, sizeof(float) * (size_t)s->c * s->h * s->w);
+    for (int c = 0; c < s->c; c++)
+        for (int i = 0; i < s->kh; i++)
+            for (int j = 0; j < s->kw; j++) {
+                const float *src = col + (size_t)((c * s->kh + i) * s->kw + j) * B->pix;
+                for (int r = 0; r < B->oh; r++) {
+                    int xr = r + i - s->pad;
+                    if (xr < 0 || xr >= s->h)
+                        continue;
+                    for (int q = 0; q < B->ow; q++) {
+                        int xc = q + j - s->pad;
+                        if (xc >= 0 && xc < s->w)
+                            x[((size_t)c * s->h + xr) * s->w + xc] += src[r * B->ow + q];
+                    }
+                }
+            }
+}
+
+static void gemm_forward(struct bufs *B)
+{
+    const struct dt_conv_shape *s = &B->s;
+#pragma omp parallel num_threads(B->threads)
+    {
+        float *col = B->col + (size_t)omp_get_thread_num() * B->taps * B->pix;
+#pragma omp for schedule(static)
+        for (int n = 0; n < s->n; n++) {
+            float *y = B->y[1] + (size_t)n * s->k * B->pix;
+            im2col(B, B->x + (size_t)n * s->c * s->h * s->w, col);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s->k, B->pix, B->taps, 1.0f,
+                        B->w, B->taps, col, B->pix, 0.0f, y, B->pix);
+            for (int k = 0; k < s->k; k++)
+                for (int p = 0; p < B->pix; p++) {
+                    float v = y[k * B->pix + p] + B->b[k];
+                    y[k * B->pix + p] = v > 0.0f ? v : 0.0f;
+                }
+        }
+    }
+}
+
+static void gemm_backward_weight(struct bufs *B)
+{
+    const struct dt_conv_shape *s = &B->s;
+    size_t nw = B->nw, stride = nw + (size_t)s->k;
+#pragma omp parallel num_threads(B->threads)
+    {
+        int tid = omp_get_thread_num(), team = omp_get_num_threads();
+        float *col = B->col + (size_t)tid * B->taps * B->pix;
+        float *part = B->part + tid * stride;
+        memset(part, 0, sizeof(float) * stride);
+        for (int n = s->n * tid / team; n < s->n * (tid + 1) / team; n++) {
+            const float *dy = B->dy + (size_t)n * s->k * B->pix;
+            im2col(B, B->x + (size_t)n * s->c * s->h * s->w, col);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s->k, B->taps, B->pix, 1.0f, dy,
+                        B->pix, col, B->pix, 1.0f, part, B->taps);
+            for (int k = 0; k < s->k; k++)
+                for (int p = 0; p < B->pix; p++)
+                    part[nw + k] += dy[k * B->pix + p];
+        }
+#pragma omp barrier
+#pragma omp for schedule(static)
+        for (size_t i = 0; i < stride; i++) {
+            float sum = 0.0f;
+            for (int t = 0; t < team; t++)
+                sum += B->part[t * stride + i];
+            if (i < nw)
+                B->dw[1][i] += sum;
+            else
+                B->db[1][i - nw] += sum;
+        }
+    }
+}
+
+static void gemm_backward_input(struct bufs *B)
+{
+    const struct dt_conv_shape *s = &B->s;
+#pragma omp parallel num_threads(B->threads)
+    {
+        float *col = B->col + (size_t)omp_get_thread_num() * B->taps * B->pix;
+#pragma omp for schedule(static)
+        for (int n = 0; n < s->n; n++) {
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, B->taps, B->pix, s->k, 1.0f, B->w,
+                        B->taps, B->dy + (size_t)n * s->k * B->pix, B->pix, 0.0f, col, B->pix);
+            col2im(B, col, B->dx[1] + (size_t)n * s->c * s->h * s->w);
+        }
+    }
+}
+
+static void direct_forward(struct bufs *B)
+{
+    if (dt_conv_direct_forward(&B->s, B->x, B->w, B->b, B->y[0], 1, B->scratch, B->nscratch,
+                               B->threads)) {
+        fprintf(stderr, "%s\n", dt_last_error());
+        exit(1);
+    }
+}
+
+static void direct_backward_weight(struct bufs *B)
+{
+    if (dt_conv_direct_backward_weight(&B->s, B->x, B->dy, B->dw[0], B->db[0], B->scratch,
+                                       B->nscratch, B->threads)) {
+        fprintf(stderr, "%s\n", dt_last_error());
+        exit(1);
+    }
+}
+
+static void direct_backward_input(struct bufs *B)
+{
+    if (dt_conv_direct_backward_input(&B->s, B->dy, B->w, B->dx[0], B->scratch, B->nscratch,
+                                      B->threads)) {
+        fprintf(stderr, "%s\n", dt_last_error());
+        exit(1);
+    }
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+struct timing {
+    double median, best; /* ms */
+};
+
+static struct timing summarize(double *t, int repeats)
+{
+    qsort(t, (size_t)repeats, sizeof t[0], cmp_double);
+    return (struct timing){t[repeats / 2], t[0]};
+}
+
+/* Times the two implementations alternately, so a noisy neighbour slows both alike. */
+static void time_pair(void (*direct)(struct bufs *), void (*gemm)(struct bufs *), struct bufs *B,
+                      int repeats, struct timing *td, struct timing *tg)
+{
+    double a[64], b[64];
+    direct(B), gemm(B); /* warm-up: page faults, caches, thread pool */
+    for (int r = 0; r < repeats; r++) {
+        double t0 = now();
+        direct(B);
+        double t1 = now();
+        gemm(B);
+        a[r] = (t1 - t0) * 1e3;
+        b[r] = (now() - t1) * 1e3;
+    }
+    *td = summarize(a, repeats);
+    *tg = summarize(b, repeats);
+}
+
+/* Largest |a - b| relative to the largest |b|. */
+static double rel_diff(const float *a, const float *b, size_t n)
+{
+    double d = 0.0, m = 1e-30;
+    for (size_t i = 0; i < n; i++) {
+        d = fmax(d, fabs((double)a[i] - b[i]));
+        m = fmax(m, fabs((double)b[i]));
+    }
+    return d / m;
+}
+
+static void setup(struct bufs *B, const struct dt_conv_shape *s, int threads)
+{
+    memset(B, 0, sizeof *B);
+    B->s = *s;
+    B->threads = threads;
+    B->oh = dt_conv_direct_out_h(s);
+    B->ow = dt_conv_direct_out_w(s);
+    B->pix = B->oh * B->ow;
+    B->taps = s->c * s->kh * s->kw;
+    B->nx = (size_t)s->n * s->c * s->h * s->w;
+    B->nw = (size_t)s->k * B->taps;
+    B->ny = (size_t)s->n * s->k * B->pix;
+    B->x = alloc_floats(B->nx);
+    B->w = alloc_floats(B->nw);
+    B->b = alloc_floats((size_t)s->k);
+    B->dy = alloc_floats(B->ny);
+    for (int i = 0; i < 2; i++) {
+        B->y[i] = alloc_floats(B->ny);
+        B->dw[i] = alloc_floats(B->nw);
+        B->db[i] = alloc_floats((size_t)s->k);
+        B->dx[i] = alloc_floats(B->nx);
+    }
+    B->nscratch = dt_conv_direct_scratch_floats(s, threads);
+    B->scratch = alloc_floats(B->nscratch);
+    B->col = alloc_floats((size_t)threads * B->taps * B->pix);
+    B->part = alloc_floats((size_t)threads * (B->nw + s->k));
+}
+
+static void teardown(struct bufs *B)
+{
+    free(B->x), free(B->w), free(B->b), free(B->dy), free(B->scratch), free(B->col);
+    free(B->part);
+    for (int i = 0; i < 2; i++)
+        free(B->y[i]), free(B->dw[i]), free(B->db[i]), free(B->dx[i]);
+}
+
+int main(int argc, char **argv)
+{
+    int repeats = argc > 1 ? atoi(argv[1]) : 9;
+    if (repeats < 1 || repeats > 64) {
+        fprintf(stderr, "usage: conv_kernels [repeats 1..64]\n");
+        return 2;
+    }
+    /* OpenBLAS would start its own threads under a 1-thread OpenMP team (not "in parallel") */
+    openblas_set_num_threads(1);
+    printf("direct kernels: %s path; ms and GF/s: median of %d repeats, best: GF/s of the fastest; "
+           "GFLOP = 2*N*K*C*kh*kw*OH*OW / time\n",
+           dt_conv_direct_uses_simd() ? "AVX-512" : "portable", repeats);
+    printf("%-28s %3s %-8s %20s   %20s %7s %8s\n", "", "", "", "---- direct ----",
+           "--- im2col+sgemm ---", "", "");
+    printf("%-28s %3s %-8s %6s %6s %6s   %6s %6s %6s %7s %8s\n", "conv", "thr", "product", "ms",
+           "GF/s", "best", "ms", "GF/s", "best", "speedup", "rel.diff");
+    for (int threads = 1; threads <= 2; threads++) {
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            struct bufs B;
+            setup(&B, &cases[c].s, threads);
+            double gflop = 2.0 * B.ny * B.taps * 1e-9;
+            struct {
+                const char *name;
+                void (*direct)(struct bufs *);
+                void (*gemm)(struct bufs *);
+            } ops[] = {{"forward", direct_forward, gemm_forward},
+                       {"bwd-w", direct_backward_weight, gemm_backward_weight},
+                       {"bwd-in", direct_backward_input, gemm_backward_input}};
+            for (int o = 0; o < 3; o++) {
+                struct timing td, tg;
+                time_pair(ops[o].direct, ops[o].gemm, &B, repeats, &td, &tg);
+                double diff;
+                if (o == 0) {
+                    diff = rel_diff(B.y[0], B.y[1], B.ny);
+                } else if (o == 1) {
+                    /* both accumulated the same number of times from different starts */
+                    memset(B.dw[0], 0, sizeof(float) * B.nw);
+                    memset(B.dw[1], 0, sizeof(float) * B.nw);
+                    ops[o].direct(&B), ops[o].gemm(&B);
+                    diff = rel_diff(B.dw[0], B.dw[1], B.nw);
+                } else {
+                    diff = rel_diff(B.dx[0], B.dx[1], B.nx);
+                }
+                printf("%-28s %3d %-8s %6.2f %6.1f %6.1f   %6.2f %6.1f %6.1f %6.2fx %8.1e\n",
+                       cases[c].name, threads, ops[o].name, td.median, gflop / td.median * 1e3,
+                       gflop / td.best * 1e3, tg.median, gflop / tg.median * 1e3,
+                       gflop / tg.best * 1e3, tg.median / td.median, diff);
+                fflush(stdout);
+            }
+            teardown(&B);
+        }
+    }
+    return 0;
+}
