@@ -210,7 +210,6 @@ static int train_step(struct rank_state *st, const struct run *run, uint64_t epo
     if ((rc = dt_optim_step(st->optim, st->model->params, st->model->grads, st->model->nparams, lr)))
         return rc;
     return 0;
-    return 0;
 }
 
 static void emit_epoch_json(const struct run *run, const struct rank_state *st, int epoch,
@@ -406,7 +405,7 @@ int dt_train_run(const struct dt_config *cfg, const struct dt_train_options *opt
     struct sigaction old_int, old_term;
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
-    rc = dt_run_ranks(cfg, opt->verbose, rank_main, &run);
+    rc = dt_run_ranks(cfg, &opt->job, rank_main, &run);
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
     dt_data_free(&data);
