@@ -294,7 +294,7 @@ static void test_single_rank_and_bad_options(void **state)
 #ifndef DTRAIN_MPI
     assert_int_equal(dt_mpi_comm_create(&c), -DT_EUSAGE);
     assert_string_equal(dt_last_error(),
-                        "--backend mpi: this dtrain was built without MPI (make MPI=1)");
+                        "--backend mpi: this dtrain was built without MPI (use build-mpi/dtrain from make dtrain-mpi)");
 #endif
 }
 
