@@ -217,6 +217,64 @@ static void test_cores_mode_invariants(void **state)
     dt_topology_free(&t);
 }
 
+/* The same rules under 300 pseudo-random affinity masks (uneven sockets, lone siblings) and
+ * every job size up to twice the mask: usable CPUs only, disjoint ranks of `threads` CPUs
+ * while the job fits, siblings only beyond the physical cores, a flag exactly when it does
+ * not fit. */
+static void test_cores_mode_random_masks(void **state)
+{
+    struct fixture *fx = *state;
+    fake_2s4c2t(fx->root);
+    unsigned x = 12345;
+    for (int trial = 0; trial < 300; trial++) {
+        int ids[16], n = 0;
+        while (n == 0)
+            for (int c = 0; c < 16; c++) {
+                x = x * 1103515245u + 12345u;
+                if ((x >> 16) & 1)
+                    ids[n++] = c;
+            }
+        char mask[64];
+        dt_cpu_list_format(ids, n, mask, sizeof mask);
+        struct dt_topology t = read_ok(fx->root, mask);
+        assert_int_equal(t.ncpus, n);
+        int smt_of[16];
+        bool usable[16] = {false};
+        for (int i = 0; i < n; i++)
+            smt_of[t.cpus[i].id] = t.cpus[i].smt, usable[t.cpus[i].id] = true;
+        for (int ranks = 1; ranks <= 2 * n; ranks++)
+            for (int threads = 1; ranks * threads <= 2 * n; threads++) {
+                struct dt_pin_plan p;
+                assert_int_equal(dt_pin_plan_make(&p, &t, DT_PIN_CORES, NULL, ranks, threads), 0);
+                bool fits = ranks * threads <= n;
+                int seen[16] = {0}, siblings = 0;
+                for (int r = 0; r < ranks; r++) {
+                    assert_true(p.ncpus[r] >= 1 && p.ncpus[r] <= threads);
+                    for (int j = 0; j < p.ncpus[r]; j++) {
+                        int c = p.cpus[r * p.stride + j];
+                        if (c < 0 || c >= 16 || !usable[c])
+                            fail_msg("mask %s, %dx%d: CPU %d", mask, ranks, threads, c);
+                        seen[c]++;
+                        siblings += smt_of[c] > 0;
+                    }
+                    if (fits)
+                        assert_int_equal(p.ncpus[r], threads);
+                }
+                assert_int_equal(p.oversubscribed, !fits);
+                if (fits) {
+                    int want = ranks * threads - t.cores;
+                    for (int c = 0; c < 16; c++)
+                        assert_true(seen[c] <= 1);
+                    if (siblings != (want > 0 ? want : 0))
+                        fail_msg("mask %s, %dx%d: %d siblings, want %d", mask, ranks, threads,
+                                 siblings, want > 0 ? want : 0);
+                }
+                dt_pin_plan_free(&p);
+            }
+        dt_topology_free(&t);
+    }
+}
+
 static void test_sockets_none_list_modes(void **state)
 {
     struct fixture *fx = *state;
@@ -480,6 +538,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_reads_fake_tree, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cores_mode, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cores_mode_invariants, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cores_mode_random_masks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sockets_none_list_modes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restricted_mask, setup, teardown),
         cmocka_unit_test_setup_teardown(test_oversubscription, setup, teardown),
