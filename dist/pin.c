@@ -87,16 +87,17 @@ static void take(struct placer *pl, int i)
     pl->seq[pl->got++] = c->id;
 }
 
-/* Free threads of socket s: below rank K, and at rank K. */
-static void socket_room(const struct placer *pl, int s, int *lower, int *at_level)
+/* Free threads per socket: below rank K (lower[]), and at rank K (at_level[]). */
+static void socket_room(const struct placer *pl, int *lower, int *at_level)
 {
-    *lower = *at_level = 0;
+    for (int s = 0; s < pl->t->sockets; s++)
+        lower[s] = at_level[s] = 0;
     for (int i = 0; i < pl->t->ncpus; i++) {
         const struct dt_cpu *c = &pl->t->cpus[i];
-        if (c->socket != s || pl->used[i])
+        if (pl->used[i])
             continue;
-        *lower += c->smt < pl->level;
-        *at_level += c->smt == pl->level;
+        lower[c->socket] += c->smt < pl->level;
+        at_level[c->socket] += c->smt == pl->level;
     }
 }
 
@@ -119,20 +120,21 @@ static void take_from_socket(struct placer *pl, int s)
         }
 }
 
-static void place_rank(struct placer *pl, int *lower, int *room)
+/* False only if the budget arithmetic were wrong: the budget always covers the rank.
+ * lower[] and room[] are scratch, one entry per socket. */
+static bool place_rank(struct placer *pl, int *lower, int *room)
 {
     int sockets = pl->t->sockets, best = -1, best_lower = -1;
+    socket_room(pl, lower, room);
     for (int s = 0; s < sockets; s++) {
-        int at_level;
-        socket_room(pl, s, &lower[s], &at_level);
-        room[s] = lower[s] + (at_level < pl->rem ? at_level : pl->rem);
+        room[s] = lower[s] + (room[s] < pl->rem ? room[s] : pl->rem);
         int whole = lower[s] < pl->want ? lower[s] : pl->want;
         if (room[s] >= pl->want && whole > best_lower)
             best = s, best_lower = whole;
     }
     if (best >= 0) {
         take_from_socket(pl, best);
-        return;
+        return pl->got == pl->want;
     }
     /* Spans sockets: the roomiest first keeps most of the rank together. */
     while (pl->got < pl->want) {
@@ -140,9 +142,12 @@ static void place_rank(struct placer *pl, int *lower, int *room)
         for (int u = 1; u < sockets; u++)
             if (room[u] > room[s])
                 s = u;
+        if (room[s] < 0)
+            return false;
         take_from_socket(pl, s);
         room[s] = -1;
     }
+    return true;
 }
 
 /* Places `ranks` ranks of `threads` CPUs each; ranks x threads <= ncpus. seq is rank-major. */
@@ -173,7 +178,10 @@ static int place_cores(const struct dt_topology *t, int ranks, int threads, int 
         pl.rem -= t->cpus[i].smt < pl.level;
     for (int r = 0; r < ranks; r++) {
         pl.rank = r, pl.got = 0, pl.seq = seq + (size_t)r * (size_t)threads;
-        place_rank(&pl, lower, room);
+        if (!place_rank(&pl, lower, room)) {
+            rc = dt_fail(DT_ERUNTIME, "pin plan: no room left for rank %d (a bug)", r);
+            break;
+        }
     }
 out:
     free(pl.order);
