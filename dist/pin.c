@@ -8,8 +8,15 @@
  * can break. Ranks are then placed one by one: into the socket that can hold the whole rank
  * within the budget and gives it the most threads below rank K (ties: the lowest socket, which
  * packs ranks compactly); if no socket can, the rank spans sockets, fullest first. Rank-K
- * threads go preferably to cores the rank already holds, so a rank that must use SMT pairs
- * pairs with itself rather than with a neighbour.
+ * threads go preferably to cores the rank already holds.
+ *
+ * Placing ranks one by one spreads the early ranks over first threads and leaves the later
+ * ones their siblings (4 x 4 on 2 sockets x 4 cores x SMT2 would give 0-3 | 4-7 | 8-11 |
+ * 12-15: every core shared by two ranks). Two ranks on one core evict each other's L1/L2 and
+ * interfere in a way a rank's own threads, working on the same GEMM panels, do not. So a last
+ * pass re-deals, per socket, the threads of the ranks that live wholly in it core by core
+ * (0-1,8-9 | 2-3,10-11 ...), and keeps the result only if fewer cores end up shared between
+ * ranks. The set of CPUs used, and each rank's socket, do not change.
  *
  * Every mode produces raw per-rank CPU sequences (`threads` long, possibly repeating when
  * wrapped); finish_plan() turns them into sorted distinct sets and computes `oversubscribed`.
@@ -150,6 +157,89 @@ static bool place_rank(struct placer *pl, int *lower, int *room)
     return true;
 }
 
+/* Core-major position of CPU index i: threads of one core are adjacent. */
+static int by_core(const void *a, const void *b, void *arg)
+{
+    const struct dt_cpu *c = arg, *x = &c[*(const int *)a], *y = &c[*(const int *)b];
+    return x->core != y->core ? x->core - y->core : x->smt - y->smt;
+}
+
+/* Cores (of the CPU indices pool[0..n), core-major) whose threads belong to more than one
+ * rank, with owner[k] the rank of pool[k]. */
+static int shared_cores(const struct dt_topology *t, const int *pool, const int *owner, int n)
+{
+    int shared = 0;
+    for (int k = 1, counted = -1; k < n; k++) {
+        int core = t->cpus[pool[k]].core;
+        if (core == t->cpus[pool[k - 1]].core && owner[k] != owner[k - 1] && core != counted)
+            shared++, counted = core;
+    }
+    return shared;
+}
+
+/* The re-deal described in the file comment, for socket s. rank_socket[r]: r's socket, or
+ * -1 when it spans; cpu_rank[i]: the rank holding CPU index i, or -1. */
+static void redeal_socket(const struct dt_topology *t, int s, int ranks, int threads, int *seq,
+                          const int *rank_socket, const int *cpu_rank, const int *core_major,
+                          int *scratch)
+{
+    int *pool = scratch, *owner = scratch + t->ncpus, *dealt = scratch + 2 * t->ncpus;
+    int *members = scratch + 3 * t->ncpus, n = 0, m = 0;
+    for (int k = 0; k < t->ncpus; k++) {
+        int i = core_major[k], r = cpu_rank[i];
+        if (t->cpus[i].socket == s && r >= 0 && rank_socket[r] == s)
+            pool[n] = i, owner[n++] = r;
+    }
+    for (int r = 0; r < ranks; r++)
+        if (rank_socket[r] == s)
+            members[m++] = r;
+    for (int k = 0; k < n; k++)
+        dealt[k] = members[k / threads];
+    if (m < 2 || shared_cores(t, pool, dealt, n) >= shared_cores(t, pool, owner, n))
+        return;
+    for (int k = 0; k < n; k++)
+        seq[(size_t)dealt[k] * threads + k % threads] = t->cpus[pool[k]].id;
+}
+
+static int redeal_by_core(const struct dt_topology *t, int ranks, int threads, int *seq)
+{
+    int n = t->ncpus;
+    int *index_of = malloc(sizeof(int) * DT_TOPO_MAX_CPUS);
+    int *cpu_rank = malloc(sizeof(int) * (size_t)n);
+    int *core_major = malloc(sizeof(int) * (size_t)n);
+    int *rank_socket = malloc(sizeof(int) * (size_t)ranks);
+    int *scratch = malloc(sizeof(int) * 4 * (size_t)n);
+    int rc = 0;
+    if (!index_of || !cpu_rank || !core_major || !rank_socket || !scratch) {
+        rc = dt_fail(DT_ERUNTIME, "out of memory planning CPU pinning");
+        goto out;
+    }
+    for (int i = 0; i < n; i++)
+        index_of[t->cpus[i].id] = i, cpu_rank[i] = -1, core_major[i] = i;
+    qsort_r(core_major, (size_t)n, sizeof(int), by_core, t->cpus);
+    for (int r = 0; r < ranks; r++) {
+        const int *mine = seq + (size_t)r * threads;
+        rank_socket[r] = t->cpus[index_of[mine[0]]].socket;
+        for (int j = 0; j < threads; j++) {
+            const struct dt_cpu *c = &t->cpus[index_of[mine[j]]];
+            cpu_rank[index_of[mine[j]]] = r;
+            if (c->socket != rank_socket[r])
+                rank_socket[r] = -1;
+        }
+    }
+    /* A rank that became -1 part-way marked its earlier CPUs with its id: harmless, the pool
+     * only takes CPUs of ranks whose socket is s. */
+    for (int s = 0; s < t->sockets; s++)
+        redeal_socket(t, s, ranks, threads, seq, rank_socket, cpu_rank, core_major, scratch);
+out:
+    free(index_of);
+    free(cpu_rank);
+    free(core_major);
+    free(rank_socket);
+    free(scratch);
+    return rc;
+}
+
 /* Places `ranks` ranks of `threads` CPUs each; ranks x threads <= ncpus. seq is rank-major. */
 static int place_cores(const struct dt_topology *t, int ranks, int threads, int *seq)
 {
@@ -183,6 +273,8 @@ static int place_cores(const struct dt_topology *t, int ranks, int threads, int 
             break;
         }
     }
+    if (rc == 0)
+        rc = redeal_by_core(t, ranks, threads, seq);
 out:
     free(pl.order);
     free(pl.used);

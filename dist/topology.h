@@ -14,6 +14,8 @@
  *            instances x threads needs. Each rank is kept inside one socket whenever that
  *            socket still has room for it (preferring the socket that gives it the most
  *            whole cores); a rank that fits nowhere spans sockets, fullest socket first.
+ *            When siblings are needed, the ranks of a socket get whole cores (both threads
+ *            of a core in one rank) wherever that leaves fewer cores shared between ranks.
  *   sockets  rank r gets every usable CPU of socket r % sockets.
  *   none     no pinning (each rank keeps the whole mask).
  *   list     an explicit "0-7,16-23" list (like KMP_AFFINITY's proclist): rank r takes

@@ -177,11 +177,33 @@ static void test_cores_mode(void **state)
     /* Rank 2 fits in neither socket's leftovers: it spans, takes the two idle cores first
      * and then one sibling, of its own core. */
     expect_plan(&t, DT_PIN_CORES, NULL, 3, 3, "0-2|4-6|3,7,11", false);
-    expect_plan(&t, DT_PIN_CORES, NULL, 3, 4, "0-3|4-7|8-11", false);
-    expect_plan(&t, DT_PIN_CORES, NULL, 4, 4, "0-3|4-7|8-11|12-15", false);
+    /* Siblings are needed: each rank gets whole cores rather than sharing with another. */
+    expect_plan(&t, DT_PIN_CORES, NULL, 3, 4, "0-1,8-9|4-7|2-3,10-11", false);
+    expect_plan(&t, DT_PIN_CORES, NULL, 4, 4, "0-1,8-9|4-5,12-13|2-3,10-11|6-7,14-15", false);
+    expect_plan(&t, DT_PIN_CORES, NULL, 2, 6, "0-3,8-9|4-7,12-13", false);
+    /* One thread per rank: sharing cannot be avoided, the plain order stays. */
+    expect_plan(&t, DT_PIN_CORES, NULL, 16, 1, "0|1|2|3|4|5|6|7|8|9|10|11|12|13|14|15", false);
     expect_plan(&t, DT_PIN_CORES, NULL, 1, 16, "0-15", false);
     expect_plan(&t, DT_PIN_CORES, NULL, 2, 2, "0-1|2-3", false); /* compact */
     expect_plan(&t, DT_PIN_CORES, NULL, 1, 1, "0", false);
+    dt_topology_free(&t);
+}
+
+/* Siblings numbered next to each other (cpu 2k and 2k+1 share a core, as on many AMD
+ * machines and VMs): the rules follow the topology, not the numbering. */
+static void test_adjacent_sibling_numbering(void **state)
+{
+    struct fixture *fx = *state;
+    fake_online(fx->root, "0-7\n");
+    for (int c = 0; c < 8; c++)
+        fake_cpu(fx->root, c, 0, c / 2);
+    struct dt_topology t = read_ok(fx->root, "0-7");
+    assert_describe(&t, "1 socket, 4 cores, 8 CPUs usable (SMT 2)");
+    expect_plan(&t, DT_PIN_CORES, NULL, 1, 4, "0,2,4,6", false);
+    expect_plan(&t, DT_PIN_CORES, NULL, 2, 2, "0,2|4,6", false);
+    expect_plan(&t, DT_PIN_CORES, NULL, 2, 4, "0-3|4-7", false);
+    expect_plan(&t, DT_PIN_CORES, NULL, 4, 2, "0-1|2-3|4-5|6-7", false);
+    expect_plan(&t, DT_PIN_CORES, NULL, 1, 5, "0-2,4,6", false);
     dt_topology_free(&t);
 }
 
@@ -356,7 +378,8 @@ static void test_oversubscription(void **state)
     /* Ranks past the R = 16/8 that fit repeat rank r % R, sockets kept. */
     t = read_ok(fx->root, "0-15");
     expect_plan(&t, DT_PIN_CORES, NULL, 3, 8, "0-3,8-11|4-7,12-15|0-3,8-11", true);
-    expect_plan(&t, DT_PIN_CORES, NULL, 5, 4, "0-3|4-7|8-11|12-15|0-3", true);
+    expect_plan(&t, DT_PIN_CORES, NULL, 5, 4, "0-1,8-9|4-5,12-13|2-3,10-11|6-7,14-15|0-1,8-9",
+                true);
     expect_plan(&t, DT_PIN_CORES, NULL, 1, 17, "0-15", true);
     dt_topology_free(&t);
 }
@@ -538,6 +561,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_reads_fake_tree, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cores_mode, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cores_mode_invariants, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_adjacent_sibling_numbering, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cores_mode_random_masks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sockets_none_list_modes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restricted_mask, setup, teardown),
