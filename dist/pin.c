@@ -393,14 +393,18 @@ int dt_pin_plan_make(struct dt_pin_plan *p, const struct dt_topology *t, enum dt
 {
     memset(p, 0, sizeof *p);
     p->mode = mode, p->instances = instances, p->threads = threads;
-    if (instances < 1 || threads < 1 || (long)instances * threads > MAX_RANK_ENTRIES)
-        return dt_fail(DT_EUSAGE, "pinning %d instances x %d threads: need 1 to %d in all",
+    int stride = mode == DT_PIN_SOCKETS ? largest_socket(t) : threads;
+    if (instances < 1 || threads < 1 || (long)instances * threads > MAX_RANK_ENTRIES ||
+        (long)instances * stride > MAX_RANK_ENTRIES)
+        return dt_fail(DT_EUSAGE,
+                       "pinning %d instances x %d threads: need at least 1 of each and at most "
+                       "%d CPU slots in all",
                        instances, threads, MAX_RANK_ENTRIES);
     if (mode == DT_PIN_NONE) {
         p->oversubscribed = (long)instances * threads > t->ncpus;
         return 0;
     }
-    p->stride = mode == DT_PIN_SOCKETS ? largest_socket(t) : threads;
+    p->stride = stride;
     size_t entries = (size_t)instances * (size_t)p->stride;
     int *seq = malloc(sizeof(int) * entries);
     int *len = malloc(sizeof(int) * (size_t)instances);

@@ -327,10 +327,17 @@ static void test_sockets_none_list_modes(void **state)
     expect_plan_error(&t, DT_PIN_LIST, "0-3,x", 1, 1, DT_EUSAGE,
                       "pin list: 'x' is not a CPU number or range like 0-7");
     expect_plan_error(&t, DT_PIN_LIST, NULL, 1, 1, DT_EUSAGE, "pin list: empty CPU list");
-    expect_plan_error(&t, DT_PIN_CORES, NULL, 0, 4, DT_EUSAGE,
-                      "pinning 0 instances x 4 threads: need 1 to 4194304 in all");
-    expect_plan_error(&t, DT_PIN_CORES, NULL, 2, 0, DT_EUSAGE,
-                      "pinning 2 instances x 0 threads: need 1 to 4194304 in all");
+    expect_plan_error(
+        &t, DT_PIN_CORES, NULL, 0, 4, DT_EUSAGE,
+        "pinning 0 instances x 4 threads: need at least 1 of each and at most 4194304 "
+        "CPU slots in all");
+    expect_plan_error(
+        &t, DT_PIN_CORES, NULL, 2, 0, DT_EUSAGE,
+        "pinning 2 instances x 0 threads: need at least 1 of each and at most 4194304 "
+        "CPU slots in all");
+    expect_plan_error(&t, DT_PIN_SOCKETS, NULL, 1 << 20, 1, DT_EUSAGE,
+                      "pinning 1048576 instances x 1 threads: need at least 1 of each and at "
+                      "most 4194304 CPU slots in all");
     dt_topology_free(&t);
 }
 
