@@ -7,8 +7,9 @@
  *
  * Build and run from the repository root:
  *   make -C bench ../build/bench/allreduce_shm
- *   build/bench/allreduce_shm [ranks] [chunk-bytes]
+ *   build/bench/allreduce_shm [ranks] [chunk-bytes (0: default)] [pin (1: one core per rank)]
  */
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -18,8 +19,27 @@
 #include "util/clock.h"
 #include "util/err.h"
 
-static void run_rank(struct dt_shm_segment *seg, int rank, int size)
+/* One core per rank, as dtrain's launcher and mpirun (--bind-to core for np <= 2) do: unpinned
+ * ranks on a busy machine often share one core and then measure the scheduler. */
+static void pin(int rank)
 {
+    cpu_set_t all, one;
+    if (sched_getaffinity(0, sizeof all, &all) != 0)
+        return;
+    int want = rank % CPU_COUNT(&all), seen = 0;
+    for (int cpu = 0; cpu < CPU_SETSIZE; cpu++)
+        if (CPU_ISSET(cpu, &all) && seen++ == want) {
+            CPU_ZERO(&one);
+            CPU_SET(cpu, &one);
+            sched_setaffinity(0, sizeof one, &one);
+            return;
+        }
+}
+
+static void run_rank(struct dt_shm_segment *seg, int rank, int size, int pinned)
+{
+    if (pinned)
+        pin(rank);
     struct dt_comm *c;
     if (dt_shm_comm_create(&c, seg, rank) < 0) {
         fprintf(stderr, "rank %d: %s\n", rank, dt_last_error());
@@ -67,6 +87,7 @@ int main(int argc, char **argv)
 {
     int size = argc > 1 ? atoi(argv[1]) : 2;
     size_t chunk = argc > 2 ? (size_t)atol(argv[2]) : 0;
+    int pinned = argc > 3 ? atoi(argv[3]) : 1;
     struct dt_shm_segment *seg;
     if (dt_shm_segment_create(&seg, size, chunk, 60) < 0) {
         fprintf(stderr, "%s\n", dt_last_error());
@@ -74,7 +95,7 @@ int main(int argc, char **argv)
     }
     for (int r = 0; r < size; r++)
         if (fork() == 0)
-            run_rank(seg, r, size);
+            run_rank(seg, r, size, pinned);
     /* A rank that dies (e.g. SIGPIPE under `| head`) must not leave the others waiting. */
     int failed = 0, st;
     while (wait(&st) > 0)

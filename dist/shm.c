@@ -86,11 +86,11 @@
 #define SMALL_BYTES    (16u << 10) /* all-reduce of at most this many bytes: one barrier */
 #define SEG_ALIGN      16          /* floats: segments start on cache lines */
 #define MAX_DATA_BYTES ((size_t)512 << 20)
-#ifndef SPINS
-#define SPINS 2000
+#ifndef SPIN_SECONDS
+#define SPIN_SECONDS 50e-6 /* pause-spin this long when not oversubscribed, */
 #endif
 #ifndef YIELD_SECONDS
-#define YIELD_SECONDS 100e-6
+#define YIELD_SECONDS 1e-3 /* then sched_yield until this long, then futex sleep */
 #endif
 #define SLEEP_SLICE     0.1 /* seconds: longest futex sleep between deadline checks */
 #define DEFAULT_TIMEOUT 300.0
@@ -131,7 +131,7 @@ struct shm_comm {
     struct shm_header *hdr;
     int rank, size;
     uint32_t epoch; /* barriers passed */
-    long spins;     /* pause loops before yielding */
+    double spin;    /* seconds of pause-spinning before yielding */
     int failed;
     char error[512];
 };
@@ -387,16 +387,21 @@ static int barrier_wait(struct shm_comm *s, const char *what)
         }
     } else {
         double start = dt_now(), deadline = start + h->timeout;
-        long spins = 0;
+        double now = start;
+        long polls = 0;
         while (!barrier_done(h, target)) {
             if (atomic_load_explicit(&h->abort_state, memory_order_relaxed) != ABORT_NONE)
                 return aborted(s, what);
-            if (spins++ < s->spins)
+            if (now - start < s->spin) {
                 cpu_relax();
-            else if ((spins & 7) == 0 && dt_now() - start > YIELD_SECONDS)
+                if ((++polls & 15) == 0)
+                    now = dt_now();
+                continue;
+            }
+            if (now - start > YIELD_SECONDS)
                 break;
-            else
-                sched_yield(); /* hands the core over when the rank we wait for shares it */
+            sched_yield(); /* hands the core over when the rank we wait for shares it */
+            now = dt_now();
         }
         while (!barrier_done(h, target)) {
             atomic_fetch_add(&h->sleepers, 1);
@@ -611,7 +616,7 @@ int dt_shm_comm_create(struct dt_comm **out, struct dt_shm_segment *seg, int ran
     /* A comm re-created over a used segment continues where this rank left off. */
     s->epoch = atomic_load(&seg->ranks[rank].arrivals);
     /* More ranks than cores: spinning would only steal the core of the rank we wait for. */
-    s->spins = size > online_cpus() ? 0 : SPINS;
+    s->spin = size > online_cpus() ? 0 : SPIN_SECONDS;
     c->rank = c->local_rank = rank;
     c->size = c->local_size = size;
     c->backend = "shm";
