@@ -68,7 +68,9 @@ static int usable_cpus(const struct dt_config *cfg)
 static int job_shape(struct job *j)
 {
     const struct dt_config *cfg = j->cfg;
-    int rc = dt_launch_env_detect(&j->env, &j->o->launch, NULL);
+    struct dt_launch_flags flags = j->o->launch;
+    flags.no_master = !strcmp(cfg->dist.backend, "mpi");
+    int rc = dt_launch_env_detect(&j->env, &flags, NULL);
     if (rc)
         return rc;
     j->per_rank = j->env.rank >= 0;
@@ -212,7 +214,7 @@ static int bind_local_master(struct job *j)
 }
 
 static int tcp_join(const struct job *j, int rank, int size, int local_rank, int local_size,
-                    struct dt_comm **out)
+                    int ranks_per_peer, struct dt_comm **out)
 {
     struct dt_tcp_opts t;
     dt_tcp_opts_init(&t);
@@ -224,6 +226,7 @@ static int tcp_join(const struct job *j, int rank, int size, int local_rank, int
     t.iface = j->o->iface ? j->o->iface : getenv("DTRAIN_SOCKET_IFNAME");
     t.rendezvous_timeout = j->o->rendezvous_timeout;
     t.timeout = j->cfg->dist.timeout;
+    t.ranks_per_peer = ranks_per_peer;
     return dt_tcp_comm_create(out, &t);
 }
 
@@ -237,14 +240,14 @@ static int make_comm(const struct job *j, int r, struct dt_comm **out)
     case B_SHM:
         return dt_shm_comm_create(out, j->seg, r);
     case B_TCP:
-        return tcp_join(j, j->rank_base + r, j->world, lr, j->host_ranks, out);
+        return tcp_join(j, j->rank_base + r, j->world, lr, j->host_ranks, 1, out);
     case B_MPI:
         return dt_mpi_comm_create(out);
     case B_HIER: {
         struct dt_comm *local = NULL, *leaders = NULL;
         int rc = dt_shm_comm_create(&local, j->seg, r);
         if (rc == 0 && r == 0)
-            rc = tcp_join(j, j->env.node_rank, j->env.nodes, 0, 1, &leaders);
+            rc = tcp_join(j, j->env.node_rank, j->env.nodes, 0, 1, j->local_n, &leaders);
         if (rc) {
             if (local)
                 local->close(local);

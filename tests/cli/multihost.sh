@@ -7,7 +7,13 @@
 
 FASHION=/usr/share/datasets/fashion-mnist
 CFG=configs/fashion-convnet.cfg
-COMMON="--set data.dir=$FASHION --set model.layers.5.p=0 --set model.layers.9.p=0 --threads 1"
+# Dropout off and plain SGD with a small step: the check is of the math (gradients summed over
+# ranks, divided by the global batch), so float summation-order noise (~1e-7) must stay noise.
+# With the reference Adadelta (lr 0.5) or SGD at lr 0.05, after ~15 steps that noise flips a few
+# ReLU/max-pool decisions and single weights drift apart by 1e-5..1e-4 (measured): chaos of the
+# training dynamics, the same in any data-parallel implementation.
+COMMON="--set data.dir=$FASHION --set model.layers.5.p=0 --set model.layers.9.p=0 --threads 1
+        --set optimizer.type=sgd --set optimizer.lr=0.01"
 export DTRAIN_TOKEN=multihost-test-token-$$-0123456789
 NET=10.$((200 + $$ % 50)).$(($$ % 250)) # a /24 that exists only inside our namespaces
 PORT=$((30000 + $$ % 20000))
@@ -118,7 +124,7 @@ secs=$(($(date +%s) - t0))
 expect_rc "host killed: the surviving host exits 1" 1
 if [ $secs -le 15 ]; then pass "host killed: survivor ends within the timeout"; else
     fail "host killed: survivor ends within the timeout" "$secs s"; fi
-if grep -Eq "lost rank [23]|rank [23].*$NET\.2" "$TMP/h0.err"; then pass "host killed: message names the lost rank"; else
+if grep -Eq "lost host 1 \(ranks 2-3, $NET\.2\)" "$TMP/h0.err"; then pass "host killed: message names the lost rank"; else
     fail "host killed: message names the lost rank" "$(tail -c 400 "$TMP/h0.err")"; fi
 if [ -z "$(ip netns pids $NS-h0)$(ip netns pids $NS-h1)" ]; then pass "host killed: no processes left"; else
     fail "host killed: no processes left" "$(ip netns pids $NS-h0) $(ip netns pids $NS-h1)"; fi
