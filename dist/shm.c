@@ -83,14 +83,18 @@
 #define MAX_SEGMENTS   16
 #define REASON_MAX     256
 #define NAME_MAX_LEN   48
-#define SMALL_BYTES    (16u << 10) /* all-reduce of at most this many bytes: one barrier */
+#ifndef SMALL_BYTES
+#define SMALL_BYTES (16u << 10) /* all-reduce of at most this many bytes: one barrier */
+#endif
 #define SEG_ALIGN      16          /* floats: segments start on cache lines */
 #define MAX_DATA_BYTES ((size_t)512 << 20)
+/* A waiter pause-spins this long (not when oversubscribed), then sched_yields until
+ * YIELD_SECONDS, then sleeps on the futex. Overridable with -D for tuning runs. */
 #ifndef SPIN_SECONDS
-#define SPIN_SECONDS 50e-6 /* pause-spin this long when not oversubscribed, */
+#define SPIN_SECONDS 50e-6
 #endif
 #ifndef YIELD_SECONDS
-#define YIELD_SECONDS 1e-3 /* then sched_yield until this long, then futex sleep */
+#define YIELD_SECONDS 1e-3
 #endif
 #define SLEEP_SLICE     0.1 /* seconds: longest futex sleep between deadline checks */
 #define DEFAULT_TIMEOUT 300.0
@@ -101,6 +105,7 @@ enum { SEG_FREE, SEG_LIVE, SEG_DYING };
 
 struct shm_header {
     uint32_t magic, size;
+    uint32_t cpus;           /* in the creator's affinity mask: ranks > cpus means oversubscribed */
     uint64_t chunk, seg_max; /* floats */
     uint64_t set_floats;     /* floats per buffer set */
     double timeout;
@@ -206,6 +211,15 @@ static size_t pick_chunk(int size, size_t chunk_bytes)
     return chunk;
 }
 
+static int online_cpus(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0)
+        return CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
 static int open_unique(char *name)
 {
     for (int attempt = 0; attempt < 16; attempt++) {
@@ -275,6 +289,7 @@ int dt_shm_segment_create(struct dt_shm_segment **out, int size, size_t chunk_by
     h->seg_max = seg_max;
     h->set_floats = set_floats;
     h->timeout = timeout > 0 ? timeout : DEFAULT_TIMEOUT;
+    h->cpus = (uint32_t)online_cpus();
     if (!atomic_flag_test_and_set(&atexit_registered))
         atexit(unlink_all_at_exit);
     *out = seg;
@@ -585,15 +600,6 @@ static void shm_close(struct dt_comm *c)
     free(c);
 }
 
-static int online_cpus(void)
-{
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0)
-        return CPU_COUNT(&set);
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
-}
-
 int dt_shm_comm_create(struct dt_comm **out, struct dt_shm_segment *seg, int rank)
 {
     *out = NULL;
@@ -615,8 +621,9 @@ int dt_shm_comm_create(struct dt_comm **out, struct dt_shm_segment *seg, int ran
     s->size = size;
     /* A comm re-created over a used segment continues where this rank left off. */
     s->epoch = atomic_load(&seg->ranks[rank].arrivals);
-    /* More ranks than cores: spinning would only steal the core of the rank we wait for. */
-    s->spin = size > online_cpus() ? 0 : SPIN_SECONDS;
+    /* More ranks than cores: spinning would only steal the core of the rank we wait for. The
+     * count is the parent's: a rank pinned to one core sees only that one. */
+    s->spin = (uint32_t)size > seg->hdr->cpus ? 0 : SPIN_SECONDS;
     c->rank = c->local_rank = rank;
     c->size = c->local_size = size;
     c->backend = "shm";
