@@ -77,16 +77,16 @@
 #include "util/clock.h"
 #include "util/err.h"
 
-#define LINE           64
-#define MAGIC          0x64747368u /* "dtsh" */
-#define MAX_RANKS      1024
-#define MAX_SEGMENTS   16
-#define REASON_MAX     256
-#define NAME_MAX_LEN   48
+#define LINE         64
+#define MAGIC        0x64747368u /* "dtsh" */
+#define MAX_RANKS    1024
+#define MAX_SEGMENTS 16
+#define REASON_MAX   256
+#define NAME_MAX_LEN 48
 #ifndef SMALL_BYTES
 #define SMALL_BYTES (16u << 10) /* all-reduce of at most this many bytes: one barrier */
 #endif
-#define SEG_ALIGN      16          /* floats: segments start on cache lines */
+#define SEG_ALIGN      16 /* floats: segments start on cache lines */
 #define MAX_DATA_BYTES ((size_t)512 << 20)
 /* A waiter pause-spins this long (not when oversubscribed), then sched_yields until
  * YIELD_SECONDS, then sleeps on the futex. Overridable with -D for tuning runs. */
