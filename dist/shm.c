@@ -30,7 +30,8 @@
  * order of additions on every rank keeps the results bit-identical.
  *
  * Broadcast streams pieces of size x chunk floats (the in[] area of a set) from the root, one
- * barrier per piece; barrier is the barrier itself.
+ * barrier per piece; barrier is the barrier itself. The first barrier of every collective also
+ * compares the call (op, root, length) with rank 0's, so mismatched calls fail loudly.
  *
  * Waiting. A barrier is a shared monotonic (wrapping) arrival counter: barrier e + 1 is
  * complete when it reaches (e + 1) x size. A waiter spins a little (pause), yields a few times,
@@ -118,6 +119,7 @@ struct shm_header {
 
 struct shm_rank_line {
     _Alignas(LINE) _Atomic uint32_t arrivals; /* barriers this rank has arrived at */
+    _Atomic uint64_t call[2]; /* the collective it entered at epoch e, in call[e & 1] */
 };
 
 struct dt_shm_segment {
@@ -439,6 +441,47 @@ static int barrier_wait(struct shm_comm *s, const char *what)
     return 0;
 }
 
+/* What a collective call was: op, root and length, so ranks can tell they called the same. */
+enum { OP_ALLREDUCE = 1, OP_BROADCAST, OP_BARRIER };
+
+static uint64_t call_desc(int op, int root, size_t n)
+{
+    return (uint64_t)op << 56 | (uint64_t)(root & 0xffff) << 40 | ((uint64_t)n & 0xffffffffffu);
+}
+
+static void describe(char *out, size_t len, uint64_t d)
+{
+    int op = (int)(d >> 56), root = (int)(d >> 40 & 0xffff);
+    unsigned long long n = d & 0xffffffffffu;
+    if (op == OP_ALLREDUCE)
+        snprintf(out, len, "all-reduce of %llu floats", n);
+    else if (op == OP_BROADCAST)
+        snprintf(out, len, "broadcast of %llu bytes from rank %d", n, root);
+    else
+        snprintf(out, len, "barrier");
+}
+
+/* The first barrier of a collective, which also checks that rank 0 entered the same one: a
+ * mismatch (a bug in the caller) fails here instead of summing unrelated data. Rank 0 cannot
+ * overwrite call[e & 1] before every rank has passed barrier e + 2, so the read is safe. */
+static int first_barrier(struct shm_comm *s, const char *what, uint64_t desc)
+{
+    uint32_t e = s->epoch;
+    atomic_store_explicit(&s->seg->ranks[s->rank].call[e & 1], desc, memory_order_relaxed);
+    int rc = barrier_wait(s, what);
+    if (rc < 0 || s->rank == 0)
+        return rc;
+    uint64_t root_desc = atomic_load_explicit(&s->seg->ranks[0].call[e & 1], memory_order_relaxed);
+    if (root_desc == desc)
+        return 0;
+    char mine[96], theirs[96], detail[256];
+    describe(mine, sizeof mine, desc);
+    describe(theirs, sizeof theirs, root_desc);
+    snprintf(detail, sizeof detail, "rank %d called %s while rank 0 called %s", s->rank, mine,
+             theirs);
+    return comm_fail(s, DT_ERUNTIME, "shm %s: mismatched collectives: %s", what, detail);
+}
+
 /* ---- collectives ------------------------------------------------------------------------ */
 
 static int enter(struct shm_comm *s, const char *what)
@@ -484,7 +527,7 @@ static void sum_ranks(float *dst, float *copy, float *const *src, int nsrc, size
 static int allreduce_small(struct shm_comm *s, float *buf, size_t n)
 {
     memcpy(slot_in(s->seg, s->epoch, s->rank), buf, n * sizeof *buf);
-    int rc = barrier_wait(s, "all-reduce");
+    int rc = first_barrier(s, "all-reduce", call_desc(OP_ALLREDUCE, 0, n));
     if (rc < 0)
         return rc;
     float *src[MAX_RANKS];
@@ -539,7 +582,8 @@ static int allreduce_pipelined(struct shm_comm *s, float *buf, size_t n)
                            seg_len(len, sl, k) * sizeof *buf);
         }
         if (t + 1 < nchunks + 2) {
-            int rc = barrier_wait(s, "all-reduce");
+            int rc = t == 0 ? first_barrier(s, "all-reduce", call_desc(OP_ALLREDUCE, 0, n))
+                            : barrier_wait(s, "all-reduce");
             if (rc < 0)
                 return rc;
         }
@@ -577,7 +621,11 @@ static int shm_broadcast(struct dt_comm *c, void *buf, size_t bytes, int root)
             size_t off = (t - 1) * piece, len = bytes - off < piece ? bytes - off : piece;
             memcpy(p + off, slot_in(s->seg, s->epoch - 1, 0), len);
         }
-        if (t < npieces && (rc = barrier_wait(s, "broadcast")) < 0)
+        if (t == 0)
+            rc = first_barrier(s, "broadcast", call_desc(OP_BROADCAST, root, bytes));
+        else if (t < npieces)
+            rc = barrier_wait(s, "broadcast");
+        if (rc < 0)
             return rc;
     }
     return 0;
@@ -589,7 +637,7 @@ static int shm_barrier(struct dt_comm *c)
     int rc = enter(s, "barrier");
     if (rc < 0 || s->size == 1)
         return rc;
-    return barrier_wait(s, "barrier");
+    return first_barrier(s, "barrier", call_desc(OP_BARRIER, 0, 0));
 }
 
 static void shm_close(struct dt_comm *c)

@@ -42,7 +42,8 @@ void dt_shm_segment_destroy(struct dt_shm_segment *seg);
 /* Rank `rank` of the segment's job (local_rank = rank, local_size = size). The comm does not
  * own the segment: its close() frees only the comm. Collectives fail with DT_ERUNTIME after an
  * abort ("job aborted: <reason>") or a timeout ("rank(s) K never arrived ..."), and the comm
- * then stays failed; every rank must call the same collectives with the same lengths. */
+ * then stays failed. Every rank must call the same collectives with the same lengths: a rank
+ * whose call differs from rank 0's fails with DT_ERUNTIME "mismatched collectives: ...". */
 int dt_shm_comm_create(struct dt_comm **out, struct dt_shm_segment *seg, int rank);
 
 #endif

@@ -320,6 +320,44 @@ static void test_timeout_names_missing_rank(void **state)
     assert_int_equal(run_job_ex(3, 0, 0.3, timeout_body, NULL, 0, NULL), 0);
 }
 
+/* Ranks that call different collectives are told so (by comparing with rank 0's call). */
+static void mismatch_body(struct dt_comm *c, struct dt_shm_segment *seg, void *arg)
+{
+    (void)seg;
+    (void)arg;
+    float x[20] = {0};
+    if (c->rank == 0) {
+        CHECK(c->allreduce_sum(c, x, 10) == 0, "rank 0 sees nothing wrong");
+        return;
+    }
+    CHECK(c->allreduce_sum(c, x, 20) == -DT_ERUNTIME, "length mismatch");
+    CHECK(strstr(dt_last_error(), "rank 1 called all-reduce of 20 floats while rank 0 called "
+                                  "all-reduce of 10 floats"),
+          "message");
+}
+
+static void mismatch_op_body(struct dt_comm *c, struct dt_shm_segment *seg, void *arg)
+{
+    (void)seg;
+    (void)arg;
+    int v = 0;
+    if (c->rank == 0) {
+        CHECK(c->barrier(c) == 0, "rank 0 barrier");
+        return;
+    }
+    CHECK(c->broadcast(c, &v, sizeof v, 0) == -DT_ERUNTIME, "op mismatch");
+    CHECK(strstr(dt_last_error(), "called broadcast of 4 bytes from rank 0 while rank 0 called "
+                                  "barrier"),
+          "message");
+}
+
+static void test_mismatched_collectives(void **state)
+{
+    (void)state;
+    assert_int_equal(run_job(2, 0, mismatch_body, NULL), 0);
+    assert_int_equal(run_job(2, 0, mismatch_op_body, NULL), 0);
+}
+
 static void test_segment_lifecycle(void **state)
 {
     (void)state;
@@ -391,6 +429,7 @@ int main(void)
         cmocka_unit_test(test_abort_before_entering),
         cmocka_unit_test(test_timeout_names_missing_rank),
         cmocka_unit_test(test_exit_unlinks_forgotten_segment),
+        cmocka_unit_test(test_mismatched_collectives),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
