@@ -3,8 +3,9 @@
  * Segment layout (every part starts on its own cache line):
  *   struct shm_header   read-only job constants, then the sync line (arrival counter, futex
  *                       word, sleeper count, abort state) and the abort reason;
- *   size x struct shm_rank_line   the number of barriers each rank has arrived at (written only
- *                       by that rank; read only to name the missing ranks after a timeout);
+ *   size x struct shm_rank_line   written only by that rank: how many barriers it has arrived
+ *                       at (names the missing ranks after a timeout) and the collectives it
+ *                       entered last (the mismatch check);
  *   2 buffer sets, each in[size][chunk] floats then out[size][seg_max] floats.
  *
  * Epochs. Every rank counts the barriers it has passed (its epoch e). The one rule that makes
@@ -20,10 +21,11 @@
  *             read from its buffer), written back to its buffer and to out[r];
  *   gather    chunk t-2: the other ranks' out[k] copied into its buffer;
  * then a barrier. A chunk therefore costs one barrier and the array C + 1 barriers, and the
- * three streams overlap. Each segment is summed by exactly one rank and copied by the others,
- * so every rank ends bit-identical, and the rank order makes the result independent of timing.
- * The chunk (1 MiB by default) bounds the segment size and keeps the shared working set
- * (2 sets x size x (chunk + chunk/size)) in the caches: the buffers are streamed once.
+ * three streams overlap (the regions they touch are disjoint). Each segment is summed by exactly
+ * one rank and copied by the others, so every rank ends bit-identical, and the rank order makes the
+ * result independent of timing. The chunk (1 MiB by default) bounds the segment size and keeps the
+ * shared working set (2 sets x size x (chunk + chunk/size)) in the caches: the buffers are streamed
+ * once.
  *
  * All-reduce (small, <= SMALL_BYTES): every rank copies its whole array into in[r], one
  * barrier, every rank sums all in[k] in rank order. One barrier instead of two, and the same
@@ -34,13 +36,14 @@
  * compares the call (op, root, length) with rank 0's, so mismatched calls fail loudly.
  *
  * Waiting. A barrier is a shared monotonic (wrapping) arrival counter: barrier e + 1 is
- * complete when it reaches (e + 1) x size. A waiter spins a little (pause), yields a few times,
- * then sleeps with FUTEX_WAIT on a separate `gen` word (shared, not PRIVATE: the ranks are
- * different processes) in slices, re-checking the abort flag and its deadline. The rank that
- * completes a barrier bumps `gen` and wakes only when someone registered as a sleeper (the
- * sleeper count and the counter are both seq_cst, so either the completer sees the sleeper or
- * the sleeper sees the completed counter). Abort sets the flag, bumps `gen` and wakes everyone:
- * a waiter that read `gen` before the abort cannot miss it.
+ * complete when it reaches (e + 1) x size. A waiter pause-spins for 50 us (not when there are
+ * more ranks than cores), then sched_yields until 1 ms (it stays runnable: a futex wake-up
+ * costs tens of microseconds on a busy machine), then sleeps with FUTEX_WAIT on a separate `gen`
+ * word (shared, not PRIVATE: the ranks are different processes) in slices, re-checking the abort
+ * flag and its deadline. The rank that completes a barrier bumps `gen` and wakes only when someone
+ * registered as a sleeper (the sleeper count and the counter are both seq_cst, so either the
+ * completer sees the sleeper or the sleeper sees the completed counter). Abort sets the flag, bumps
+ * `gen` and wakes everyone: a waiter that read `gen` before the abort cannot miss it.
  *
  * The segment descriptors live in a small static table, process-wide because destroy must be
  * safe to call twice and from an atexit handler or a failure path, where free() is not; the
