@@ -3,8 +3,9 @@
  * Segment layout (every part starts on its own cache line):
  *   struct shm_header   read-only job constants, then the sync line (arrival counter, futex
  *                       word, sleeper count, abort state) and the abort reason;
- *   size x struct shm_rank_line   the number of barriers each rank has arrived at (written only
- *                       by that rank; read only to name the missing ranks after a timeout);
+ *   size x struct shm_rank_line   written only by that rank: how many barriers it has arrived
+ *                       at (names the missing ranks after a timeout) and the collectives it
+ *                       entered last (the mismatch check);
  *   2 buffer sets, each in[size][chunk] floats then out[size][seg_max] floats.
  *
  * Epochs. Every rank counts the barriers it has passed (its epoch e). The one rule that makes
@@ -20,26 +21,29 @@
  *             read from its buffer), written back to its buffer and to out[r];
  *   gather    chunk t-2: the other ranks' out[k] copied into its buffer;
  * then a barrier. A chunk therefore costs one barrier and the array C + 1 barriers, and the
- * three streams overlap. Each segment is summed by exactly one rank and copied by the others,
- * so every rank ends bit-identical, and the rank order makes the result independent of timing.
- * The chunk (1 MiB by default) bounds the segment size and keeps the shared working set
- * (2 sets x size x (chunk + chunk/size)) in the caches: the buffers are streamed once.
+ * three streams overlap (the regions they touch are disjoint). Each segment is summed by exactly
+ * one rank and copied by the others, so every rank ends bit-identical, and the rank order makes the
+ * result independent of timing. The chunk (1 MiB by default) bounds the segment size and keeps the
+ * shared working set (2 sets x size x (chunk + chunk/size)) in the caches: the buffers are streamed
+ * once.
  *
  * All-reduce (small, <= SMALL_BYTES): every rank copies its whole array into in[r], one
  * barrier, every rank sums all in[k] in rank order. One barrier instead of two, and the same
  * order of additions on every rank keeps the results bit-identical.
  *
  * Broadcast streams pieces of size x chunk floats (the in[] area of a set) from the root, one
- * barrier per piece; barrier is the barrier itself.
+ * barrier per piece; barrier is the barrier itself. The first barrier of every collective also
+ * compares the call (op, root, length) with rank 0's, so mismatched calls fail loudly.
  *
  * Waiting. A barrier is a shared monotonic (wrapping) arrival counter: barrier e + 1 is
- * complete when it reaches (e + 1) x size. A waiter spins a little (pause), yields a few times,
- * then sleeps with FUTEX_WAIT on a separate `gen` word (shared, not PRIVATE: the ranks are
- * different processes) in slices, re-checking the abort flag and its deadline. The rank that
- * completes a barrier bumps `gen` and wakes only when someone registered as a sleeper (the
- * sleeper count and the counter are both seq_cst, so either the completer sees the sleeper or
- * the sleeper sees the completed counter). Abort sets the flag, bumps `gen` and wakes everyone:
- * a waiter that read `gen` before the abort cannot miss it.
+ * complete when it reaches (e + 1) x size. A waiter pause-spins for 50 us (not when there are
+ * more ranks than cores), then sched_yields until 1 ms (it stays runnable: a futex wake-up
+ * costs tens of microseconds on a busy machine), then sleeps with FUTEX_WAIT on a separate `gen`
+ * word (shared, not PRIVATE: the ranks are different processes) in slices, re-checking the abort
+ * flag and its deadline. The rank that completes a barrier bumps `gen` and wakes only when someone
+ * registered as a sleeper (the sleeper count and the counter are both seq_cst, so either the
+ * completer sees the sleeper or the sleeper sees the completed counter). Abort sets the flag, bumps
+ * `gen` and wakes everyone: a waiter that read `gen` before the abort cannot miss it.
  *
  * The segment descriptors live in a small static table, process-wide because destroy must be
  * safe to call twice and from an atexit handler or a failure path, where free() is not; the
@@ -77,20 +81,24 @@
 #include "util/clock.h"
 #include "util/err.h"
 
-#define LINE           64
-#define MAGIC          0x64747368u /* "dtsh" */
-#define MAX_RANKS      1024
-#define MAX_SEGMENTS   16
-#define REASON_MAX     256
-#define NAME_MAX_LEN   48
-#define SMALL_BYTES    (16u << 10) /* all-reduce of at most this many bytes: one barrier */
-#define SEG_ALIGN      16          /* floats: segments start on cache lines */
+#define LINE         64
+#define MAGIC        0x64747368u /* "dtsh" */
+#define MAX_RANKS    1024
+#define MAX_SEGMENTS 16
+#define REASON_MAX   256
+#define NAME_MAX_LEN 48
+#ifndef SMALL_BYTES
+#define SMALL_BYTES (16u << 10) /* all-reduce of at most this many bytes: one barrier */
+#endif
+#define SEG_ALIGN      16 /* floats: segments start on cache lines */
 #define MAX_DATA_BYTES ((size_t)512 << 20)
+/* A waiter pause-spins this long (not when oversubscribed), then sched_yields until
+ * YIELD_SECONDS, then sleeps on the futex. Overridable with -D for tuning runs. */
 #ifndef SPIN_SECONDS
-#define SPIN_SECONDS 50e-6 /* pause-spin this long when not oversubscribed, */
+#define SPIN_SECONDS 50e-6
 #endif
 #ifndef YIELD_SECONDS
-#define YIELD_SECONDS 1e-3 /* then sched_yield until this long, then futex sleep */
+#define YIELD_SECONDS 1e-3
 #endif
 #define SLEEP_SLICE     0.1 /* seconds: longest futex sleep between deadline checks */
 #define DEFAULT_TIMEOUT 300.0
@@ -101,6 +109,7 @@ enum { SEG_FREE, SEG_LIVE, SEG_DYING };
 
 struct shm_header {
     uint32_t magic, size;
+    uint32_t cpus;           /* in the creator's affinity mask: ranks > cpus means oversubscribed */
     uint64_t chunk, seg_max; /* floats */
     uint64_t set_floats;     /* floats per buffer set */
     double timeout;
@@ -113,6 +122,7 @@ struct shm_header {
 
 struct shm_rank_line {
     _Alignas(LINE) _Atomic uint32_t arrivals; /* barriers this rank has arrived at */
+    _Atomic uint64_t call[2]; /* the collective it entered at epoch e, in call[e & 1] */
 };
 
 struct dt_shm_segment {
@@ -206,6 +216,15 @@ static size_t pick_chunk(int size, size_t chunk_bytes)
     return chunk;
 }
 
+static int online_cpus(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0)
+        return CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
 static int open_unique(char *name)
 {
     for (int attempt = 0; attempt < 16; attempt++) {
@@ -275,6 +294,7 @@ int dt_shm_segment_create(struct dt_shm_segment **out, int size, size_t chunk_by
     h->seg_max = seg_max;
     h->set_floats = set_floats;
     h->timeout = timeout > 0 ? timeout : DEFAULT_TIMEOUT;
+    h->cpus = (uint32_t)online_cpus();
     if (!atomic_flag_test_and_set(&atexit_registered))
         atexit(unlink_all_at_exit);
     *out = seg;
@@ -424,6 +444,47 @@ static int barrier_wait(struct shm_comm *s, const char *what)
     return 0;
 }
 
+/* What a collective call was: op, root and length, so ranks can tell they called the same. */
+enum { OP_ALLREDUCE = 1, OP_BROADCAST, OP_BARRIER };
+
+static uint64_t call_desc(int op, int root, size_t n)
+{
+    return (uint64_t)op << 56 | (uint64_t)(root & 0xffff) << 40 | ((uint64_t)n & 0xffffffffffu);
+}
+
+static void describe(char *out, size_t len, uint64_t d)
+{
+    int op = (int)(d >> 56), root = (int)(d >> 40 & 0xffff);
+    unsigned long long n = d & 0xffffffffffu;
+    if (op == OP_ALLREDUCE)
+        snprintf(out, len, "all-reduce of %llu floats", n);
+    else if (op == OP_BROADCAST)
+        snprintf(out, len, "broadcast of %llu bytes from rank %d", n, root);
+    else
+        snprintf(out, len, "barrier");
+}
+
+/* The first barrier of a collective, which also checks that rank 0 entered the same one: a
+ * mismatch (a bug in the caller) fails here instead of summing unrelated data. Rank 0 cannot
+ * overwrite call[e & 1] before every rank has passed barrier e + 2, so the read is safe. */
+static int first_barrier(struct shm_comm *s, const char *what, uint64_t desc)
+{
+    uint32_t e = s->epoch;
+    atomic_store_explicit(&s->seg->ranks[s->rank].call[e & 1], desc, memory_order_relaxed);
+    int rc = barrier_wait(s, what);
+    if (rc < 0 || s->rank == 0)
+        return rc;
+    uint64_t root_desc = atomic_load_explicit(&s->seg->ranks[0].call[e & 1], memory_order_relaxed);
+    if (root_desc == desc)
+        return 0;
+    char mine[96], theirs[96], detail[256];
+    describe(mine, sizeof mine, desc);
+    describe(theirs, sizeof theirs, root_desc);
+    snprintf(detail, sizeof detail, "rank %d called %s while rank 0 called %s", s->rank, mine,
+             theirs);
+    return comm_fail(s, DT_ERUNTIME, "shm %s: mismatched collectives: %s", what, detail);
+}
+
 /* ---- collectives ------------------------------------------------------------------------ */
 
 static int enter(struct shm_comm *s, const char *what)
@@ -469,7 +530,7 @@ static void sum_ranks(float *dst, float *copy, float *const *src, int nsrc, size
 static int allreduce_small(struct shm_comm *s, float *buf, size_t n)
 {
     memcpy(slot_in(s->seg, s->epoch, s->rank), buf, n * sizeof *buf);
-    int rc = barrier_wait(s, "all-reduce");
+    int rc = first_barrier(s, "all-reduce", call_desc(OP_ALLREDUCE, 0, n));
     if (rc < 0)
         return rc;
     float *src[MAX_RANKS];
@@ -524,7 +585,8 @@ static int allreduce_pipelined(struct shm_comm *s, float *buf, size_t n)
                            seg_len(len, sl, k) * sizeof *buf);
         }
         if (t + 1 < nchunks + 2) {
-            int rc = barrier_wait(s, "all-reduce");
+            int rc = t == 0 ? first_barrier(s, "all-reduce", call_desc(OP_ALLREDUCE, 0, n))
+                            : barrier_wait(s, "all-reduce");
             if (rc < 0)
                 return rc;
         }
@@ -562,7 +624,11 @@ static int shm_broadcast(struct dt_comm *c, void *buf, size_t bytes, int root)
             size_t off = (t - 1) * piece, len = bytes - off < piece ? bytes - off : piece;
             memcpy(p + off, slot_in(s->seg, s->epoch - 1, 0), len);
         }
-        if (t < npieces && (rc = barrier_wait(s, "broadcast")) < 0)
+        if (t == 0)
+            rc = first_barrier(s, "broadcast", call_desc(OP_BROADCAST, root, bytes));
+        else if (t < npieces)
+            rc = barrier_wait(s, "broadcast");
+        if (rc < 0)
             return rc;
     }
     return 0;
@@ -574,7 +640,7 @@ static int shm_barrier(struct dt_comm *c)
     int rc = enter(s, "barrier");
     if (rc < 0 || s->size == 1)
         return rc;
-    return barrier_wait(s, "barrier");
+    return first_barrier(s, "barrier", call_desc(OP_BARRIER, 0, 0));
 }
 
 static void shm_close(struct dt_comm *c)
@@ -583,15 +649,6 @@ static void shm_close(struct dt_comm *c)
         return;
     free(c->impl);
     free(c);
-}
-
-static int online_cpus(void)
-{
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0)
-        return CPU_COUNT(&set);
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
 }
 
 int dt_shm_comm_create(struct dt_comm **out, struct dt_shm_segment *seg, int rank)
@@ -615,8 +672,9 @@ int dt_shm_comm_create(struct dt_comm **out, struct dt_shm_segment *seg, int ran
     s->size = size;
     /* A comm re-created over a used segment continues where this rank left off. */
     s->epoch = atomic_load(&seg->ranks[rank].arrivals);
-    /* More ranks than cores: spinning would only steal the core of the rank we wait for. */
-    s->spin = size > online_cpus() ? 0 : SPIN_SECONDS;
+    /* More ranks than cores: spinning would only steal the core of the rank we wait for. The
+     * count is the parent's: a rank pinned to one core sees only that one. */
+    s->spin = (uint32_t)size > seg->hdr->cpus ? 0 : SPIN_SECONDS;
     c->rank = c->local_rank = rank;
     c->size = c->local_size = size;
     c->backend = "shm";

@@ -78,6 +78,7 @@ static int run_job_ex(int n, size_t chunk, double timeout, rank_body body, void 
             dt_shm_segment_abort(seg, "test: a rank failed");
         }
     }
+    assert_true(name_exists(seg)); /* the children's destroy only unmapped */
     dt_shm_segment_destroy(seg);
     assert_false(access(dev_shm_path, F_OK) == 0);
     return failed;
@@ -319,6 +320,44 @@ static void test_timeout_names_missing_rank(void **state)
     assert_int_equal(run_job_ex(3, 0, 0.3, timeout_body, NULL, 0, NULL), 0);
 }
 
+/* Ranks that call different collectives are told so (by comparing with rank 0's call). */
+static void mismatch_body(struct dt_comm *c, struct dt_shm_segment *seg, void *arg)
+{
+    (void)seg;
+    (void)arg;
+    float x[20] = {0};
+    if (c->rank == 0) {
+        CHECK(c->allreduce_sum(c, x, 10) == 0, "rank 0 sees nothing wrong");
+        return;
+    }
+    CHECK(c->allreduce_sum(c, x, 20) == -DT_ERUNTIME, "length mismatch");
+    CHECK(strstr(dt_last_error(), "rank 1 called all-reduce of 20 floats while rank 0 called "
+                                  "all-reduce of 10 floats"),
+          "message");
+}
+
+static void mismatch_op_body(struct dt_comm *c, struct dt_shm_segment *seg, void *arg)
+{
+    (void)seg;
+    (void)arg;
+    int v = 0;
+    if (c->rank == 0) {
+        CHECK(c->barrier(c) == 0, "rank 0 barrier");
+        return;
+    }
+    CHECK(c->broadcast(c, &v, sizeof v, 0) == -DT_ERUNTIME, "op mismatch");
+    CHECK(strstr(dt_last_error(), "called broadcast of 4 bytes from rank 0 while rank 0 called "
+                                  "barrier"),
+          "message");
+}
+
+static void test_mismatched_collectives(void **state)
+{
+    (void)state;
+    assert_int_equal(run_job(2, 0, mismatch_body, NULL), 0);
+    assert_int_equal(run_job(2, 0, mismatch_op_body, NULL), 0);
+}
+
 static void test_segment_lifecycle(void **state)
 {
     (void)state;
@@ -348,6 +387,34 @@ static void test_segment_lifecycle(void **state)
     dt_shm_segment_destroy(b);
 }
 
+/* A creator that exits without destroying still leaves nothing behind (the atexit handler). */
+static void test_exit_unlinks_forgotten_segment(void **state)
+{
+    (void)state;
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        struct dt_shm_segment *seg;
+        char name[64] = "";
+        if (dt_shm_segment_create(&seg, 2, 0, 0) == 0)
+            snprintf(name, sizeof name, "%s", dt_shm_segment_name(seg));
+        if (write(fds[1], name, sizeof name) != (ssize_t)sizeof name)
+            _exit(2);
+        exit(name[0] ? 0 : 1);
+    }
+    close(fds[1]);
+    char name[64];
+    assert_int_equal(read(fds[0], name, sizeof name), (ssize_t)sizeof name);
+    close(fds[0]);
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    snprintf(dev_shm_path, sizeof dev_shm_path, "/dev/shm%s", name);
+    assert_false(access(dev_shm_path, F_OK) == 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -361,6 +428,8 @@ int main(void)
         cmocka_unit_test(test_abort_wakes_waiters),
         cmocka_unit_test(test_abort_before_entering),
         cmocka_unit_test(test_timeout_names_missing_rank),
+        cmocka_unit_test(test_exit_unlinks_forgotten_segment),
+        cmocka_unit_test(test_mismatched_collectives),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
