@@ -1,7 +1,20 @@
 /* conv2d: 2-D convolution, NCHW, weight [out, in, k, k] and optional bias [out], like
  * torch.nn.Conv2d(in, out, k, stride, padding, bias).
  *
- * Algorithm (the "gemm" path): batched im2col. The columns of the whole batch form one matrix
+ * Two algorithms, chosen once per layer at setup by conv2d_choose_algo() from the shape alone
+ * (never by timing: the choice, and so the rounding, must not vary from run to run):
+ *   direct  nn/conv_direct (AVX-512 stride-1 kernels, 2-4x faster than im2col + sgemm at the
+ *           reference models' shapes and with no column matrix): used for every shape
+ *           dt_conv_direct_supported() accepts when the CPU takes the AVX-512 path. Its
+ *           scratch is sized at setup for the process's OpenMP thread count then
+ *           (dt_nn_set_threads runs before the model is built); a later call uses that many
+ *           threads at most.
+ *   gemm    everything else (stride > 1, pad >= kernel, CPUs without AVX-512, where the
+ *           direct kernels' portable loops are slower than OpenBLAS), described below.
+ * Both can apply a ReLU at the store (l->relu_fused, set by the model when a relu layer
+ * follows): backward never reads y, so the relu layer can run in place on our output.
+ *
+ * The "gemm" path: batched im2col. The columns of the whole batch form one matrix
  * col[C*K*K][B*P] (P = output pixels; row r = (c, ky, kx), channel-major like the weight), so
  * each direction is ONE large GEMM whose N = B*P keeps OpenBLAS efficient at small channel
  * counts, and the layout keeps every copy contiguous along output rows (vectorisable):
@@ -15,31 +28,80 @@
  * direct (non-GEMM) kernel belongs: it sees the full shape at setup time.
  */
 #include <cblas.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "nn/conv_direct.h"
 #include "nn/init.h"
 #include "nn/layer_common.h"
 #include "util/alloc.h"
 #include "util/err.h"
 
-enum conv_algo { CONV_GEMM };
-
 struct conv {
-    enum conv_algo algo;
+    enum dt_conv2d_algo algo; /* DT_CONV2D_GEMM or DT_CONV2D_DIRECT */
     int c, h, w, oc, oh, ow, k, stride, pad;
     int ckk, pix;
     bool bias;
-    float *col; /* [ckk][max_batch * pix] */
-    float *yt;  /* [oc][max_batch * pix] */
+    float *col;              /* gemm: [ckk][max_batch * pix] */
+    float *yt;               /* gemm: [oc][max_batch * pix] */
+    struct dt_conv_shape ds; /* direct: the shape, n = max_batch (set per call) */
+    float *scratch;          /* direct: sized for `threads` */
+    size_t scratch_floats;
+    int threads;
 };
 
-/* Per-shape algorithm selection. A direct kernel (e.g. dt_conv_direct_supported(c, oc, k,
- * stride, pad)) would be tried here first; GEMM handles every shape. */
-static enum conv_algo conv2d_choose_algo(const struct conv *cv)
+/* Process-wide test switch (see nn/layers.h); read at setup only. */
+static enum dt_conv2d_algo forced_algo = DT_CONV2D_AUTO;
+
+enum dt_conv2d_algo dt_conv2d_force_algo(enum dt_conv2d_algo algo)
 {
-    (void)cv;
-    return CONV_GEMM;
+    enum dt_conv2d_algo was = forced_algo;
+    forced_algo = algo;
+    return was;
+}
+
+/* A static rule on the shape and the CPU, so the same config always takes the same path. */
+static enum dt_conv2d_algo conv2d_choose_algo(const struct conv *cv)
+{
+    bool direct = dt_conv_direct_supported(&cv->ds);
+    if (forced_algo == DT_CONV2D_GEMM || !direct)
+        return DT_CONV2D_GEMM;
+    if (forced_algo == DT_CONV2D_DIRECT || dt_conv_direct_uses_simd())
+        return DT_CONV2D_DIRECT;
+    return DT_CONV2D_GEMM;
+}
+
+enum dt_conv2d_algo dt_conv2d_algo_of(const struct dt_layer *l)
+{
+    const struct conv *cv = l->state;
+    return l->kind->ops == &dt_conv2d_ops && cv ? cv->algo : DT_CONV2D_AUTO;
+}
+
+static int scratch_setup(struct conv *cv, int max_batch)
+{
+    if (cv->algo == DT_CONV2D_DIRECT) {
+        cv->threads = omp_get_max_threads();
+        if (cv->threads < 1)
+            cv->threads = 1;
+        cv->scratch_floats = dt_conv_direct_scratch_floats(&cv->ds, cv->threads);
+        cv->scratch = dt_alloc(cv->scratch_floats, sizeof(float));
+        return cv->scratch ? 0 : dt_fail_context(-DT_ERUNTIME, "conv2d scratch");
+    }
+    size_t rows = (size_t)max_batch * cv->pix;
+    cv->col = dt_alloc(rows * cv->ckk, sizeof(float));
+    cv->yt = dt_alloc(rows * cv->oc, sizeof(float));
+    if (!cv->col || !cv->yt)
+        return dt_fail_context(-DT_ERUNTIME, "conv2d scratch");
+    return 0;
+}
+
+/* The direct kernels' thread count for this call: the current OpenMP setting, capped by what
+ * the scratch was sized for. */
+static int direct_threads(const struct conv *cv)
+{
+    int t = omp_get_max_threads();
+    return t < 1 ? 1 : t > cv->threads ? cv->threads : t;
 }
 
 static int conv2d_setup(struct dt_layer *l, const struct dt_layer_spec *spec, struct dt_shape in)
@@ -74,15 +136,20 @@ static int conv2d_setup(struct dt_layer *l, const struct dt_layer_spec *spec, st
                         .bias = spec->bias};
     cv->ckk = cv->c * cv->k * cv->k;
     cv->pix = oh * ow;
+    cv->ds = (struct dt_conv_shape){.n = l->max_batch,
+                                    .c = in.c,
+                                    .h = in.h,
+                                    .w = in.w,
+                                    .k = cv->oc,
+                                    .kh = cv->k,
+                                    .kw = cv->k,
+                                    .stride = stride,
+                                    .pad = cv->pad};
     cv->algo = conv2d_choose_algo(cv);
     l->out = (struct dt_shape){cv->oc, oh, ow};
     l->nparams = (size_t)cv->oc * cv->ckk + (cv->bias ? (size_t)cv->oc : 0);
-    size_t rows = (size_t)l->max_batch * cv->pix;
-    cv->col = dt_alloc(rows * cv->ckk, sizeof(float));
-    cv->yt = dt_alloc(rows * cv->oc, sizeof(float));
-    if (!cv->col || !cv->yt)
-        return dt_fail_context(-DT_ERUNTIME, "conv2d scratch");
-    return 0;
+    l->can_fuse_relu = true;
+    return scratch_setup(cv, l->max_batch);
 }
 
 static int conv2d_init(struct dt_layer *l, uint64_t seed)
@@ -184,6 +251,15 @@ static void conv2d_forward(struct dt_layer *l, const float *x, float *y, int bat
     struct conv *cv = l->state;
     const float *weight = l->params;
     const float *bias = cv->bias ? l->params + (size_t)cv->oc * cv->ckk : NULL;
+    if (cv->algo == DT_CONV2D_DIRECT) {
+        struct dt_conv_shape s = cv->ds;
+        s.n = batch;
+        /* cannot fail: the shape was accepted and the scratch sized at setup */
+        (void)dt_conv_direct_forward(&s, x, weight, bias, y, l->relu_fused, cv->scratch,
+                                     cv->scratch_floats, direct_threads(cv));
+        return;
+    }
+    bool relu = l->relu_fused;
     int n = batch * cv->pix;
     im2col(cv, x, cv->col, batch);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, cv->oc, n, cv->ckk, 1.0f, weight,
@@ -195,8 +271,12 @@ static void conv2d_forward(struct dt_layer *l, const float *x, float *y, int bat
         const float *src = cv->yt + (size_t)o * n + (size_t)b * cv->pix;
         float *dst = y + (size_t)t * cv->pix;
         float add = bias ? bias[o] : 0.0f;
-        for (int p = 0; p < cv->pix; p++)
-            dst[p] = src[p] + add;
+        if (relu)
+            for (int p = 0; p < cv->pix; p++)
+                dst[p] = src[p] + add > 0.0f ? src[p] + add : 0.0f;
+        else
+            for (int p = 0; p < cv->pix; p++)
+                dst[p] = src[p] + add;
     }
 }
 
@@ -228,6 +308,18 @@ static void conv2d_backward(struct dt_layer *l, const float *x, const float *y, 
     (void)x, (void)y;
     struct conv *cv = l->state;
     size_t nw = (size_t)cv->oc * cv->ckk;
+    if (cv->algo == DT_CONV2D_DIRECT) {
+        struct dt_conv_shape s = cv->ds;
+        s.n = batch;
+        int threads = direct_threads(cv);
+        memset(l->grads, 0, l->nparams * sizeof *l->grads); /* the kernel accumulates */
+        (void)dt_conv_direct_backward_weight(&s, x, dy, l->grads, cv->bias ? l->grads + nw : NULL,
+                                             cv->scratch, cv->scratch_floats, threads);
+        if (dx)
+            (void)dt_conv_direct_backward_input(&s, dy, l->params, dx, cv->scratch,
+                                                cv->scratch_floats, threads);
+        return;
+    }
     int n = batch * cv->pix;
     regroup_dy(cv, dy, cv->yt, cv->bias ? l->grads + nw : NULL, batch);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, cv->oc, cv->ckk, n, 1.0f, cv->yt, n,
@@ -246,6 +338,7 @@ static void conv2d_destroy(struct dt_layer *l)
         return;
     dt_free(cv->col);
     dt_free(cv->yt);
+    dt_free(cv->scratch);
     free(cv);
 }
 

@@ -12,6 +12,13 @@
  *
  * Layers overwrite their parameter gradients in backward (nn/layers.h), so grads is cleared
  * only for a step with no samples.
+ *
+ * Two savings the layer list allows, decided once at build:
+ *   - ReLU fusion: a layer that can apply ReLU at its store (l->can_fuse_relu: conv2d) and is
+ *     followed by a relu layer does so; the relu's activation aliases the layer's output and
+ *     its forward is skipped. Its backward still runs (dy masked by y > 0, the same values).
+ *   - No input gradient below the first layer with parameters: backward stops there and that
+ *     layer gets dx = NULL (nobody needs the gradient of the model's input).
  */
 #include "nn/model.h"
 
@@ -30,6 +37,8 @@
 
 struct model_impl {
     float **act;
+    bool *in_place;  /* layer i is a relu fused into layer i-1: act[i] aliases act[i-1] */
+    int first_param; /* lowest layer with parameters (nlayers when none): backward stops there */
     float *grad_a, *grad_b;
     const float *input; /* the last forward's x (not copied) */
     int last_batch;
@@ -122,6 +131,10 @@ static int allocate_arenas(struct dt_model *m)
         size_t n = shape_size(m->layers[i]->out);
         if (n > largest)
             largest = n;
+        if (impl->in_place[i]) {
+            impl->act[i] = impl->act[i - 1];
+            continue;
+        }
         impl->act[i] = dt_alloc((size_t)m->max_batch * n, sizeof(float));
         if (!impl->act[i])
             return dt_fail_context(-DT_ERUNTIME, "activations of layer %d", i);
@@ -152,6 +165,24 @@ static int init_layers(struct dt_model *m, uint64_t seed)
     return 0;
 }
 
+/* ReLU fusion and the backward stop (see the top of this file). */
+static void plan(struct dt_model *m)
+{
+    struct model_impl *impl = m->impl;
+    for (int i = 1; i < m->nlayers; i++) {
+        struct dt_layer *prev = m->layers[i - 1];
+        if (m->layers[i]->kind->ops == &dt_relu_ops && prev->can_fuse_relu &&
+            !impl->in_place[i - 1]) {
+            prev->relu_fused = true;
+            impl->in_place[i] = true;
+        }
+    }
+    impl->first_param = m->nlayers;
+    for (int i = m->nlayers - 1; i >= 0; i--)
+        if (m->layers[i]->nparams)
+            impl->first_param = i;
+}
+
 static int build(struct dt_model *m, const struct dt_layer_spec *specs, uint64_t seed)
 {
     struct dt_shape shape = m->input;
@@ -163,6 +194,7 @@ static int build(struct dt_model *m, const struct dt_layer_spec *specs, uint64_t
         m->nparams += m->layers[i]->nparams;
         m->nbuffers += m->layers[i]->nbuffers;
     }
+    plan(m);
     int rc = allocate_arenas(m);
     if (rc < 0)
         return rc;
@@ -190,12 +222,15 @@ int dt_model_build(struct dt_model **out, const struct dt_layer_spec *specs, int
     struct dt_model *m = calloc(1, sizeof *m);
     struct model_impl *impl = calloc(1, sizeof *impl);
     struct dt_layer **layers = calloc((size_t)nspecs, sizeof *layers);
-    if (!m || !impl || !layers) {
+    bool *in_place = impl ? calloc((size_t)nspecs, sizeof *in_place) : NULL;
+    if (!m || !impl || !layers || !in_place) {
         free(m);
         free(impl);
         free(layers);
+        free(in_place);
         return dt_fail(DT_ERUNTIME, "out of memory building the model");
     }
+    impl->in_place = in_place;
     m->impl = impl;
     m->layers = layers;
     m->nlayers = nspecs;
@@ -223,10 +258,11 @@ void dt_model_free(struct dt_model *m)
         if (l->kind->ops->destroy)
             l->kind->ops->destroy(l);
         free(l);
-        if (impl->act)
+        if (impl->act && !impl->in_place[i])
             dt_free(impl->act[i]);
     }
     free(impl->act);
+    free(impl->in_place);
     dt_free(impl->grad_a);
     dt_free(impl->grad_b);
     free(impl);
@@ -257,6 +293,8 @@ int dt_model_forward(struct dt_model *m, const float *x, int batch,
     const float *in = x;
     for (int i = 0; i < m->nlayers; i++) {
         struct dt_layer *l = m->layers[i];
+        if (impl->in_place[i]) /* a relu already applied by layer i-1 */
+            continue;
         double t0 = m->profile ? dt_now() : 0;
         l->kind->ops->forward(l, in, impl->act[i], batch, ctx);
         if (m->profile)
@@ -286,11 +324,11 @@ int dt_model_backward(struct dt_model *m, const uint8_t *labels, int batch, floa
     int rc = dt_loss_grad(m->loss, m->output, m->classes, labels, batch, grad_scale, dy);
     if (rc < 0)
         return rc;
-    for (int i = m->nlayers - 1; i >= 0; i--) {
+    for (int i = m->nlayers - 1; i >= impl->first_param; i--) {
         struct dt_layer *l = m->layers[i];
         const float *x = i > 0 ? impl->act[i - 1] : impl->input;
         double t0 = m->profile ? dt_now() : 0;
-        l->kind->ops->backward(l, x, impl->act[i], dy, i > 0 ? dx : NULL, batch);
+        l->kind->ops->backward(l, x, impl->act[i], dy, i > impl->first_param ? dx : NULL, batch);
         if (m->profile)
             m->profile_bwd[i] += dt_now() - t0;
         float *t = dy;
