@@ -42,10 +42,7 @@
  * by nature: signals are. */
 static volatile sig_atomic_t stop_signal;
 
-static void on_stop_signal(int sig)
-{
-    stop_signal = sig;
-}
+static void on_stop_signal(int sig) { stop_signal = sig; }
 
 struct run {
     const struct dt_config *cfg;
@@ -98,9 +95,8 @@ static int verify_identical_weights(struct dt_comm *comm, const struct dt_model 
     if ((rc = comm->allreduce_sum(comm, &mismatch, 1)))
         return rc;
     if (mismatch != 0.0f)
-        return dt_fail(DT_ERUNTIME,
-                       "initial weights differ between ranks (%g ranks disagree "
-                       "with rank 0): all ranks must run the same dtrain build",
+        return dt_fail(DT_ERUNTIME, "initial weights differ between ranks (%g ranks disagree "
+                                    "with rank 0): all ranks must run the same dtrain build",
                        (double)mismatch);
     return 0;
 }
@@ -211,8 +207,7 @@ static int train_step(struct rank_state *st, const struct run *run, uint64_t epo
         return rc;
     if ((rc = st->comm->allreduce_sum(st->comm, st->model->grads, st->model->nparams)))
         return rc;
-    if ((rc =
-             dt_optim_step(st->optim, st->model->params, st->model->grads, st->model->nparams, lr)))
+    if ((rc = dt_optim_step(st->optim, st->model->params, st->model->grads, st->model->nparams, lr)))
         return rc;
     return 0;
     return 0;
@@ -351,9 +346,9 @@ static int rank_main(struct dt_comm *comm, void *arg)
             if (best)
                 best_acc = test_acc;
             bool epoch_done = step % steps_per_epoch == 0;
-            bool due =
-                step >= total_steps || (cfg->checkpoint.every > 0 && epoch_done &&
-                                        (step / steps_per_epoch) % cfg->checkpoint.every == 0);
+            bool due = step >= total_steps ||
+                       (cfg->checkpoint.every > 0 && epoch_done &&
+                        (step / steps_per_epoch) % cfg->checkpoint.every == 0);
             if (due || (best && cfg->checkpoint.best)) {
                 struct dt_run_resume meta = {.step = step,
                                              .epoch = step / steps_per_epoch,
