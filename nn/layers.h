@@ -53,6 +53,14 @@ struct dt_layer {
      * place on this layer's output (its backward still masks dy by y > 0). */
     bool can_fuse_relu;
     bool relu_fused;
+    /* conv2d -> relu -> maxpool2d: set by setup when forward can also run the pool on
+     * cache-sized chunks of samples (can_fuse_pool); the model then points pool_fused at the
+     * maxpool layer, passes that layer's output as y to forward (this layer's own output is
+     * never written), skips the pool's forward and the relu's backward, and sets relu_below
+     * on the pool so its backward applies the relu's mask. */
+    bool can_fuse_pool;
+    struct dt_layer *pool_fused;
+    bool relu_below;
     struct dt_model *model; /* owner, for dt_layer_describe */
 };
 

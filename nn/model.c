@@ -17,6 +17,11 @@
  *   - ReLU fusion: a layer that can apply ReLU at its store (l->can_fuse_relu: conv2d) and is
  *     followed by a relu layer does so; the relu's activation aliases the layer's output and
  *     its forward is skipped. Its backward still runs (dy masked by y > 0, the same values).
+ *     When a maxpool2d follows the relu and the layer can also run it (l->can_fuse_pool:
+ *     conv2d on the direct path), the layer's forward runs the relu and the pool chunk by
+ *     chunk and writes the pool's output; the pool's backward applies the relu's mask, and
+ *     the relu's backward is skipped (nn/layers.h). The layer's and the relu's activations
+ *     are then not written. Fused and unfused compute the same bits.
  *   - No input gradient below the first layer with parameters: backward stops there and that
  *     layer gets dx = NULL (nobody needs the gradient of the model's input).
  */
@@ -35,9 +40,21 @@
 #define MAX_PARAM_TENSORS  2 /* weight, bias */
 #define MAX_BUFFER_TENSORS 3 /* running_mean, running_var, num_batches_tracked */
 
+/* Process-wide switch for tests and benchmarks (dt_model_allow_fusion). */
+static bool fusion_allowed = true;
+
+bool dt_model_allow_fusion(bool allow)
+{
+    bool was = fusion_allowed;
+    fusion_allowed = allow;
+    return was;
+}
+
 struct model_impl {
     float **act;
     bool *in_place;  /* layer i is a relu fused into layer i-1: act[i] aliases act[i-1] */
+    bool *skip_fwd;  /* layer i is a maxpool run by the conv two below (pool_fused) */
+    bool *skip_bwd;  /* layer i is a relu whose mask the maxpool above it applies */
     int first_param; /* lowest layer with parameters (nlayers when none): backward stops there */
     float *grad_a, *grad_b;
     const float *input; /* the last forward's x (not copied) */
@@ -169,12 +186,18 @@ static int init_layers(struct dt_model *m, uint64_t seed)
 static void plan(struct dt_model *m)
 {
     struct model_impl *impl = m->impl;
-    for (int i = 1; i < m->nlayers; i++) {
+    for (int i = 1; fusion_allowed && i < m->nlayers; i++) {
         struct dt_layer *prev = m->layers[i - 1];
-        if (m->layers[i]->kind->ops == &dt_relu_ops && prev->can_fuse_relu &&
-            !impl->in_place[i - 1]) {
-            prev->relu_fused = true;
-            impl->in_place[i] = true;
+        if (m->layers[i]->kind->ops != &dt_relu_ops || !prev->can_fuse_relu)
+            continue;
+        prev->relu_fused = true;
+        impl->in_place[i] = true;
+        struct dt_layer *pool = i + 1 < m->nlayers ? m->layers[i + 1] : NULL;
+        if (pool && pool->kind->ops == &dt_maxpool2d_ops && prev->can_fuse_pool) {
+            prev->pool_fused = pool;
+            pool->relu_below = true;
+            impl->skip_fwd[i + 1] = true;
+            impl->skip_bwd[i] = true;
         }
     }
     impl->first_param = m->nlayers;
@@ -222,7 +245,7 @@ int dt_model_build(struct dt_model **out, const struct dt_layer_spec *specs, int
     struct dt_model *m = calloc(1, sizeof *m);
     struct model_impl *impl = calloc(1, sizeof *impl);
     struct dt_layer **layers = calloc((size_t)nspecs, sizeof *layers);
-    bool *in_place = impl ? calloc((size_t)nspecs, sizeof *in_place) : NULL;
+    bool *in_place = calloc(3 * (size_t)nspecs, sizeof *in_place);
     if (!m || !impl || !layers || !in_place) {
         free(m);
         free(impl);
@@ -230,7 +253,9 @@ int dt_model_build(struct dt_model **out, const struct dt_layer_spec *specs, int
         free(in_place);
         return dt_fail(DT_ERUNTIME, "out of memory building the model");
     }
-    impl->in_place = in_place;
+    impl->in_place = in_place; /* one allocation for the three flag arrays */
+    impl->skip_fwd = in_place + nspecs;
+    impl->skip_bwd = in_place + 2 * nspecs;
     m->impl = impl;
     m->layers = layers;
     m->nlayers = nspecs;
@@ -293,10 +318,14 @@ int dt_model_forward(struct dt_model *m, const float *x, int batch,
     const float *in = x;
     for (int i = 0; i < m->nlayers; i++) {
         struct dt_layer *l = m->layers[i];
-        if (impl->in_place[i]) /* a relu already applied by layer i-1 */
+        if (impl->in_place[i] || impl->skip_fwd[i]) { /* done by a layer below */
+            in = impl->act[i];
             continue;
+        }
         double t0 = m->profile ? dt_now() : 0;
-        l->kind->ops->forward(l, in, impl->act[i], batch, ctx);
+        /* a conv with a fused pool writes the pool's output (nn/layers.h) */
+        float *y = l->pool_fused ? impl->act[i + 2] : impl->act[i];
+        l->kind->ops->forward(l, in, y, batch, ctx);
         if (m->profile)
             m->profile_fwd[i] += dt_now() - t0;
         in = impl->act[i];
@@ -326,6 +355,8 @@ int dt_model_backward(struct dt_model *m, const uint8_t *labels, int batch, floa
         return rc;
     for (int i = m->nlayers - 1; i >= impl->first_param; i--) {
         struct dt_layer *l = m->layers[i];
+        if (impl->skip_bwd[i]) /* dy passes through unchanged */
+            continue;
         const float *x = i > 0 ? impl->act[i - 1] : impl->input;
         double t0 = m->profile ? dt_now() : 0;
         l->kind->ops->backward(l, x, impl->act[i], dy, i > impl->first_param ? dx : NULL, batch);

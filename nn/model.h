@@ -90,6 +90,11 @@ void dt_model_loss(struct dt_model *m, const uint8_t *labels, int batch, double 
  * a sum all-reduce of grads yields exactly the mean-loss gradient. */
 int dt_model_backward(struct dt_model *m, const uint8_t *labels, int batch, float grad_scale);
 
+/* Whether models built from now on fuse layers (ReLU into conv2d, conv2d-relu-maxpool2d):
+ * fused and unfused models compute the same bits. Returns the previous setting. Process-wide,
+ * for tests and benchmarks that compare both. */
+bool dt_model_allow_fusion(bool allow);
+
 /* Sets the process's compute threads (OpenBLAS and OpenMP) for this model's kernels. */
 void dt_nn_set_threads(int threads);
 
