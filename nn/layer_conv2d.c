@@ -172,6 +172,7 @@ static int conv2d_setup(struct dt_layer *l, const struct dt_layer_spec *spec, st
     l->nparams = (size_t)cv->oc * cv->ckk + (cv->bias ? (size_t)cv->oc : 0);
     l->can_fuse_relu = true;
     l->can_fuse_pool = cv->algo == DT_CONV2D_DIRECT;
+    l->chunkable = cv->algo == DT_CONV2D_DIRECT; /* per-sample kernels, no state */
     return scratch_setup(cv, l->max_batch);
 }
 
@@ -270,7 +271,7 @@ static void col2im(const struct conv *cv, const float *col, float *dx, int batch
 /* conv (+ReLU) then l->pool_fused's maxpool, one L2-sized chunk of samples at a time; y is the
  * pool's output. */
 static void forward_pooled(struct dt_layer *l, const float *x, const float *weight,
-                           const float *bias, float *y, int batch)
+                           const float *bias, float *y, int batch, int first_sample)
 {
     struct conv *cv = l->state;
     struct dt_layer *pool = l->pool_fused;
@@ -281,19 +282,19 @@ static void forward_pooled(struct dt_layer *l, const float *x, const float *weig
         s.n = batch - s0 < cv->chunk ? batch - s0 : cv->chunk;
         (void)dt_conv_direct_forward(&s, x + s0 * in_sample, weight, bias, cv->chunk_out,
                                      l->relu_fused, cv->scratch, cv->scratch_floats, threads);
-        dt_maxpool2d_forward_samples(pool, cv->chunk_out, y + s0 * out_sample, s0, s.n);
+        dt_maxpool2d_forward_samples(pool, cv->chunk_out, y + s0 * out_sample, first_sample + s0,
+                                     s.n);
     }
 }
 
 static void conv2d_forward(struct dt_layer *l, const float *x, float *y, int batch,
                            const struct dt_forward_ctx *ctx)
 {
-    (void)ctx;
     struct conv *cv = l->state;
     const float *weight = l->params;
     const float *bias = cv->bias ? l->params + (size_t)cv->oc * cv->ckk : NULL;
     if (cv->algo == DT_CONV2D_DIRECT && l->pool_fused) {
-        forward_pooled(l, x, weight, bias, y, batch);
+        forward_pooled(l, x, weight, bias, y, batch, ctx ? ctx->first_sample : 0);
         return;
     }
     if (cv->algo == DT_CONV2D_DIRECT) {

@@ -61,6 +61,10 @@ struct dt_layer {
     bool can_fuse_pool;
     struct dt_layer *pool_fused;
     bool relu_below;
+    /* Set by setup when forward works on any chunk of the batch (ctx->first_sample says
+     * which) and gives each sample the same bits whatever the chunk: the model then runs a
+     * run of such layers chunk by chunk, so activations between them stay in cache. */
+    bool chunkable;
     struct dt_model *model; /* owner, for dt_layer_describe */
 };
 

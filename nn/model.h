@@ -43,6 +43,9 @@ struct dt_forward_ctx {
     uint64_t seed;
     uint64_t epoch;
     const uint64_t *sample_ids; /* batch global sample indices (may be NULL when !training) */
+    /* Set by the model only: when it runs a layer on a chunk of the batch (layers with
+     * l->chunkable), the index of x's first sample in the batch. 0 otherwise. */
+    int first_sample;
 };
 
 struct dt_layer; /* nn/layers.h */
