@@ -12,6 +12,7 @@
  *    or anything below it) is covered by test_gradcheck's pool-first model and here by the
  *    fused/unfused comparison of a model whose first layer is a pool.
  *  - determinism: the same model stepped twice on the same batch gives the same bits.
+ *  - the 2x2 max-pool's one-store backward on an odd-sized plane.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -286,6 +287,40 @@ static void test_steps_are_deterministic(void **state)
     free(x);
 }
 
+/* The 2x2 pool's one-store backward: winners get dy, everything else (the rows and columns an
+ * odd size leaves out included) exactly +0, whatever dx held before. */
+static void test_maxpool_2x2_backward_odd(void **state)
+{
+    (void)state;
+    struct dt_layer_spec spec = pool_spec("maxpool2d", 2, 0, 0);
+    struct dt_model *m;
+    assert_int_equal(dt_model_build(&m, &spec, 1, (struct dt_shape){1, 5, 5}, 1, DT_LOSS_NLL, 1),
+                     0);
+    struct dt_layer *l = m->layers[0];
+    float x[25], y[4], dx[25], dy[4] = {1.0f, -2.0f, -0.0f, 4.0f};
+    for (int i = 0; i < 25; i++)
+        x[i] = (float)((i * 7) % 25); /* winners at different corners of the windows */
+    l->kind->ops->forward(l, x, y, 1, NULL);
+    for (int i = 0; i < 25; i++)
+        dx[i] = NAN;
+    l->kind->ops->backward(l, x, y, dy, dx, 1);
+    int winners = 0;
+    for (int i = 0; i < 25; i++) {
+        int r = i / 5, c = i % 5, o = r / 2 * 2 + c / 2;
+        bool win = r < 4 && c < 4 && x[i] == y[o];
+        if (win) {
+            winners++;
+            assert_true(dx[i] == dy[o]);
+        } else {
+            assert_true(dx[i] == 0.0f && !signbit(dx[i]));
+        }
+    }
+    assert_int_equal(winners, 4);
+    /* window 2 (rows 2-3, columns 0-1) got dy = -0: stored as +0, as clear-and-add would */
+    assert_false(signbit(dx[10]) || signbit(dx[11]) || signbit(dx[15]) || signbit(dx[16]));
+    dt_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -294,6 +329,7 @@ int main(void)
         cmocka_unit_test(test_fusion_is_exact_1_thread),
         cmocka_unit_test(test_fusion_is_exact_2_threads),
         cmocka_unit_test(test_steps_are_deterministic),
+        cmocka_unit_test(test_maxpool_2x2_backward_odd),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
