@@ -13,8 +13,8 @@
  *           direct kernels' portable loops are slower than OpenBLAS), described below.
  * Both can apply a ReLU at the store (l->relu_fused, set by the model when a relu layer
  * follows): backward never reads y, so the relu layer can run in place on our output.
- * The direct path can also run a following maxpool2d (l->pool_fused): it convolves CHUNK_BYTES
- * of output per thread at a time into a scratch that stays in L2 and pools it from there, so
+ * The direct path can also run a following maxpool2d (l->pool_fused): each thread convolves
+ * CHUNK_BYTES of output at a time into a scratch that stays in its L2 and pools it from there, so
  * the full-size activation (9.4 MB for the ConvNet's conv2 at batch 128) is never written to
  * and read back from memory. The results are the same bits as unfused: each sample's
  * arithmetic does not depend on the chunking. (Backward is not chunked: a weight-gradient call
@@ -55,8 +55,10 @@ struct conv {
     float *scratch;          /* direct: sized for `threads` */
     size_t scratch_floats;
     int threads;
-    float *chunk_out; /* direct + pool: conv output of `chunk` samples, pooled from there */
-    int chunk;
+    float *chunk_out;   /* direct + pool: per thread, conv output of `chunk` samples */
+    int chunk;          /* samples per thread per pooled chunk */
+    float *fwd_scratch; /* direct + pool: per thread, single-threaded kernel scratch */
+    size_t fwd_scratch_floats;
 };
 
 /* Output bytes per thread convolved before pooling: well inside a core's L2. */
@@ -106,9 +108,13 @@ static int scratch_setup(struct conv *cv, int max_batch)
         cv->scratch_floats = dt_conv_direct_scratch_floats(&cv->ds, cv->threads);
         cv->scratch = dt_alloc(cv->scratch_floats, sizeof(float));
         size_t sample = (size_t)cv->oc * cv->pix * sizeof(float);
-        cv->chunk = chunk_samples(sample, CHUNK_BYTES, cv->threads, max_batch);
-        cv->chunk_out = dt_alloc((size_t)cv->chunk * cv->oc * cv->pix, sizeof(float));
-        return cv->scratch && cv->chunk_out ? 0 : dt_fail_context(-DT_ERUNTIME, "conv2d scratch");
+        cv->chunk = chunk_samples(sample, CHUNK_BYTES, 1, max_batch);
+        cv->chunk_out = dt_alloc((size_t)cv->threads * cv->chunk * cv->oc * cv->pix, sizeof(float));
+        cv->fwd_scratch_floats = dt_conv_direct_scratch_floats(&cv->ds, 1);
+        cv->fwd_scratch = dt_alloc((size_t)cv->threads * cv->fwd_scratch_floats, sizeof(float));
+        if (!cv->scratch || !cv->chunk_out || !cv->fwd_scratch)
+            return dt_fail_context(-DT_ERUNTIME, "conv2d scratch");
+        return 0;
     }
     size_t rows = (size_t)max_batch * cv->pix;
     cv->col = dt_alloc(rows * cv->ckk, sizeof(float));
@@ -276,14 +282,22 @@ static void forward_pooled(struct dt_layer *l, const float *x, const float *weig
     struct conv *cv = l->state;
     struct dt_layer *pool = l->pool_fused;
     size_t in_sample = (size_t)cv->c * cv->h * cv->w, out_sample = dt_shape_size(pool->out);
-    int threads = direct_threads(cv);
-    for (int s0 = 0; s0 < batch; s0 += cv->chunk) {
-        struct dt_conv_shape s = cv->ds;
-        s.n = batch - s0 < cv->chunk ? batch - s0 : cv->chunk;
-        (void)dt_conv_direct_forward(&s, x + s0 * in_sample, weight, bias, cv->chunk_out,
-                                     l->relu_fused, cv->scratch, cv->scratch_floats, threads);
-        dt_maxpool2d_forward_samples(pool, cv->chunk_out, y + s0 * out_sample, first_sample + s0,
-                                     s.n);
+    size_t chunk_floats = (size_t)cv->chunk * cv->oc * cv->pix;
+    /* One fork/join for the whole batch: each thread convolves and pools its own contiguous
+     * samples, a chunk at a time, with single-threaded kernel calls on its own scratch. */
+#pragma omp parallel num_threads(direct_threads(cv))
+    {
+        int t = omp_get_thread_num(), team = omp_get_num_threads();
+        int n0 = (int)((long long)batch * t / team), n1 = (int)((long long)batch * (t + 1) / team);
+        float *scratch = cv->fwd_scratch + (size_t)t * cv->fwd_scratch_floats;
+        float *out = cv->chunk_out + (size_t)t * chunk_floats;
+        for (int s0 = n0; s0 < n1; s0 += cv->chunk) {
+            struct dt_conv_shape s = cv->ds;
+            s.n = n1 - s0 < cv->chunk ? n1 - s0 : cv->chunk;
+            (void)dt_conv_direct_forward(&s, x + s0 * in_sample, weight, bias, out, l->relu_fused,
+                                         scratch, cv->fwd_scratch_floats, 1);
+            dt_maxpool2d_forward_samples(pool, out, y + s0 * out_sample, first_sample + s0, s.n);
+        }
     }
 }
 
@@ -386,6 +400,7 @@ static void conv2d_destroy(struct dt_layer *l)
     dt_free(cv->yt);
     dt_free(cv->scratch);
     dt_free(cv->chunk_out);
+    dt_free(cv->fwd_scratch);
     free(cv);
 }
 

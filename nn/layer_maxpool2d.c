@@ -6,6 +6,7 @@
  * Fused above a conv2d -> relu (nn/model.c): the conv calls dt_maxpool2d_forward_samples on
  * cache-sized chunks of samples, and backward applies the relu's mask too (l->relu_below;
  * relu(x) is 0 at the winner exactly when the pooled value is not > 0). */
+#include <omp.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,7 +95,8 @@ void dt_maxpool2d_forward_samples(struct dt_layer *l, const float *x, float *y, 
     int h = l->in.h, w = l->in.w, planes = count * l->in.c;
     size_t out_plane = (size_t)mp->g.oh * mp->g.ow;
     int32_t *argmax = mp->argmax + (size_t)first * l->in.c * out_plane;
-#pragma omp parallel for if ((size_t)planes * h * w > DT_PARALLEL_MIN)
+    /* inside a fused conv's parallel region (nn/layer_conv2d.c) each thread pools its own */
+#pragma omp parallel for if (!omp_in_parallel() && (size_t)planes * h * w > DT_PARALLEL_MIN)
     for (int pl = 0; pl < planes; pl++)
         pool_plane(&mp->g, x + (size_t)pl * h * w, y + pl * out_plane, argmax + pl * out_plane, h,
                    w);

@@ -25,7 +25,8 @@
  *   - Chunked runs: consecutive layers whose forward works on any chunk of the batch
  *     (l->chunkable: conv2d on the direct path, with whatever is fused into it) run chunk by
  *     chunk, each chunk through all of them, so e.g. conv1's output is read by conv2 while it
- *     is still in L2 instead of coming back from memory.
+ *     is still in L2 instead of coming back from memory (at one thread: see
+ *     plan_chunked_run).
  * Fused, chunked and plain models compute the same bits.
  *   - No input gradient below the first layer with parameters: backward stops there and that
  *     layer gets dx = NULL (nobody needs the gradient of the model's input).
@@ -198,7 +199,9 @@ static int init_layers(struct dt_model *m, uint64_t seed)
 static int plan_chunked_run(struct dt_model *m, int i)
 {
     struct model_impl *impl = m->impl;
-    if (!m->layers[i]->chunkable)
+    /* With more threads every chunk costs a fork/join per layer (a scheduler tick each on a
+     * busy machine) and the gain was not measurable: one thread only. */
+    if (!m->layers[i]->chunkable || omp_get_max_threads() > 1)
         return i + 1;
     int k = i + 1, count = 1;
     size_t widest = 1;
@@ -213,9 +216,7 @@ static int plan_chunked_run(struct dt_model *m, int i)
     }
     if (count < 2)
         return i + 1;
-    int threads = omp_get_max_threads();
-    size_t chunk = (widest < RUN_CHUNK_BYTES ? RUN_CHUNK_BYTES / widest : 1) *
-                   (size_t)(threads > 1 ? threads : 1);
+    size_t chunk = widest < RUN_CHUNK_BYTES ? RUN_CHUNK_BYTES / widest : 1;
     impl->seg_end[i] = k;
     impl->seg_chunk[i] = chunk < (size_t)m->max_batch ? (int)chunk : m->max_batch;
     return k;
