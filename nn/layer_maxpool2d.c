@@ -109,31 +109,6 @@ static void maxpool2d_forward(struct dt_layer *l, const float *x, float *y, int 
     dt_maxpool2d_forward_samples(l, x, y, 0, batch);
 }
 
-/* Backward of the 2x2 / stride 2 window without padding: the windows tile the plane, so every
- * input gets exactly one store (the winner dy, the others 0) instead of a clearing pass plus a
- * scattered add. Rows and columns the windows do not reach (odd sizes) are zeroed. */
-static void unpool2x2(const float *dyp, const float *yp, const int32_t *ip, float *dxp, int h,
-                      int w, int oh, int ow)
-{
-    for (int oy = 0; oy < oh; oy++) {
-        float *r0 = dxp + (size_t)2 * oy * w, *r1 = r0 + w;
-        int base = 2 * oy * w;
-        for (int ox = 0; ox < ow; ox++) {
-            int o = oy * ow + ox, at = ip[o] - base - 2 * ox; /* 0, 1, w or w + 1 */
-            /* + 0: -0 becomes +0, the same bits as the clear-and-add of the general path */
-            float d = (!yp || yp[o] > 0.0f ? dyp[o] : 0.0f) + 0.0f;
-            r0[2 * ox] = at == 0 ? d : 0.0f;
-            r0[2 * ox + 1] = at == 1 ? d : 0.0f;
-            r1[2 * ox] = at == w ? d : 0.0f;
-            r1[2 * ox + 1] = at == w + 1 ? d : 0.0f;
-        }
-        for (int ix = 2 * ow; ix < w; ix++)
-            r0[ix] = r1[ix] = 0.0f;
-    }
-    if (2 * oh < h)
-        memset(dxp + (size_t)2 * oh * w, 0, sizeof(float) * (size_t)(h - 2 * oh) * w);
-}
-
 static void maxpool2d_backward(struct dt_layer *l, const float *x, const float *y, const float *dy,
                                float *dx, int batch)
 {
@@ -149,11 +124,6 @@ static void maxpool2d_backward(struct dt_layer *l, const float *x, const float *
         float *dxp = dx + pl * in_plane;
         const float *dyp = dy + pl * out_plane;
         const int32_t *ip = mp->argmax + pl * out_plane;
-        if (mp->g.k == 2 && mp->g.stride == 2 && mp->g.pad == 0) {
-            unpool2x2(dyp, mask ? y + pl * out_plane : NULL, ip, dxp, l->in.h, l->in.w, mp->g.oh,
-                      mp->g.ow);
-            continue;
-        }
         memset(dxp, 0, in_plane * sizeof *dxp);
         if (mask) { /* a fused relu below: its gradient is dy where the winner is > 0 */
             const float *yp = y + pl * out_plane;

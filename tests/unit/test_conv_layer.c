@@ -12,7 +12,7 @@
  *    or anything below it) is covered by test_gradcheck's pool-first model and here by the
  *    fused/unfused comparison of a model whose first layer is a pool.
  *  - determinism: the same model stepped twice on the same batch gives the same bits.
- *  - the 2x2 max-pool's one-store backward on an odd-sized plane.
+ *  - the 2x2 max-pool's backward on an odd-sized plane.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -287,8 +287,8 @@ static void test_steps_are_deterministic(void **state)
     free(x);
 }
 
-/* The 2x2 pool's one-store backward: winners get dy, everything else (the rows and columns an
- * odd size leaves out included) exactly +0, whatever dx held before. */
+/* The 2x2 pool's backward on an odd-sized plane: winners get dy, everything else (the rows and
+ * columns the windows leave out included) exactly +0, whatever dx held before. */
 static void test_maxpool_2x2_backward_odd(void **state)
 {
     (void)state;
@@ -316,7 +316,7 @@ static void test_maxpool_2x2_backward_odd(void **state)
         }
     }
     assert_int_equal(winners, 4);
-    /* window 2 (rows 2-3, columns 0-1) got dy = -0: stored as +0, as clear-and-add would */
+    /* window 2 (rows 2-3, columns 0-1) got dy = -0: stored as +0 (clear, then add) */
     assert_false(signbit(dx[10]) || signbit(dx[11]) || signbit(dx[15]) || signbit(dx[16]));
     dt_model_free(m);
 }
