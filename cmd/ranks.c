@@ -148,6 +148,12 @@ static int pick_backend(struct job *j)
     return 0;
 }
 
+bool dt_job_shares_memory(const struct dt_config *cfg, const struct dt_job_opts *o)
+{
+    struct job j = {.cfg = cfg, .o = o};
+    return job_shape(&j) == 0 && pick_backend(&j) == 0 && j.backend == B_SHM;
+}
+
 static enum dt_pin_mode pin_mode(const struct dt_config *cfg)
 {
     if (cfg->dist.cpu_list[0])

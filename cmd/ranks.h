@@ -34,6 +34,10 @@ void dt_job_opts_init(struct dt_job_opts *o);
 int dt_job_local_shape(const struct dt_config *cfg, const struct dt_job_opts *o, int *instances,
                        int *threads);
 
+/* True when every rank of the job is forked from this process and talks through one shm
+ * segment: memory mapped MAP_SHARED before dt_run_ranks() is then seen by all of them. */
+bool dt_job_shares_memory(const struct dt_config *cfg, const struct dt_job_opts *o);
+
 /* Runs rank_main once per rank of this process's share of the job and returns the job's
  * status: 0, or the first failure (a rank's error, "rank R was killed by SIGKILL", a lost
  * peer), DT_EINTR/DT_ETERM when stopped by a signal. */

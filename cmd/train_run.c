@@ -14,11 +14,14 @@
  */
 #include "cmd/train_run.h"
 
+#include <errno.h>
+#include <malloc.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 
 #include "cmd/evaluate.h"
@@ -51,6 +54,10 @@ struct run {
     const struct dt_config *cfg;
     const struct dt_train_options *opt;
     struct dt_data *data;
+    /* One host, forked ranks: the parameters and the optimizer state, one copy in memory
+     * shared by every rank (MAP_SHARED before the fork); NULL otherwise. */
+    float *shared;
+    size_t shared_floats;
 };
 
 /* Everything one rank owns during training. */
@@ -66,7 +73,8 @@ struct rank_state {
     uint8_t *y;
     uint32_t *idx;
     uint64_t *ids;
-    float stats[3]; /* loss sum, correct, samples of this epoch on this rank */
+    float stats[3];            /* loss sum, correct, samples of this epoch on this rank */
+    size_t shard_lo, shard_hi; /* the slice of the shared weights this rank updates */
 };
 
 static double peak_rss_mb(void)
@@ -211,10 +219,55 @@ static int train_step(struct rank_state *st, const struct run *run, uint64_t epo
         return rc;
     if ((rc = st->comm->allreduce_sum(st->comm, st->model->grads, st->model->nparams)))
         return rc;
-    if ((rc =
-             dt_optim_step(st->optim, st->model->params, st->model->grads, st->model->nparams, lr)))
-        return rc;
-    return 0;
+    if (!run->shared)
+        return dt_optim_step(st->optim, st->model->params, st->model->grads, st->model->nparams,
+                             lr);
+    /* Shared weights: each rank updates its own slice; the barrier publishes every slice
+     * before anyone's next forward reads the weights. */
+    rc = dt_optim_step_range(st->optim, st->model->params, st->model->grads, st->shard_lo,
+                             st->shard_hi, lr);
+    return rc ? rc : st->comm->barrier(st->comm);
+}
+
+/* Moves this rank's weights and optimizer state into the job's shared copy (rank 0's values,
+ * which every rank holds anyway: same seed, same checkpoint) and picks the slice it updates,
+ * cut at 64-byte boundaries so no two ranks write one cache line. */
+static int share_weights(struct rank_state *st, const struct run *run)
+{
+    size_t n = st->model->nparams, states = dt_optim_state_floats(st->optim);
+    if (n + states > run->shared_floats)
+        return dt_fail(DT_ERUNTIME, "shared weights: %zu floats needed, %zu mapped", n + states,
+                       run->shared_floats);
+    bool first = st->comm->rank == 0;
+    dt_model_move_params(st->model, run->shared, first);
+    dt_optim_move_state(st->optim, run->shared + n, first);
+    size_t r = (size_t)st->comm->rank, size = (size_t)st->comm->size;
+    st->shard_lo = (n * r / size) & ~(size_t)15;
+    st->shard_hi = r + 1 == size ? n : (n * (r + 1) / size) & ~(size_t)15;
+    malloc_trim(0); /* give the private copies' pages back: the point was not to hold them */
+    return st->comm->barrier(st->comm);
+}
+
+/* The floats a shared copy of the weights and optimizer state needs: a throwaway model built in
+ * the parent, before the fork, so the mapping can be inherited. */
+static int shared_weights_size(const struct run *run, size_t *floats)
+{
+    const struct dt_config *cfg = run->cfg;
+    const struct dt_dataset *train = &run->data->train;
+    struct dt_shape in = {train->c, train->h, train->w};
+    struct dt_model *m = NULL;
+    struct dt_optim *o = NULL;
+    int rc = dt_model_build(&m, cfg->model.layers, cfg->model.nlayers, in, 1, DT_LOSS_NLL,
+                            (uint64_t)cfg->train.seed);
+    if (rc == 0)
+        rc = dt_run_make_optimizer(&o, cfg, m->nparams);
+    if (rc == 0)
+        *floats = m->nparams + dt_optim_state_floats(o);
+    dt_optim_free(o);
+    if (m)
+        dt_model_free(m);
+    malloc_trim(0); /* or every rank would inherit the throwaway model's pages */
+    return rc;
 }
 
 static void emit_epoch_json(const struct run *run, const struct rank_state *st, int epoch,
@@ -279,6 +332,8 @@ static int rank_main(struct dt_comm *comm, void *arg)
                         steps_per_epoch ? step / steps_per_epoch : 0);
     }
     if ((rc = verify_identical_weights(comm, st.model)))
+        goto out;
+    if (run->shared && (rc = share_weights(&st, run)))
         goto out;
 
     struct dt_progress progress;
@@ -406,7 +461,21 @@ int dt_train_run(const struct dt_config *cfg, const struct dt_train_options *opt
     int rc = dt_run_load_data(cfg, &data);
     if (rc)
         return rc;
-    struct run run = {cfg, opt, &data};
+    struct run run = {cfg, opt, &data, NULL, 0};
+    if (dt_job_shares_memory(cfg, &opt->job)) {
+        if ((rc = shared_weights_size(&run, &run.shared_floats))) {
+            dt_data_free(&data);
+            return rc;
+        }
+        void *p = mmap(NULL, run.shared_floats * sizeof(float), PROT_READ | PROT_WRITE,
+                       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) {
+            dt_data_free(&data);
+            return dt_fail(DT_ERUNTIME, "cannot map %zu bytes of shared weights: %s",
+                           run.shared_floats * sizeof(float), strerror(errno));
+        }
+        run.shared = p;
+    }
     struct sigaction sa = {.sa_handler = on_stop_signal};
     sigemptyset(&sa.sa_mask);
     struct sigaction old_int, old_term;
@@ -415,6 +484,8 @@ int dt_train_run(const struct dt_config *cfg, const struct dt_train_options *opt
     rc = dt_run_ranks(cfg, &opt->job, rank_main, &run);
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
+    if (run.shared)
+        munmap(run.shared, run.shared_floats * sizeof(float));
     dt_data_free(&data);
     return rc;
 }

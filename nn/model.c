@@ -341,10 +341,23 @@ void dt_model_free(struct dt_model *m)
     free(m->layers);
     free(m->tensors);
     free(m->buffer_tensors);
-    dt_free(m->params);
+    if (!m->params_external)
+        dt_free(m->params);
     dt_free(m->grads);
     dt_free(m->buffers);
     free(m);
+}
+
+void dt_model_move_params(struct dt_model *m, float *storage, bool copy)
+{
+    if (copy)
+        memcpy(storage, m->params, m->nparams * sizeof *storage);
+    for (int i = 0; i < m->nlayers; i++)
+        m->layers[i]->params = storage + (m->layers[i]->params - m->params);
+    if (!m->params_external)
+        dt_free(m->params);
+    m->params = storage;
+    m->params_external = true;
 }
 
 static const struct dt_forward_ctx eval_ctx = {.training = false};

@@ -43,6 +43,7 @@ struct dt_optim {
     int nstates;
     const char *state_names[DT_OPTIM_MAX_STATES];
     float *state[DT_OPTIM_MAX_STATES];
+    bool state_external; /* state[] points into caller-owned storage */
 };
 
 static const char *const type_names[] = {
@@ -192,7 +193,7 @@ void dt_optim_free(struct dt_optim *o)
 {
     if (!o)
         return;
-    for (int i = 0; i < o->nstates; i++)
+    for (int i = 0; i < o->nstates && !o->state_external; i++)
         dt_free(o->state[i]);
     free(o);
 }
@@ -340,6 +341,41 @@ int dt_optim_step(struct dt_optim *o, float *params, const float *grads, size_t 
     }
     o->steps++;
     return 0;
+}
+
+int dt_optim_step_range(struct dt_optim *o, float *params, const float *grads, size_t lo, size_t hi,
+                        double lr)
+{
+    if (lo > hi || hi > o->n)
+        return dt_fail(DT_ERUNTIME, "%s: step over [%zu, %zu) of %zu parameters",
+                       dt_optim_type_name(o->cfg.type), lo, hi, o->n);
+    /* A view of the slice: the update is elementwise, so the slice's arithmetic is exactly the
+     * full step's for those elements. */
+    struct dt_optim view = *o;
+    view.n = hi - lo;
+    for (int i = 0; i < o->nstates; i++)
+        view.state[i] = o->state[i] + lo;
+    int rc = dt_optim_step(&view, params + lo, grads + lo, hi - lo, lr);
+    o->steps = view.steps;
+    return rc;
+}
+
+size_t dt_optim_state_floats(const struct dt_optim *o)
+{
+    return (size_t)o->nstates * o->n;
+}
+
+void dt_optim_move_state(struct dt_optim *o, float *storage, bool copy)
+{
+    for (int i = 0; i < o->nstates; i++) {
+        float *dst = storage + (size_t)i * o->n;
+        if (copy)
+            memcpy(dst, o->state[i], o->n * sizeof *dst);
+        if (!o->state_external)
+            dt_free(o->state[i]);
+        o->state[i] = dst;
+    }
+    o->state_external = true;
 }
 
 const struct dt_optim_config *dt_optim_config(const struct dt_optim *o)

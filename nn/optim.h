@@ -57,6 +57,18 @@ void dt_optim_free(struct dt_optim *o);
  * step). n must be the size given at creation: DT_ERUNTIME otherwise, with nothing changed. */
 int dt_optim_step(struct dt_optim *o, float *params, const float *grads, size_t n, double lr);
 
+/* The same update restricted to elements [lo, hi) of the arena (params and grads are the whole
+ * arenas): the ranks of one host each update their own slice of shared parameters and state.
+ * Counts as one step. Identical, element for element, to the full step. */
+int dt_optim_step_range(struct dt_optim *o, float *params, const float *grads, size_t lo, size_t hi,
+                        double lr);
+
+/* Floats of state (every state array) for this optimizer: what dt_optim_move_state needs. */
+size_t dt_optim_state_floats(const struct dt_optim *o);
+/* Moves the state arrays into caller-owned storage of dt_optim_state_floats() floats (shared by
+ * the ranks of one host), copying the current values when `copy`. */
+void dt_optim_move_state(struct dt_optim *o, float *storage, bool copy);
+
 const struct dt_optim_config *dt_optim_config(const struct dt_optim *o);
 size_t dt_optim_size(const struct dt_optim *o);
 /* Number of steps taken (PyTorch's state["step"]); settable for resuming from a checkpoint. */
