@@ -88,8 +88,8 @@ int dt_bench_combos_parse(const char *grid, struct dt_bench_combo **out)
         if (good) {
             const char *q = end + 1;
             t = strtol(q, &end, 10);
-            good = end != q && (*end == ',' || *end == 0) && i >= 1 && i <= 1024 && t >= 1 &&
-                   t <= 4096;
+            good = end != q && ((*end == ',' && end[1]) || *end == 0) && i >= 1 && i <= 1024 &&
+                   t >= 1 && t <= 4096;
         }
         if (!good) {
             free(c);
