@@ -91,7 +91,7 @@ struct ar_row {
     size_t bytes;
     int iters;
     double us, algbw, busbw;
-    char error[200]; /* empty when checked correct */
+    char error[300]; /* empty when checked correct */
 };
 
 struct ar_shared {

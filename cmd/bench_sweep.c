@@ -129,9 +129,11 @@ double dt_bench_median(const double *v, int n)
 
 /* ---- one run ---- */
 
+#define ERROR_CAP 400 /* a run's last stderr line (300) plus how it ended */
+
 struct run_result {
     bool ok;
-    char error[300];
+    char error[ERROR_CAP];
     double unit_s;    /* seconds per step or per epoch */
     double samples_s; /* samples per second */
     double loss, accuracy;
@@ -471,7 +473,7 @@ static const struct dt_bench_col step_cols[NCOLS] = {
 struct sweep_row {
     struct dt_bench_combo combo;
     bool ok;
-    char error[300];
+    char error[ERROR_CAP];
     double unit_s, samples_s, lo, hi, loss, accuracy;
     int runs;
 };
