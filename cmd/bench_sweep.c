@@ -225,7 +225,7 @@ static void take_event(struct run_events *ev, const char *line, size_t len, long
 static void result_from_events(struct run_result *r, const struct run_events *ev,
                                const struct dt_bench_sweep_opts *o)
 {
-    if (!ev->final) {
+    if (!ev->final && o->epochs > 0) {
         snprintf(r->error, sizeof r->error, "the run ended without its final event");
         return;
     }
@@ -321,8 +321,10 @@ static int describe_exit(char *buf, size_t cap, int status)
     return snprintf(buf, cap, "exit code %d", WEXITSTATUS(status));
 }
 
+/* The batch semantics come from the config (loaded once by the sweep); a run's `final` event
+ * confirms them, but a steps-mode run is stopped before it gets there. */
 static void run_child(struct run_result *r, char **argv, const struct dt_bench_sweep_opts *o,
-                      struct progress *p)
+                      struct progress *p, const struct run_events *init)
 {
     struct child c = {-1, -1, -1};
     memset(r, 0, sizeof *r);
@@ -333,12 +335,12 @@ static void run_child(struct run_result *r, char **argv, const struct dt_bench_s
     running_child = c.pid;
     if (stop_signal) /* arrived between the check and the fork */
         kill(c.pid, stop_signal);
-    struct run_events ev = {.t_warm = NAN, .t_last = NAN, .epoch_loss = NAN, .accuracy = NAN};
+    struct run_events ev = *init;
     static char line[1 << 16];
     size_t llen = 0, plen = 0;
     char last_err[300] = "", pending[300];
     double start = dt_now();
-    bool out_open = true, err_open = true, killed = false;
+    bool out_open = true, err_open = true, killed = false, measured = false;
     while (out_open || err_open) {
         struct pollfd fds[2] = {{out_open ? c.out_fd : -1, POLLIN, 0},
                                 {err_open ? c.err_fd : -1, POLLIN, 0}};
@@ -358,6 +360,12 @@ static void run_child(struct run_result *r, char **argv, const struct dt_bench_s
                 if (buf[i] == '\n') {
                     take_event(&ev, line, llen, o->epochs > 0 ? 0 : o->warmup, p);
                     llen = 0;
+                    /* Steps mode has all it needs at the last timed step: stop the run there
+                     * rather than wait for its test-set evaluation and checkpoint. */
+                    if (o->epochs == 0 && !measured && ev.last_step >= o->warmup + o->steps) {
+                        measured = true;
+                        kill(c.pid, SIGTERM);
+                    }
                 } else if (llen < sizeof line) {
                     line[llen++] = buf[i];
                 }
@@ -377,7 +385,9 @@ static void run_child(struct run_result *r, char **argv, const struct dt_bench_s
     while (waitpid(c.pid, &status, 0) < 0 && errno == EINTR)
         ;
     running_child = 0;
-    if (killed) {
+    if (measured) {
+        result_from_events(r, &ev, o); /* however the stopped run ended */
+    } else if (killed) {
         snprintf(r->error, sizeof r->error, "timed out after %g s (--timeout)", o->timeout);
     } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
         char how[80];
@@ -479,8 +489,15 @@ struct sweep_row {
 };
 
 static void measure_combo(struct sweep_row *row, const struct dt_bench_sweep_opts *o,
-                          struct progress *p, const char *ckpt_dir)
+                          struct progress *p, const char *ckpt_dir, const struct dt_config *cfg)
 {
+    const struct run_events init = {.t_warm = NAN,
+                                    .t_last = NAN,
+                                    .epoch_loss = NAN,
+                                    .accuracy = NAN,
+                                    .batch = cfg->train.batch_size,
+                                    .instances = row->combo.instances,
+                                    .per_instance = cfg->train.batch_per_instance};
     double unit[64], samples[64], loss = NAN, acc = NAN;
     int done = 0, repeat = o->repeat < 64 ? o->repeat : 64;
     struct argv_buf a;
@@ -489,7 +506,7 @@ static void measure_combo(struct sweep_row *row, const struct dt_bench_sweep_opt
         p->rep = r;
         progress_draw(p, 0, true);
         struct run_result res;
-        run_child(&res, a.v, o, p);
+        run_child(&res, a.v, o, p, &init);
         if (stop_signal)
             break;
         if (!res.ok) {
@@ -593,15 +610,19 @@ int dt_bench_sweep(const struct dt_bench_sweep_opts *o, const struct dt_bench_ma
     struct dt_config cfg;
     memset(&cfg, 0, sizeof cfg);
     int crc = dt_config_load(&cfg, o->config, (const char *const *)o->sets, o->nsets);
-    dt_config_free(&cfg);
-    if (crc)
+    if (crc) {
+        dt_config_free(&cfg);
         return crc;
+    }
     char ckpt_dir[] = "/tmp/dtrain-bench-XXXXXX";
-    if (!mkdtemp(ckpt_dir))
+    if (!mkdtemp(ckpt_dir)) {
+        dt_config_free(&cfg);
         return dt_fail(DT_ERUNTIME, "bench: cannot create a temporary directory: %m");
+    }
     struct sweep_row *rows = calloc((size_t)o->ncombos, sizeof *rows);
     if (!rows) {
         rmdir(ckpt_dir);
+        dt_config_free(&cfg);
         return dt_fail(DT_ERUNTIME, "out of memory");
     }
     stop_signal = 0;
@@ -621,7 +642,7 @@ int dt_bench_sweep(const struct dt_bench_sweep_opts *o, const struct dt_bench_ma
         if (p.show && !p.live)
             fprintf(stderr, "dtrain: bench [%d/%d] %d x %d: running\n", i + 1, o->ncombos,
                     o->combos[i].instances, o->combos[i].threads);
-        measure_combo(&rows[i], o, &p, ckpt_dir);
+        measure_combo(&rows[i], o, &p, ckpt_dir, &cfg);
         if (stop_signal)
             break;
         report_progress_row(&p, &rows[i], o);
@@ -661,6 +682,7 @@ int dt_bench_sweep(const struct dt_bench_sweep_opts *o, const struct dt_bench_ma
     }
     dt_bench_table_free(&t);
     free(rows);
+    dt_config_free(&cfg);
     if (!rc && stop_signal) {
         dt_log_info("bench: stopped by %s after %d of %d combinations",
                     stop_signal == SIGINT ? "SIGINT" : "SIGTERM", done, o->ncombos);
