@@ -502,6 +502,15 @@ static void measure_combo(struct sweep_row *row, const struct dt_bench_sweep_opt
     int done = 0, repeat = o->repeat < 64 ? o->repeat : 64;
     struct argv_buf a;
     build_argv(&a, o, &row->combo, ckpt_dir);
+    if (o->out.verbose) {
+        char cmd[2048] = "";
+        for (int i = 0; i < a.n; i++) {
+            size_t len = strlen(cmd);
+            snprintf(cmd + len, sizeof cmd - len, "%s%s", i ? " " : "", a.v[i]);
+        }
+        dt_log_debug("bench: each run of %d x %d: %s", row->combo.instances, row->combo.threads,
+                     cmd);
+    }
     for (int r = 0; r < repeat && !stop_signal; r++) {
         p->rep = r;
         progress_draw(p, 0, true);
