@@ -340,16 +340,22 @@ static void run_child(struct run_result *r, char **argv, const struct dt_bench_s
     size_t llen = 0, plen = 0;
     char last_err[300] = "", pending[300];
     double start = dt_now();
-    bool out_open = true, err_open = true, killed = false, measured = false;
+    bool out_open = true, err_open = true, killed = false, hard_killed = false, measured = false;
     while (out_open || err_open) {
         struct pollfd fds[2] = {{out_open ? c.out_fd : -1, POLLIN, 0},
                                 {err_open ? c.err_fd : -1, POLLIN, 0}};
         int n = poll(fds, 2, 250);
         if (n < 0 && errno != EINTR)
             break;
-        if (o->timeout > 0 && !killed && dt_now() - start > o->timeout) {
-            kill(c.pid, SIGKILL);
+        /* Past --timeout: SIGTERM first, so the run's launcher can tear its ranks and its
+         * shared memory down; SIGKILL if that has not ended it 5 s later. */
+        double late = o->timeout > 0 ? dt_now() - start - o->timeout : -1;
+        if (late > 0 && !killed) {
+            kill(c.pid, SIGTERM);
             killed = true;
+        } else if (late > 5 && !hard_killed) {
+            kill(c.pid, SIGKILL);
+            hard_killed = true;
         }
         char buf[8192];
         if (out_open && (fds[0].revents & (POLLIN | POLLHUP | POLLERR))) {
