@@ -158,23 +158,26 @@ struct progress {
     double last_draw;
 };
 
+/* A terminal gets one line redrawn in place; a log file gets a line every 10 s of a run (and
+ * the start and end lines of each combination, written by the sweep). */
 static void progress_draw(struct progress *p, long long step, bool force)
 {
-    if (!p->show || !p->live)
+    if (!p->show)
         return;
     double now = dt_now();
-    if (!force && now - p->last_draw < 0.2)
+    if (force)
+        p->last_draw = now;
+    if (!p->live ? force || now - p->last_draw < 10 : !force && now - p->last_draw < 0.2)
         return;
     p->last_draw = now;
-    char reps[32] = "";
+    char reps[32] = "", of[32] = "";
     if (p->repeats > 1)
         snprintf(reps, sizeof reps, ", run %d/%d", p->rep + 1, p->repeats);
     if (p->total > 0)
-        fprintf(stderr, "\r\033[Kdtrain: bench [%d/%d] %d x %d%s: step %lld/%lld", p->index + 1,
-                p->count, p->combo->instances, p->combo->threads, reps, step, p->total);
-    else
-        fprintf(stderr, "\r\033[Kdtrain: bench [%d/%d] %d x %d%s: step %lld", p->index + 1,
-                p->count, p->combo->instances, p->combo->threads, reps, step);
+        snprintf(of, sizeof of, "/%lld", p->total);
+    fprintf(stderr, "%sdtrain: bench [%d/%d] %d x %d%s: step %lld%s%s", p->live ? "\r\033[K" : "",
+            p->index + 1, p->count, p->combo->instances, p->combo->threads, reps, step, of,
+            p->live ? "" : "\n");
     fflush(stderr);
 }
 
