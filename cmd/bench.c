@@ -311,6 +311,8 @@ const struct dt_command dt_cmd_bench = {
         "  --quiet hides the progress lines on stderr, not the results.\n"
         "\n"
         "exit codes: 0 ok (also when some combinations failed: see their rows), 1 runtime\n"
-        "            failure, 2 usage or config error, 130/143 stopped by SIGINT/SIGTERM\n",
+        "            failure (e.g. a rank of the all-reduce job died), 2 usage or config\n"
+        "            error, 3 data error (e.g. the config file is missing), 130/143 stopped\n"
+        "            by SIGINT/SIGTERM (the rows done are printed)\n",
     .run = run_bench,
 };
