@@ -158,6 +158,15 @@ for backend in tcp shm; do
     done
 done
 
+run "$DTRAIN" bench allreduce --backend hier --instances 4 --nodes 2 --min-bytes 4 \
+    --max-bytes 8K --iters 10 --json
+if grep -q "not built yet" "$TMP/err"; then
+    echo "skip allreduce hier 2 x 2: the shm communicator is not in this build"
+else
+    expect_rc "allreduce hier 2 nodes x 2 exits 0" 0
+    check "allreduce hier 2 nodes x 2: every size, checked" check_allreduce 4
+fi
+
 run "$DTRAIN" bench allreduce --backend tcp --instances 2 --min-bytes 1K --max-bytes 4K \
     --iters 5 --csv "$TMP/a.csv" --plot "$TMP/a.svg"
 expect_rc "allreduce text table exits 0" 0
