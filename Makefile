@@ -29,11 +29,18 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 TEST_CFLAGS = $(shell pkg-config --cflags cmocka)
 TEST_LIBS   = $(shell pkg-config --libs cmocka)
 
-.PHONY: all test unit check-asan install deps demo clean format format-check
+.PHONY: all test unit check-asan install deps demo clean format format-check dtrain-mpi
 
 all: dtrain
 
 dtrain: $(BUILD)/main.o $(LIB_OBJ)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# The same program with the MPI communicator (--backend mpi), in its own tree: build-mpi/dtrain.
+dtrain-mpi:
+	@$(MAKE) --no-print-directory MPI=1 BUILD=build-mpi build-mpi/dtrain
+
+$(BUILD)/dtrain: $(BUILD)/main.o $(LIB_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/%.o: %.c
@@ -50,6 +57,7 @@ unit: $(UNIT_BIN)
 test:
 	@sh tests/check-deps.sh
 	@$(MAKE) --no-print-directory dtrain unit
+	@if command -v mpicc >/dev/null; then $(MAKE) --no-print-directory dtrain-mpi; fi
 	@BUILD=$(BUILD) sh tests/run.sh
 
 # Unit tests under AddressSanitizer + UndefinedBehaviorSanitizer, in a separate build tree.
@@ -86,6 +94,6 @@ format-check:
 	clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h')
 
 clean:
-	rm -rf build build-asan dtrain
+	rm -rf build build-asan build-mpi dtrain
 
 -include $(LIB_OBJ:.o=.d) $(BUILD)/main.d

@@ -52,8 +52,12 @@ static int parse_args(int argc, char **argv, struct eval_args *a)
     int c;
     while ((c = getopt_long(argc, argv, "qh", options, NULL)) != -1) {
         switch (c) {
-        case 'c': a->config = optarg; break;
-        case 'd': a->data_dir = optarg; break;
+        case 'c':
+            a->config = optarg;
+            break;
+        case 'd':
+            a->data_dir = optarg;
+            break;
         case 's':
             if (a->noverrides == 64)
                 return dt_fail(DT_EUSAGE, "too many --set options (at most 64)");
@@ -68,16 +72,25 @@ static int parse_args(int argc, char **argv, struct eval_args *a)
             a->threads = (int)t;
             break;
         }
-        case 'j': a->json = true; break;
-        case 'q': a->quiet = true; break;
-        case 'h': fputs(eval_help, stdout); return 1;
+        case 'j':
+            a->json = true;
+            break;
+        case 'q':
+            a->quiet = true;
+            break;
+        case 'h':
+            fputs(eval_help, stdout);
+            return 1;
         default:
-            return dt_fail(DT_EUSAGE, "eval: unknown or incomplete option '%s'; usage: dtrain eval CHECKPOINT [--config CFG] [--data DIR] [--json]",
+            return dt_fail(DT_EUSAGE,
+                           "eval: unknown or incomplete option '%s'; usage: dtrain eval CHECKPOINT "
+                           "[--config CFG] [--data DIR] [--json]",
                            argv[optind - 1]);
         }
     }
     if (optind != argc - 1)
-        return dt_fail(DT_EUSAGE, "eval: expected exactly one CHECKPOINT argument; usage: dtrain eval CHECKPOINT [--config CFG] [--data DIR] [--json]");
+        return dt_fail(DT_EUSAGE, "eval: expected exactly one CHECKPOINT argument; usage: dtrain "
+                                  "eval CHECKPOINT [--config CFG] [--data DIR] [--json]");
     a->checkpoint = argv[optind];
     return 0;
 }
@@ -221,10 +234,8 @@ static int run_eval(int argc, char **argv)
     if ((rc = dt_run_load_data(&cfg, &data)))
         goto out;
     const struct dt_dataset *test = &data.test;
-    struct dt_batch_opts bo = {.mean = cfg.data.mean,
-                               .nmean = cfg.data.nmean,
-                               .std = cfg.data.std,
-                               .nstd = cfg.data.nstd};
+    struct dt_batch_opts bo = {
+        .mean = cfg.data.mean, .nmean = cfg.data.nmean, .std = cfg.data.std, .nstd = cfg.data.nstd};
     if ((rc = dt_batcher_init(&batcher, test, &bo)))
         goto out;
     int batch = cfg.train.eval_batch_size > 0 ? cfg.train.eval_batch_size : 256;

@@ -159,18 +159,3 @@ int dt_run_checkpoint_config(const char *path, char **text)
     dt_checkpoint_meta_free(&meta);
     return rc;
 }
-
-int dt_run_ranks(const struct dt_config *cfg, bool verbose,
-                 int (*rank_main)(struct dt_comm *comm, void *arg), void *arg)
-{
-    (void)verbose;
-    if (cfg->dist.instances > 1)
-        return dt_fail(DT_EUSAGE, "more than one instance is not built yet in this version");
-    dt_nn_set_threads(cfg->dist.threads);
-    struct dt_comm *comm = dt_comm_single();
-    if (!comm)
-        return dt_fail(DT_ERUNTIME, "out of memory");
-    int rc = rank_main(comm, arg);
-    comm->close(comm);
-    return rc;
-}

@@ -7,7 +7,6 @@
 
 #include "cmd/config.h"
 #include "data/dataset.h"
-#include "dist/comm.h"
 #include "nn/model.h"
 
 struct dt_optim;
@@ -35,10 +34,5 @@ int dt_run_load_checkpoint(const char *path, struct dt_model *m, struct dt_optim
 
 /* The config text stored in a checkpoint's metadata (malloc'd). DT_EDATA when absent. */
 int dt_run_checkpoint_config(const char *path, char **text);
-
-/* Runs rank_main on every rank of the job the config describes: in this process for one
- * instance, else forked and supervised by dist/launcher. */
-int dt_run_ranks(const struct dt_config *cfg, bool verbose,
-                 int (*rank_main)(struct dt_comm *comm, void *arg), void *arg);
 
 #endif

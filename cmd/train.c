@@ -10,7 +10,6 @@
  *   --instances N -> dist.instances, --threads T -> dist.threads, --json -> log.json,
  *   --quiet -> log.quiet, --log-every N -> log.every, --profile -> log.profile.
  */
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +46,16 @@ enum {
     OPT_PROFILE,
     OPT_RESUME,
     OPT_CONFIG_REFERENCE,
+    OPT_NODES,
+    OPT_NODE_RANK,
+    OPT_MASTER,
+    OPT_IFACE,
+    OPT_TOKEN_FILE,
+    OPT_RENDEZVOUS_TIMEOUT,
+    OPT_TIMEOUT,
+    OPT_BACKEND,
+    OPT_PIN,
+    OPT_CPU_LIST,
 };
 
 struct train_args {
@@ -56,7 +65,19 @@ struct train_args {
     struct dt_cli_sets flags; /* overrides from dedicated flags, applied after --set */
     bool print_config, dry_run, config_reference;
     const char *resume;
+    struct dt_job_opts job;
 };
+
+static int parse_seconds(const char *name, const char *arg, double *out)
+{
+    char *end;
+    double v = strtod(arg, &end);
+    if (end == arg || *end || !(v > 0) || v > 86400)
+        return dt_fail(DT_EUSAGE, "%s: '%s' is not a number of seconds in (0, 86400]; %s", name,
+                       arg, TRAIN_USAGE);
+    *out = v;
+    return 0;
+}
 
 static int take_flag(struct train_args *a, int opt, const char *arg)
 {
@@ -91,6 +112,33 @@ static int take_flag(struct train_args *a, int opt, const char *arg)
     case OPT_CONFIG_REFERENCE:
         a->config_reference = true;
         return 0;
+    case OPT_NODES:
+        return dt_cli_parse_int("--nodes", arg, 1, 65536, &a->job.launch.nodes);
+    case OPT_NODE_RANK:
+        return dt_cli_parse_int("--node-rank", arg, 0, 65535, &a->job.launch.node_rank);
+    case OPT_MASTER:
+        a->job.launch.master = arg;
+        return 0;
+    case OPT_IFACE:
+        a->job.iface = arg;
+        return 0;
+    case OPT_TOKEN_FILE:
+        a->job.token_file = arg;
+        return 0;
+    case OPT_RENDEZVOUS_TIMEOUT:
+        return parse_seconds("--rendezvous-timeout", arg, &a->job.rendezvous_timeout);
+    case OPT_TIMEOUT: {
+        double t;
+        return (rc = parse_seconds("--timeout", arg, &t))
+                   ? rc
+                   : dt_cli_sets_addf(&a->flags, "dist.timeout", arg);
+    }
+    case OPT_BACKEND:
+        return dt_cli_sets_addf(&a->flags, "dist.backend", arg);
+    case OPT_PIN:
+        return dt_cli_sets_addf(&a->flags, "dist.pin", arg);
+    case OPT_CPU_LIST:
+        return dt_cli_sets_addf(&a->flags, "dist.cpu_list", arg);
     default:
         return dt_fail(DT_EUSAGE, "internal error: option %d not handled; %s", opt, TRAIN_USAGE);
     }
@@ -109,6 +157,16 @@ static int parse_args(struct train_args *a, int argc, char **argv)
         {"profile", no_argument, NULL, OPT_PROFILE},
         {"resume", required_argument, NULL, OPT_RESUME},
         {"config-reference", no_argument, NULL, OPT_CONFIG_REFERENCE},
+        {"nodes", required_argument, NULL, OPT_NODES},
+        {"node-rank", required_argument, NULL, OPT_NODE_RANK},
+        {"master", required_argument, NULL, OPT_MASTER},
+        {"iface", required_argument, NULL, OPT_IFACE},
+        {"token-file", required_argument, NULL, OPT_TOKEN_FILE},
+        {"rendezvous-timeout", required_argument, NULL, OPT_RENDEZVOUS_TIMEOUT},
+        {"timeout", required_argument, NULL, OPT_TIMEOUT},
+        {"backend", required_argument, NULL, OPT_BACKEND},
+        {"pin", required_argument, NULL, OPT_PIN},
+        {"cpu-list", required_argument, NULL, OPT_CPU_LIST},
         {NULL, 0, NULL, 0},
     };
     optind = 0; /* GNU: full reset, so a second parse in one process starts clean */
@@ -327,41 +385,11 @@ out:
     return rc;
 }
 
-/* Cores this run may use: those of dist.cpu_list ("0-7,16-23") when given, else the
- * process's affinity mask (which honours taskset and cgroup limits). */
-static int usable_cores(const char *cpu_list)
-{
-    int count = 0;
-    for (const char *p = cpu_list; *p;) {
-        char *end;
-        long lo = strtol(p, &end, 10), hi = lo;
-        if (*end == '-')
-            hi = strtol(end + 1, &end, 10);
-        count += hi >= lo ? (int)(hi - lo + 1) : 0;
-        p = *end == ',' ? end + 1 : end + (*end != 0);
-    }
-    if (count > 0)
-        return count;
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0)
-        count = CPU_COUNT(&set);
-    return count > 0 ? count : 1;
-}
-
-/* dist.threads = 0 means "the cores divided among the instances". The config text keeps 0
- * (a checkpoint moved to another machine means "auto" there too); the run gets a number. */
-static void resolve_auto_threads(struct dt_config *cfg)
-{
-    if (cfg->dist.threads > 0)
-        return;
-    int per = usable_cores(cfg->dist.cpu_list) / cfg->dist.instances;
-    cfg->dist.threads = per > 0 ? per : 1;
-}
-
 static int run_train(int argc, char **argv)
 {
     struct train_args a;
     memset(&a, 0, sizeof a);
+    dt_job_opts_init(&a.job);
     struct dt_config cfg;
     memset(&cfg, 0, sizeof cfg);
     int rc = parse_args(&a, argc, argv);
@@ -381,11 +409,14 @@ static int run_train(int argc, char **argv)
         fputs(cfg.text, stdout);
         goto out;
     }
-    resolve_auto_threads(&cfg);
+    a.job.verbose = a.common.verbose;
+    int local_instances;
+    if ((rc = dt_job_local_shape(&cfg, &a.job, &local_instances, &cfg.dist.threads)))
+        goto out;
     if (a.dry_run)
         rc = dry_run(&cfg, a.common.json);
     else {
-        struct dt_train_options opt = {.resume = a.resume, .verbose = a.common.verbose};
+        struct dt_train_options opt = {.resume = a.resume, .job = a.job};
         rc = dt_train_run(&cfg, &opt);
     }
 out:
@@ -423,8 +454,25 @@ const struct dt_command dt_cmd_train = {
         "      --resume PATH    continue from the checkpoint PATH (same trajectory as an\n"
         "                       uninterrupted run)\n"
         "      --config-reference  print every config key (type, default, range, meaning)\n"
-        "                       as a Markdown table and exit; needs no CONFIG\n" DT_CLI_COMMON_HELP
+        "                       as a Markdown table and exit; needs no CONFIG\n"
         "\n"
+        "placement (one host):\n"
+        "      --pin MODE       cores (default: own physical cores per instance, one socket\n"
+        "                       where it fits), sockets, none (sets dist.pin)\n"
+        "      --cpu-list LIST  explicit CPUs like 0-7,16-23; instance r takes the r-th run of\n"
+        "                       T of them (sets dist.cpu_list)\n"
+        "      --backend B      auto, shm, tcp, hier, mpi (sets dist.backend)\n"
+        "      --timeout S      a collective fails when a peer makes no progress for S seconds\n"
+        "                       (sets dist.timeout; default 300)\n"
+        "\n"
+        "several hosts (see docs/multihost.md; mpirun, srun and torchrun variables work too):\n"
+        "      --nodes M        hosts in the job, one dtrain per host (env NNODES)\n"
+        "      --node-rank K    this host's index, 0..M-1 (env NODE_RANK)\n"
+        "      --master H:P     rank 0's rendezvous address (env MASTER_ADDR, MASTER_PORT)\n"
+        "      --iface NAME     network interface to use (env DTRAIN_SOCKET_IFNAME)\n"
+        "      --token-file F   the job's shared secret (env DTRAIN_TOKEN)\n"
+        "      --rendezvous-timeout S  how long to wait for every rank (default "
+        "120)\n" DT_CLI_COMMON_HELP "\n"
         "--quiet and --json also set log.quiet and log.json. Flags win over --set.\n"
         "\n"
         "exit codes: 0 ok, 1 runtime failure, 2 usage or config error, 3 data error,\n"

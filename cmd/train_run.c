@@ -42,7 +42,10 @@
  * by nature: signals are. */
 static volatile sig_atomic_t stop_signal;
 
-static void on_stop_signal(int sig) { stop_signal = sig; }
+static void on_stop_signal(int sig)
+{
+    stop_signal = sig;
+}
 
 struct run {
     const struct dt_config *cfg;
@@ -95,8 +98,9 @@ static int verify_identical_weights(struct dt_comm *comm, const struct dt_model 
     if ((rc = comm->allreduce_sum(comm, &mismatch, 1)))
         return rc;
     if (mismatch != 0.0f)
-        return dt_fail(DT_ERUNTIME, "initial weights differ between ranks (%g ranks disagree "
-                                    "with rank 0): all ranks must run the same dtrain build",
+        return dt_fail(DT_ERUNTIME,
+                       "initial weights differ between ranks (%g ranks disagree "
+                       "with rank 0): all ranks must run the same dtrain build",
                        (double)mismatch);
     return 0;
 }
@@ -207,9 +211,9 @@ static int train_step(struct rank_state *st, const struct run *run, uint64_t epo
         return rc;
     if ((rc = st->comm->allreduce_sum(st->comm, st->model->grads, st->model->nparams)))
         return rc;
-    if ((rc = dt_optim_step(st->optim, st->model->params, st->model->grads, st->model->nparams, lr)))
+    if ((rc =
+             dt_optim_step(st->optim, st->model->params, st->model->grads, st->model->nparams, lr)))
         return rc;
-    return 0;
     return 0;
 }
 
@@ -328,8 +332,7 @@ static int rank_main(struct dt_comm *comm, void *arg)
             goto out;
         run_samples += st.stats[2];
         run_steps += step - first;
-        if ((rc = dt_evaluate(st.model, &run->data->test, &st.batcher, &st.eval, comm,
-                              &st.result)))
+        if ((rc = dt_evaluate(st.model, &run->data->test, &st.batcher, &st.eval, comm, &st.result)))
             goto out;
         double train_loss = st.stats[0] / (st.stats[2] > 0 ? st.stats[2] : 1);
         double train_acc = st.stats[1] / (st.stats[2] > 0 ? st.stats[2] : 1);
@@ -349,9 +352,9 @@ static int rank_main(struct dt_comm *comm, void *arg)
             if (best)
                 best_acc = test_acc;
             bool epoch_done = step % steps_per_epoch == 0;
-            bool due = step >= total_steps ||
-                       (cfg->checkpoint.every > 0 && epoch_done &&
-                        (step / steps_per_epoch) % cfg->checkpoint.every == 0);
+            bool due =
+                step >= total_steps || (cfg->checkpoint.every > 0 && epoch_done &&
+                                        (step / steps_per_epoch) % cfg->checkpoint.every == 0);
             if (due || (best && cfg->checkpoint.best)) {
                 struct dt_run_resume meta = {.step = step,
                                              .epoch = step / steps_per_epoch,
@@ -411,7 +414,7 @@ int dt_train_run(const struct dt_config *cfg, const struct dt_train_options *opt
     struct sigaction old_int, old_term;
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
-    rc = dt_run_ranks(cfg, opt->verbose, rank_main, &run);
+    rc = dt_run_ranks(cfg, &opt->job, rank_main, &run);
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
     dt_data_free(&data);

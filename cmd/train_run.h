@@ -6,11 +6,12 @@
 #include <stdbool.h>
 
 #include "cmd/config.h"
+#include "cmd/ranks.h"
 
 /* What `train` needs besides the config (the config's log.* keys hold the output options). */
 struct dt_train_options {
-    const char *resume; /* checkpoint to continue from, or NULL */
-    bool verbose;       /* print each rank's cores */
+    const char *resume;     /* checkpoint to continue from, or NULL */
+    struct dt_job_opts job; /* multi-host flags, --verbose */
 };
 
 int dt_train_run(const struct dt_config *cfg, const struct dt_train_options *opt);

@@ -104,6 +104,7 @@ void dt_launch_flags_init(struct dt_launch_flags *f)
 {
     f->nodes = f->node_rank = -1;
     f->master = NULL;
+    f->no_master = false;
 }
 
 /* Process identity from four variables that come as a set; the local size may be missing
@@ -236,7 +237,7 @@ int dt_launch_env_detect(struct dt_launch_env *e, const struct dt_launch_flags *
         return dt_fail(DT_EUSAGE, "--node-rank %d out of range for %d nodes", e->node_rank,
                        e->nodes);
     if (!e->master_host[0]) {
-        if (e->nodes > 1 || e->size > 1)
+        if ((e->nodes > 1 || e->size > 1) && !(f && f->no_master))
             return dt_fail(DT_EUSAGE,
                            "%d %s need a master address: pass --master HOST:PORT or set "
                            "MASTER_ADDR and MASTER_PORT",

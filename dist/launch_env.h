@@ -28,6 +28,7 @@
 struct dt_launch_flags {
     int nodes, node_rank; /* -1 when not given */
     const char *master;   /* "HOST:PORT", "[V6ADDR]:PORT", or NULL */
+    bool no_master;       /* the job needs no rendezvous (MPI's own launcher connects it) */
 };
 
 struct dt_launch_env {

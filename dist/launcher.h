@@ -17,11 +17,11 @@
 #define DT_DIST_LAUNCHER_H
 
 struct dt_launch_opts {
-    int n;                                   /* ranks to fork (>= 1) */
-    int (*rank_main)(int rank, void *arg);   /* returns 0 or a negative dt_status */
+    int n;                                             /* ranks to fork (>= 1) */
+    int (*rank_main)(int rank, void *arg);             /* returns 0 or a negative dt_status */
     void (*on_failure)(void *arg, const char *reason); /* may be NULL; called once */
     void *arg;
-    double grace;                            /* seconds between SIGTERM and SIGKILL; 0 -> 2 */
+    double grace; /* seconds between SIGTERM and SIGKILL; 0 -> 2 */
 };
 
 int dt_launch_run(const struct dt_launch_opts *o);

@@ -11,7 +11,8 @@
 int dt_mpi_comm_create(struct dt_comm **out)
 {
     *out = NULL;
-    return dt_fail(DT_EUSAGE, "--backend mpi: this dtrain was built without MPI (make MPI=1)");
+    return dt_fail(DT_EUSAGE, "--backend mpi: this dtrain was built without MPI (use "
+                              "build-mpi/dtrain from make dtrain-mpi)");
 }
 
 #else

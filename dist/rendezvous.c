@@ -521,9 +521,10 @@ static int master_gather(struct dt_rdzv *r, const struct dt_tcp_opts *o,
             char miss[200], text[DT_WIRE_ABORT_MAX];
             missing_ranks(fds, r->size, miss, sizeof miss);
             snprintf(text, sizeof text,
-                     "rendezvous timed out after %.1f s: rank%s %s never arrived (%d of %d "
+                     "rendezvous timed out after %.1f s: %s%s %s never arrived (%d of %d "
                      "registered)",
-                     t, r->size - 1 - a->remaining == r->size - 2 ? "" : "s", miss,
+                     t, r->ranks_per_peer > 1 ? "host" : "rank",
+                     r->size - 1 - a->remaining == r->size - 2 ? "" : "s", miss,
                      r->size - a->remaining, r->size);
             abort_all(fds, r->size, text);
             rc = dt_fail(DT_ERUNTIME, "%s", text);
@@ -532,8 +533,8 @@ static int master_gather(struct dt_rdzv *r, const struct dt_tcp_opts *o,
     if (rc == 0) {
         size_t len = table_encode(r, table);
         for (int i = 1; i < r->size && rc == 0; i++) {
-            char peer[DT_RDZV_HOST_MAX + 32];
-            snprintf(peer, sizeof peer, "rank %d (%s)", i, r->peers[i].host);
+            char peer[DT_RDZV_HOST_MAX + 64];
+            dt_rdzv_peer_name(r, i, peer, sizeof peer);
             rc = dt_wire_send_msg(fds[i], DT_OP_TABLE, 2, table, (uint32_t)len,
                                   dt_now() + rdzv_timeout(o), peer);
         }
@@ -579,7 +580,7 @@ static int join_master(const struct dt_tcp_opts *o, const struct dt_auth_token *
 static int client_register(struct dt_rdzv *r, const struct dt_tcp_opts *o,
                            const struct dt_auth_token *tok, int *data_lfd, char *host)
 {
-    char peer[DT_RDZV_HOST_MAX + 32];
+    char peer[DT_RDZV_HOST_MAX + 64];
     snprintf(peer, sizeof peer, strchr(o->master_host, ':') ? "master [%s]:%d" : "master %s:%d",
              o->master_host, o->master_port);
     double deadline = dt_now() + rdzv_timeout(o);
@@ -631,17 +632,22 @@ static int client_register(struct dt_rdzv *r, const struct dt_tcp_opts *o,
 
 /* ---- the ring ----------------------------------------------------------------------------- */
 
-static void peer_name(const struct dt_rdzv *r, int rank, char *out, size_t cap)
+void dt_rdzv_peer_name(const struct dt_rdzv *r, int rank, char *out, size_t cap)
 {
-    snprintf(out, cap, "rank %d (%s)", rank, r->peers[rank].host);
+    int per = r->ranks_per_peer;
+    if (per > 1)
+        snprintf(out, cap, "host %d (ranks %d-%d, %s)", rank, rank * per, rank * per + per - 1,
+                 r->peers[rank].host);
+    else
+        snprintf(out, cap, "rank %d (%s)", rank, r->peers[rank].host);
 }
 
 static int ring_connect_next(struct dt_rdzv *r, const struct dt_tcp_opts *o,
                              const struct dt_auth_token *tok, double deadline)
 {
     int next = (o->rank + 1) % r->size, fd = -1;
-    char peer[DT_RDZV_HOST_MAX + 32];
-    peer_name(r, next, peer, sizeof peer);
+    char peer[DT_RDZV_HOST_MAX + 64];
+    dt_rdzv_peer_name(r, next, peer, sizeof peer);
     int rc = connect_to(r->peers[next].host, r->peers[next].port, deadline, o, &fd, peer);
     if (rc == 0) {
         rc = dt_auth_client(fd, tok, o->rank, next, deadline, peer);
@@ -671,8 +677,8 @@ static int ring_accept_prev(struct dt_rdzv *r, const struct dt_tcp_opts *o,
     acceptor_close(a);
     free(a);
     if (rc > 0) {
-        char peer[DT_RDZV_HOST_MAX + 32];
-        peer_name(r, prev, peer, sizeof peer);
+        char peer[DT_RDZV_HOST_MAX + 64];
+        dt_rdzv_peer_name(r, prev, peer, sizeof peer);
         return dt_fail(DT_ERUNTIME, "ring setup timed out: %s never connected to rank %d", peer,
                        o->rank);
     }
@@ -711,6 +717,7 @@ int dt_rdzv_run(struct dt_rdzv *r, const struct dt_tcp_opts *o)
         (rc = dt_auth_token_set(&tok, o->token, o->token ? o->token_len : 0, "tcp")) < 0)
         return rc;
     r->size = o->size;
+    r->ranks_per_peer = o->ranks_per_peer;
     r->peers = calloc((size_t)o->size, sizeof *r->peers);
     if (!r->peers)
         return dt_fail(DT_ERUNTIME, "out of memory for %d ranks", o->size);

@@ -30,9 +30,13 @@ struct dt_rdzv_peer {
 
 struct dt_rdzv {
     int size;
+    int ranks_per_peer;         /* from the options: how members are named in messages */
     struct dt_rdzv_peer *peers; /* size entries, index = rank */
     int next_fd, prev_fd;       /* ring connections (-1 when size == 1) */
 };
+
+/* "rank K (ADDR)", or "host K (ranks A-B, ADDR)" when each member stands for a host. */
+void dt_rdzv_peer_name(const struct dt_rdzv *r, int rank, char *out, size_t cap);
 
 /* Runs the whole rendezvous; on success r owns the table and the two ring sockets. */
 int dt_rdzv_run(struct dt_rdzv *r, const struct dt_tcp_opts *o);

@@ -9,6 +9,7 @@
  *                                     collective returns DT_ERUNTIME naming the reason.
  *   parent  dt_shm_segment_destroy() at exit and on every failure path: unmap + shm_unlink
  *                                     (idempotent; also safe in a child, where it only unmaps).
+ *                                     An atexit handler unlinks what the creator did not destroy.
  *
  * Collectives: allreduce_sum is reduce-scatter then all-gather over per-rank slots in the
  * segment, chunked (so large arrays pipeline through a bounded segment) and summed in rank
@@ -29,7 +30,7 @@ struct dt_shm_segment;
 
 /* Creates and maps the segment for `size` ranks (1..1024). timeout: seconds a rank may wait for
  * the others inside one collective before failing (0 -> 300). DT_ERUNTIME naming the segment
- * on failure (nothing is left behind). */
+ * on failure (nothing is left behind); at most 16 segments live in one process at a time. */
 int dt_shm_segment_create(struct dt_shm_segment **out, int size, size_t chunk_bytes,
                           double timeout);
 /* "/dtrain-<pid>-<random>": for messages and tests (a leftover check looks in /dev/shm). */
@@ -39,7 +40,10 @@ void dt_shm_segment_abort(struct dt_shm_segment *seg, const char *reason);
 void dt_shm_segment_destroy(struct dt_shm_segment *seg);
 
 /* Rank `rank` of the segment's job (local_rank = rank, local_size = size). The comm does not
- * own the segment: its close() frees only the comm. */
+ * own the segment: its close() frees only the comm. Collectives fail with DT_ERUNTIME after an
+ * abort ("job aborted: <reason>") or a timeout ("rank(s) K never arrived ..."), and the comm
+ * then stays failed. Every rank must call the same collectives with the same lengths: a rank
+ * whose call differs from rank 0's fails with DT_ERUNTIME "mismatched collectives: ...". */
 int dt_shm_comm_create(struct dt_comm **out, struct dt_shm_segment *seg, int rank);
 
 #endif

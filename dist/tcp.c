@@ -32,7 +32,7 @@
 struct link {
     int fd, rank;
     uint32_t seq; /* next DATA sequence number in this link's direction */
-    char name[DT_RDZV_HOST_MAX + 32];
+    char name[DT_RDZV_HOST_MAX + 64];
 };
 
 struct tcp {
@@ -363,7 +363,7 @@ static void link_init(struct link *l, const struct dt_rdzv *r, int rank, int fd)
     l->fd = fd;
     l->rank = rank;
     l->seq = 1; /* the client's AUTH was message 0 in this direction */
-    snprintf(l->name, sizeof l->name, "rank %d (%s)", rank, r->peers[rank].host);
+    dt_rdzv_peer_name(r, rank, l->name, sizeof l->name);
 }
 
 int dt_tcp_comm_create(struct dt_comm **out, const struct dt_tcp_opts *o)

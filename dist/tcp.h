@@ -40,6 +40,9 @@ struct dt_tcp_opts {
     double timeout;            /* collective: seconds without progress; 0 -> default */
     double handshake_timeout;  /* per incoming connection; 0 -> default */
     int sockbuf;               /* SO_SNDBUF/SO_RCVBUF bytes; 0 -> default, < 0 -> kernel's */
+    int ranks_per_peer;        /* > 1: each member stands for a host of that many ranks (the
+                                  leaders' ring of the hierarchical backend), and messages name
+                                  "host K (ranks A-B, ADDR)" instead of "rank K (ADDR)" */
 };
 
 /* Fills opts with defaults (rank 0 of 1, master_fd -1, timeouts 0 = defaults). */

@@ -1,19 +1,29 @@
 /* Which CPUs this process may use, how they are grouped (sockets, physical cores, SMT
- * siblings), and which of them each rank of a job gets.
+ * siblings), and which of them each rank of a job gets. docs/pinning.md has the rules with
+ * worked examples.
  *
  * dt_topology_read() intersects the affinity mask (sched_getaffinity: containers, taskset and
- * Slurm cgroups are respected) with the topology read from sysfs
- * (<root>/devices/system/cpu/cpuN/topology/{physical_package_id,core_id}); tests pass a fake
- * root. dt_pin_plan() then gives rank r its own range of `threads` CPUs:
- *   cores    physical cores first (one hardware thread per core, in socket order), SMT
- *            siblings only once every core has one rank-thread; a rank's range is kept inside
- *            one socket whenever it fits in what that socket has left.
+ * Slurm cgroups are respected) with the online CPUs and the topology read from sysfs
+ * (<root>/devices/system/cpu/{online,cpuN/topology/{physical_package_id,core_id}}); tests pass
+ * a fake root. When sysfs says nothing usable (some containers) every CPU counts as its own
+ * core on socket 0 and `guessed` is set: pinning still works, it just cannot avoid SMT pairs.
+ *
+ * dt_pin_plan_make() then gives rank r its CPUs:
+ *   cores    `threads` CPUs per rank. Physical cores first: the job uses one hardware thread
+ *            of every core before it uses any SMT sibling, and only as many siblings as
+ *            instances x threads needs. Each rank is kept inside one socket whenever that
+ *            socket still has room for it (preferring the socket that gives it the most
+ *            whole cores); a rank that fits nowhere spans sockets, fullest socket first.
+ *            When siblings are needed, the ranks of a socket get whole cores (both threads
+ *            of a core in one rank) wherever that leaves fewer cores shared between ranks.
  *   sockets  rank r gets every usable CPU of socket r % sockets.
  *   none     no pinning (each rank keeps the whole mask).
- *   list     an explicit "0-7,16-23" list (like KMP_AFFINITY's proclist): ranks take
- *            consecutive `threads`-sized ranges of it, in the order written.
- * When instances x threads exceeds the usable CPUs the plan still succeeds, wrapping around,
- * and sets `oversubscribed` (the caller warns once).
+ *   list     an explicit "0-7,16-23" list (like KMP_AFFINITY's proclist): rank r takes
+ *            entries r*threads .. r*threads+threads-1 of it, wrapping around at its end.
+ * When instances x threads exceeds the usable CPUs the plan still succeeds: in cores mode the
+ * R = usable/threads ranks that fit are planned as above and rank r reuses the CPUs of rank
+ * r % R. `oversubscribed` is set whenever some CPU will run more than one of the job's threads
+ * (the caller warns once).
  */
 #ifndef DT_DIST_TOPOLOGY_H
 #define DT_DIST_TOPOLOGY_H
@@ -24,9 +34,9 @@
 
 struct dt_cpu {
     int id;     /* OS CPU number */
-    int socket; /* physical_package_id */
-    int core;   /* core_id (unique within a socket) */
-    int smt;    /* 0 for the first hardware thread of its core, 1, 2, ... for siblings */
+    int socket; /* 0..sockets-1, dense, in physical_package_id order */
+    int core;   /* 0..cores-1, dense, in (socket, core_id) order: one per physical core */
+    int smt;    /* 0 for the first usable hardware thread of its core, 1, 2, ... for siblings */
 };
 
 struct dt_topology {
@@ -34,16 +44,20 @@ struct dt_topology {
     struct dt_cpu *cpus; /* sorted by id */
     int sockets;         /* sockets with at least one usable CPU */
     int cores;           /* physical cores with at least one usable CPU */
+    int smt;             /* most usable hardware threads on one core (1: no SMT) */
+    bool guessed;        /* sysfs had no usable topology: each CPU is its own core, socket 0 */
 };
 
 enum dt_pin_mode { DT_PIN_CORES, DT_PIN_SOCKETS, DT_PIN_NONE, DT_PIN_LIST };
 
 struct dt_pin_plan {
+    enum dt_pin_mode mode;
     int instances, threads;
-    int *cpus;           /* instances x threads CPU ids, rank-major (NULL for DT_PIN_NONE) */
-    int *ncpus;          /* per rank: how many of its entries are set (sockets mode varies) */
+    int *cpus;           /* per rank, its distinct CPU ids ascending, at cpus[r * stride];
+                            NULL for DT_PIN_NONE */
+    int *ncpus;          /* per rank: how many of its stride entries are set (rest are -1) */
     int stride;          /* entries reserved per rank in cpus[] */
-    bool oversubscribed; /* instances x threads > usable CPUs */
+    bool oversubscribed; /* some CPU runs more than one of the job's threads */
 };
 
 /* sysfs_root: NULL for "/sys"; affinity: NULL for this process's sched_getaffinity mask, else
@@ -53,17 +67,24 @@ void dt_topology_free(struct dt_topology *t);
 /* One line: "2 sockets, 16 cores, 32 CPUs usable (SMT 2)". */
 void dt_topology_describe(const struct dt_topology *t, char *buf, int cap);
 
-/* Parses "0-7,16-23" into ids (at most cap), returns the count or a negative DT_EUSAGE naming
- * `what` and the bad part. */
+/* Parses "0-7,16-23" into ids in the order written (at most cap), returns the count or a
+ * negative DT_EUSAGE naming `what` and the bad part. */
 int dt_cpu_list_parse(const char *s, int *ids, int cap, const char *what);
-/* Formats ids as a compact list "0-3,8". */
+/* Formats ids as a compact list "0-3,8" (ascending runs become ranges, order is kept); a list
+ * that does not fit in cap ends in "...". */
 void dt_cpu_list_format(const int *ids, int n, char *buf, int cap);
+
+/* "cores", "sockets", "none", or anything starting with a digit (a CPU list: DT_PIN_LIST, the
+ * caller passes the same string as `list`); else DT_EUSAGE naming `what`. */
+int dt_pin_mode_parse(const char *s, enum dt_pin_mode *mode, const char *what);
+const char *dt_pin_mode_name(enum dt_pin_mode mode);
 
 /* mode DT_PIN_LIST uses `list`; every listed CPU must be usable (DT_EUSAGE naming it). */
 int dt_pin_plan_make(struct dt_pin_plan *p, const struct dt_topology *t, enum dt_pin_mode mode,
                      const char *list, int instances, int threads);
 void dt_pin_plan_free(struct dt_pin_plan *p);
-/* Applies rank r's CPUs to the calling process (sched_setaffinity); no-op for DT_PIN_NONE. */
+/* Binds the calling thread (and so the threads it creates afterwards: call it before the
+ * first OpenMP/BLAS call) to rank r's CPUs with sched_setaffinity; no-op for DT_PIN_NONE. */
 int dt_pin_apply(const struct dt_pin_plan *p, int rank);
 
 #endif

@@ -2,14 +2,15 @@
 # Runs every test and prints one summary line "N passed, N failed".
 #   unit:   each build/tests/test_* binary (cmocka); its "[  PASSED  ] N test(s)" and
 #           "[  FAILED  ] N test(s)" lines are counted.
-#   cli:    each tests/cli/*.sh (skipped with UNIT_ONLY=1); they print "RESULT passed=N failed=M"
-#           through tests/cli/lib.sh.
+#   cli:    each tests/cli/*.sh (skipped with UNIT_ONLY=1); they print
+#           "RESULT passed=N failed=M skipped=K" through tests/cli/lib.sh.
 #   parity: tests/parity/run.sh when present (needs Debian's python3-torch).
 # A binary or script that crashes or prints no result counts as one failure.
 BUILD=${BUILD:-build}
 export DTRAIN_BIN=${DTRAIN_BIN:-./dtrain}
 passed=0
 failed=0
+skipped=0
 failures=""
 log_dir=$(mktemp -d)
 
@@ -29,11 +30,12 @@ run_one() { # name kind command...
         set -- $(count_unit "$out")
     else
         line=$(grep '^RESULT passed=' "$out" | tail -n 1)
-        set -- $(echo "$line" | sed 's/RESULT passed=\([0-9]*\) failed=\([0-9]*\)/\1 \2/')
+        set -- $(echo "$line" | sed 's/RESULT passed=\([0-9]*\) failed=\([0-9]*\)\( skipped=\([0-9]*\)\)\{0,1\}/\1 \2 \4/')
     fi
-    p=${1:-0} f=${2:-0}
+    p=${1:-0} f=${2:-0} s=${3:-0}
     if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
-    if [ "$p" -eq 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+    if [ "$p" -eq 0 ] && [ "$f" -eq 0 ] && [ "$s" -eq 0 ]; then f=1; fi
+    skipped=$((skipped + s))
     passed=$((passed + p))
     failed=$((failed + f))
     if [ "$f" -gt 0 ]; then
@@ -42,6 +44,7 @@ run_one() { # name kind command...
         grep -E 'FAIL|ERROR|error|not ok|Assert' "$out" | head -n 30 | sed 's/^/    /'
     else
         echo "ok   $name ($p)"
+        [ "$s" -gt 0 ] && grep '^skip ' "$out" | sed 's/^/    /'
     fi
 }
 
@@ -61,5 +64,9 @@ if [ -z "$UNIT_ONLY" ]; then
 fi
 rm -rf "$log_dir"
 [ -n "$failures" ] && echo "failing:$failures"
-echo "$passed passed, $failed failed"
+if [ "$skipped" -gt 0 ]; then
+    echo "$passed passed, $failed failed, $skipped skipped"
+else
+    echo "$passed passed, $failed failed"
+fi
 [ "$failed" -eq 0 ]

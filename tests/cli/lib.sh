@@ -7,15 +7,18 @@
 #   expect_err NAME PATTERN    stderr matches the grep -E pattern
 #   expect_err_lines NAME N    stderr has exactly N lines (one-line errors)
 #   check NAME CMD...          CMD succeeds
+#   skip NAME WHY              a check this machine cannot run (counted, and said why)
 DTRAIN=${DTRAIN_BIN:-./dtrain}
 case $DTRAIN in /*) ;; *) DTRAIN="$(pwd)/$DTRAIN" ;; esac
 T_PASSED=0
 T_FAILED=0
+T_SKIPPED=0
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 
 pass() { T_PASSED=$((T_PASSED + 1)); echo "ok $1"; }
 fail() { T_FAILED=$((T_FAILED + 1)); echo "not ok $1: $2"; }
+skip() { T_SKIPPED=$((T_SKIPPED + 1)); echo "skip $1: $2"; }
 
 run() {
     "$@" >"$TMP/out" 2>"$TMP/err"
@@ -43,6 +46,6 @@ check() {
     if "$@" >/dev/null 2>&1; then pass "$name"; else fail "$name" "command failed: $*"; fi
 }
 finish() {
-    echo "RESULT passed=$T_PASSED failed=$T_FAILED"
+    echo "RESULT passed=$T_PASSED failed=$T_FAILED skipped=$T_SKIPPED"
     [ "$T_FAILED" -eq 0 ]
 }

@@ -293,8 +293,8 @@ static void test_single_rank_and_bad_options(void **state)
     assert_string_equal(dt_last_error(), "--iface no-such-if0: no such interface");
 #ifndef DTRAIN_MPI
     assert_int_equal(dt_mpi_comm_create(&c), -DT_EUSAGE);
-    assert_string_equal(dt_last_error(),
-                        "--backend mpi: this dtrain was built without MPI (make MPI=1)");
+    assert_string_equal(dt_last_error(), "--backend mpi: this dtrain was built without MPI (use "
+                                         "build-mpi/dtrain from make dtrain-mpi)");
 #endif
 }
 

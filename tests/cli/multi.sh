@@ -1,0 +1,108 @@
+# Several instances on one machine: the same trajectory for 1, 2 and 4 instances at the same
+# global batch, pinning and oversubscription messages, and supervision: a rank killed with
+# SIGKILL, a rank failing on its own, SIGINT/SIGTERM to the parent. After every run: no
+# processes and no /dev/shm segment left behind. Uses Debian's Fashion-MNIST.
+. tests/cli/lib.sh
+
+FASHION=/usr/share/datasets/fashion-mnist
+CFG=configs/fashion-convnet.cfg
+# Dropout off and plain SGD with a small step: the check is of the math (gradients summed over
+# ranks, divided by the global batch), so float summation-order noise (~1e-7) must stay noise.
+# With the reference Adadelta (lr 0.5) or SGD at lr 0.05, after ~15 steps that noise flips a few
+# ReLU/max-pool decisions and single weights drift apart by 1e-5..1e-4 (measured): chaos of the
+# training dynamics, the same in any data-parallel implementation.
+COMMON="--set data.dir=$FASHION --set model.layers.5.p=0 --set model.layers.9.p=0 --threads 1
+        --set optimizer.type=sgd --set optimizer.lr=0.01"
+
+leftover_segments() { ls /dev/shm 2>/dev/null | grep -c "^dtrain-$1-"; }
+
+# ---- same global batch, same weights ----
+for n in 1 2 4; do
+    run "$DTRAIN" train $CFG $COMMON --instances $n --set train.max_steps=20 \
+        --set checkpoint.dir="$TMP/n$n" --quiet
+    expect_rc "$n instance(s): 20 steps exit 0" 0
+done
+check "1, 2 and 4 instances: weights equal within 1e-5 after 20 steps" \
+    /usr/bin/python3 tests/tools/compare_weights.py --rtol 1e-5 \
+    "$TMP/n1/last.safetensors" "$TMP/n2/last.safetensors" "$TMP/n4/last.safetensors"
+
+run "$DTRAIN" train $CFG $COMMON --instances 2 --set train.max_steps=20 \
+    --set checkpoint.dir="$TMP/n2b" --quiet
+check "2 instances twice: bit-identical weights" \
+    /usr/bin/python3 tests/tools/compare_weights.py "$TMP/n2/last.safetensors" "$TMP/n2b/last.safetensors"
+
+# ---- oversubscription and --verbose ----
+run "$DTRAIN" train $CFG --set data.dir=$FASHION --instances 4 --threads 4 \
+    --set train.max_steps=4 --set checkpoint.dir="$TMP/over" --verbose
+expect_rc "4 x 4 on this machine still trains" 0
+n=$(grep -c "oversubscribed" "$TMP/err")
+if [ "$(nproc)" -lt 16 ]; then
+    if [ "$n" -eq 1 ]; then pass "oversubscription warned once"; else
+        fail "oversubscription warned once" "$n warnings: $(head -c 400 "$TMP/err")"; fi
+fi
+expect_err "--verbose prints each rank's cores" "rank 3: cpus [0-9]"
+
+run "$DTRAIN" train $CFG --set data.dir=$FASHION --instances 2 --cpu-list 0-x --dry-run
+expect_rc "bad --cpu-list: exit 2" 2
+expect_err "bad --cpu-list: names the list" "cpu_list"
+
+# ---- a rank killed mid-training ----
+start_bg() { # dir
+    "$DTRAIN" train $CFG --set data.dir=$FASHION --instances 2 --threads 1 \
+        --set train.epochs=3 --set checkpoint.dir="$1" >"$TMP/bg.out" 2>"$TMP/bg.err" &
+    BG=$!
+    # wait until both ranks are running
+    for _ in $(seq 100); do
+        [ "$(pgrep -P $BG | wc -l)" -ge 2 ] && break
+        sleep 0.1
+    done
+    sleep 1
+}
+wait_bg() { # -> RC, SECS
+    t0=$(date +%s.%N)
+    wait $BG
+    RC=$?
+    SECS=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
+}
+
+start_bg "$TMP/kill"
+victim=$(pgrep -P $BG | sort -n | tail -n 1)
+kill -9 "$victim"
+wait_bg
+if [ "$RC" -eq 1 ]; then pass "rank killed: parent exits 1"; else fail "rank killed: parent exits 1" "exit $RC"; fi
+if awk -v s="$SECS" 'BEGIN { exit !(s < 5) }'; then pass "rank killed: parent exits within 5 s"; else
+    fail "rank killed: parent exits within 5 s" "$SECS s"; fi
+if grep -Eq "rank 1 .*killed by SIGKILL" "$TMP/bg.err"; then pass "rank killed: message names rank and signal"; else
+    fail "rank killed: message names rank and signal" "$(tail -c 400 "$TMP/bg.err")"; fi
+if [ -z "$(pgrep -P $BG)" ] && ! kill -0 "$victim" 2>/dev/null; then pass "rank killed: no processes left"; else
+    fail "rank killed: no processes left" "$(pgrep -P $BG)"; fi
+if [ "$(leftover_segments $BG)" -eq 0 ]; then pass "rank killed: no /dev/shm segment left"; else
+    fail "rank killed: no /dev/shm segment left" "$(ls /dev/shm)"; fi
+
+# ---- a rank that fails on its own: rank 0 cannot write its checkpoint ----
+echo "not a directory" >"$TMP/file"
+run "$DTRAIN" train $CFG $COMMON --instances 2 --set train.max_steps=40 --set train.epochs=1 \
+    --set checkpoint.dir="$TMP/file/sub"
+expect_rc "rank error: parent exits 1" 1
+expect_err "rank error: rank 0's own message" "rank 0: error: .*$TMP/file"
+expect_err "rank error: the parent names the rank and its exit code" "rank 0 .*exited with code"
+
+# ---- SIGINT / SIGTERM to the parent ----
+for sig in INT TERM; do
+    start_bg "$TMP/sig$sig"
+    kids=$(pgrep -P $BG)
+    kill -$sig $BG
+    wait_bg
+    want=130
+    [ $sig = TERM ] && want=143
+    if [ "$RC" -eq $want ]; then pass "SIG$sig: exit $want"; else fail "SIG$sig: exit $want" "exit $RC: $(tail -c 300 "$TMP/bg.err")"; fi
+    alive=0
+    for k in $kids; do kill -0 "$k" 2>/dev/null && alive=1; done
+    if [ $alive -eq 0 ]; then pass "SIG$sig: no ranks left"; else fail "SIG$sig: no ranks left" "$kids"; fi
+    if [ "$(leftover_segments $BG)" -eq 0 ]; then pass "SIG$sig: no /dev/shm segment left"; else
+        fail "SIG$sig: no /dev/shm segment left" "$(ls /dev/shm)"; fi
+    if ls "$TMP/sig$sig" 2>/dev/null | grep -q '\.tmp'; then fail "SIG$sig: no temp checkpoint left" "$(ls "$TMP/sig$sig")"; else
+        pass "SIG$sig: no temp checkpoint left"; fi
+done
+
+finish

@@ -1,0 +1,187 @@
+# Several hosts: network namespaces joined by veth through a bridge stand in for machines.
+# Each "host" runs `dtrain train --nodes M --node-rank K --master ...` with 2 local instances;
+# the result must match one host training the same global batch. Also: the tcp backend across
+# hosts, a wrong token, a host killed mid-training, Open MPI (tcp and, in an MPI=1 build, mpi
+# backends) and a faked Slurm environment. Needs root (ip netns); skipped otherwise.
+. tests/cli/lib.sh
+
+FASHION=/usr/share/datasets/fashion-mnist
+CFG=configs/fashion-convnet.cfg
+# Dropout off and plain SGD with a small step: the check is of the math (gradients summed over
+# ranks, divided by the global batch), so float summation-order noise (~1e-7) must stay noise.
+# With the reference Adadelta (lr 0.5) or SGD at lr 0.05, after ~15 steps that noise flips a few
+# ReLU/max-pool decisions and single weights drift apart by 1e-5..1e-4 (measured): chaos of the
+# training dynamics, the same in any data-parallel implementation.
+COMMON="--set data.dir=$FASHION --set model.layers.5.p=0 --set model.layers.9.p=0 --threads 1
+        --set optimizer.type=sgd --set optimizer.lr=0.01"
+export DTRAIN_TOKEN=multihost-test-token-$$-0123456789
+NET=10.$((200 + $$ % 50)).$(($$ % 250)) # a /24 that exists only inside our namespaces
+PORT=$((30000 + $$ % 20000))
+NS=dtn$$
+
+cleanup() {
+    for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^$NS"); do
+        ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null
+        ip netns del "$ns" 2>/dev/null
+    done
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+# hosts N: namespaces $NS-h0..h(N-1) with addresses $NET.1.., all on one bridge.
+hosts() {
+    ip netns add $NS-br && ip -n $NS-br link add br0 type bridge && ip -n $NS-br link set br0 up ||
+        return 1
+    i=0
+    while [ $i -lt "$1" ]; do
+        ip netns add $NS-h$i &&
+            ip link add ${NS}v$i type veth peer name ${NS}p$i &&
+            ip link set ${NS}v$i netns $NS-h$i && ip link set ${NS}p$i netns $NS-br &&
+            ip -n $NS-br link set ${NS}p$i master br0 && ip -n $NS-br link set ${NS}p$i up &&
+            ip -n $NS-h$i addr add $NET.$((i + 1))/24 dev ${NS}v$i &&
+            ip -n $NS-h$i link set ${NS}v$i up && ip -n $NS-h$i link set lo up || return 1
+        i=$((i + 1))
+    done
+}
+
+if [ "$(id -u)" != 0 ] || ! hosts 3 2>"$TMP/netns.err"; then
+    skip "network-namespace tests" "need root and ip netns ($(head -c 200 "$TMP/netns.err"))"
+    finish
+    exit $?
+fi
+
+# node K of M in its namespace, in the background; output in $TMP/hK.{out,err}
+node() { # M K port dir extra...
+    m=$1 k=$2 port=$3 dir=$4
+    shift 4
+    ip netns exec $NS-h$k "$DTRAIN" train $CFG $COMMON --instances 2 --nodes $m --node-rank $k \
+        --master $NET.1:$port --set checkpoint.dir="$dir" "$@" >"$TMP/h$k.out" 2>"$TMP/h$k.err" &
+    eval "PID$k=\$!"
+}
+
+# ---- the reference: one host, one instance, same global batch ----
+run "$DTRAIN" train $CFG $COMMON --set train.max_steps=20 --set checkpoint.dir="$TMP/ref" --quiet
+expect_rc "reference run exits 0" 0
+
+# ---- 2 and 3 hosts x 2 instances (hier backend) ----
+for m in 2 3; do
+    port=$((PORT + m))
+    k=0
+    while [ $k -lt $m ]; do
+        node $m $k $port "$TMP/hosts$m" --set train.max_steps=20 --quiet
+        k=$((k + 1))
+    done
+    ok=1
+    k=0
+    while [ $k -lt $m ]; do
+        eval "wait \$PID$k" || { ok=0; echo "host $k: $(tail -c 300 "$TMP/h$k.err")"; }
+        k=$((k + 1))
+    done
+    if [ $ok -eq 1 ]; then pass "$m hosts x 2 instances: every host exits 0"; else
+        fail "$m hosts x 2 instances: every host exits 0" "see above"; fi
+    check "$m hosts x 2 instances: weights match one host within 1e-5" \
+        /usr/bin/python3 tests/tools/compare_weights.py --rtol 1e-5 "$TMP/ref/last.safetensors" \
+        "$TMP/hosts$m/last.safetensors"
+done
+
+# ---- every rank over TCP ----
+node 2 0 $((PORT + 4)) "$TMP/tcp" --set train.max_steps=20 --quiet --backend tcp
+node 2 1 $((PORT + 4)) "$TMP/tcp" --set train.max_steps=20 --quiet --backend tcp
+wait $PID0 && wait $PID1
+RC=$?
+expect_rc "2 hosts, --backend tcp: exit 0" 0
+check "2 hosts, --backend tcp: weights match one host within 1e-5" \
+    /usr/bin/python3 tests/tools/compare_weights.py --rtol 1e-5 "$TMP/ref/last.safetensors" \
+    "$TMP/tcp/last.safetensors"
+
+# ---- a host with the wrong token is turned away; the job goes on ----
+node 2 0 $((PORT + 5)) "$TMP/tok" --set train.max_steps=10 --rendezvous-timeout 30
+DTRAIN_TOKEN=an-intruder-with-the-wrong-token ip netns exec $NS-h1 "$DTRAIN" train $CFG $COMMON \
+    --instances 2 --nodes 2 --node-rank 1 --master $NET.1:$((PORT + 5)) --rendezvous-timeout 3 \
+    --set checkpoint.dir="$TMP/intruder" >"$TMP/intruder.out" 2>"$TMP/intruder.err"
+RC=$?
+expect_rc "wrong token: the intruder fails (exit 1)" 1
+node 2 1 $((PORT + 5)) "$TMP/tok" --set train.max_steps=10
+wait $PID1 && wait $PID0
+RC=$?
+expect_rc "wrong token: the genuine job still completes" 0
+if grep -Eiq "$NET\.2.*(auth|token|dropped)|(auth|token|dropped).*$NET\.2" "$TMP/h0.err"; then
+    pass "wrong token: rank 0 logs the rejected address"
+else
+    fail "wrong token: rank 0 logs the rejected address" "$(head -c 400 "$TMP/h0.err")"
+fi
+
+# ---- a host dies mid-training: the other exits 1 within the timeout, naming the lost rank ----
+node 2 0 $((PORT + 6)) "$TMP/die" --set train.epochs=3 --timeout 5
+node 2 1 $((PORT + 6)) "$TMP/die" --set train.epochs=3 --timeout 5
+for _ in $(seq 200); do grep -q "step" "$TMP/h0.err" 2>/dev/null && break; sleep 0.1; done
+sleep 2
+kill -9 $PID1
+t0=$(date +%s)
+wait $PID0
+RC=$?
+secs=$(($(date +%s) - t0))
+expect_rc "host killed: the surviving host exits 1" 1
+if [ $secs -le 15 ]; then pass "host killed: survivor ends within the timeout"; else
+    fail "host killed: survivor ends within the timeout" "$secs s"; fi
+if grep -Eq "lost host 1 \(ranks 2-3, $NET\.2\)" "$TMP/h0.err"; then pass "host killed: message names the lost rank"; else
+    fail "host killed: message names the lost rank" "$(tail -c 400 "$TMP/h0.err")"; fi
+if [ -z "$(ip netns pids $NS-h0)$(ip netns pids $NS-h1)" ]; then pass "host killed: no processes left"; else
+    fail "host killed: no processes left" "$(ip netns pids $NS-h0) $(ip netns pids $NS-h1)"; fi
+
+# ---- 20 ms of delay on a link ----
+if ip -n $NS-h1 link show >/dev/null 2>&1 && ip netns exec $NS-h1 tc qdisc add dev ${NS}v1 root netem delay 20ms 2>"$TMP/tc.err"; then
+    node 2 0 $((PORT + 7)) "$TMP/delay" --set train.max_steps=20 --quiet
+    node 2 1 $((PORT + 7)) "$TMP/delay" --set train.max_steps=20 --quiet
+    wait $PID0 && wait $PID1
+    RC=$?
+    expect_rc "20 ms delay: exit 0" 0
+    check "20 ms delay: weights match one host within 1e-5" \
+        /usr/bin/python3 tests/tools/compare_weights.py --rtol 1e-5 "$TMP/ref/last.safetensors" \
+        "$TMP/delay/last.safetensors"
+else
+    skip "20 ms netem delay" "tc netem is not available in this kernel: $(head -c 100 "$TMP/tc.err")"
+fi
+
+# ---- Open MPI launches every rank (one machine, loopback) ----
+if command -v mpirun >/dev/null; then
+    run mpirun --allow-run-as-root --oversubscribe -np 4 -x DTRAIN_TOKEN -x MASTER_ADDR=127.0.0.1 \
+        -x MASTER_PORT=$((PORT + 8)) "$DTRAIN" train $CFG $COMMON --backend tcp \
+        --set train.max_steps=20 --set checkpoint.dir="$TMP/mpi-tcp" --quiet
+    expect_rc "mpirun -np 4, tcp backend: exit 0" 0
+    check "mpirun -np 4, tcp backend: weights match one host within 1e-5" \
+        /usr/bin/python3 tests/tools/compare_weights.py --rtol 1e-5 "$TMP/ref/last.safetensors" \
+        "$TMP/mpi-tcp/last.safetensors"
+    if [ -x "${DTRAIN_MPI_BIN:-./build-mpi/dtrain}" ]; then
+        run mpirun --allow-run-as-root --oversubscribe -np 4 "${DTRAIN_MPI_BIN:-./build-mpi/dtrain}" \
+            train $CFG $COMMON --backend mpi --set train.max_steps=20 \
+            --set checkpoint.dir="$TMP/mpi-mpi" --quiet
+        expect_rc "mpirun -np 4, mpi backend: exit 0" 0
+        check "mpirun -np 4, mpi backend: weights match one host within 1e-5" \
+            /usr/bin/python3 tests/tools/compare_weights.py --rtol 1e-5 \
+            "$TMP/ref/last.safetensors" "$TMP/mpi-mpi/last.safetensors"
+    else
+        skip "mpirun, mpi backend" "no MPI=1 build (make dtrain-mpi)"
+    fi
+else
+    skip "mpirun launches" "openmpi-bin is not installed"
+fi
+
+# ---- a faked Slurm allocation: 2 tasks on one node ----
+for p in 0 1; do
+    env SLURM_PROCID=$p SLURM_NTASKS=2 SLURM_LOCALID=$p SLURM_NODEID=0 SLURM_NNODES=1 \
+        SLURM_JOB_NODELIST=localhost SLURM_JOB_ID=$((PORT + 9)) \
+        "$DTRAIN" train $CFG $COMMON --set train.max_steps=20 --set checkpoint.dir="$TMP/slurm" \
+        --verbose >"$TMP/s$p.out" 2>"$TMP/s$p.err" &
+    eval "PID$p=\$!"
+done
+wait $PID0 && wait $PID1
+RC=$?
+expect_rc "faked Slurm, 2 tasks: exit 0" 0
+if grep -q "launch slurm" "$TMP/s0.err"; then pass "faked Slurm: ranks come from SLURM_*"; else
+    fail "faked Slurm: ranks come from SLURM_*" "$(head -c 300 "$TMP/s0.err")"; fi
+check "faked Slurm: weights match one host within 1e-5" \
+    /usr/bin/python3 tests/tools/compare_weights.py --rtol 1e-5 "$TMP/ref/last.safetensors" \
+    "$TMP/slurm/last.safetensors"
+
+finish
