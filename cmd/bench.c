@@ -40,6 +40,7 @@ enum {
     OPT_MIN_BYTES,
     OPT_MAX_BYTES,
     OPT_ITERS,
+    OPT_NO_PIN,
 };
 
 struct bench_args {
@@ -47,7 +48,7 @@ struct bench_args {
     struct dt_cli_sets sets;
     const char *target; /* CONFIG or "allreduce" */
     int cores, steps, warmup, epochs, repeat, instances, nodes, iters;
-    bool threads_only, steps_given;
+    bool threads_only, steps_given, no_pin;
     const char *grid, *csv, *plot, *backend;
     double timeout;
     size_t min_bytes, max_bytes;
@@ -131,6 +132,9 @@ static int take_option(struct bench_args *a, int opt, const char *arg)
         return parse_bytes("--max-bytes", arg, &a->max_bytes);
     case OPT_ITERS:
         return dt_cli_parse_int("--iters", arg, 1, 1000000, &a->iters);
+    case OPT_NO_PIN:
+        a->no_pin = true;
+        return 0;
     default:
         return dt_fail(DT_EUSAGE, "internal error: option %d not handled; %s", opt, BENCH_USAGE);
     }
@@ -157,6 +161,7 @@ static int parse_args(struct bench_args *a, int argc, char **argv)
         {"min-bytes", required_argument, NULL, OPT_MIN_BYTES},
         {"max-bytes", required_argument, NULL, OPT_MAX_BYTES},
         {"iters", required_argument, NULL, OPT_ITERS},
+        {"no-pin", no_argument, NULL, OPT_NO_PIN},
         {NULL, 0, NULL, 0},
     };
     optind = 0;
@@ -188,10 +193,11 @@ static int run_sweep(struct bench_args *a, const struct dt_bench_machine *m)
                        a->grid ? "--grid and --threads-only exclude each other"
                                : "--steps and --epochs exclude each other",
                        BENCH_USAGE);
-    if (a->backend || a->instances || a->nodes || a->min_bytes || a->max_bytes || a->iters)
+    if (a->backend || a->instances || a->nodes || a->min_bytes || a->max_bytes || a->iters ||
+        a->no_pin)
         return dt_fail(DT_EUSAGE,
-                       "bench: --backend, --instances, --nodes, --min-bytes, "
-                       "--max-bytes and --iters belong to 'bench allreduce'; %s",
+                       "bench: --backend, --instances, --nodes, --min-bytes, --max-bytes, "
+                       "--iters and --no-pin belong to 'bench allreduce'; %s",
                        BENCH_USAGE);
     struct dt_bench_sweep_opts o = {
         .config = a->target,
@@ -233,6 +239,7 @@ static int run_allreduce(struct bench_args *a, const struct dt_bench_machine *m)
         .min_bytes = a->min_bytes ? a->min_bytes : 1024,
         .max_bytes = a->max_bytes ? a->max_bytes : (size_t)64 << 20,
         .iters = a->iters,
+        .no_pin = a->no_pin,
         .timeout = a->timeout > 0 ? a->timeout : 60,
         .out = {a->common.json, a->common.quiet, a->common.verbose, a->csv, a->plot},
     };
@@ -291,14 +298,16 @@ const struct dt_command dt_cmd_bench = {
         "\n"
         "allreduce options (float32 sum, checked exactly after every size):\n"
         "      --backend B      shm (default), tcp (loopback ring), hier (shm inside each of\n"
-        "                       --nodes simulated hosts + tcp between them), mpi (run this\n"
-        "                       under mpirun, dtrain built with `make MPI=1`)\n"
+        "                       --nodes simulated hosts + tcp between them), mpi (run\n"
+        "                       build-mpi/dtrain from `make dtrain-mpi` under mpirun)\n"
         "      --instances N    ranks (default: the usable physical cores, at least 2)\n"
         "      --nodes K        hier: simulated hosts, N divisible by K (default 2)\n"
         "      --min-bytes A    smallest message (default 1K; K, M, G suffixes)\n"
         "      --max-bytes B    largest message (default 64M); sizes double from A to B\n"
         "      --iters I        timed iterations per size (default: enough for ~0.2 s)\n"
         "      --timeout SECS   collective timeout (default 60)\n"
+        "      --no-pin         leave the ranks unpinned (default: one core each, as\n"
+        "                       `train` and mpirun place them)\n"
         "  Columns: bytes, us (median latency), algbw_GBs (bytes / time) and busbw_GBs\n"
         "  (algbw x 2(n-1)/n, the nccl-tests convention), check.\n"
         "\n"

@@ -130,6 +130,7 @@ struct dt_bench_allreduce_opts {
     int instances, nodes; /* nodes: hier only, simulated hosts on this machine */
     size_t min_bytes, max_bytes;
     int iters;      /* timed iterations per size; 0 = enough for ~0.2 s */
+    bool no_pin;    /* leave the ranks unpinned (default: one core each, like train) */
     double timeout; /* collective timeout in seconds */
     struct dt_bench_output out;
 };

@@ -33,6 +33,7 @@
 #include "dist/mpi_comm.h"
 #include "dist/shm.h"
 #include "dist/tcp.h"
+#include "dist/topology.h"
 #include "util/alloc.h"
 #include "util/clock.h"
 #include "util/err.h"
@@ -40,50 +41,6 @@
 
 #define MAX_SIZES 64
 #define TARGET_S  0.2 /* timed seconds per size when --iters is not given */
-
-/* ---- stand-ins until dist/launcher.c and dist/shm.c are merged ----
- * Weak: the real definitions win at link time as soon as they exist. The launcher stand-in is
- * a plain fork + wait (no signal forwarding, no PDEATHSIG); the shm one reports itself absent. */
-__attribute__((weak)) int dt_launch_run(const struct dt_launch_opts *o)
-{
-    pid_t pids[1024];
-    int n = o->n < 1024 ? o->n : 1024, failed = -1, code = 0;
-    fflush(NULL);
-    for (int r = 0; r < n; r++)
-        if ((pids[r] = fork()) == 0)
-            _exit(dt_exit_code(o->rank_main(r, o->arg)));
-    for (int left = n; left > 0; left--) {
-        int st;
-        pid_t pid = wait(&st);
-        for (int r = 0; r < n; r++)
-            if (pids[r] == pid && (!WIFEXITED(st) || WEXITSTATUS(st)) && failed < 0) {
-                failed = r, code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-                for (int k = 0; k < n; k++)
-                    kill(pids[k], SIGTERM);
-            }
-    }
-    return failed < 0 ? 0 : dt_fail(DT_ERUNTIME, "rank %d exited with code %d", failed, code);
-}
-__attribute__((weak)) int dt_shm_segment_create(struct dt_shm_segment **out, int size,
-                                                size_t chunk_bytes, double timeout)
-{
-    (void)out, (void)size, (void)chunk_bytes, (void)timeout;
-    return dt_fail(DT_EUSAGE, "the shm communicator is not built yet in this version");
-}
-__attribute__((weak)) void dt_shm_segment_abort(struct dt_shm_segment *seg, const char *reason)
-{
-    (void)seg, (void)reason;
-}
-__attribute__((weak)) void dt_shm_segment_destroy(struct dt_shm_segment *seg)
-{
-    (void)seg;
-}
-__attribute__((weak)) int dt_shm_comm_create(struct dt_comm **out, struct dt_shm_segment *seg,
-                                             int rank)
-{
-    (void)out, (void)seg, (void)rank;
-    return dt_fail(DT_EUSAGE, "the shm communicator is not built yet in this version");
-}
 
 /* ---- what rank 0 reports (in a MAP_SHARED mapping) ---- */
 
@@ -111,6 +68,8 @@ struct ar_job {
     int master_fd, port;
     char token[2 * 32 + 1];
     int nranks;
+    struct dt_pin_plan plan; /* one core per rank, as train's launcher and mpirun place them */
+    bool pinned;
     bool progress, live;
 };
 
@@ -310,6 +269,8 @@ static int rank_main(int r, void *arg)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    if (j->pinned && dt_pin_apply(&j->plan, r) != 0)
+        dt_clear_error(); /* unpinned figures are still figures; the header says pinned */
     /* tcp: rank 0 is the master; hier: rank 0 leads node 0, the leaders' master. */
     if (j->master_fd >= 0 && r != 0)
         close(j->master_fd);
@@ -375,6 +336,14 @@ static int run_forked(struct ar_job *j)
             goto out;
         }
     }
+    if (!o->no_pin) {
+        struct dt_topology t;
+        if (dt_topology_read(&t, NULL, NULL) == 0) {
+            j->pinned = dt_pin_plan_make(&j->plan, &t, DT_PIN_CORES, NULL, o->instances, 1) == 0;
+            dt_topology_free(&t);
+        }
+        dt_clear_error();
+    }
     struct dt_launch_opts lo = {
         .n = o->instances, .rank_main = rank_main, .on_failure = on_job_failure, .arg = j};
     rc = dt_launch_run(&lo);
@@ -384,6 +353,8 @@ out:
     j->master_fd = -1;
     for (int i = 0; i < j->nsegs; i++)
         dt_shm_segment_destroy(j->seg[i]);
+    if (j->pinned)
+        dt_pin_plan_free(&j->plan);
     return rc;
 }
 
@@ -456,8 +427,9 @@ static int report(const struct ar_job *j, const struct dt_bench_machine *m, int 
         rc = dt_bench_table_add(&t, c, r->error[0] ? r->error : NULL);
     }
     char what[200];
-    snprintf(what, sizeof what, "allreduce, float32 sum, %s backend, %d ranks%s", j->o->backend,
-             nranks, strcmp(j->o->backend, "hier") ? "" : " on simulated hosts");
+    snprintf(what, sizeof what, "allreduce, float32 sum, %s backend, %d ranks%s%s", j->o->backend,
+             nranks, strcmp(j->o->backend, "hier") ? "" : " on simulated hosts",
+             j->pinned ? ", one core each" : "");
     if (!strcmp(j->o->backend, "hier"))
         snprintf(what + strlen(what), sizeof what - strlen(what), " (%d x %d)", j->o->nodes,
                  nranks / j->o->nodes);

@@ -1,17 +1,18 @@
 /* The machine a benchmark ran on, for the header of its table: a figure without the CPU, the
  * core count and the BLAS build behind it cannot be compared with anything.
  *
- * Topology is read straight from sysfs (physical_package_id, core_id of each CPU in the
- * affinity mask) so that this file stands alone; it is small on purpose, and can give way to
- * dist/topology.h's dt_topology_read() once every branch has it.
+ * Topology comes from dist/topology (the affinity mask intersected with sysfs), the same view
+ * the launcher pins ranks by, so "cores" here is what `--cores` defaults to and what a
+ * sweep splits.
  */
 #include "cmd/bench.h"
 
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "dist/topology.h"
+#include "util/err.h"
 #include "util/json.h"
 
 /* OpenBLAS's own introspection (cblas.h declares them; declared here to keep the include
@@ -42,47 +43,19 @@ static void read_cpu_model(char *buf, size_t cap)
     fclose(f);
 }
 
-static int read_sysfs_int(int cpu, const char *name)
-{
-    char path[128];
-    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/topology/%s", cpu, name);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return -1;
-    int v = -1;
-    if (fscanf(f, "%d", &v) != 1)
-        v = -1;
-    fclose(f);
-    return v;
-}
-
-/* Counts sockets and physical cores among the usable CPUs. */
+/* Sockets, cores and SMT of the usable CPUs, as the launcher will see them when it pins. */
 static void read_topology(struct dt_bench_machine *m)
 {
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) != 0)
+    struct dt_topology t;
+    if (dt_topology_read(&t, NULL, NULL) != 0) {
+        dt_clear_error(); /* the header then says what it could not read: zeros */
         return;
-    int keys[CPU_SETSIZE][2], nkeys = 0, sockets[CPU_SETSIZE], nsockets = 0;
-    for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
-        if (!CPU_ISSET(cpu, &set))
-            continue;
-        m->cpus++;
-        int pkg = read_sysfs_int(cpu, "physical_package_id"), core = read_sysfs_int(cpu, "core_id");
-        if (core < 0) /* no topology: every CPU its own core */
-            core = cpu, pkg = 0;
-        bool seen = false;
-        for (int i = 0; i < nkeys && !seen; i++)
-            seen = keys[i][0] == pkg && keys[i][1] == core;
-        if (!seen)
-            keys[nkeys][0] = pkg, keys[nkeys][1] = core, nkeys++;
-        seen = false;
-        for (int i = 0; i < nsockets && !seen; i++)
-            seen = sockets[i] == pkg;
-        if (!seen)
-            sockets[nsockets++] = pkg;
     }
-    m->cores = nkeys;
-    m->sockets = nsockets;
+    m->cpus = t.ncpus;
+    m->cores = t.cores;
+    m->sockets = t.sockets;
+    m->smt = t.smt;
+    dt_topology_free(&t);
 }
 
 void dt_bench_machine_read(struct dt_bench_machine *m)
@@ -96,7 +69,8 @@ void dt_bench_machine_read(struct dt_bench_machine *m)
         m->cores = m->cpus;
     if (m->sockets < 1)
         m->sockets = 1;
-    m->smt = (m->cpus + m->cores - 1) / m->cores;
+    if (m->smt < 1)
+        m->smt = 1;
     const char *cfg = openblas_get_config();
     snprintf(m->blas, sizeof m->blas, "%s", cfg ? cfg : "OpenBLAS (unknown build)");
     static const char *const modes[] = {"sequential", "pthreads", "openmp"};
