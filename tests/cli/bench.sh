@@ -159,6 +159,16 @@ run "$DTRAIN" bench allreduce --backend hier --instances 4 --nodes 2 --min-bytes
 expect_rc "allreduce hier 2 nodes x 2 exits 0" 0
 check "allreduce hier 2 nodes x 2: every size, checked" check_allreduce 4
 
+DTRAIN_MPI=${DTRAIN_MPI_BIN:-./build-mpi/dtrain}
+if command -v mpirun >/dev/null && [ -x "$DTRAIN_MPI" ]; then
+    run mpirun --allow-run-as-root --oversubscribe -np 3 "$DTRAIN_MPI" bench allreduce \
+        --backend mpi --min-bytes 4 --max-bytes 8K --iters 20 --json
+    expect_rc "allreduce mpi x 3 (mpirun) exits 0" 0
+    check "allreduce mpi x 3: rank 0 alone reports every size, checked" check_allreduce 3
+else
+    skip "allreduce mpi" "no mpirun or no MPI=1 build (make dtrain-mpi)"
+fi
+
 run "$DTRAIN" bench allreduce --backend tcp --instances 2 --min-bytes 1K --max-bytes 4K \
     --iters 5 --csv "$TMP/a.csv" --plot "$TMP/a.svg"
 expect_rc "allreduce text table exits 0" 0
