@@ -3,6 +3,7 @@
  *   cmd/bench.c            command line, help, dispatch (sweep or `allreduce`)
  *   cmd/bench_machine.c    the machine header (CPU model, sockets, cores, SMT, BLAS)
  *   cmd/bench_sweep.c      the instances x threads sweep: one child `dtrain train` per run
+ *   cmd/bench_combos.c     which combinations a sweep runs; the median of repeats
  *   cmd/bench_allreduce.c  the collective benchmark over shm / tcp / hier / mpi
  *   cmd/bench_report.c     one result table written as text, CSV or JSON lines
  *   cmd/bench_plot.c       the same table as an SVG bar chart
