@@ -47,6 +47,9 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c -o $@ $<
 
+# sqrtf in the optimizer loops vectorises only without errno (see nn/optim.c).
+$(BUILD)/nn/optim.o: CFLAGS += -fno-math-errno
+
 $(BUILD)/tests/%: tests/unit/%.c $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(TEST_CFLAGS) $(LDFLAGS) -o $@ $< $(LIB_OBJ) $(TEST_LIBS) $(LDLIBS)

@@ -332,7 +332,10 @@ static int rank_main(struct dt_comm *comm, void *arg)
             goto out;
         run_samples += st.stats[2];
         run_steps += step - first;
-        if ((rc = dt_evaluate(st.model, &run->data->test, &st.batcher, &st.eval, comm, &st.result)))
+        st.model->profile = false; /* the profile is per training step: eval is not in it */
+        rc = dt_evaluate(st.model, &run->data->test, &st.batcher, &st.eval, comm, &st.result);
+        st.model->profile = cfg->log.profile;
+        if (rc)
             goto out;
         double train_loss = st.stats[0] / (st.stats[2] > 0 ? st.stats[2] : 1);
         double train_acc = st.stats[1] / (st.stats[2] > 0 ? st.stats[2] : 1);

@@ -49,4 +49,9 @@ static inline int dt_pool_setup(struct dt_pool_geom *g, const struct dt_layer_sp
     return 0;
 }
 
+/* maxpool2d forward on samples [first, first + count) of the batch: x and y point at sample
+ * `first` of the layer's input and output (nn/layer_maxpool2d.c; the fused conv2d calls it). */
+void dt_maxpool2d_forward_samples(struct dt_layer *l, const float *x, float *y, int first,
+                                  int count);
+
 #endif

@@ -1,7 +1,26 @@
 /* conv2d: 2-D convolution, NCHW, weight [out, in, k, k] and optional bias [out], like
  * torch.nn.Conv2d(in, out, k, stride, padding, bias).
  *
- * Algorithm (the "gemm" path): batched im2col. The columns of the whole batch form one matrix
+ * Two algorithms, chosen once per layer at setup by conv2d_choose_algo() from the shape alone
+ * (never by timing: the choice, and so the rounding, must not vary from run to run):
+ *   direct  nn/conv_direct (AVX-512 stride-1 kernels, 2-4x faster than im2col + sgemm at the
+ *           reference models' shapes and with no column matrix): used for every shape
+ *           dt_conv_direct_supported() accepts when the CPU takes the AVX-512 path. Its
+ *           scratch is sized at setup for the process's OpenMP thread count then
+ *           (dt_nn_set_threads runs before the model is built); a later call uses that many
+ *           threads at most.
+ *   gemm    everything else (stride > 1, pad >= kernel, CPUs without AVX-512, where the
+ *           direct kernels' portable loops are slower than OpenBLAS), described below.
+ * Both can apply a ReLU at the store (l->relu_fused, set by the model when a relu layer
+ * follows): backward never reads y, so the relu layer can run in place on our output.
+ * The direct path can also run a following maxpool2d (l->pool_fused): each thread convolves
+ * CHUNK_BYTES of output at a time into a scratch that stays in its L2 and pools it from there, so
+ * the full-size activation (9.4 MB for the ConvNet's conv2 at batch 128) is never written to
+ * and read back from memory. The results are the same bits as unfused: each sample's
+ * arithmetic does not depend on the chunking. (Backward is not chunked: a weight-gradient call
+ * per chunk costs a reduction over per-thread partials each time, and measured no faster.)
+ *
+ * The "gemm" path: batched im2col. The columns of the whole batch form one matrix
  * col[C*K*K][B*P] (P = output pixels; row r = (c, ky, kx), channel-major like the weight), so
  * each direction is ONE large GEMM whose N = B*P keeps OpenBLAS efficient at small channel
  * counts, and the layout keeps every copy contiguous along output rows (vectorisable):
@@ -15,31 +34,102 @@
  * direct (non-GEMM) kernel belongs: it sees the full shape at setup time.
  */
 #include <cblas.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "nn/conv_direct.h"
 #include "nn/init.h"
 #include "nn/layer_common.h"
 #include "util/alloc.h"
 #include "util/err.h"
 
-enum conv_algo { CONV_GEMM };
-
 struct conv {
-    enum conv_algo algo;
+    enum dt_conv2d_algo algo; /* DT_CONV2D_GEMM or DT_CONV2D_DIRECT */
     int c, h, w, oc, oh, ow, k, stride, pad;
     int ckk, pix;
     bool bias;
-    float *col; /* [ckk][max_batch * pix] */
-    float *yt;  /* [oc][max_batch * pix] */
+    float *col;              /* gemm: [ckk][max_batch * pix] */
+    float *yt;               /* gemm: [oc][max_batch * pix] */
+    struct dt_conv_shape ds; /* direct: the shape, n = max_batch (set per call) */
+    float *scratch;          /* direct: sized for `threads` */
+    size_t scratch_floats;
+    int threads;
+    float *chunk_out;   /* direct + pool: per thread, conv output of `chunk` samples */
+    int chunk;          /* samples per thread per pooled chunk */
+    float *fwd_scratch; /* direct + pool: per thread, single-threaded kernel scratch */
+    size_t fwd_scratch_floats;
 };
 
-/* Per-shape algorithm selection. A direct kernel (e.g. dt_conv_direct_supported(c, oc, k,
- * stride, pad)) would be tried here first; GEMM handles every shape. */
-static enum conv_algo conv2d_choose_algo(const struct conv *cv)
+/* Output bytes per thread convolved before pooling: well inside a core's L2. */
+#define CHUNK_BYTES (256 * 1024)
+
+/* Process-wide test switch (see nn/layers.h); read at setup only. */
+static enum dt_conv2d_algo forced_algo = DT_CONV2D_AUTO;
+
+enum dt_conv2d_algo dt_conv2d_force_algo(enum dt_conv2d_algo algo)
 {
-    (void)cv;
-    return CONV_GEMM;
+    enum dt_conv2d_algo was = forced_algo;
+    forced_algo = algo;
+    return was;
+}
+
+/* A static rule on the shape and the CPU, so the same config always takes the same path. */
+static enum dt_conv2d_algo conv2d_choose_algo(const struct conv *cv)
+{
+    bool direct = dt_conv_direct_supported(&cv->ds);
+    if (forced_algo == DT_CONV2D_GEMM || !direct)
+        return DT_CONV2D_GEMM;
+    if (forced_algo == DT_CONV2D_DIRECT || dt_conv_direct_uses_simd())
+        return DT_CONV2D_DIRECT;
+    return DT_CONV2D_GEMM;
+}
+
+enum dt_conv2d_algo dt_conv2d_algo_of(const struct dt_layer *l)
+{
+    const struct conv *cv = l->state;
+    return l->kind->ops == &dt_conv2d_ops && cv ? cv->algo : DT_CONV2D_AUTO;
+}
+
+/* Samples per chunk: `bytes` of output per thread, at least one per thread, at most a batch. */
+static int chunk_samples(size_t sample_bytes, size_t bytes, int threads, int max_batch)
+{
+    size_t per_thread = sample_bytes < bytes ? bytes / sample_bytes : 1;
+    size_t chunk = per_thread * (size_t)threads;
+    return chunk > (size_t)max_batch ? max_batch : (int)chunk;
+}
+
+static int scratch_setup(struct conv *cv, int max_batch)
+{
+    if (cv->algo == DT_CONV2D_DIRECT) {
+        cv->threads = omp_get_max_threads();
+        if (cv->threads < 1)
+            cv->threads = 1;
+        cv->scratch_floats = dt_conv_direct_scratch_floats(&cv->ds, cv->threads);
+        cv->scratch = dt_alloc(cv->scratch_floats, sizeof(float));
+        size_t sample = (size_t)cv->oc * cv->pix * sizeof(float);
+        cv->chunk = chunk_samples(sample, CHUNK_BYTES, 1, max_batch);
+        cv->chunk_out = dt_alloc((size_t)cv->threads * cv->chunk * cv->oc * cv->pix, sizeof(float));
+        cv->fwd_scratch_floats = dt_conv_direct_scratch_floats(&cv->ds, 1);
+        cv->fwd_scratch = dt_alloc((size_t)cv->threads * cv->fwd_scratch_floats, sizeof(float));
+        if (!cv->scratch || !cv->chunk_out || !cv->fwd_scratch)
+            return dt_fail_context(-DT_ERUNTIME, "conv2d scratch");
+        return 0;
+    }
+    size_t rows = (size_t)max_batch * cv->pix;
+    cv->col = dt_alloc(rows * cv->ckk, sizeof(float));
+    cv->yt = dt_alloc(rows * cv->oc, sizeof(float));
+    if (!cv->col || !cv->yt)
+        return dt_fail_context(-DT_ERUNTIME, "conv2d scratch");
+    return 0;
+}
+
+/* The direct kernels' thread count for this call: the current OpenMP setting, capped by what
+ * the scratch was sized for. */
+static int direct_threads(const struct conv *cv)
+{
+    int t = omp_get_max_threads();
+    return t < 1 ? 1 : t > cv->threads ? cv->threads : t;
 }
 
 static int conv2d_setup(struct dt_layer *l, const struct dt_layer_spec *spec, struct dt_shape in)
@@ -74,15 +164,22 @@ static int conv2d_setup(struct dt_layer *l, const struct dt_layer_spec *spec, st
                         .bias = spec->bias};
     cv->ckk = cv->c * cv->k * cv->k;
     cv->pix = oh * ow;
+    cv->ds = (struct dt_conv_shape){.n = l->max_batch,
+                                    .c = in.c,
+                                    .h = in.h,
+                                    .w = in.w,
+                                    .k = cv->oc,
+                                    .kh = cv->k,
+                                    .kw = cv->k,
+                                    .stride = stride,
+                                    .pad = cv->pad};
     cv->algo = conv2d_choose_algo(cv);
     l->out = (struct dt_shape){cv->oc, oh, ow};
     l->nparams = (size_t)cv->oc * cv->ckk + (cv->bias ? (size_t)cv->oc : 0);
-    size_t rows = (size_t)l->max_batch * cv->pix;
-    cv->col = dt_alloc(rows * cv->ckk, sizeof(float));
-    cv->yt = dt_alloc(rows * cv->oc, sizeof(float));
-    if (!cv->col || !cv->yt)
-        return dt_fail_context(-DT_ERUNTIME, "conv2d scratch");
-    return 0;
+    l->can_fuse_relu = true;
+    l->can_fuse_pool = cv->algo == DT_CONV2D_DIRECT;
+    l->chunkable = cv->algo == DT_CONV2D_DIRECT; /* per-sample kernels, no state */
+    return scratch_setup(cv, l->max_batch);
 }
 
 static int conv2d_init(struct dt_layer *l, uint64_t seed)
@@ -177,13 +274,52 @@ static void col2im(const struct conv *cv, const float *col, float *dx, int batch
     }
 }
 
+/* conv (+ReLU) then l->pool_fused's maxpool, one L2-sized chunk of samples at a time; y is the
+ * pool's output. */
+static void forward_pooled(struct dt_layer *l, const float *x, const float *weight,
+                           const float *bias, float *y, int batch, int first_sample)
+{
+    struct conv *cv = l->state;
+    struct dt_layer *pool = l->pool_fused;
+    size_t in_sample = (size_t)cv->c * cv->h * cv->w, out_sample = dt_shape_size(pool->out);
+    size_t chunk_floats = (size_t)cv->chunk * cv->oc * cv->pix;
+    /* One fork/join for the whole batch: each thread convolves and pools its own contiguous
+     * samples, a chunk at a time, with single-threaded kernel calls on its own scratch. */
+#pragma omp parallel num_threads(direct_threads(cv))
+    {
+        int t = omp_get_thread_num(), team = omp_get_num_threads();
+        int n0 = (int)((long long)batch * t / team), n1 = (int)((long long)batch * (t + 1) / team);
+        float *scratch = cv->fwd_scratch + (size_t)t * cv->fwd_scratch_floats;
+        float *out = cv->chunk_out + (size_t)t * chunk_floats;
+        for (int s0 = n0; s0 < n1; s0 += cv->chunk) {
+            struct dt_conv_shape s = cv->ds;
+            s.n = n1 - s0 < cv->chunk ? n1 - s0 : cv->chunk;
+            (void)dt_conv_direct_forward(&s, x + s0 * in_sample, weight, bias, out, l->relu_fused,
+                                         scratch, cv->fwd_scratch_floats, 1);
+            dt_maxpool2d_forward_samples(pool, out, y + s0 * out_sample, first_sample + s0, s.n);
+        }
+    }
+}
+
 static void conv2d_forward(struct dt_layer *l, const float *x, float *y, int batch,
                            const struct dt_forward_ctx *ctx)
 {
-    (void)ctx;
     struct conv *cv = l->state;
     const float *weight = l->params;
     const float *bias = cv->bias ? l->params + (size_t)cv->oc * cv->ckk : NULL;
+    if (cv->algo == DT_CONV2D_DIRECT && l->pool_fused) {
+        forward_pooled(l, x, weight, bias, y, batch, ctx ? ctx->first_sample : 0);
+        return;
+    }
+    if (cv->algo == DT_CONV2D_DIRECT) {
+        struct dt_conv_shape s = cv->ds;
+        s.n = batch;
+        /* cannot fail: the shape was accepted and the scratch sized at setup */
+        (void)dt_conv_direct_forward(&s, x, weight, bias, y, l->relu_fused, cv->scratch,
+                                     cv->scratch_floats, direct_threads(cv));
+        return;
+    }
+    bool relu = l->relu_fused;
     int n = batch * cv->pix;
     im2col(cv, x, cv->col, batch);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, cv->oc, n, cv->ckk, 1.0f, weight,
@@ -195,8 +331,12 @@ static void conv2d_forward(struct dt_layer *l, const float *x, float *y, int bat
         const float *src = cv->yt + (size_t)o * n + (size_t)b * cv->pix;
         float *dst = y + (size_t)t * cv->pix;
         float add = bias ? bias[o] : 0.0f;
-        for (int p = 0; p < cv->pix; p++)
-            dst[p] = src[p] + add;
+        if (relu)
+            for (int p = 0; p < cv->pix; p++)
+                dst[p] = src[p] + add > 0.0f ? src[p] + add : 0.0f;
+        else
+            for (int p = 0; p < cv->pix; p++)
+                dst[p] = src[p] + add;
     }
 }
 
@@ -225,9 +365,21 @@ static void regroup_dy(const struct conv *cv, const float *dy, float *dyt, float
 static void conv2d_backward(struct dt_layer *l, const float *x, const float *y, const float *dy,
                             float *dx, int batch)
 {
-    (void)x, (void)y;
+    (void)y; /* never read: the model relies on it for ReLU and pool fusion */
     struct conv *cv = l->state;
     size_t nw = (size_t)cv->oc * cv->ckk;
+    if (cv->algo == DT_CONV2D_DIRECT) {
+        struct dt_conv_shape s = cv->ds;
+        s.n = batch;
+        int threads = direct_threads(cv);
+        memset(l->grads, 0, l->nparams * sizeof *l->grads); /* the kernel accumulates */
+        (void)dt_conv_direct_backward_weight(&s, x, dy, l->grads, cv->bias ? l->grads + nw : NULL,
+                                             cv->scratch, cv->scratch_floats, threads);
+        if (dx)
+            (void)dt_conv_direct_backward_input(&s, dy, l->params, dx, cv->scratch,
+                                                cv->scratch_floats, threads);
+        return;
+    }
     int n = batch * cv->pix;
     regroup_dy(cv, dy, cv->yt, cv->bias ? l->grads + nw : NULL, batch);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, cv->oc, cv->ckk, n, 1.0f, cv->yt, n,
@@ -246,6 +398,9 @@ static void conv2d_destroy(struct dt_layer *l)
         return;
     dt_free(cv->col);
     dt_free(cv->yt);
+    dt_free(cv->scratch);
+    dt_free(cv->chunk_out);
+    dt_free(cv->fwd_scratch);
     free(cv);
 }
 

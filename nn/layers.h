@@ -46,8 +46,25 @@ struct dt_layer {
     size_t nparams;
     float *buffers;
     size_t nbuffers;
-    void *state;            /* kind-specific (scratch, cached masks, ...) */
-    int max_batch;          /* set by dt_model_build before setup: scratch is sized for it */
+    void *state;   /* kind-specific (scratch, cached masks, ...) */
+    int max_batch; /* set by dt_model_build before setup: scratch is sized for it */
+    /* Set by setup when forward can apply a ReLU to y at its store and backward never reads
+     * y; the model then sets relu_fused when a relu layer follows, and runs that relu in
+     * place on this layer's output (its backward still masks dy by y > 0). */
+    bool can_fuse_relu;
+    bool relu_fused;
+    /* conv2d -> relu -> maxpool2d: set by setup when forward can also run the pool on
+     * cache-sized chunks of samples (can_fuse_pool); the model then points pool_fused at the
+     * maxpool layer, passes that layer's output as y to forward (this layer's own output is
+     * never written), skips the pool's forward and the relu's backward, and sets relu_below
+     * on the pool so its backward applies the relu's mask. */
+    bool can_fuse_pool;
+    struct dt_layer *pool_fused;
+    bool relu_below;
+    /* Set by setup when forward works on any chunk of the batch (ctx->first_sample says
+     * which) and gives each sample the same bits whatever the chunk: the model then runs a
+     * run of such layers chunk by chunk, so activations between them stay in cache. */
+    bool chunkable;
     struct dt_model *model; /* owner, for dt_layer_describe */
 };
 
@@ -61,6 +78,16 @@ void dt_layer_describe(struct dt_layer *l, const char *name, bool trainable, siz
 extern const struct dt_layer_ops dt_conv2d_ops, dt_linear_ops, dt_maxpool2d_ops, dt_avgpool2d_ops,
     dt_relu_ops, dt_dropout_ops, dt_dropout2d_ops, dt_flatten_ops, dt_batchnorm2d_ops,
     dt_log_softmax_ops;
+
+/* conv2d's algorithm (nn/layer_conv2d.c). AUTO: the direct kernels (nn/conv_direct.h) where
+ * they support the shape and run AVX-512, im2col + sgemm otherwise. */
+enum dt_conv2d_algo { DT_CONV2D_AUTO, DT_CONV2D_GEMM, DT_CONV2D_DIRECT };
+/* Forces the algorithm of conv2d layers set up from now on (DIRECT still falls back to GEMM
+ * for shapes the direct kernels do not support); returns the previous setting. Process-wide,
+ * for tests and benchmarks that compare both paths. */
+enum dt_conv2d_algo dt_conv2d_force_algo(enum dt_conv2d_algo algo);
+/* The algorithm layer l (a conv2d) runs; DT_CONV2D_AUTO for other kinds. */
+enum dt_conv2d_algo dt_conv2d_algo_of(const struct dt_layer *l);
 
 /* The kind named `name`, or NULL. */
 const struct dt_layer_kind *dt_layer_kind_find(const char *name);

@@ -12,9 +12,28 @@
  *
  * Layers overwrite their parameter gradients in backward (nn/layers.h), so grads is cleared
  * only for a step with no samples.
+ *
+ * Two savings the layer list allows, decided once at build:
+ *   - ReLU fusion: a layer that can apply ReLU at its store (l->can_fuse_relu: conv2d) and is
+ *     followed by a relu layer does so; the relu's activation aliases the layer's output and
+ *     its forward is skipped. Its backward still runs (dy masked by y > 0, the same values).
+ *     When a maxpool2d follows the relu and the layer can also run it (l->can_fuse_pool:
+ *     conv2d on the direct path), the layer's forward runs the relu and the pool chunk by
+ *     chunk and writes the pool's output; the pool's backward applies the relu's mask, and
+ *     the relu's backward is skipped (nn/layers.h). The layer's and the relu's activations
+ *     are then not written.
+ *   - Chunked runs: consecutive layers whose forward works on any chunk of the batch
+ *     (l->chunkable: conv2d on the direct path, with whatever is fused into it) run chunk by
+ *     chunk, each chunk through all of them, so e.g. conv1's output is read by conv2 while it
+ *     is still in L2 instead of coming back from memory (at one thread: see
+ *     plan_chunked_run).
+ * Fused, chunked and plain models compute the same bits.
+ *   - No input gradient below the first layer with parameters: backward stops there and that
+ *     layer gets dx = NULL (nobody needs the gradient of the model's input).
  */
 #include "nn/model.h"
 
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,8 +47,24 @@
 #define MAX_PARAM_TENSORS  2 /* weight, bias */
 #define MAX_BUFFER_TENSORS 3 /* running_mean, running_var, num_batches_tracked */
 
+/* Process-wide switch for tests and benchmarks (dt_model_allow_fusion). */
+static bool fusion_allowed = true;
+
+bool dt_model_allow_fusion(bool allow)
+{
+    bool was = fusion_allowed;
+    fusion_allowed = allow;
+    return was;
+}
+
 struct model_impl {
     float **act;
+    bool *in_place;  /* layer i is a relu fused into layer i-1: act[i] aliases act[i-1] */
+    bool *skip_fwd;  /* layer i is a maxpool run by the conv two below (pool_fused) */
+    bool *skip_bwd;  /* layer i is a relu whose mask the maxpool above it applies */
+    int *seg_end;    /* > 0 at the first layer of a chunked run: 1 + its last layer */
+    int *seg_chunk;  /* samples per chunk of that run */
+    int first_param; /* lowest layer with parameters (nlayers when none): backward stops there */
     float *grad_a, *grad_b;
     const float *input; /* the last forward's x (not copied) */
     int last_batch;
@@ -122,6 +157,10 @@ static int allocate_arenas(struct dt_model *m)
         size_t n = shape_size(m->layers[i]->out);
         if (n > largest)
             largest = n;
+        if (impl->in_place[i]) {
+            impl->act[i] = impl->act[i - 1];
+            continue;
+        }
         impl->act[i] = dt_alloc((size_t)m->max_batch * n, sizeof(float));
         if (!impl->act[i])
             return dt_fail_context(-DT_ERUNTIME, "activations of layer %d", i);
@@ -152,6 +191,63 @@ static int init_layers(struct dt_model *m, uint64_t seed)
     return 0;
 }
 
+/* Bytes of intermediate activation per sample a chunk of a run keeps in cache. */
+#define RUN_CHUNK_BYTES (256 * 1024)
+
+/* If layers from i on form a run of at least two chunkable layers (with only layers fused
+ * into them in between), records it and returns the index after it; else returns i + 1. */
+static int plan_chunked_run(struct dt_model *m, int i)
+{
+    struct model_impl *impl = m->impl;
+    /* With more threads every chunk costs a fork/join per layer (a scheduler tick each on a
+     * busy machine) and the gain was not measurable: one thread only. */
+    if (!m->layers[i]->chunkable || omp_get_max_threads() > 1)
+        return i + 1;
+    int k = i + 1, count = 1;
+    size_t widest = 1;
+    for (; k < m->nlayers; k++) {
+        if (impl->in_place[k] || impl->skip_fwd[k])
+            continue;
+        if (!m->layers[k]->chunkable)
+            break;
+        count++;
+        size_t between = shape_size(m->layers[k]->in) * sizeof(float);
+        widest = between > widest ? between : widest;
+    }
+    if (count < 2)
+        return i + 1;
+    size_t chunk = widest < RUN_CHUNK_BYTES ? RUN_CHUNK_BYTES / widest : 1;
+    impl->seg_end[i] = k;
+    impl->seg_chunk[i] = chunk < (size_t)m->max_batch ? (int)chunk : m->max_batch;
+    return k;
+}
+
+/* ReLU fusion and the backward stop (see the top of this file). */
+static void plan(struct dt_model *m)
+{
+    struct model_impl *impl = m->impl;
+    for (int i = 1; fusion_allowed && i < m->nlayers; i++) {
+        struct dt_layer *prev = m->layers[i - 1];
+        if (m->layers[i]->kind->ops != &dt_relu_ops || !prev->can_fuse_relu)
+            continue;
+        prev->relu_fused = true;
+        impl->in_place[i] = true;
+        struct dt_layer *pool = i + 1 < m->nlayers ? m->layers[i + 1] : NULL;
+        if (pool && pool->kind->ops == &dt_maxpool2d_ops && prev->can_fuse_pool) {
+            prev->pool_fused = pool;
+            pool->relu_below = true;
+            impl->skip_fwd[i + 1] = true;
+            impl->skip_bwd[i] = true;
+        }
+    }
+    for (int i = 0; fusion_allowed && i < m->nlayers;)
+        i = plan_chunked_run(m, i);
+    impl->first_param = m->nlayers;
+    for (int i = m->nlayers - 1; i >= 0; i--)
+        if (m->layers[i]->nparams)
+            impl->first_param = i;
+}
+
 static int build(struct dt_model *m, const struct dt_layer_spec *specs, uint64_t seed)
 {
     struct dt_shape shape = m->input;
@@ -163,6 +259,7 @@ static int build(struct dt_model *m, const struct dt_layer_spec *specs, uint64_t
         m->nparams += m->layers[i]->nparams;
         m->nbuffers += m->layers[i]->nbuffers;
     }
+    plan(m);
     int rc = allocate_arenas(m);
     if (rc < 0)
         return rc;
@@ -190,12 +287,21 @@ int dt_model_build(struct dt_model **out, const struct dt_layer_spec *specs, int
     struct dt_model *m = calloc(1, sizeof *m);
     struct model_impl *impl = calloc(1, sizeof *impl);
     struct dt_layer **layers = calloc((size_t)nspecs, sizeof *layers);
-    if (!m || !impl || !layers) {
+    bool *in_place = calloc(3 * (size_t)nspecs, sizeof *in_place);
+    int *seg = calloc(2 * (size_t)nspecs, sizeof *seg);
+    if (!m || !impl || !layers || !in_place || !seg) {
         free(m);
         free(impl);
         free(layers);
+        free(in_place);
+        free(seg);
         return dt_fail(DT_ERUNTIME, "out of memory building the model");
     }
+    impl->in_place = in_place; /* one allocation for the three flag arrays */
+    impl->skip_fwd = in_place + nspecs;
+    impl->skip_bwd = in_place + 2 * nspecs;
+    impl->seg_end = seg;
+    impl->seg_chunk = seg + nspecs;
     m->impl = impl;
     m->layers = layers;
     m->nlayers = nspecs;
@@ -223,10 +329,12 @@ void dt_model_free(struct dt_model *m)
         if (l->kind->ops->destroy)
             l->kind->ops->destroy(l);
         free(l);
-        if (impl->act)
+        if (impl->act && !impl->in_place[i])
             dt_free(impl->act[i]);
     }
     free(impl->act);
+    free(impl->in_place);
+    free(impl->seg_end);
     dt_free(impl->grad_a);
     dt_free(impl->grad_b);
     free(impl);
@@ -240,6 +348,40 @@ void dt_model_free(struct dt_model *m)
 }
 
 static const struct dt_forward_ctx eval_ctx = {.training = false};
+
+/* Layer i's forward on samples [first, first + count) of the batch; x is the layer's input
+ * for the whole batch. */
+static void forward_layer(struct dt_model *m, int i, const float *x, int first, int count,
+                          const struct dt_forward_ctx *ctx)
+{
+    struct model_impl *impl = m->impl;
+    struct dt_layer *l = m->layers[i];
+    double t0 = m->profile ? dt_now() : 0;
+    /* a conv with a fused pool writes the pool's output (nn/layers.h) */
+    struct dt_layer *out = l->pool_fused ? l->pool_fused : l;
+    float *y = impl->act[l->pool_fused ? i + 2 : i];
+    l->kind->ops->forward(l, x + (size_t)first * shape_size(l->in),
+                          y + (size_t)first * shape_size(out->out), count, ctx);
+    if (m->profile)
+        m->profile_fwd[i] += dt_now() - t0;
+}
+
+/* A chunked run from layer i (plan_chunked_run): every layer on one chunk of samples, then
+ * the next chunk, so the activations in between are still in cache when read. */
+static void forward_run(struct dt_model *m, int i, const float *x, int batch,
+                        const struct dt_forward_ctx *ctx)
+{
+    struct model_impl *impl = m->impl;
+    int chunk = impl->seg_chunk[i];
+    for (int s0 = 0; s0 < batch; s0 += chunk) {
+        struct dt_forward_ctx c = *ctx;
+        c.first_sample = s0;
+        int count = batch - s0 < chunk ? batch - s0 : chunk;
+        for (int k = i; k < impl->seg_end[i]; k++)
+            if (!impl->in_place[k] && !impl->skip_fwd[k])
+                forward_layer(m, k, k == i ? x : impl->act[k - 1], s0, count, &c);
+    }
+}
 
 int dt_model_forward(struct dt_model *m, const float *x, int batch,
                      const struct dt_forward_ctx *ctx)
@@ -256,11 +398,12 @@ int dt_model_forward(struct dt_model *m, const float *x, int batch,
         return 0;
     const float *in = x;
     for (int i = 0; i < m->nlayers; i++) {
-        struct dt_layer *l = m->layers[i];
-        double t0 = m->profile ? dt_now() : 0;
-        l->kind->ops->forward(l, in, impl->act[i], batch, ctx);
-        if (m->profile)
-            m->profile_fwd[i] += dt_now() - t0;
+        if (impl->seg_end[i]) {
+            forward_run(m, i, in, batch, ctx);
+            i = impl->seg_end[i] - 1;
+        } else if (!impl->in_place[i] && !impl->skip_fwd[i]) { /* else done by a layer below */
+            forward_layer(m, i, in, 0, batch, ctx);
+        }
         in = impl->act[i];
     }
     return 0;
@@ -286,11 +429,13 @@ int dt_model_backward(struct dt_model *m, const uint8_t *labels, int batch, floa
     int rc = dt_loss_grad(m->loss, m->output, m->classes, labels, batch, grad_scale, dy);
     if (rc < 0)
         return rc;
-    for (int i = m->nlayers - 1; i >= 0; i--) {
+    for (int i = m->nlayers - 1; i >= impl->first_param; i--) {
         struct dt_layer *l = m->layers[i];
+        if (impl->skip_bwd[i]) /* dy passes through unchanged */
+            continue;
         const float *x = i > 0 ? impl->act[i - 1] : impl->input;
         double t0 = m->profile ? dt_now() : 0;
-        l->kind->ops->backward(l, x, impl->act[i], dy, i > 0 ? dx : NULL, batch);
+        l->kind->ops->backward(l, x, impl->act[i], dy, i > impl->first_param ? dx : NULL, batch);
         if (m->profile)
             m->profile_bwd[i] += dt_now() - t0;
         float *t = dy;

@@ -43,6 +43,9 @@ struct dt_forward_ctx {
     uint64_t seed;
     uint64_t epoch;
     const uint64_t *sample_ids; /* batch global sample indices (may be NULL when !training) */
+    /* Set by the model only: when it runs a layer on a chunk of the batch (layers with
+     * l->chunkable), the index of x's first sample in the batch. 0 otherwise. */
+    int first_sample;
 };
 
 struct dt_layer; /* nn/layers.h */
@@ -89,6 +92,11 @@ void dt_model_loss(struct dt_model *m, const uint8_t *labels, int batch, double 
  * (sum of per-sample losses) x grad_scale. With grad_scale = 1 / (global samples in the step)
  * a sum all-reduce of grads yields exactly the mean-loss gradient. */
 int dt_model_backward(struct dt_model *m, const uint8_t *labels, int batch, float grad_scale);
+
+/* Whether models built from now on fuse layers (ReLU into conv2d, conv2d-relu-maxpool2d):
+ * fused and unfused models compute the same bits. Returns the previous setting. Process-wide,
+ * for tests and benchmarks that compare both. */
+bool dt_model_allow_fusion(bool allow);
 
 /* Sets the process's compute threads (OpenBLAS and OpenMP) for this model's kernels. */
 void dt_nn_set_threads(int threads);

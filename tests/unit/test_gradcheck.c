@@ -299,6 +299,17 @@ static void test_small_convnet(void **state)
     gradcheck_model(s, 9, (struct dt_shape){2, 7, 7}, DT_LOSS_CROSS_ENTROPY, "conv-bn-pool-fc");
 }
 
+/* A pool first: backward stops at layer 1, which gets no dx. No relu: parameter steps of H
+ * would move conv outputs across its kink, and the differences would mean nothing. (The fused
+ * conv-relu-pool is checked against the unfused model bit for bit in test_conv_layer.) */
+static void test_pool_first_convnet(void **state)
+{
+    (void)state;
+    struct dt_layer_spec s[5] = {pool_spec("maxpool2d", 2, 1, 0), conv_spec(3, 3, 1, 1),
+                                 spec_of("flatten"), linear_spec(4), spec_of("log_softmax")};
+    gradcheck_model(s, 5, (struct dt_shape){2, 6, 6}, DT_LOSS_NLL, "pool-conv-fc");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -318,6 +329,7 @@ int main(void)
         cmocka_unit_test(test_linear_cross_entropy),
         cmocka_unit_test(test_linear_log_softmax_nll),
         cmocka_unit_test(test_small_convnet),
+        cmocka_unit_test(test_pool_first_convnet),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nn/layers.h"
 #include "nn/model.h"
 #include "nn_specs.h"
 #include "util/err.h"
@@ -399,8 +400,17 @@ static void test_profile_accumulates(void **state)
     struct dt_forward_ctx ctx = {.training = true};
     assert_int_equal(dt_model_forward(m, x, 2, &ctx), 0);
     assert_int_equal(dt_model_backward(m, labels, 2, 0.5f), 0);
-    for (int i = 0; i < n; i++)
-        assert_true(m->profile_fwd[i] > 0 && m->profile_bwd[i] > 0);
+    /* the two relus after the convs are fused into them: no forward of their own; where the
+     * conv also runs the maxpool forward, the pool's backward applies the relu's mask */
+    assert_true(m->layers[0]->relu_fused && m->layers[2]->relu_fused);
+    assert_false(m->layers[7]->relu_fused); /* linear does not fuse */
+    for (int i = 0; i < n; i++) {
+        bool pooled = i > 1 && m->layers[i - 2]->pool_fused == m->layers[i];
+        bool no_fwd = (i > 0 && m->layers[i - 1]->relu_fused) || pooled;
+        bool no_bwd = i > 0 && m->layers[i - 1]->pool_fused;
+        assert_true(no_fwd ? m->profile_fwd[i] == 0 : m->profile_fwd[i] > 0);
+        assert_true(no_bwd ? m->profile_bwd[i] == 0 : m->profile_bwd[i] > 0);
+    }
     free(x);
     dt_model_free(m);
 }

@@ -1,0 +1,335 @@
+/* nn/: the conv2d layer's two algorithms and the model's fusions.
+ *
+ *  - algorithms: a conv2d layer forced onto the direct kernels and one forced onto im2col +
+ *    sgemm (same seed, so the same weights) give the same output, input gradient, weight and
+ *    bias gradients within float rounding (relative to the largest magnitude of the tensor);
+ *    the automatic choice is a static rule on the shape (stride 2 always takes GEMM).
+ *  - fusion: a model built with fusion (conv2d+relu, conv2d+relu+maxpool2d) and the same model
+ *    built without it compute the SAME BITS: output, loss and every parameter gradient, in
+ *    training and eval, for batches that span several of the fused forward's chunks, with 1
+ *    and 2 threads, for the 2x2 pool and a padded 3x3 stride-2 pool.
+ *  - the backward stop below the first layer with parameters (no input gradient for layer 0
+ *    or anything below it) is covered by test_gradcheck's pool-first model and here by the
+ *    fused/unfused comparison of a model whose first layer is a pool.
+ *  - determinism: the same model stepped twice on the same batch gives the same bits.
+ *  - the 2x2 max-pool's backward on an odd-sized plane.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/conv_direct.h"
+#include "nn/layers.h"
+#include "nn/model.h"
+#include "nn_specs.h"
+#include "util/rng.h"
+
+static void fill(float *p, size_t n, uint64_t seed)
+{
+    struct dt_rng rng;
+    dt_rng_init(&rng, dt_rng_key(seed, DT_RNG_TEST, 7, 0));
+    for (size_t i = 0; i < n; i++)
+        p[i] = 2.0f * dt_rng_uniform(&rng) - 1.0f;
+}
+
+/* max |a - b| <= tol * max(max |b|, 1e-3) */
+static void expect_close(const float *a, const float *b, size_t n, double tol, const char *what)
+{
+    double err = 0, mag = 1e-3;
+    for (size_t i = 0; i < n; i++) {
+        err = fmax(err, fabs((double)a[i] - b[i]));
+        mag = fmax(mag, fabs((double)b[i]));
+    }
+    if (!(err <= tol * mag))
+        fail_msg("%s: max difference %.3e, largest value %.3e", what, err, mag);
+}
+
+/* One conv2d layer built with `algo`: forward and backward on fixed x and dy. */
+struct conv_run {
+    struct dt_model *m;
+    float *y, *dx, *grads;
+    enum dt_conv2d_algo used;
+};
+
+static struct conv_run run_conv(struct dt_layer_spec spec, struct dt_shape in, int batch,
+                                enum dt_conv2d_algo algo, const float *x, const float *dy)
+{
+    struct conv_run r;
+    enum dt_conv2d_algo was = dt_conv2d_force_algo(algo);
+    assert_int_equal(dt_model_build(&r.m, &spec, 1, in, batch, DT_LOSS_NLL, 5), 0);
+    dt_conv2d_force_algo(was);
+    struct dt_layer *l = r.m->layers[0];
+    r.used = dt_conv2d_algo_of(l);
+    size_t nin = (size_t)batch * in.c * in.h * in.w;
+    size_t nout = (size_t)batch * l->out.c * l->out.h * l->out.w;
+    r.y = malloc(nout * sizeof(float));
+    r.dx = malloc(nin * sizeof(float));
+    r.grads = malloc(l->nparams * sizeof(float));
+    struct dt_forward_ctx ctx = {.training = true};
+    l->kind->ops->forward(l, x, r.y, batch, &ctx);
+    for (size_t i = 0; i < l->nparams; i++) /* backward must overwrite, not accumulate */
+        l->grads[i] = 123.0f;
+    l->kind->ops->backward(l, x, r.y, dy, r.dx, batch);
+    memcpy(r.grads, l->grads, l->nparams * sizeof(float));
+    return r;
+}
+
+static void free_run(struct conv_run *r)
+{
+    free(r->y);
+    free(r->dx);
+    free(r->grads);
+    dt_model_free(r->m);
+}
+
+static void compare_algos(struct dt_layer_spec spec, struct dt_shape in, int batch)
+{
+    struct dt_model *probe;
+    assert_int_equal(dt_model_build(&probe, &spec, 1, in, batch, DT_LOSS_NLL, 5), 0);
+    struct dt_shape out = probe->layers[0]->out;
+    size_t nparams = probe->nparams;
+    dt_model_free(probe);
+    size_t nin = (size_t)batch * in.c * in.h * in.w;
+    size_t nout = (size_t)batch * out.c * out.h * out.w;
+    float *x = malloc(nin * sizeof(float)), *dy = malloc(nout * sizeof(float));
+    fill(x, nin, 1);
+    fill(dy, nout, 2);
+    struct conv_run g = run_conv(spec, in, batch, DT_CONV2D_GEMM, x, dy);
+    struct conv_run d = run_conv(spec, in, batch, DT_CONV2D_DIRECT, x, dy);
+    assert_int_equal(g.used, DT_CONV2D_GEMM);
+    struct dt_conv_shape s = {batch,
+                              in.c,
+                              in.h,
+                              in.w,
+                              spec.out_channels,
+                              spec.kernel,
+                              spec.kernel,
+                              spec.stride ? spec.stride : 1,
+                              spec.padding};
+    assert_int_equal(d.used, dt_conv_direct_supported(&s) ? DT_CONV2D_DIRECT : DT_CONV2D_GEMM);
+    assert_memory_equal(g.m->params, d.m->params, nparams * sizeof(float));
+    expect_close(d.y, g.y, nout, 1e-5, "output");
+    expect_close(d.dx, g.dx, nin, 1e-5, "input gradient");
+    expect_close(d.grads, g.grads, nparams, 1e-5, "parameter gradients");
+    free_run(&g);
+    free_run(&d);
+    free(x);
+    free(dy);
+}
+
+static void test_algorithms_agree(void **state)
+{
+    (void)state;
+    compare_algos(conv_spec(7, 3, 1, 0), (struct dt_shape){3, 9, 8}, 3);
+    compare_algos(conv_spec(16, 3, 1, 1), (struct dt_shape){5, 7, 7}, 2);
+    compare_algos(conv_spec(4, 5, 1, 2), (struct dt_shape){2, 6, 11}, 2);
+    compare_algos(conv_spec(32, 1, 1, 0), (struct dt_shape){16, 4, 4}, 2);
+    struct dt_layer_spec nobias = conv_spec(13, 3, 1, 1);
+    nobias.bias = false;
+    compare_algos(nobias, (struct dt_shape){3, 5, 6}, 3);
+    compare_algos(conv_spec(6, 3, 2, 1), (struct dt_shape){3, 9, 9}, 2); /* stride 2: GEMM */
+}
+
+static void test_auto_choice_is_static(void **state)
+{
+    (void)state;
+    struct dt_layer_spec s[2] = {conv_spec(8, 3, 1, 1), conv_spec(8, 3, 2, 1)};
+    struct dt_model *m;
+    assert_int_equal(dt_model_build(&m, s, 2, (struct dt_shape){3, 8, 8}, 2, DT_LOSS_NLL, 1), 0);
+    assert_int_equal(dt_conv2d_algo_of(m->layers[0]),
+                     dt_conv_direct_uses_simd() ? DT_CONV2D_DIRECT : DT_CONV2D_GEMM);
+    assert_int_equal(dt_conv2d_algo_of(m->layers[1]), DT_CONV2D_GEMM);
+    dt_model_free(m);
+}
+
+/* Forward (training and eval) and backward of one model; returns output, then grads. */
+struct model_result {
+    float *out_train, *out_eval, *grads;
+    double loss;
+    struct dt_model *m;
+};
+
+static struct model_result run_model(const struct dt_layer_spec *specs, int n, struct dt_shape in,
+                                     int batch, bool fusion, const float *x)
+{
+    struct model_result r;
+    bool was = dt_model_allow_fusion(fusion);
+    assert_int_equal(dt_model_build(&r.m, specs, n, in, batch, DT_LOSS_CROSS_ENTROPY, 3), 0);
+    dt_model_allow_fusion(was);
+    size_t nout = (size_t)batch * r.m->classes;
+    uint8_t labels[64];
+    uint64_t ids[64];
+    for (int i = 0; i < batch; i++)
+        labels[i] = (uint8_t)(i % r.m->classes), ids[i] = 10 + (uint64_t)i;
+    r.out_eval = malloc(nout * sizeof(float));
+    r.out_train = malloc(nout * sizeof(float));
+    r.grads = malloc(r.m->nparams * sizeof(float));
+    assert_int_equal(dt_model_forward(r.m, x, batch, NULL), 0);
+    memcpy(r.out_eval, r.m->output, nout * sizeof(float));
+    struct dt_forward_ctx ctx = {.training = true, .seed = 4, .epoch = 1, .sample_ids = ids};
+    assert_int_equal(dt_model_forward(r.m, x, batch, &ctx), 0);
+    memcpy(r.out_train, r.m->output, nout * sizeof(float));
+    int correct;
+    dt_model_loss(r.m, labels, batch, &r.loss, &correct);
+    assert_int_equal(dt_model_backward(r.m, labels, batch, 1.0f / batch), 0);
+    memcpy(r.grads, r.m->grads, r.m->nparams * sizeof(float));
+    return r;
+}
+
+static void free_result(struct model_result *r)
+{
+    free(r->out_eval);
+    free(r->out_train);
+    free(r->grads);
+    dt_model_free(r->m);
+}
+
+static int count_fused(const struct dt_model *m, bool pools)
+{
+    int n = 0;
+    for (int i = 0; i < m->nlayers; i++)
+        n += pools ? m->layers[i]->pool_fused != NULL : m->layers[i]->relu_fused;
+    return n;
+}
+
+/* Fused and unfused builds of `specs` give identical bits. */
+static void compare_fusion(const struct dt_layer_spec *specs, int n, struct dt_shape in, int batch,
+                           int want_relu, int want_pool)
+{
+    size_t nin = (size_t)batch * in.c * in.h * in.w;
+    float *x = malloc(nin * sizeof(float));
+    fill(x, nin, 9);
+    struct model_result f = run_model(specs, n, in, batch, true, x);
+    struct model_result u = run_model(specs, n, in, batch, false, x);
+    assert_int_equal(count_fused(f.m, false), want_relu);
+    assert_int_equal(count_fused(f.m, true), dt_conv_direct_uses_simd() ? want_pool : 0);
+    assert_int_equal(count_fused(u.m, false) + count_fused(u.m, true), 0);
+    size_t nout = (size_t)batch * f.m->classes;
+    assert_memory_equal(f.out_eval, u.out_eval, nout * sizeof(float));
+    assert_memory_equal(f.out_train, u.out_train, nout * sizeof(float));
+    assert_true(f.loss == u.loss);
+    assert_memory_equal(f.grads, u.grads, f.m->nparams * sizeof(float));
+    free_result(&f);
+    free_result(&u);
+    free(x);
+}
+
+static void fusion_cases(void)
+{
+    /* the ConvNet's shapes: conv1 -> conv2 run in chunks of the batch (43 KB a sample between
+     * them), and conv2's output (72 KB a sample) is pooled in smaller chunks */
+    struct dt_layer_spec convnet[8] = {conv_spec(16, 3, 1, 0),
+                                       spec_of("relu"),
+                                       conv_spec(32, 3, 1, 0),
+                                       spec_of("relu"),
+                                       pool_spec("maxpool2d", 2, 0, 0),
+                                       spec_of("flatten"),
+                                       linear_spec(5),
+                                       spec_of("relu")};
+    compare_fusion(convnet, 8, (struct dt_shape){1, 28, 28}, 13, 2, 1);
+    /* odd sizes (the pool drops the last row and column), a padded overlapping pool, relu
+     * twice in a row (only the first fuses), a pool as the first layer (backward stops at
+     * layer 1, which gets no dx) */
+    struct dt_layer_spec odd[9] = {pool_spec("maxpool2d", 2, 1, 0),
+                                   conv_spec(5, 3, 1, 1),
+                                   spec_of("relu"),
+                                   spec_of("relu"),
+                                   conv_spec(6, 3, 1, 0),
+                                   spec_of("relu"),
+                                   pool_spec("maxpool2d", 3, 2, 1),
+                                   spec_of("flatten"),
+                                   linear_spec(4)};
+    compare_fusion(odd, 9, (struct dt_shape){2, 12, 11}, 5, 2, 1);
+    /* stride 2 (GEMM path): relu fuses, the pool does not */
+    struct dt_layer_spec strided[5] = {conv_spec(4, 3, 2, 1), spec_of("relu"),
+                                       pool_spec("maxpool2d", 2, 0, 0), spec_of("flatten"),
+                                       linear_spec(3)};
+    compare_fusion(strided, 5, (struct dt_shape){3, 9, 9}, 3, 1, 0);
+}
+
+static void test_fusion_is_exact_1_thread(void **state)
+{
+    (void)state;
+    dt_nn_set_threads(1);
+    fusion_cases();
+}
+
+static void test_fusion_is_exact_2_threads(void **state)
+{
+    (void)state;
+    dt_nn_set_threads(2);
+    fusion_cases();
+}
+
+static void test_steps_are_deterministic(void **state)
+{
+    (void)state;
+    dt_nn_set_threads(2);
+    struct dt_layer_spec s[16];
+    int n = convnet_specs(s);
+    struct dt_shape in = {1, 28, 28};
+    enum { B = 9 };
+    float *x = malloc(B * 784 * sizeof(float));
+    fill(x, B * 784, 3);
+    struct model_result a = run_model(s, n, in, B, true, x);
+    struct model_result b = run_model(s, n, in, B, true, x);
+    assert_memory_equal(a.grads, b.grads, a.m->nparams * sizeof(float));
+    assert_memory_equal(a.out_train, b.out_train, B * 10 * sizeof(float));
+    free_result(&a);
+    free_result(&b);
+    free(x);
+}
+
+/* The 2x2 pool's backward on an odd-sized plane: winners get dy, everything else (the rows and
+ * columns the windows leave out included) exactly +0, whatever dx held before. */
+static void test_maxpool_2x2_backward_odd(void **state)
+{
+    (void)state;
+    struct dt_layer_spec spec = pool_spec("maxpool2d", 2, 0, 0);
+    struct dt_model *m;
+    assert_int_equal(dt_model_build(&m, &spec, 1, (struct dt_shape){1, 5, 5}, 1, DT_LOSS_NLL, 1),
+                     0);
+    struct dt_layer *l = m->layers[0];
+    float x[25], y[4], dx[25], dy[4] = {1.0f, -2.0f, -0.0f, 4.0f};
+    for (int i = 0; i < 25; i++)
+        x[i] = (float)((i * 7) % 25); /* winners at different corners of the windows */
+    l->kind->ops->forward(l, x, y, 1, NULL);
+    for (int i = 0; i < 25; i++)
+        dx[i] = NAN;
+    l->kind->ops->backward(l, x, y, dy, dx, 1);
+    int winners = 0;
+    for (int i = 0; i < 25; i++) {
+        int r = i / 5, c = i % 5, o = r / 2 * 2 + c / 2;
+        bool win = r < 4 && c < 4 && x[i] == y[o];
+        if (win) {
+            winners++;
+            assert_true(dx[i] == dy[o]);
+        } else {
+            assert_true(dx[i] == 0.0f && !signbit(dx[i]));
+        }
+    }
+    assert_int_equal(winners, 4);
+    /* window 2 (rows 2-3, columns 0-1) got dy = -0: stored as +0 (clear, then add) */
+    assert_false(signbit(dx[10]) || signbit(dx[11]) || signbit(dx[15]) || signbit(dx[16]));
+    dt_model_free(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_algorithms_agree),
+        cmocka_unit_test(test_auto_choice_is_static),
+        cmocka_unit_test(test_fusion_is_exact_1_thread),
+        cmocka_unit_test(test_fusion_is_exact_2_threads),
+        cmocka_unit_test(test_steps_are_deterministic),
+        cmocka_unit_test(test_maxpool_2x2_backward_odd),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
