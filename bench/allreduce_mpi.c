@@ -1,7 +1,8 @@
 /* The same all-reduce sweep as bench/allreduce_tcp.c, with MPI_Allreduce, to compare against
  * Open MPI's transports on the same machine.
  *   mpicc -O2 -o build/allreduce_mpi bench/allreduce_mpi.c
- *   mpirun --allow-run-as-root --oversubscribe -np 2 --mca btl tcp,self build/allreduce_mpi
+ *   mpirun --allow-run-as-root --oversubscribe -np 2 --mca btl tcp,self build/allreduce_mpi [MAX]
+ * MAX: the largest message in bytes (default 64 MiB; bench/compare.py passes its own).
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -13,7 +14,9 @@ int main(int argc, char **argv)
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    size_t max = (size_t)64 << 20;
+    size_t max = argc > 1 ? (size_t)strtoull(argv[1], NULL, 10) : (size_t)64 << 20;
+    if (max < 1024)
+        max = 1024;
     float *buf = calloc(max / 4, sizeof *buf);
     if (rank == 0)
         printf("%10s %12s %10s   (%d ranks, MPI)\n", "bytes", "time", "busbw", size);

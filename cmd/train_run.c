@@ -339,6 +339,7 @@ static int rank_main(struct dt_comm *comm, void *arg)
     struct dt_progress progress;
     dt_progress_init(&progress, quiet, cfg->log.every, cfg->train.epochs, (long)steps_per_epoch);
     double run_start = dt_now(), run_samples = 0;
+    double trained_s = 0; /* seconds in training steps of finished epochs (no evaluation) */
     long long run_steps = 0;
     float lr = cfg->optimizer.lr;
     while (step < total_steps && !stop_signal) {
@@ -370,6 +371,9 @@ static int rank_main(struct dt_comm *comm, void *arg)
                     dt_jw_num(&w, "loss", st.stats[0] / (st.stats[2] > 0 ? st.stats[2] : 1));
                     dt_jw_num(&w, "lr", lr);
                     dt_jw_num(&w, "samples_per_s", elapsed > 0 ? done / elapsed : 0);
+                    /* Training seconds since this run's first step, evaluation excluded:
+                     * `bench` takes differences of it to leave out warm-up steps. */
+                    dt_jw_num(&w, "elapsed_s", trained_s + elapsed);
                     dt_jw_end(&w, stdout);
                 }
             }
@@ -377,6 +381,7 @@ static int rank_main(struct dt_comm *comm, void *arg)
         if (stop_signal)
             break;
         double train_seconds = dt_now() - epoch_start;
+        trained_s += train_seconds;
         /* Exact train figures of the whole job: one small all-reduce per epoch. */
         if ((rc = comm->allreduce_sum(comm, st.stats, 3)))
             goto out;
