@@ -25,7 +25,8 @@ static const char eval_help[] =
     "  --config CFG      build the model from CFG instead of the checkpoint's stored config\n"
     "  --data DIR        read the dataset from DIR (overrides data.dir)\n"
     "  --set KEY=VALUE   override a config key (repeatable)\n"
-    "  --threads T       compute threads (default: the config's dist.threads)\n"
+    "  --threads T       compute threads (default: the config's dist.threads; 0 there means\n"
+    "                    all usable cores)\n"
     "  --json            print one JSON object on stdout instead of the text report\n"
     "  -q, --quiet       print only errors\n"
     "  -h, --help        this help\n"
@@ -52,8 +53,12 @@ static int parse_args(int argc, char **argv, struct eval_args *a)
     int c;
     while ((c = getopt_long(argc, argv, "qh", options, NULL)) != -1) {
         switch (c) {
-        case 'c': a->config = optarg; break;
-        case 'd': a->data_dir = optarg; break;
+        case 'c':
+            a->config = optarg;
+            break;
+        case 'd':
+            a->data_dir = optarg;
+            break;
         case 's':
             if (a->noverrides == 64)
                 return dt_fail(DT_EUSAGE, "too many --set options (at most 64)");
@@ -68,16 +73,25 @@ static int parse_args(int argc, char **argv, struct eval_args *a)
             a->threads = (int)t;
             break;
         }
-        case 'j': a->json = true; break;
-        case 'q': a->quiet = true; break;
-        case 'h': fputs(eval_help, stdout); return 1;
+        case 'j':
+            a->json = true;
+            break;
+        case 'q':
+            a->quiet = true;
+            break;
+        case 'h':
+            fputs(eval_help, stdout);
+            return 1;
         default:
-            return dt_fail(DT_EUSAGE, "eval: unknown or incomplete option '%s'; usage: dtrain eval CHECKPOINT [--config CFG] [--data DIR] [--json]",
+            return dt_fail(DT_EUSAGE,
+                           "eval: unknown or incomplete option '%s'; usage: dtrain eval CHECKPOINT "
+                           "[--config CFG] [--data DIR] [--json]",
                            argv[optind - 1]);
         }
     }
     if (optind != argc - 1)
-        return dt_fail(DT_EUSAGE, "eval: expected exactly one CHECKPOINT argument; usage: dtrain eval CHECKPOINT [--config CFG] [--data DIR] [--json]");
+        return dt_fail(DT_EUSAGE, "eval: expected exactly one CHECKPOINT argument; usage: dtrain "
+                                  "eval CHECKPOINT [--config CFG] [--data DIR] [--json]");
     a->checkpoint = argv[optind];
     return 0;
 }
@@ -217,14 +231,15 @@ static int run_eval(int argc, char **argv)
         rc = dt_fail(DT_ERUNTIME, "out of memory");
         goto out;
     }
-    dt_nn_set_threads(a.threads ? a.threads : cfg.dist.threads);
+    if (a.threads)
+        cfg.dist.threads = a.threads;
+    dt_run_resolve_threads(&cfg, 1);
+    dt_nn_set_threads(cfg.dist.threads);
     if ((rc = dt_run_load_data(&cfg, &data)))
         goto out;
     const struct dt_dataset *test = &data.test;
-    struct dt_batch_opts bo = {.mean = cfg.data.mean,
-                               .nmean = cfg.data.nmean,
-                               .std = cfg.data.std,
-                               .nstd = cfg.data.nstd};
+    struct dt_batch_opts bo = {
+        .mean = cfg.data.mean, .nmean = cfg.data.nmean, .std = cfg.data.std, .nstd = cfg.data.nstd};
     if ((rc = dt_batcher_init(&batcher, test, &bo)))
         goto out;
     int batch = cfg.train.eval_batch_size > 0 ? cfg.train.eval_batch_size : 256;

@@ -1,5 +1,6 @@
 #include "cmd/run_common.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -158,6 +159,37 @@ int dt_run_checkpoint_config(const char *path, char **text)
     }
     dt_checkpoint_meta_free(&meta);
     return rc;
+}
+
+/* Cores this run may use: those of dist.cpu_list ("0-7,16-23") when given, else the
+ * process's affinity mask (which honours taskset and cgroup limits). */
+static int usable_cores(const char *cpu_list)
+{
+    int count = 0;
+    for (const char *p = cpu_list; *p;) {
+        char *end;
+        long lo = strtol(p, &end, 10), hi = lo;
+        if (*end == '-')
+            hi = strtol(end + 1, &end, 10);
+        count += hi >= lo ? (int)(hi - lo + 1) : 0;
+        p = *end == ',' ? end + 1 : end + (*end != 0);
+    }
+    if (count > 0)
+        return count;
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0)
+        count = CPU_COUNT(&set);
+    return count > 0 ? count : 1;
+}
+
+/* dist.threads = 0 means "the cores divided among the processes". The config text keeps 0
+ * (a checkpoint moved to another machine means "auto" there too); the run gets a number. */
+void dt_run_resolve_threads(struct dt_config *cfg, int processes)
+{
+    if (cfg->dist.threads > 0)
+        return;
+    int per = usable_cores(cfg->dist.cpu_list) / (processes > 0 ? processes : 1);
+    cfg->dist.threads = per > 0 ? per : 1;
 }
 
 int dt_run_ranks(const struct dt_config *cfg, bool verbose,

@@ -36,6 +36,10 @@ int dt_run_load_checkpoint(const char *path, struct dt_model *m, struct dt_optim
 /* The config text stored in a checkpoint's metadata (malloc'd). DT_EDATA when absent. */
 int dt_run_checkpoint_config(const char *path, char **text);
 
+/* dist.threads = 0 means "the usable cores divided among the processes": replaces the 0 by
+ * that number (train passes dist.instances, eval 1). The config text keeps 0. */
+void dt_run_resolve_threads(struct dt_config *cfg, int processes);
+
 /* Runs rank_main on every rank of the job the config describes: in this process for one
  * instance, else forked and supervised by dist/launcher. */
 int dt_run_ranks(const struct dt_config *cfg, bool verbose,

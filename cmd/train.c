@@ -10,7 +10,6 @@
  *   --instances N -> dist.instances, --threads T -> dist.threads, --json -> log.json,
  *   --quiet -> log.quiet, --log-every N -> log.every, --profile -> log.profile.
  */
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +17,7 @@
 #include "cmd/cli.h"
 #include "cmd/cmd.h"
 #include "cmd/config.h"
+#include "cmd/run_common.h"
 #include "cmd/train_run.h"
 #include "data/dataset.h"
 #include "data/registry.h"
@@ -327,37 +327,6 @@ out:
     return rc;
 }
 
-/* Cores this run may use: those of dist.cpu_list ("0-7,16-23") when given, else the
- * process's affinity mask (which honours taskset and cgroup limits). */
-static int usable_cores(const char *cpu_list)
-{
-    int count = 0;
-    for (const char *p = cpu_list; *p;) {
-        char *end;
-        long lo = strtol(p, &end, 10), hi = lo;
-        if (*end == '-')
-            hi = strtol(end + 1, &end, 10);
-        count += hi >= lo ? (int)(hi - lo + 1) : 0;
-        p = *end == ',' ? end + 1 : end + (*end != 0);
-    }
-    if (count > 0)
-        return count;
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0)
-        count = CPU_COUNT(&set);
-    return count > 0 ? count : 1;
-}
-
-/* dist.threads = 0 means "the cores divided among the instances". The config text keeps 0
- * (a checkpoint moved to another machine means "auto" there too); the run gets a number. */
-static void resolve_auto_threads(struct dt_config *cfg)
-{
-    if (cfg->dist.threads > 0)
-        return;
-    int per = usable_cores(cfg->dist.cpu_list) / cfg->dist.instances;
-    cfg->dist.threads = per > 0 ? per : 1;
-}
-
 static int run_train(int argc, char **argv)
 {
     struct train_args a;
@@ -381,7 +350,7 @@ static int run_train(int argc, char **argv)
         fputs(cfg.text, stdout);
         goto out;
     }
-    resolve_auto_threads(&cfg);
+    dt_run_resolve_threads(&cfg, cfg.dist.instances);
     if (a.dry_run)
         rc = dry_run(&cfg, a.common.json);
     else {

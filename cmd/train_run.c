@@ -210,7 +210,6 @@ static int train_step(struct rank_state *st, const struct run *run, uint64_t epo
     if ((rc = dt_optim_step(st->optim, st->model->params, st->model->grads, st->model->nparams, lr)))
         return rc;
     return 0;
-    return 0;
 }
 
 static void emit_epoch_json(const struct run *run, const struct rank_state *st, int epoch,

@@ -67,6 +67,9 @@ train "$TMP/a" --set train.epochs=2
 expect_rc "2-epoch run exits 0" 0
 train "$TMP/b" --set train.epochs=2
 same_tensors "two identical runs give bit-identical tensors" "$TMP/a/last.safetensors" "$TMP/b/last.safetensors"
+train "$TMP/a2" --set train.epochs=2 --threads 2
+train "$TMP/b2" --set train.epochs=2 --threads 2
+same_tensors "two identical 2-thread runs give bit-identical tensors" "$TMP/a2/last.safetensors" "$TMP/b2/last.safetensors"
 train "$TMP/c" --set train.epochs=2 --set train.seed=2
 if /usr/bin/python3 "$TMP/tensors.py" "$TMP/a/last.safetensors" "$TMP/c/last.safetensors" >/dev/null 2>&1; then
     fail "another seed gives other weights" "identical"
