@@ -42,7 +42,10 @@
  * by nature: signals are. */
 static volatile sig_atomic_t stop_signal;
 
-static void on_stop_signal(int sig) { stop_signal = sig; }
+static void on_stop_signal(int sig)
+{
+    stop_signal = sig;
+}
 
 struct run {
     const struct dt_config *cfg;
@@ -95,8 +98,9 @@ static int verify_identical_weights(struct dt_comm *comm, const struct dt_model 
     if ((rc = comm->allreduce_sum(comm, &mismatch, 1)))
         return rc;
     if (mismatch != 0.0f)
-        return dt_fail(DT_ERUNTIME, "initial weights differ between ranks (%g ranks disagree "
-                                    "with rank 0): all ranks must run the same dtrain build",
+        return dt_fail(DT_ERUNTIME,
+                       "initial weights differ between ranks (%g ranks disagree "
+                       "with rank 0): all ranks must run the same dtrain build",
                        (double)mismatch);
     return 0;
 }
@@ -207,7 +211,8 @@ static int train_step(struct rank_state *st, const struct run *run, uint64_t epo
         return rc;
     if ((rc = st->comm->allreduce_sum(st->comm, st->model->grads, st->model->nparams)))
         return rc;
-    if ((rc = dt_optim_step(st->optim, st->model->params, st->model->grads, st->model->nparams, lr)))
+    if ((rc =
+             dt_optim_step(st->optim, st->model->params, st->model->grads, st->model->nparams, lr)))
         return rc;
     return 0;
 }
@@ -261,7 +266,7 @@ static int rank_main(struct dt_comm *comm, void *arg)
     long long total_steps = steps_per_epoch * cfg->train.epochs;
     if (cfg->train.max_steps > 0 && cfg->train.max_steps < total_steps)
         total_steps = cfg->train.max_steps;
-    long long step = 0;
+    long long step = 0, saved_step = -1; /* saved_step: that of the last last.safetensors */
     double best_acc = -1;
     if (run->opt->resume) {
         struct dt_run_resume r;
@@ -322,8 +327,7 @@ static int rank_main(struct dt_comm *comm, void *arg)
             goto out;
         run_samples += st.stats[2];
         run_steps += step - first;
-        if ((rc = dt_evaluate(st.model, &run->data->test, &st.batcher, &st.eval, comm,
-                              &st.result)))
+        if ((rc = dt_evaluate(st.model, &run->data->test, &st.batcher, &st.eval, comm, &st.result)))
             goto out;
         double train_loss = st.stats[0] / (st.stats[2] > 0 ? st.stats[2] : 1);
         double train_acc = st.stats[1] / (st.stats[2] > 0 ? st.stats[2] : 1);
@@ -343,9 +347,9 @@ static int rank_main(struct dt_comm *comm, void *arg)
             if (best)
                 best_acc = test_acc;
             bool epoch_done = step % steps_per_epoch == 0;
-            bool due = step >= total_steps ||
-                       (cfg->checkpoint.every > 0 && epoch_done &&
-                        (step / steps_per_epoch) % cfg->checkpoint.every == 0);
+            bool due =
+                step >= total_steps || (cfg->checkpoint.every > 0 && epoch_done &&
+                                        (step / steps_per_epoch) % cfg->checkpoint.every == 0);
             if (due || (best && cfg->checkpoint.best)) {
                 struct dt_run_resume meta = {.step = step,
                                              .epoch = step / steps_per_epoch,
@@ -355,13 +359,25 @@ static int rank_main(struct dt_comm *comm, void *arg)
                 if ((rc = dt_run_save_checkpoints(cfg, st.model, st.optim, &meta, due,
                                                   best && cfg->checkpoint.best)))
                     goto out;
+                if (due)
+                    saved_step = step;
             }
         }
     }
     if (stop_signal) {
         rc = stop_signal == SIGINT ? -DT_EINTR : -DT_ETERM;
-        if (leader)
+        if (leader) {
             dt_progress_clear(&progress);
+            /* The one line a stopped run prints: where it stood and how to go on. */
+            if (!quiet && saved_step >= 0)
+                dt_log_info("stopped by %s at step %lld; continue from step %lld with --resume "
+                            "%s/last.safetensors",
+                            stop_signal == SIGINT ? "SIGINT" : "SIGTERM", step, saved_step,
+                            cfg->checkpoint.dir);
+            else if (!quiet)
+                dt_log_info("stopped by %s at step %lld, before the first checkpoint",
+                            stop_signal == SIGINT ? "SIGINT" : "SIGTERM", step);
+        }
         goto out;
     }
     double seconds = dt_now() - run_start;
@@ -399,6 +415,7 @@ int dt_train_run(const struct dt_config *cfg, const struct dt_train_options *opt
     int rc = dt_run_load_data(cfg, &data);
     if (rc)
         return rc;
+    stop_signal = 0;
     struct run run = {cfg, opt, &data};
     struct sigaction sa = {.sa_handler = on_stop_signal};
     sigemptyset(&sa.sa_mask);

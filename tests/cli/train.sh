@@ -186,10 +186,10 @@ expect_err_lines "shape mismatch: one line" 1
 expect_err "shape mismatch names the tensor and both shapes" "layers\.7\.weight.*\[64, ?4608\].*\[32, ?4608\]|layers\.7\.weight.*\[32, ?4608\].*\[64, ?4608\]"
 
 # ---- stopping: SIGTERM and SIGINT end the run cleanly, checkpoints stay whole ----
-stop_test() { # SIGNAL EXPECTED_RC
+stop_test() { # SIGNAL EXPECTED_RC [--quiet]
     rm -rf "$TMP/s"
     "$DTRAIN" train "$CFG" --threads 1 --set data.dir="$FIX" --set checkpoint.dir="$TMP/s" \
-        --set train.epochs=100000 --quiet >"$TMP/out" 2>"$TMP/err" &
+        --set train.epochs=100000 $3 >"$TMP/out" 2>"$TMP/err" &
     pid=$!
     i=0
     while [ ! -s "$TMP/s/last.safetensors" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
@@ -198,14 +198,18 @@ stop_test() { # SIGNAL EXPECTED_RC
     wait $pid
     RC=$?
     expect_rc "SIG$1 stops train with exit $2" "$2"
-    if [ -s "$TMP/err" ]; then fail "SIG$1: quiet run prints nothing" "$(cat "$TMP/err")"; else pass "SIG$1: quiet run prints nothing"; fi
+    if [ -n "$3" ]; then
+        if [ -s "$TMP/err" ]; then fail "SIG$1: quiet run prints nothing" "$(cat "$TMP/err")"; else pass "SIG$1: quiet run prints nothing"; fi
+    elif tail -n 1 "$TMP/err" | grep -Eq "^dtrain: stopped by SIG$1 at step [0-9]+; continue from step [0-9]+ with --resume $TMP/s/last.safetensors$"; then
+        pass "SIG$1: last line says where it stopped and how to resume"
+    else fail "SIG$1: last line says where it stopped and how to resume" "$(tail -n 2 "$TMP/err")"; fi
     run "$DTRAIN" eval "$TMP/s/last.safetensors" --data "$FIX" --quiet
     expect_rc "SIG$1: last.safetensors is whole" 0
     if ls -a "$TMP/s" | grep -Eqv '^(\.|\.\.|last\.safetensors|best\.safetensors)$'; then
         fail "SIG$1: no temporary files left" "$(ls -a "$TMP/s")"
     else pass "SIG$1: no temporary files left"; fi
 }
-stop_test TERM 143
+stop_test TERM 143 --quiet
 stop_test INT 130
 
 finish
