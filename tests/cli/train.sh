@@ -101,6 +101,16 @@ expect_err "--log-every step line" "^dtrain: epoch 2/3 step 2/2 loss [0-9.]+ acc
 train "$TMP/p" --set train.epochs=3 --log-every 2
 expect_err_lines "--log-every 2: every second step" 6
 
+# On a terminal (util-linux `script` gives the run a pty): a live bar redrawn with \r, with
+# the rate and an ETA, cleared before each epoch line.
+if command -v script >/dev/null 2>&1; then
+    script -qec "'$DTRAIN' train '$CFG' --threads 1 --set data.dir='$FIX' --set checkpoint.dir='$TMP/tty' --set train.epochs=2" /dev/null >"$TMP/tty.out" 2>&1
+    if grep -q "epoch 1/2  2/2 (100%)  loss [0-9.]*  acc [0-9. ]*%  [0-9]* samples/s  ETA 0m00s" "$TMP/tty.out" &&
+        [ "$(tr '\r' '\n' <"$TMP/tty.out" | grep -c '^dtrain: epoch [12]/2: train loss')" -eq 2 ]; then
+        pass "terminal: live bar with rate and ETA, then the epoch lines"
+    else fail "terminal: live bar with rate and ETA, then the epoch lines" "$(od -c "$TMP/tty.out" | head -20)"; fi
+fi
+
 # --json on real data: step events every 10 steps, an epoch event, a final event; eval of the
 # checkpoint then reproduces the final test figures exactly.
 run "$DTRAIN" train "$CFG" --threads 1 --set data.dir=$FASHION --set checkpoint.dir="$TMP/j" \
