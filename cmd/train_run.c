@@ -277,6 +277,17 @@ static int rank_main(struct dt_comm *comm, void *arg)
         if (leader && !quiet)
             dt_log_info("resuming from %s at step %lld (epoch %lld)", run->opt->resume, step,
                         steps_per_epoch ? step / steps_per_epoch : 0);
+        if (step >= total_steps) {
+            /* A finished run resumed again (a re-queued job, say): nothing to train, but the
+             * figures reported below must be the checkpoint's, not zeros. */
+            if (leader && !quiet)
+                dt_log_info("the run has %lld steps: nothing left to train (raise train.epochs "
+                            "to go on); evaluating the checkpoint",
+                            total_steps);
+            if ((rc = dt_evaluate(st.model, &run->data->test, &st.batcher, &st.eval, comm,
+                                  &st.result)))
+                goto out;
+        }
     }
     if ((rc = verify_identical_weights(comm, st.model)))
         goto out;

@@ -84,6 +84,21 @@ expect_err "resumed run trains epoch 2 only" "^dtrain: epoch 2/2: "
 if grep -q "epoch 1/2" "$TMP/err"; then fail "resumed run skips epoch 1" "$ERR"; else pass "resumed run skips epoch 1"; fi
 same_tensors "1 epoch + resume for 1 = 2 epochs, bit for bit" "$TMP/a/last.safetensors" "$TMP/r2/last.safetensors"
 
+# A finished run resumed again has nothing to train; it says so and reports the checkpoint's
+# own figures (not zeros).
+train "$TMP/r3" --set train.epochs=1 --resume "$TMP/r1/last.safetensors" --json
+expect_rc "resuming a finished run exits 0" 0
+expect_err "resuming a finished run says so" "nothing left to train"
+cp "$TMP/out" "$TMP/again.json"
+run "$DTRAIN" eval "$TMP/r1/last.safetensors" --data "$FIX" --threads 1 --json
+check "resuming a finished run reports the checkpoint's test figures" /usr/bin/python3 -c '
+import json, sys
+f = [json.loads(l) for l in open(sys.argv[1])][-1]
+e = json.loads(open(sys.argv[2]).read())
+assert f["event"] == "final" and f["steps"] == 2, f
+assert f["test_loss"] == e["test_loss"] > 0 and f["test_accuracy"] == e["test_accuracy"], (f, e)
+' "$TMP/again.json" "$TMP/out"
+
 # ---- output modes ----
 train "$TMP/q" --set train.epochs=2 --quiet
 expect_rc "--quiet exits 0" 0
