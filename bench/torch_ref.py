@@ -92,14 +92,15 @@ def train_worker(rank, args, data, queue):
         model = nn.parallel.DistributedDataParallel(model)
     batch = args.batch
     n = xs.shape[0]
+    # One generator, seeded alike on every rank: each epoch draws a fresh permutation (as
+    # DataLoader(shuffle=True) / DistributedSampler.set_epoch do) and every rank draws the same.
     g = torch.Generator().manual_seed(args.seed)
-    perm = torch.randperm(n, generator=g)
-    shard = perm[rank::args.procs]
-    steps = len(shard) // batch if args.steps == 0 else args.steps
+    steps = (n // args.procs) // batch if args.steps == 0 else args.steps
     model.train()
     t0 = time.perf_counter()
     done = 0
     for epoch in range(args.epochs):
+        shard = torch.randperm(n, generator=g)[rank::args.procs]
         for s in range(steps):
             idx = shard[(s * batch) % len(shard):][:batch]
             opt.zero_grad(set_to_none=True)

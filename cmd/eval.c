@@ -25,7 +25,8 @@ static const char eval_help[] =
     "  --config CFG      build the model from CFG instead of the checkpoint's stored config\n"
     "  --data DIR        read the dataset from DIR (overrides data.dir)\n"
     "  --set KEY=VALUE   override a config key (repeatable)\n"
-    "  --threads T       compute threads (default: the config's dist.threads)\n"
+    "  --threads T       compute threads (default: the config's dist.threads; 0 there means\n"
+    "                    all usable cores)\n"
     "  --json            print one JSON object on stdout instead of the text report\n"
     "  -q, --quiet       print only errors\n"
     "  -h, --help        this help\n"
@@ -230,7 +231,10 @@ static int run_eval(int argc, char **argv)
         rc = dt_fail(DT_ERUNTIME, "out of memory");
         goto out;
     }
-    dt_nn_set_threads(a.threads ? a.threads : cfg.dist.threads);
+    if (a.threads)
+        cfg.dist.threads = a.threads;
+    dt_run_resolve_threads(&cfg, 1);
+    dt_nn_set_threads(cfg.dist.threads);
     if ((rc = dt_run_load_data(&cfg, &data)))
         goto out;
     const struct dt_dataset *test = &data.test;

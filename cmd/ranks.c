@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "cmd/run_common.h"
 #include "dist/auth.h"
 #include "dist/hier.h"
 #include "dist/launcher.h"
@@ -48,23 +49,6 @@ void dt_job_opts_init(struct dt_job_opts *o)
     dt_launch_flags_init(&o->launch);
 }
 
-static int usable_cpus(const struct dt_config *cfg)
-{
-    struct dt_topology t;
-    if (dt_topology_read(&t, NULL, NULL) < 0)
-        return 1;
-    int n = t.ncpus;
-    if (cfg->dist.cpu_list[0]) {
-        int *ids = calloc(DT_TOPO_MAX_CPUS, sizeof *ids);
-        int k = ids ? dt_cpu_list_parse(cfg->dist.cpu_list, ids, DT_TOPO_MAX_CPUS, "cpu_list") : -1;
-        if (k > 0)
-            n = k;
-        free(ids);
-    }
-    dt_topology_free(&t);
-    return n > 0 ? n : 1;
-}
-
 static int job_shape(struct job *j)
 {
     const struct dt_config *cfg = j->cfg;
@@ -101,10 +85,9 @@ int dt_job_local_shape(const struct dt_config *cfg, const struct dt_job_opts *o,
     if (rc)
         return rc;
     *instances = j.host_ranks;
-    if (cfg->dist.threads > 0)
-        *threads = cfg->dist.threads;
-    else
-        *threads = usable_cpus(cfg) / j.host_ranks > 0 ? usable_cpus(cfg) / j.host_ranks : 1;
+    struct dt_config c = *cfg;
+    dt_run_resolve_threads(&c, j.host_ranks);
+    *threads = c.dist.threads;
     return 0;
 }
 

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "data/registry.h"
+#include "dist/topology.h"
 #include "nn/checkpoint.h"
 #include "nn/optim.h"
 #include "nn/schedule.h"
@@ -158,4 +159,29 @@ int dt_run_checkpoint_config(const char *path, char **text)
     }
     dt_checkpoint_meta_free(&meta);
     return rc;
+}
+
+int dt_run_usable_cpus(const struct dt_config *cfg)
+{
+    struct dt_topology t;
+    if (dt_topology_read(&t, NULL, NULL) < 0)
+        return 1;
+    int n = t.ncpus;
+    dt_topology_free(&t);
+    if (cfg->dist.cpu_list[0]) {
+        int *ids = calloc(DT_TOPO_MAX_CPUS, sizeof *ids);
+        int k = ids ? dt_cpu_list_parse(cfg->dist.cpu_list, ids, DT_TOPO_MAX_CPUS, "cpu_list") : -1;
+        free(ids);
+        if (k > 0)
+            n = k;
+    }
+    return n > 0 ? n : 1;
+}
+
+void dt_run_resolve_threads(struct dt_config *cfg, int processes)
+{
+    if (cfg->dist.threads > 0)
+        return;
+    int per = dt_run_usable_cpus(cfg) / (processes > 0 ? processes : 1);
+    cfg->dist.threads = per > 0 ? per : 1;
 }

@@ -17,6 +17,7 @@
 #include "cmd/cli.h"
 #include "cmd/cmd.h"
 #include "cmd/config.h"
+#include "cmd/run_common.h"
 #include "cmd/train_run.h"
 #include "data/dataset.h"
 #include "data/registry.h"

@@ -319,7 +319,7 @@ static int rank_main(struct dt_comm *comm, void *arg)
     long long total_steps = steps_per_epoch * cfg->train.epochs;
     if (cfg->train.max_steps > 0 && cfg->train.max_steps < total_steps)
         total_steps = cfg->train.max_steps;
-    long long step = 0;
+    long long step = 0, saved_step = -1; /* saved_step: that of the last last.safetensors */
     double best_acc = -1;
     if (run->opt->resume) {
         struct dt_run_resume r;
@@ -330,6 +330,17 @@ static int rank_main(struct dt_comm *comm, void *arg)
         if (leader && !quiet)
             dt_log_info("resuming from %s at step %lld (epoch %lld)", run->opt->resume, step,
                         steps_per_epoch ? step / steps_per_epoch : 0);
+        if (step >= total_steps) {
+            /* A finished run resumed again (a re-queued job, say): nothing to train, but the
+             * figures reported below must be the checkpoint's, not zeros. */
+            if (leader && !quiet)
+                dt_log_info("the run has %lld steps: nothing left to train (raise train.epochs "
+                            "to go on); evaluating the checkpoint",
+                            total_steps);
+            if ((rc = dt_evaluate(st.model, &run->data->test, &st.batcher, &st.eval, comm,
+                                  &st.result)))
+                goto out;
+        }
     }
     if ((rc = verify_identical_weights(comm, st.model)))
         goto out;
@@ -422,13 +433,25 @@ static int rank_main(struct dt_comm *comm, void *arg)
                 if ((rc = dt_run_save_checkpoints(cfg, st.model, st.optim, &meta, due,
                                                   best && cfg->checkpoint.best)))
                     goto out;
+                if (due)
+                    saved_step = step;
             }
         }
     }
     if (stop_signal) {
         rc = stop_signal == SIGINT ? -DT_EINTR : -DT_ETERM;
-        if (leader)
+        if (leader) {
             dt_progress_clear(&progress);
+            /* The one line a stopped run prints: where it stood and how to go on. */
+            if (!quiet && saved_step >= 0)
+                dt_log_info("stopped by %s at step %lld; continue from step %lld with --resume "
+                            "%s/last.safetensors",
+                            stop_signal == SIGINT ? "SIGINT" : "SIGTERM", step, saved_step,
+                            cfg->checkpoint.dir);
+            else if (!quiet)
+                dt_log_info("stopped by %s at step %lld, before the first checkpoint",
+                            stop_signal == SIGINT ? "SIGINT" : "SIGTERM", step);
+        }
         goto out;
     }
     double seconds = dt_now() - run_start;

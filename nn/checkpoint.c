@@ -392,16 +392,23 @@ static int read_frame(struct parsed *pf)
     if (rc)
         return rc;
     if (pf->len < 8)
-        return dt_fail(DT_EDATA, "%s: file is %zu bytes, too short for a safetensors header",
+        return dt_fail(DT_EDATA,
+                       "%s: not a safetensors file: %zu bytes, too short for the 8-byte header "
+                       "length",
                        pf->path, pf->len);
     uint64_t n = 0;
     for (int i = 7; i >= 0; i--)
         n = n << 8 | (unsigned char)pf->file[i];
-    if (n > DT_CHECKPOINT_MAX_HEADER)
-        return dt_fail(DT_EDATA, "%s: header length %llu exceeds the limit of %u bytes", pf->path,
-                       (unsigned long long)n, DT_CHECKPOINT_MAX_HEADER);
+    /* A safetensors header is a JSON object, so its first byte tells a file of another kind
+     * (text, a PyTorch zip) from one that was cut short. */
+    if ((pf->len > 8 && pf->file[8] != '{') || n > DT_CHECKPOINT_MAX_HEADER)
+        return dt_fail(DT_EDATA,
+                       "%s: not a safetensors file: no 8-byte header length followed by a JSON "
+                       "object",
+                       pf->path);
     if (n > pf->len - 8)
-        return dt_fail(DT_EDATA, "%s: header length %llu exceeds the %zu bytes after the prefix",
+        return dt_fail(DT_EDATA,
+                       "%s: truncated: the header is %llu bytes but only %zu follow its length",
                        pf->path, (unsigned long long)n, pf->len - 8);
     pf->header = dt_json_parse(pf->file + 8, (size_t)n);
     if (!pf->header)
@@ -455,11 +462,14 @@ static int parse_offsets(const struct parsed *pf, const char *name, const struct
                        "%s: tensor %s: missing or malformed \"data_offsets\" "
                        "(expected [begin, end])",
                        pf->path, name);
-    if (b > end || (unsigned long long)end > pf->data_len)
-        return dt_fail(DT_EDATA,
-                       "%s: tensor %s: data_offsets [%lld, %lld] outside the %zu data "
-                       "bytes",
-                       pf->path, name, b, end, pf->data_len);
+    if (b <= end && (unsigned long long)end > pf->data_len)
+        return dt_fail(
+            DT_EDATA,
+            "%s: truncated: tensor %s ends at data byte %lld but the file holds %zu data bytes",
+            pf->path, name, end, pf->data_len);
+    if (b > end)
+        return dt_fail(DT_EDATA, "%s: tensor %s: data_offsets [%lld, %lld] end before they begin",
+                       pf->path, name, b, end);
     if (count > SIZE_MAX / e->dtype->size || (size_t)(end - b) != count * e->dtype->size)
         return dt_fail(DT_EDATA,
                        "%s: tensor %s: data_offsets span %lld bytes, shape and dtype %s "
