@@ -1,4 +1,4 @@
-/* The same all-reduce sweep as bench/allreduce_tcp.c, with MPI_Allreduce, to compare against
+/* The all-reduce sweep of `dtrain bench allreduce`, with MPI_Allreduce, to compare against
  * Open MPI's transports on the same machine.
  *   mpicc -O2 -o build/allreduce_mpi bench/allreduce_mpi.c
  *   mpirun --allow-run-as-root --oversubscribe -np 2 --mca btl tcp,self build/allreduce_mpi [MAX]

@@ -27,17 +27,6 @@
 
 #define TRAIN_USAGE "usage: dtrain train CONFIG [options] (try 'dtrain train --help')"
 
-/* Weak defaults so this file links before the modules it calls are merged in. The strong
- * definitions live in cmd/train_run.c (dt_train_run), data/dataset.c (dt_data_load,
- * dt_data_free) and nn/model.c (dt_model_build, dt_model_free); the linker prefers them. */
-__attribute__((weak)) int dt_train_run(const struct dt_config *cfg,
-                                       const struct dt_train_options *opt)
-{
-    (void)cfg;
-    (void)opt;
-    return dt_fail(DT_EUSAGE, "training is not built yet in this version");
-}
-
 enum {
     OPT_INSTANCES = DT_OPT_COMMAND_BASE,
     OPT_THREADS,
