@@ -143,6 +143,36 @@ else
     skip "20 ms netem delay" "tc netem is not available in this kernel: $(head -c 100 "$TMP/tc.err")"
 fi
 
+# ---- a rank per process across two hosts: the environments mpirun and srun give ----
+# (mpirun and srun cannot start processes inside our namespaces, so their variables are set by
+# hand, exactly as they would be for 2 hosts x 2 ranks)
+per_rank() { # kind port dir
+    for g in 0 1 2 3; do
+        h=$((g / 2)) l=$((g % 2))
+        if [ "$1" = ompi ]; then
+            vars="OMPI_COMM_WORLD_RANK=$g OMPI_COMM_WORLD_SIZE=4 OMPI_COMM_WORLD_LOCAL_RANK=$l OMPI_COMM_WORLD_LOCAL_SIZE=2"
+        else
+            vars="SLURM_PROCID=$g SLURM_NTASKS=4 SLURM_LOCALID=$l SLURM_NODEID=$h SLURM_NNODES=2 SLURM_JOB_NODELIST=h[0-1] SLURM_JOB_ID=7"
+        fi
+        ip netns exec $NS-h$h env $vars MASTER_ADDR=$NET.1 MASTER_PORT=$2 "$DTRAIN" train $CFG \
+            $COMMON --set train.max_steps=20 --set checkpoint.dir="$3" --quiet \
+            >"$TMP/r$g.out" 2>"$TMP/r$g.err" &
+        eval "RP$g=\$!"
+    done
+    RC=0
+    for g in 0 1 2 3; do eval "wait \$RP$g" || RC=$?; done
+}
+per_rank ompi $((PORT + 10)) "$TMP/ompi2"
+expect_rc "Open MPI variables, 2 hosts x 2 ranks: exit 0" 0
+check "Open MPI variables, 2 hosts x 2 ranks: weights match one host within 1e-5" \
+    /usr/bin/python3 tests/tools/compare_weights.py --rtol 1e-5 "$TMP/ref/last.safetensors" \
+    "$TMP/ompi2/last.safetensors"
+per_rank slurm $((PORT + 11)) "$TMP/slurm2"
+expect_rc "Slurm variables, 2 hosts x 2 ranks: exit 0" 0
+check "Slurm variables, 2 hosts x 2 ranks: weights match one host within 1e-5" \
+    /usr/bin/python3 tests/tools/compare_weights.py --rtol 1e-5 "$TMP/ref/last.safetensors" \
+    "$TMP/slurm2/last.safetensors"
+
 # ---- Open MPI launches every rank (one machine, loopback) ----
 if command -v mpirun >/dev/null; then
     run mpirun --allow-run-as-root --oversubscribe -np 4 -x DTRAIN_TOKEN -x MASTER_ADDR=127.0.0.1 \
