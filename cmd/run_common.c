@@ -36,7 +36,8 @@ int dt_run_load_data(const struct dt_config *cfg, struct dt_data *data)
     return 0;
 }
 
-int dt_run_make_optimizer(struct dt_optim **out, const struct dt_config *cfg, size_t nparams)
+int dt_run_make_optimizer(struct dt_optim **out, const struct dt_config *cfg, size_t nparams,
+                          float *storage)
 {
     struct dt_optim_config oc;
     enum dt_optim_type type;
@@ -54,7 +55,7 @@ int dt_run_make_optimizer(struct dt_optim **out, const struct dt_config *cfg, si
     oc.amsgrad = cfg->optimizer.amsgrad;
     oc.eps = cfg->optimizer.eps;
     oc.rho = cfg->optimizer.rho;
-    return dt_optim_create(out, &oc, nparams);
+    return dt_optim_create_in(out, &oc, nparams, storage);
 }
 
 static int schedule_from_config(const struct dt_config *cfg, struct dt_schedule *s)

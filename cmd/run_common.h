@@ -19,7 +19,9 @@ struct dt_run_resume {
 
 /* Loads the config's datasets from data.dir and fills class names from the registry. */
 int dt_run_load_data(const struct dt_config *cfg, struct dt_data *data);
-int dt_run_make_optimizer(struct dt_optim **out, const struct dt_config *cfg, size_t nparams);
+/* storage: NULL, or zeroed memory for the optimizer's state arrays (see dt_optim_create_in). */
+int dt_run_make_optimizer(struct dt_optim **out, const struct dt_config *cfg, size_t nparams,
+                          float *storage);
 /* Learning rate at a global step (pure function: resume reproduces it exactly). */
 float dt_run_lr(const struct dt_config *cfg, long long step, long long steps_per_epoch,
                 long long total_steps);

@@ -161,8 +161,14 @@ static int rank_setup(struct rank_state *st, const struct run *run)
                        cfg->path, st->model->classes, train->classes);
     st->model->profile = cfg->log.profile;
 
-    if ((rc = dt_run_make_optimizer(&st->optim, cfg, st->model->nparams)))
+    /* Shared weights: the optimizer state lives in the shared copy from the start (zeroed by
+     * mmap), right after the parameters; never allocated per rank. */
+    float *state = run->shared ? run->shared + st->model->nparams : NULL;
+    if ((rc = dt_run_make_optimizer(&st->optim, cfg, st->model->nparams, state)))
         return rc;
+    if (run->shared && st->model->nparams + dt_optim_state_floats(st->optim) > run->shared_floats)
+        return dt_fail(DT_ERUNTIME, "shared weights: %zu floats needed, %zu mapped",
+                       st->model->nparams + dt_optim_state_floats(st->optim), run->shared_floats);
     size_t sample = (size_t)train->c * train->h * train->w;
     st->x = dt_alloc((size_t)max_count * sample, sizeof(float));
     st->y = dt_alloc((size_t)max_count, 1);
@@ -229,22 +235,17 @@ static int train_step(struct rank_state *st, const struct run *run, uint64_t epo
     return rc ? rc : st->comm->barrier(st->comm);
 }
 
-/* Moves this rank's weights and optimizer state into the job's shared copy (rank 0's values,
- * which every rank holds anyway: same seed, same checkpoint) and picks the slice it updates,
- * cut at 64-byte boundaries so no two ranks write one cache line. */
+/* Moves this rank's weights into the job's shared copy (rank 0's values, which every rank
+ * holds anyway: same seed, same checkpoint) and picks the slice of weights and optimizer state
+ * it updates, cut at 64-byte boundaries so no two ranks write one cache line. */
 static int share_weights(struct rank_state *st, const struct run *run)
 {
-    size_t n = st->model->nparams, states = dt_optim_state_floats(st->optim);
-    if (n + states > run->shared_floats)
-        return dt_fail(DT_ERUNTIME, "shared weights: %zu floats needed, %zu mapped", n + states,
-                       run->shared_floats);
-    bool first = st->comm->rank == 0;
-    dt_model_move_params(st->model, run->shared, first);
-    dt_optim_move_state(st->optim, run->shared + n, first);
+    size_t n = st->model->nparams;
+    dt_model_move_params(st->model, run->shared, st->comm->rank == 0);
     size_t r = (size_t)st->comm->rank, size = (size_t)st->comm->size;
     st->shard_lo = (n * r / size) & ~(size_t)15;
     st->shard_hi = r + 1 == size ? n : (n * (r + 1) / size) & ~(size_t)15;
-    malloc_trim(0); /* give the private copies' pages back: the point was not to hold them */
+    malloc_trim(0); /* give the private copy's pages back: the point was not to hold them */
     return st->comm->barrier(st->comm);
 }
 
@@ -260,9 +261,9 @@ static int shared_weights_size(const struct run *run, size_t *floats)
     int rc = dt_model_build(&m, cfg->model.layers, cfg->model.nlayers, in, 1, DT_LOSS_NLL,
                             (uint64_t)cfg->train.seed);
     if (rc == 0)
-        rc = dt_run_make_optimizer(&o, cfg, m->nparams);
+        rc = dt_run_make_optimizer(&o, cfg, 1, NULL); /* one element: its number of states */
     if (rc == 0)
-        *floats = m->nparams + dt_optim_state_floats(o);
+        *floats = m->nparams * (1 + dt_optim_state_floats(o));
     dt_optim_free(o);
     if (m)
         dt_model_free(m);
@@ -323,8 +324,18 @@ static int rank_main(struct dt_comm *comm, void *arg)
     double best_acc = -1;
     if (run->opt->resume) {
         struct dt_run_resume r;
-        if ((rc = dt_run_load_checkpoint(run->opt->resume, st.model, st.optim, &r)))
+        /* Shared weights: rank 0 alone writes the shared optimizer state; the others take
+         * its step count. */
+        bool own_state = !run->shared || comm->rank == 0;
+        if ((rc = dt_run_load_checkpoint(run->opt->resume, st.model, own_state ? st.optim : NULL,
+                                         &r)))
             goto out;
+        if (run->shared) {
+            uint64_t steps = dt_optim_steps(st.optim);
+            if ((rc = comm->broadcast(comm, &steps, sizeof steps, 0)))
+                goto out;
+            dt_optim_set_steps(st.optim, steps);
+        }
         step = r.step;
         best_acc = r.best_accuracy;
         if (leader && !quiet)

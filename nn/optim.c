@@ -167,6 +167,12 @@ static void name_states(struct dt_optim *o)
 
 int dt_optim_create(struct dt_optim **out, const struct dt_optim_config *cfg, size_t n)
 {
+    return dt_optim_create_in(out, cfg, n, NULL);
+}
+
+int dt_optim_create_in(struct dt_optim **out, const struct dt_optim_config *cfg, size_t n,
+                       float *storage)
+{
     *out = NULL;
     int rc = check_config(cfg);
     if (rc)
@@ -177,8 +183,9 @@ int dt_optim_create(struct dt_optim **out, const struct dt_optim_config *cfg, si
     o->cfg = *cfg;
     o->n = n;
     name_states(o);
+    o->state_external = storage != NULL;
     for (int i = 0; i < o->nstates; i++) {
-        o->state[i] = dt_alloc(n, sizeof(float));
+        o->state[i] = storage ? storage + (size_t)i * n : dt_alloc(n, sizeof(float));
         if (!o->state[i]) {
             const char *name = o->state_names[i];
             dt_optim_free(o);
@@ -363,19 +370,6 @@ int dt_optim_step_range(struct dt_optim *o, float *params, const float *grads, s
 size_t dt_optim_state_floats(const struct dt_optim *o)
 {
     return (size_t)o->nstates * o->n;
-}
-
-void dt_optim_move_state(struct dt_optim *o, float *storage, bool copy)
-{
-    for (int i = 0; i < o->nstates; i++) {
-        float *dst = storage + (size_t)i * o->n;
-        if (copy)
-            memcpy(dst, o->state[i], o->n * sizeof *dst);
-        if (!o->state_external)
-            dt_free(o->state[i]);
-        o->state[i] = dst;
-    }
-    o->state_external = true;
 }
 
 const struct dt_optim_config *dt_optim_config(const struct dt_optim *o)

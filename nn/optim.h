@@ -51,6 +51,11 @@ void dt_optim_config_defaults(struct dt_optim_config *cfg, enum dt_optim_type ty
 /* Validates cfg the way torch.optim's constructors do (DT_EUSAGE naming the bad value) and
  * allocates the state for an arena of n floats, zeroed. */
 int dt_optim_create(struct dt_optim **out, const struct dt_optim_config *cfg, size_t n);
+/* The same with the state arrays in caller-owned, zeroed storage of (number of states) x n
+ * floats, one array after the other (the ranks of one host share it): nothing is allocated
+ * for the state, and dt_optim_free leaves the storage alone. storage NULL = dt_optim_create. */
+int dt_optim_create_in(struct dt_optim **out, const struct dt_optim_config *cfg, size_t n,
+                       float *storage);
 void dt_optim_free(struct dt_optim *o);
 
 /* One update of params (n floats) from grads at learning rate lr (the schedule's value for this
@@ -63,11 +68,8 @@ int dt_optim_step(struct dt_optim *o, float *params, const float *grads, size_t 
 int dt_optim_step_range(struct dt_optim *o, float *params, const float *grads, size_t lo, size_t hi,
                         double lr);
 
-/* Floats of state (every state array) for this optimizer: what dt_optim_move_state needs. */
+/* Floats of state (every state array) for this optimizer. */
 size_t dt_optim_state_floats(const struct dt_optim *o);
-/* Moves the state arrays into caller-owned storage of dt_optim_state_floats() floats (shared by
- * the ranks of one host), copying the current values when `copy`. */
-void dt_optim_move_state(struct dt_optim *o, float *storage, bool copy);
 
 const struct dt_optim_config *dt_optim_config(const struct dt_optim *o);
 size_t dt_optim_size(const struct dt_optim *o);

@@ -31,6 +31,18 @@ run "$DTRAIN" train $CFG $COMMON --instances 2 --set train.max_steps=20 \
 check "2 instances twice: bit-identical weights" \
     /usr/bin/python3 tests/tools/compare_weights.py "$TMP/n2/last.safetensors" "$TMP/n2b/last.safetensors"
 
+# ---- resume with shared weights: 2 instances, 2 epochs = 1 epoch + resume for 1 ----
+/usr/bin/python3 tests/fixtures/mkdata.py idx "$TMP/fix" --train 256 --test 64
+RESUME="--set data.dataset=mnist --set data.dir=$TMP/fix --instances 2 --threads 1 --quiet"
+run "$DTRAIN" train $CFG $RESUME --set train.epochs=2 --set checkpoint.dir="$TMP/e2"
+expect_rc "2 instances, 2 epochs: exit 0" 0
+run "$DTRAIN" train $CFG $RESUME --set train.epochs=1 --set checkpoint.dir="$TMP/e1"
+run "$DTRAIN" train $CFG $RESUME --set train.epochs=2 --set checkpoint.dir="$TMP/e1r" \
+    --resume "$TMP/e1/last.safetensors"
+expect_rc "2 instances, resumed for epoch 2: exit 0" 0
+check "2 instances: 1 epoch + resume = 2 epochs, bit for bit" \
+    /usr/bin/python3 tests/tools/compare_weights.py "$TMP/e2/last.safetensors" "$TMP/e1r/last.safetensors"
+
 # ---- oversubscription and --verbose ----
 run "$DTRAIN" train $CFG --set data.dir=$FASHION --instances 4 --threads 4 \
     --set train.max_steps=4 --set checkpoint.dir="$TMP/over" --verbose

@@ -273,6 +273,43 @@ static void test_step_size_mismatch(void **state)
     dt_optim_free(o);
 }
 
+/* Shared weights: slices stepped by different "ranks" over state in caller storage give the
+ * same bits as one full step, for every optimizer (the update is elementwise). */
+static void test_step_in_slices_over_external_state(void **state)
+{
+    (void)state;
+    enum dt_optim_type types[] = {DT_OPTIM_SGD, DT_OPTIM_ADAM, DT_OPTIM_ADAMW, DT_OPTIM_ADADELTA};
+    enum { N = 37 };
+    for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
+        struct dt_optim_config c = config(types[t]);
+        c.momentum = types[t] == DT_OPTIM_SGD ? 0.9 : c.momentum;
+        c.weight_decay = 0.01;
+        struct dt_optim *full = make(&c, N), *sliced = NULL;
+        float storage[3 * N + 1];
+        memset(storage, 0, sizeof storage);
+        storage[3 * N] = 42.0f; /* a guard past the states */
+        assert_int_equal(dt_optim_create_in(&sliced, &c, N, storage), 0);
+        assert_true(dt_optim_state_floats(sliced) <= 3 * N);
+        float p1[N], p2[N], g[N];
+        for (int i = 0; i < N; i++) {
+            p1[i] = p2[i] = 0.1f * (float)(i - 18);
+            g[i] = 0.01f * (float)((i * 7) % 11 - 5);
+        }
+        for (int step = 0; step < 3; step++) {
+            assert_int_equal(dt_optim_step(full, p1, g, N, 0.1), 0);
+            assert_int_equal(dt_optim_step_range(sliced, p2, g, 0, 16, 0.1), 0);
+            dt_optim_set_steps(sliced, (uint64_t)step); /* one step per rank, as in training */
+            assert_int_equal(dt_optim_step_range(sliced, p2, g, 16, N, 0.1), 0);
+        }
+        assert_memory_equal(p1, p2, sizeof p1);
+        assert_true(dt_optim_steps(sliced) == dt_optim_steps(full));
+        assert_true(storage[3 * N] == 42.0f);
+        assert_int_equal(dt_optim_step_range(sliced, p2, g, 20, N + 1, 0.1), -DT_ERUNTIME);
+        dt_optim_free(full);
+        dt_optim_free(sliced); /* must not free the caller's storage (ASan would say) */
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -287,6 +324,7 @@ int main(void)
         cmocka_unit_test(test_type_names),
         cmocka_unit_test(test_invalid_configs),
         cmocka_unit_test(test_step_size_mismatch),
+        cmocka_unit_test(test_step_in_slices_over_external_state),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
