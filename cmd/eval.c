@@ -233,7 +233,7 @@ static int run_eval(int argc, char **argv)
     }
     if (a.threads)
         cfg.dist.threads = a.threads;
-    dt_run_resolve_threads(&cfg, 1);
+    cfg.dist.threads = dt_run_threads(&cfg, 1);
     dt_nn_set_threads(cfg.dist.threads);
     if ((rc = dt_run_load_data(&cfg, &data)))
         goto out;

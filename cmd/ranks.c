@@ -85,9 +85,7 @@ int dt_job_local_shape(const struct dt_config *cfg, const struct dt_job_opts *o,
     if (rc)
         return rc;
     *instances = j.host_ranks;
-    struct dt_config c = *cfg;
-    dt_run_resolve_threads(&c, j.host_ranks);
-    *threads = c.dist.threads;
+    *threads = dt_run_threads(cfg, j.host_ranks);
     return 0;
 }
 

@@ -162,7 +162,9 @@ int dt_run_checkpoint_config(const char *path, char **text)
     return rc;
 }
 
-int dt_run_usable_cpus(const struct dt_config *cfg)
+/* CPUs this run may use: those of dist.cpu_list when given, else the affinity mask (taskset,
+ * cgroups and Slurm respected). At least 1. */
+static int usable_cpus(const struct dt_config *cfg)
 {
     struct dt_topology t;
     if (dt_topology_read(&t, NULL, NULL) < 0)
@@ -179,10 +181,10 @@ int dt_run_usable_cpus(const struct dt_config *cfg)
     return n > 0 ? n : 1;
 }
 
-void dt_run_resolve_threads(struct dt_config *cfg, int processes)
+int dt_run_threads(const struct dt_config *cfg, int processes)
 {
     if (cfg->dist.threads > 0)
-        return;
-    int per = dt_run_usable_cpus(cfg) / (processes > 0 ? processes : 1);
-    cfg->dist.threads = per > 0 ? per : 1;
+        return cfg->dist.threads;
+    int per = usable_cpus(cfg) / (processes > 0 ? processes : 1);
+    return per > 0 ? per : 1;
 }

@@ -37,12 +37,8 @@ int dt_run_load_checkpoint(const char *path, struct dt_model *m, struct dt_optim
 /* The config text stored in a checkpoint's metadata (malloc'd). DT_EDATA when absent. */
 int dt_run_checkpoint_config(const char *path, char **text);
 
-/* CPUs this run may use: those of dist.cpu_list when given, else the affinity mask (taskset,
- * cgroups and Slurm respected). At least 1. */
-int dt_run_usable_cpus(const struct dt_config *cfg);
-/* dist.threads = 0 means "the usable CPUs divided among the processes": replaces the 0 by that
- * number (eval passes 1; train asks dt_job_local_shape, which knows the ranks per host). The
- * config text keeps 0. */
-void dt_run_resolve_threads(struct dt_config *cfg, int processes);
+/* Threads per process: dist.threads, or when it is 0 ("auto") the usable CPUs divided among
+ * `processes` (eval: 1; train asks dt_job_local_shape, which knows the ranks per host). */
+int dt_run_threads(const struct dt_config *cfg, int processes);
 
 #endif
