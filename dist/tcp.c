@@ -27,7 +27,7 @@
 #include "util/log.h"
 
 #define FRAME          (2048u << 10) /* bytes of payload per DATA frame */
-#define ABORT_DEADLINE 0.5          /* seconds spent telling the next rank we gave up */
+#define ABORT_DEADLINE 0.5           /* seconds spent telling the next rank we gave up */
 
 struct link {
     int fd, rank;
