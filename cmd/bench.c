@@ -76,17 +76,6 @@ static int parse_bytes(const char *name, const char *arg, size_t *out)
     return 0;
 }
 
-static int parse_seconds(const char *name, const char *arg, double *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(arg, &end);
-    if (errno || end == arg || *end || !(v >= 0) || v > 1e7)
-        return dt_fail(DT_EUSAGE, "%s: expected seconds (>= 0), got '%s'", name, arg);
-    *out = v;
-    return 0;
-}
-
 static int take_option(struct bench_args *a, int opt, const char *arg)
 {
     switch (opt) {
@@ -116,7 +105,7 @@ static int take_option(struct bench_args *a, int opt, const char *arg)
         a->plot = arg;
         return 0;
     case OPT_TIMEOUT:
-        return parse_seconds("--timeout", arg, &a->timeout);
+        return dt_cli_parse_double("--timeout", arg, 0, 1e7, &a->timeout);
     case OPT_BACKEND:
         if (strcmp(arg, "shm") && strcmp(arg, "tcp") && strcmp(arg, "hier") && strcmp(arg, "mpi"))
             return dt_fail(DT_EUSAGE, "--backend: expected shm, tcp, hier or mpi, got '%s'", arg);

@@ -60,6 +60,17 @@ int dt_cli_parse_int(const char *name, const char *arg, long min, long max, int 
     return 0;
 }
 
+int dt_cli_parse_double(const char *name, const char *arg, double lo, double hi, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(arg, &end);
+    if (errno || end == arg || *end || !(v >= lo && v <= hi))
+        return dt_fail(DT_EUSAGE, "%s expects a number from %g to %g, got '%s'", name, lo, hi, arg);
+    *out = v;
+    return 0;
+}
+
 static int sets_push(struct dt_cli_sets *sets, char *item)
 {
     if (!item)

@@ -55,6 +55,8 @@ int dt_cli_bad_option(int opt, char **argv, const char *usage);
 
 /* Parses OPTARG of option `name` as an integer in [min, max]. */
 int dt_cli_parse_int(const char *name, const char *arg, long min, long max, int *out);
+/* The same for a number (seconds, rates) in [lo, hi]. */
+int dt_cli_parse_double(const char *name, const char *arg, double lo, double hi, double *out);
 
 /* Collected KEY=VALUE overrides, in command-line order; the strings are owned. */
 struct dt_cli_sets {

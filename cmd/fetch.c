@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cmd/cli.h"
 #include "cmd/cmd.h"
 #include "data/checksum.h"
 #include "data/download.h"
@@ -699,14 +700,8 @@ static const struct option long_opts[] = {
 
 static int parse_number(const char *opt, const char *arg, double lo, double hi, double *out)
 {
-    char *end;
-    errno = 0;
-    double v = strtod(arg, &end);
-    if (errno || end == arg || *end || !(v >= lo && v <= hi))
-        return dt_fail(DT_EUSAGE, "fetch: %s expects a number from %g to %g, got '%s'", opt, lo, hi,
-                       arg);
-    *out = v;
-    return 0;
+    int rc = dt_cli_parse_double(opt, arg, lo, hi, out);
+    return rc ? dt_fail_context(rc, "fetch") : 0;
 }
 
 static int add_mirror(struct fetch_opts *o, const char *url)

@@ -58,17 +58,6 @@ struct train_args {
     struct dt_job_opts job;
 };
 
-static int parse_seconds(const char *name, const char *arg, double *out)
-{
-    char *end;
-    double v = strtod(arg, &end);
-    if (end == arg || *end || !(v > 0) || v > 86400)
-        return dt_fail(DT_EUSAGE, "%s: '%s' is not a number of seconds in (0, 86400]; %s", name,
-                       arg, TRAIN_USAGE);
-    *out = v;
-    return 0;
-}
-
 static int take_flag(struct train_args *a, int opt, const char *arg)
 {
     int n;
@@ -116,10 +105,11 @@ static int take_flag(struct train_args *a, int opt, const char *arg)
         a->job.token_file = arg;
         return 0;
     case OPT_RENDEZVOUS_TIMEOUT:
-        return parse_seconds("--rendezvous-timeout", arg, &a->job.rendezvous_timeout);
+        return dt_cli_parse_double("--rendezvous-timeout", arg, 0.001, 86400,
+                                   &a->job.rendezvous_timeout);
     case OPT_TIMEOUT: {
         double t;
-        return (rc = parse_seconds("--timeout", arg, &t))
+        return (rc = dt_cli_parse_double("--timeout", arg, 0.001, 86400, &t))
                    ? rc
                    : dt_cli_sets_addf(&a->flags, "dist.timeout", arg);
     }

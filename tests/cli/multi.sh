@@ -58,6 +58,31 @@ run "$DTRAIN" train $CFG --set data.dir=$FASHION --instances 2 --cpu-list 0-x --
 expect_rc "bad --cpu-list: exit 2" 2
 expect_err "bad --cpu-list: names the list" "cpu_list"
 
+# ---- placement and multi-host usage errors: one line, exit 2 ----
+usage_error() { # name pattern args...
+    name=$1 pattern=$2
+    shift 2
+    run "$DTRAIN" train $CFG --set data.dir=$FASHION --set train.max_steps=1 \
+        --set checkpoint.dir="$TMP/usage" "$@"
+    expect_rc "$name: exit 2" 2
+    expect_err "$name: says what is wrong" "$pattern"
+    expect_err_lines "$name: one line" 1
+}
+usage_error "--timeout x" "--timeout expects a number" --timeout x
+usage_error "--rendezvous-timeout 0" "--rendezvous-timeout expects a number" --rendezvous-timeout 0
+usage_error "--nodes 0" "--nodes: expected an integer" --nodes 0
+usage_error "--node-rank past --nodes" "--node-rank 2 out of range for 2 nodes" --nodes 2 --node-rank 2 --master 127.0.0.1:1
+usage_error "2 nodes without a master" "2 nodes need a master address" --nodes 2 --node-rank 1
+usage_error "--backend bogus" "dist.backend" --backend bogus
+usage_error "--backend shm across hosts" "dist.backend shm: the job spans 2 hosts" --backend shm --nodes 2 --node-rank 1 --master 127.0.0.1:1
+usage_error "--backend mpi without mpirun" "start dtrain with mpirun" --backend mpi --instances 2
+usage_error "--pin bogus" "dist.pin" --pin bogus
+run env OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_LOCAL_RANK=0 \
+    OMPI_COMM_WORLD_LOCAL_SIZE=2 MASTER_ADDR=127.0.0.1 "$DTRAIN" train $CFG --set data.dir=$FASHION \
+    --instances 2
+expect_rc "--instances under mpirun: exit 2" 2
+expect_err "--instances under mpirun: says one process is one rank" "leave instances at 1"
+
 # ---- a rank killed mid-training ----
 start_bg() { # dir
     "$DTRAIN" train $CFG --set data.dir=$FASHION --instances 2 --threads 1 \
