@@ -21,17 +21,8 @@
 #include "dist/tcp.h"
 #include "util/clock.h"
 #include "util/err.h"
+#include "tests/unit/rank_check.h"
 #include "util/rng.h"
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "rank check failed at line %d: ", __LINE__);                           \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fprintf(stderr, " [%s]\n", dt_last_error());                                           \
-            _exit(1);                                                                              \
-        }                                                                                          \
-    } while (0)
 
 #define NODES 2
 #define LOCAL 2

@@ -21,16 +21,7 @@
 #include "dist/shm.h"
 #include "util/clock.h"
 #include "util/err.h"
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "rank check failed at line %d: ", __LINE__);                           \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fprintf(stderr, " [%s]\n", dt_last_error());                                           \
-            _exit(1);                                                                              \
-        }                                                                                          \
-    } while (0)
+#include "tests/unit/rank_check.h"
 
 typedef void (*rank_body)(struct dt_comm *c, struct dt_shm_segment *seg, void *arg);
 

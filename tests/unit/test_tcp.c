@@ -29,19 +29,10 @@
 #include "dist/wire.h"
 #include "util/clock.h"
 #include "util/err.h"
+#include "tests/unit/rank_check.h"
 #include "util/rng.h"
 
 static const char token[] = "test-token-0123456789abcdef";
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "rank check failed at line %d: ", __LINE__);                           \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fprintf(stderr, " [%s]\n", dt_last_error());                                           \
-            _exit(1);                                                                              \
-        }                                                                                          \
-    } while (0)
 
 struct job {
     const char *host;
