@@ -59,6 +59,22 @@ node() { # M K port dir extra...
     eval "PID$k=\$!"
 }
 
+# PID...: waits for every one (none is left running when another fails); RC = first failure
+wait_all() {
+    RC=0
+    for p in "$@"; do
+        wait "$p"
+        r=$?
+        [ $RC -eq 0 ] && RC=$r
+    done
+}
+
+# NAME DIR: DIR/last.safetensors holds the reference run's weights within 1e-5
+matches_ref() {
+    check "$1: weights match one host within 1e-5" /usr/bin/python3 tests/tools/compare_weights.py \
+        --rtol 1e-5 "$TMP/ref/last.safetensors" "$2/last.safetensors"
+}
+
 # ---- the reference: one host, one instance, same global batch ----
 run "$DTRAIN" train $CFG $COMMON --set train.max_steps=20 --set checkpoint.dir="$TMP/ref" --quiet
 expect_rc "reference run exits 0" 0
@@ -79,20 +95,15 @@ for m in 2 3; do
     done
     if [ $ok -eq 1 ]; then pass "$m hosts x 2 instances: every host exits 0"; else
         fail "$m hosts x 2 instances: every host exits 0" "see above"; fi
-    check "$m hosts x 2 instances: weights match one host within 1e-5" \
-        /usr/bin/python3 tests/tools/compare_weights.py --rtol 1e-5 "$TMP/ref/last.safetensors" \
-        "$TMP/hosts$m/last.safetensors"
+    matches_ref "$m hosts x 2 instances" "$TMP/hosts$m"
 done
 
 # ---- every rank over TCP ----
 node 2 0 $((PORT + 4)) "$TMP/tcp" --set train.max_steps=20 --quiet --backend tcp
 node 2 1 $((PORT + 4)) "$TMP/tcp" --set train.max_steps=20 --quiet --backend tcp
-wait $PID0 && wait $PID1
-RC=$?
+wait_all $PID0 $PID1
 expect_rc "2 hosts, --backend tcp: exit 0" 0
-check "2 hosts, --backend tcp: weights match one host within 1e-5" \
-    /usr/bin/python3 tests/tools/compare_weights.py --rtol 1e-5 "$TMP/ref/last.safetensors" \
-    "$TMP/tcp/last.safetensors"
+matches_ref "2 hosts, --backend tcp" "$TMP/tcp"
 
 # ---- a host with the wrong token is turned away; the job goes on ----
 node 2 0 $((PORT + 5)) "$TMP/tok" --set train.max_steps=10 --rendezvous-timeout 30
@@ -102,8 +113,7 @@ DTRAIN_TOKEN=an-intruder-with-the-wrong-token ip netns exec $NS-h1 "$DTRAIN" tra
 RC=$?
 expect_rc "wrong token: the intruder fails (exit 1)" 1
 node 2 1 $((PORT + 5)) "$TMP/tok" --set train.max_steps=10
-wait $PID1 && wait $PID0
-RC=$?
+wait_all $PID1 $PID0
 expect_rc "wrong token: the genuine job still completes" 0
 if grep -Eiq "$NET\.2.*(auth|token|dropped)|(auth|token|dropped).*$NET\.2" "$TMP/h0.err"; then
     pass "wrong token: rank 0 logs the rejected address"
@@ -133,12 +143,9 @@ if [ -z "$(ip netns pids $NS-h0)$(ip netns pids $NS-h1)" ]; then pass "host kill
 if ip -n $NS-h1 link show >/dev/null 2>&1 && ip netns exec $NS-h1 tc qdisc add dev ${NS}v1 root netem delay 20ms 2>"$TMP/tc.err"; then
     node 2 0 $((PORT + 7)) "$TMP/delay" --set train.max_steps=20 --quiet
     node 2 1 $((PORT + 7)) "$TMP/delay" --set train.max_steps=20 --quiet
-    wait $PID0 && wait $PID1
-    RC=$?
+    wait_all $PID0 $PID1
     expect_rc "20 ms delay: exit 0" 0
-    check "20 ms delay: weights match one host within 1e-5" \
-        /usr/bin/python3 tests/tools/compare_weights.py --rtol 1e-5 "$TMP/ref/last.safetensors" \
-        "$TMP/delay/last.safetensors"
+    matches_ref "20 ms delay" "$TMP/delay"
 else
     skip "20 ms netem delay" "tc netem is not available in this kernel: $(head -c 100 "$TMP/tc.err")"
 fi
@@ -164,14 +171,10 @@ per_rank() { # kind port dir
 }
 per_rank ompi $((PORT + 10)) "$TMP/ompi2"
 expect_rc "Open MPI variables, 2 hosts x 2 ranks: exit 0" 0
-check "Open MPI variables, 2 hosts x 2 ranks: weights match one host within 1e-5" \
-    /usr/bin/python3 tests/tools/compare_weights.py --rtol 1e-5 "$TMP/ref/last.safetensors" \
-    "$TMP/ompi2/last.safetensors"
+matches_ref "Open MPI variables, 2 hosts x 2 ranks" "$TMP/ompi2"
 per_rank slurm $((PORT + 11)) "$TMP/slurm2"
 expect_rc "Slurm variables, 2 hosts x 2 ranks: exit 0" 0
-check "Slurm variables, 2 hosts x 2 ranks: weights match one host within 1e-5" \
-    /usr/bin/python3 tests/tools/compare_weights.py --rtol 1e-5 "$TMP/ref/last.safetensors" \
-    "$TMP/slurm2/last.safetensors"
+matches_ref "Slurm variables, 2 hosts x 2 ranks" "$TMP/slurm2"
 
 # ---- Open MPI launches every rank (one machine, loopback) ----
 if command -v mpirun >/dev/null; then
@@ -179,17 +182,13 @@ if command -v mpirun >/dev/null; then
         -x MASTER_PORT=$((PORT + 8)) "$DTRAIN" train $CFG $COMMON --backend tcp \
         --set train.max_steps=20 --set checkpoint.dir="$TMP/mpi-tcp" --quiet
     expect_rc "mpirun -np 4, tcp backend: exit 0" 0
-    check "mpirun -np 4, tcp backend: weights match one host within 1e-5" \
-        /usr/bin/python3 tests/tools/compare_weights.py --rtol 1e-5 "$TMP/ref/last.safetensors" \
-        "$TMP/mpi-tcp/last.safetensors"
+    matches_ref "mpirun -np 4, tcp backend" "$TMP/mpi-tcp"
     if [ -x "${DTRAIN_MPI_BIN:-./build-mpi/dtrain}" ]; then
         run mpirun --allow-run-as-root --oversubscribe -np 4 "${DTRAIN_MPI_BIN:-./build-mpi/dtrain}" \
             train $CFG $COMMON --backend mpi --set train.max_steps=20 \
             --set checkpoint.dir="$TMP/mpi-mpi" --quiet
         expect_rc "mpirun -np 4, mpi backend: exit 0" 0
-        check "mpirun -np 4, mpi backend: weights match one host within 1e-5" \
-            /usr/bin/python3 tests/tools/compare_weights.py --rtol 1e-5 \
-            "$TMP/ref/last.safetensors" "$TMP/mpi-mpi/last.safetensors"
+        matches_ref "mpirun -np 4, mpi backend" "$TMP/mpi-mpi"
     else
         skip "mpirun, mpi backend" "no MPI=1 build (make dtrain-mpi)"
     fi
@@ -205,13 +204,10 @@ for p in 0 1; do
         --verbose >"$TMP/s$p.out" 2>"$TMP/s$p.err" &
     eval "PID$p=\$!"
 done
-wait $PID0 && wait $PID1
-RC=$?
+wait_all $PID0 $PID1
 expect_rc "faked Slurm, 2 tasks: exit 0" 0
 if grep -q "launch slurm" "$TMP/s0.err"; then pass "faked Slurm: ranks come from SLURM_*"; else
     fail "faked Slurm: ranks come from SLURM_*" "$(head -c 300 "$TMP/s0.err")"; fi
-check "faked Slurm: weights match one host within 1e-5" \
-    /usr/bin/python3 tests/tools/compare_weights.py --rtol 1e-5 "$TMP/ref/last.safetensors" \
-    "$TMP/slurm/last.safetensors"
+matches_ref "faked Slurm" "$TMP/slurm"
 
 finish
