@@ -41,15 +41,18 @@ enum {
     OPT_MAX_BYTES,
     OPT_ITERS,
     OPT_NO_PIN,
+    OPT_MASTER,
+    OPT_NODE_RANK,
+    OPT_IFACE,
 };
 
 struct bench_args {
     struct dt_cli_common common;
     struct dt_cli_sets sets;
     const char *target; /* CONFIG or "allreduce" */
-    int cores, steps, warmup, epochs, repeat, instances, nodes, iters;
+    int cores, steps, warmup, epochs, repeat, instances, nodes, iters, node_rank;
     bool threads_only, steps_given, no_pin;
-    const char *grid, *csv, *plot, *backend;
+    const char *grid, *csv, *plot, *backend, *master, *iface;
     double timeout;
     size_t min_bytes, max_bytes;
 };
@@ -124,6 +127,14 @@ static int take_option(struct bench_args *a, int opt, const char *arg)
     case OPT_NO_PIN:
         a->no_pin = true;
         return 0;
+    case OPT_MASTER:
+        a->master = arg;
+        return 0;
+    case OPT_NODE_RANK:
+        return dt_cli_parse_int("--node-rank", arg, 0, 1023, &a->node_rank);
+    case OPT_IFACE:
+        a->iface = arg;
+        return 0;
     default:
         return dt_fail(DT_EUSAGE, "internal error: option %d not handled; %s", opt, BENCH_USAGE);
     }
@@ -151,6 +162,9 @@ static int parse_args(struct bench_args *a, int argc, char **argv)
         {"max-bytes", required_argument, NULL, OPT_MAX_BYTES},
         {"iters", required_argument, NULL, OPT_ITERS},
         {"no-pin", no_argument, NULL, OPT_NO_PIN},
+        {"master", required_argument, NULL, OPT_MASTER},
+        {"node-rank", required_argument, NULL, OPT_NODE_RANK},
+        {"iface", required_argument, NULL, OPT_IFACE},
         {NULL, 0, NULL, 0},
     };
     optind = 0;
@@ -183,10 +197,11 @@ static int run_sweep(struct bench_args *a, const struct dt_bench_machine *m)
                                : "--steps and --epochs exclude each other",
                        BENCH_USAGE);
     if (a->backend || a->instances || a->nodes || a->min_bytes || a->max_bytes || a->iters ||
-        a->no_pin)
+        a->no_pin || a->master || a->iface || a->node_rank >= 0)
         return dt_fail(DT_EUSAGE,
                        "bench: --backend, --instances, --nodes, --min-bytes, --max-bytes, "
-                       "--iters and --no-pin belong to 'bench allreduce'; %s",
+                       "--iters, --no-pin, --master, --node-rank and --iface belong to "
+                       "'bench allreduce'; %s",
                        BENCH_USAGE);
     struct dt_bench_sweep_opts o = {
         .config = a->target,
@@ -232,6 +247,19 @@ static int run_allreduce(struct bench_args *a, const struct dt_bench_machine *m)
         .timeout = a->timeout > 0 ? a->timeout : 60,
         .out = {a->common.json, a->common.quiet, a->common.verbose, a->csv, a->plot},
     };
+    if (a->master || a->node_rank >= 0 || a->iface) {
+        if (strcmp(o.backend, "tcp") || !a->master || a->node_rank < 0 || !a->nodes || a->instances)
+            return dt_fail(DT_EUSAGE,
+                           "bench allreduce: across hosts, give --backend tcp --nodes M "
+                           "--node-rank K --master HOST:PORT (one rank per host, no "
+                           "--instances); %s",
+                           BENCH_USAGE);
+        if (a->node_rank >= a->nodes)
+            return dt_fail(DT_EUSAGE, "bench allreduce: --node-rank %d is not in 0..%d",
+                           a->node_rank, a->nodes - 1);
+        o.master = a->master, o.iface = a->iface, o.node_rank = a->node_rank;
+        o.instances = a->nodes;
+    }
     if (o.min_bytes > o.max_bytes)
         return dt_fail(DT_EUSAGE, "bench allreduce: --min-bytes %zu is larger than --max-bytes %zu",
                        o.min_bytes, o.max_bytes);
@@ -243,6 +271,7 @@ static int run_bench(int argc, char **argv)
     struct bench_args a;
     memset(&a, 0, sizeof a);
     a.warmup = -1;
+    a.node_rank = -1;
     int rc = parse_args(&a, argc, argv);
     if (!rc && a.common.help)
         fputs(dt_cmd_bench.help, stdout);
@@ -297,6 +326,10 @@ const struct dt_command dt_cmd_bench = {
         "      --timeout SECS   collective timeout (default 60)\n"
         "      --no-pin         leave the ranks unpinned (default: one core each, as\n"
         "                       `train` and mpirun place them)\n"
+        "      --nodes M --node-rank K --master HOST:PORT [--iface NAME]\n"
+        "                       tcp across real hosts: run one `dtrain bench allreduce`\n"
+        "                       per host (rank K of M; DTRAIN_TOKEN set alike on all);\n"
+        "                       rank 0 listens on PORT and prints the table\n"
         "  Columns: bytes, us (median latency), algbw_GBs (bytes / time) and busbw_GBs\n"
         "  (algbw x 2(n-1)/n, the nccl-tests convention), check.\n"
         "\n"

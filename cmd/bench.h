@@ -133,6 +133,10 @@ struct dt_bench_allreduce_opts {
     int iters;      /* timed iterations per size; 0 = enough for ~0.2 s */
     bool no_pin;    /* leave the ranks unpinned (default: one core each, like train) */
     double timeout; /* collective timeout in seconds */
+    /* Across real hosts (tcp only): this process is rank node_rank of `nodes`, one per host,
+     * meeting at master (HOST:PORT), authenticated by DTRAIN_TOKEN; NULL for a forked job. */
+    const char *master, *iface;
+    int node_rank;
     struct dt_bench_output out;
 };
 

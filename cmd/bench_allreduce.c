@@ -6,9 +6,10 @@
  * one dies) and joined by the chosen communicator: shm (one segment for all), tcp (a ring on
  * 127.0.0.1, rank 0 handed a socket already bound to a free port), hier (--nodes simulated
  * hosts, each its own shm segment, their leaders on a tcp ring), or mpi (no fork: every process
- * of an `mpirun` is a rank). Rank 0 writes its figures into an anonymous shared mapping that
- * the parent turns into the table once the job is over, so even a job that fails or is stopped
- * half-way prints the sizes it finished.
+ * of an `mpirun` is a rank). With --master, tcp runs across real hosts instead: one process
+ * per host, started by hand like `train --nodes`, no fork. Rank 0 writes its figures into an
+ * anonymous shared mapping that the parent turns into the table once the job is over, so even a job
+ * that fails or is stopped half-way prints the sizes it finished.
  *
  * Every size is checked, before and after the timed iterations: each rank fills its buffer with
  * small integers that depend on rank and index, so the sum is exact in float32 and every rank
@@ -29,6 +30,7 @@
 #include "cmd/bench.h"
 #include "dist/auth.h"
 #include "dist/hier.h"
+#include "dist/launch_env.h"
 #include "dist/launcher.h"
 #include "dist/mpi_comm.h"
 #include "dist/shm.h"
@@ -66,7 +68,8 @@ struct ar_job {
     struct dt_shm_segment *seg[1024]; /* shm: seg[0]; hier: one per node */
     int nsegs;
     int master_fd, port;
-    char token[2 * 32 + 1];
+    char master_host[DT_LAUNCH_HOST_MAX + 1]; /* 127.0.0.1 for a forked job */
+    char token[DT_AUTH_TOKEN_MAX + 1];
     int nranks;
     struct dt_pin_plan plan; /* one core per rank, as train's launcher and mpirun place them */
     bool pinned;
@@ -233,8 +236,9 @@ static int join_tcp(struct dt_comm **out, const struct ar_job *j, int rank, int 
     struct dt_tcp_opts o;
     dt_tcp_opts_init(&o);
     o.rank = rank, o.size = size, o.local_rank = local_rank, o.local_size = local_size;
-    o.master_host = "127.0.0.1";
+    o.master_host = j->master_host;
     o.master_port = j->port;
+    o.iface = j->o->iface;
     o.master_fd = rank == 0 ? j->master_fd : -1;
     o.token = (const uint8_t *)j->token;
     o.token_len = strlen(j->token);
@@ -379,6 +383,30 @@ static int run_mpi(struct ar_job *j, bool *is_root)
     return rc;
 }
 
+/* Across hosts: this process is rank o->node_rank of a tcp ring of o->nodes processes, one per
+ * host, started by hand (or by ssh/pdsh) like `train --nodes`; only rank 0 reports. */
+static int run_across_hosts(struct ar_job *j, bool *is_root)
+{
+    const struct dt_bench_allreduce_opts *o = j->o;
+    struct dt_auth_token tok;
+    int rc = dt_launch_parse_hostport(o->master, j->master_host, &j->port, "--master");
+    if (rc || (rc = dt_auth_token_load(&tok, NULL)))
+        return rc;
+    memcpy(j->token, tok.bytes, tok.len);
+    j->token[tok.len] = '\0';
+    struct dt_comm *c;
+    if ((rc = join_tcp(&c, j, o->node_rank, o->nodes, 0, 1)))
+        return rc;
+    *is_root = c->rank == 0;
+    struct sigaction sa = {.sa_handler = on_rank_signal};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    rc = rank_body(c, j);
+    c->close(c);
+    return rc;
+}
+
 static void size_label(size_t bytes, char *buf, size_t cap)
 {
     if (bytes >= (1u << 30) && bytes % (1u << 30) == 0)
@@ -430,7 +458,10 @@ static int report(const struct ar_job *j, const struct dt_bench_machine *m, int 
     }
     char what[200];
     snprintf(what, sizeof what, "allreduce, float32 sum, %s backend, %d ranks%s%s", j->o->backend,
-             nranks, strcmp(j->o->backend, "hier") ? "" : " on simulated hosts",
+             nranks,
+             j->o->master                    ? " on separate hosts"
+             : strcmp(j->o->backend, "hier") ? ""
+                                             : " on simulated hosts",
              j->pinned ? ", one core each" : "");
     if (!strcmp(j->o->backend, "hier"))
         snprintf(what + strlen(what), sizeof what - strlen(what), " (%d x %d)", j->o->nodes,
@@ -460,8 +491,9 @@ int dt_bench_allreduce(const struct dt_bench_allreduce_opts *o, const struct dt_
         free(j);
         return dt_fail(DT_ERUNTIME, "bench allreduce: mmap: %m");
     }
+    snprintf(j->master_host, sizeof j->master_host, "127.0.0.1");
     bool mpi = !strcmp(o->backend, "mpi"), root = true;
-    int rc = mpi ? run_mpi(j, &root) : run_forked(j);
+    int rc = mpi ? run_mpi(j, &root) : o->master ? run_across_hosts(j, &root) : run_forked(j);
     /* The launcher's message says which rank failed; a rank's own message says why. */
     if (rc && rc != -DT_EINTR && rc != -DT_ETERM && j->shared->error_set)
         rc = dt_fail(dt_exit_code(rc), "%s", j->shared->error);

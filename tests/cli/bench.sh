@@ -183,6 +183,40 @@ bars = [r for r in ET.parse(sys.argv[2]).getroot().iter(ns + "rect") if r.get("c
 assert len(bars) == 3, len(bars)
 ' "$TMP/a.csv" "$TMP/a.svg"
 
+# across hosts: one process per "host" (here both on loopback), rank 0 reports
+port=$((30000 + $$ % 20000))
+DTRAIN_TOKEN=bench-across-hosts-$$-0123456789 "$DTRAIN" bench allreduce --backend tcp --nodes 3 \
+    --node-rank 2 --master 127.0.0.1:$port --min-bytes 4 --max-bytes 8K --iters 10 --quiet \
+    >"$TMP/h2.out" 2>"$TMP/h2.err" &
+p2=$!
+DTRAIN_TOKEN=bench-across-hosts-$$-0123456789 "$DTRAIN" bench allreduce --backend tcp --nodes 3 \
+    --node-rank 1 --master 127.0.0.1:$port --min-bytes 4 --max-bytes 8K --iters 10 --quiet \
+    >"$TMP/h1.out" 2>"$TMP/h1.err" &
+p1=$!
+DTRAIN_TOKEN=bench-across-hosts-$$-0123456789 run "$DTRAIN" bench allreduce --backend tcp \
+    --nodes 3 --node-rank 0 --master 127.0.0.1:$port --min-bytes 4 --max-bytes 8K --iters 10 \
+    --json
+expect_rc "allreduce across hosts (--master), rank 0 exits 0" 0
+check "allreduce across hosts: rank 0 reports every size, checked" check_allreduce 3
+wait $p1 && wait $p2
+expect_rc "allreduce across hosts: the other ranks exit 0" 0
+if [ ! -s "$TMP/h1.out" ] && [ ! -s "$TMP/h2.out" ]; then pass "allreduce across hosts: only rank 0 prints"; else
+    fail "allreduce across hosts: only rank 0 prints" "$(head -c 200 "$TMP/h1.out")"; fi
+env -u DTRAIN_TOKEN "$DTRAIN" bench allreduce --backend tcp --nodes 2 --node-rank 0 \
+    --master 127.0.0.1:$port >/dev/null 2>"$TMP/err"
+RC=$? ERR=$(cat "$TMP/err")
+expect_rc "across hosts without DTRAIN_TOKEN exits 2" 2
+expect_err "across hosts without a token: says so" "DTRAIN_TOKEN"
+run "$DTRAIN" bench allreduce --backend shm --nodes 2 --node-rank 0 --master 127.0.0.1:$port
+expect_rc "--master with the shm backend exits 2" 2
+expect_err "--master with shm: names what is needed" "--backend tcp --nodes M --node-rank K"
+run "$DTRAIN" bench allreduce --backend tcp --nodes 2 --node-rank 2 --master 127.0.0.1:$port
+expect_rc "--node-rank outside --nodes exits 2" 2
+run "$DTRAIN" bench allreduce --backend tcp --nodes 2 --node-rank 0 --master 127.0.0.1
+expect_rc "--master without a port exits 2" 2
+run "$DTRAIN" bench configs/fashion-convnet.cfg --master 127.0.0.1:1
+expect_rc "--master with a training sweep exits 2" 2
+
 run "$DTRAIN" bench allreduce --backend hier --instances 3 --nodes 2
 expect_rc "hier with ranks not divisible by nodes exits 2" 2
 run "$DTRAIN" bench allreduce --steps 3
