@@ -6,8 +6,8 @@
 #
 # The link is tc netem on a veth pair where the kernel has sch_netem, else
 # tests/tools/delayline.py (a user-space delay line over TUN devices, DELAY_MS each way). The
-# capacity is what two TCP streams, one each way at the same time for 10 s (what a 2-rank ring
-# sends), carry after a 2 s warm-up; then `dtrain bench allreduce` runs rank 0 and rank 1 in the
+# capacity is what 4 TCP streams each way at the same time (a 2-rank ring sends both ways) carry
+# over 10 s after a 2 s warm-up; then `dtrain bench allreduce` runs rank 0 and rank 1 in the
 # two namespaces. Needs root, iproute2 and python3.
 set -eu
 DELAY=${1:-20} RATE=${2:-0}
@@ -42,25 +42,39 @@ else
     IFA=dl0 IFB=dl0
     echo "# link: user-space delay line (no sch_netem in this kernel), ${DELAY} ms each way${extra:+, $RATE Mbit/s}"
 fi
-# capacity: one TCP stream each way at once
+# capacity: 4 TCP streams each way at once (so no single window limits the link), with the
+# socket buffers dtrain's ring asks for (4 MiB)
 stream='
-import socket, sys, time
+import socket, sys, threading, time
 role, host, port, secs = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
-buf = bytearray(4 << 20)  # big, preallocated chunks: the kernel does the work, not python
+P, BUF, WARM = 4, 4 << 20, 2.0
+def sock():
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, BUF); s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, BUF)
+    return s
 if role == "recv":
-    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind((host, port)); s.listen(1); c, _ = s.accept(); n = 0; t0 = None
-    while True:
-        k = c.recv_into(buf)
-        if not k: break
-        now = time.monotonic()
-        if t0 is None: t0 = now + 2.0
-        if now >= t0: n += k
-    print(f"{n / (now - t0) / 1e6:.1f}")
+    l = sock(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); l.bind((host, port)); l.listen(P)
+    got = [0] * P; span = [None] * P
+    def rx(i, c):
+        buf = bytearray(BUF); t0 = None
+        while True:
+            k = c.recv_into(buf)
+            if not k: break
+            now = time.monotonic()
+            if t0 is None: t0 = now + WARM
+            if now >= t0: got[i] += k
+        span[i] = (t0, now)
+    ts = [threading.Thread(target=rx, args=(i, l.accept()[0])) for i in range(P)]
+    [t.start() for t in ts]; [t.join() for t in ts]
+    t0 = max(a for a, _ in span); t1 = min(b for _, b in span)
+    print(f"{sum(got) / (t1 - t0) / 1e6:.1f}")
 else:
-    s = socket.create_connection((host, port)); view = memoryview(buf); t0 = time.monotonic()
-    while time.monotonic() - t0 < secs + 2.0: s.sendall(view)
-    s.close()
+    def tx():
+        s = sock(); s.connect((host, port)); view = memoryview(bytearray(BUF)); t0 = time.monotonic()
+        while time.monotonic() - t0 < secs + WARM: s.sendall(view)
+        s.close()
+    ts = [threading.Thread(target=tx) for _ in range(P)]
+    [t.start() for t in ts]; [t.join() for t in ts]
 '
 ip netns exec ${NS}b python3 -c "$stream" recv $B 45001 0 >/tmp/$NS.ab &
 R1=$!
@@ -70,7 +84,7 @@ sleep 0.5
 ip netns exec ${NS}a python3 -c "$stream" send $B 45001 10 &
 ip netns exec ${NS}b python3 -c "$stream" send $A 45002 10 &
 wait $R1 $R2
-echo "# capacity: a->b $(cat /tmp/$NS.ab) MB/s, b->a $(cat /tmp/$NS.ba) MB/s at the same time (10 s after 2 s of warm-up)"
+echo "# capacity: a->b $(cat /tmp/$NS.ab) MB/s, b->a $(cat /tmp/$NS.ba) MB/s at the same time (4 streams each way, 10 s after 2 s of warm-up)"
 rm -f /tmp/$NS.ab /tmp/$NS.ba /tmp/$NS.dl
 ip netns exec ${NS}b ./dtrain bench allreduce --backend tcp --nodes 2 --node-rank 1 \
     --master $A:29650 --iface $IFB --min-bytes 64K --quiet >/dev/null &

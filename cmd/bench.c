@@ -57,28 +57,6 @@ struct bench_args {
     size_t min_bytes, max_bytes;
 };
 
-/* "4096", "64K", "1M", "1G" (powers of 1024). */
-static int parse_bytes(const char *name, const char *arg, size_t *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(arg, &end, 10);
-    unsigned long long mult = 1;
-    if (*end == 'K' || *end == 'k')
-        mult = 1ull << 10, end++;
-    else if (*end == 'M' || *end == 'm')
-        mult = 1ull << 20, end++;
-    else if (*end == 'G' || *end == 'g')
-        mult = 1ull << 30, end++;
-    if (errno || end == arg || *end || arg[0] == '-' || v == 0 || v > (16ull << 30) / mult)
-        return dt_fail(DT_EUSAGE,
-                       "%s: expected a size such as 4096, 64K or 1M (at most 16G), "
-                       "got '%s'",
-                       name, arg);
-    *out = (size_t)(v * mult);
-    return 0;
-}
-
 static int take_option(struct bench_args *a, int opt, const char *arg)
 {
     switch (opt) {
@@ -119,9 +97,9 @@ static int take_option(struct bench_args *a, int opt, const char *arg)
     case OPT_NODES:
         return dt_cli_parse_int("--nodes", arg, 1, 1024, &a->nodes);
     case OPT_MIN_BYTES:
-        return parse_bytes("--min-bytes", arg, &a->min_bytes);
+        return dt_cli_parse_bytes("--min-bytes", arg, (size_t)16 << 30, &a->min_bytes);
     case OPT_MAX_BYTES:
-        return parse_bytes("--max-bytes", arg, &a->max_bytes);
+        return dt_cli_parse_bytes("--max-bytes", arg, (size_t)16 << 30, &a->max_bytes);
     case OPT_ITERS:
         return dt_cli_parse_int("--iters", arg, 1, 1000000, &a->iters);
     case OPT_NO_PIN:

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "cmd/bench.h"
+#include "cmd/cli.h"
 #include "dist/auth.h"
 #include "dist/hier.h"
 #include "dist/launch_env.h"
@@ -70,6 +71,7 @@ struct ar_job {
     int master_fd, port;
     char master_host[DT_LAUNCH_HOST_MAX + 1]; /* 127.0.0.1 for a forked job */
     char token[DT_AUTH_TOKEN_MAX + 1];
+    int sockbuf; /* DTRAIN_SOCKET_BUFFER, 0 = dist/tcp's default */
     int nranks;
     struct dt_pin_plan plan; /* one core per rank, as train's launcher and mpirun place them */
     bool pinned;
@@ -239,6 +241,7 @@ static int join_tcp(struct dt_comm **out, const struct ar_job *j, int rank, int 
     o.master_host = j->master_host;
     o.master_port = j->port;
     o.iface = j->o->iface;
+    o.sockbuf = j->sockbuf;
     o.master_fd = rank == 0 ? j->master_fd : -1;
     o.token = (const uint8_t *)j->token;
     o.token_len = strlen(j->token);
@@ -492,8 +495,14 @@ int dt_bench_allreduce(const struct dt_bench_allreduce_opts *o, const struct dt_
         return dt_fail(DT_ERUNTIME, "bench allreduce: mmap: %m");
     }
     snprintf(j->master_host, sizeof j->master_host, "127.0.0.1");
+    int rc = dt_cli_env_sockbuf(&j->sockbuf);
+    if (rc) {
+        munmap(j->shared, sizeof *j->shared);
+        free(j);
+        return rc;
+    }
     bool mpi = !strcmp(o->backend, "mpi"), root = true;
-    int rc = mpi ? run_mpi(j, &root) : o->master ? run_across_hosts(j, &root) : run_forked(j);
+    rc = mpi ? run_mpi(j, &root) : o->master ? run_across_hosts(j, &root) : run_forked(j);
     /* The launcher's message says which rank failed; a rank's own message says why. */
     if (rc && rc != -DT_EINTR && rc != -DT_ETERM && j->shared->error_set)
         rc = dt_fail(dt_exit_code(rc), "%s", j->shared->error);

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "cmd/cli.h"
 #include "cmd/run_common.h"
 #include "dist/auth.h"
 #include "dist/hier.h"
@@ -39,6 +40,7 @@ struct job {
     struct dt_auth_token token;
     int master_fd; /* one host over TCP: rank 0's listening socket, bound before the fork */
     int master_port;
+    int sockbuf; /* DTRAIN_SOCKET_BUFFER, 0 = dist/tcp's default */
     int (*rank_main)(struct dt_comm *, void *);
     void *arg;
 };
@@ -214,6 +216,7 @@ static int tcp_join(const struct job *j, int rank, int size, int local_rank, int
     t.rendezvous_timeout = j->o->rendezvous_timeout;
     t.timeout = j->cfg->dist.timeout;
     t.ranks_per_peer = ranks_per_peer;
+    t.sockbuf = j->sockbuf;
     return dt_tcp_comm_create(out, &t);
 }
 
@@ -293,6 +296,8 @@ int dt_run_ranks(const struct dt_config *cfg, const struct dt_job_opts *o,
         rc = pick_backend(&j);
     if (rc == 0)
         rc = load_token(&j);
+    if (rc == 0)
+        rc = dt_cli_env_sockbuf(&j.sockbuf);
     if (rc == 0)
         rc = plan_pinning(&j);
     if (rc)

@@ -216,6 +216,16 @@ run "$DTRAIN" bench allreduce --backend tcp --nodes 2 --node-rank 0 --master 127
 expect_rc "--master without a port exits 2" 2
 run "$DTRAIN" bench configs/fashion-convnet.cfg --master 127.0.0.1:1
 expect_rc "--master with a training sweep exits 2" 2
+DTRAIN_SOCKET_BUFFER=256K run "$DTRAIN" bench allreduce --backend tcp --instances 2 \
+    --min-bytes 4 --max-bytes 8K --iters 10 --json
+expect_rc "DTRAIN_SOCKET_BUFFER=256K: exits 0" 0
+check "DTRAIN_SOCKET_BUFFER=256K: every size, checked" check_allreduce 2
+DTRAIN_SOCKET_BUFFER=12X run "$DTRAIN" bench allreduce --backend tcp --instances 2
+expect_rc "a malformed DTRAIN_SOCKET_BUFFER exits 2" 2
+expect_err "a malformed DTRAIN_SOCKET_BUFFER: names the variable and the value" \
+    "DTRAIN_SOCKET_BUFFER: expected a size.*got '12X'"
+DTRAIN_SOCKET_BUFFER=2G run "$DTRAIN" train configs/fashion-convnet.cfg --instances 2 --backend tcp
+expect_rc "train: DTRAIN_SOCKET_BUFFER above 1G exits 2" 2
 
 run "$DTRAIN" bench allreduce --backend hier --instances 3 --nodes 2
 expect_rc "hier with ranks not divisible by nodes exits 2" 2
