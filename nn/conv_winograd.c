@@ -351,7 +351,9 @@ INLINE SIMD void load_rows(__m512 r[16], const float *p, size_t stride, int nr, 
 }
 
 /* src [ch][h][w] -> dst [dh][dw][dc] at (off, off); dst is zero outside that region and in the
- * lanes ch..dc-1. dc is a multiple of 16 >= ch; off + h <= dh, off + w <= dw. */
+ * lanes ch..dc-1. dc is a multiple of 16 >= ch; off + h <= dh, off + w <= dw. The plane is
+ * walked as one run of h * w pixels in blocks of 16 (whatever rows they span), so every load
+ * but the plane's last is a full vector. */
 static SIMD void to_channels_last(const float *src, int ch, int h, int w, float *dst, int dh,
                                   int dw, int dc, int off)
 {
@@ -365,23 +367,26 @@ static SIMD void to_channels_last(const float *src, int ch, int h, int w, float 
     }
     for (int c0 = 0; c0 < dc; c0 += LANES) {
         int nc = ch - c0 < LANES ? ch - c0 : LANES;
-        for (int y = 0; y < h; y++)
-            for (int x0 = 0; x0 < w; x0 += LANES) {
-                int nx = w - x0 < LANES ? w - x0 : LANES;
-                __m512 r[16];
-                load_rows(r, src + (size_t)c0 * plane + (size_t)y * w + x0, plane, nc, nx);
-                transpose16(r);
-                float *d = dst + ((size_t)(y + off) * dw + x0 + off) * dc + c0;
+        float *d = dst + ((size_t)off * dw + off) * dc + c0; /* pixel (0, 0) */
+        int y = 0, x = 0;
+        for (size_t q0 = 0; q0 < plane; q0 += LANES) {
+            int nq = plane - q0 < LANES ? (int)(plane - q0) : LANES;
+            __m512 r[16];
+            load_rows(r, src + (size_t)c0 * plane + q0, plane, nc, nq);
+            transpose16(r);
 #pragma GCC unroll 16
-                for (int x = 0; x < LANES; x++)
-                    if (x < nx)
-                        _mm512_storeu_ps(d + (size_t)x * dc, r[x]);
-            }
+            for (int i = 0; i < LANES; i++)
+                if (i < nq) {
+                    _mm512_storeu_ps(d + ((size_t)y * dw + x) * dc, r[i]);
+                    if (++x == w)
+                        x = 0, y++;
+                }
+        }
     }
 }
 
 /* dst [ch][h][w] = src [sh][sw][sc] at (off, off), plus bias (when not NULL), ReLU'd when
- * relu != 0. */
+ * relu != 0. Walks the output plane in runs of 16 pixels like to_channels_last. */
 static SIMD void from_channels_last(const float *src, int sw, int sc, int off, float *dst, int ch,
                                     int h, int w, const float *bias, int relu)
 {
@@ -390,26 +395,36 @@ static SIMD void from_channels_last(const float *src, int sw, int sc, int off, f
         int nc = ch - c0 < LANES ? ch - c0 : LANES;
         __mmask16 cm = lane_mask(nc);
         __m512 b = bias ? _mm512_maskz_loadu_ps(cm, bias + c0) : _mm512_setzero_ps();
-        for (int y = 0; y < h; y++)
-            for (int x0 = 0; x0 < w; x0 += LANES) {
-                int nx = w - x0 < LANES ? w - x0 : LANES;
-                __m512 r[16];
-                load_rows(r, src + ((size_t)(y + off) * sw + x0 + off) * sc + c0, (size_t)sc, nx,
-                          LANES);
+        const float *s = src + ((size_t)off * sw + off) * sc + c0; /* pixel (0, 0) */
+        int y = 0, x = 0;
+        for (size_t q0 = 0; q0 < plane; q0 += LANES) {
+            int nq = plane - q0 < LANES ? (int)(plane - q0) : LANES;
+            __m512 r[16];
 #pragma GCC unroll 16
-                for (int x = 0; x < LANES; x++) {
-                    r[x] = ADD(r[x], b);
+            for (int i = 0; i < LANES; i++) {
+                r[i] = _mm512_setzero_ps();
+                if (i < nq) {
+                    r[i] = ADD(_mm512_loadu_ps(s + ((size_t)y * sw + x) * sc), b);
                     if (relu)
-                        r[x] = _mm512_max_ps(r[x], _mm512_setzero_ps());
+                        r[i] = _mm512_max_ps(r[i], _mm512_setzero_ps());
+                    if (++x == w)
+                        x = 0, y++;
                 }
-                transpose16(r);
-                float *d = dst + (size_t)c0 * plane + (size_t)y * w + x0;
-                __mmask16 m = lane_mask(nx);
+            }
+            transpose16(r);
+            float *d = dst + (size_t)c0 * plane + q0;
+            __mmask16 m = lane_mask(nq);
+            if (nq == LANES && nc == LANES) {
+#pragma GCC unroll 16
+                for (int c = 0; c < LANES; c++)
+                    _mm512_storeu_ps(d + c * plane, r[c]);
+            } else {
 #pragma GCC unroll 16
                 for (int c = 0; c < LANES; c++)
                     if (c < nc)
                         _mm512_mask_storeu_ps(d + c * plane, m, r[c]);
             }
+        }
     }
 }
 
