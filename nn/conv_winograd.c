@@ -386,7 +386,8 @@ static SIMD void to_channels_last(const float *src, int ch, int h, int w, float 
 }
 
 /* dst [ch][h][w] = src [sh][sw][sc] at (off, off), plus bias (when not NULL), ReLU'd when
- * relu != 0. Walks the output plane in runs of 16 pixels like to_channels_last. */
+ * relu != 0. Walks the output plane in runs of 16 pixels like to_channels_last. Without bias
+ * and ReLU only moves bits (it also carries int32 pool indices). */
 static SIMD void from_channels_last(const float *src, int sw, int sc, int off, float *dst, int ch,
                                     int h, int w, const float *bias, int relu)
 {
@@ -404,7 +405,9 @@ static SIMD void from_channels_last(const float *src, int sw, int sc, int off, f
             for (int i = 0; i < LANES; i++) {
                 r[i] = _mm512_setzero_ps();
                 if (i < nq) {
-                    r[i] = ADD(_mm512_loadu_ps(s + ((size_t)y * sw + x) * sc), b);
+                    r[i] = _mm512_loadu_ps(s + ((size_t)y * sw + x) * sc);
+                    if (bias)
+                        r[i] = ADD(r[i], b);
                     if (relu)
                         r[i] = _mm512_max_ps(r[i], _mm512_setzero_ps());
                     if (++x == w)
@@ -512,6 +515,62 @@ static SIMD void output_transform(const struct geom *g, const float *m, int t0, 
                 for (int b = 0; b < 4; b++)
                     _mm512_storeu_ps(base + a * row + (size_t)b * g->k16 + kv, o[b]);
             }
+        }
+    }
+}
+
+/* mx, best = the window's running maximum and its index: v at index i wins when greater or NaN
+ * (the first maximum, NaN propagating: nn/layer_maxpool2d.c's rule). */
+INLINE SIMD void pool_step(__m512 *mx, __m512i *best, __m512 v, int i)
+{
+    __mmask16 t = _mm512_cmp_ps_mask(v, *mx, _CMP_GT_OQ) | _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    *mx = _mm512_mask_mov_ps(*mx, t, v);
+    *best = _mm512_mask_mov_epi32(*best, t, _mm512_set1_epi32(i));
+}
+
+/* The output tiles of output_transform plus bias, ReLU'd when relu, then max-pooled 2x2: val
+ * [ho/2][wo/2][k16] the maxima, idx (same layout, int32) each winner's index in its [oh][ow]
+ * output plane. The same float operations per element as the unpooled path. */
+static SIMD void output_transform_pool2(const struct geom *g, const float *m, int t0, int nb,
+                                        const float *bias, int relu, float *val, int32_t *idx)
+{
+    size_t pstride = (size_t)g->k16, prow = (size_t)(g->wo / 2) * g->k16;
+    for (int t = 0; t < nb; t++) {
+        int ty = (t0 + t) / g->tw, tx = (t0 + t) % g->tw;
+        const float *src = m + (size_t)t * POS * g->k16;
+        for (int kv = 0; kv < g->k16; kv += LANES) {
+            __m512 r[4][6], o[4][4];
+            for (int j = 0; j < 6; j++) {
+                __m512 col[6], c4[4];
+                for (int i = 0; i < 6; i++)
+                    col[i] = _mm512_loadu_ps(src + (size_t)(i * 6 + j) * pstride + kv);
+                at6(col, c4);
+                for (int a = 0; a < 4; a++)
+                    r[a][j] = c4[a];
+            }
+            __m512 bv =
+                bias ? _mm512_maskz_loadu_ps(lane_mask(g->k - kv), bias + kv) : _mm512_setzero_ps();
+            for (int a = 0; a < 4; a++) {
+                at6(r[a], o[a]);
+                for (int b = 0; b < 4; b++) {
+                    if (bias)
+                        o[a][b] = ADD(o[a][b], bv);
+                    if (relu)
+                        o[a][b] = _mm512_max_ps(o[a][b], _mm512_setzero_ps());
+                }
+            }
+            for (int i = 0; i < 2; i++)
+                for (int j = 0; j < 2; j++) {
+                    int at = (4 * ty + 2 * i) * g->ow + 4 * tx + 2 * j;
+                    __m512 mx = o[2 * i][2 * j];
+                    __m512i best = _mm512_set1_epi32(at);
+                    pool_step(&mx, &best, o[2 * i][2 * j + 1], at + 1);
+                    pool_step(&mx, &best, o[2 * i + 1][2 * j], at + g->ow);
+                    pool_step(&mx, &best, o[2 * i + 1][2 * j + 1], at + g->ow + 1);
+                    size_t d = (size_t)(2 * ty + i) * prow + (size_t)(2 * tx + j) * g->k16 + kv;
+                    _mm512_storeu_ps(val + d, mx);
+                    _mm512_storeu_si512(idx + d, best);
+                }
         }
     }
 }
@@ -705,20 +764,33 @@ static SIMD void weight_from_domain(const struct geom *g, const float *du, int c
 
 /* ---- one sample ----------------------------------------------------------------------- */
 
+/* One sample's forward; with argmax, pooled 2x2 (y is then the pooled output). */
 static SIMD void forward_sample(const struct geom *g, const float *x, const float *u,
-                                const float *b, float *y, int relu, const struct wscratch *ws)
+                                const float *b, float *y, int32_t *argmax, int relu,
+                                const struct wscratch *ws)
 {
     to_channels_last(x, g->c, g->h, g->w, ws->in, g->hi, g->wi, g->c16, g->pad);
     size_t vrow = (size_t)POS * g->c16, mrow = (size_t)POS * g->k16;
+    size_t pooled = (size_t)(g->ho / 2) * (g->wo / 2) * g->k16; /* a quarter of ws->out */
+    int32_t *idx = (int32_t *)(ws->out + pooled);
     for (int t0 = 0; t0 < g->tiles; t0 += g->nt) {
         int nb = g->tiles - t0 < g->nt ? g->tiles - t0 : g->nt;
         input_transform(g, ws->in, t0, nb, ws->v);
         for (int p = 0; p < POS; p++)
             gemm(ws->v + (size_t)p * g->c16, vrow, 1, nb, u + (size_t)p * g->c16 * g->k16, g->k16,
                  g->c, g->k16 / LANES, ws->m + (size_t)p * g->k16, mrow, false);
-        output_transform(g, ws->m, t0, nb, ws->out);
+        if (argmax)
+            output_transform_pool2(g, ws->m, t0, nb, b, relu, ws->out, idx);
+        else
+            output_transform(g, ws->m, t0, nb, ws->out);
     }
-    from_channels_last(ws->out, g->wo, g->k16, 0, y, g->k, g->oh, g->ow, b, relu);
+    if (!argmax) {
+        from_channels_last(ws->out, g->wo, g->k16, 0, y, g->k, g->oh, g->ow, b, relu);
+        return;
+    }
+    from_channels_last(ws->out, g->wo / 2, g->k16, 0, y, g->k, g->oh / 2, g->ow / 2, NULL, 0);
+    from_channels_last((const float *)idx, g->wo / 2, g->k16, 0, (float *)argmax, g->k, g->oh / 2,
+                       g->ow / 2, NULL, 0);
 }
 
 /* db += the sum of the channels-last dy plane per channel (fixed order: four partial sums). */
@@ -794,9 +866,9 @@ static void transform_filter(const struct geom *g, const float *w, bool transpos
     (void)g, (void)w, (void)transpose, (void)u;
 }
 static void forward_sample(const struct geom *g, const float *x, const float *u, const float *b,
-                           float *y, int relu, const struct wscratch *ws)
+                           float *y, int32_t *argmax, int relu, const struct wscratch *ws)
 {
-    (void)g, (void)x, (void)u, (void)b, (void)y, (void)relu, (void)ws;
+    (void)g, (void)x, (void)u, (void)b, (void)y, (void)argmax, (void)relu, (void)ws;
 }
 static void backward_sample(const struct geom *g, const float *x, const float *dy, const float *ut,
                             bool bias, float *dx, const struct wscratch *ws)
@@ -825,23 +897,43 @@ int dt_conv_winograd_filter(const struct dt_conv_shape *s, const float *w, float
     return 0;
 }
 
-int dt_conv_winograd_forward_filtered(const struct dt_conv_shape *s, const float *x, const float *u,
-                                      const float *b, float *y, int relu, float *scratch,
-                                      size_t scratch_floats, int threads)
+static int forward(const struct dt_conv_shape *s, const float *x, const float *u, const float *b,
+                   float *y, int32_t *argmax, int relu, float *scratch, size_t scratch_floats,
+                   int threads, const char *what)
 {
-    int rc = check_call(s, scratch_floats, threads, "forward");
+    int rc = check_call(s, scratch_floats, threads, what);
     if (rc)
         return rc;
     struct geom g = geom_of(s);
+    if (argmax && (g.oh < 2 || g.ow < 2))
+        return dt_fail(DT_EUSAGE, "conv_winograd %s: output %dx%d is too small to pool 2x2", what,
+                       g.oh, g.ow);
     size_t in_sample = (size_t)g.c * g.h * g.w, out_sample = (size_t)g.k * g.oh * g.ow;
+    if (argmax)
+        out_sample = (size_t)g.k * (g.oh / 2) * (g.ow / 2);
 #pragma omp parallel num_threads(threads)
     {
         struct wscratch ws = wscratch_of(&g, scratch, omp_get_thread_num());
 #pragma omp for schedule(static)
         for (int n = 0; n < g.n; n++)
-            forward_sample(&g, x + n * in_sample, u, b, y + n * out_sample, relu, &ws);
+            forward_sample(&g, x + n * in_sample, u, b, y + n * out_sample,
+                           argmax ? argmax + n * out_sample : NULL, relu, &ws);
     }
     return 0;
+}
+
+int dt_conv_winograd_forward_filtered(const struct dt_conv_shape *s, const float *x, const float *u,
+                                      const float *b, float *y, int relu, float *scratch,
+                                      size_t scratch_floats, int threads)
+{
+    return forward(s, x, u, b, y, NULL, relu, scratch, scratch_floats, threads, "forward");
+}
+
+int dt_conv_winograd_forward_pool2(const struct dt_conv_shape *s, const float *x, const float *u,
+                                   const float *b, float *y, int32_t *argmax, int relu,
+                                   float *scratch, size_t scratch_floats, int threads)
+{
+    return forward(s, x, u, b, y, argmax, relu, scratch, scratch_floats, threads, "forward_pool2");
 }
 
 int dt_conv_winograd_forward(const struct dt_conv_shape *s, const float *x, const float *w,

@@ -21,6 +21,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "nn/conv_direct.h" /* struct dt_conv_shape */
 
@@ -66,6 +67,16 @@ int dt_conv_winograd_forward_filtered(const struct dt_conv_shape *s, const float
 int dt_conv_winograd_backward(const struct dt_conv_shape *s, const float *x, const float *dy,
                               const float *w, float *dw, float *db, float *dx, float *scratch,
                               size_t scratch_floats, int threads);
+
+/* dt_conv_winograd_forward_filtered followed by a 2x2 stride-2 max-pool (torch.nn.MaxPool2d(2),
+ * dropping an odd last row or column): y [N][K][OH/2][OW/2] gets the maxima of the (biased,
+ * ReLU'd when relu) outputs, argmax (same shape) the index of each winner in its [OH][OW]
+ * output plane, with nn/layer_maxpool2d.c's rule (the first maximum in row-major window order;
+ * a NaN wins). The full output is never stored; the values are the same bits as pooling the
+ * forward's output. Needs OH, OW >= 2. */
+int dt_conv_winograd_forward_pool2(const struct dt_conv_shape *s, const float *x, const float *u,
+                                   const float *b, float *y, int32_t *argmax, int relu,
+                                   float *scratch, size_t scratch_floats, int threads);
 
 /* dw[k][c][i][j] += sum over samples and output pixels of dy * x; db[k] += sum of dy (db may
  * be NULL). Accumulates, so the caller zeroes gradients once per step. */

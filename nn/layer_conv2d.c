@@ -326,7 +326,8 @@ static void col2im(const struct conv *cv, const float *col, float *dx, int batch
 }
 
 /* conv (+ReLU) then l->pool_fused's maxpool, one L2-sized chunk of samples at a time; y is the
- * pool's output. */
+ * pool's output. The Winograd path pools a 2x2 window itself, in its output stage (writing the
+ * pool's indices), so even the chunk's full-size output is never stored. */
 static void forward_pooled(struct dt_layer *l, const float *x, const float *weight,
                            const float *bias, float *y, int batch, int first_sample)
 {
@@ -334,6 +335,9 @@ static void forward_pooled(struct dt_layer *l, const float *x, const float *weig
     struct dt_layer *pool = l->pool_fused;
     size_t in_sample = (size_t)cv->c * cv->h * cv->w, out_sample = dt_shape_size(pool->out);
     size_t chunk_floats = (size_t)cv->chunk * cv->oc * cv->pix;
+    int32_t *indices = cv->algo == DT_CONV2D_WINOGRAD && cv->oh >= 2 && cv->ow >= 2
+                           ? dt_maxpool2d_indices_2x2(pool, first_sample)
+                           : NULL;
     /* One fork/join for the whole batch: each thread convolves and pools its own contiguous
      * samples, a chunk at a time, with single-threaded kernel calls on its own scratch. */
 #pragma omp parallel num_threads(direct_threads(cv))
@@ -345,6 +349,12 @@ static void forward_pooled(struct dt_layer *l, const float *x, const float *weig
         for (int s0 = n0; s0 < n1; s0 += cv->chunk) {
             struct dt_conv_shape s = cv->ds;
             s.n = n1 - s0 < cv->chunk ? n1 - s0 : cv->chunk;
+            if (indices) {
+                (void)dt_conv_winograd_forward_pool2(
+                    &s, x + s0 * in_sample, cv->u, bias, y + s0 * out_sample,
+                    indices + s0 * out_sample, l->relu_fused, scratch, cv->fwd_scratch_floats, 1);
+                continue;
+            }
             if (cv->algo == DT_CONV2D_WINOGRAD)
                 (void)dt_conv_winograd_forward_filtered(&s, x + s0 * in_sample, cv->u, bias, out,
                                                         l->relu_fused, scratch,

@@ -296,6 +296,16 @@ static void fusion_cases(void)
                                    spec_of("flatten"),
                                    linear_spec(4)};
     compare_fusion(odd, 9, (struct dt_shape){2, 12, 11}, 5, 2, 1);
+    /* Winograd's own 2x2 pool (conv 8->12, 3x3 pad 1) on odd sizes: the pool drops the last
+     * row and column, and ReLU zeros tie in many windows */
+    struct dt_layer_spec wino[7] = {conv_spec(8, 3, 1, 0),
+                                    spec_of("relu"),
+                                    conv_spec(12, 3, 1, 1),
+                                    spec_of("relu"),
+                                    pool_spec("maxpool2d", 2, 0, 0),
+                                    spec_of("flatten"),
+                                    linear_spec(3)};
+    compare_fusion(wino, 7, (struct dt_shape){2, 13, 11}, 6, 2, 1);
     /* stride 2 (GEMM path): relu fuses, the pool does not */
     struct dt_layer_spec strided[5] = {conv_spec(4, 3, 2, 1), spec_of("relu"),
                                        pool_spec("maxpool2d", 2, 0, 0), spec_of("flatten"),

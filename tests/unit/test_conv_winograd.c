@@ -282,6 +282,56 @@ static void test_results_are_deterministic(void **state)
     free_tensors(&t);
 }
 
+/* forward_pool2 against the forward followed by a scalar 2x2 max-pool with the maxpool layer's
+ * rule (first maximum in window order): values and indices identical. With ReLU, zeros tie. */
+static void test_pooled_forward_matches_unpooled(void **state)
+{
+    (void)state;
+    static const struct dt_conv_shape cases[] = {
+        {3, 16, 26, 26, 32, 3, 3, 1, 0}, /* the ConvNet's conv2 */
+        {2, 9, 11, 8, 20, 3, 3, 1, 1},   /* odd output rows: the last is dropped */
+        {1, 3, 5, 6, 5, 3, 3, 1, 0},     /* 3x4 output: one row dropped */
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        struct dt_conv_shape s = cases[ci];
+        if (!dt_conv_winograd_supported(&s))
+            skip();
+        struct tensors t = make_tensors(s, 300 + ci);
+        int ph = t.oh / 2, pw = t.ow / 2;
+        size_t np = (size_t)s.n * s.k * ph * pw;
+        size_t nscratch = dt_conv_winograd_scratch_floats(&s, 2);
+        float *scratch = malloc(sizeof(float) * nscratch);
+        float *u = malloc(sizeof(float) * dt_conv_winograd_filter_floats(&s));
+        float *y = malloc(sizeof(float) * t.ny), *py = malloc(sizeof(float) * np);
+        int32_t *idx = malloc(sizeof(int32_t) * np);
+        assert_int_equal(dt_conv_winograd_filter(&s, t.w, u), 0);
+        for (int relu = 0; relu <= 1; relu++) {
+            assert_int_equal(
+                dt_conv_winograd_forward_filtered(&s, t.x, u, t.b, y, relu, scratch, nscratch, 2),
+                0);
+            memset(py, 0xff, sizeof(float) * np);
+            memset(idx, 0xff, sizeof(int32_t) * np);
+            assert_int_equal(dt_conv_winograd_forward_pool2(&s, t.x, u, t.b, py, idx, relu, scratch,
+                                                            nscratch, 2),
+                             0);
+            for (size_t o = 0; o < np; o++) {
+                size_t plane = o / ((size_t)ph * pw);
+                int oy = (int)(o % ((size_t)ph * pw)) / pw, ox = (int)(o % pw);
+                const float *yp = y + plane * t.oh * t.ow;
+                int best = 2 * oy * t.ow + 2 * ox;
+                int cand[3] = {best + 1, best + t.ow, best + t.ow + 1};
+                for (int i = 0; i < 3; i++)
+                    if (yp[cand[i]] > yp[best])
+                        best = cand[i];
+                assert_int_equal(idx[o], best);
+                assert_memory_equal(&py[o], &yp[best], sizeof(float));
+            }
+        }
+        free(scratch), free(u), free(y), free(py), free(idx);
+        free_tensors(&t);
+    }
+}
+
 static void test_supported_shapes(void **state)
 {
     (void)state;
@@ -349,6 +399,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kernels_match_reference),
         cmocka_unit_test(test_results_are_deterministic),
+        cmocka_unit_test(test_pooled_forward_matches_unpooled),
         cmocka_unit_test(test_supported_shapes),
         cmocka_unit_test(test_bad_calls_fail_with_message),
     };
