@@ -762,6 +762,14 @@ static SIMD void weight_from_domain(const struct geom *g, const float *du, int c
         }
 }
 
+/* Asks for n floats at p to be brought into L2, a cache line at a time: the next sample's
+ * input, while this one is computed (the batch's activations come from memory). */
+static void prefetch_l2(const float *p, size_t n)
+{
+    for (size_t i = 0; i < n; i += LANES)
+        _mm_prefetch((const char *)(p + i), _MM_HINT_T1);
+}
+
 /* ---- one sample ----------------------------------------------------------------------- */
 
 /* One sample's forward; with argmax, pooled 2x2 (y is then the pooled output). */
@@ -879,6 +887,10 @@ static void reduce_threads(const struct geom *g, float *scratch, int team, size_
 {
     (void)g, (void)scratch, (void)team, (void)i0, (void)i1;
 }
+static void prefetch_l2(const float *p, size_t n)
+{
+    (void)p, (void)n;
+}
 static void weight_from_domain(const struct geom *g, const float *du, int c0, int c1, float *dw)
 {
     (void)g, (void)du, (void)c0, (void)c1, (void)dw;
@@ -915,9 +927,12 @@ static int forward(const struct dt_conv_shape *s, const float *x, const float *u
     {
         struct wscratch ws = wscratch_of(&g, scratch, omp_get_thread_num());
 #pragma omp for schedule(static)
-        for (int n = 0; n < g.n; n++)
+        for (int n = 0; n < g.n; n++) {
+            if (n + 1 < g.n)
+                prefetch_l2(x + (n + 1) * in_sample, in_sample);
             forward_sample(&g, x + n * in_sample, u, b, y + n * out_sample,
                            argmax ? argmax + n * out_sample : NULL, relu, &ws);
+        }
     }
     return 0;
 }
@@ -969,9 +984,15 @@ static int backward(const struct dt_conv_shape *s, const float *x, const float *
         if (x)
             memset(ws.acc, 0, sizeof(float) * (g.acc + g.db)); /* acc and db are adjacent */
         int n0 = (int)((long long)g.n * tid / team), n1 = (int)((long long)g.n * (tid + 1) / team);
-        for (int n = n0; n < n1; n++)
+        for (int n = n0; n < n1; n++) {
+            if (n + 1 < n1) {
+                prefetch_l2(dy + (n + 1) * out_sample, out_sample);
+                if (x)
+                    prefetch_l2(x + (n + 1) * in_sample, in_sample);
+            }
             backward_sample(&g, x ? x + n * in_sample : NULL, dy + n * out_sample, scratch,
                             db != NULL, dx ? dx + n * in_sample : NULL, &ws);
+        }
         if (x) {
 #pragma omp barrier
             /* in thread order, in 16-float pieces of dU and db */
