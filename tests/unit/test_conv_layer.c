@@ -248,7 +248,7 @@ static int count_fused(const struct dt_model *m, bool pools)
 
 /* Fused and unfused builds of `specs` give identical bits. */
 static void compare_fusion(const struct dt_layer_spec *specs, int n, struct dt_shape in, int batch,
-                           int want_relu, int want_pool)
+                           int want_relu, int want_pool, int want_winograd)
 {
     size_t nin = (size_t)batch * in.c * in.h * in.w;
     float *x = malloc(nin * sizeof(float));
@@ -257,8 +257,12 @@ static void compare_fusion(const struct dt_layer_spec *specs, int n, struct dt_s
     struct model_result u = run_model(specs, n, in, batch, false, x);
     assert_int_equal(count_fused(f.m, false), want_relu);
     assert_int_equal(count_fused(f.m, true), dt_conv_direct_uses_simd() ? want_pool : 0);
-    for (int i = 0; i < f.m->nlayers; i++) /* the same algorithm in both builds */
+    int winograd = 0;
+    for (int i = 0; i < f.m->nlayers; i++) { /* the same algorithm in both builds */
         assert_int_equal(dt_conv2d_algo_of(f.m->layers[i]), dt_conv2d_algo_of(u.m->layers[i]));
+        winograd += dt_conv2d_algo_of(f.m->layers[i]) == DT_CONV2D_WINOGRAD;
+    }
+    assert_int_equal(winograd, dt_conv_direct_uses_simd() ? want_winograd : 0);
     assert_int_equal(count_fused(u.m, false) + count_fused(u.m, true), 0);
     size_t nout = (size_t)batch * f.m->classes;
     assert_memory_equal(f.out_eval, u.out_eval, nout * sizeof(float));
@@ -282,7 +286,7 @@ static void fusion_cases(void)
                                        spec_of("flatten"),
                                        linear_spec(5),
                                        spec_of("relu")};
-    compare_fusion(convnet, 8, (struct dt_shape){1, 28, 28}, 13, 2, 1);
+    compare_fusion(convnet, 8, (struct dt_shape){1, 28, 28}, 13, 2, 1, 1);
     /* odd sizes (the pool drops the last row and column), a padded overlapping pool, relu
      * twice in a row (only the first fuses), a pool as the first layer (backward stops at
      * layer 1, which gets no dx) */
@@ -295,22 +299,22 @@ static void fusion_cases(void)
                                    pool_spec("maxpool2d", 3, 2, 1),
                                    spec_of("flatten"),
                                    linear_spec(4)};
-    compare_fusion(odd, 9, (struct dt_shape){2, 12, 11}, 5, 2, 1);
-    /* Winograd's own 2x2 pool (conv 8->12, 3x3 pad 1) on odd sizes: the pool drops the last
+    compare_fusion(odd, 9, (struct dt_shape){2, 12, 11}, 5, 2, 1, 0);
+    /* Winograd's own 2x2 pool (conv 8->16, 3x3 pad 1) on odd sizes: the pool drops the last
      * row and column, and ReLU zeros tie in many windows */
     struct dt_layer_spec wino[7] = {conv_spec(8, 3, 1, 0),
                                     spec_of("relu"),
-                                    conv_spec(12, 3, 1, 1),
+                                    conv_spec(16, 3, 1, 1),
                                     spec_of("relu"),
                                     pool_spec("maxpool2d", 2, 0, 0),
                                     spec_of("flatten"),
                                     linear_spec(3)};
-    compare_fusion(wino, 7, (struct dt_shape){2, 13, 11}, 6, 2, 1);
+    compare_fusion(wino, 7, (struct dt_shape){2, 13, 11}, 6, 2, 1, 1);
     /* stride 2 (GEMM path): relu fuses, the pool does not */
     struct dt_layer_spec strided[5] = {conv_spec(4, 3, 2, 1), spec_of("relu"),
                                        pool_spec("maxpool2d", 2, 0, 0), spec_of("flatten"),
                                        linear_spec(3)};
-    compare_fusion(strided, 5, (struct dt_shape){3, 9, 9}, 3, 1, 0);
+    compare_fusion(strided, 5, (struct dt_shape){3, 9, 9}, 3, 1, 0, 0);
 }
 
 static void test_fusion_is_exact_1_thread(void **state)
