@@ -805,21 +805,16 @@ static SIMD void forward_sample(const struct geom *g, const float *x, const floa
                        g->ow / 2, NULL, 0);
 }
 
-/* db += the sum of the channels-last dy plane per channel (fixed order: four partial sums). */
-static SIMD void bias_sums(const struct geom *g, const float *out, float *db)
+/* db += the sums of the nb tiles' dy, read off dM: position (1, 1) of A dY A^T is the sum of
+ * the tile's 16 values (row 1 of A^T is all ones over the tile), so this is 1/16 of the work of
+ * summing the plane (a fixed order: determinism holds). */
+static SIMD void bias_sums(const struct geom *g, const float *m, int nb, float *db)
 {
-    size_t pixels = (size_t)g->ho * g->wo; /* a multiple of 16 */
     for (int kv = 0; kv < g->k16; kv += LANES) {
-        const float *p = out + kv;
-        __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-        for (size_t i = 0; i < pixels; i += 4, p += 4 * (size_t)g->k16) {
-            s0 = ADD(s0, _mm512_loadu_ps(p));
-            s1 = ADD(s1, _mm512_loadu_ps(p + g->k16));
-            s2 = ADD(s2, _mm512_loadu_ps(p + 2 * g->k16));
-            s3 = ADD(s3, _mm512_loadu_ps(p + 3 * g->k16));
-        }
-        __m512 sum = ADD(ADD(s0, s1), ADD(s2, s3));
-        _mm512_storeu_ps(db + kv, ADD(_mm512_loadu_ps(db + kv), sum));
+        __m512 sum = _mm512_loadu_ps(db + kv);
+        for (int t = 0; t < nb; t++)
+            sum = ADD(sum, _mm512_loadu_ps(m + ((size_t)t * POS + 7) * g->k16 + kv));
+        _mm512_storeu_ps(db + kv, sum);
     }
 }
 
@@ -830,8 +825,6 @@ static SIMD void backward_sample(const struct geom *g, const float *x, const flo
                                  const float *ut, bool bias, float *dx, const struct wscratch *ws)
 {
     to_channels_last(dy, g->k, g->oh, g->ow, ws->out, g->ho, g->wo, g->k16, 0);
-    if (x && bias)
-        bias_sums(g, ws->out, ws->db);
     if (x)
         to_channels_last(x, g->c, g->h, g->w, ws->in, g->hi, g->wi, g->c16, g->pad);
     if (dx)
@@ -840,6 +833,8 @@ static SIMD void backward_sample(const struct geom *g, const float *x, const flo
     for (int t0 = 0; t0 < g->tiles; t0 += g->nt) {
         int nb = g->tiles - t0 < g->nt ? g->tiles - t0 : g->nt;
         output_adjoint(g, ws->out, t0, nb, ws->m);
+        if (x && bias)
+            bias_sums(g, ws->m, nb, ws->db);
         if (x) {
             input_transform(g, ws->in, t0, nb, ws->v);
             for (int p = 0; p < POS; p++)
