@@ -332,6 +332,38 @@ static void test_pooled_forward_matches_unpooled(void **state)
     }
 }
 
+/* A batch's weight gradient sums thousands of tiles: against the direct kernels (whose own error
+ * is ~1e-5 of the largest magnitude) at batch 96 of the ConvNet's conv2, 1 and 2 threads. */
+static void test_large_batch_weight_gradient(void **state)
+{
+    (void)state;
+    struct dt_conv_shape s = {96, 16, 26, 26, 32, 3, 3, 1, 0};
+    if (!dt_conv_winograd_supported(&s))
+        skip();
+    struct dt_rng rng;
+    dt_rng_init(&rng, 77);
+    size_t nx = (size_t)s.n * s.c * s.h * s.w, ny = (size_t)s.n * s.k * 24 * 24, nw = 32 * 16 * 9;
+    float *x = random_floats(&rng, nx), *dy = random_floats(&rng, ny);
+    for (size_t i = 0; i < nx; i++) /* post-ReLU activations: non-negative */
+        x[i] = fabsf(x[i]);
+    float dw[2][32 * 16 * 9], db[2][32];
+    size_t nd = dt_conv_direct_scratch_floats(&s, 2), nwi = dt_conv_winograd_scratch_floats(&s, 2);
+    float *sd = malloc(sizeof(float) * nd), *sw = malloc(sizeof(float) * nwi);
+    for (int threads = 1; threads <= 2; threads++) {
+        memset(dw, 0, sizeof dw), memset(db, 0, sizeof db);
+        assert_int_equal(dt_conv_direct_backward_weight(&s, x, dy, dw[0], db[0], sd, nd, threads),
+                         0);
+        assert_int_equal(
+            dt_conv_winograd_backward_weight(&s, x, dy, dw[1], db[1], sw, nwi, threads), 0);
+        double *ref = widen(dw[0], nw), *bref = widen(db[0], 32);
+        struct expected e = {ref, NULL, 1, 1, 0.0, 0}, eb = {bref, NULL, 1, 1, 0.0, 0};
+        expect_close("weight grad, batch 96", &s, dw[1], &e, nw);
+        expect_close("bias grad, batch 96", &s, db[1], &eb, 32);
+        free(ref), free(bref);
+    }
+    free(x), free(dy), free(sd), free(sw);
+}
+
 static void test_supported_shapes(void **state)
 {
     (void)state;
@@ -405,6 +437,7 @@ int main(void)
         cmocka_unit_test(test_kernels_match_reference),
         cmocka_unit_test(test_results_are_deterministic),
         cmocka_unit_test(test_pooled_forward_matches_unpooled),
+        cmocka_unit_test(test_large_batch_weight_gradient),
         cmocka_unit_test(test_supported_shapes),
         cmocka_unit_test(test_bad_calls_fail_with_message),
     };
