@@ -11,17 +11,20 @@
  *                    dw = G^T dU G once at the end
  *   input grad       dV[p] = dM[p] x U[p]^T,  dx += B dV B^T scattered into the overlapping
  *                    6x6 input blocks.
- * The 36 products per position are 4x fewer multiplications than direct convolution's 9 per
- * output pixel times 16 pixels; with the transforms, about 3x fewer flops at the ConvNet's
- * 16->32 channels.
+ * A 4x4 output tile costs 36 multiplications per channel pair instead of direct convolution's
+ * 9 x 16 = 144; with the transforms, about 3x fewer flops at the ConvNet's 16->32 channels.
+ * The bias gradient is read off dM: position (1, 1) of A dy A^T is the tile's sum.
  *
  * Layout. Channels are the vector dimension: each sample is first transposed (16x16 register
  * transposes) into a channels-last plane [row][col][C16] (C16 = C rounded up to 16, the extra
  * lanes zero), so a transform is plain vector arithmetic on 36 vectors with no shuffles, and
  * the products are small GEMMs vectorised along K (forward, weight gradient) or C (input
  * gradient) with one broadcast operand, like the direct kernels' register blocks (<= 12 rows x
- * <= 4 vectors of accumulators). Results are transposed back to NCHW at the end, where the
- * forward also adds the bias and applies the ReLU.
+ * <= 4 vectors of accumulators). V and M are stored tile-major ([tile][p][channel]) so the
+ * transforms read and write them sequentially. Results are transposed back to NCHW at the end,
+ * where the forward also adds the bias and applies the ReLU; or the forward max-pools 2x2 in
+ * its output transform (the tiles align with the windows) and only the pooled output and the
+ * winners' indices are transposed back (forward_pool2).
  *
  * Cache. A sample's tiles are processed in blocks sized so the block's V and M (36 positions x
  * tiles x (C16 + K16) floats) stay in L2 next to U; for the ConvNet a block is the whole sample.
