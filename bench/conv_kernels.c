@@ -1,12 +1,16 @@
-/* Benchmark: nn/conv_direct kernels against im2col + OpenBLAS sgemm, side by side in one run.
+/* Benchmark: nn/conv_direct and nn/conv_winograd kernels against im2col + OpenBLAS sgemm, side
+ * by side in one run.
  *
  * Times forward, weight gradient and input gradient of the reference models' convolutions
  * (ConvNet at batch 128, CIFAR CNN at batch 32) with 1 and 2 threads and prints the median of
- * several repeats in ms and GFLOP/s (2 * N * K * C * kh * kw * OH * OW per product). Both sides
- * parallelise over samples with OpenMP; OpenBLAS runs single-threaded inside each thread, the
- * fastest way to use it at these small per-sample GEMMs. The im2col side includes its
- * im2col/col2im, bias, ReLU and partial-sum reduction, which a layer would also have to do.
- * Each pair of results is checked to agree, so a wrong fast kernel cannot post a good time.
+ * several repeats in ms and GFLOP/s (2 * N * K * C * kh * kw * OH * OW per product: for
+ * Winograd, which does fewer, the direct-convolution equivalent). All sides parallelise over
+ * samples with OpenMP; OpenBLAS runs single-threaded inside each thread, the fastest way to use
+ * it at these small per-sample GEMMs. The im2col side includes its im2col/col2im, bias, ReLU
+ * and partial-sum reduction, which a layer would also have to do. Winograd runs only where
+ * dt_conv_winograd_supported() (3x3, stride 1, pad <= 1); "pref" marks the shapes the conv2d
+ * layer gives it (dt_conv_winograd_preferred). Each result is checked against im2col's, so a
+ * wrong fast kernel cannot post a good time.
  *
  * Build and run (from the repository root): make -C bench && ./build/bench/conv_kernels [repeats]
  */
@@ -20,6 +24,7 @@
 #include <omp.h>
 
 #include "nn/conv_direct.h"
+#include "nn/conv_winograd.h"
 #include "util/err.h"
 
 struct bench_case {
@@ -39,9 +44,9 @@ struct bufs {
     int oh, ow, taps, pix;
     size_t nx, nw, ny;
     float *x, *w, *b, *dy;
-    float *y[2], *dw[2], *db[2], *dx[2]; /* [0] direct, [1] im2col */
-    float *scratch;
-    size_t nscratch;
+    float *y[3], *dw[3], *db[3], *dx[3]; /* [0] direct, [1] im2col, [2] Winograd */
+    float *scratch, *wscratch;
+    size_t nscratch, nwscratch;
     float *col, *part; /* per thread: column matrix, partial dw + db */
     int threads;
 };
@@ -200,6 +205,33 @@ static void direct_backward_input(struct bufs *B)
     }
 }
 
+static void winograd_forward(struct bufs *B)
+{
+    if (dt_conv_winograd_forward(&B->s, B->x, B->w, B->b, B->y[2], 1, B->wscratch, B->nwscratch,
+                                 B->threads)) {
+        fprintf(stderr, "%s\n", dt_last_error());
+        exit(1);
+    }
+}
+
+static void winograd_backward_weight(struct bufs *B)
+{
+    if (dt_conv_winograd_backward_weight(&B->s, B->x, B->dy, B->dw[2], B->db[2], B->wscratch,
+                                         B->nwscratch, B->threads)) {
+        fprintf(stderr, "%s\n", dt_last_error());
+        exit(1);
+    }
+}
+
+static void winograd_backward_input(struct bufs *B)
+{
+    if (dt_conv_winograd_backward_input(&B->s, B->dy, B->w, B->dx[2], B->wscratch, B->nwscratch,
+                                        B->threads)) {
+        fprintf(stderr, "%s\n", dt_last_error());
+        exit(1);
+    }
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -216,22 +248,25 @@ static struct timing summarize(double *t, int repeats)
     return (struct timing){t[repeats / 2], t[0]};
 }
 
-/* Times the two implementations alternately, so a noisy neighbour slows both alike. */
-static void time_pair(void (*direct)(struct bufs *), void (*gemm)(struct bufs *), struct bufs *B,
-                      int repeats, struct timing *td, struct timing *tg)
+/* Times the implementations alternately, so a noisy neighbour slows all alike; fn[i] may be
+ * NULL (not run). */
+static void time_all(void (*fn[3])(struct bufs *), struct bufs *B, int repeats, struct timing *t)
 {
-    double a[64], b[64];
-    direct(B), gemm(B); /* warm-up: page faults, caches, thread pool */
-    for (int r = 0; r < repeats; r++) {
-        double t0 = now();
-        direct(B);
-        double t1 = now();
-        gemm(B);
-        a[r] = (t1 - t0) * 1e3;
-        b[r] = (now() - t1) * 1e3;
-    }
-    *td = summarize(a, repeats);
-    *tg = summarize(b, repeats);
+    double ms[3][64];
+    for (int i = 0; i < 3; i++) /* warm-up: page faults, caches, thread pool */
+        if (fn[i])
+            fn[i](B);
+    for (int r = 0; r < repeats; r++)
+        for (int i = 0; i < 3; i++) {
+            if (!fn[i])
+                continue;
+            double t0 = now();
+            fn[i](B);
+            ms[i][r] = (now() - t0) * 1e3;
+        }
+    for (int i = 0; i < 3; i++)
+        if (fn[i])
+            t[i] = summarize(ms[i], repeats);
 }
 
 /* Largest |a - b| relative to the largest |b|. */
@@ -261,7 +296,7 @@ static void setup(struct bufs *B, const struct dt_conv_shape *s, int threads)
     B->w = alloc_floats(B->nw);
     B->b = alloc_floats((size_t)s->k);
     B->dy = alloc_floats(B->ny);
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 3; i++) {
         B->y[i] = alloc_floats(B->ny);
         B->dw[i] = alloc_floats(B->nw);
         B->db[i] = alloc_floats((size_t)s->k);
@@ -269,6 +304,8 @@ static void setup(struct bufs *B, const struct dt_conv_shape *s, int threads)
     }
     B->nscratch = dt_conv_direct_scratch_floats(s, threads);
     B->scratch = alloc_floats(B->nscratch);
+    B->nwscratch = dt_conv_winograd_scratch_floats(s, threads);
+    B->wscratch = B->nwscratch ? alloc_floats(B->nwscratch) : NULL;
     B->col = alloc_floats((size_t)threads * B->taps * B->pix);
     B->part = alloc_floats((size_t)threads * (B->nw + s->k));
 }
@@ -276,8 +313,8 @@ static void setup(struct bufs *B, const struct dt_conv_shape *s, int threads)
 static void teardown(struct bufs *B)
 {
     free(B->x), free(B->w), free(B->b), free(B->dy), free(B->scratch), free(B->col);
-    free(B->part);
-    for (int i = 0; i < 2; i++)
+    free(B->part), free(B->wscratch);
+    for (int i = 0; i < 3; i++)
         free(B->y[i]), free(B->dw[i]), free(B->db[i]), free(B->dx[i]);
 }
 
@@ -291,43 +328,70 @@ int main(int argc, char **argv)
     /* OpenBLAS would start its own threads under a 1-thread OpenMP team (not "in parallel") */
     openblas_set_num_threads(1);
     printf("direct kernels: %s path; ms and GF/s: median of %d repeats, best: GF/s of the fastest; "
-           "GFLOP = 2*N*K*C*kh*kw*OH*OW / time\n",
+           "GFLOP = 2*N*K*C*kh*kw*OH*OW / time (Winograd: the direct equivalent)\n",
            dt_conv_direct_uses_simd() ? "AVX-512" : "portable", repeats);
-    printf("%-28s %3s %-8s %20s   %20s %7s %8s\n", "", "", "", "---- direct ----",
-           "--- im2col+sgemm ---", "", "");
-    printf("%-28s %3s %-8s %6s %6s %6s   %6s %6s %6s %7s %8s\n", "conv", "thr", "product", "ms",
-           "GF/s", "best", "ms", "GF/s", "best", "speedup", "rel.diff");
+    printf("%-28s %3s %-7s %20s   %20s   %20s %7s %7s %8s\n", "", "", "", "---- direct ----",
+           "---- winograd ----", "--- im2col+sgemm ---", "", "", "");
+    printf("%-28s %3s %-7s %6s %6s %6s   %6s %6s %6s   %6s %6s %6s %7s %7s %8s %8s\n", "conv",
+           "thr", "product", "ms", "GF/s", "best", "ms", "GF/s", "best", "ms", "GF/s", "best",
+           "d/gemm", "w/d", "d-diff", "w-diff");
     for (int threads = 1; threads <= 2; threads++) {
         for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
             struct bufs B;
             setup(&B, &cases[c].s, threads);
+            bool wino = B.nwscratch > 0;
+            char name[64];
+            snprintf(name, sizeof name, "%s%s", cases[c].name,
+                     dt_conv_winograd_preferred(&cases[c].s) ? " pref" : "");
             double gflop = 2.0 * B.ny * B.taps * 1e-9;
             struct {
                 const char *name;
-                void (*direct)(struct bufs *);
-                void (*gemm)(struct bufs *);
-            } ops[] = {{"forward", direct_forward, gemm_forward},
-                       {"bwd-w", direct_backward_weight, gemm_backward_weight},
-                       {"bwd-in", direct_backward_input, gemm_backward_input}};
+                void (*fn[3])(struct bufs *);
+            } ops[] = {{"forward", {direct_forward, gemm_forward, wino ? winograd_forward : NULL}},
+                       {"bwd-w",
+                        {direct_backward_weight, gemm_backward_weight,
+                         wino ? winograd_backward_weight : NULL}},
+                       {"bwd-in",
+                        {direct_backward_input, gemm_backward_input,
+                         wino ? winograd_backward_input : NULL}}};
             for (int o = 0; o < 3; o++) {
-                struct timing td, tg;
-                time_pair(ops[o].direct, ops[o].gemm, &B, repeats, &td, &tg);
-                double diff;
+                struct timing t[3] = {{0, 0}, {0, 0}, {0, 0}};
+                time_all(ops[o].fn, &B, repeats, t);
+                double diff = 0, wdiff = 0;
                 if (o == 0) {
                     diff = rel_diff(B.y[0], B.y[1], B.ny);
+                    wdiff = wino ? rel_diff(B.y[2], B.y[1], B.ny) : 0;
                 } else if (o == 1) {
-                    /* both accumulated the same number of times from different starts */
-                    memset(B.dw[0], 0, sizeof(float) * B.nw);
-                    memset(B.dw[1], 0, sizeof(float) * B.nw);
-                    ops[o].direct(&B), ops[o].gemm(&B);
+                    /* all accumulated the same number of times from different starts */
+                    for (int i = 0; i < 3; i++) {
+                        memset(B.dw[i], 0, sizeof(float) * B.nw);
+                        if (ops[o].fn[i])
+                            ops[o].fn[i](&B);
+                    }
                     diff = rel_diff(B.dw[0], B.dw[1], B.nw);
+                    wdiff = wino ? rel_diff(B.dw[2], B.dw[1], B.nw) : 0;
                 } else {
                     diff = rel_diff(B.dx[0], B.dx[1], B.nx);
+                    wdiff = wino ? rel_diff(B.dx[2], B.dx[1], B.nx) : 0;
                 }
-                printf("%-28s %3d %-8s %6.2f %6.1f %6.1f   %6.2f %6.1f %6.1f %6.2fx %8.1e\n",
-                       cases[c].name, threads, ops[o].name, td.median, gflop / td.median * 1e3,
-                       gflop / td.best * 1e3, tg.median, gflop / tg.median * 1e3,
-                       gflop / tg.best * 1e3, tg.median / td.median, diff);
+                char w[3][16];
+                if (wino) {
+                    snprintf(w[0], sizeof w[0], "%6.2f", t[2].median);
+                    snprintf(w[1], sizeof w[1], "%6.1f", gflop / t[2].median * 1e3);
+                    snprintf(w[2], sizeof w[2], "%6.1f", gflop / t[2].best * 1e3);
+                } else {
+                    for (int i = 0; i < 3; i++)
+                        snprintf(w[i], sizeof w[i], "%6s", "-");
+                }
+                char ratio[16] = "      -";
+                if (wino)
+                    snprintf(ratio, sizeof ratio, "%6.2fx", t[0].median / t[2].median);
+                printf("%-28s %3d %-7s %6.2f %6.1f %6.1f   %s %s %s   %6.2f %6.1f %6.1f %6.2fx %s "
+                       "%8.1e %8.1e\n",
+                       name, threads, ops[o].name, t[0].median, gflop / t[0].median * 1e3,
+                       gflop / t[0].best * 1e3, w[0], w[1], w[2], t[1].median,
+                       gflop / t[1].median * 1e3, gflop / t[1].best * 1e3,
+                       t[1].median / t[0].median, ratio, diff, wdiff);
                 fflush(stdout);
             }
             teardown(&B);

@@ -198,6 +198,9 @@ static const struct key layer_keys[] = {
      "step; unset = 1 for conv2d, the kernel size for pools"},
     {"padding", T_INT, 0, "0", 0, 64, NULL, LFIELD(padding), 0, "zero padding on each side"},
     {"bias", T_BOOL, 0, "true", 0, 0, NULL, LFIELD(bias), 0, "learn an additive bias"},
+    {"algo", T_STRING, 0, "\"auto\"", 0, 0, "auto|gemm|direct|winograd", LFIELD(algo), 0,
+     "convolution algorithm; auto = the fastest for the shape (docs/kernels.md); an algorithm "
+     "that cannot run the shape falls back to direct, then gemm"},
     {"p", T_FLOAT, MAX_OPEN, "0.5", 0, 1, NULL, LFIELD(p), 0, "drop probability"},
     {"eps", T_FLOAT, MIN_OPEN, "1e-5", 0, 1, NULL, LFIELD(eps), 0, "variance guard"},
     {"momentum", T_FLOAT, 0, "0.1", 0, 1, NULL, LFIELD(momentum), 0,

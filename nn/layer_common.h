@@ -4,6 +4,8 @@
 
 #include <stddef.h>
 
+#include <stdint.h>
+
 #include "nn/layers.h"
 #include "util/err.h"
 
@@ -53,5 +55,10 @@ static inline int dt_pool_setup(struct dt_pool_geom *g, const struct dt_layer_sp
  * `first` of the layer's input and output (nn/layer_maxpool2d.c; the fused conv2d calls it). */
 void dt_maxpool2d_forward_samples(struct dt_layer *l, const float *x, float *y, int first,
                                   int count);
+
+/* The maxpool2d layer l's winner indices from sample `first` on (int32, [sample][c][oh][ow],
+ * each the index of the maximum within its input plane), for a conv2d that pools 2x2 itself
+ * (nn/conv_winograd.h); backward reads them. NULL unless l pools 2x2 with stride 2, no padding. */
+int32_t *dt_maxpool2d_indices_2x2(struct dt_layer *l, int first);
 
 #endif

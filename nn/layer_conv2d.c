@@ -1,22 +1,30 @@
 /* conv2d: 2-D convolution, NCHW, weight [out, in, k, k] and optional bias [out], like
  * torch.nn.Conv2d(in, out, k, stride, padding, bias).
  *
- * Two algorithms, chosen once per layer at setup by conv2d_choose_algo() from the shape alone
+ * Three algorithms, chosen once per layer at setup by conv2d_choose_algo() from the shape alone
  * (never by timing: the choice, and so the rounding, must not vary from run to run):
+ *   winograd nn/conv_winograd (F(4x4, 3x3) for 3x3 stride-1 convs, pad 0 or 1, AVX-512): about
+ *           3x fewer flops than direct; used where dt_conv_winograd_preferred() says it was
+ *           measured faster (enough channels: the ConvNet's and the CIFAR CNN's second convs).
+ *           The forward transforms the filter once per batch (at the chunk with first_sample
+ *           0: the model runs a batch's chunks in order, with the same weights) into cv->u;
+ *           the backward computes both gradients in one call that transforms dy once.
  *   direct  nn/conv_direct (AVX-512 stride-1 kernels, 2-4x faster than im2col + sgemm at the
- *           reference models' shapes and with no column matrix): used for every shape
- *           dt_conv_direct_supported() accepts when the CPU takes the AVX-512 path. Its
- *           scratch is sized at setup for the process's OpenMP thread count then
- *           (dt_nn_set_threads runs before the model is built); a later call uses that many
- *           threads at most.
+ *           reference models' shapes and with no column matrix): used for every other shape
+ *           dt_conv_direct_supported() accepts when the CPU takes the AVX-512 path.
  *   gemm    everything else (stride > 1, pad >= kernel, CPUs without AVX-512, where the
  *           direct kernels' portable loops are slower than OpenBLAS), described below.
- * Both can apply a ReLU at the store (l->relu_fused, set by the model when a relu layer
+ * The layer's `algo` key (auto|gemm|direct|winograd) overrides the rule, falling back
+ * winograd -> direct -> gemm where an algorithm cannot run the shape. The kernels' scratch
+ * (winograd, direct) is sized at setup for the process's OpenMP thread count then
+ * (dt_nn_set_threads runs before the model is built); a later call uses that many threads at
+ * most.
+ * All can apply a ReLU at the store (l->relu_fused, set by the model when a relu layer
  * follows): backward never reads y, so the relu layer can run in place on our output.
- * The direct path can also run a following maxpool2d (l->pool_fused): each thread convolves
- * CHUNK_BYTES of output at a time into a scratch that stays in its L2 and pools it from there, so
- * the full-size activation (9.4 MB for the ConvNet's conv2 at batch 128) is never written to
- * and read back from memory. The results are the same bits as unfused: each sample's
+ * The winograd and direct paths can also run a following maxpool2d (l->pool_fused): each thread
+ * convolves CHUNK_BYTES of output at a time into a scratch that stays in its L2 and pools it
+ * from there, so the full-size activation (9.4 MB for the ConvNet's conv2 at batch 128) is never
+ * written to and read back from memory. The results are the same bits as unfused: each sample's
  * arithmetic does not depend on the chunking. (Backward is not chunked: a weight-gradient call
  * per chunk costs a reduction over per-thread partials each time, and measured no faster.)
  *
@@ -39,26 +47,28 @@
 #include <string.h>
 
 #include "nn/conv_direct.h"
+#include "nn/conv_winograd.h"
 #include "nn/init.h"
 #include "nn/layer_common.h"
 #include "util/alloc.h"
 #include "util/err.h"
 
 struct conv {
-    enum dt_conv2d_algo algo; /* DT_CONV2D_GEMM or DT_CONV2D_DIRECT */
+    enum dt_conv2d_algo algo; /* GEMM, DIRECT or WINOGRAD */
     int c, h, w, oc, oh, ow, k, stride, pad;
     int ckk, pix;
     bool bias;
     float *col;              /* gemm: [ckk][max_batch * pix] */
     float *yt;               /* gemm: [oc][max_batch * pix] */
-    struct dt_conv_shape ds; /* direct: the shape, n = max_batch (set per call) */
-    float *scratch;          /* direct: sized for `threads` */
+    struct dt_conv_shape ds; /* direct, winograd: the shape, n = max_batch (set per call) */
+    float *scratch;          /* direct, winograd: sized for `threads` */
     size_t scratch_floats;
     int threads;
-    float *chunk_out;   /* direct + pool: per thread, conv output of `chunk` samples */
+    float *chunk_out;   /* pool fused: per thread, conv output of `chunk` samples */
     int chunk;          /* samples per thread per pooled chunk */
-    float *fwd_scratch; /* direct + pool: per thread, single-threaded kernel scratch */
+    float *fwd_scratch; /* pool fused: per thread, single-threaded kernel scratch */
     size_t fwd_scratch_floats;
+    float *u; /* winograd: the forward's transformed filter */
 };
 
 /* Output bytes per thread convolved before pooling: well inside a core's L2. */
@@ -74,15 +84,43 @@ enum dt_conv2d_algo dt_conv2d_force_algo(enum dt_conv2d_algo algo)
     return was;
 }
 
-/* A static rule on the shape and the CPU, so the same config always takes the same path. */
-static enum dt_conv2d_algo conv2d_choose_algo(const struct conv *cv)
+/* The layer's `algo` key; AUTO for "auto" (and anything else, which config validation
+ * rejects before a model is built). */
+static enum dt_conv2d_algo algo_of_spec(const struct dt_layer_spec *spec)
 {
+    static const struct {
+        const char *name;
+        enum dt_conv2d_algo algo;
+    } names[] = {
+        {"gemm", DT_CONV2D_GEMM}, {"direct", DT_CONV2D_DIRECT}, {"winograd", DT_CONV2D_WINOGRAD}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(spec->algo, names[i].name) == 0)
+            return names[i].algo;
+    return DT_CONV2D_AUTO;
+}
+
+/* A static rule on the shape and the CPU, so the same config always takes the same path. */
+static enum dt_conv2d_algo conv2d_choose_algo(const struct conv *cv,
+                                              const struct dt_layer_spec *spec)
+{
+    enum dt_conv2d_algo want = forced_algo != DT_CONV2D_AUTO ? forced_algo : algo_of_spec(spec);
     bool direct = dt_conv_direct_supported(&cv->ds);
-    if (forced_algo == DT_CONV2D_GEMM || !direct)
+    bool winograd = dt_conv_winograd_supported(&cv->ds);
+    switch (want) {
+    case DT_CONV2D_GEMM:
         return DT_CONV2D_GEMM;
-    if (forced_algo == DT_CONV2D_DIRECT || dt_conv_direct_uses_simd())
-        return DT_CONV2D_DIRECT;
-    return DT_CONV2D_GEMM;
+    case DT_CONV2D_WINOGRAD:
+        if (winograd)
+            return DT_CONV2D_WINOGRAD;
+        return direct ? DT_CONV2D_DIRECT : DT_CONV2D_GEMM;
+    case DT_CONV2D_DIRECT:
+        return direct ? DT_CONV2D_DIRECT : DT_CONV2D_GEMM;
+    case DT_CONV2D_AUTO:
+        break;
+    }
+    if (dt_conv_winograd_preferred(&cv->ds))
+        return DT_CONV2D_WINOGRAD;
+    return direct && dt_conv_direct_uses_simd() ? DT_CONV2D_DIRECT : DT_CONV2D_GEMM;
 }
 
 enum dt_conv2d_algo dt_conv2d_algo_of(const struct dt_layer *l)
@@ -99,21 +137,33 @@ static int chunk_samples(size_t sample_bytes, size_t bytes, int threads, int max
     return chunk > (size_t)max_batch ? max_batch : (int)chunk;
 }
 
+/* Scratch floats of the direct or winograd kernels for `threads` threads. */
+static size_t kernel_scratch_floats(const struct conv *cv, int threads)
+{
+    return cv->algo == DT_CONV2D_WINOGRAD ? dt_conv_winograd_scratch_floats(&cv->ds, threads)
+                                          : dt_conv_direct_scratch_floats(&cv->ds, threads);
+}
+
 static int scratch_setup(struct conv *cv, int max_batch)
 {
-    if (cv->algo == DT_CONV2D_DIRECT) {
+    if (cv->algo == DT_CONV2D_DIRECT || cv->algo == DT_CONV2D_WINOGRAD) {
         cv->threads = omp_get_max_threads();
         if (cv->threads < 1)
             cv->threads = 1;
-        cv->scratch_floats = dt_conv_direct_scratch_floats(&cv->ds, cv->threads);
+        cv->scratch_floats = kernel_scratch_floats(cv, cv->threads);
         cv->scratch = dt_alloc(cv->scratch_floats, sizeof(float));
         size_t sample = (size_t)cv->oc * cv->pix * sizeof(float);
         cv->chunk = chunk_samples(sample, CHUNK_BYTES, 1, max_batch);
         cv->chunk_out = dt_alloc((size_t)cv->threads * cv->chunk * cv->oc * cv->pix, sizeof(float));
-        cv->fwd_scratch_floats = dt_conv_direct_scratch_floats(&cv->ds, 1);
+        cv->fwd_scratch_floats = kernel_scratch_floats(cv, 1);
         cv->fwd_scratch = dt_alloc((size_t)cv->threads * cv->fwd_scratch_floats, sizeof(float));
         if (!cv->scratch || !cv->chunk_out || !cv->fwd_scratch)
             return dt_fail_context(-DT_ERUNTIME, "conv2d scratch");
+        if (cv->algo == DT_CONV2D_WINOGRAD) {
+            cv->u = dt_alloc(dt_conv_winograd_filter_floats(&cv->ds), sizeof(float));
+            if (!cv->u)
+                return dt_fail_context(-DT_ERUNTIME, "conv2d scratch");
+        }
         return 0;
     }
     size_t rows = (size_t)max_batch * cv->pix;
@@ -173,12 +223,13 @@ static int conv2d_setup(struct dt_layer *l, const struct dt_layer_spec *spec, st
                                     .kw = cv->k,
                                     .stride = stride,
                                     .pad = cv->pad};
-    cv->algo = conv2d_choose_algo(cv);
+    cv->algo = conv2d_choose_algo(cv, spec);
     l->out = (struct dt_shape){cv->oc, oh, ow};
     l->nparams = (size_t)cv->oc * cv->ckk + (cv->bias ? (size_t)cv->oc : 0);
     l->can_fuse_relu = true;
-    l->can_fuse_pool = cv->algo == DT_CONV2D_DIRECT;
-    l->chunkable = cv->algo == DT_CONV2D_DIRECT; /* per-sample kernels, no state */
+    /* per-sample kernels; winograd's filter state is rebuilt at each batch's first chunk */
+    l->can_fuse_pool = cv->algo == DT_CONV2D_DIRECT || cv->algo == DT_CONV2D_WINOGRAD;
+    l->chunkable = l->can_fuse_pool;
     return scratch_setup(cv, l->max_batch);
 }
 
@@ -275,7 +326,8 @@ static void col2im(const struct conv *cv, const float *col, float *dx, int batch
 }
 
 /* conv (+ReLU) then l->pool_fused's maxpool, one L2-sized chunk of samples at a time; y is the
- * pool's output. */
+ * pool's output. The Winograd path pools a 2x2 window itself, in its output stage (writing the
+ * pool's indices), so even the chunk's full-size output is never stored. */
 static void forward_pooled(struct dt_layer *l, const float *x, const float *weight,
                            const float *bias, float *y, int batch, int first_sample)
 {
@@ -283,6 +335,9 @@ static void forward_pooled(struct dt_layer *l, const float *x, const float *weig
     struct dt_layer *pool = l->pool_fused;
     size_t in_sample = (size_t)cv->c * cv->h * cv->w, out_sample = dt_shape_size(pool->out);
     size_t chunk_floats = (size_t)cv->chunk * cv->oc * cv->pix;
+    int32_t *indices = cv->algo == DT_CONV2D_WINOGRAD && cv->oh >= 2 && cv->ow >= 2
+                           ? dt_maxpool2d_indices_2x2(pool, first_sample)
+                           : NULL;
     /* One fork/join for the whole batch: each thread convolves and pools its own contiguous
      * samples, a chunk at a time, with single-threaded kernel calls on its own scratch. */
 #pragma omp parallel num_threads(direct_threads(cv))
@@ -294,8 +349,19 @@ static void forward_pooled(struct dt_layer *l, const float *x, const float *weig
         for (int s0 = n0; s0 < n1; s0 += cv->chunk) {
             struct dt_conv_shape s = cv->ds;
             s.n = n1 - s0 < cv->chunk ? n1 - s0 : cv->chunk;
-            (void)dt_conv_direct_forward(&s, x + s0 * in_sample, weight, bias, out, l->relu_fused,
-                                         scratch, cv->fwd_scratch_floats, 1);
+            if (indices) {
+                (void)dt_conv_winograd_forward_pool2(
+                    &s, x + s0 * in_sample, cv->u, bias, y + s0 * out_sample,
+                    indices + s0 * out_sample, l->relu_fused, scratch, cv->fwd_scratch_floats, 1);
+                continue;
+            }
+            if (cv->algo == DT_CONV2D_WINOGRAD)
+                (void)dt_conv_winograd_forward_filtered(&s, x + s0 * in_sample, cv->u, bias, out,
+                                                        l->relu_fused, scratch,
+                                                        cv->fwd_scratch_floats, 1);
+            else
+                (void)dt_conv_direct_forward(&s, x + s0 * in_sample, weight, bias, out,
+                                             l->relu_fused, scratch, cv->fwd_scratch_floats, 1);
             dt_maxpool2d_forward_samples(pool, out, y + s0 * out_sample, first_sample + s0, s.n);
         }
     }
@@ -307,8 +373,18 @@ static void conv2d_forward(struct dt_layer *l, const float *x, float *y, int bat
     struct conv *cv = l->state;
     const float *weight = l->params;
     const float *bias = cv->bias ? l->params + (size_t)cv->oc * cv->ckk : NULL;
-    if (cv->algo == DT_CONV2D_DIRECT && l->pool_fused) {
-        forward_pooled(l, x, weight, bias, y, batch, ctx ? ctx->first_sample : 0);
+    int first_sample = ctx ? ctx->first_sample : 0;
+    if (cv->algo == DT_CONV2D_WINOGRAD && first_sample == 0)
+        (void)dt_conv_winograd_filter(&cv->ds, weight, cv->u);
+    if (cv->algo != DT_CONV2D_GEMM && l->pool_fused) {
+        forward_pooled(l, x, weight, bias, y, batch, first_sample);
+        return;
+    }
+    if (cv->algo == DT_CONV2D_WINOGRAD) {
+        struct dt_conv_shape s = cv->ds;
+        s.n = batch;
+        (void)dt_conv_winograd_forward_filtered(&s, x, cv->u, bias, y, l->relu_fused, cv->scratch,
+                                                cv->scratch_floats, direct_threads(cv));
         return;
     }
     if (cv->algo == DT_CONV2D_DIRECT) {
@@ -368,6 +444,15 @@ static void conv2d_backward(struct dt_layer *l, const float *x, const float *y, 
     (void)y; /* never read: the model relies on it for ReLU and pool fusion */
     struct conv *cv = l->state;
     size_t nw = (size_t)cv->oc * cv->ckk;
+    if (cv->algo == DT_CONV2D_WINOGRAD) {
+        struct dt_conv_shape s = cv->ds;
+        s.n = batch;
+        memset(l->grads, 0, l->nparams * sizeof *l->grads); /* the kernel accumulates */
+        (void)dt_conv_winograd_backward(&s, x, dy, l->params, l->grads,
+                                        cv->bias ? l->grads + nw : NULL, dx, cv->scratch,
+                                        cv->scratch_floats, direct_threads(cv));
+        return;
+    }
     if (cv->algo == DT_CONV2D_DIRECT) {
         struct dt_conv_shape s = cv->ds;
         s.n = batch;
@@ -401,6 +486,7 @@ static void conv2d_destroy(struct dt_layer *l)
     dt_free(cv->scratch);
     dt_free(cv->chunk_out);
     dt_free(cv->fwd_scratch);
+    dt_free(cv->u);
     free(cv);
 }
 

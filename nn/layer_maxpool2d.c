@@ -4,7 +4,8 @@
  * index array (int32, max_batch x output) is the layer's scratch.
  *
  * Fused above a conv2d -> relu (nn/model.c): the conv calls dt_maxpool2d_forward_samples on
- * cache-sized chunks of samples, and backward applies the relu's mask too (l->relu_below;
+ * cache-sized chunks of samples (or, on its Winograd path, pools 2x2 itself and writes the
+ * indices, dt_maxpool2d_indices_2x2), and backward applies the relu's mask too (l->relu_below;
  * relu(x) is 0 at the winner exactly when the pooled value is not > 0). */
 #include <omp.h>
 #include <stdint.h>
@@ -100,6 +101,14 @@ void dt_maxpool2d_forward_samples(struct dt_layer *l, const float *x, float *y, 
     for (int pl = 0; pl < planes; pl++)
         pool_plane(&mp->g, x + (size_t)pl * h * w, y + pl * out_plane, argmax + pl * out_plane, h,
                    w);
+}
+
+int32_t *dt_maxpool2d_indices_2x2(struct dt_layer *l, int first)
+{
+    struct maxpool *mp = l->state;
+    if (mp->g.k != 2 || mp->g.stride != 2 || mp->g.pad != 0)
+        return NULL;
+    return mp->argmax + (size_t)first * dt_shape_size(l->out);
 }
 
 static void maxpool2d_forward(struct dt_layer *l, const float *x, float *y, int batch,

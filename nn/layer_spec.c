@@ -7,6 +7,7 @@ void dt_layer_spec_defaults(struct dt_layer_spec *s)
     memset(s, 0, sizeof *s);
     s->stride = 0; /* 0 = the kind's default: 1 for conv2d, kernel for pools */
     s->bias = true;
+    strcpy(s->algo, "auto");
     s->p = 0.5f;
     s->eps = 1e-5f;
     s->momentum = 0.1f;

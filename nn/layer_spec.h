@@ -17,6 +17,7 @@ struct dt_layer_spec {
     int stride;       /* conv2d (default 1); pools (default = kernel) */
     int padding;      /* conv2d, pools (default 0) */
     bool bias;        /* conv2d, linear (default true) */
+    char algo[16];    /* conv2d: "auto" (default), "gemm", "direct" or "winograd" */
     float p;          /* dropout, dropout2d: drop probability (default 0.5) */
     float eps;        /* batchnorm2d (default 1e-5) */
     float momentum;   /* batchnorm2d running-stat momentum (default 0.1) */

@@ -8,7 +8,7 @@
 #define NO_KEYS   ((const char *const[]){NULL})
 
 static const struct dt_layer_kind kinds[] = {
-    {"conv2d", KEYS("out_channels", "kernel", "stride", "padding", "bias"), &dt_conv2d_ops},
+    {"conv2d", KEYS("out_channels", "kernel", "stride", "padding", "bias", "algo"), &dt_conv2d_ops},
     {"linear", KEYS("out_features", "bias"), &dt_linear_ops},
     {"maxpool2d", KEYS("kernel", "stride", "padding"), &dt_maxpool2d_ops},
     {"avgpool2d", KEYS("kernel", "stride", "padding"), &dt_avgpool2d_ops},

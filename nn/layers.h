@@ -79,12 +79,13 @@ extern const struct dt_layer_ops dt_conv2d_ops, dt_linear_ops, dt_maxpool2d_ops,
     dt_relu_ops, dt_dropout_ops, dt_dropout2d_ops, dt_flatten_ops, dt_batchnorm2d_ops,
     dt_log_softmax_ops;
 
-/* conv2d's algorithm (nn/layer_conv2d.c). AUTO: the direct kernels (nn/conv_direct.h) where
- * they support the shape and run AVX-512, im2col + sgemm otherwise. */
-enum dt_conv2d_algo { DT_CONV2D_AUTO, DT_CONV2D_GEMM, DT_CONV2D_DIRECT };
-/* Forces the algorithm of conv2d layers set up from now on (DIRECT still falls back to GEMM
- * for shapes the direct kernels do not support); returns the previous setting. Process-wide,
- * for tests and benchmarks that compare both paths. */
+/* conv2d's algorithm (nn/layer_conv2d.c). AUTO: Winograd (nn/conv_winograd.h) where it is
+ * supported and measured faster (dt_conv_winograd_preferred), else the direct kernels
+ * (nn/conv_direct.h) where they support the shape and run AVX-512, else im2col + sgemm. */
+enum dt_conv2d_algo { DT_CONV2D_AUTO, DT_CONV2D_GEMM, DT_CONV2D_DIRECT, DT_CONV2D_WINOGRAD };
+/* Forces the algorithm of conv2d layers set up from now on, over the layer's own `algo` key
+ * (WINOGRAD falls back to DIRECT, and DIRECT to GEMM, for shapes they do not support);
+ * returns the previous setting. Process-wide, for tests and benchmarks that compare paths. */
 enum dt_conv2d_algo dt_conv2d_force_algo(enum dt_conv2d_algo algo);
 /* The algorithm layer l (a conv2d) runs; DT_CONV2D_AUTO for other kinds. */
 enum dt_conv2d_algo dt_conv2d_algo_of(const struct dt_layer *l);

@@ -228,7 +228,7 @@ static void test_layer_errors(void **state)
                       "t.cfg:10: model.layers.1.p: relu does not take this key");
     expect_edit_error("out_channels = 16; kernel = 3;", "out_channels = 16; kernal = 3;",
                       "t.cfg:9: model.layers.0.kernal: conv2d does not take this key (it takes: "
-                      "out_channels, kernel, stride, padding, bias)");
+                      "out_channels, kernel, stride, padding, bias, algo)");
     expect_edit_error("out_channels = 16; kernel = 3;", "out_channels = 16;",
                       "t.cfg:9: model.layers.0: conv2d needs kernel");
     expect_edit_error("kernel = 3;", "kernel = 65;",
@@ -417,7 +417,7 @@ static void test_reference_lists_every_key(void **state)
     const char *must[] = {"| `train.batch_size` | int | **required** | between 1 and 1048576",
                           "| `data.std` |",
                           "| `optimizer.schedule.type` |",
-                          "| `conv2d` | out_channels, kernel, stride, padding, bias |",
+                          "| `conv2d` | out_channels, kernel, stride, padding, bias, algo |",
                           "| `p` | float |",
                           "| `relu` | no keys besides type |"};
     for (size_t i = 0; i < sizeof must / sizeof must[0]; i++)

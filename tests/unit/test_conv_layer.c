@@ -1,9 +1,11 @@
-/* nn/: the conv2d layer's two algorithms and the model's fusions.
+/* nn/: the conv2d layer's three algorithms and the model's fusions.
  *
- *  - algorithms: a conv2d layer forced onto the direct kernels and one forced onto im2col +
+ *  - algorithms: conv2d layers forced onto the direct kernels, onto Winograd and onto im2col +
  *    sgemm (same seed, so the same weights) give the same output, input gradient, weight and
- *    bias gradients within float rounding (relative to the largest magnitude of the tensor);
- *    the automatic choice is a static rule on the shape (stride 2 always takes GEMM).
+ *    bias gradients within float rounding (relative to the largest magnitude of the tensor:
+ *    1e-5 for direct, 1e-4 for Winograd, whose transforms round more); the automatic choice is
+ *    a static rule on the shape (stride 2 always takes GEMM, 3x3 with enough channels
+ *    Winograd), and the layer's `algo` key picks an algorithm, with fallbacks.
  *  - fusion: a model built with fusion (conv2d+relu, conv2d+relu+maxpool2d) and the same model
  *    built without it compute the SAME BITS: output, loss and every parameter gradient, in
  *    training and eval, for batches that span several of the fused forward's chunks, with 1
@@ -26,6 +28,7 @@
 #include <string.h>
 
 #include "nn/conv_direct.h"
+#include "nn/conv_winograd.h"
 #include "nn/layers.h"
 #include "nn/model.h"
 #include "nn_specs.h"
@@ -103,6 +106,7 @@ static void compare_algos(struct dt_layer_spec spec, struct dt_shape in, int bat
     fill(dy, nout, 2);
     struct conv_run g = run_conv(spec, in, batch, DT_CONV2D_GEMM, x, dy);
     struct conv_run d = run_conv(spec, in, batch, DT_CONV2D_DIRECT, x, dy);
+    struct conv_run w = run_conv(spec, in, batch, DT_CONV2D_WINOGRAD, x, dy);
     assert_int_equal(g.used, DT_CONV2D_GEMM);
     struct dt_conv_shape s = {batch,
                               in.c,
@@ -118,8 +122,14 @@ static void compare_algos(struct dt_layer_spec spec, struct dt_shape in, int bat
     expect_close(d.y, g.y, nout, 1e-5, "output");
     expect_close(d.dx, g.dx, nin, 1e-5, "input gradient");
     expect_close(d.grads, g.grads, nparams, 1e-5, "parameter gradients");
+    assert_int_equal(w.used, dt_conv_winograd_supported(&s) ? DT_CONV2D_WINOGRAD : d.used);
+    assert_memory_equal(g.m->params, w.m->params, nparams * sizeof(float));
+    expect_close(w.y, g.y, nout, 1e-4, "Winograd output");
+    expect_close(w.dx, g.dx, nin, 1e-4, "Winograd input gradient");
+    expect_close(w.grads, g.grads, nparams, 1e-4, "Winograd parameter gradients");
     free_run(&g);
     free_run(&d);
+    free_run(&w);
     free(x);
     free(dy);
 }
@@ -134,7 +144,9 @@ static void test_algorithms_agree(void **state)
     struct dt_layer_spec nobias = conv_spec(13, 3, 1, 1);
     nobias.bias = false;
     compare_algos(nobias, (struct dt_shape){3, 5, 6}, 3);
-    compare_algos(conv_spec(6, 3, 2, 1), (struct dt_shape){3, 9, 9}, 2); /* stride 2: GEMM */
+    compare_algos(conv_spec(6, 3, 2, 1), (struct dt_shape){3, 9, 9}, 2);    /* stride 2: GEMM */
+    compare_algos(conv_spec(32, 3, 1, 0), (struct dt_shape){16, 10, 9}, 3); /* Winograd's */
+    compare_algos(conv_spec(20, 3, 1, 1), (struct dt_shape){17, 6, 11}, 2);
 }
 
 static void test_auto_choice_is_static(void **state)
@@ -146,6 +158,41 @@ static void test_auto_choice_is_static(void **state)
     assert_int_equal(dt_conv2d_algo_of(m->layers[0]),
                      dt_conv_direct_uses_simd() ? DT_CONV2D_DIRECT : DT_CONV2D_GEMM);
     assert_int_equal(dt_conv2d_algo_of(m->layers[1]), DT_CONV2D_GEMM);
+    dt_model_free(m);
+    /* the ConvNet's conv2 takes Winograd where the CPU runs it; conv1 (1 channel) does not */
+    struct dt_layer_spec c[3] = {conv_spec(16, 3, 1, 0), spec_of("relu"), conv_spec(32, 3, 1, 0)};
+    assert_int_equal(dt_model_build(&m, c, 3, (struct dt_shape){1, 28, 28}, 2, DT_LOSS_NLL, 1), 0);
+    bool simd = dt_conv_direct_uses_simd();
+    assert_int_equal(dt_conv2d_algo_of(m->layers[0]), simd ? DT_CONV2D_DIRECT : DT_CONV2D_GEMM);
+    assert_int_equal(dt_conv2d_algo_of(m->layers[2]), simd ? DT_CONV2D_WINOGRAD : DT_CONV2D_GEMM);
+    dt_model_free(m);
+}
+
+/* The layer's algo key: it picks the algorithm, falling back where one cannot run the shape;
+ * the process-wide test switch overrides it. */
+static void test_algo_key(void **state)
+{
+    (void)state;
+    bool simd = dt_conv_direct_uses_simd();
+    struct dt_layer_spec s[4] = {conv_spec(16, 3, 1, 1), conv_spec(16, 3, 1, 1),
+                                 conv_spec(16, 5, 1, 2), conv_spec(16, 3, 2, 1)};
+    strcpy(s[0].algo, "direct");
+    strcpy(s[1].algo, "gemm");
+    strcpy(s[2].algo, "winograd"); /* 5x5: direct */
+    strcpy(s[3].algo, "winograd"); /* stride 2: gemm */
+    struct dt_model *m;
+    assert_int_equal(dt_model_build(&m, s, 4, (struct dt_shape){16, 8, 8}, 2, DT_LOSS_NLL, 1), 0);
+    assert_int_equal(dt_conv2d_algo_of(m->layers[0]), simd ? DT_CONV2D_DIRECT : DT_CONV2D_GEMM);
+    assert_int_equal(dt_conv2d_algo_of(m->layers[1]), DT_CONV2D_GEMM);
+    assert_int_equal(dt_conv2d_algo_of(m->layers[2]), simd ? DT_CONV2D_DIRECT : DT_CONV2D_GEMM);
+    assert_int_equal(dt_conv2d_algo_of(m->layers[3]), DT_CONV2D_GEMM);
+    dt_model_free(m);
+    enum dt_conv2d_algo was = dt_conv2d_force_algo(DT_CONV2D_WINOGRAD);
+    assert_int_equal(dt_model_build(&m, s, 2, (struct dt_shape){16, 8, 8}, 2, DT_LOSS_NLL, 1), 0);
+    dt_conv2d_force_algo(was);
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(dt_conv2d_algo_of(m->layers[i]),
+                         simd ? DT_CONV2D_WINOGRAD : DT_CONV2D_GEMM);
     dt_model_free(m);
 }
 
@@ -201,7 +248,7 @@ static int count_fused(const struct dt_model *m, bool pools)
 
 /* Fused and unfused builds of `specs` give identical bits. */
 static void compare_fusion(const struct dt_layer_spec *specs, int n, struct dt_shape in, int batch,
-                           int want_relu, int want_pool)
+                           int want_relu, int want_pool, int want_winograd)
 {
     size_t nin = (size_t)batch * in.c * in.h * in.w;
     float *x = malloc(nin * sizeof(float));
@@ -210,6 +257,12 @@ static void compare_fusion(const struct dt_layer_spec *specs, int n, struct dt_s
     struct model_result u = run_model(specs, n, in, batch, false, x);
     assert_int_equal(count_fused(f.m, false), want_relu);
     assert_int_equal(count_fused(f.m, true), dt_conv_direct_uses_simd() ? want_pool : 0);
+    int winograd = 0;
+    for (int i = 0; i < f.m->nlayers; i++) { /* the same algorithm in both builds */
+        assert_int_equal(dt_conv2d_algo_of(f.m->layers[i]), dt_conv2d_algo_of(u.m->layers[i]));
+        winograd += dt_conv2d_algo_of(f.m->layers[i]) == DT_CONV2D_WINOGRAD;
+    }
+    assert_int_equal(winograd, dt_conv_direct_uses_simd() ? want_winograd : 0);
     assert_int_equal(count_fused(u.m, false) + count_fused(u.m, true), 0);
     size_t nout = (size_t)batch * f.m->classes;
     assert_memory_equal(f.out_eval, u.out_eval, nout * sizeof(float));
@@ -233,7 +286,7 @@ static void fusion_cases(void)
                                        spec_of("flatten"),
                                        linear_spec(5),
                                        spec_of("relu")};
-    compare_fusion(convnet, 8, (struct dt_shape){1, 28, 28}, 13, 2, 1);
+    compare_fusion(convnet, 8, (struct dt_shape){1, 28, 28}, 13, 2, 1, 1);
     /* odd sizes (the pool drops the last row and column), a padded overlapping pool, relu
      * twice in a row (only the first fuses), a pool as the first layer (backward stops at
      * layer 1, which gets no dx) */
@@ -246,12 +299,22 @@ static void fusion_cases(void)
                                    pool_spec("maxpool2d", 3, 2, 1),
                                    spec_of("flatten"),
                                    linear_spec(4)};
-    compare_fusion(odd, 9, (struct dt_shape){2, 12, 11}, 5, 2, 1);
+    compare_fusion(odd, 9, (struct dt_shape){2, 12, 11}, 5, 2, 1, 0);
+    /* Winograd's own 2x2 pool (conv 8->16, 3x3 pad 1) on odd sizes: the pool drops the last
+     * row and column, and ReLU zeros tie in many windows */
+    struct dt_layer_spec wino[7] = {conv_spec(8, 3, 1, 0),
+                                    spec_of("relu"),
+                                    conv_spec(16, 3, 1, 1),
+                                    spec_of("relu"),
+                                    pool_spec("maxpool2d", 2, 0, 0),
+                                    spec_of("flatten"),
+                                    linear_spec(3)};
+    compare_fusion(wino, 7, (struct dt_shape){2, 13, 11}, 6, 2, 1, 1);
     /* stride 2 (GEMM path): relu fuses, the pool does not */
     struct dt_layer_spec strided[5] = {conv_spec(4, 3, 2, 1), spec_of("relu"),
                                        pool_spec("maxpool2d", 2, 0, 0), spec_of("flatten"),
                                        linear_spec(3)};
-    compare_fusion(strided, 5, (struct dt_shape){3, 9, 9}, 3, 1, 0);
+    compare_fusion(strided, 5, (struct dt_shape){3, 9, 9}, 3, 1, 0, 0);
 }
 
 static void test_fusion_is_exact_1_thread(void **state)
@@ -326,6 +389,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_algorithms_agree),
         cmocka_unit_test(test_auto_choice_is_static),
+        cmocka_unit_test(test_algo_key),
         cmocka_unit_test(test_fusion_is_exact_1_thread),
         cmocka_unit_test(test_fusion_is_exact_2_threads),
         cmocka_unit_test(test_steps_are_deterministic),

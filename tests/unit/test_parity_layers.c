@@ -180,6 +180,8 @@ static void test_conv2d(void **state)
     s.bias = false;
     layer_case("conv_nobias", s, (struct dt_shape){2, 5, 5}, 2, true);
     layer_case("conv_k5", conv_spec(8, 5, 1, 2), (struct dt_shape){3, 9, 9}, 3, true);
+    /* 3x3 with 16 channels: Winograd where the CPU runs it (its transforms round more) */
+    layer_case("conv_wino", conv_spec(24, 3, 1, 1), (struct dt_shape){16, 9, 10}, 2, true);
 }
 
 static void test_linear(void **state)

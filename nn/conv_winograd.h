@@ -1,0 +1,91 @@
+/* Winograd F(4x4, 3x3) convolution kernels for 3x3 stride-1 convolutions, float32, NCHW.
+ *
+ * The third conv2d algorithm, next to im2col + sgemm and the direct kernels (nn/conv_direct.h).
+ * Each 4x4 block of output is computed from a 6x6 block of input with 36 multiplications per
+ * channel pair instead of 144, so at channel counts where the elementwise stage dominates (the
+ * ConvNet's 16->32 conv) all three passes run about three times fewer flops than direct.
+ * Same layouts and the same contract as the direct kernels: activations [N][C][H][W], weights
+ * [K][C][3][3]; check dt_conv_winograd_supported() once at layer setup, size the scratch with
+ * dt_conv_winograd_scratch_floats() for the thread count you will pass, then call the kernels.
+ * Each kernel runs an OpenMP team of `threads` threads and partitions work by sample; the weight
+ * gradient reduces per-thread partials in thread order, so results are bit-identical run to run
+ * for a fixed thread count. Nothing is allocated.
+ *
+ * Precision: the transforms (points 0, +-1, +-2, infinity) add rounding that direct summation
+ * does not have; on data of unit scale the results agree with a double-precision reference to
+ * about 1e-6 of the largest magnitude (tests/unit/test_conv_winograd.c checks 1e-4 relative to
+ * max |ref| with wide margin). There is no portable path: the kernels need AVX-512 at run time.
+ */
+#ifndef DT_NN_CONV_WINOGRAD_H
+#define DT_NN_CONV_WINOGRAD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nn/conv_direct.h" /* struct dt_conv_shape */
+
+/* True when the kernels handle this shape on this CPU: all sizes positive, a 3x3 kernel,
+ * stride 1, pad 0 or 1, a non-empty output, tensors small enough for int indexing, and
+ * AVX-512F at run time (and dt_conv_direct_allow_simd() not switched off). Any channel counts. */
+bool dt_conv_winograd_supported(const struct dt_conv_shape *s);
+
+/* True when Winograd is expected to beat the direct kernels on this shape (a measured rule on
+ * the channel counts, see the top of nn/conv_winograd.c); implies supported. */
+bool dt_conv_winograd_preferred(const struct dt_conv_shape *s);
+
+/* Floats of scratch any of the three kernels needs for this shape and up to `threads` threads
+ * (0 for an unsupported shape). No alignment or initialisation needed (64-byte alignment is
+ * faster). */
+size_t dt_conv_winograd_scratch_floats(const struct dt_conv_shape *s, int threads);
+
+/* Floats of a forward-transformed filter (dt_conv_winograd_filter). */
+size_t dt_conv_winograd_filter_floats(const struct dt_conv_shape *s);
+
+/* Transforms the weights w [K][C][3][3] into u (dt_conv_winograd_filter_floats floats), for
+ * dt_conv_winograd_forward_filtered: callers that convolve one batch in several calls
+ * (chunks of samples) transform once. Single-threaded; returns 0 or -DT_EUSAGE. */
+int dt_conv_winograd_filter(const struct dt_conv_shape *s, const float *w, float *u);
+
+/* y = conv(x, w) + b, ReLU applied at the store when relu != 0; b may be NULL. Returns 0, or
+ * -DT_EUSAGE (unsupported shape, scratch smaller than the size query). */
+int dt_conv_winograd_forward(const struct dt_conv_shape *s, const float *x, const float *w,
+                             const float *b, float *y, int relu, float *scratch,
+                             size_t scratch_floats, int threads);
+
+/* The same with the filter already transformed by dt_conv_winograd_filter (u may be the start
+ * of the scratch, where dt_conv_winograd_forward puts it, or separate memory). Bit-identical to
+ * dt_conv_winograd_forward. */
+int dt_conv_winograd_forward_filtered(const struct dt_conv_shape *s, const float *x, const float *u,
+                                      const float *b, float *y, int relu, float *scratch,
+                                      size_t scratch_floats, int threads);
+
+/* Both gradients in one pass over the samples (dy is transformed once for both): the weight
+ * gradient as dt_conv_winograd_backward_weight when dw is not NULL (x needed then), the input
+ * gradient as dt_conv_winograd_backward_input when dx is not NULL (w needed then). The results
+ * are the same bits as the two separate calls. */
+int dt_conv_winograd_backward(const struct dt_conv_shape *s, const float *x, const float *dy,
+                              const float *w, float *dw, float *db, float *dx, float *scratch,
+                              size_t scratch_floats, int threads);
+
+/* dt_conv_winograd_forward_filtered followed by a 2x2 stride-2 max-pool (torch.nn.MaxPool2d(2),
+ * dropping an odd last row or column): y [N][K][OH/2][OW/2] gets the maxima of the (biased,
+ * ReLU'd when relu) outputs, argmax (same shape) the index of each winner in its [OH][OW]
+ * output plane, with nn/layer_maxpool2d.c's rule (the first maximum in row-major window order;
+ * a NaN wins). The full output is never stored; the values are the same bits as pooling the
+ * forward's output. Needs OH, OW >= 2. */
+int dt_conv_winograd_forward_pool2(const struct dt_conv_shape *s, const float *x, const float *u,
+                                   const float *b, float *y, int32_t *argmax, int relu,
+                                   float *scratch, size_t scratch_floats, int threads);
+
+/* dw[k][c][i][j] += sum over samples and output pixels of dy * x; db[k] += sum of dy (db may
+ * be NULL). Accumulates, so the caller zeroes gradients once per step. */
+int dt_conv_winograd_backward_weight(const struct dt_conv_shape *s, const float *x, const float *dy,
+                                     float *dw, float *db, float *scratch, size_t scratch_floats,
+                                     int threads);
+
+/* dx = the input gradient of the convolution (overwrites dx). */
+int dt_conv_winograd_backward_input(const struct dt_conv_shape *s, const float *dy, const float *w,
+                                    float *dx, float *scratch, size_t scratch_floats, int threads);
+
+#endif

@@ -1,0 +1,445 @@
+/* nn/conv_winograd: the three kernels against a naive double-precision reference and against
+ * the direct kernels, with 1 and 2 threads; determinism; the pre-transformed filter; shape
+ * support; error paths.
+ *
+ * Tolerance: Winograd's transforms round differently from a direct sum (they scale terms by up
+ * to 8 and back), so the bound is relative to the tensor, not to each element's terms: every
+ * element must satisfy |got - ref| <= 1e-4 * max |ref| over that tensor. On these unit-scale
+ * inputs the observed error is 1e-6..1e-5 of max |ref|, so the bound has a wide margin.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/conv_direct.h"
+#include "nn/conv_winograd.h"
+#include "util/err.h"
+#include "util/rng.h"
+
+#define REL_TOL 1e-4
+
+struct tensors {
+    struct dt_conv_shape s;
+    int oh, ow;
+    size_t nx, nw, ny;
+    float *x, *w, *b, *dy;
+    double *y_ref, *dw_ref, *db_ref, *dx_ref; /* y_ref without bias */
+};
+
+static float *random_floats(struct dt_rng *rng, size_t n)
+{
+    float *p = malloc(sizeof(float) * n);
+    assert_non_null(p);
+    for (size_t i = 0; i < n; i++)
+        p[i] = 2.0f * dt_rng_uniform(rng) - 1.0f;
+    return p;
+}
+
+static double *zeros(size_t n)
+{
+    double *p = calloc(n, sizeof(double));
+    assert_non_null(p);
+    return p;
+}
+
+static void reference(struct tensors *t)
+{
+    const struct dt_conv_shape *s = &t->s;
+    for (int n = 0; n < s->n; n++)
+        for (int k = 0; k < s->k; k++)
+            for (int r = 0; r < t->oh; r++)
+                for (int col = 0; col < t->ow; col++) {
+                    size_t yi = (((size_t)n * s->k + k) * t->oh + r) * t->ow + col;
+                    double dy = t->dy[yi];
+                    t->db_ref[k] += dy;
+                    for (int c = 0; c < s->c; c++)
+                        for (int i = 0; i < 3; i++)
+                            for (int j = 0; j < 3; j++) {
+                                int xr = r + i - s->pad, xc = col + j - s->pad;
+                                if (xr < 0 || xr >= s->h || xc < 0 || xc >= s->w)
+                                    continue;
+                                size_t wi = (((size_t)k * s->c + c) * 3 + i) * 3 + j;
+                                size_t xi = (((size_t)n * s->c + c) * s->h + xr) * s->w + xc;
+                                t->y_ref[yi] += (double)t->w[wi] * t->x[xi];
+                                t->dw_ref[wi] += dy * t->x[xi];
+                                t->dx_ref[xi] += dy * t->w[wi];
+                            }
+                }
+}
+
+static struct tensors make_tensors(struct dt_conv_shape s, uint64_t seed)
+{
+    struct tensors t = {.s = s};
+    t.oh = s.h + 2 * s.pad - 2;
+    t.ow = s.w + 2 * s.pad - 2;
+    t.nx = (size_t)s.n * s.c * s.h * s.w;
+    t.nw = (size_t)s.k * s.c * 9;
+    t.ny = (size_t)s.n * s.k * t.oh * t.ow;
+    struct dt_rng rng;
+    dt_rng_init(&rng, seed);
+    t.x = random_floats(&rng, t.nx);
+    t.w = random_floats(&rng, t.nw);
+    t.b = random_floats(&rng, (size_t)s.k);
+    t.dy = random_floats(&rng, t.ny);
+    t.y_ref = zeros(t.ny), t.dw_ref = zeros(t.nw), t.db_ref = zeros((size_t)s.k);
+    t.dx_ref = zeros(t.nx);
+    reference(&t);
+    return t;
+}
+
+static void free_tensors(struct tensors *t)
+{
+    free(t->x), free(t->w), free(t->b), free(t->dy);
+    free(t->y_ref), free(t->dw_ref), free(t->db_ref), free(t->dx_ref);
+}
+
+/* want[i] = ref[i] * scale + add[i % period / every] (add may be NULL), ReLU'd if relu. */
+struct expected {
+    const double *ref;
+    const float *add;
+    size_t every, period;
+    double offset;
+    int relu;
+};
+
+static double want_at(const struct expected *e, size_t i)
+{
+    double v = e->ref[i] + e->offset;
+    if (e->add)
+        v += e->add[i % e->period / e->every];
+    return e->relu && v < 0 ? 0 : v;
+}
+
+/* Checks got against the expectation with REL_TOL * max |want|; returns the error relative to
+ * that maximum. */
+static double expect_close(const char *what, const struct dt_conv_shape *s, const float *got,
+                           const struct expected *e, size_t n)
+{
+    double scale = 0, err = 0;
+    for (size_t i = 0; i < n; i++)
+        scale = fmax(scale, fabs(want_at(e, i)));
+    scale = scale > 0 ? scale : 1;
+    for (size_t i = 0; i < n; i++) {
+        double want = want_at(e, i), d = fabs(got[i] - want);
+        err = fmax(err, d / scale);
+        if (!(d <= REL_TOL * scale))
+            fail_msg("%s: c=%d k=%d h=%d w=%d pad=%d n=%d: element %zu is %.9g, expected %.9g "
+                     "(tolerance %.3g)",
+                     what, s->c, s->k, s->h, s->w, s->pad, s->n, i, got[i], want, REL_TOL * scale);
+    }
+    return err;
+}
+
+/* float results of another kernel as a reference */
+static double *widen(const float *p, size_t n)
+{
+    double *d = malloc(sizeof(double) * n);
+    assert_non_null(d);
+    for (size_t i = 0; i < n; i++)
+        d[i] = p[i];
+    return d;
+}
+
+/* Runs the Winograd kernels with `threads` threads and checks them against the double
+ * reference, and the forward and input gradient against the direct kernels too. */
+static void check_kernels(struct tensors *t, int threads)
+{
+    const struct dt_conv_shape *s = &t->s;
+    size_t nscratch = dt_conv_winograd_scratch_floats(s, threads);
+    assert_true(nscratch > 0);
+    float *scratch = malloc(sizeof(float) * nscratch);
+    float *y = malloc(sizeof(float) * t->ny), *yd = malloc(sizeof(float) * t->ny);
+    float *dw = malloc(sizeof(float) * t->nw);
+    float *db = malloc(sizeof(float) * (size_t)s->k);
+    float *dx = malloc(sizeof(float) * t->nx), *dxd = malloc(sizeof(float) * t->nx);
+    size_t ndirect = dt_conv_direct_scratch_floats(s, 1);
+    float *direct = malloc(sizeof(float) * ndirect);
+    assert_true(scratch && y && yd && dw && db && dx && dxd && direct);
+    size_t plane = (size_t)t->oh * t->ow;
+    for (int relu = 0; relu <= 1; relu++)
+        for (int bias = 0; bias <= 1; bias++) {
+            const float *b = bias ? t->b : NULL;
+            memset(y, 0xff, sizeof(float) * t->ny); /* NaN: every element must be written */
+            assert_int_equal(
+                dt_conv_winograd_forward(s, t->x, t->w, b, y, relu, scratch, nscratch, threads), 0);
+            struct expected e = {t->y_ref, b, plane, (size_t)s->k * plane, 0.0, relu};
+            expect_close("forward", s, y, &e, t->ny);
+            assert_int_equal(dt_conv_direct_forward(s, t->x, t->w, b, yd, relu, direct, ndirect, 1),
+                             0);
+            double *ydd = widen(yd, t->ny);
+            struct expected ed = {ydd, NULL, 1, 1, 0.0, 0};
+            expect_close("forward vs direct", s, y, &ed, t->ny);
+            free(ydd);
+        }
+    for (size_t i = 0; i < t->nw; i++)
+        dw[i] = 0.5f; /* the kernel accumulates */
+    for (int k = 0; k < s->k; k++)
+        db[k] = 0.5f;
+    assert_int_equal(
+        dt_conv_winograd_backward_weight(s, t->x, t->dy, dw, db, scratch, nscratch, threads), 0);
+    struct expected ew = {t->dw_ref, NULL, 1, 1, 0.5, 0}, eb = {t->db_ref, NULL, 1, 1, 0.5, 0};
+    expect_close("weight grad", s, dw, &ew, t->nw);
+    expect_close("bias grad", s, db, &eb, (size_t)s->k);
+    assert_int_equal(
+        dt_conv_winograd_backward_weight(s, t->x, t->dy, dw, NULL, scratch, nscratch, threads), 0);
+    struct expected ew2 = {t->dw_ref, NULL, 1, 1, 0.5, 0};
+    for (size_t i = 0; i < t->nw; i++)
+        dw[i] -= (float)t->dw_ref[i]; /* accumulated twice: subtract one reference */
+    expect_close("weight grad, accumulated", s, dw, &ew2, t->nw);
+    memset(dx, 0xff, sizeof(float) * t->nx); /* the kernel overwrites */
+    assert_int_equal(
+        dt_conv_winograd_backward_input(s, t->dy, t->w, dx, scratch, nscratch, threads), 0);
+    struct expected ex = {t->dx_ref, NULL, 1, 1, 0.0, 0};
+    expect_close("input grad", s, dx, &ex, t->nx);
+    assert_int_equal(dt_conv_direct_backward_input(s, t->dy, t->w, dxd, direct, ndirect, 1), 0);
+    double *dxdd = widen(dxd, t->nx);
+    struct expected exd = {dxdd, NULL, 1, 1, 0.0, 0};
+    expect_close("input grad vs direct", s, dx, &exd, t->nx);
+    free(dxdd);
+    free(scratch), free(y), free(yd), free(dw), free(db), free(dx), free(dxd), free(direct);
+}
+
+static const struct dt_conv_shape shapes[] = {
+    /* n  c   h   w   k  kh kw s pad */
+    {1, 16, 26, 26, 32, 3, 3, 1, 0}, /* ConvNet conv2 */
+    {5, 16, 26, 26, 32, 3, 3, 1, 0}, /* ... batch 5 */
+    {1, 32, 16, 16, 64, 3, 3, 1, 1}, /* CIFAR conv2 */
+    {5, 3, 9, 11, 7, 3, 3, 1, 1},    /* odd sizes: partial tiles, channels < 16 */
+    {1, 17, 7, 10, 33, 3, 3, 1, 0},  /* channels just past multiples of 16: 3 vectors of k */
+    {2, 8, 5, 6, 8, 3, 3, 1, 1},     /* a single row of tiles */
+    {1, 1, 3, 3, 1, 3, 3, 1, 0},     /* a single output pixel */
+    {3, 20, 13, 5, 70, 3, 3, 1, 1},  /* 5 vectors of k: register blocks of 3 + 2 */
+    {1, 40, 30, 30, 24, 3, 3, 1, 0}, /* 49 tiles in blocks of 22 */
+    {5, 1, 28, 28, 16, 3, 3, 1, 0},  /* ConvNet conv1 */
+};
+
+static void test_kernels_match_reference(void **state)
+{
+    (void)state;
+    if (!dt_conv_winograd_supported(&shapes[0]))
+        skip();
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        assert_true(dt_conv_winograd_supported(&shapes[i]));
+        struct tensors t = make_tensors(shapes[i], 2000 + i);
+        check_kernels(&t, 1);
+        check_kernels(&t, 2);
+        free_tensors(&t);
+    }
+}
+
+static void test_results_are_deterministic(void **state)
+{
+    (void)state;
+    struct dt_conv_shape s = {5, 16, 12, 12, 32, 3, 3, 1, 1};
+    if (!dt_conv_winograd_supported(&s))
+        skip();
+    struct tensors t = make_tensors(s, 7);
+    size_t nscratch = dt_conv_winograd_scratch_floats(&s, 2);
+    float *scratch = malloc(sizeof(float) * nscratch);
+    float *u = malloc(sizeof(float) * dt_conv_winograd_filter_floats(&s));
+    float *out[2][4];
+    for (int run = 0; run < 2; run++) {
+        out[run][0] = calloc(t.ny, sizeof(float));
+        out[run][1] = calloc(t.nw + (size_t)s.k, sizeof(float));
+        out[run][2] = calloc(t.nx, sizeof(float));
+        out[run][3] = calloc(t.ny, sizeof(float));
+        assert_int_equal(
+            dt_conv_winograd_forward(&s, t.x, t.w, t.b, out[run][0], 1, scratch, nscratch, 2), 0);
+        assert_int_equal(dt_conv_winograd_backward_weight(&s, t.x, t.dy, out[run][1],
+                                                          out[run][1] + t.nw, scratch, nscratch, 2),
+                         0);
+        assert_int_equal(
+            dt_conv_winograd_backward_input(&s, t.dy, t.w, out[run][2], scratch, nscratch, 2), 0);
+        /* a filter transformed once, the batch in two calls of one thread each */
+        assert_int_equal(dt_conv_winograd_filter(&s, t.w, u), 0);
+        struct dt_conv_shape part = s;
+        part.n = 2;
+        assert_int_equal(dt_conv_winograd_forward_filtered(&part, t.x, u, t.b, out[run][3], 1,
+                                                           scratch, nscratch, 1),
+                         0);
+        part.n = 3;
+        assert_int_equal(dt_conv_winograd_forward_filtered(
+                             &part, t.x + 2 * (size_t)s.c * s.h * s.w, u, t.b,
+                             out[run][3] + 2 * (size_t)s.k * t.oh * t.ow, 1, scratch, nscratch, 1),
+                         0);
+    }
+    assert_memory_equal(out[0][0], out[1][0], sizeof(float) * t.ny);
+    assert_memory_equal(out[0][1], out[1][1], sizeof(float) * (t.nw + (size_t)s.k));
+    assert_memory_equal(out[0][2], out[1][2], sizeof(float) * t.nx);
+    /* per-sample arithmetic: chunking and thread count do not change the forward's bits */
+    assert_memory_equal(out[0][0], out[0][3], sizeof(float) * t.ny);
+    for (int run = 0; run < 2; run++)
+        for (int i = 0; i < 4; i++)
+            free(out[run][i]);
+    free(scratch), free(u);
+    free_tensors(&t);
+}
+
+/* forward_pool2 against the forward followed by a scalar 2x2 max-pool with the maxpool layer's
+ * rule (first maximum in window order): values and indices identical. With ReLU, zeros tie. */
+static void test_pooled_forward_matches_unpooled(void **state)
+{
+    (void)state;
+    static const struct dt_conv_shape cases[] = {
+        {3, 16, 26, 26, 32, 3, 3, 1, 0}, /* the ConvNet's conv2 */
+        {2, 9, 11, 8, 20, 3, 3, 1, 1},   /* odd output rows: the last is dropped */
+        {1, 3, 5, 6, 5, 3, 3, 1, 0},     /* 3x4 output: one row dropped */
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        struct dt_conv_shape s = cases[ci];
+        if (!dt_conv_winograd_supported(&s))
+            skip();
+        struct tensors t = make_tensors(s, 300 + ci);
+        int ph = t.oh / 2, pw = t.ow / 2;
+        size_t np = (size_t)s.n * s.k * ph * pw;
+        size_t nscratch = dt_conv_winograd_scratch_floats(&s, 2);
+        float *scratch = malloc(sizeof(float) * nscratch);
+        float *u = malloc(sizeof(float) * dt_conv_winograd_filter_floats(&s));
+        float *y = malloc(sizeof(float) * t.ny), *py = malloc(sizeof(float) * np);
+        int32_t *idx = malloc(sizeof(int32_t) * np);
+        assert_int_equal(dt_conv_winograd_filter(&s, t.w, u), 0);
+        for (int relu = 0; relu <= 1; relu++) {
+            assert_int_equal(
+                dt_conv_winograd_forward_filtered(&s, t.x, u, t.b, y, relu, scratch, nscratch, 2),
+                0);
+            memset(py, 0xff, sizeof(float) * np);
+            memset(idx, 0xff, sizeof(int32_t) * np);
+            assert_int_equal(dt_conv_winograd_forward_pool2(&s, t.x, u, t.b, py, idx, relu, scratch,
+                                                            nscratch, 2),
+                             0);
+            for (size_t o = 0; o < np; o++) {
+                size_t plane = o / ((size_t)ph * pw);
+                int oy = (int)(o % ((size_t)ph * pw)) / pw, ox = (int)(o % pw);
+                const float *yp = y + plane * t.oh * t.ow;
+                int best = 2 * oy * t.ow + 2 * ox;
+                int cand[3] = {best + 1, best + t.ow, best + t.ow + 1};
+                for (int i = 0; i < 3; i++)
+                    if (yp[cand[i]] > yp[best])
+                        best = cand[i];
+                assert_int_equal(idx[o], best);
+                assert_memory_equal(&py[o], &yp[best], sizeof(float));
+            }
+        }
+        free(scratch), free(u), free(y), free(py), free(idx);
+        free_tensors(&t);
+    }
+}
+
+/* A batch's weight gradient sums thousands of tiles: against the direct kernels (whose own error
+ * is ~1e-5 of the largest magnitude) at batch 96 of the ConvNet's conv2, 1 and 2 threads. */
+static void test_large_batch_weight_gradient(void **state)
+{
+    (void)state;
+    struct dt_conv_shape s = {96, 16, 26, 26, 32, 3, 3, 1, 0};
+    if (!dt_conv_winograd_supported(&s))
+        skip();
+    struct dt_rng rng;
+    dt_rng_init(&rng, 77);
+    size_t nx = (size_t)s.n * s.c * s.h * s.w, ny = (size_t)s.n * s.k * 24 * 24, nw = 32 * 16 * 9;
+    float *x = random_floats(&rng, nx), *dy = random_floats(&rng, ny);
+    for (size_t i = 0; i < nx; i++) /* post-ReLU activations: non-negative */
+        x[i] = fabsf(x[i]);
+    float dw[2][32 * 16 * 9], db[2][32];
+    size_t nd = dt_conv_direct_scratch_floats(&s, 2), nwi = dt_conv_winograd_scratch_floats(&s, 2);
+    float *sd = malloc(sizeof(float) * nd), *sw = malloc(sizeof(float) * nwi);
+    for (int threads = 1; threads <= 2; threads++) {
+        memset(dw, 0, sizeof dw), memset(db, 0, sizeof db);
+        assert_int_equal(dt_conv_direct_backward_weight(&s, x, dy, dw[0], db[0], sd, nd, threads),
+                         0);
+        assert_int_equal(
+            dt_conv_winograd_backward_weight(&s, x, dy, dw[1], db[1], sw, nwi, threads), 0);
+        double *ref = widen(dw[0], nw), *bref = widen(db[0], 32);
+        struct expected e = {ref, NULL, 1, 1, 0.0, 0}, eb = {bref, NULL, 1, 1, 0.0, 0};
+        expect_close("weight grad, batch 96", &s, dw[1], &e, nw);
+        expect_close("bias grad, batch 96", &s, db[1], &eb, 32);
+        free(ref), free(bref);
+    }
+    free(x), free(dy), free(sd), free(sw);
+}
+
+static void test_supported_shapes(void **state)
+{
+    (void)state;
+    static const struct dt_conv_shape no[] = {
+        {1, 16, 8, 8, 16, 3, 3, 2, 0},              /* stride 2 */
+        {1, 16, 8, 8, 16, 3, 3, 1, 2},              /* pad 2 */
+        {1, 16, 8, 8, 16, 5, 5, 1, 0},              /* 5x5 */
+        {1, 16, 8, 8, 16, 3, 1, 1, 0},              /* 3x1 */
+        {1, 16, 2, 8, 16, 3, 3, 1, 0},              /* empty output */
+        {0, 16, 8, 8, 16, 3, 3, 1, 0},              /* no samples */
+        {1, 0, 8, 8, 16, 3, 3, 1, 0},               /* no channels */
+        {1, 16, 8, 8, 0, 3, 3, 1, 0},               /* no output channels */
+        {1 << 16, 1 << 10, 64, 64, 16, 3, 3, 1, 0}, /* input beyond int indexing */
+    };
+    for (size_t i = 0; i < sizeof no / sizeof no[0]; i++) {
+        assert_false(dt_conv_winograd_supported(&no[i]));
+        assert_false(dt_conv_winograd_preferred(&no[i]));
+        assert_int_equal(dt_conv_winograd_scratch_floats(&no[i], 1), 0);
+        assert_int_equal(dt_conv_winograd_filter_floats(&no[i]), 0);
+    }
+    assert_false(dt_conv_winograd_supported(NULL));
+    struct dt_conv_shape ok = {1, 16, 26, 26, 32, 3, 3, 1, 0};
+    if (!dt_conv_winograd_supported(&ok))
+        skip();
+    assert_true(dt_conv_winograd_preferred(&ok));
+    struct dt_conv_shape few[] = {
+        {1, 1, 28, 28, 16, 3, 3, 1, 0}, {1, 8, 8, 8, 8, 3, 3, 1, 1}, {1, 4, 8, 8, 64, 3, 3, 1, 1}};
+    for (size_t i = 0; i < sizeof few / sizeof few[0]; i++) {
+        assert_true(dt_conv_winograd_supported(&few[i]));
+        assert_false(dt_conv_winograd_preferred(&few[i]));
+    }
+    struct dt_conv_shape enough = {1, 8, 8, 8, 16, 3, 3, 1, 1};
+    assert_true(dt_conv_winograd_preferred(&enough));
+    assert_int_equal(dt_conv_winograd_scratch_floats(&ok, 0), 0);
+    assert_true(dt_conv_winograd_scratch_floats(&ok, 2) > dt_conv_winograd_scratch_floats(&ok, 1));
+    /* the switch that turns the direct kernels' AVX-512 path off turns Winograd off too */
+    bool was = dt_conv_direct_allow_simd(false);
+    assert_false(dt_conv_winograd_supported(&ok));
+    dt_conv_direct_allow_simd(was);
+}
+
+static void test_bad_calls_fail_with_message(void **state)
+{
+    (void)state;
+    struct dt_conv_shape s = {1, 2, 6, 6, 16, 3, 3, 1, 1};
+    if (!dt_conv_winograd_supported(&s))
+        skip();
+    size_t need = dt_conv_winograd_scratch_floats(&s, 1);
+    float *scratch = calloc(need, sizeof(float));
+    float x[72] = {0}, w[288] = {0}, y[576], dx[72];
+    assert_int_equal(dt_conv_winograd_forward(&s, x, w, NULL, y, 0, scratch, need - 1, 1),
+                     -DT_EUSAGE);
+    assert_non_null(strstr(dt_last_error(), "conv_winograd forward: scratch has"));
+    assert_int_equal(dt_conv_winograd_backward_input(&s, y, w, dx, scratch, need, 0), -DT_EUSAGE);
+    assert_string_equal(dt_last_error(),
+                        "conv_winograd backward_input: threads must be >= 1, got 0");
+    s.pad = 2;
+    assert_int_equal(dt_conv_winograd_backward_weight(&s, x, y, w, NULL, scratch, need, 1),
+                     -DT_EUSAGE);
+    assert_non_null(strstr(dt_last_error(), "conv_winograd backward_weight: unsupported shape"));
+    assert_non_null(strstr(dt_last_error(), "pad=2"));
+    assert_int_equal(dt_conv_winograd_filter(&s, w, scratch), -DT_EUSAGE);
+    assert_int_equal(dt_conv_winograd_forward(NULL, x, w, NULL, y, 0, scratch, need, 1),
+                     -DT_EUSAGE);
+    free(scratch);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_kernels_match_reference),
+        cmocka_unit_test(test_results_are_deterministic),
+        cmocka_unit_test(test_pooled_forward_matches_unpooled),
+        cmocka_unit_test(test_large_batch_weight_gradient),
+        cmocka_unit_test(test_supported_shapes),
+        cmocka_unit_test(test_bad_calls_fail_with_message),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
