@@ -259,8 +259,19 @@ static void test_small_path_1_to_4_ranks(void **state)
 {
     (void)state;
     assert_int_equal(dt_tcp_small_max(1), 0);
+    struct dt_tcp_opts o; /* 1 rank: every length comes back untouched */
+    dt_tcp_opts_init(&o);
+    struct dt_comm *c;
+    assert_int_equal(dt_tcp_comm_create(&c, &o), 0);
+    float v[3] = {1.5f, -2.25f, 3e7f};
+    for (size_t len = 0; len <= 3; len++) {
+        assert_int_equal(c->allreduce_sum(c, v, len), 0);
+        assert_true(v[0] == 1.5f && v[1] == -2.25f && v[2] == 3e7f);
+    }
+    c->close(c);
     for (int n = 2; n <= 4; n++) {
-        assert_true(dt_tcp_small_max(n) > 1 && (n == 2 || dt_tcp_small_max(n) < dt_tcp_small_max(n - 1)));
+        assert_true(dt_tcp_small_max(n) > 1 &&
+                    (n == 2 || dt_tcp_small_max(n) < dt_tcp_small_max(n - 1)));
         struct job j = job_new("127.0.0.1", n);
         assert_true(j.master_fd >= 0);
         assert_int_equal(run_job(&j, body_small_path, NULL, 25), 0);
