@@ -86,7 +86,9 @@ static void tcp_pair(int fds[2], int sockbuf)
 }
 
 /* Sends `total` bytes on fd while receiving `total` bytes from it (either may be 0). */
-static void pump(int fd, uint8_t *sbuf, uint8_t *rbuf, size_t rwrap, size_t total_s, size_t total_r)
+/* Sends total_s bytes on sfd while receiving total_r bytes from rfd (may be the same socket). */
+static void pump(int sfd, int rfd, uint8_t *sbuf, uint8_t *rbuf, size_t rwrap, size_t total_s,
+                 size_t total_r)
 {
     size_t s = 0, r = 0;
     while (s < total_s || r < total_r) {
@@ -95,7 +97,7 @@ static void pump(int fd, uint8_t *sbuf, uint8_t *rbuf, size_t rwrap, size_t tota
             size_t off = s % BUF, n = CHUNK - s % CHUNK;
             if (n > total_s - s)
                 n = total_s - s;
-            ssize_t w = send(fd, sbuf + off, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+            ssize_t w = send(sfd, sbuf + off, n, MSG_DONTWAIT | MSG_NOSIGNAL);
             if (w > 0)
                 s += (size_t)w, progress = 1;
             else if (w < 0 && errno != EAGAIN)
@@ -107,7 +109,7 @@ static void pump(int fd, uint8_t *sbuf, uint8_t *rbuf, size_t rwrap, size_t tota
                 n = CHUNK - r % CHUNK;
             if (n > total_r - r)
                 n = total_r - r;
-            ssize_t g = recv(fd, rbuf + off, n, MSG_DONTWAIT);
+            ssize_t g = recv(rfd, rbuf + off, n, MSG_DONTWAIT);
             if (g > 0)
                 r += (size_t)g, progress = 1;
             else if (g == 0)
@@ -116,10 +118,11 @@ static void pump(int fd, uint8_t *sbuf, uint8_t *rbuf, size_t rwrap, size_t tota
                 die("recv");
         }
         if (!progress) {
-            struct pollfd p = {
-                .fd = fd,
-                .events = (short)((s < total_s ? POLLOUT : 0) | (r < total_r ? POLLIN : 0))};
-            poll(&p, 1, 1000);
+            struct pollfd p[2] = {{.fd = sfd, .events = s < total_s ? POLLOUT : 0},
+                                  {.fd = rfd, .events = r < total_r ? POLLIN : 0}};
+            if (sfd == rfd)
+                p[0].events |= p[1].events;
+            poll(p, sfd == rfd ? 1 : 2, 1000);
         }
     }
 }
@@ -131,20 +134,27 @@ static int cmp(const void *a, const void *b)
 }
 
 /* GB/s per direction: the parent (CPU 0) sends `total` bytes to the child (CPU 1), and with
- * `both` the child sends as many back at the same time. */
+ * `both` the child sends as many back at the same time: on the same connection (1) or on a
+ * second one (2, as the ring does: each connection carries data one way only). */
 static double stream(size_t total, int both, size_t rwrap, int sockbuf, size_t step)
 {
     double t[RUNS];
     for (int k = 0; k < RUNS; k++) {
-        int fds[2];
-        tcp_pair(fds, sockbuf);
+        int a[2], b[2];
+        tcp_pair(a, sockbuf);
+        if (both == 2)
+            tcp_pair(b, sockbuf);
         pid_t pid = fork();
         int me = pid == 0;
         pin(me);
         uint8_t *sb = malloc(BUF), *rb = malloc(BUF);
         memset(sb, me + 1, BUF), memset(rb, 0, BUF);
-        int fd = fds[me];
-        close(fds[!me]);
+        int fd = a[me], sfd = fd, rfd = fd;
+        close(a[!me]);
+        if (both == 2) {
+            close(b[me]);
+            sfd = me ? b[!me] : fd, rfd = me ? fd : b[!me];
+        }
         char go = 0;
         /* One byte each way as a start line, so neither side's setup is timed. */
         if (send(fd, &go, 1, 0) != 1 || recv(fd, &go, 1, MSG_WAITALL) != 1)
@@ -153,13 +163,15 @@ static double stream(size_t total, int both, size_t rwrap, int sockbuf, size_t s
         size_t out = me == 0 || both ? total : 0, in = me == 1 || both ? total : 0;
         if (step) /* lock-step: each side waits for the other's step before the next */
             for (size_t done = 0; done < total; done += step)
-                pump(fd, sb + done % BUF, rb, rwrap, step, step);
+                pump(sfd, rfd, sb + done % BUF, rb, rwrap, step, step);
         else
-            pump(fd, sb, rb, rwrap, out, in);
+            pump(sfd, rfd, sb, rb, rwrap, out, in);
         if (send(fd, &go, 1, 0) != 1 || recv(fd, &go, 1, MSG_WAITALL) != 1)
             die("sync");
         double dt = now() - t0;
         free(sb), free(rb), close(fd);
+        if (both == 2)
+            close(b[!me]);
         if (me)
             _exit(0);
         waitpid(pid, NULL, 0);
@@ -201,12 +213,16 @@ int main(int argc, char **argv)
            total >> 20, sockbuf >> 10, RUNS);
     printf("  one direction, recv into 16 MiB:  %6.2f\n", stream(total, 0, BUF, sockbuf, 0));
     printf("  one direction, recv into 256 KiB: %6.2f\n", stream(total, 0, 256u << 10, sockbuf, 0));
-    double both = stream(total, 1, BUF, sockbuf, 0);
-    printf("  both directions, recv into 16 MiB:  %6.2f\n", both);
-    printf("  both directions, recv into 256 KiB: %6.2f\n",
-           stream(total, 1, 256u << 10, sockbuf, 0));
-    double steps = stream(total, 1, 256u << 10, sockbuf, 512u << 10);
-    printf("  both directions, lock-step 512 KiB steps, recv into 256 KiB: %6.2f\n", steps);
+    printf("  both directions on one connection, recv into 16 MiB: %6.2f\n",
+           stream(total, 1, BUF, sockbuf, 0));
+    double both = stream(total, 2, BUF, sockbuf, 0);
+    printf("  both directions, a connection each (as the ring), recv into 16 MiB:  %6.2f\n", both);
+    printf("  both directions, a connection each, recv into 256 KiB: %6.2f\n",
+           stream(total, 2, 256u << 10, sockbuf, 0));
+    double steps = stream(total, 2, 256u << 10, sockbuf, 512u << 10);
+    printf("  both directions, a connection each, lock-step 512 KiB steps, recv into 256 KiB: "
+           "%6.2f\n",
+           steps);
     double red = 0;
     for (size_t mib = 16; mib <= 64; mib *= 4) {
         double r = mem_rate(mib << 20, 1);
