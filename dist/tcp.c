@@ -1,12 +1,24 @@
 /* The TCP ring communicator; the algorithms and failure semantics are described in tcp.h.
  *
- * One engine, ring_xfer(), does every collective step: it sends a byte range to the next rank
+ * One engine, xfer_run(), does every collective step: it sends a byte range to the next rank
  * and receives a byte range from the previous rank at the same time, in DATA frames of at most
- * FRAME bytes, driven by poll() on the two non-blocking sockets. The receiver knows the exact
- * length of every frame it expects, so a frame is validated before a byte of it is stored.
- * Received chunks are either stored in place (all-gather, broadcast) or summed into the buffer
- * (reduce-scatter, via a FRAME-sized scratch area). For broadcast the send side is gated on what
- * has arrived, which pipelines the ring chunk by chunk.
+ * FRAME bytes, on the two non-blocking sockets. The receiver knows the exact length of every
+ * frame it expects, so a frame header is validated before a byte of its payload reaches the
+ * caller's buffer. Received chunks are either stored in place (all-gather, broadcast) or summed
+ * into the buffer (reduce-scatter, via a small scratch ring, right after each recv while the
+ * bytes are in cache). A relayed send (broadcast, small all-reduce) is gated on what has
+ * arrived, which pipelines the ring chunk by chunk.
+ *
+ * Where the time goes, measured on 2 ranks over loopback (docs/multihost.md has the numbers):
+ *  - Small messages cost wake-ups, not bytes: a rank that sleeps in poll() until its peer's
+ *    bytes arrive pays an idle exit (in a VM a halted vCPU woken by an IPI: 10-40 us). So the
+ *    engine spins on the non-blocking sockets for SPIN_S after its last progress before it
+ *    sleeps, and messages up to dt_tcp_small_max() floats skip the 2(size-1)-step ring for one
+ *    pipelined all-gather of the whole buffers (size-1 steps), summed in rank order.
+ *  - Large messages are bound by the kernel's copies in and out of socket buffers, which are
+ *    fast while the bytes in flight stay in cache and several times slower once they spill to
+ *    DRAM. The ring therefore runs in rounds of at most ROUND_STEP bytes per step rather than
+ *    one pass over segments of n/size floats.
  */
 #include "dist/tcp.h"
 
@@ -27,7 +39,19 @@
 #include "util/log.h"
 
 #define FRAME          (2048u << 10) /* bytes of payload per DATA frame */
+#define RELAY_FRAME    (256u << 10)  /* broadcast: relayed frame by frame, so smaller ones */
 #define ABORT_DEADLINE 0.5           /* seconds spent telling the next rank we gave up */
+/* Tuning knobs, overridable with -D for measurements (values chosen in docs/multihost.md). */
+#ifndef SPIN_S
+#define SPIN_S 50e-6 /* seconds of spinning on the sockets before sleeping in poll() */
+#endif
+#ifndef ROUND_STEP
+#define ROUND_STEP (512u << 10) /* ring all-reduce: most bytes per step (0: one pass) */
+#endif
+#ifndef SMALL_LINK_BYTES
+#define SMALL_LINK_BYTES (256u << 10) /* small path: most bytes one link carries */
+#endif
+#define SCRATCH (256u << 10) /* reduce-scatter receive ring, well inside L2 */
 
 struct link {
     int fd, rank;
@@ -39,27 +63,35 @@ struct tcp {
     struct dt_rdzv rdzv;
     struct link next, prev;
     double timeout;
-    float *scratch; /* FRAME bytes for reduce-scatter */
-    float *ones;    /* size floats for barrier */
-    int failed;     /* 0, or the status every later call returns */
+    float *scratch;  /* SCRATCH bytes for reduce-scatter */
+    uint8_t *gather; /* size * dt_tcp_small_max(size) floats: the small path's buffers */
+    float *ones;     /* size floats for barrier */
+    int failed;      /* 0, or the status every later call returns */
     char error[1024];
 };
 
-/* One ring step: send s[0..slen) to next while receiving r[0..rlen) from prev. */
+/* One ring step: send s[0..slen) to next while receiving r[0..rlen) from prev, both cut into
+ * frames of `frame` bytes (the last shorter), which every rank of a collective agrees on. */
 struct xfer {
+    size_t frame;
     const uint8_t *s;
-    size_t slen, ssent;   /* payload bytes sent */
-    size_t sframe_end;    /* end of the frame being sent */
-    const size_t *savail; /* broadcast relay: only bytes already received may be sent */
+    size_t slen, ssent; /* payload bytes sent */
+    size_t sframe_end;  /* end of the frame being sent */
+    /* Relay: s[0..sbase + *savail) has arrived. A frame is started only once all of it has,
+     * so a rank that fails mid-frame can always finish the frame with real bytes. */
+    const size_t *savail;
+    size_t sbase;
     uint8_t shdr[DT_WIRE_HDR];
     size_t shdr_sent;
     bool sin_frame;
     uint8_t *r;
     size_t rlen, rdone; /* payload bytes received */
     size_t rframe_start, rframe_len;
+    size_t rreduced; /* bytes of the frame already summed into r */
     uint8_t rhdr[DT_WIRE_HDR];
     size_t rhdr_have;
-    bool reduce; /* sum received floats into r instead of storing them */
+    bool reduce;   /* sum received floats into r instead of storing them */
+    bool rprivate; /* r is our scratch: payload may land before its header is checked */
 };
 
 static bool send_pending(const struct xfer *x)
@@ -67,12 +99,15 @@ static bool send_pending(const struct xfer *x)
     return x->ssent < x->slen || (x->sin_frame && x->shdr_sent < DT_WIRE_HDR);
 }
 
-static size_t send_limit(const struct xfer *x)
+static size_t next_frame_len(const struct xfer *x)
 {
-    size_t lim = x->sframe_end;
-    if (x->savail && *x->savail < lim)
-        lim = *x->savail;
-    return lim;
+    return x->slen - x->ssent < x->frame ? x->slen - x->ssent : x->frame;
+}
+
+/* Whether sending can go on now: inside a frame, or the next frame's bytes are all here. */
+static bool send_ready(const struct xfer *x)
+{
+    return x->sin_frame || !x->savail || x->sbase + *x->savail >= x->ssent + next_frame_len(x);
 }
 
 /* Sends as much as the socket takes now. */
@@ -80,7 +115,9 @@ static int xfer_send(struct tcp *t, struct xfer *x, bool *progress)
 {
     while (send_pending(x)) {
         if (!x->sin_frame) {
-            size_t len = x->slen - x->ssent < FRAME ? x->slen - x->ssent : FRAME;
+            if (!send_ready(x))
+                return 0; /* waiting for bytes to relay */
+            size_t len = next_frame_len(x);
             dt_wire_pack(x->shdr, DT_OP_DATA, t->next.seq++, (uint32_t)len);
             x->shdr_sent = 0;
             x->sframe_end = x->ssent + len;
@@ -90,11 +127,8 @@ static int xfer_send(struct tcp *t, struct xfer *x, bool *progress)
         int n = 0;
         if (x->shdr_sent < DT_WIRE_HDR)
             iov[n++] = (struct iovec){x->shdr + x->shdr_sent, DT_WIRE_HDR - x->shdr_sent};
-        size_t lim = send_limit(x);
-        if (lim > x->ssent)
-            iov[n++] = (struct iovec){(void *)(x->s + x->ssent), lim - x->ssent};
-        if (n == 0)
-            return 0; /* waiting for bytes to relay */
+        if (x->sframe_end > x->ssent)
+            iov[n++] = (struct iovec){(void *)(x->s + x->ssent), x->sframe_end - x->ssent};
         struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
         ssize_t w = sendmsg(t->next.fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (w < 0) {
@@ -120,9 +154,12 @@ static void reduce_into(float *dst, const float *src, size_t n)
         dst[i] += src[i];
 }
 
-static int recv_some(struct tcp *t, void *dst, size_t n, size_t *got)
+/* One recvmsg into a (and then b, when nb > 0). */
+static int recv_some(struct tcp *t, void *a, size_t na, void *b, size_t nb, size_t *got)
 {
-    ssize_t r = recv(t->prev.fd, dst, n, MSG_DONTWAIT);
+    struct iovec iov[2] = {{a, na}, {b, nb}};
+    struct msghdr mh = {.msg_iov = iov, .msg_iovlen = nb ? 2 : 1};
+    ssize_t r = recvmsg(t->prev.fd, &mh, MSG_DONTWAIT);
     if (r > 0) {
         *got = (size_t)r;
         return 0;
@@ -135,55 +172,98 @@ static int recv_some(struct tcp *t, void *dst, size_t n, size_t *got)
     return dt_fail(DT_ERUNTIME, "lost %s: recv: %s", t->prev.name, strerror(errno));
 }
 
-/* A frame header arrived: validate it against what this step expects. 1 for an ABORT (the
- * error is set and `abort_text` holds the text to pass on). */
-static int xfer_header(struct tcp *t, struct xfer *x, char *abort_text)
+static size_t frame_want(const struct xfer *x)
+{
+    return x->rlen - x->rdone < x->frame ? x->rlen - x->rdone : x->frame;
+}
+
+/* A frame header arrived (with `body` bytes of what followed it already in `early`): validate
+ * it against what this step expects. 1 for an ABORT (the error is set and `abort_text` holds
+ * the text to pass on). */
+static int xfer_header(struct tcp *t, struct xfer *x, const uint8_t *early, size_t body,
+                       char *abort_text)
 {
     struct dt_wire_hdr h;
-    size_t want = x->rlen - x->rdone < FRAME ? x->rlen - x->rdone : FRAME;
+    size_t want = frame_want(x);
     int rc = dt_wire_check(&h, x->rhdr, DT_OP_DATA, t->prev.seq, (uint32_t)want, (uint32_t)want,
                            t->prev.name);
     if (rc < 0)
         return dt_fail_context(rc, "lost");
     if (h.op == DT_OP_ABORT) {
-        dt_wire_recv_abort(t->prev.fd, &h, dt_now() + ABORT_DEADLINE, t->prev.name, abort_text);
+        dt_wire_recv_abort_rest(t->prev.fd, &h, early, body, dt_now() + ABORT_DEADLINE,
+                                t->prev.name, abort_text);
         return 1;
     }
     t->prev.seq++;
     x->rframe_start = x->rdone;
     x->rframe_len = want;
+    x->rreduced = 0;
     return 0;
 }
 
+/* Where the payload byte at offset `at` of the current frame goes: the scratch (a ring of
+ * SCRATCH bytes) when reducing, else straight into r; *room: how many bytes fit from there. */
+static uint8_t *recv_dst(struct tcp *t, const struct xfer *x, size_t at, size_t len, size_t *room)
+{
+    size_t left = len - at;
+    if (!x->reduce) {
+        *room = left;
+        return x->r + x->rdone;
+    }
+    size_t off = at % SCRATCH;
+    *room = SCRATCH - off < left ? SCRATCH - off : left;
+    return (uint8_t *)t->scratch + off;
+}
+
+/* Sums the whole floats of the current frame received since the last call (still in cache). */
+static void reduce_received(struct tcp *t, struct xfer *x)
+{
+    size_t at = x->rdone - x->rframe_start, end = at - at % sizeof(float);
+    if (end == x->rreduced)
+        return;
+    reduce_into((float *)(x->r + x->rframe_start + x->rreduced),
+                (const float *)((uint8_t *)t->scratch + x->rreduced % SCRATCH),
+                (end - x->rreduced) / sizeof(float));
+    x->rreduced = end;
+}
+
+/* Receives what has arrived. Into private memory (reduce scratch, small-path buffers) a frame
+ * is read with one recvmsg for header and payload together; into the caller's buffer the
+ * header is read and checked first, so a bad frame never writes a byte there. */
 static int xfer_recv(struct tcp *t, struct xfer *x, bool *progress, char *abort_text)
 {
     while (x->rdone < x->rlen) {
-        size_t got;
+        size_t got, body;
         if (x->rhdr_have < DT_WIRE_HDR) {
-            int rc = recv_some(t, x->rhdr + x->rhdr_have, DT_WIRE_HDR - x->rhdr_have, &got);
+            size_t room = 0;
+            uint8_t *early =
+                x->reduce || x->rprivate ? recv_dst(t, x, 0, frame_want(x), &room) : NULL;
+            size_t hl = DT_WIRE_HDR - x->rhdr_have;
+            int rc = recv_some(t, x->rhdr + x->rhdr_have, hl, early, room, &got);
             if (rc < 0 || got == 0)
                 return rc;
             *progress = true;
-            x->rhdr_have += got;
+            body = got > hl ? got - hl : 0;
+            x->rhdr_have += got - body;
             if (x->rhdr_have < DT_WIRE_HDR)
                 continue;
-            rc = xfer_header(t, x, abort_text);
+            rc = xfer_header(t, x, early, body, abort_text);
             if (rc != 0)
                 return rc;
+        } else {
+            size_t room, at = x->rdone - x->rframe_start;
+            uint8_t *dst = recv_dst(t, x, at, x->rframe_len, &room);
+            int rc = recv_some(t, dst, room, NULL, 0, &got);
+            if (rc < 0 || got == 0)
+                return rc;
+            *progress = true;
+            body = got;
         }
-        size_t at = x->rdone - x->rframe_start, left = x->rframe_len - at;
-        uint8_t *dst = x->reduce ? (uint8_t *)t->scratch + at : x->r + x->rdone;
-        int rc = recv_some(t, dst, left, &got);
-        if (rc < 0 || got == 0)
-            return rc;
-        *progress = true;
-        x->rdone += got;
-        if (got == left) {
-            if (x->reduce)
-                reduce_into((float *)(x->r + x->rframe_start), t->scratch,
-                            x->rframe_len / sizeof(float));
+        x->rdone += body;
+        if (x->reduce)
+            reduce_received(t, x);
+        if (x->rdone == x->rframe_start + x->rframe_len)
             x->rhdr_have = 0;
-        }
     }
     return 0;
 }
@@ -239,6 +319,8 @@ static int xfer_run(struct tcp *t, struct xfer *x)
         double now = dt_now();
         if (progress)
             last = now;
+        if (now - last < SPIN_S)
+            continue;
         if (now - last >= t->timeout) {
             const struct link *l = rp ? &t->prev : &t->next;
             dt_fail(DT_ERUNTIME, "lost %s: no progress for %.1f s (collective timeout)", l->name,
@@ -247,9 +329,7 @@ static int xfer_run(struct tcp *t, struct xfer *x)
         }
         struct pollfd p[2];
         int n = 0;
-        bool can_send =
-            sp && (x->shdr_sent < DT_WIRE_HDR || !x->sin_frame || send_limit(x) > x->ssent);
-        if (can_send)
+        if (sp && send_ready(x))
             p[n++] = (struct pollfd){.fd = t->next.fd, .events = POLLOUT};
         if (rp)
             p[n++] = (struct pollfd){.fd = t->prev.fd, .events = POLLIN};
@@ -272,7 +352,7 @@ static int ring_step(struct tcp *t, const void *s, size_t slen, void *r, size_t 
 {
     if (slen == 0 && rlen == 0)
         return 0;
-    struct xfer x = {.s = s, .slen = slen, .r = r, .rlen = rlen, .reduce = reduce};
+    struct xfer x = {.frame = FRAME, .s = s, .slen = slen, .r = r, .rlen = rlen, .reduce = reduce};
     return xfer_run(t, &x);
 }
 
@@ -282,12 +362,49 @@ static size_t seg_off(size_t n, int size, int i)
     return (size_t)i * base + ((size_t)i < rem ? (size_t)i : rem);
 }
 
-static int tcp_allreduce_sum(struct dt_comm *c, float *buf, size_t n)
+size_t dt_tcp_small_max(int size)
 {
-    struct tcp *t = c->impl;
-    int rc = tcp_check(t), size = c->size, r = c->rank;
-    if (rc < 0 || size == 1 || n == 0)
+    return size < 2 ? 0 : SMALL_LINK_BYTES / (size_t)(size - 1) / sizeof(float);
+}
+
+/* Small messages: one pipelined all-gather of the whole buffers around the ring (each rank
+ * relays what it received), then every rank sums the size buffers in rank order 0..size-1, so
+ * all end bit-identical. Block k of t->gather holds rank (rank - k) mod size's buffer; the send
+ * stream is blocks 0..size-2 and the receive stream blocks 1..size-1 of the same area, so a
+ * block is forwarded as soon as it arrives. */
+static int small_allreduce(struct tcp *t, int size, int rank, float *buf, size_t n)
+{
+    size_t bytes = n * sizeof(float);
+    struct xfer x = {.frame = bytes, /* a block per frame: relayed as soon as it is whole */
+                     .r = t->gather + bytes,
+                     .rlen = (size_t)(size - 1) * bytes,
+                     .rprivate = true};
+    if (size == 2) {
+        x.s = (const uint8_t *)buf, x.slen = bytes;
+    } else {
+        memcpy(t->gather, buf, bytes);
+        x.s = t->gather, x.slen = x.rlen, x.sbase = bytes, x.savail = &x.rdone;
+    }
+    int rc = xfer_run(t, &x);
+    if (rc < 0)
         return rc;
+    if (size == 2) { /* a + b == b + a exactly */
+        reduce_into(buf, (const float *)(t->gather + bytes), n);
+        return 0;
+    }
+    for (int q = 0; q < size; q++) {
+        const float *b = (const float *)(t->gather + (size_t)((rank - q + size) % size) * bytes);
+        if (q == 0)
+            memcpy(buf, b, bytes);
+        else
+            reduce_into(buf, b, n);
+    }
+    return 0;
+}
+
+static int ring_allreduce(struct tcp *t, int size, int r, float *buf, size_t n)
+{
+    int rc = 0;
     /* Reduce-scatter: after size-1 steps rank r holds the full sum of segment r+1. */
     for (int k = 0; k < size - 1 && rc == 0; k++) {
         int s = ((r - k) % size + size) % size, v = ((r - k - 1) % size + size) % size;
@@ -305,6 +422,21 @@ static int tcp_allreduce_sum(struct dt_comm *c, float *buf, size_t n)
     return rc;
 }
 
+static int tcp_allreduce_sum(struct dt_comm *c, float *buf, size_t n)
+{
+    struct tcp *t = c->impl;
+    int rc = tcp_check(t), size = c->size, r = c->rank;
+    if (rc < 0 || size == 1 || n == 0)
+        return rc;
+    if (n <= dt_tcp_small_max(size))
+        return small_allreduce(t, size, r, buf, n);
+    /* Rounds: every rank cuts the buffer the same way, so results stay bit-identical. */
+    size_t chunk = ROUND_STEP ? (size_t)ROUND_STEP / sizeof(float) * (size_t)size : n;
+    for (size_t off = 0; off < n && rc == 0; off += chunk)
+        rc = ring_allreduce(t, size, r, buf + off, n - off < chunk ? n - off : chunk);
+    return rc;
+}
+
 static int tcp_broadcast(struct dt_comm *c, void *buf, size_t bytes, int root)
 {
     struct tcp *t = c->impl;
@@ -313,7 +445,7 @@ static int tcp_broadcast(struct dt_comm *c, void *buf, size_t bytes, int root)
     int rc = tcp_check(t);
     if (rc < 0 || c->size == 1 || bytes == 0)
         return rc;
-    struct xfer x = {0};
+    struct xfer x = {.frame = RELAY_FRAME};
     if (c->rank == root) {
         x.s = buf, x.slen = bytes;
     } else {
@@ -344,6 +476,7 @@ static void tcp_close(struct dt_comm *c)
     if (t) {
         dt_rdzv_free(&t->rdzv);
         free(t->scratch);
+        free(t->gather);
         free(t->ones);
         free(t);
     }
@@ -387,9 +520,11 @@ int dt_tcp_comm_create(struct dt_comm **out, const struct dt_tcp_opts *o)
     t->next.fd = t->prev.fd = -1;
     int rc = dt_rdzv_run(&t->rdzv, o);
     if (rc == 0) {
-        t->scratch = malloc(FRAME);
+        t->scratch = malloc(SCRATCH);
         t->ones = malloc((size_t)o->size * sizeof(float));
-        if (!t->scratch || !t->ones)
+        /* calloc: a failing relay pads its frame from here, never with stale heap bytes */
+        t->gather = calloc((size_t)o->size * dt_tcp_small_max(o->size) + 1, sizeof(float));
+        if (!t->scratch || !t->ones || !t->gather)
             rc = dt_fail(DT_ERUNTIME, "out of memory");
     }
     if (rc < 0) {

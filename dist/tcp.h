@@ -2,8 +2,11 @@
  *
  * dt_tcp_comm_create() runs the rendezvous (dist/rendezvous.h) and returns a struct dt_comm
  * whose collectives move data around the ring:
- *   allreduce_sum  reduce-scatter then all-gather, each step sending to the next rank while
- *                  receiving from the previous one (poll-driven non-blocking I/O), in framed
+ *   allreduce_sum  up to dt_tcp_small_max(size) floats: one pipelined all-gather of the
+ *                  whole buffers around the ring, then every rank sums them in rank order
+ *                  0..size-1. Larger: in rounds of at most 512 KiB per step, reduce-scatter
+ *                  then all-gather, each step sending to the next rank while receiving from the
+ *                  previous one (non-blocking I/O, a short spin before poll()), in framed
  *                  chunks. Segment j is always summed in the same rank order and the all-gather
  *                  copies bytes, so every rank ends bit-identical.
  *   broadcast      the root's bytes passed along the ring, chunk by chunk (pipelined).
@@ -44,6 +47,11 @@ struct dt_tcp_opts {
                                   leaders' ring of the hierarchical backend), and messages name
                                   "host K (ranks A-B, ADDR)" instead of "rank K (ADDR)" */
 };
+
+/* The most floats an all-reduce among `size` ranks sends by the small-message path (a single
+ * all-gather of the whole buffers, summed in rank order, instead of reduce-scatter +
+ * all-gather): fewer ring steps, more bytes per link, so the limit shrinks as size grows. */
+size_t dt_tcp_small_max(int size);
 
 /* Fills opts with defaults (rank 0 of 1, master_fd -1, timeouts 0 = defaults). */
 void dt_tcp_opts_init(struct dt_tcp_opts *o);

@@ -156,8 +156,18 @@ int dt_wire_send_msg(int fd, unsigned op, uint32_t seq, const void *payload, uin
 int dt_wire_recv_abort(int fd, const struct dt_wire_hdr *h, double deadline, const char *peer,
                        char *out)
 {
+    return dt_wire_recv_abort_rest(fd, h, NULL, 0, deadline, peer, out);
+}
+
+int dt_wire_recv_abort_rest(int fd, const struct dt_wire_hdr *h, const void *have, size_t nhave,
+                            double deadline, const char *peer, char *out)
+{
     char buf[DT_WIRE_ABORT_MAX + 1], *text = out ? out : buf;
-    int rc = dt_wire_recv_all(fd, text, h->len, deadline, peer);
+    if (nhave > h->len)
+        nhave = h->len; /* nothing may follow an ABORT: extra bytes are ignored */
+    if (nhave)
+        memcpy(text, have, nhave);
+    int rc = dt_wire_recv_all(fd, text + nhave, h->len - nhave, deadline, peer);
     if (rc < 0)
         return rc;
     text[h->len] = 0;

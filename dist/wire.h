@@ -66,6 +66,10 @@ int dt_wire_recv_msg(int fd, unsigned op, uint32_t seq, void *payload, uint32_t 
  * bytes) unless it is NULL. */
 int dt_wire_recv_abort(int fd, const struct dt_wire_hdr *h, double deadline, const char *peer,
                        char *text);
+/* The same when the first `nhave` bytes of the text were already read (together with the
+ * header, by a reader that asked for header and payload at once). */
+int dt_wire_recv_abort_rest(int fd, const struct dt_wire_hdr *h, const void *have, size_t nhave,
+                            double deadline, const char *peer, char *text);
 
 /* Big-endian field helpers for payloads. */
 void dt_wire_put32(uint8_t *p, uint32_t v);

@@ -214,6 +214,70 @@ static void test_allreduce_2_3_4_ranks(void **state)
     }
 }
 
+/* The small-message path (one all-gather, summed in rank order) around its limit T: lengths
+ * 0, 1, T-1 and T take it, T+1 takes the ring. Random floats, so the order of the additions
+ * shows in the bits: on the small path every rank must hold exactly v0 + v1 + ... + v(n-1)
+ * computed in that order, and on both paths every rank the same bits. */
+static float small_value(int rank, size_t i)
+{
+    struct dt_rng g;
+    dt_rng_init(&g, dt_rng_key(11, DT_RNG_TEST, (uint64_t)rank, i));
+    return (float)dt_rng_normal(&g) * (float)(1 + (int)(i % 5) * 1000);
+}
+
+static void body_small_path(struct dt_comm *c, const struct job *j, void *arg)
+{
+    (void)arg;
+    int n = j->n;
+    size_t lim = dt_tcp_small_max(n);
+    const size_t lens[] = {0, 1, lim - 1, lim, lim + 1};
+    for (size_t li = 0; li < sizeof lens / sizeof *lens; li++) {
+        size_t len = lens[li];
+        float *a = malloc((len + 1) * sizeof *a);
+        for (size_t i = 0; i < len; i++)
+            a[i] = small_value(c->rank, i);
+        CHECK(c->allreduce_sum(c, a, len) == 0, "allreduce len %zu", len);
+        for (size_t i = 0; i < len; i++) {
+            float ref = small_value(0, i);
+            for (int r = 1; r < n; r++)
+                ref += small_value(r, i);
+            if (len <= lim)
+                CHECK(memcmp(&a[i], &ref, sizeof ref) == 0, "len %zu [%zu]: %a, rank order %a", len,
+                      i, (double)a[i], (double)ref);
+            else
+                CHECK(fabsf(a[i] - ref) <= 1e-3f * (1 + fabsf(ref)), "len %zu [%zu]: %g vs %g", len,
+                      i, (double)a[i], (double)ref);
+        }
+        uint64_t h = fnv(a, len * sizeof *a), h0 = h;
+        CHECK(c->broadcast(c, &h0, sizeof h0, 0) == 0, "broadcast hash");
+        CHECK(h == h0, "rank %d result differs from rank 0's (len %zu)", c->rank, len);
+        free(a);
+    }
+}
+
+static void test_small_path_1_to_4_ranks(void **state)
+{
+    (void)state;
+    assert_int_equal(dt_tcp_small_max(1), 0);
+    struct dt_tcp_opts o; /* 1 rank: every length comes back untouched */
+    dt_tcp_opts_init(&o);
+    struct dt_comm *c;
+    assert_int_equal(dt_tcp_comm_create(&c, &o), 0);
+    float v[3] = {1.5f, -2.25f, 3e7f};
+    for (size_t len = 0; len <= 3; len++) {
+        assert_int_equal(c->allreduce_sum(c, v, len), 0);
+        assert_true(v[0] == 1.5f && v[1] == -2.25f && v[2] == 3e7f);
+    }
+    c->close(c);
+    for (int n = 2; n <= 4; n++) {
+        assert_true(dt_tcp_small_max(n) > 1 &&
+                    (n == 2 || dt_tcp_small_max(n) < dt_tcp_small_max(n - 1)));
+        struct job j = job_new("127.0.0.1", n);
+        assert_true(j.master_fd >= 0);
+        assert_int_equal(run_job(&j, body_small_path, NULL, 25), 0);
+    }
+}
+
 static void test_ipv6_loopback(void **state)
 {
     (void)state;
@@ -398,10 +462,11 @@ static void test_intruders_are_dropped_and_job_completes(void **state)
 
 /* ---- failures ------------------------------------------------------------------------------- */
 
+/* arg: the all-reduce length (both paths: the small one reads header and payload at once). */
 static void body_rank2_exits(struct dt_comm *c, const struct job *j, void *arg)
 {
-    (void)j, (void)arg;
-    size_t n = 300000;
+    (void)j;
+    size_t n = *(const size_t *)arg;
     float *a = calloc(n, sizeof *a);
     CHECK(c->allreduce_sum(c, a, n) == 0, "first allreduce");
     if (c->rank == 2)
@@ -420,9 +485,12 @@ static void body_rank2_exits(struct dt_comm *c, const struct job *j, void *arg)
 static void test_lost_rank_is_named(void **state)
 {
     (void)state;
-    struct job j = job_new("127.0.0.1", 3);
-    j.timeout = 2;
-    assert_int_equal(run_job(&j, body_rank2_exits, NULL, 15), 0);
+    size_t lens[] = {300000, 100};
+    for (int i = 0; i < 2; i++) {
+        struct job j = job_new("127.0.0.1", 3);
+        j.timeout = 2;
+        assert_int_equal(run_job(&j, body_rank2_exits, &lens[i], 15), 0);
+    }
 }
 
 static void body_rank1_stalls(struct dt_comm *c, const struct job *j, void *arg)
@@ -498,6 +566,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_single_rank_and_bad_options),
         cmocka_unit_test(test_allreduce_2_3_4_ranks),
+        cmocka_unit_test(test_small_path_1_to_4_ranks),
         cmocka_unit_test(test_ipv6_loopback),
         cmocka_unit_test(test_broadcast_every_root_and_barrier),
         cmocka_unit_test(test_iface_lo),
