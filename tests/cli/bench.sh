@@ -224,7 +224,8 @@ DTRAIN_SOCKET_BUFFER=12X run "$DTRAIN" bench allreduce --backend tcp --instances
 expect_rc "a malformed DTRAIN_SOCKET_BUFFER exits 2" 2
 expect_err "a malformed DTRAIN_SOCKET_BUFFER: names the variable and the value" \
     "DTRAIN_SOCKET_BUFFER: expected a size.*got '12X'"
-DTRAIN_SOCKET_BUFFER=2G run "$DTRAIN" train configs/fashion-convnet.cfg --instances 2 --backend tcp
+DTRAIN_SOCKET_BUFFER=2G run "$DTRAIN" train configs/fashion-convnet.cfg --instances 2 --backend tcp \
+    --set data.dir=/usr/share/datasets/fashion-mnist
 expect_rc "train: DTRAIN_SOCKET_BUFFER above 1G exits 2" 2
 
 run "$DTRAIN" bench allreduce --backend hier --instances 3 --nodes 2
