@@ -48,16 +48,8 @@
 
 #include <omp.h>
 
+#include "nn/simd.h"
 #include "util/err.h"
-
-#if defined(__x86_64__) && defined(__GNUC__)
-#define DT_HAVE_AVX512 1
-#include <immintrin.h>
-#define SIMD   __attribute__((target("avx512f")))
-#define INLINE static inline __attribute__((always_inline))
-#else
-#define DT_HAVE_AVX512 0
-#endif
 
 enum {
     LANES = 16,

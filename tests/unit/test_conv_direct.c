@@ -18,6 +18,7 @@
 
 #include "nn/conv_direct.h"
 #include "util/err.h"
+#include "tests/unit/conv_fixture.h"
 #include "util/rng.h"
 
 struct tensors {
@@ -27,22 +28,6 @@ struct tensors {
     float *x, *w, *b, *dy;
     double *y_ref, *y_abs, *dw_ref, *dw_abs, *db_ref, *db_abs, *dx_ref, *dx_abs;
 };
-
-static float *random_floats(struct dt_rng *rng, size_t n)
-{
-    float *p = malloc(sizeof(float) * n);
-    assert_non_null(p);
-    for (size_t i = 0; i < n; i++)
-        p[i] = 2.0f * dt_rng_uniform(rng) - 1.0f;
-    return p;
-}
-
-static double *zeros(size_t n)
-{
-    double *p = calloc(n, sizeof(double));
-    assert_non_null(p);
-    return p;
-}
 
 /* x value at padded coordinates, 0 in the border. */
 static double x_at(const struct tensors *t, int n, int c, int r, int col)

@@ -21,6 +21,7 @@
 #include "nn/conv_direct.h"
 #include "nn/conv_winograd.h"
 #include "util/err.h"
+#include "tests/unit/conv_fixture.h"
 #include "util/rng.h"
 
 #define REL_TOL 1e-4
@@ -32,22 +33,6 @@ struct tensors {
     float *x, *w, *b, *dy;
     double *y_ref, *dw_ref, *db_ref, *dx_ref; /* y_ref without bias */
 };
-
-static float *random_floats(struct dt_rng *rng, size_t n)
-{
-    float *p = malloc(sizeof(float) * n);
-    assert_non_null(p);
-    for (size_t i = 0; i < n; i++)
-        p[i] = 2.0f * dt_rng_uniform(rng) - 1.0f;
-    return p;
-}
-
-static double *zeros(size_t n)
-{
-    double *p = calloc(n, sizeof(double));
-    assert_non_null(p);
-    return p;
-}
 
 static void reference(struct tensors *t)
 {
