@@ -26,65 +26,6 @@
 
 #define REL_TOL 1e-4
 
-struct tensors {
-    struct dt_conv_shape s;
-    int oh, ow;
-    size_t nx, nw, ny;
-    float *x, *w, *b, *dy;
-    double *y_ref, *dw_ref, *db_ref, *dx_ref; /* y_ref without bias */
-};
-
-static void reference(struct tensors *t)
-{
-    const struct dt_conv_shape *s = &t->s;
-    for (int n = 0; n < s->n; n++)
-        for (int k = 0; k < s->k; k++)
-            for (int r = 0; r < t->oh; r++)
-                for (int col = 0; col < t->ow; col++) {
-                    size_t yi = (((size_t)n * s->k + k) * t->oh + r) * t->ow + col;
-                    double dy = t->dy[yi];
-                    t->db_ref[k] += dy;
-                    for (int c = 0; c < s->c; c++)
-                        for (int i = 0; i < 3; i++)
-                            for (int j = 0; j < 3; j++) {
-                                int xr = r + i - s->pad, xc = col + j - s->pad;
-                                if (xr < 0 || xr >= s->h || xc < 0 || xc >= s->w)
-                                    continue;
-                                size_t wi = (((size_t)k * s->c + c) * 3 + i) * 3 + j;
-                                size_t xi = (((size_t)n * s->c + c) * s->h + xr) * s->w + xc;
-                                t->y_ref[yi] += (double)t->w[wi] * t->x[xi];
-                                t->dw_ref[wi] += dy * t->x[xi];
-                                t->dx_ref[xi] += dy * t->w[wi];
-                            }
-                }
-}
-
-static struct tensors make_tensors(struct dt_conv_shape s, uint64_t seed)
-{
-    struct tensors t = {.s = s};
-    t.oh = s.h + 2 * s.pad - 2;
-    t.ow = s.w + 2 * s.pad - 2;
-    t.nx = (size_t)s.n * s.c * s.h * s.w;
-    t.nw = (size_t)s.k * s.c * 9;
-    t.ny = (size_t)s.n * s.k * t.oh * t.ow;
-    struct dt_rng rng;
-    dt_rng_init(&rng, seed);
-    t.x = random_floats(&rng, t.nx);
-    t.w = random_floats(&rng, t.nw);
-    t.b = random_floats(&rng, (size_t)s.k);
-    t.dy = random_floats(&rng, t.ny);
-    t.y_ref = zeros(t.ny), t.dw_ref = zeros(t.nw), t.db_ref = zeros((size_t)s.k);
-    t.dx_ref = zeros(t.nx);
-    reference(&t);
-    return t;
-}
-
-static void free_tensors(struct tensors *t)
-{
-    free(t->x), free(t->w), free(t->b), free(t->dy);
-    free(t->y_ref), free(t->dw_ref), free(t->db_ref), free(t->dx_ref);
-}
-
 /* want[i] = ref[i] * scale + add[i % period / every] (add may be NULL), ReLU'd if relu. */
 struct expected {
     const double *ref;
@@ -212,7 +153,7 @@ static void test_kernels_match_reference(void **state)
         skip();
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         assert_true(dt_conv_winograd_supported(&shapes[i]));
-        struct tensors t = make_tensors(shapes[i], 2000 + i);
+        struct tensors t = make_tensors(shapes[i], 2000 + i, false);
         check_kernels(&t, 1);
         check_kernels(&t, 2);
         free_tensors(&t);
@@ -225,7 +166,7 @@ static void test_results_are_deterministic(void **state)
     struct dt_conv_shape s = {5, 16, 12, 12, 32, 3, 3, 1, 1};
     if (!dt_conv_winograd_supported(&s))
         skip();
-    struct tensors t = make_tensors(s, 7);
+    struct tensors t = make_tensors(s, 7, false);
     size_t nscratch = dt_conv_winograd_scratch_floats(&s, 2);
     float *scratch = malloc(sizeof(float) * nscratch);
     float *u = malloc(sizeof(float) * dt_conv_winograd_filter_floats(&s));
@@ -281,7 +222,7 @@ static void test_pooled_forward_matches_unpooled(void **state)
         struct dt_conv_shape s = cases[ci];
         if (!dt_conv_winograd_supported(&s))
             skip();
-        struct tensors t = make_tensors(s, 300 + ci);
+        struct tensors t = make_tensors(s, 300 + ci, false);
         int ph = t.oh / 2, pw = t.ow / 2;
         size_t np = (size_t)s.n * s.k * ph * pw;
         size_t nscratch = dt_conv_winograd_scratch_floats(&s, 2);
