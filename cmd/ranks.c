@@ -217,6 +217,7 @@ static int tcp_join(const struct job *j, int rank, int size, int local_rank, int
     t.timeout = j->cfg->dist.timeout;
     t.ranks_per_peer = ranks_per_peer;
     t.sockbuf = j->sockbuf;
+    t.oversubscribed = j->pinned && j->plan.oversubscribed;
     return dt_tcp_comm_create(out, &t);
 }
 

@@ -13,8 +13,9 @@
  *  - Small messages cost wake-ups, not bytes: a rank that sleeps in poll() until its peer's
  *    bytes arrive pays an idle exit (in a VM a halted vCPU woken by an IPI: 10-40 us). So the
  *    engine spins on the non-blocking sockets for SPIN_S after its last progress before it
- *    sleeps, and messages up to dt_tcp_small_max() floats skip the 2(size-1)-step ring for one
- *    pipelined all-gather of the whole buffers (size-1 steps), summed in rank order.
+ *    sleeps (not on an oversubscribed host, where the spinner would hold the core of the rank
+ *    it waits for), and messages up to dt_tcp_small_max() floats skip the 2(size-1)-step ring
+ *    for one pipelined all-gather of the whole buffers (size-1 steps), summed in rank order.
  *  - Large messages are bound by the kernel's copies in and out of socket buffers, which are
  *    fast while the bytes in flight stay in cache and several times slower once they spill to
  *    DRAM. The ring therefore runs in rounds of at most ROUND_STEP bytes per step rather than
@@ -63,6 +64,7 @@ struct tcp {
     struct dt_rdzv rdzv;
     struct link next, prev;
     double timeout;
+    double spin;     /* seconds of spinning after the last progress before poll() */
     float *scratch;  /* SCRATCH bytes for reduce-scatter */
     uint8_t *gather; /* size * dt_tcp_small_max(size) floats: the small path's buffers */
     float *ones;     /* size floats for barrier */
@@ -319,7 +321,7 @@ static int xfer_run(struct tcp *t, struct xfer *x)
         double now = dt_now();
         if (progress)
             last = now;
-        if (now - last < SPIN_S)
+        if (now - last < t->spin)
             continue;
         if (now - last >= t->timeout) {
             const struct link *l = rp ? &t->prev : &t->next;
@@ -517,6 +519,7 @@ int dt_tcp_comm_create(struct dt_comm **out, const struct dt_tcp_opts *o)
     c->barrier = tcp_barrier;
     c->close = tcp_close;
     t->timeout = o->timeout > 0 ? o->timeout : DT_TCP_DEFAULT_TIMEOUT;
+    t->spin = o->oversubscribed ? 0 : SPIN_S;
     t->next.fd = t->prev.fd = -1;
     int rc = dt_rdzv_run(&t->rdzv, o);
     if (rc == 0) {

@@ -20,6 +20,7 @@
 #ifndef DT_DIST_TCP_H
 #define DT_DIST_TCP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -43,6 +44,9 @@ struct dt_tcp_opts {
     double timeout;            /* collective: seconds without progress; 0 -> default */
     double handshake_timeout;  /* per incoming connection; 0 -> default */
     int sockbuf;               /* SO_SNDBUF/SO_RCVBUF bytes; 0 -> default, < 0 -> kernel's */
+    bool oversubscribed;       /* this host runs more threads than it has CPUs: wait in poll()
+                                  at once, since spinning would steal the core of the very rank
+                                  being waited for */
     int ranks_per_peer;        /* > 1: each member stands for a host of that many ranks (the
                                   leaders' ring of the hierarchical backend), and messages name
                                   "host K (ranks A-B, ADDR)" instead of "rank K (ADDR)" */
