@@ -43,8 +43,7 @@ enum {
     FWD_MAX_KB = 12, /* forward channels per register block (x 2 pixel vectors) */
     WGT_MAX_KB = 4,  /* weight-gradient channels per block */
     WGT_MAX_TB = 6,  /* weight-gradient taps per block */
-    LANES = 16,
-    MAX_SEGS = 20, /* output rows one 16-pixel vector can touch, wp >= 1: <= 16 + 2 */
+    MAX_SEGS = 20,   /* output rows one 16-pixel vector can touch, wp >= 1: <= 16 + 2 */
 };
 
 static bool simd_allowed = true;
@@ -77,13 +76,6 @@ int dt_conv_direct_out_w(const struct dt_conv_shape *s)
     return (s->w + 2 * s->pad - s->kw) / s->stride + 1;
 }
 
-static bool fits_int(long long a, long long b, long long c, long long d)
-{
-    long long p;
-    return !__builtin_mul_overflow(a, b, &p) && !__builtin_mul_overflow(p, c, &p) &&
-           !__builtin_mul_overflow(p, d, &p) && p <= INT_MAX;
-}
-
 bool dt_conv_direct_supported(const struct dt_conv_shape *s)
 {
     if (!s || s->n < 1 || s->c < 1 || s->h < 1 || s->w < 1 || s->k < 1 || s->kh < 1 || s->kw < 1 ||
@@ -103,11 +95,6 @@ bool dt_conv_direct_supported(const struct dt_conv_shape *s)
            fits_int(s->k, s->c, (long long)s->kh * s->kw, LANES) &&
            fits_int(1, s->c, s->h + 2LL * s->pad, s->w + 2LL * s->pad) &&
            fits_int(1, s->k, oh + 2LL * ph, ow + 2LL * pw);
-}
-
-static size_t round16(size_t n)
-{
-    return (n + LANES - 1) / LANES * LANES;
 }
 
 /* Per-call geometry derived once from the public shape. */
@@ -137,12 +124,12 @@ static struct geom geom_of(const struct dt_conv_shape *s)
     g.wp = g.w + 2 * g.pad;
     g.taps = g.c * g.kh * g.kw;
     g.q = (g.oh - 1) * g.wp + g.ow;
-    g.shared = round16((size_t)g.k * g.taps);
-    g.pad_floats = g.pad ? round16((size_t)g.c * g.hp * g.wp) : 0;
+    g.shared = round_lanes((size_t)g.k * g.taps);
+    g.pad_floats = g.pad ? round_lanes((size_t)g.c * g.hp * g.wp) : 0;
     int ph = g.kh - 1 - g.pad, pw = g.kw - 1 - g.pad;
-    size_t bin = (ph || pw) ? round16((size_t)g.k * (g.oh + 2 * ph) * (g.ow + 2 * pw)) : 0;
-    size_t bwt = g.pad_floats + (size_t)g.k * round16((size_t)g.q) +
-                 round16((size_t)g.k * g.taps * LANES) + round16((size_t)g.k);
+    size_t bin = (ph || pw) ? round_lanes((size_t)g.k * (g.oh + 2 * ph) * (g.ow + 2 * pw)) : 0;
+    size_t bwt = g.pad_floats + (size_t)g.k * round_lanes((size_t)g.q) +
+                 round_lanes((size_t)g.k * g.taps * LANES) + round_lanes((size_t)g.k);
     g.per_thread = bwt > bin ? bwt : bin;
     if (g.pad_floats > g.per_thread)
         g.per_thread = g.pad_floats;
@@ -157,23 +144,33 @@ size_t dt_conv_direct_scratch_floats(const struct dt_conv_shape *s, int threads)
     return g.shared + (size_t)threads * g.per_thread;
 }
 
+int dt_conv_check_call(const char *kernel, const char *what, const struct dt_conv_shape *s,
+                       bool supported, const char *needs, int threads, size_t have, size_t need)
+{
+    if (!supported)
+        return dt_fail(DT_EUSAGE,
+                       "%s %s: unsupported shape n=%d c=%d h=%d w=%d k=%d kernel=%dx%d stride=%d "
+                       "pad=%d (needs %s)",
+                       kernel, what, s ? s->n : 0, s ? s->c : 0, s ? s->h : 0, s ? s->w : 0,
+                       s ? s->k : 0, s ? s->kh : 0, s ? s->kw : 0, s ? s->stride : 0,
+                       s ? s->pad : 0, needs);
+    if (threads < 1)
+        return dt_fail(DT_EUSAGE, "%s %s: threads must be >= 1, got %d", kernel, what, threads);
+    if (have < need)
+        return dt_fail(DT_EUSAGE, "%s %s: scratch has %zu floats, needs %zu for %d threads", kernel,
+                       what, have, need, threads);
+    return 0;
+}
+
+#define STR_(x) #x
+#define STR(x)  STR_(x)
+
 static int check_call(const struct dt_conv_shape *s, size_t have, int threads, const char *what)
 {
-    if (!dt_conv_direct_supported(s))
-        return dt_fail(DT_EUSAGE,
-                       "conv_direct %s: unsupported shape n=%d c=%d h=%d w=%d k=%d kernel=%dx%d "
-                       "stride=%d pad=%d (needs stride 1, kernel <= %d, pad < kernel)",
-                       what, s ? s->n : 0, s ? s->c : 0, s ? s->h : 0, s ? s->w : 0, s ? s->k : 0,
-                       s ? s->kh : 0, s ? s->kw : 0, s ? s->stride : 0, s ? s->pad : 0,
-                       DT_CONV_DIRECT_MAX_KERNEL);
-    if (threads < 1)
-        return dt_fail(DT_EUSAGE, "conv_direct %s: threads must be >= 1, got %d", what, threads);
-    size_t need = dt_conv_direct_scratch_floats(s, threads);
-    if (have < need)
-        return dt_fail(DT_EUSAGE,
-                       "conv_direct %s: scratch has %zu floats, needs %zu for %d threads", what,
-                       have, need, threads);
-    return 0;
+    return dt_conv_check_call(
+        "conv_direct", what, s, dt_conv_direct_supported(s),
+        "stride 1, kernel <= " STR(DT_CONV_DIRECT_MAX_KERNEL) ", pad < kernel", threads, have,
+        dt_conv_direct_scratch_floats(s, threads));
 }
 
 /* Copies ch planes of h x w into buf with a zero border of ph rows and pw columns; returns x
@@ -487,7 +484,7 @@ static void weight_sample_simd(const struct geom *g, const float *in, const floa
     int khw = g->kh * g->kw;
     int kbs = block_size(g->k, WGT_MAX_KB), tbs = block_size(g->taps, WGT_MAX_TB);
     size_t pv_stride = (size_t)g->taps * LANES;
-    size_t dstride = round16((size_t)g->q);
+    size_t dstride = round_lanes((size_t)g->q);
     for (int t0 = 0; t0 < g->taps; t0 += tbs) {
         int tb = g->taps - t0 < tbs ? g->taps - t0 : tbs;
         int off[WGT_MAX_TB];
@@ -634,7 +631,7 @@ static float sum_floats(const float *p, size_t n)
 static void extend_dy(const struct geom *g, const float *dy, float *dye)
 {
     for (int k = 0; k < g->k; k++) {
-        float *d = dye + k * round16((size_t)g->q);
+        float *d = dye + k * round_lanes((size_t)g->q);
         const float *src = dy + (size_t)k * g->oh * g->ow;
         for (int r = 0; r < g->oh; r++) {
             memcpy(d + (size_t)r * g->wp, src + (size_t)r * g->ow, sizeof(float) * g->ow);
@@ -654,8 +651,8 @@ static struct wgt_scratch wgt_scratch_of(const struct geom *g, float *base)
     struct wgt_scratch w;
     w.pad = base;
     w.dye = w.pad + g->pad_floats;
-    w.acc = w.dye + (size_t)g->k * round16((size_t)g->q);
-    w.db = w.acc + round16((size_t)g->k * g->taps * LANES);
+    w.acc = w.dye + (size_t)g->k * round_lanes((size_t)g->q);
+    w.db = w.acc + round_lanes((size_t)g->k * g->taps * LANES);
     return w;
 }
 

@@ -28,6 +28,12 @@ struct dt_conv_shape {
     int stride, pad;
 };
 
+/* The argument check of every conv kernel entry point (direct and Winograd): a shape the
+ * kernel supports (else the message lists the shape and what the kernel `needs`), threads
+ * >= 1 and at least `need` floats of scratch. DT_EUSAGE naming `kernel` and the call `what`. */
+int dt_conv_check_call(const char *kernel, const char *what, const struct dt_conv_shape *s,
+                       bool supported, const char *needs, int threads, size_t have, size_t need);
+
 /* Largest kernel side the direct kernels accept. */
 #define DT_CONV_DIRECT_MAX_KERNEL 11
 

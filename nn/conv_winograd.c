@@ -52,7 +52,6 @@
 #include "util/err.h"
 
 enum {
-    LANES = 16,
     POS = 36,             /* positions of the 6x6 Winograd domain */
     MAX_RB = 12,          /* rows per register block of the products */
     MAX_VB = 4,           /* 16-float vectors per register block */
@@ -62,18 +61,6 @@ enum {
 };
 
 /* ---- shape bookkeeping ---------------------------------------------------------------- */
-
-static bool fits_int(long long a, long long b, long long c, long long d)
-{
-    long long p;
-    return !__builtin_mul_overflow(a, b, &p) && !__builtin_mul_overflow(p, c, &p) &&
-           !__builtin_mul_overflow(p, d, &p) && p <= INT_MAX;
-}
-
-static int round16(int n)
-{
-    return (n + LANES - 1) / LANES * LANES;
-}
 
 bool dt_conv_winograd_supported(const struct dt_conv_shape *s)
 {
@@ -87,7 +74,7 @@ bool dt_conv_winograd_supported(const struct dt_conv_shape *s)
     if (oh < 1 || ow < 1)
         return false;
     long long th = (oh + 3) / 4, tw = (ow + 3) / 4;
-    int c16 = round16(s->c), k16 = round16(s->k);
+    int c16 = (int)round_lanes((size_t)s->c), k16 = (int)round_lanes((size_t)s->k);
     if (!fits_int(s->n, s->c, s->h, s->w) || !fits_int(s->n, s->k, oh, ow) ||
         !fits_int(4 * th + 2, 4 * tw + 2, c16, 1) || !fits_int(4 * th, 4 * tw, k16, 1) ||
         !fits_int(POS, c16, k16, 1) || !fits_int(POS, th * tw, c16 + k16, 1))
@@ -114,11 +101,6 @@ struct geom {
     size_t per_thread;
 };
 
-static size_t up16(size_t n)
-{
-    return (n + LANES - 1) / LANES * LANES;
-}
-
 static struct geom geom_of(const struct dt_conv_shape *s)
 {
     struct geom g = {.n = s->n, .c = s->c, .h = s->h, .w = s->w, .k = s->k, .pad = s->pad};
@@ -131,18 +113,18 @@ static struct geom geom_of(const struct dt_conv_shape *s)
     g.wi = 4 * g.tw + 2;
     g.ho = 4 * g.th;
     g.wo = 4 * g.tw;
-    g.c16 = round16(g.c);
-    g.k16 = round16(g.k);
+    g.c16 = (int)round_lanes((size_t)g.c);
+    g.k16 = (int)round_lanes((size_t)g.k);
     int nt = BLOCK_FLOATS / (POS * (g.c16 + g.k16));
     nt = nt < MAX_RB ? MAX_RB : nt;
     g.nt = nt < g.tiles ? nt : g.tiles;
-    g.filter = up16((size_t)POS * g.c16 * g.k16);
-    g.in = up16((size_t)g.hi * g.wi * g.c16);
-    g.out = up16((size_t)g.ho * g.wo * g.k16);
-    g.v = up16((size_t)POS * g.nt * g.c16);
-    g.m = up16((size_t)POS * g.nt * g.k16);
+    g.filter = round_lanes((size_t)POS * g.c16 * g.k16);
+    g.in = round_lanes((size_t)g.hi * g.wi * g.c16);
+    g.out = round_lanes((size_t)g.ho * g.wo * g.k16);
+    g.v = round_lanes((size_t)POS * g.nt * g.c16);
+    g.m = round_lanes((size_t)POS * g.nt * g.k16);
     g.acc = g.filter;
-    g.db = up16((size_t)g.k16);
+    g.db = round_lanes((size_t)g.k16);
     g.per_thread = 2 * g.in + g.out + g.v + g.m + g.acc + g.db;
     return g;
 }
@@ -162,20 +144,9 @@ size_t dt_conv_winograd_filter_floats(const struct dt_conv_shape *s)
 
 static int check_call(const struct dt_conv_shape *s, size_t have, int threads, const char *what)
 {
-    if (!dt_conv_winograd_supported(s))
-        return dt_fail(DT_EUSAGE,
-                       "conv_winograd %s: unsupported shape n=%d c=%d h=%d w=%d k=%d kernel=%dx%d "
-                       "stride=%d pad=%d (needs a 3x3 kernel, stride 1, pad 0 or 1, AVX-512)",
-                       what, s ? s->n : 0, s ? s->c : 0, s ? s->h : 0, s ? s->w : 0, s ? s->k : 0,
-                       s ? s->kh : 0, s ? s->kw : 0, s ? s->stride : 0, s ? s->pad : 0);
-    if (threads < 1)
-        return dt_fail(DT_EUSAGE, "conv_winograd %s: threads must be >= 1, got %d", what, threads);
-    size_t need = dt_conv_winograd_scratch_floats(s, threads);
-    if (have < need)
-        return dt_fail(DT_EUSAGE,
-                       "conv_winograd %s: scratch has %zu floats, needs %zu for %d threads", what,
-                       have, need, threads);
-    return 0;
+    return dt_conv_check_call("conv_winograd", what, s, dt_conv_winograd_supported(s),
+                              "a 3x3 kernel, stride 1, pad 0 or 1, AVX-512", threads, have,
+                              dt_conv_winograd_scratch_floats(s, threads));
 }
 
 /* One thread's scratch sections. */
