@@ -10,6 +10,7 @@ nn/layer_dropout.c key them, re-implemented here), with torch's layers, loss and
         --set train.max_steps=1 --set checkpoint.dir=/tmp/init1
     bench/torch_replay.py /tmp/init1/last.safetensors --seed 1 --dmask --eval
     bench/torch_replay.py /tmp/init1/last.safetensors --seed 1 --dmask --steps 10 --out w.npz
+    bench/torch_replay.py /tmp/init1/last.safetensors --seed 1 --dmask --epochs 5 --drop-last --eval
 
 --out saves the weights (npz) to compare with dtrain's checkpoint after --set
 train.max_steps=K: they agree to float rounding (1e-7 after 1-3 steps); training is chaotic
@@ -86,10 +87,11 @@ def load_st(path):
     return out
 
 ap = argparse.ArgumentParser()
-ap.add_argument("init"); ap.add_argument("--seed", type=int, default=1); ap.add_argument("--steps", type=int, default=469)
+ap.add_argument("init"); ap.add_argument("--seed", type=int, default=1); ap.add_argument("--steps", type=int, default=0)  # 0: every step of --epochs
 ap.add_argument("--p2d", type=float, default=0.1); ap.add_argument("--p", type=float, default=0.25)
 ap.add_argument("--torch-init", action="store_true"); ap.add_argument("--torch-order", action="store_true")
 ap.add_argument("--dmask", action="store_true"); ap.add_argument("--out"); ap.add_argument("--eval", action="store_true"); ap.add_argument("--epochs", type=int, default=1)
+ap.add_argument("--drop-last", action="store_true")  # whole batches only, as the config's train.drop_last
 a = ap.parse_args()
 torch.set_num_threads(1); torch.manual_seed(a.seed)
 xs, ys, xt, yt = load_fashion(FASHION)
@@ -100,7 +102,8 @@ if not a.torch_init:
     sd = {k: v for k, v in load_st(a.init).items() if k.startswith("layers.")}
     model.load_state_dict(sd)
 opt = torch.optim.Adadelta(model.parameters(), lr=0.5, rho=0.9, eps=1e-6)
-n = xs.shape[0]; B = 128; steps_per_epoch = (n + B - 1) // B
+n = xs.shape[0]; B = 128; steps_per_epoch = n // B if a.drop_last else (n + B - 1) // B
+if a.steps == 0: a.steps = steps_per_epoch * a.epochs
 step = 0; acc468 = None
 for epoch in range(a.epochs):
     if a.torch_order:
@@ -109,7 +112,7 @@ for epoch in range(a.epochs):
         p = torch.tensor(perm(a.seed, epoch, n))
     for s in range(steps_per_epoch):
         if step >= a.steps: break
-        if a.eval and s == steps_per_epoch - 1:
+        if a.eval and not a.drop_last and s == steps_per_epoch - 1:
             model.eval()
             with torch.no_grad():
                 acc468 = (torch.cat([layers(xt[i:i + 1000]) for i in range(0, 10000, 1000)]).argmax(1) == yt).float().mean().item()
