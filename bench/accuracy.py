@@ -74,7 +74,8 @@ def run_seed(impl, seed, epochs, extra):
 
 
 def load(path):
-    rows = {}
+    """Test accuracy by seed, and the first result line (which names the experiment)."""
+    rows, first = {}, None
     if not os.path.exists(path):
         sys.exit(f"accuracy: {path}: no such file")
     with open(path) as f:
@@ -85,14 +86,13 @@ def load(path):
                     rows[int(r["seed"])] = float(r["test_accuracy"])
                 except (ValueError, KeyError, TypeError) as e:
                     sys.exit(f"accuracy: {path}:{n}: not a result line ({e})")
-    return rows
+                first = first or r
+    return rows, first
 
 
 def cmd_run(a):
-    done = load(a.out) if os.path.exists(a.out) else {}
-    if done:  # a resumed sweep must be the same experiment
-        with open(a.out) as f:
-            first = json.loads(f.readline())
+    done, first = load(a.out) if os.path.exists(a.out) else ({}, None)
+    if first:  # a resumed sweep must be the same experiment
         want = {"impl": a.impl, "epochs": a.epochs, "extra": " ".join(a.extra)}
         have = {k: first.get(k) for k in want}
         if have != want:
@@ -116,9 +116,8 @@ def cmd_run(a):
 
 
 def describe(name, v, target):
-    sd = statistics.stdev(v) if len(v) > 1 else 0.0
     return (f"| {name} | {len(v)} | {statistics.mean(v):.2f}% | {statistics.median(v):.2f}% | "
-            f"{sd:.2f} | {100 * sum(x >= target for x in v) / len(v):.0f}% |")
+            f"{statistics.stdev(v):.2f} | {100 * sum(x >= target for x in v) / len(v):.0f}% |")
 
 
 def compare(na, a, nb, b):
@@ -138,8 +137,8 @@ def compare(na, a, nb, b):
 
 
 def cmd_summary(a):
-    sets = {os.path.basename(p): load(p) for p in a.files}
-    sets = {k: v for k, v in sets.items() if len(v) > 1}
+    sets = {os.path.basename(p): load(p)[0] for p in a.files}
+    sets = {k: v for k, v in sets.items() if len(v) > 1}  # sd and se need two seeds
     print(f"| results | seeds | mean | median | sd | >= {a.target:g}% |\n|---|---|---|---|---|---|")
     for name, rows in sets.items():
         print(describe(name, list(rows.values()), a.target))
