@@ -22,7 +22,7 @@ CFLAGS  += -DDTRAIN_MPI=1
 endif
 
 BUILD   ?= build
-LIB_SRC := $(sort $(wildcard util/*.c data/*.c nn/*.c dist/*.c cmd/*.c))
+LIB_SRC := $(sort $(wildcard util/*.c data/*.c nn/*.c dist/*.c train/*.c cmd/*.c cmd/bench/*.c))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cmd/bench.h"
+#include "cmd/bench/bench.h"
 #include "cmd/cli.h"
 #include "cmd/cmd.h"
 #include "util/err.h"

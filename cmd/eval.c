@@ -7,9 +7,9 @@
 #include <string.h>
 
 #include "cmd/cmd.h"
-#include "cmd/config.h"
-#include "cmd/evaluate.h"
-#include "cmd/run_common.h"
+#include "train/config.h"
+#include "train/evaluate.h"
+#include "train/setup.h"
 #include "data/batch.h"
 #include "util/err.h"
 #include "util/json.h"

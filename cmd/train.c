@@ -16,9 +16,9 @@
 
 #include "cmd/cli.h"
 #include "cmd/cmd.h"
-#include "cmd/config.h"
-#include "cmd/run_common.h"
-#include "cmd/train_run.h"
+#include "train/config.h"
+#include "train/setup.h"
+#include "train/loop.h"
 #include "data/dataset.h"
 #include "data/registry.h"
 #include "nn/model.h"

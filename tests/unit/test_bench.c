@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cmd/bench.h"
+#include "cmd/bench/bench.h"
 #include "util/err.h"
 
 static void expect_combos(const struct dt_bench_combo *c, int n, const int *want, int nwant)

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cmd/config.h"
+#include "train/config.h"
 #include "util/err.h"
 
 static const char convnet[] =

@@ -1,4 +1,4 @@
-#include "cmd/ranks.h"
+#include "train/ranks.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "cmd/cli.h"
-#include "cmd/run_common.h"
+#include "train/setup.h"
 #include "dist/auth.h"
 #include "dist/hier.h"
 #include "dist/launcher.h"

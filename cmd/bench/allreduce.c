@@ -27,7 +27,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cmd/bench.h"
+#include "cmd/bench/bench.h"
 #include "cmd/cli.h"
 #include "dist/auth.h"
 #include "dist/hier.h"

@@ -5,7 +5,7 @@
  * the launcher pins ranks by, so "cores" here is what `--cores` defaults to and what a
  * sweep splits.
  */
-#include "cmd/bench.h"
+#include "cmd/bench/bench.h"
 
 #include <stdio.h>
 #include <stdlib.h>

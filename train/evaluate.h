@@ -1,8 +1,8 @@
 /* Test-set evaluation shared by `train` (each epoch end) and `eval`: loss, accuracy and the
  * confusion matrix over a contiguous shard [begin, end) of a dataset, so N ranks each
  * evaluate 1/N of it and sum the result with one all-reduce. */
-#ifndef DT_CMD_EVALUATE_H
-#define DT_CMD_EVALUATE_H
+#ifndef DT_TRAIN_EVALUATE_H
+#define DT_TRAIN_EVALUATE_H
 
 #include <stddef.h>
 

@@ -12,7 +12,7 @@
  *
  * This file is glue: it is the one place that knows about nn/, data/ and dist/ together.
  */
-#include "cmd/train_run.h"
+#include "train/loop.h"
 
 #include <errno.h>
 #include <malloc.h>
@@ -24,9 +24,9 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 
-#include "cmd/evaluate.h"
-#include "cmd/progress.h"
-#include "cmd/run_common.h"
+#include "train/evaluate.h"
+#include "train/progress.h"
+#include "train/setup.h"
 #include "data/batch.h"
 #include "data/sampler.h"
 #include "dist/comm.h"

@@ -11,8 +11,8 @@
  * Both benchmarks produce a struct dt_bench_table (columns + rows of cells); the report and
  * plot writers know nothing of what was measured, so a new column is one line in one place.
  */
-#ifndef DT_CMD_BENCH_H
-#define DT_CMD_BENCH_H
+#ifndef DT_CMD_BENCH_BENCH_H
+#define DT_CMD_BENCH_BENCH_H
 
 #include <stdbool.h>
 #include <stdio.h>

@@ -1,11 +1,11 @@
 /* Glue shared by `train`, `eval` and `bench`: turning a config into the pieces of nn/, data/
  * and dist/ (datasets with class names, optimizer, LR at a step, checkpoints, the ranks). */
-#ifndef DT_CMD_RUN_COMMON_H
-#define DT_CMD_RUN_COMMON_H
+#ifndef DT_TRAIN_SETUP_H
+#define DT_TRAIN_SETUP_H
 
 #include <stdbool.h>
 
-#include "cmd/config.h"
+#include "train/config.h"
 #include "data/dataset.h"
 #include "nn/model.h"
 

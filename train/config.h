@@ -6,8 +6,8 @@
  * types, out-of-range values and missing required keys fail with "FILE:LINE: key: problem"
  * and DT_EUSAGE.
  */
-#ifndef DT_CMD_CONFIG_H
-#define DT_CMD_CONFIG_H
+#ifndef DT_TRAIN_CONFIG_H
+#define DT_TRAIN_CONFIG_H
 
 #include <stdbool.h>
 #include <stdio.h>

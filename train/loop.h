@@ -1,12 +1,12 @@
 /* The training run behind `dtrain train`: loads the data once, then runs one rank in this
  * process or forks N ranks through dist/launcher, each executing the same loop. */
-#ifndef DT_CMD_TRAIN_RUN_H
-#define DT_CMD_TRAIN_RUN_H
+#ifndef DT_TRAIN_LOOP_H
+#define DT_TRAIN_LOOP_H
 
 #include <stdbool.h>
 
-#include "cmd/config.h"
-#include "cmd/ranks.h"
+#include "train/config.h"
+#include "train/ranks.h"
 
 /* What `train` needs besides the config (the config's log.* keys hold the output options). */
 struct dt_train_options {

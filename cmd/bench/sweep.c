@@ -25,8 +25,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cmd/bench.h"
-#include "cmd/config.h"
+#include "cmd/bench/bench.h"
+#include "train/config.h"
 #include "util/clock.h"
 #include "util/err.h"
 #include "util/json.h"

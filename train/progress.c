@@ -1,4 +1,4 @@
-#include "cmd/progress.h"
+#include "train/progress.h"
 
 #include <stdio.h>
 #include <unistd.h>

@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cmd/bench.h"
+#include "cmd/bench/bench.h"
 #include "util/err.h"
 
 enum {

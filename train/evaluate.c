@@ -1,4 +1,4 @@
-#include "cmd/evaluate.h"
+#include "train/evaluate.h"
 
 #include <stdlib.h>
 #include <string.h>

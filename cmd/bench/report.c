@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cmd/bench.h"
+#include "cmd/bench/bench.h"
 #include "util/err.h"
 #include "util/json.h"
 

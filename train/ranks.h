@@ -10,12 +10,12 @@
  *                                local rank; backend tcp or mpi
  * The shm segment is created before the fork and destroyed by this process on every path.
  */
-#ifndef DT_CMD_RANKS_H
-#define DT_CMD_RANKS_H
+#ifndef DT_TRAIN_RANKS_H
+#define DT_TRAIN_RANKS_H
 
 #include <stdbool.h>
 
-#include "cmd/config.h"
+#include "train/config.h"
 #include "dist/comm.h"
 #include "dist/launch_env.h"
 

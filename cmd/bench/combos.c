@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cmd/bench.h"
+#include "cmd/bench/bench.h"
 #include "util/err.h"
 
 int dt_bench_combos_split(int cores, struct dt_bench_combo **out)

@@ -1,8 +1,8 @@
 /* Training progress for people: a live line on a terminal, plain periodic lines otherwise,
  * nothing with --quiet. Machine-readable events (--json) are separate (util/json.h on stdout);
  * this only ever writes to stderr. */
-#ifndef DT_CMD_PROGRESS_H
-#define DT_CMD_PROGRESS_H
+#ifndef DT_TRAIN_PROGRESS_H
+#define DT_TRAIN_PROGRESS_H
 
 #include <stdbool.h>
 

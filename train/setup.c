@@ -1,4 +1,4 @@
-#include "cmd/run_common.h"
+#include "train/setup.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -19,7 +19,7 @@
  * wraps unless written with the L suffix (5000000000L). The writer always adds L to 64-bit
  * keys, and --set adds it for them too.
  */
-#include "cmd/config.h"
+#include "train/config.h"
 
 #include <ctype.h>
 #include <libconfig.h>
