@@ -15,6 +15,7 @@
 #include "cmd/cli.h"
 #include "cmd/cmd.h"
 #include "util/err.h"
+#include "util/parse.h"
 
 #define BENCH_USAGE                                                                                \
     "usage: dtrain bench CONFIG [options] | dtrain bench allreduce [options] (try 'dtrain bench "  \
@@ -44,6 +45,7 @@ enum {
     OPT_MASTER,
     OPT_NODE_RANK,
     OPT_IFACE,
+    OPT_RENDEZVOUS_TIMEOUT,
 };
 
 struct bench_args {
@@ -53,7 +55,7 @@ struct bench_args {
     int cores, steps, warmup, epochs, repeat, instances, nodes, iters, node_rank;
     bool threads_only, steps_given, no_pin;
     const char *grid, *csv, *plot, *backend, *master, *iface;
-    double timeout;
+    double timeout, rendezvous_timeout;
     size_t min_bytes, max_bytes;
 };
 
@@ -97,9 +99,9 @@ static int take_option(struct bench_args *a, int opt, const char *arg)
     case OPT_NODES:
         return dt_cli_parse_int("--nodes", arg, 1, 1024, &a->nodes);
     case OPT_MIN_BYTES:
-        return dt_cli_parse_bytes("--min-bytes", arg, (size_t)16 << 30, &a->min_bytes);
+        return dt_parse_bytes("--min-bytes", arg, (size_t)16 << 30, &a->min_bytes);
     case OPT_MAX_BYTES:
-        return dt_cli_parse_bytes("--max-bytes", arg, (size_t)16 << 30, &a->max_bytes);
+        return dt_parse_bytes("--max-bytes", arg, (size_t)16 << 30, &a->max_bytes);
     case OPT_ITERS:
         return dt_cli_parse_int("--iters", arg, 1, 1000000, &a->iters);
     case OPT_NO_PIN:
@@ -113,6 +115,9 @@ static int take_option(struct bench_args *a, int opt, const char *arg)
     case OPT_IFACE:
         a->iface = arg;
         return 0;
+    case OPT_RENDEZVOUS_TIMEOUT:
+        return dt_cli_parse_double("--rendezvous-timeout", arg, 0.001, 86400,
+                                   &a->rendezvous_timeout);
     default:
         return dt_fail(DT_EUSAGE, "internal error: option %d not handled; %s", opt, BENCH_USAGE);
     }
@@ -143,6 +148,7 @@ static int parse_args(struct bench_args *a, int argc, char **argv)
         {"master", required_argument, NULL, OPT_MASTER},
         {"node-rank", required_argument, NULL, OPT_NODE_RANK},
         {"iface", required_argument, NULL, OPT_IFACE},
+        {"rendezvous-timeout", required_argument, NULL, OPT_RENDEZVOUS_TIMEOUT},
         {NULL, 0, NULL, 0},
     };
     optind = 0;
@@ -175,10 +181,10 @@ static int run_sweep(struct bench_args *a, const struct dt_bench_machine *m)
                                : "--steps and --epochs exclude each other",
                        BENCH_USAGE);
     if (a->backend || a->instances || a->nodes || a->min_bytes || a->max_bytes || a->iters ||
-        a->no_pin || a->master || a->iface || a->node_rank >= 0)
+        a->no_pin || a->master || a->iface || a->node_rank >= 0 || a->rendezvous_timeout > 0)
         return dt_fail(DT_EUSAGE,
                        "bench: --backend, --instances, --nodes, --min-bytes, --max-bytes, "
-                       "--iters, --no-pin, --master, --node-rank and --iface belong to "
+                       "--iters, --no-pin, --master, --node-rank, --iface and --rendezvous-timeout belong to "
                        "'bench allreduce'; %s",
                        BENCH_USAGE);
     struct dt_bench_sweep_opts o = {
@@ -223,6 +229,7 @@ static int run_allreduce(struct bench_args *a, const struct dt_bench_machine *m)
         .iters = a->iters,
         .no_pin = a->no_pin,
         .timeout = a->timeout > 0 ? a->timeout : 60,
+        .rendezvous_timeout = a->rendezvous_timeout > 0 ? a->rendezvous_timeout : 30,
         .out = {a->common.json, a->common.quiet, a->common.verbose, a->csv, a->plot},
     };
     if (a->master || a->node_rank >= 0 || a->iface) {
@@ -302,6 +309,9 @@ const struct dt_command dt_cmd_bench = {
         "      --max-bytes B    largest message (default 64M); sizes double from A to B\n"
         "      --iters I        timed iterations per size (default: enough for ~0.2 s)\n"
         "      --timeout SECS   collective timeout (default 60)\n"
+        "      --rendezvous-timeout SECS  how long every rank has to arrive (tcp, hier;\n"
+        "                       default 30); DTRAIN_SOCKET_IFNAME and DTRAIN_SOCKET_BUFFER\n"
+        "                       apply as in train\n"
         "      --no-pin         leave the ranks unpinned (default: one core each, as\n"
         "                       `train` and mpirun place them)\n"
         "      --nodes M --node-rank K --master HOST:PORT [--iface NAME]\n"

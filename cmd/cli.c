@@ -71,38 +71,6 @@ int dt_cli_parse_double(const char *name, const char *arg, double lo, double hi,
     return 0;
 }
 
-int dt_cli_parse_bytes(const char *name, const char *arg, size_t max, size_t *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(arg, &end, 10);
-    unsigned long long mult = 1;
-    if (*end == 'K' || *end == 'k')
-        mult = 1ull << 10, end++;
-    else if (*end == 'M' || *end == 'm')
-        mult = 1ull << 20, end++;
-    else if (*end == 'G' || *end == 'g')
-        mult = 1ull << 30, end++;
-    if (errno || end == arg || *end || arg[0] == '-' || v == 0 || v > max / mult)
-        return dt_fail(DT_EUSAGE,
-                       "%s: expected a size such as 4096, 64K or 1M (at most %zu), got '%s'", name,
-                       max, arg);
-    *out = (size_t)(v * mult);
-    return 0;
-}
-
-int dt_cli_env_sockbuf(int *out)
-{
-    const char *v = getenv("DTRAIN_SOCKET_BUFFER");
-    size_t bytes = 0;
-    *out = 0;
-    if (!v || !*v)
-        return 0;
-    int rc = dt_cli_parse_bytes("DTRAIN_SOCKET_BUFFER", v, (size_t)1 << 30, &bytes);
-    if (rc == 0)
-        *out = (int)bytes;
-    return rc;
-}
 
 static int sets_push(struct dt_cli_sets *sets, char *item)
 {

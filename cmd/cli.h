@@ -58,11 +58,6 @@ int dt_cli_bad_option(int opt, char **argv, const char *usage);
 int dt_cli_parse_int(const char *name, const char *arg, long min, long max, int *out);
 /* The same for a number (seconds, rates) in [lo, hi]. */
 int dt_cli_parse_double(const char *name, const char *arg, double lo, double hi, double *out);
-/* A size: "4096", "64K", "1M", "1G" (powers of 1024), from 1 to max bytes. */
-int dt_cli_parse_bytes(const char *name, const char *arg, size_t max, size_t *out);
-/* DTRAIN_SOCKET_BUFFER (a size as above, at most 1G) for the TCP communicators' SO_SNDBUF and
- * SO_RCVBUF: 0 (the built-in default) when unset. */
-int dt_cli_env_sockbuf(int *out);
 
 /* Collected KEY=VALUE overrides, in command-line order; the strings are owned. */
 struct dt_cli_sets {

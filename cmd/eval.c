@@ -244,10 +244,7 @@ static int run_eval(int argc, char **argv)
         goto out;
     int batch = cfg.train.eval_batch_size > 0 ? cfg.train.eval_batch_size : 256;
     struct dt_shape in = {test->c, test->h, test->w};
-    enum dt_loss_kind loss =
-        strcmp(cfg.loss.type, "cross_entropy") == 0 ? DT_LOSS_CROSS_ENTROPY : DT_LOSS_NLL;
-    if ((rc = dt_model_build(&model, cfg.model.layers, cfg.model.nlayers, in, batch, loss,
-                             (uint64_t)cfg.train.seed)))
+    if ((rc = dt_run_build_model(&cfg, in, batch, 0, &model)))
         goto out;
     struct dt_run_resume meta;
     if ((rc = dt_run_load_checkpoint(a.checkpoint, model, NULL, &meta)))

@@ -649,8 +649,7 @@ static void list_one(const struct fetch_opts *o, const struct dt_reg_dataset *ds
 
 static int list_datasets(const struct fetch_opts *o)
 {
-    const char *env = getenv("DTRAIN_DATA");
-    const char *root = o->dir ? o->dir : env && *env ? env : "data";
+    const char *root = o->dir ? o->dir : dt_data_root();
     size_t n;
     const struct dt_reg_dataset *all = dt_registry_all(&n);
     if (!o->json)
@@ -841,8 +840,7 @@ static int default_dir(struct fetch_opts *o)
 {
     if (o->dir || o->list)
         return 0;
-    const char *env = getenv("DTRAIN_DATA");
-    int rc = join_path(o->dir_buf, env && *env ? env : "data", o->name, "");
+    int rc = join_path(o->dir_buf, dt_data_root(), o->name, "");
     o->dir = o->dir_buf;
     return rc;
 }

@@ -3,7 +3,8 @@
  * This file owns argument parsing and the paths that do not train: --print-config (the
  * effective config, exactly what a checkpoint stores) and --dry-run (validate the config,
  * read the datasets, build the model for the data's shape, print what a run would use).
- * Training itself is dt_train_run() in cmd/train_run.c.
+ * Training itself is dt_train_run() in train/loop.c, the dry run dt_dry_run() in
+ * train/dry_run.c; both read the job plan (train/plan.c) made here once.
  *
  * Dedicated flags are turned into config overrides, applied after the --set options, so
  * there is one path for every value and --print-config shows the result:
@@ -17,13 +18,10 @@
 #include "cmd/cli.h"
 #include "cmd/cmd.h"
 #include "train/config.h"
-#include "train/setup.h"
+#include "train/dry_run.h"
 #include "train/loop.h"
-#include "data/dataset.h"
-#include "data/registry.h"
-#include "nn/model.h"
+#include "train/plan.h"
 #include "util/err.h"
-#include "util/json.h"
 
 #define TRAIN_USAGE "usage: dtrain train CONFIG [options] (try 'dtrain train --help')"
 
@@ -175,196 +173,6 @@ static int parse_args(struct train_args *a, int argc, char **argv)
     return 0;
 }
 
-/* ---- --dry-run ---- */
-
-static void histogram(const struct dt_dataset *d, size_t *hist)
-{
-    memset(hist, 0, (size_t)d->classes * sizeof *hist);
-    for (size_t i = 0; i < d->n; i++)
-        if (d->y[i] < d->classes)
-            hist[d->y[i]]++;
-}
-
-static const char *class_name(const struct dt_config *cfg, const struct dt_dataset *d, int i,
-                              char *buf, size_t size)
-{
-    const struct dt_reg_dataset *reg = dt_registry_find(cfg->data.dataset);
-    if (reg && reg->class_names && i < reg->classes && !cfg->data.coarse_labels)
-        return reg->class_names[i];
-    if (d->names && d->names[i])
-        return d->names[i];
-    snprintf(buf, size, "%d", i);
-    return buf;
-}
-
-struct dry_run_facts {
-    struct dt_data data;
-    struct dt_model *model;
-    size_t *train_hist, *test_hist;
-    long long steps_per_epoch;
-    int per_instance_batch, global_batch;
-};
-
-static void compute_steps(const struct dt_config *cfg, struct dry_run_facts *f)
-{
-    int n = cfg->dist.instances, b = cfg->train.batch_size;
-    f->global_batch = cfg->train.batch_per_instance ? b * n : b;
-    f->per_instance_batch = cfg->train.batch_per_instance ? b : (b + n - 1) / n;
-    long long samples = (long long)f->data.train.n;
-    f->steps_per_epoch = cfg->train.drop_last ? samples / f->global_batch
-                                              : (samples + f->global_batch - 1) / f->global_batch;
-}
-
-/* A JSON array of the class names, escaped by util/json's own escaper. */
-static char *class_names_json(const struct dt_config *cfg, const struct dt_dataset *d)
-{
-    char *out = NULL, buf[32];
-    size_t len = 0;
-    FILE *f = open_memstream(&out, &len);
-    if (!f)
-        return NULL;
-    for (int i = 0; i < d->classes; i++) {
-        struct dt_json_writer s;
-        memset(&s, 0, sizeof s);
-        dt_json_escape_to(&s, class_name(cfg, d, i, buf, sizeof buf));
-        fprintf(f, "%s%s", i ? "," : "[", s.buf ? s.buf : "null");
-        free(s.buf);
-    }
-    fputs(d->classes ? "]" : "[]", f);
-    fclose(f);
-    return out;
-}
-
-static char *counts_json(const size_t *counts, int n)
-{
-    char *out = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&out, &len);
-    if (!f)
-        return NULL;
-    for (int i = 0; i < n; i++)
-        fprintf(f, "%s%zu", i ? "," : "[", counts[i]);
-    fputs(n ? "]" : "[]", f);
-    fclose(f);
-    return out;
-}
-
-static int print_json(const struct dt_config *cfg, const struct dry_run_facts *f)
-{
-    const struct dt_dataset *tr = &f->data.train, *te = &f->data.test;
-    char shape[48];
-    char *names = class_names_json(cfg, tr), *htrain = counts_json(f->train_hist, tr->classes),
-         *htest = counts_json(f->test_hist, tr->classes);
-    int rc = 0;
-    if (!names || !htrain || !htest) {
-        rc = dt_fail(DT_ERUNTIME, "out of memory writing JSON");
-        goto out;
-    }
-    struct dt_json_writer w;
-    dt_jw_begin(&w, "dry_run");
-    dt_jw_str(&w, "config", cfg->path);
-    dt_jw_str(&w, "dataset", cfg->data.dataset);
-    dt_jw_str(&w, "format", cfg->data.format);
-    dt_jw_str(&w, "dir", cfg->data.dir);
-    dt_jw_str(&w, "train_files", tr->source);
-    dt_jw_str(&w, "test_files", te->source);
-    dt_jw_int(&w, "train_samples", (long long)tr->n);
-    dt_jw_int(&w, "test_samples", (long long)te->n);
-    snprintf(shape, sizeof shape, "[%d,%d,%d]", tr->c, tr->h, tr->w);
-    dt_jw_raw(&w, "shape", shape);
-    dt_jw_int(&w, "classes", tr->classes);
-    dt_jw_raw(&w, "class_names", names);
-    dt_jw_raw(&w, "train_histogram", htrain);
-    dt_jw_raw(&w, "test_histogram", htest);
-    dt_jw_int(&w, "layers", cfg->model.nlayers);
-    dt_jw_int(&w, "parameters", (long long)f->model->nparams);
-    dt_jw_int(&w, "outputs", f->model->classes);
-    dt_jw_int(&w, "instances", cfg->dist.instances);
-    dt_jw_int(&w, "threads", cfg->dist.threads);
-    dt_jw_int(&w, "global_batch", f->global_batch);
-    dt_jw_int(&w, "steps_per_epoch", f->steps_per_epoch);
-    dt_jw_int(&w, "epochs", cfg->train.epochs);
-    dt_jw_end(&w, stdout);
-out:
-    free(names);
-    free(htrain);
-    free(htest);
-    return rc;
-}
-
-static void print_summary(const struct dt_config *cfg, const struct dry_run_facts *f)
-{
-    const struct dt_dataset *tr = &f->data.train, *te = &f->data.test;
-    char buf[32];
-    printf("config      %s: valid\n", cfg->path);
-    printf("dataset     %s (%s) in %s\n", cfg->data.dataset, cfg->data.format, cfg->data.dir);
-    printf("read        %s\n", tr->source);
-    if (strcmp(te->source, tr->source) != 0)
-        printf("            %s\n", te->source);
-    printf("train       %zu samples, %dx%dx%d\n", tr->n, tr->c, tr->h, tr->w);
-    printf("test        %zu samples, %dx%dx%d\n", te->n, te->c, te->h, te->w);
-    printf("model       %d layers, %dx%dx%d -> %d outputs, %zu parameters, loss %s\n",
-           cfg->model.nlayers, tr->c, tr->h, tr->w, f->model->classes, f->model->nparams,
-           cfg->loss.type);
-    printf("optimizer   %s, lr %g\n", cfg->optimizer.type, cfg->optimizer.lr);
-    printf("run         %d instance%s x %d thread%s, batch %d global (%d per instance), "
-           "%lld steps per epoch, %d epoch%s\n",
-           cfg->dist.instances, cfg->dist.instances > 1 ? "s" : "", cfg->dist.threads,
-           cfg->dist.threads == 1 ? "" : "s", f->global_batch, f->per_instance_batch,
-           f->steps_per_epoch, cfg->train.epochs, cfg->train.epochs > 1 ? "s" : "");
-    printf("checkpoints %s\n", cfg->checkpoint.dir);
-    printf("classes     %d\n", tr->classes);
-    printf("  class  %-20s %8s %8s\n", "name", "train", "test");
-    for (int i = 0; i < tr->classes; i++)
-        printf("  %5d  %-20s %8zu %8zu\n", i, class_name(cfg, tr, i, buf, sizeof buf),
-               f->train_hist[i], f->test_hist[i]);
-}
-
-static int dry_run(const struct dt_config *cfg, bool json)
-{
-    struct dry_run_facts f;
-    memset(&f, 0, sizeof f);
-    int rc = dt_data_load(&f.data, cfg->data.format, cfg->data.dir, cfg->data.classes,
-                          cfg->data.coarse_labels);
-    if (rc)
-        goto out;
-    const struct dt_dataset *tr = &f.data.train;
-    struct dt_shape in = {tr->c, tr->h, tr->w};
-    enum dt_loss_kind loss =
-        strcmp(cfg->loss.type, "nll") == 0 ? DT_LOSS_NLL : DT_LOSS_CROSS_ENTROPY;
-    if ((rc = dt_model_build(&f.model, cfg->model.layers, cfg->model.nlayers, in, 1, loss,
-                             (uint64_t)cfg->train.seed))) {
-        rc = dt_fail_context(rc, "%s: model", cfg->path);
-        goto out;
-    }
-    if (f.model->classes < tr->classes) {
-        rc = dt_fail(DT_EUSAGE,
-                     "%s: model: the last layer has %d outputs but the dataset has %d classes",
-                     cfg->path, f.model->classes, tr->classes);
-        goto out;
-    }
-    f.train_hist = calloc((size_t)tr->classes + 1, sizeof *f.train_hist);
-    f.test_hist = calloc((size_t)tr->classes + 1, sizeof *f.test_hist);
-    if (!f.train_hist || !f.test_hist) {
-        rc = dt_fail(DT_ERUNTIME, "out of memory");
-        goto out;
-    }
-    histogram(tr, f.train_hist);
-    histogram(&f.data.test, f.test_hist);
-    compute_steps(cfg, &f);
-    if (json)
-        rc = print_json(cfg, &f);
-    else
-        print_summary(cfg, &f);
-out:
-    free(f.train_hist);
-    free(f.test_hist);
-    if (f.model)
-        dt_model_free(f.model);
-    dt_data_free(&f.data);
-    return rc;
-}
-
 static int run_train(int argc, char **argv)
 {
     struct train_args a;
@@ -390,13 +198,14 @@ static int run_train(int argc, char **argv)
         goto out;
     }
     a.job.verbose = a.common.verbose;
-    int local_instances;
-    if ((rc = dt_job_local_shape(&cfg, &a.job, &local_instances, &cfg.dist.threads)))
+    struct dt_job_plan plan;
+    if ((rc = dt_job_plan_make(&plan, &cfg, &a.job)))
         goto out;
+    cfg.dist.threads = plan.threads;
     if (a.dry_run)
-        rc = dry_run(&cfg, a.common.json);
+        rc = dt_dry_run(&cfg, &plan, a.common.json);
     else {
-        struct dt_train_options opt = {.resume = a.resume, .job = a.job};
+        struct dt_train_options opt = {.resume = a.resume, .job = a.job, .plan = &plan};
         rc = dt_train_run(&cfg, &opt);
     }
 out:

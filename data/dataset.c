@@ -63,3 +63,11 @@ int dt_data_load(struct dt_data *out, const char *kind, const char *dir, int cla
              cifar100 ? "cifar-100-binary.tar.gz" : "cifar-10-binary.tar.gz");
     return dt_cifar_load(out, path, cifar100, classes, coarse_labels);
 }
+
+const char *dt_dataset_class_name(const struct dt_dataset *d, int i, char *buf, size_t size)
+{
+    if (d->names && d->names[i])
+        return d->names[i];
+    snprintf(buf, size, "%d", i);
+    return buf;
+}

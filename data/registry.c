@@ -408,3 +408,9 @@ int dt_registry_load(const char *path)
         dt_registry_unload();
     return rc;
 }
+
+const char *dt_data_root(void)
+{
+    const char *env = getenv("DTRAIN_DATA");
+    return env && *env ? env : "data";
+}

@@ -39,6 +39,10 @@ const struct dt_reg_dataset *dt_registry_all(size_t *count);
 /* "mnist, fashion-mnist, ..." for error messages. */
 const char *dt_registry_names(void);
 
+/* Where datasets live by default: $DTRAIN_DATA, or "data" when it is unset or empty. Each
+ * dataset is the directory ROOT/NAME. */
+const char *dt_data_root(void);
+
 /* Loads a registry file: its entries replace built-in ones of the same name and the others are
  * appended. Returns 0, or -DT_EUSAGE naming the file and the offending key. Loading a second
  * file replaces the first. */

@@ -47,28 +47,37 @@ static int sampler_check(const struct dt_sampler_opts *o)
     return 0;
 }
 
-int dt_sampler_init(struct dt_sampler *s, const struct dt_sampler_opts *opts)
+int dt_sampler_steps_for(const struct dt_sampler_opts *o, size_t *steps, size_t *per_rank)
 {
-    memset(s, 0, sizeof(*s));
-    int rc = sampler_check(opts);
+    int rc = sampler_check(o);
     if (rc < 0)
         return rc;
-    s->o = *opts;
-    size_t n = opts->n, size = (size_t)opts->size, b = opts->batch;
-    if (opts->per_instance) {
-        s->per_rank = opts->drop_last ? n / size : div_up(n, size);
-        s->steps = opts->drop_last ? s->per_rank / b : div_up(s->per_rank, b);
+    size_t n = o->n, size = (size_t)o->size, b = o->batch;
+    *per_rank = 0;
+    if (o->per_instance) {
+        *per_rank = o->drop_last ? n / size : div_up(n, size);
+        *steps = o->drop_last ? *per_rank / b : div_up(*per_rank, b);
     } else {
-        s->steps = opts->drop_last ? n / b : div_up(n, b);
+        *steps = o->drop_last ? n / b : div_up(n, b);
     }
-    if (s->steps == 0)
+    if (*steps == 0)
         return dt_fail(DT_EUSAGE,
                        "train.batch_size: %zu%s is more than the %zu samples of the "
                        "dataset and drop_last leaves no step",
-                       b, opts->per_instance ? " per instance" : "", n);
-    s->perm = malloc(n * sizeof(*s->perm));
+                       b, o->per_instance ? " per instance" : "", n);
+    return 0;
+}
+
+int dt_sampler_init(struct dt_sampler *s, const struct dt_sampler_opts *opts)
+{
+    memset(s, 0, sizeof(*s));
+    int rc = dt_sampler_steps_for(opts, &s->steps, &s->per_rank);
+    if (rc < 0)
+        return rc;
+    s->o = *opts;
+    s->perm = malloc(opts->n * sizeof(*s->perm));
     if (!s->perm)
-        return dt_fail(DT_ERUNTIME, "sampler: out of memory for %zu samples", n);
+        return dt_fail(DT_ERUNTIME, "sampler: out of memory for %zu samples", opts->n);
     return 0;
 }
 

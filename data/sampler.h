@@ -47,6 +47,9 @@ int dt_sampler_init(struct dt_sampler *s, const struct dt_sampler_opts *opts);
 void dt_sampler_free(struct dt_sampler *s);
 
 size_t dt_sampler_steps(const struct dt_sampler *s);
+/* The steps per epoch (and, per-instance, samples per rank) the options give, without
+ * allocating: what dt_sampler_init validates and computes, for plans and dry runs. */
+int dt_sampler_steps_for(const struct dt_sampler_opts *opts, size_t *steps, size_t *per_rank);
 /* Most samples this rank can get in one step: the size of idx for dt_sampler_batch. */
 int dt_sampler_max_count(const struct dt_sampler *s);
 

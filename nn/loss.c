@@ -4,8 +4,20 @@
 #include "nn/loss.h"
 
 #include <math.h>
+#include <string.h>
 
 #include "util/err.h"
+
+int dt_loss_kind_parse(const char *name, enum dt_loss_kind *out)
+{
+    if (!strcmp(name, "nll"))
+        *out = DT_LOSS_NLL;
+    else if (!strcmp(name, "cross_entropy"))
+        *out = DT_LOSS_CROSS_ENTROPY;
+    else
+        return dt_fail(DT_EUSAGE, "unknown loss \"%s\" (valid: nll, cross_entropy)", name);
+    return 0;
+}
 
 static int row_argmax(const float *row, int classes)
 {

@@ -14,6 +14,9 @@
 
 #include "nn/model.h"
 
+/* "nll" or "cross_entropy" -> the kind; DT_EUSAGE naming the valid ones otherwise. */
+int dt_loss_kind_parse(const char *name, enum dt_loss_kind *out);
+
 /* Sum of per-sample losses; *correct counts argmax(out[b]) == label_b (first maximum wins).
  * A label >= classes contributes NaN to the sum and is never correct. */
 double dt_loss_sum(enum dt_loss_kind kind, const float *out, int classes, const uint8_t *labels,

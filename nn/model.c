@@ -457,3 +457,27 @@ int dt_model_backward(struct dt_model *m, const uint8_t *labels, int batch, floa
     }
     return 0;
 }
+
+void dt_model_layer_summary(const struct dt_model *m, int i, struct dt_layer_summary *out)
+{
+    const struct dt_layer *l = m->layers[i];
+    const struct dt_layer_spec *s = &l->spec;
+    memset(out, 0, sizeof *out);
+    out->type = l->kind->name;
+    out->out = l->out;
+    out->nparams = l->nparams;
+    if (s->out_channels > 0)
+        snprintf(out->detail, sizeof out->detail, "%d %dx%d/%d", s->out_channels, s->kernel,
+                 s->kernel, s->stride > 0 ? s->stride : 1);
+    else if (s->out_features > 0)
+        snprintf(out->detail, sizeof out->detail, "%d", s->out_features);
+    else if (s->kernel > 0)
+        snprintf(out->detail, sizeof out->detail, "%dx%d/%d", s->kernel, s->kernel,
+                 s->stride > 0 ? s->stride : s->kernel);
+    else if (!strncmp(s->type, "dropout", 7))
+        snprintf(out->detail, sizeof out->detail, "p=%.2f", s->p);
+    if (s->padding > 0) {
+        size_t n = strlen(out->detail);
+        snprintf(out->detail + n, sizeof out->detail - n, " pad %d", s->padding);
+    }
+}

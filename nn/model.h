@@ -99,6 +99,16 @@ int dt_model_backward(struct dt_model *m, const uint8_t *labels, int batch, floa
  * for tests and benchmarks that compare both. */
 bool dt_model_allow_fusion(bool allow);
 
+/* One layer as a summary shows it (dry run, profile): kind, what its spec says in a few
+ * characters ("16 3x3/1", "p=0.25"), per-sample output shape and trainable parameters. */
+struct dt_layer_summary {
+    const char *type;
+    char detail[48];
+    struct dt_shape out;
+    size_t nparams;
+};
+void dt_model_layer_summary(const struct dt_model *m, int i, struct dt_layer_summary *out);
+
 /* Sets the process's compute threads (OpenBLAS and OpenMP) for this model's kernels. */
 void dt_nn_set_threads(int threads);
 

@@ -878,10 +878,7 @@ static int derive_data(struct load *ld)
     if (!cfg->data.format[0])
         set_string(cfg->data.format, sizeof cfg->data.format, reg->format);
     if (!cfg->data.dir[0]) {
-        const char *root = getenv("DTRAIN_DATA");
-        if (!root || !*root)
-            root = "data";
-        if ((size_t)snprintf(cfg->data.dir, sizeof cfg->data.dir, "%s/%s", root,
+        if ((size_t)snprintf(cfg->data.dir, sizeof cfg->data.dir, "%s/%s", dt_data_root(),
                              cfg->data.dataset) >= sizeof cfg->data.dir)
             return dt_fail(DT_EUSAGE, "%s: data.dir: $DTRAIN_DATA is too long", ld->file);
     }

@@ -26,6 +26,7 @@
 
 #include "train/evaluate.h"
 #include "train/progress.h"
+#include "train/ranks.h"
 #include "train/setup.h"
 #include "data/batch.h"
 #include "data/sampler.h"
@@ -150,15 +151,8 @@ static int rank_setup(struct rank_state *st, const struct run *run)
         return dt_fail_context(rc, "%s: data", cfg->path);
 
     struct dt_shape in = {train->c, train->h, train->w};
-    enum dt_loss_kind loss =
-        strcmp(cfg->loss.type, "cross_entropy") == 0 ? DT_LOSS_CROSS_ENTROPY : DT_LOSS_NLL;
-    if ((rc = dt_model_build(&st->model, cfg->model.layers, cfg->model.nlayers, in, model_batch,
-                             loss, (uint64_t)cfg->train.seed)))
-        return dt_fail_context(rc, "%s: model", cfg->path);
-    if (st->model->classes < train->classes)
-        return dt_fail(DT_EUSAGE,
-                       "%s: model: the last layer has %d outputs but the dataset has %d classes",
-                       cfg->path, st->model->classes, train->classes);
+    if ((rc = dt_run_build_model(cfg, in, model_batch, train->classes, &st->model)))
+        return rc;
     st->model->profile = cfg->log.profile;
 
     /* Shared weights: the optimizer state lives in the shared copy from the start (zeroed by
@@ -258,8 +252,7 @@ static int shared_weights_size(const struct run *run, size_t *floats)
     struct dt_shape in = {train->c, train->h, train->w};
     struct dt_model *m = NULL;
     struct dt_optim *o = NULL;
-    int rc = dt_model_build(&m, cfg->model.layers, cfg->model.nlayers, in, 1, DT_LOSS_NLL,
-                            (uint64_t)cfg->train.seed);
+    int rc = dt_run_build_model(cfg, in, 1, 0, &m);
     if (rc == 0)
         rc = dt_run_make_optimizer(&o, cfg, 1, NULL); /* one element: its number of states */
     if (rc == 0)
@@ -501,7 +494,7 @@ int dt_train_run(const struct dt_config *cfg, const struct dt_train_options *opt
     if (rc)
         return rc;
     struct run run = {cfg, opt, &data, NULL, 0};
-    if (dt_job_shares_memory(cfg, &opt->job)) {
+    if (dt_job_plan_shares_memory(opt->plan)) {
         if ((rc = shared_weights_size(&run, &run.shared_floats))) {
             dt_data_free(&data);
             return rc;
@@ -520,7 +513,7 @@ int dt_train_run(const struct dt_config *cfg, const struct dt_train_options *opt
     struct sigaction old_int, old_term;
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
-    rc = dt_run_ranks(cfg, &opt->job, rank_main, &run);
+    rc = dt_run_ranks(cfg, opt->plan, &opt->job, rank_main, &run);
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
     if (run.shared)

@@ -6,12 +6,13 @@
 #include <stdbool.h>
 
 #include "train/config.h"
-#include "train/ranks.h"
+#include "train/plan.h"
 
 /* What `train` needs besides the config (the config's log.* keys hold the output options). */
 struct dt_train_options {
-    const char *resume;     /* checkpoint to continue from, or NULL */
-    struct dt_job_opts job; /* multi-host flags, --verbose */
+    const char *resume;            /* checkpoint to continue from, or NULL */
+    struct dt_job_opts job;        /* multi-host flags, --verbose */
+    const struct dt_job_plan *plan; /* made from cfg and job by dt_job_plan_make */
 };
 
 int dt_train_run(const struct dt_config *cfg, const struct dt_train_options *opt);

@@ -7,6 +7,7 @@
 #include "data/registry.h"
 #include "dist/topology.h"
 #include "nn/checkpoint.h"
+#include "nn/loss.h"
 #include "nn/optim.h"
 #include "nn/schedule.h"
 #include "util/err.h"
@@ -33,6 +34,23 @@ int dt_run_load_data(const struct dt_config *cfg, struct dt_data *data)
             splits[s]->names = names;
         }
     }
+    return 0;
+}
+
+int dt_run_build_model(const struct dt_config *cfg, struct dt_shape in, int max_batch,
+                       int classes, struct dt_model **out)
+{
+    enum dt_loss_kind loss;
+    int rc = dt_loss_kind_parse(cfg->loss.type, &loss);
+    if (rc == 0)
+        rc = dt_model_build(out, cfg->model.layers, cfg->model.nlayers, in, max_batch, loss,
+                            (uint64_t)cfg->train.seed);
+    if (rc)
+        return dt_fail_context(rc, "%s: model", cfg->path);
+    if (classes > 0 && (*out)->classes < classes)
+        return dt_fail(DT_EUSAGE,
+                       "%s: model: the last layer has %d outputs but the dataset has %d classes",
+                       cfg->path, (*out)->classes, classes);
     return 0;
 }
 

@@ -17,6 +17,12 @@ struct dt_run_resume {
     double best_accuracy, test_accuracy, test_loss;
 };
 
+/* The model and loss the config describes, for inputs of shape `in` and batches of up to
+ * max_batch. classes > 0: DT_EUSAGE when the last layer has fewer outputs. Errors start
+ * "CONFIG: model". */
+int dt_run_build_model(const struct dt_config *cfg, struct dt_shape in, int max_batch,
+                       int classes, struct dt_model **out);
+
 /* Loads the config's datasets from data.dir and fills class names from the registry. */
 int dt_run_load_data(const struct dt_config *cfg, struct dt_data *data);
 /* storage: NULL, or zeroed memory for the optimizer's state arrays (see dt_optim_create_in). */
@@ -38,7 +44,7 @@ int dt_run_load_checkpoint(const char *path, struct dt_model *m, struct dt_optim
 int dt_run_checkpoint_config(const char *path, char **text);
 
 /* Threads per process: dist.threads, or when it is 0 ("auto") the usable CPUs divided among
- * `processes` (eval: 1; train asks dt_job_local_shape, which knows the ranks per host). */
+ * `processes` (eval: 1; train's job plan passes the ranks on this host). */
 int dt_run_threads(const struct dt_config *cfg, int processes);
 
 #endif

@@ -29,7 +29,7 @@
 
 #include "cmd/bench/bench.h"
 #include "cmd/cli.h"
-#include "dist/auth.h"
+#include "dist/backend.h"
 #include "dist/hier.h"
 #include "dist/launch_env.h"
 #include "dist/launcher.h"
@@ -66,12 +66,8 @@ struct ar_job {
     struct ar_shared *shared;
     size_t sizes[MAX_SIZES];
     int nsizes;
-    struct dt_shm_segment *seg[1024]; /* shm: seg[0]; hier: one per node */
-    int nsegs;
-    int master_fd, port;
-    char master_host[DT_LAUNCH_HOST_MAX + 1]; /* 127.0.0.1 for a forked job */
-    char token[DT_AUTH_TOKEN_MAX + 1];
-    int sockbuf; /* DTRAIN_SOCKET_BUFFER, 0 = dist/tcp's default */
+    struct dt_backend_job bj; /* the same join as train's (dist/backend.h) */
+    char master_host[DT_LAUNCH_HOST_MAX + 1];
     int nranks;
     struct dt_pin_plan plan; /* one core per rank, as train's launcher and mpirun place them */
     bool pinned;
@@ -230,47 +226,6 @@ out:
     return rc;
 }
 
-/* ---- joining the communicator, per backend ---- */
-
-static int join_tcp(struct dt_comm **out, const struct ar_job *j, int rank, int size,
-                    int local_rank, int local_size)
-{
-    struct dt_tcp_opts o;
-    dt_tcp_opts_init(&o);
-    o.rank = rank, o.size = size, o.local_rank = local_rank, o.local_size = local_size;
-    o.master_host = j->master_host;
-    o.master_port = j->port;
-    o.iface = j->o->iface;
-    o.sockbuf = j->sockbuf;
-    o.master_fd = rank == 0 ? j->master_fd : -1;
-    o.token = (const uint8_t *)j->token;
-    o.token_len = strlen(j->token);
-    o.timeout = j->o->timeout;
-    o.rendezvous_timeout = 30;
-    return dt_tcp_comm_create(out, &o);
-}
-
-static int rank_join(struct dt_comm **out, struct ar_job *j, int r)
-{
-    const char *b = j->o->backend;
-    int n = j->o->instances;
-    if (!strcmp(b, "shm"))
-        return dt_shm_comm_create(out, j->seg[0], r);
-    if (!strcmp(b, "tcp"))
-        return join_tcp(out, j, r, n, r, n);
-    /* hier: host-major ranks, as dist/hier.h wants them. */
-    int local_size = n / j->o->nodes, node = r / local_size, local = r % local_size;
-    struct dt_comm *lc = NULL, *leaders = NULL;
-    int rc = dt_shm_comm_create(&lc, j->seg[node], local);
-    if (rc)
-        return rc;
-    if (local == 0 && (rc = join_tcp(&leaders, j, node, j->o->nodes, 0, 1))) {
-        lc->close(lc);
-        return rc;
-    }
-    return dt_hier_comm_create(out, lc, leaders, node, j->o->nodes);
-}
-
 static int rank_main(int r, void *arg)
 {
     struct ar_job *j = arg;
@@ -281,10 +236,10 @@ static int rank_main(int r, void *arg)
     if (j->pinned && dt_pin_apply(&j->plan, r) != 0)
         dt_clear_error(); /* unpinned figures are still figures; the header says pinned */
     /* tcp: rank 0 is the master; hier: rank 0 leads node 0, the leaders' master. */
-    if (j->master_fd >= 0 && r != 0)
-        close(j->master_fd);
+    if (j->bj.master_fd >= 0 && r != 0)
+        close(j->bj.master_fd);
     struct dt_comm *c = NULL;
-    int rc = rank_join(&c, j, r);
+    int rc = dt_backend_join(&j->bj, r, &c);
     if (rc) {
         rc = dt_fail_context(rc, "rank %d: joining the %s job", r, j->o->backend);
         shared_error(j->shared, dt_last_error());
@@ -298,24 +253,7 @@ static int rank_main(int r, void *arg)
 static void on_job_failure(void *arg, const char *reason)
 {
     struct ar_job *j = arg;
-    for (int i = 0; i < j->nsegs; i++)
-        dt_shm_segment_abort(j->seg[i], reason);
-}
-
-static int listen_loopback(int *port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof a;
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) < 0 || listen(fd, 1024) < 0 ||
-        getsockname(fd, (struct sockaddr *)&a, &len) < 0) {
-        int rc = dt_fail(DT_ERUNTIME, "bench allreduce: cannot listen on 127.0.0.1: %m");
-        if (fd >= 0)
-            close(fd);
-        return rc;
-    }
-    *port = ntohs(a.sin_port);
-    return fd;
+    dt_backend_abort(&j->bj, reason);
 }
 
 /* Parent side of a forked job: the resources every rank inherits, then the launcher. */
@@ -329,22 +267,16 @@ static int run_forked(struct ar_job *j)
                        "bench allreduce: --backend hier needs --instances (%d) divisible by "
                        "--nodes (%d), and at least 2 nodes",
                        o->instances, o->nodes);
-    if (!strcmp(o->backend, "shm"))
-        rc = dt_shm_segment_create(&j->seg[j->nsegs++], o->instances, 0, o->timeout);
-    for (int k = 0; hier && k < o->nodes && !rc; k++)
-        rc = dt_shm_segment_create(&j->seg[j->nsegs++], o->instances / o->nodes, 0, o->timeout);
-    if (rc) {
-        j->nsegs--;
-        goto out;
-    }
-    if (strcmp(o->backend, "shm") != 0) {
-        if ((rc = dt_auth_token_generate(j->token)))
-            goto out;
-        if ((j->master_fd = listen_loopback(&j->port)) < 0) {
-            rc = j->master_fd;
-            goto out;
-        }
-    }
+    struct dt_backend_job *b = &j->bj;
+    if ((rc = dt_backend_parse(o->backend, &b->backend)))
+        return rc;
+    b->world = b->local_n = b->host_ranks = o->instances;
+    b->nodes = b->groups = hier ? o->nodes : 1;
+    b->iface = o->iface;
+    b->timeout = o->timeout;
+    b->rendezvous_timeout = o->rendezvous_timeout;
+    if ((rc = dt_backend_prepare(b)))
+        return rc;
     if (!o->no_pin) {
         struct dt_topology t;
         if (dt_topology_read(&t, NULL, NULL) == 0) {
@@ -356,12 +288,7 @@ static int run_forked(struct ar_job *j)
     struct dt_launch_opts lo = {
         .n = o->instances, .rank_main = rank_main, .on_failure = on_job_failure, .arg = j};
     rc = dt_launch_run(&lo);
-out:
-    if (j->master_fd >= 0)
-        close(j->master_fd);
-    j->master_fd = -1;
-    for (int i = 0; i < j->nsegs; i++)
-        dt_shm_segment_destroy(j->seg[i]);
+    dt_backend_release(b);
     if (j->pinned)
         dt_pin_plan_free(&j->plan);
     return rc;
@@ -391,14 +318,23 @@ static int run_mpi(struct ar_job *j, bool *is_root)
 static int run_across_hosts(struct ar_job *j, bool *is_root)
 {
     const struct dt_bench_allreduce_opts *o = j->o;
-    struct dt_auth_token tok;
-    int rc = dt_launch_parse_hostport(o->master, j->master_host, &j->port, "--master");
-    if (rc || (rc = dt_auth_token_load(&tok, NULL)))
+    struct dt_backend_job *b = &j->bj;
+    int rc = dt_launch_parse_hostport(o->master, j->master_host, &b->master_port, "--master");
+    if (rc)
         return rc;
-    memcpy(j->token, tok.bytes, tok.len);
-    j->token[tok.len] = '\0';
-    struct dt_comm *c;
-    if ((rc = join_tcp(&c, j, o->node_rank, o->nodes, 0, 1)))
+    b->backend = DT_BACKEND_TCP;
+    b->world = b->nodes = o->nodes;
+    b->rank_base = o->node_rank;
+    b->per_rank = true; /* this process is the host's one rank: no fork */
+    b->master_host = j->master_host;
+    b->iface = o->iface;
+    b->timeout = o->timeout;
+    b->rendezvous_timeout = o->rendezvous_timeout;
+    struct dt_comm *c = NULL;
+    if ((rc = dt_backend_prepare(b)) == 0)
+        rc = dt_backend_join(b, 0, &c);
+    dt_backend_release(b);
+    if (rc)
         return rc;
     *is_root = c->rank == 0;
     struct sigaction sa = {.sa_handler = on_rank_signal};
@@ -481,7 +417,7 @@ int dt_bench_allreduce(const struct dt_bench_allreduce_opts *o, const struct dt_
     if (!j)
         return dt_fail(DT_ERUNTIME, "out of memory");
     j->o = o;
-    j->master_fd = -1;
+    dt_backend_job_init(&j->bj);
     j->nranks = o->instances;
     j->progress = !o->out.quiet;
     j->live = dt_log_is_tty();
@@ -494,13 +430,7 @@ int dt_bench_allreduce(const struct dt_bench_allreduce_opts *o, const struct dt_
         free(j);
         return dt_fail(DT_ERUNTIME, "bench allreduce: mmap: %m");
     }
-    snprintf(j->master_host, sizeof j->master_host, "127.0.0.1");
-    int rc = dt_cli_env_sockbuf(&j->sockbuf);
-    if (rc) {
-        munmap(j->shared, sizeof *j->shared);
-        free(j);
-        return rc;
-    }
+    int rc;
     bool mpi = !strcmp(o->backend, "mpi"), root = true;
     rc = mpi ? run_mpi(j, &root) : o->master ? run_across_hosts(j, &root) : run_forked(j);
     /* The launcher's message says which rank failed; a rank's own message says why. */

@@ -137,6 +137,7 @@ struct dt_bench_allreduce_opts {
      * meeting at master (HOST:PORT), authenticated by DTRAIN_TOKEN; NULL for a forked job. */
     const char *master, *iface;
     int node_rank;
+    double rendezvous_timeout; /* seconds every rank has to arrive (tcp, hier) */
     struct dt_bench_output out;
 };
 

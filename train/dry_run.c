@@ -1,0 +1,199 @@
+/* `dtrain train --dry-run`: everything a run would use, checked and shown without training:
+ * the config, the files read and their sizes, the label histograms, the network layer by layer
+ * (output shapes, parameters) and the job's shape (ranks, batch split, steps per epoch), as
+ * text or one JSON object. */
+#include "train/dry_run.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "data/dataset.h"
+#include "nn/model.h"
+#include "train/setup.h"
+#include "util/err.h"
+#include "util/json.h"
+
+static void histogram(const struct dt_dataset *d, size_t *hist)
+{
+    memset(hist, 0, (size_t)d->classes * sizeof *hist);
+    for (size_t i = 0; i < d->n; i++)
+        if (d->y[i] < d->classes)
+            hist[d->y[i]]++;
+}
+
+struct dry_run_facts {
+    struct dt_data data;
+    struct dt_model *model;
+    size_t *train_hist, *test_hist;
+    struct dt_job_steps steps;
+};
+
+/* A JSON array of the class names, escaped by util/json's own escaper. */
+static char *class_names_json(const struct dt_dataset *d)
+{
+    char *out = NULL, buf[32];
+    size_t len = 0;
+    FILE *f = open_memstream(&out, &len);
+    if (!f)
+        return NULL;
+    for (int i = 0; i < d->classes; i++) {
+        struct dt_json_writer s;
+        memset(&s, 0, sizeof s);
+        dt_json_escape_to(&s, dt_dataset_class_name(d, i, buf, sizeof buf));
+        fprintf(f, "%s%s", i ? "," : "[", s.buf ? s.buf : "null");
+        free(s.buf);
+    }
+    fputs(d->classes ? "]" : "[]", f);
+    fclose(f);
+    return out;
+}
+
+static char *counts_json(const size_t *counts, int n)
+{
+    char *out = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&out, &len);
+    if (!f)
+        return NULL;
+    for (int i = 0; i < n; i++)
+        fprintf(f, "%s%zu", i ? "," : "[", counts[i]);
+    fputs(n ? "]" : "[]", f);
+    fclose(f);
+    return out;
+}
+
+static int print_json(const struct dt_config *cfg, const struct dt_job_plan *p,
+                      const struct dry_run_facts *f)
+{
+    const struct dt_dataset *tr = &f->data.train, *te = &f->data.test;
+    char shape[48];
+    char *names = class_names_json(tr), *htrain = counts_json(f->train_hist, tr->classes),
+         *htest = counts_json(f->test_hist, tr->classes);
+    int rc = 0;
+    if (!names || !htrain || !htest) {
+        rc = dt_fail(DT_ERUNTIME, "out of memory writing JSON");
+        goto out;
+    }
+    struct dt_json_writer w;
+    dt_jw_begin(&w, "dry_run");
+    dt_jw_str(&w, "config", cfg->path);
+    dt_jw_str(&w, "dataset", cfg->data.dataset);
+    dt_jw_str(&w, "format", cfg->data.format);
+    dt_jw_str(&w, "dir", cfg->data.dir);
+    dt_jw_str(&w, "train_files", tr->source);
+    dt_jw_str(&w, "test_files", te->source);
+    dt_jw_int(&w, "train_samples", (long long)tr->n);
+    dt_jw_int(&w, "test_samples", (long long)te->n);
+    snprintf(shape, sizeof shape, "[%d,%d,%d]", tr->c, tr->h, tr->w);
+    dt_jw_raw(&w, "shape", shape);
+    dt_jw_int(&w, "classes", tr->classes);
+    dt_jw_raw(&w, "class_names", names);
+    dt_jw_raw(&w, "train_histogram", htrain);
+    dt_jw_raw(&w, "test_histogram", htest);
+    dt_jw_int(&w, "layers", cfg->model.nlayers);
+    dt_jw_int(&w, "parameters", (long long)f->model->nparams);
+    dt_jw_int(&w, "outputs", f->model->classes);
+    dt_jw_int(&w, "instances", cfg->dist.instances);
+    dt_jw_int(&w, "ranks", p->world);
+    dt_jw_int(&w, "threads", cfg->dist.threads);
+    dt_jw_int(&w, "global_batch", f->steps.global_batch);
+    dt_jw_int(&w, "steps_per_epoch", f->steps.steps_per_epoch);
+    dt_jw_int(&w, "epochs", cfg->train.epochs);
+    dt_jw_end(&w, stdout);
+out:
+    free(names);
+    free(htrain);
+    free(htest);
+    return rc;
+}
+
+/* The network, Darknet-style: a row per layer with its output shape and parameters, then
+ * the totals. */
+static void print_network(const struct dt_model *m)
+{
+    printf("network     %-4s %-14s %-16s %-14s %10s\n", "#", "layer", "detail", "output",
+           "params");
+    printf("            %-4s %-14s %-16s %dx%dx%d\n", "", "input", "", m->input.c, m->input.h,
+           m->input.w);
+    for (int i = 0; i < m->nlayers; i++) {
+        struct dt_layer_summary s;
+        char shape[48];
+        dt_model_layer_summary(m, i, &s);
+        if (s.out.h == 1 && s.out.w == 1)
+            snprintf(shape, sizeof shape, "%d", s.out.c);
+        else
+            snprintf(shape, sizeof shape, "%dx%dx%d", s.out.c, s.out.h, s.out.w);
+        printf("            %-4d %-14s %-16s %-14s %10zu\n", i, s.type, s.detail, shape,
+               s.nparams);
+    }
+    printf("            %d layers, %zu parameters (%.2f M, %.1f KiB as float32)\n", m->nlayers,
+           m->nparams, (double)m->nparams / 1e6, (double)m->nparams * 4 / 1024);
+}
+
+static void print_summary(const struct dt_config *cfg, const struct dt_job_plan *p,
+                          const struct dry_run_facts *f)
+{
+    const struct dt_dataset *tr = &f->data.train, *te = &f->data.test;
+    char buf[32];
+    printf("config      %s: valid\n", cfg->path);
+    printf("dataset     %s (%s) in %s\n", cfg->data.dataset, cfg->data.format, cfg->data.dir);
+    printf("read        %s\n", tr->source);
+    if (strcmp(te->source, tr->source) != 0)
+        printf("            %s\n", te->source);
+    printf("train       %zu samples, %dx%dx%d\n", tr->n, tr->c, tr->h, tr->w);
+    printf("test        %zu samples, %dx%dx%d\n", te->n, te->c, te->h, te->w);
+    printf("model       %d layers, %dx%dx%d -> %d outputs, %zu parameters, loss %s\n",
+           cfg->model.nlayers, tr->c, tr->h, tr->w, f->model->classes, f->model->nparams,
+           cfg->loss.type);
+    printf("optimizer   %s, lr %g\n", cfg->optimizer.type, cfg->optimizer.lr);
+    printf("run         %d instance%s x %d thread%s, batch %d global (%d per instance), "
+           "%lld steps per epoch, %d epoch%s\n",
+           cfg->dist.instances, cfg->dist.instances > 1 ? "s" : "", cfg->dist.threads,
+           cfg->dist.threads == 1 ? "" : "s", f->steps.global_batch, f->steps.rank_batch,
+           f->steps.steps_per_epoch, cfg->train.epochs, cfg->train.epochs > 1 ? "s" : "");
+    if (p->world != cfg->dist.instances)
+        printf("job         %d ranks on %d host%s\n", p->world, p->env.nodes,
+               p->env.nodes == 1 ? "" : "s");
+    printf("checkpoints %s\n", cfg->checkpoint.dir);
+    print_network(f->model);
+    printf("classes     %d\n", tr->classes);
+    printf("  class  %-20s %8s %8s\n", "name", "train", "test");
+    for (int i = 0; i < tr->classes; i++)
+        printf("  %5d  %-20s %8zu %8zu\n", i, dt_dataset_class_name(tr, i, buf, sizeof buf),
+               f->train_hist[i], f->test_hist[i]);
+}
+
+int dt_dry_run(const struct dt_config *cfg, const struct dt_job_plan *plan, bool json)
+{
+    struct dry_run_facts f;
+    memset(&f, 0, sizeof f);
+    int rc = dt_run_load_data(cfg, &f.data);
+    if (rc)
+        goto out;
+    const struct dt_dataset *tr = &f.data.train;
+    struct dt_shape in = {tr->c, tr->h, tr->w};
+    if ((rc = dt_run_build_model(cfg, in, 1, tr->classes, &f.model)))
+        goto out;
+    if ((rc = dt_job_plan_steps(plan, cfg, tr->n, &f.steps)))
+        goto out;
+    f.train_hist = calloc((size_t)tr->classes + 1, sizeof *f.train_hist);
+    f.test_hist = calloc((size_t)tr->classes + 1, sizeof *f.test_hist);
+    if (!f.train_hist || !f.test_hist) {
+        rc = dt_fail(DT_ERUNTIME, "out of memory");
+        goto out;
+    }
+    histogram(tr, f.train_hist);
+    histogram(&f.data.test, f.test_hist);
+    if (json)
+        rc = print_json(cfg, plan, &f);
+    else
+        print_summary(cfg, plan, &f);
+out:
+    free(f.train_hist);
+    free(f.test_hist);
+    if (f.model)
+        dt_model_free(f.model);
+    dt_data_free(&f.data);
+    return rc;
+}
