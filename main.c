@@ -34,12 +34,21 @@ static const struct dt_command *find_command(const char *name)
     return NULL;
 }
 
+/* "fetch|train|eval|bench|help", from the table: a new command is one more row. */
+static void print_names(FILE *out)
+{
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        fprintf(out, "%s|", commands[i]->name);
+    fputs("help", out);
+}
+
 static int usage_error(const char *fmt, const char *arg)
 {
     fprintf(stderr, "dtrain: ");
     fprintf(stderr, fmt, arg);
-    fprintf(stderr,
-            "\nusage: dtrain <fetch|train|eval|bench|help> [options]; try 'dtrain --help'\n");
+    fprintf(stderr, "\nusage: dtrain <");
+    print_names(stderr);
+    fprintf(stderr, "> [options]; try 'dtrain --help'\n");
     return DT_EUSAGE;
 }
 

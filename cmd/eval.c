@@ -1,11 +1,11 @@
 /* `dtrain eval CHECKPOINT`: rebuilds the model a checkpoint was trained with (its config text
  * is in the checkpoint's metadata, or --config), loads the weights and reports test loss,
  * accuracy, per-class accuracy and the confusion matrix, as text or one JSON object. */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmd/cli.h"
 #include "cmd/cmd.h"
 #include "train/config.h"
 #include "train/evaluate.h"
@@ -22,91 +22,87 @@ static const char eval_help[] =
     "accuracy with class names, and the confusion matrix (rows: true class, columns: predicted).\n"
     "\n"
     "options:\n"
-    "  --config CFG      build the model from CFG instead of the checkpoint's stored config\n"
-    "  --data DIR        read the dataset from DIR (overrides data.dir)\n"
-    "  --set KEY=VALUE   override a config key (repeatable)\n"
-    "  --threads T       compute threads (default: the config's dist.threads; 0 there means\n"
-    "                    all usable cores)\n"
-    "  --json            print one JSON object on stdout instead of the text report\n"
-    "  -q, --quiet       print only errors\n"
-    "  -h, --help        this help\n"
+    "      --config CFG     build the model from CFG instead of the checkpoint's stored\n"
+    "                       config\n"
+    "      --data DIR       read the dataset from DIR (overrides data.dir)\n"
+    "      --set KEY=VALUE  override a config key (repeatable)\n"
+    "      --threads T      compute threads (default: the config's dist.threads; 0 there\n"
+    "                       means all usable cores)\n"
+    DT_CLI_COMMON_HELP
     "\n"
     "exit codes: 0 ok, 2 usage or config error, 3 missing/corrupt data or checkpoint\n";
 
+#define EVAL_USAGE "usage: dtrain eval CHECKPOINT [--config CFG] [--data DIR] [--json]"
+
+enum { OPT_CONFIG = DT_OPT_COMMAND_BASE, OPT_DATA, OPT_THREADS };
+
 struct eval_args {
     const char *checkpoint, *config, *data_dir;
-    const char *overrides[64];
-    int noverrides, threads;
-    bool json, quiet;
+    struct dt_cli_common common;
+    struct dt_cli_sets sets;
+    int threads;
 };
+
+static int take_option(struct eval_args *a, int opt, const char *arg)
+{
+    switch (opt) {
+    case OPT_CONFIG:
+        a->config = arg;
+        return 0;
+    case OPT_DATA:
+        a->data_dir = arg;
+        return 0;
+    case DT_OPT_SET:
+        return dt_cli_sets_add(&a->sets, arg);
+    case OPT_THREADS:
+        return dt_cli_parse_int("--threads", arg, 1, 1024, &a->threads);
+    default:
+        return dt_fail(DT_EUSAGE, "internal error: option %d not handled; %s", opt, EVAL_USAGE);
+    }
+}
 
 static int parse_args(int argc, char **argv, struct eval_args *a)
 {
     static const struct option options[] = {
-        {"config", required_argument, NULL, 'c'}, {"data", required_argument, NULL, 'd'},
-        {"set", required_argument, NULL, 's'},    {"threads", required_argument, NULL, 't'},
-        {"json", no_argument, NULL, 'j'},         {"quiet", no_argument, NULL, 'q'},
-        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
-    memset(a, 0, sizeof *a);
-    optind = 1;
+        DT_CLI_COMMON_LONGOPTS,
+        {"config", required_argument, NULL, OPT_CONFIG},
+        {"data", required_argument, NULL, OPT_DATA},
+        {"set", required_argument, NULL, DT_OPT_SET},
+        {"threads", required_argument, NULL, OPT_THREADS},
+        {NULL, 0, NULL, 0},
+    };
+    optind = 0; /* GNU: full reset, so a second parse in one process starts clean */
     opterr = 0;
-    int c;
-    while ((c = getopt_long(argc, argv, "qh", options, NULL)) != -1) {
-        switch (c) {
-        case 'c':
-            a->config = optarg;
-            break;
-        case 'd':
-            a->data_dir = optarg;
-            break;
-        case 's':
-            if (a->noverrides == 64)
-                return dt_fail(DT_EUSAGE, "too many --set options (at most 64)");
-            a->overrides[a->noverrides++] = optarg;
-            break;
-        case 't': {
-            char *end;
-            long t = strtol(optarg, &end, 10);
-            if (*end || t < 1 || t > 1024)
-                return dt_fail(DT_EUSAGE, "--threads: expected an integer 1..1024, got '%s'",
-                               optarg);
-            a->threads = (int)t;
-            break;
-        }
-        case 'j':
-            a->json = true;
-            break;
-        case 'q':
-            a->quiet = true;
-            break;
-        case 'h':
-            fputs(eval_help, stdout);
-            return 1;
-        default:
-            return dt_fail(DT_EUSAGE,
-                           "eval: unknown or incomplete option '%s'; usage: dtrain eval CHECKPOINT "
-                           "[--config CFG] [--data DIR] [--json]",
-                           argv[optind - 1]);
-        }
+    int opt, rc;
+    while ((opt = getopt_long(argc, argv, DT_CLI_COMMON_SHORTOPTS, options, NULL)) != -1) {
+        if (opt == '?' || opt == ':')
+            return dt_cli_bad_option(opt, argv, EVAL_USAGE);
+        if (dt_cli_common_option(&a->common, opt))
+            continue;
+        if ((rc = take_option(a, opt, optarg)))
+            return rc;
     }
+    if (a->common.help)
+        return 0;
     if (optind != argc - 1)
-        return dt_fail(DT_EUSAGE, "eval: expected exactly one CHECKPOINT argument; usage: dtrain "
-                                  "eval CHECKPOINT [--config CFG] [--data DIR] [--json]");
+        return dt_fail(DT_EUSAGE, "eval: expected exactly one CHECKPOINT argument; %s",
+                       EVAL_USAGE);
     a->checkpoint = argv[optind];
     return 0;
 }
 
-static int load_config(const struct eval_args *a, struct dt_config *cfg)
+/* --data DIR is one more override, after the --set ones. */
+static int load_config(struct eval_args *a, struct dt_config *cfg)
 {
-    const char *ov[66];
-    int n = 0;
-    char data_override[1100];
-    for (int i = 0; i < a->noverrides; i++)
-        ov[n++] = a->overrides[i];
     if (a->data_dir) {
-        snprintf(data_override, sizeof data_override, "data.dir=\"%s\"", a->data_dir);
-        ov[n++] = data_override;
+        char quoted[1100];
+        snprintf(quoted, sizeof quoted, "\"%s\"", a->data_dir);
+        int rc = dt_cli_sets_addf(&a->sets, "data.dir", quoted);
+        if (rc)
+            return rc;
     }
+    const char *const *ov = (const char *const *)a->sets.items;
+    int n = a->sets.n;
     if (a->config)
         return dt_config_load(cfg, a->config, ov, n);
     char *text = NULL;
@@ -118,14 +114,6 @@ static int load_config(const struct eval_args *a, struct dt_config *cfg)
     rc = dt_config_load_string(cfg, name, text, ov, n);
     free(text);
     return rc;
-}
-
-static const char *class_name(const struct dt_dataset *d, int i, char *buf, size_t n)
-{
-    if (d->names && d->names[i])
-        return d->names[i];
-    snprintf(buf, n, "%d", i);
-    return buf;
 }
 
 static void print_report(const struct dt_dataset *test, const struct dt_eval_result *r,
@@ -141,7 +129,7 @@ static void print_report(const struct dt_dataset *test, const struct dt_eval_res
         float total = 0;
         for (int j = 0; j < k; j++)
             total += dt_eval_confusion(r, i, j);
-        printf("%-14s %8.0f %8.2f%%\n", class_name(test, i, buf, sizeof buf), total,
+        printf("%-14s %8.0f %8.2f%%\n", dt_dataset_class_name(test, i, buf, sizeof buf), total,
                total > 0 ? 100 * dt_eval_confusion(r, i, i) / total : 0.0);
     }
     printf("\nconfusion matrix (rows: true class, columns: predicted)\n%14s", "");
@@ -149,7 +137,7 @@ static void print_report(const struct dt_dataset *test, const struct dt_eval_res
         printf(" %5d", j);
     printf("\n");
     for (int i = 0; i < k; i++) {
-        printf("%2d %-11.11s", i, class_name(test, i, buf, sizeof buf));
+        printf("%2d %-11.11s", i, dt_dataset_class_name(test, i, buf, sizeof buf));
         for (int j = 0; j < k; j++)
             printf(" %5.0f", dt_eval_confusion(r, i, j));
         printf("\n");
@@ -184,7 +172,7 @@ static void print_json(const struct dt_dataset *test, const struct dt_eval_resul
                 total += dt_eval_confusion(r, i, j);
             struct dt_json_writer item;
             dt_jw_begin(&item, NULL);
-            dt_jw_str(&item, "name", class_name(test, i, buf, sizeof buf));
+            dt_jw_str(&item, "name", dt_dataset_class_name(test, i, buf, sizeof buf));
             dt_jw_num(&item, "samples", total);
             dt_jw_num(&item, "accuracy", total > 0 ? dt_eval_confusion(r, i, i) / total : 0.0);
             char *s = dt_jw_finish(&item);
@@ -209,15 +197,21 @@ static void print_json(const struct dt_dataset *test, const struct dt_eval_resul
 static int run_eval(int argc, char **argv)
 {
     struct eval_args a;
-    int rc = parse_args(argc, argv, &a);
-    if (rc)
-        return rc > 0 ? 0 : rc;
-    if (a.quiet)
-        dt_log_set_level(DT_LOG_QUIET);
+    memset(&a, 0, sizeof a);
     struct dt_config cfg;
     memset(&cfg, 0, sizeof cfg);
-    if ((rc = load_config(&a, &cfg)))
+    int rc = parse_args(argc, argv, &a);
+    if (rc || a.common.help) {
+        if (!rc)
+            fputs(eval_help, stdout);
+        dt_cli_sets_free(&a.sets);
         return rc;
+    }
+    dt_cli_apply_log_level(&a.common);
+    if ((rc = load_config(&a, &cfg))) {
+        dt_cli_sets_free(&a.sets);
+        return rc;
+    }
     struct dt_data data;
     memset(&data, 0, sizeof data);
     struct dt_model *model = NULL;
@@ -254,9 +248,9 @@ static int run_eval(int argc, char **argv)
         goto out;
     if ((rc = dt_evaluate(model, test, &batcher, &scratch, comm, &result)))
         goto out;
-    if (a.json)
+    if (a.common.json)
         print_json(test, &result, a.checkpoint);
-    else if (!a.quiet)
+    else if (!a.common.quiet)
         print_report(test, &result, a.checkpoint);
 out:
     dt_eval_result_free(&result);
@@ -266,6 +260,7 @@ out:
     if (comm)
         comm->close(comm);
     dt_config_free(&cfg);
+    dt_cli_sets_free(&a.sets);
     return rc;
 }
 

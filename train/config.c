@@ -33,6 +33,7 @@
 #include "data/dataset.h"
 #include "data/registry.h"
 #include "nn/layers.h"
+#include "nn/optim.h"
 #include "util/err.h"
 #include "util/fileio.h"
 
@@ -105,7 +106,8 @@ static const struct key keys[] = {
     {"optimizer.dampening", T_FLOAT, 0, "0.0", 0, 1, NULL, FIELD(optimizer.dampening), 0,
      "sgd momentum dampening"},
     {"optimizer.weight_decay", T_FLOAT, 0, "0.0", 0, 10, NULL, FIELD(optimizer.weight_decay), 0,
-     "L2 penalty (sgd, adam, adadelta) or decoupled decay (adamw)"},
+     "L2 penalty (sgd, adam, adadelta) or decoupled decay (adamw); not given = the type's "
+     "default (adamw 0.01, the others 0)"},
     {"optimizer.nesterov", T_BOOL, 0, "false", 0, 0, NULL, FIELD(optimizer.nesterov), 0,
      "sgd: Nesterov momentum"},
     {"optimizer.amsgrad", T_BOOL, 0, "false", 0, 0, NULL, FIELD(optimizer.amsgrad), 0,
@@ -904,14 +906,29 @@ static int derive_data(struct load *ld)
     return 0;
 }
 
-static void derive_optimizer(struct dt_config *cfg)
+static bool given(const struct load *ld, const char *path)
 {
-    const char *t = cfg->optimizer.type;
-    bool adam = strncmp(t, "adam", 4) == 0, adadelta = strcmp(t, "adadelta") == 0;
+    size_t i = (size_t)(find_key(keys, NKEYS, path) - keys);
+    return ld->line[i] || ld->by_set[i];
+}
+
+/* Values left to the optimizer type take nn/optim's defaults (PyTorch's), the one copy. */
+static void derive_optimizer(struct load *ld)
+{
+    struct dt_config *cfg = ld->cfg;
+    enum dt_optim_type type;
+    if (dt_optim_type_parse(cfg->optimizer.type, &type)) {
+        dt_clear_error(); /* cannot happen: the key's choices were checked */
+        return;
+    }
+    struct dt_optim_config d;
+    dt_optim_config_defaults(&d, type);
     if (cfg->optimizer.lr == 0)
-        cfg->optimizer.lr = adadelta ? 1.0f : adam ? 1e-3f : 0.01f;
+        cfg->optimizer.lr = (float)d.lr;
     if (cfg->optimizer.eps == 0)
-        cfg->optimizer.eps = adadelta ? 1e-6f : 1e-8f;
+        cfg->optimizer.eps = (float)d.eps;
+    if (!given(ld, "optimizer.weight_decay"))
+        cfg->optimizer.weight_decay = (float)d.weight_decay;
 }
 
 static int check_cross_keys(struct load *ld)
@@ -1160,7 +1177,7 @@ static int load_all(struct load *ld, const char *text, const char *const *overri
             return rc;
     if ((rc = check_required(ld)) || (rc = derive_data(ld)))
         return rc;
-    derive_optimizer(cfg);
+    derive_optimizer(ld);
     derive_checkpoint_dir(cfg, ld->file);
     if ((rc = check_cross_keys(ld)))
         return rc;

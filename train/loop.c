@@ -298,189 +298,248 @@ static void print_profile(const struct dt_model *m, long long steps)
                     total > 0 ? 100 * (m->profile_fwd[i] + m->profile_bwd[i]) / total : 0);
 }
 
+/* Where a rank's run stands between steps and epochs. */
+struct loop {
+    const struct run *run;
+    struct rank_state *st;
+    bool leader, quiet;
+    long long steps_per_epoch, total_steps;
+    long long step, saved_step; /* saved_step: that of the last last.safetensors, or -1 */
+    double best_acc;
+    float lr;
+    struct dt_progress progress;
+    double run_start, run_samples;
+    double trained_s; /* seconds in training steps of finished epochs (no evaluation) */
+    long long run_steps;
+};
+
+/* --resume: weights, optimizer state and position from the checkpoint. A finished run resumed
+ * again (a re-queued job, say) trains nothing, and reports the checkpoint's figures. */
+static int resume(struct loop *lp)
+{
+    const struct run *run = lp->run;
+    struct rank_state *st = lp->st;
+    struct dt_comm *comm = st->comm;
+    struct dt_run_resume r;
+    /* Shared weights: rank 0 alone writes the shared optimizer state; the others take its
+     * step count. */
+    bool own_state = !run->shared || comm->rank == 0;
+    int rc = dt_run_load_checkpoint(run->opt->resume, st->model, own_state ? st->optim : NULL, &r);
+    if (rc)
+        return rc;
+    if (run->shared) {
+        uint64_t steps = dt_optim_steps(st->optim);
+        if ((rc = comm->broadcast(comm, &steps, sizeof steps, 0)))
+            return rc;
+        dt_optim_set_steps(st->optim, steps);
+    }
+    lp->step = r.step;
+    lp->best_acc = r.best_accuracy;
+    if (lp->leader && !lp->quiet)
+        dt_log_info("resuming from %s at step %lld (epoch %lld)", run->opt->resume, lp->step,
+                    lp->steps_per_epoch ? lp->step / lp->steps_per_epoch : 0);
+    if (lp->step < lp->total_steps)
+        return 0;
+    if (lp->leader && !lp->quiet)
+        dt_log_info("the run has %lld steps: nothing left to train (raise train.epochs to go "
+                    "on); evaluating the checkpoint",
+                    lp->total_steps);
+    return dt_evaluate(st->model, &run->data->test, &st->batcher, &st->eval, comm, &st->result);
+}
+
+static void emit_step_json(const struct loop *lp, int epoch, double elapsed, double done)
+{
+    const struct rank_state *st = lp->st;
+    struct dt_json_writer w;
+    dt_jw_begin(&w, "step");
+    dt_jw_int(&w, "epoch", epoch + 1);
+    dt_jw_int(&w, "step", lp->step + 1);
+    dt_jw_num(&w, "loss", st->stats[0] / (st->stats[2] > 0 ? st->stats[2] : 1));
+    dt_jw_num(&w, "lr", lp->lr);
+    dt_jw_num(&w, "samples_per_s", elapsed > 0 ? done / elapsed : 0);
+    /* Training seconds since this run's first step, evaluation excluded: `bench` takes
+     * differences of it to leave out warm-up steps. */
+    dt_jw_num(&w, "elapsed_s", lp->trained_s + elapsed);
+    dt_jw_end(&w, stdout);
+}
+
+/* The training steps of one epoch (or of what is left of it); stops early on a signal. */
+static int run_epoch(struct loop *lp, int epoch, double epoch_start)
+{
+    const struct dt_config *cfg = lp->run->cfg;
+    struct rank_state *st = lp->st;
+    long long end = (long long)(epoch + 1) * lp->steps_per_epoch;
+    if (end > lp->total_steps)
+        end = lp->total_steps;
+    for (; lp->step < end && !stop_signal; lp->step++) {
+        lp->lr = dt_run_lr(cfg, lp->step, lp->steps_per_epoch, lp->total_steps);
+        size_t in_epoch = (size_t)(lp->step % lp->steps_per_epoch);
+        int rc = train_step(st, lp->run, (uint64_t)epoch, in_epoch, lp->lr);
+        if (rc)
+            return rc;
+        if (!lp->leader)
+            continue;
+        double elapsed = dt_now() - epoch_start;
+        /* Rank 0's running figures, scaled to the whole job for the rate. */
+        double done = st->stats[2] * st->comm->size, seen = st->stats[2] > 0 ? st->stats[2] : 1;
+        dt_progress_step(&lp->progress, epoch, (long)in_epoch, st->stats[0] / seen,
+                         st->stats[1] / seen, elapsed > 0 ? done / elapsed : 0);
+        if (cfg->log.json && cfg->log.every > 0 && (lp->step + 1) % cfg->log.every == 0)
+            emit_step_json(lp, epoch, elapsed, done);
+    }
+    return 0;
+}
+
+/* Rank 0 after an epoch's evaluation: the epoch line and event, best and last checkpoints. */
+static int report_epoch(struct loop *lp, int epoch, double train_seconds)
+{
+    const struct dt_config *cfg = lp->run->cfg;
+    struct rank_state *st = lp->st;
+    double seen = st->stats[2] > 0 ? st->stats[2] : 1;
+    double train_loss = st->stats[0] / seen, train_acc = st->stats[1] / seen;
+    double test_acc = dt_eval_accuracy(&st->result);
+    dt_progress_clear(&lp->progress);
+    if (!lp->quiet)
+        dt_log_info("epoch %d/%d: train loss %.4f acc %.2f%% | test loss %.4f acc %.2f%% | "
+                    "%.1f s, %.0f samples/s",
+                    epoch + 1, cfg->train.epochs, train_loss, 100 * train_acc,
+                    dt_eval_loss(&st->result), 100 * test_acc, train_seconds,
+                    st->stats[2] / train_seconds);
+    if (cfg->log.json)
+        emit_epoch_json(lp->run, st, epoch, lp->step, train_loss, train_acc, train_seconds,
+                        st->stats[2], lp->lr);
+    bool best = test_acc > lp->best_acc;
+    if (best)
+        lp->best_acc = test_acc;
+    long long step = lp->step, spe = lp->steps_per_epoch;
+    bool epoch_done = step % spe == 0;
+    bool due = step >= lp->total_steps || (cfg->checkpoint.every > 0 && epoch_done &&
+                                           (step / spe) % cfg->checkpoint.every == 0);
+    if (!due && !(best && cfg->checkpoint.best))
+        return 0;
+    struct dt_run_resume meta = {.step = step,
+                                 .epoch = step / spe,
+                                 .best_accuracy = lp->best_acc,
+                                 .test_accuracy = test_acc,
+                                 .test_loss = dt_eval_loss(&st->result)};
+    int rc = dt_run_save_checkpoints(cfg, st->model, st->optim, &meta, due,
+                                     best && cfg->checkpoint.best);
+    if (rc == 0 && due)
+        lp->saved_step = step;
+    return rc;
+}
+
+/* After an epoch's steps: the job's exact train figures (one small all-reduce), the test set
+ * evaluated on every rank's shard, then rank 0's report. */
+static int end_epoch(struct loop *lp, int epoch, long long first, double epoch_start)
+{
+    const struct dt_config *cfg = lp->run->cfg;
+    struct rank_state *st = lp->st;
+    double train_seconds = dt_now() - epoch_start;
+    lp->trained_s += train_seconds;
+    int rc = st->comm->allreduce_sum(st->comm, st->stats, 3);
+    if (rc)
+        return rc;
+    lp->run_samples += st->stats[2];
+    lp->run_steps += lp->step - first;
+    st->model->profile = false; /* the profile is per training step: eval is not in it */
+    rc = dt_evaluate(st->model, &lp->run->data->test, &st->batcher, &st->eval, st->comm,
+                     &st->result);
+    st->model->profile = cfg->log.profile;
+    if (rc || !lp->leader)
+        return rc;
+    return report_epoch(lp, epoch, train_seconds);
+}
+
+/* The one line a stopped run prints: where it stood and how to go on. */
+static int report_stop(struct loop *lp)
+{
+    const char *name = stop_signal == SIGINT ? "SIGINT" : "SIGTERM";
+    if (lp->leader) {
+        dt_progress_clear(&lp->progress);
+        if (!lp->quiet && lp->saved_step >= 0)
+            dt_log_info("stopped by %s at step %lld; continue from step %lld with --resume "
+                        "%s/last.safetensors",
+                        name, lp->step, lp->saved_step, lp->run->cfg->checkpoint.dir);
+        else if (!lp->quiet)
+            dt_log_info("stopped by %s at step %lld, before the first checkpoint", name,
+                        lp->step);
+    }
+    return stop_signal == SIGINT ? -DT_EINTR : -DT_ETERM;
+}
+
+/* Rank 0 at the end: the profile and the `final` event. */
+static void report_final(const struct loop *lp)
+{
+    const struct dt_config *cfg = lp->run->cfg;
+    const struct rank_state *st = lp->st;
+    double seconds = dt_now() - lp->run_start;
+    if (cfg->log.profile)
+        print_profile(st->model, lp->run_steps);
+    if (!cfg->log.json)
+        return;
+    struct dt_json_writer w;
+    dt_jw_begin(&w, "final");
+    dt_jw_str(&w, "impl", "dtrain");
+    dt_jw_str(&w, "config", cfg->path);
+    dt_jw_int(&w, "instances", st->comm->size);
+    dt_jw_int(&w, "threads", cfg->dist.threads);
+    dt_jw_int(&w, "batch_size", cfg->train.batch_size);
+    dt_jw_bool(&w, "batch_per_instance", cfg->train.batch_per_instance);
+    dt_jw_int(&w, "steps", lp->step);
+    dt_jw_num(&w, "seconds", seconds);
+    dt_jw_num(&w, "samples_per_s", seconds > 0 ? lp->run_samples / seconds : 0);
+    dt_jw_num(&w, "test_loss", dt_eval_loss(&st->result));
+    dt_jw_num(&w, "test_accuracy", dt_eval_accuracy(&st->result));
+    dt_jw_num(&w, "best_test_accuracy", lp->best_acc);
+    dt_jw_num(&w, "peak_rss_mb", peak_rss_mb());
+    dt_jw_end(&w, stdout);
+}
+
+static int train_epochs(struct loop *lp)
+{
+    while (lp->step < lp->total_steps && !stop_signal) {
+        int epoch = (int)(lp->step / lp->steps_per_epoch);
+        memset(lp->st->stats, 0, sizeof lp->st->stats);
+        dt_progress_epoch_start(&lp->progress);
+        double epoch_start = dt_now();
+        long long first = lp->step;
+        int rc = run_epoch(lp, epoch, epoch_start);
+        if (rc == 0 && !stop_signal)
+            rc = end_epoch(lp, epoch, first, epoch_start);
+        if (rc)
+            return rc;
+    }
+    return stop_signal ? report_stop(lp) : 0;
+}
+
 static int rank_main(struct dt_comm *comm, void *arg)
 {
     const struct run *run = arg;
     const struct dt_config *cfg = run->cfg;
-    bool leader = comm->rank == 0;
-    bool quiet = cfg->log.quiet || !leader;
     struct rank_state st = {.comm = comm};
+    struct loop lp = {.run = run, .st = &st, .leader = comm->rank == 0, .saved_step = -1,
+                      .best_acc = -1, .lr = cfg->optimizer.lr};
+    lp.quiet = cfg->log.quiet || !lp.leader;
     int rc = rank_setup(&st, run);
     if (rc)
         goto out;
-
-    long long steps_per_epoch = (long long)dt_sampler_steps(&st.sampler);
-    long long total_steps = steps_per_epoch * cfg->train.epochs;
-    if (cfg->train.max_steps > 0 && cfg->train.max_steps < total_steps)
-        total_steps = cfg->train.max_steps;
-    long long step = 0, saved_step = -1; /* saved_step: that of the last last.safetensors */
-    double best_acc = -1;
-    if (run->opt->resume) {
-        struct dt_run_resume r;
-        /* Shared weights: rank 0 alone writes the shared optimizer state; the others take
-         * its step count. */
-        bool own_state = !run->shared || comm->rank == 0;
-        if ((rc = dt_run_load_checkpoint(run->opt->resume, st.model, own_state ? st.optim : NULL,
-                                         &r)))
-            goto out;
-        if (run->shared) {
-            uint64_t steps = dt_optim_steps(st.optim);
-            if ((rc = comm->broadcast(comm, &steps, sizeof steps, 0)))
-                goto out;
-            dt_optim_set_steps(st.optim, steps);
-        }
-        step = r.step;
-        best_acc = r.best_accuracy;
-        if (leader && !quiet)
-            dt_log_info("resuming from %s at step %lld (epoch %lld)", run->opt->resume, step,
-                        steps_per_epoch ? step / steps_per_epoch : 0);
-        if (step >= total_steps) {
-            /* A finished run resumed again (a re-queued job, say): nothing to train, but the
-             * figures reported below must be the checkpoint's, not zeros. */
-            if (leader && !quiet)
-                dt_log_info("the run has %lld steps: nothing left to train (raise train.epochs "
-                            "to go on); evaluating the checkpoint",
-                            total_steps);
-            if ((rc = dt_evaluate(st.model, &run->data->test, &st.batcher, &st.eval, comm,
-                                  &st.result)))
-                goto out;
-        }
-    }
+    lp.steps_per_epoch = (long long)dt_sampler_steps(&st.sampler);
+    lp.total_steps = lp.steps_per_epoch * cfg->train.epochs;
+    if (cfg->train.max_steps > 0 && cfg->train.max_steps < lp.total_steps)
+        lp.total_steps = cfg->train.max_steps;
+    if (run->opt->resume && (rc = resume(&lp)))
+        goto out;
     if ((rc = verify_identical_weights(comm, st.model)))
         goto out;
     if (run->shared && (rc = share_weights(&st, run)))
         goto out;
-
-    struct dt_progress progress;
-    dt_progress_init(&progress, quiet, cfg->log.every, cfg->train.epochs, (long)steps_per_epoch);
-    double run_start = dt_now(), run_samples = 0;
-    double trained_s = 0; /* seconds in training steps of finished epochs (no evaluation) */
-    long long run_steps = 0;
-    float lr = cfg->optimizer.lr;
-    while (step < total_steps && !stop_signal) {
-        int epoch = (int)(step / steps_per_epoch);
-        memset(st.stats, 0, sizeof st.stats);
-        dt_progress_epoch_start(&progress);
-        double epoch_start = dt_now();
-        long long first = step;
-        long long epoch_end = (long long)(epoch + 1) * steps_per_epoch;
-        if (epoch_end > total_steps)
-            epoch_end = total_steps;
-        for (; step < epoch_end && !stop_signal; step++) {
-            lr = dt_run_lr(cfg, step, steps_per_epoch, total_steps);
-            if ((rc = train_step(&st, run, (uint64_t)epoch, (size_t)(step % steps_per_epoch), lr)))
-                goto out;
-            if (leader) {
-                double elapsed = dt_now() - epoch_start;
-                /* Rank 0's running figures, scaled to the whole job for the rate. */
-                double done = st.stats[2] * comm->size;
-                dt_progress_step(&progress, epoch, (long)(step % steps_per_epoch),
-                                 st.stats[0] / (st.stats[2] > 0 ? st.stats[2] : 1),
-                                 st.stats[1] / (st.stats[2] > 0 ? st.stats[2] : 1),
-                                 elapsed > 0 ? done / elapsed : 0);
-                if (cfg->log.json && cfg->log.every > 0 && (step + 1) % cfg->log.every == 0) {
-                    struct dt_json_writer w;
-                    dt_jw_begin(&w, "step");
-                    dt_jw_int(&w, "epoch", epoch + 1);
-                    dt_jw_int(&w, "step", step + 1);
-                    dt_jw_num(&w, "loss", st.stats[0] / (st.stats[2] > 0 ? st.stats[2] : 1));
-                    dt_jw_num(&w, "lr", lr);
-                    dt_jw_num(&w, "samples_per_s", elapsed > 0 ? done / elapsed : 0);
-                    /* Training seconds since this run's first step, evaluation excluded:
-                     * `bench` takes differences of it to leave out warm-up steps. */
-                    dt_jw_num(&w, "elapsed_s", trained_s + elapsed);
-                    dt_jw_end(&w, stdout);
-                }
-            }
-        }
-        if (stop_signal)
-            break;
-        double train_seconds = dt_now() - epoch_start;
-        trained_s += train_seconds;
-        /* Exact train figures of the whole job: one small all-reduce per epoch. */
-        if ((rc = comm->allreduce_sum(comm, st.stats, 3)))
-            goto out;
-        run_samples += st.stats[2];
-        run_steps += step - first;
-        st.model->profile = false; /* the profile is per training step: eval is not in it */
-        rc = dt_evaluate(st.model, &run->data->test, &st.batcher, &st.eval, comm, &st.result);
-        st.model->profile = cfg->log.profile;
-        if (rc)
-            goto out;
-        double train_loss = st.stats[0] / (st.stats[2] > 0 ? st.stats[2] : 1);
-        double train_acc = st.stats[1] / (st.stats[2] > 0 ? st.stats[2] : 1);
-        double test_acc = dt_eval_accuracy(&st.result);
-        if (leader) {
-            dt_progress_clear(&progress);
-            if (!quiet)
-                dt_log_info("epoch %d/%d: train loss %.4f acc %.2f%% | test loss %.4f acc "
-                            "%.2f%% | %.1f s, %.0f samples/s",
-                            epoch + 1, cfg->train.epochs, train_loss, 100 * train_acc,
-                            dt_eval_loss(&st.result), 100 * test_acc, train_seconds,
-                            st.stats[2] / train_seconds);
-            if (cfg->log.json)
-                emit_epoch_json(run, &st, epoch, step, train_loss, train_acc, train_seconds,
-                                st.stats[2], lr);
-            bool best = test_acc > best_acc;
-            if (best)
-                best_acc = test_acc;
-            bool epoch_done = step % steps_per_epoch == 0;
-            bool due =
-                step >= total_steps || (cfg->checkpoint.every > 0 && epoch_done &&
-                                        (step / steps_per_epoch) % cfg->checkpoint.every == 0);
-            if (due || (best && cfg->checkpoint.best)) {
-                struct dt_run_resume meta = {.step = step,
-                                             .epoch = step / steps_per_epoch,
-                                             .best_accuracy = best_acc,
-                                             .test_accuracy = test_acc,
-                                             .test_loss = dt_eval_loss(&st.result)};
-                if ((rc = dt_run_save_checkpoints(cfg, st.model, st.optim, &meta, due,
-                                                  best && cfg->checkpoint.best)))
-                    goto out;
-                if (due)
-                    saved_step = step;
-            }
-        }
-    }
-    if (stop_signal) {
-        rc = stop_signal == SIGINT ? -DT_EINTR : -DT_ETERM;
-        if (leader) {
-            dt_progress_clear(&progress);
-            /* The one line a stopped run prints: where it stood and how to go on. */
-            if (!quiet && saved_step >= 0)
-                dt_log_info("stopped by %s at step %lld; continue from step %lld with --resume "
-                            "%s/last.safetensors",
-                            stop_signal == SIGINT ? "SIGINT" : "SIGTERM", step, saved_step,
-                            cfg->checkpoint.dir);
-            else if (!quiet)
-                dt_log_info("stopped by %s at step %lld, before the first checkpoint",
-                            stop_signal == SIGINT ? "SIGINT" : "SIGTERM", step);
-        }
-        goto out;
-    }
-    double seconds = dt_now() - run_start;
-    if (leader) {
-        if (cfg->log.profile)
-            print_profile(st.model, run_steps);
-        if (cfg->log.json) {
-            struct dt_json_writer w;
-            dt_jw_begin(&w, "final");
-            dt_jw_str(&w, "impl", "dtrain");
-            dt_jw_str(&w, "config", cfg->path);
-            dt_jw_int(&w, "instances", comm->size);
-            dt_jw_int(&w, "threads", cfg->dist.threads);
-            dt_jw_int(&w, "batch_size", cfg->train.batch_size);
-            dt_jw_bool(&w, "batch_per_instance", cfg->train.batch_per_instance);
-            dt_jw_int(&w, "steps", step);
-            dt_jw_num(&w, "seconds", seconds);
-            dt_jw_num(&w, "samples_per_s", seconds > 0 ? run_samples / seconds : 0);
-            dt_jw_num(&w, "test_loss", dt_eval_loss(&st.result));
-            dt_jw_num(&w, "test_accuracy", dt_eval_accuracy(&st.result));
-            dt_jw_num(&w, "best_test_accuracy", best_acc);
-            dt_jw_num(&w, "peak_rss_mb", peak_rss_mb());
-            dt_jw_end(&w, stdout);
-        }
-    }
+    dt_progress_init(&lp.progress, lp.quiet, cfg->log.every, cfg->train.epochs,
+                     (long)lp.steps_per_epoch);
+    lp.run_start = dt_now();
+    rc = train_epochs(&lp);
+    if (rc == 0 && lp.leader)
+        report_final(&lp);
 out:
     rank_teardown(&st);
     return rc;
