@@ -517,19 +517,41 @@ static int compare_begin(const void *a, const void *b)
                                  : (x->end > y->end) - (x->end < y->end);
 }
 
-static int check_overlaps(const struct parsed *pf)
+static int compare_name(const void *a, const void *b)
+{
+    return strcmp((*(const struct entry *const *)a)->name, (*(const struct entry *const *)b)->name);
+}
+
+/* The tensors tile the data section exactly: no name twice, no overlap, no hole, nothing
+ * after the last tensor (bytes no tensor owns are either a damaged file or smuggled data).
+ * Sorting keeps a header of many names at n log n. */
+static int check_layout(const struct parsed *pf)
 {
     const struct entry **order = calloc((size_t)pf->nentries + 1, sizeof *order);
     if (!order)
         return dt_fail(DT_ERUNTIME, "%s: out of memory checking the header", pf->path);
     for (int i = 0; i < pf->nentries; i++)
         order[i] = &pf->entries[i];
-    qsort(order, (size_t)pf->nentries, sizeof *order, compare_begin);
     int rc = 0;
+    qsort(order, (size_t)pf->nentries, sizeof *order, compare_name);
     for (int i = 1; i < pf->nentries && !rc; i++)
-        if (order[i]->begin < order[i - 1]->end && order[i]->begin < order[i]->end)
+        if (strcmp(order[i]->name, order[i - 1]->name) == 0)
+            rc = dt_fail(DT_EDATA, "%s: tensor %s appears twice in the header", pf->path,
+                         order[i]->name);
+    qsort(order, (size_t)pf->nentries, sizeof *order, compare_begin);
+    size_t end = 0;
+    for (int i = 0; i < pf->nentries && !rc; i++) {
+        if (order[i]->begin < end)
             rc = dt_fail(DT_EDATA, "%s: tensor %s: data_offsets overlap those of tensor %s",
                          pf->path, order[i]->name, order[i - 1]->name);
+        else if (order[i]->begin > end)
+            rc = dt_fail(DT_EDATA, "%s: tensor %s: %zu bytes before it belong to no tensor",
+                         pf->path, order[i]->name, order[i]->begin - end);
+        end = order[i]->end;
+    }
+    if (!rc && end != pf->data_len)
+        rc = dt_fail(DT_EDATA, "%s: %zu bytes after the last tensor belong to no tensor",
+                     pf->path, pf->data_len - end);
     free(order);
     return rc;
 }
@@ -546,12 +568,7 @@ static int parse_header(struct parsed *pf)
         if (rc)
             return rc;
     }
-    for (int i = 0; i < pf->nentries; i++)
-        for (int j = 0; j < i; j++)
-            if (strcmp(pf->entries[i].name, pf->entries[j].name) == 0)
-                return dt_fail(DT_EDATA, "%s: tensor %s appears twice in the header", pf->path,
-                               pf->entries[i].name);
-    return check_overlaps(pf);
+    return check_layout(pf);
 }
 
 static int parse_file(struct parsed *pf, const char *path)

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "nn/layer_spec.h"
 #include "train/config.h"
 #include "util/err.h"
 
@@ -131,7 +132,68 @@ static void test_optimizer_defaults_follow_the_type(void **state)
     const char *adam[] = {"optimizer.type=adam", "optimizer.lr=0"};
     assert_int_equal(load(&cfg, convnet, adam, 2), 0);
     assert_true(cfg.optimizer.lr == 1e-3f && cfg.optimizer.eps == 1e-8f);
+    assert_true(cfg.optimizer.weight_decay == 0.0f);
     dt_config_free(&cfg);
+    /* AdamW's decay is nn/optim's default unless the key is given, even as 0. */
+    const char *adamw[] = {"optimizer.type=adamw"};
+    assert_int_equal(load(&cfg, convnet, adamw, 1), 0);
+    assert_true(cfg.optimizer.weight_decay == 1e-2f);
+    dt_config_free(&cfg);
+    const char *adamw0[] = {"optimizer.type=adamw", "optimizer.weight_decay=0"};
+    assert_int_equal(load(&cfg, convnet, adamw0, 2), 0);
+    assert_true(cfg.optimizer.weight_decay == 0.0f);
+    dt_config_free(&cfg);
+}
+
+/* The layer-key defaults --config-reference prints are the ones nn/ applies
+ * (dt_layer_spec_defaults): one is documentation, the other behaviour. */
+static void test_reference_layer_defaults_match_nn(void **state)
+{
+    (void)state;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    dt_config_print_reference(f);
+    fclose(f);
+    struct dt_layer_spec d;
+    dt_layer_spec_defaults(&d);
+    char expect_p[32], expect_eps[32], expect_momentum[32];
+    snprintf(expect_p, sizeof expect_p, "%g", d.p);
+    snprintf(expect_eps, sizeof expect_eps, "%g", d.eps);
+    snprintf(expect_momentum, sizeof expect_momentum, "%g", d.momentum);
+    char padding[16], algo[32];
+    snprintf(padding, sizeof padding, "%d", d.padding);
+    snprintf(algo, sizeof algo, "\"%s\"", d.algo);
+    const struct {
+        const char *key, *nn_value;
+    } rows[] = {
+        {"stride", d.stride == 0 ? "unset" : "?"}, {"padding", padding},
+        {"bias", d.bias ? "true" : "false"},     {"algo", algo},
+        {"p", expect_p},                         {"eps", expect_eps},
+        {"momentum", expect_momentum},           {"affine", d.affine ? "true" : "false"},
+    };
+    const char *layer_table = strstr(text, "| Layer key |");
+    assert_non_null(layer_table);
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        char head[64];
+        snprintf(head, sizeof head, "| `%s` | ", rows[i].key);
+        const char *row = strstr(layer_table, head);
+        if (!row)
+            fail_msg("no reference row for layer key %s", rows[i].key);
+        const char *def = strchr(row + strlen(head), '`'); /* the default column */
+        assert_non_null(def);
+        const char *end = strchr(def + 1, '`');
+        char printed[64];
+        snprintf(printed, sizeof printed, "%.*s", (int)(end - def - 1), def + 1);
+        /* Floats compare as numbers ("1e-5" and "1e-05"). */
+        char *stop;
+        double a = strtod(printed, &stop), b = strtod(rows[i].nn_value, NULL);
+        bool numeric = *stop == '\0' && stop != printed;
+        if (numeric ? (float)a != (float)b : strcmp(printed, rows[i].nn_value) != 0)
+            fail_msg("layer key %s: the reference says %s, nn/ applies %s", rows[i].key, printed,
+                     rows[i].nn_value);
+    }
+    free(text);
 }
 
 static void test_shipped_configs_load(void **state)
@@ -440,6 +502,7 @@ int main(void)
         cmocka_unit_test(test_effective_text_round_trips),
         cmocka_unit_test(test_file_load_and_overrides),
         cmocka_unit_test(test_reference_lists_every_key),
+        cmocka_unit_test(test_reference_layer_defaults_match_nn),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
