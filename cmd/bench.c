@@ -3,8 +3,8 @@
  *   dtrain bench CONFIG [--cores C | --threads-only | --grid LIST] [--steps S | --epochs E] ...
  *   dtrain bench allreduce [--backend shm|tcp|hier|mpi] [--instances N] [--min-bytes A] ...
  *
- * This file only parses and dispatches; the sweep is cmd/bench_sweep.c, the collective
- * benchmark cmd/bench_allreduce.c, and both hand a table to cmd/bench_report.c / bench_plot.c.
+ * This file only parses and dispatches; the sweep is cmd/bench/sweep.c, the collective
+ * benchmark cmd/bench/allreduce.c, and both hand a table to cmd/bench/report.c / plot.c.
  */
 #include <errno.h>
 #include <stdio.h>

@@ -1,6 +1,6 @@
 /* What the config says about one layer, before the model exists.
  *
- * cmd/config.c fills one of these per entry of `model.layers`, accepting only the keys that
+ * train/config.c fills one of these per entry of `model.layers`, accepting only the keys that
  * the layer kind lists in its descriptor (nn/layers.h); nn/model.c turns the list into layers.
  * Fields a kind does not use keep their defaults.
  */

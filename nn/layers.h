@@ -2,7 +2,7 @@
  *
  * Adding a layer kind means one new file (nn/layer_<kind>.c defining its dt_layer_ops) plus
  * one line in nn/layer_table.c. The table also lists which config keys each kind accepts, so
- * cmd/config.c validates `model.layers` entries without knowing any layer.
+ * train/config.c validates `model.layers` entries without knowing any layer.
  */
 #ifndef DT_NN_LAYERS_H
 #define DT_NN_LAYERS_H

@@ -89,9 +89,11 @@ int dt_model_forward(struct dt_model *m, const float *x, int batch,
 void dt_model_loss(struct dt_model *m, const uint8_t *labels, int batch, double *loss_sum,
                    int *correct);
 
-/* Backward pass after a training forward: zeroes m->grads, then accumulates the gradient of
- * (sum of per-sample losses) x grad_scale. With grad_scale = 1 / (global samples in the step)
- * a sum all-reduce of grads yields exactly the mean-loss gradient. */
+/* Backward pass after a training forward of the same batch: every layer with parameters
+ * overwrites its slice of m->grads with the gradient of (sum of per-sample losses) x
+ * grad_scale; nothing accumulates from one call to the next (a zero-sample batch zeroes the
+ * arena). With grad_scale = 1 / (global samples in the step) a sum all-reduce of grads yields
+ * exactly the mean-loss gradient. */
 int dt_model_backward(struct dt_model *m, const uint8_t *labels, int batch, float grad_scale);
 
 /* Whether models built from now on fuse layers (ReLU into conv2d, conv2d-relu-maxpool2d):

@@ -4,7 +4,7 @@
 #           "[  FAILED  ] N test(s)" lines are counted.
 #   cli:    each tests/cli/*.sh (skipped with UNIT_ONLY=1); they print
 #           "RESULT passed=N failed=M skipped=K" through tests/cli/lib.sh.
-#   parity: tests/parity/run.sh when present (needs Debian's python3-torch).
+# The PyTorch parity checks are unit tests (test_parity_*), which run tests/parity/*.py.
 # A binary or script that crashes or prints no result counts as one failure.
 BUILD=${BUILD:-build}
 export DTRAIN_BIN=${DTRAIN_BIN:-./dtrain}
@@ -58,9 +58,6 @@ if [ -z "$UNIT_ONLY" ]; then
         [ -f "$t" ] || continue
         run_one "$t" cli sh "$t"
     done
-    if [ -x tests/parity/run.sh ]; then
-        run_one tests/parity/run.sh cli sh tests/parity/run.sh
-    fi
 fi
 rm -rf "$log_dir"
 [ -n "$failures" ] && echo "failing:$failures"

@@ -1,7 +1,7 @@
 /* The run's configuration: a libconfig file validated against one schema table, with
  * command-line overrides (--set key.path=value, --instances, --threads) applied on top.
  *
- * Every key is listed once in cmd/config.c's schema (path, type, range, default, help), which
+ * Every key is listed once in train/config.c's schema (path, type, range, default, help), which
  * drives validation, defaults, --print-config and the README's reference. Unknown keys, wrong
  * types, out-of-range values and missing required keys fail with "FILE:LINE: key: problem"
  * and DT_EUSAGE.

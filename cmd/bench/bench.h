@@ -1,12 +1,12 @@
 /* `dtrain bench`: what its pieces share.
  *
  *   cmd/bench.c            command line, help, dispatch (sweep or `allreduce`)
- *   cmd/bench_machine.c    the machine header (CPU model, sockets, cores, SMT, BLAS)
- *   cmd/bench_sweep.c      the instances x threads sweep: one child `dtrain train` per run
- *   cmd/bench_combos.c     which combinations a sweep runs; the median of repeats
- *   cmd/bench_allreduce.c  the collective benchmark over shm / tcp / hier / mpi
- *   cmd/bench_report.c     one result table written as text, CSV or JSON lines
- *   cmd/bench_plot.c       the same table as an SVG bar chart
+ *   cmd/bench/machine.c    the machine header (CPU model, sockets, cores, SMT, BLAS)
+ *   cmd/bench/sweep.c      the instances x threads sweep: one child `dtrain train` per run
+ *   cmd/bench/combos.c     which combinations a sweep runs; the median of repeats
+ *   cmd/bench/allreduce.c  the collective benchmark over shm / tcp / hier / mpi
+ *   cmd/bench/report.c     one result table written as text, CSV or JSON lines
+ *   cmd/bench/plot.c       the same table as an SVG bar chart
  *
  * Both benchmarks produce a struct dt_bench_table (columns + rows of cells); the report and
  * plot writers know nothing of what was measured, so a new column is one line in one place.

@@ -53,6 +53,22 @@ RC=$?
 expect_rc "short run exits 0" 0
 check "last.safetensors in runs/fashion-convnet/" test -s "$TMP/cwd/runs/fashion-convnet/last.safetensors"
 check "best.safetensors in runs/fashion-convnet/" test -s "$TMP/cwd/runs/fashion-convnet/best.safetensors"
+# docs/checkpoints.md's loader (no safetensors package) into the PyTorch ConvNet, strict.
+sed -n '/<!-- loader:begin -->/,/<!-- loader:end -->/p' docs/checkpoints.md | sed '/^<!--/d;/^```/d' \
+    >"$TMP/loader.py"
+cat >>"$TMP/loader.py" <<'PY'
+import sys, torch.nn as nn
+state, meta = load_dtrain(sys.argv[1])
+model = nn.Sequential(nn.Conv2d(1, 16, 3), nn.ReLU(), nn.Conv2d(16, 32, 3), nn.ReLU(),
+                      nn.MaxPool2d(2), nn.Dropout2d(0.1), nn.Flatten(), nn.Linear(4608, 64),
+                      nn.ReLU(), nn.Dropout(0.25), nn.Linear(64, 10), nn.LogSoftmax(dim=1))
+model.load_state_dict({k[len("layers."):]: v for k, v in state.items()
+                       if k.startswith("layers.")}, strict=True)
+print("step", meta["step"])
+PY
+run /usr/bin/python3 "$TMP/loader.py" "$TMP/cwd/runs/fashion-convnet/last.safetensors"
+expect_rc "docs/checkpoints.md's loader loads a checkpoint into torch (strict)" 0
+expect_out "the loader reads the metadata" "^step 2$"
 names=$(/usr/bin/python3 "$TMP/tensors.py" "$TMP/cwd/runs/fashion-convnet/last.safetensors")
 case $names in
 *layers.0.weight*layers.10.bias*optimizer.acc_delta.layers.0.weight*) pass "checkpoint holds PyTorch-style names and optimizer state" ;;

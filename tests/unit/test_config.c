@@ -1,4 +1,4 @@
-/* cmd/config: loading, defaults and derived values, every class of error (code, file:line and
+/* train/config: loading, defaults and derived values, every class of error (code, file:line and
  * key in the message), --set overrides, and the effective text reloading into an identical
  * struct. Configs are written inline; the shipped configs/ are loaded from the repository. */
 #include <setjmp.h>
