@@ -1,5 +1,5 @@
-/* The training loop of `dtrain train`, as laid out in DESIGN.md ("The data path of one
- * training step"):
+/* The training loop of `dtrain train`, as the design brief's "data path of one training step"
+ * lays it out (docs/design.md):
  *
  *   parent: load the datasets once (uint8), then run rank_main in-process (one instance) or
  *           fork the ranks through dist/launcher (they share the dataset pages copy-on-write).
