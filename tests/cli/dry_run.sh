@@ -13,6 +13,10 @@ expect_out "fashion: train count and shape" "^train +60000 samples, 1x28x28"
 expect_out "fashion: test count" "^test +10000 samples, 1x28x28"
 expect_out "fashion: model checked" "^model +12 layers, 1x28x28 -> 10 outputs, 300426 parameters"
 expect_out "fashion: class names from the registry" "^ +9 +Ankle boot +6000 +1000$"
+expect_out "fashion: network table, first conv" "^ +0 +conv2d +16 3x3/1 +16x26x26 +160$"
+expect_out "fashion: network table, flatten" "^ +6 +flatten +4608 +0$"
+expect_out "fashion: network table, largest layer" "^ +7 +linear +64 +64 +294976$"
+expect_out "fashion: network totals" "^ +12 layers, 300426 parameters \(0.30 M"
 rows=$(grep -Ec '^ +[0-9] +.* 6000 +1000$' "$TMP/out")
 if [ "$rows" -eq 10 ]; then pass "fashion: 6000/1000 in each of 10 classes"; else
     fail "fashion: 6000/1000 in each of 10 classes" "$rows rows"; fi
@@ -49,5 +53,15 @@ run "$DTRAIN" train configs/cifar10-cnn.cfg --set data.dir="$TMP/cifar" --dry-ru
     --set 'model.layers=({type="flatten";},{type="linear";out_features=5;})'
 expect_rc "too few outputs exits 2" 2
 expect_err "too few outputs named" "the last layer has 5 outputs but the dataset has 10 classes"
+
+
+# Steps per epoch come from the job plan: with --nodes 2 the global batch is split over 2 x 2
+# ranks, and per-instance batches give 4 x 128 per step (the sampler's count, not dist.instances').
+run env MASTER_ADDR=127.0.0.1 MASTER_PORT=29999 "$DTRAIN" train configs/fashion-convnet.cfg \
+    --set data.dir=$FASHION --instances 2 --nodes 2 --node-rank 1 --dry-run \
+    --set train.batch_per_instance=true
+expect_rc "two-node dry-run exits 0" 0
+expect_out "two nodes: batch of every rank counted" "batch 512 global \(128 per instance\), 117 steps per epoch"
+expect_out "two nodes: the job line" "^job +4 ranks on 2 hosts$"
 
 finish
