@@ -15,6 +15,7 @@
 #include "cmd/cli.h"
 #include "cmd/cmd.h"
 #include "util/err.h"
+#include "util/log.h"
 #include "util/parse.h"
 
 #define BENCH_USAGE                                                                                \
@@ -184,8 +185,8 @@ static int run_sweep(struct bench_args *a, const struct dt_bench_machine *m)
         a->no_pin || a->master || a->iface || a->node_rank >= 0 || a->rendezvous_timeout > 0)
         return dt_fail(DT_EUSAGE,
                        "bench: --backend, --instances, --nodes, --min-bytes, --max-bytes, "
-                       "--iters, --no-pin, --master, --node-rank, --iface and --rendezvous-timeout belong to "
-                       "'bench allreduce'; %s",
+                       "--iters, --no-pin, --master, --node-rank, --iface and --rendezvous-timeout "
+                       "belong to 'bench allreduce'; %s",
                        BENCH_USAGE);
     struct dt_bench_sweep_opts o = {
         .config = a->target,
@@ -206,6 +207,10 @@ static int run_sweep(struct bench_args *a, const struct dt_bench_machine *m)
     if (n < 0)
         return n;
     o.ncombos = n;
+    if (m->cpus > 0 && o.cores > m->cpus)
+        dt_log_warn("bench: --cores %d exceeds the %d usable CPUs: the larger combinations are "
+                    "oversubscribed and their figures say little",
+                    o.cores, m->cpus);
     int rc = dt_bench_sweep(&o, m);
     free(o.combos);
     return rc;

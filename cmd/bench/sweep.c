@@ -610,6 +610,13 @@ int dt_bench_sweep(const struct dt_bench_sweep_opts *o, const struct dt_bench_ma
         t.cols = cols;
     }
     int rc = fill_table(&t, rows, done, o);
+    int succeeded = 0;
+    for (int i = 0; i < done; i++)
+        succeeded += rows[i].ok;
+    /* Said above the table, so a person sees it first and a CI job fails on it. */
+    if (!rc && done > 0 && succeeded == 0)
+        dt_log_error("bench: every combination failed (%d of %d): see the error column", done,
+                     done);
     if (!rc) {
         char title[300];
         snprintf(title, sizeof title, "dtrain bench: samples/s per instances x threads");
@@ -622,6 +629,8 @@ int dt_bench_sweep(const struct dt_bench_sweep_opts *o, const struct dt_bench_ma
         dt_log_info("bench: stopped by %s after %d of %d combinations",
                     stop_signal == SIGINT ? "SIGINT" : "SIGTERM", done, o->ncombos);
         rc = stop_signal == SIGINT ? -DT_EINTR : -DT_ETERM;
+    } else if (!rc && done > 0 && succeeded == 0) {
+        rc = dt_fail(DT_ERUNTIME, "bench: all %d combinations failed", done);
     }
     return rc;
 }

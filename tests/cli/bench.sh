@@ -92,8 +92,13 @@ assert len(bars) == 3 and "failed" in bars[1].get("class"), [b.get("class") for 
 ' "$TMP/f.csv" "$TMP/f.svg"
 
 run "$DTRAIN" bench $CFG --set data.dir="$DATA" --grid 1x1 --steps 100000000 --timeout 1
-expect_rc "a run past --timeout is a failed row, not a failed sweep" 0
+expect_rc "a sweep whose every run failed exits 1 (here: past --timeout)" 1
 expect_out "the timeout is named" "FAILED: timed out after 1 s"
+expect_err "every run failed: said on stderr" "every combination failed \(1 of 1\)"
+
+run "$DTRAIN" bench $CFG $SWEEP --grid 1x1 --cores 4096
+expect_rc "--cores beyond the usable CPUs still runs" 0
+expect_err "--cores beyond the usable CPUs warns" "--cores 4096 exceeds the [0-9]+ usable CPUs"
 
 run "$DTRAIN" bench $CFG --grid 2y2
 expect_rc "bad --grid exits 2" 2
