@@ -4,11 +4,13 @@
  * (exactly once) and turns the status into the documented exit code:
  *   0 success, 1 runtime failure, 2 usage/config error, 3 data error, 130/143 signals.
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cmd/cmd.h"
 #include "util/err.h"
+#include "util/json.h"
 #include "util/log.h"
 
 static const struct dt_command *const commands[] = {&dt_cmd_fetch, &dt_cmd_train, &dt_cmd_eval,
@@ -52,6 +54,16 @@ static int usage_error(const char *fmt, const char *arg)
     return DT_EUSAGE;
 }
 
+/* --json: the failure as an event on stdout too, after whatever events came before it. */
+static void emit_error_event(int code, const char *message)
+{
+    struct dt_json_writer w;
+    dt_jw_begin(&w, "error");
+    dt_jw_int(&w, "exit_code", code);
+    dt_jw_str(&w, "message", message);
+    dt_jw_end(&w, stdout);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2)
@@ -87,8 +99,11 @@ int main(int argc, char **argv)
     if (status < 0) {
         int code = dt_exit_code(status);
         /* Signals end quietly: the command already said it was stopping. */
-        if (code != DT_EINTR && code != DT_ETERM)
+        bool stopped = code == DT_EINTR || code == DT_ETERM;
+        if (!stopped)
             dt_log_error("%s", dt_last_error());
+        if (dt_log_json())
+            emit_error_event(code, stopped ? "stopped by a signal" : dt_last_error());
         return code;
     }
     return 0;

@@ -21,6 +21,7 @@ bool dt_cli_common_option(struct dt_cli_common *common, int opt)
         return true;
     case DT_OPT_JSON:
         common->json = true;
+        dt_log_set_json(true);
         return true;
     case 'h':
         common->help = true;

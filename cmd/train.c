@@ -22,6 +22,7 @@
 #include "train/loop.h"
 #include "train/plan.h"
 #include "util/err.h"
+#include "util/log.h"
 
 #define TRAIN_USAGE "usage: dtrain train CONFIG [options] (try 'dtrain train --help')"
 
@@ -193,6 +194,8 @@ static int run_train(int argc, char **argv)
         rc = dt_cli_sets_add(&a.sets, a.flags.items[i]);
     if (rc || (rc = dt_config_load(&cfg, a.config, (const char *const *)a.sets.items, a.sets.n)))
         goto out;
+    if (cfg.log.json)
+        dt_log_set_json(true); /* log.json in the file, not only --json */
     if (a.print_config) {
         fputs(cfg.text, stdout);
         goto out;

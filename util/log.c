@@ -8,6 +8,17 @@
 /* Process-wide: set once from the command line before any work starts. */
 static enum dt_log_level log_level = DT_LOG_NORMAL;
 static char log_tag[64];
+static bool log_json;
+
+void dt_log_set_json(bool on)
+{
+    log_json = on;
+}
+
+bool dt_log_json(void)
+{
+    return log_json;
+}
 
 void dt_log_set_level(enum dt_log_level level)
 {

@@ -19,6 +19,11 @@ void dt_log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void dt_log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void dt_log_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* --json: a command that fails also writes {"event":"error",...} on stdout (main.c), so a
+ * pipeline reading only stdout sees why. Set by cmd/ from --json or log.json. */
+void dt_log_set_json(bool on);
+bool dt_log_json(void);
+
 /* True when stderr is a terminal and we are not quiet: live progress lines are wanted. */
 bool dt_log_is_tty(void);
 

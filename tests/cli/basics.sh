@@ -28,4 +28,26 @@ expect_rc "unknown top-level option exits 2" 2
 run "$DTRAIN" help frobnicate
 expect_rc "help of unknown command exits 2" 2
 
+# --json: a failure is also an event on stdout, so a pipeline reading stdout alone sees it.
+json_error() { # NAME CODE
+    check "$1: {\"event\":\"error\",\"exit_code\":$2} on stdout" /usr/bin/python3 -c '
+import json, sys
+lines = open(sys.argv[1]).read().splitlines()
+o = json.loads(lines[-1])
+assert o["event"] == "error" and o["exit_code"] == int(sys.argv[2]) and o["message"], o
+' "$TMP/out" "$2"
+}
+run "$DTRAIN" train configs/fashion-convnet.cfg --json --set data.dir='"/nonexistent"'
+expect_rc "train --json, missing data exits 3" 3
+json_error "train --json, missing data" 3
+expect_err "the error still goes to stderr" "file not found"
+run "$DTRAIN" train configs/fashion-convnet.cfg --json --set train.epochs=-1
+json_error "train --json, bad config value" 2
+run "$DTRAIN" eval /nonexistent.safetensors --json
+json_error "eval --json, missing checkpoint" 3
+run "$DTRAIN" bench configs/fashion-convnet.cfg --json --grid 2y2
+json_error "bench --json, bad grid" 2
+run "$DTRAIN" train configs/fashion-convnet.cfg --set data.dir='"/nonexistent"'
+check "without --json stdout stays empty" test ! -s "$TMP/out"
+
 finish
