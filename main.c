@@ -102,8 +102,8 @@ int main(int argc, char **argv)
         bool stopped = code == DT_EINTR || code == DT_ETERM;
         if (!stopped)
             dt_log_error("%s", dt_last_error());
-        if (dt_log_json())
-            emit_error_event(code, stopped ? "stopped by a signal" : dt_last_error());
+        if (dt_log_json() && !stopped) /* a stop is a clean shutdown, not a failure */
+            emit_error_event(code, dt_last_error());
         return code;
     }
     return 0;

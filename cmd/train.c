@@ -21,6 +21,7 @@
 #include "train/dry_run.h"
 #include "train/loop.h"
 #include "train/plan.h"
+#include "train/rundir.h"
 #include "util/err.h"
 #include "util/log.h"
 
@@ -45,6 +46,7 @@ enum {
     OPT_BACKEND,
     OPT_PIN,
     OPT_CPU_LIST,
+    OPT_OVERWRITE,
 };
 
 struct train_args {
@@ -52,7 +54,7 @@ struct train_args {
     struct dt_cli_common common;
     struct dt_cli_sets sets;  /* --set options, in order */
     struct dt_cli_sets flags; /* overrides from dedicated flags, applied after --set */
-    bool print_config, dry_run, config_reference;
+    bool print_config, dry_run, config_reference, overwrite;
     const char *resume;
     struct dt_job_opts job;
 };
@@ -118,6 +120,9 @@ static int take_flag(struct train_args *a, int opt, const char *arg)
         return dt_cli_sets_addf(&a->flags, "dist.pin", arg);
     case OPT_CPU_LIST:
         return dt_cli_sets_addf(&a->flags, "dist.cpu_list", arg);
+    case OPT_OVERWRITE:
+        a->overwrite = true;
+        return 0;
     default:
         return dt_fail(DT_EUSAGE, "internal error: option %d not handled; %s", opt, TRAIN_USAGE);
     }
@@ -146,6 +151,7 @@ static int parse_args(struct train_args *a, int argc, char **argv)
         {"backend", required_argument, NULL, OPT_BACKEND},
         {"pin", required_argument, NULL, OPT_PIN},
         {"cpu-list", required_argument, NULL, OPT_CPU_LIST},
+        {"overwrite", no_argument, NULL, OPT_OVERWRITE},
         {NULL, 0, NULL, 0},
     };
     optind = 0; /* GNU: full reset, so a second parse in one process starts clean */
@@ -171,6 +177,40 @@ static int parse_args(struct train_args *a, int argc, char **argv)
         return rc;
     if (a->common.quiet && (rc = dt_cli_sets_addf(&a->flags, "log.quiet", "true")))
         return rc;
+    return 0;
+}
+
+/* --resume auto: the newest complete checkpoint of the run, or a fresh start, so a requeued
+ * job script needs no edits. */
+static const char *resolve_resume_auto(const struct dt_config *cfg, char *path, size_t size)
+{
+    bool found;
+    dt_run_dir_resume_auto(cfg, path, size, &found);
+    if (!found)
+        dt_log_info("--resume auto: no checkpoint in %s yet, starting from step 0",
+                    cfg->checkpoint.dir);
+    return found ? path : NULL;
+}
+
+static int claim_checkpoint_dir(struct dt_config *cfg, const struct train_args *a, bool resume)
+{
+    char before[1024];
+    snprintf(before, sizeof before, "%s", cfg->checkpoint.dir);
+    struct dt_run_dir_opts o = {.resume = resume, .overwrite = a->overwrite};
+    bool moved;
+    int stale;
+    int rc = dt_run_dir_claim(cfg, &o, &moved, &stale);
+    if (rc)
+        return rc;
+    if (moved)
+        dt_log_info("%s holds another run's checkpoints (--overwrite replaces them, --resume "
+                    "auto continues it): this run writes to %s",
+                    before, cfg->checkpoint.dir);
+    if (stale)
+        dt_log_info("%s: removed %d temp file%s of a checkpoint write that never finished",
+                    cfg->checkpoint.dir, stale, stale == 1 ? "" : "s");
+    dt_log_info("checkpoints: %s/last.safetensors%s", cfg->checkpoint.dir,
+                cfg->checkpoint.best ? " and best.safetensors" : "");
     return 0;
 }
 
@@ -205,12 +245,19 @@ static int run_train(int argc, char **argv)
     if ((rc = dt_job_plan_make(&plan, &cfg, &a.job)))
         goto out;
     cfg.dist.threads = plan.threads;
-    if (a.dry_run)
+    if (a.dry_run) {
         rc = dt_dry_run(&cfg, &plan, a.common.json);
-    else {
-        struct dt_train_options opt = {.resume = a.resume, .job = a.job, .plan = &plan};
-        rc = dt_train_run(&cfg, &opt);
+        goto out;
     }
+    char resume_path[1100];
+    const char *resume = a.resume;
+    if (resume && !strcmp(resume, "auto"))
+        resume = resolve_resume_auto(&cfg, resume_path, sizeof resume_path);
+    /* Only the process of global rank 0 writes checkpoints, so it alone settles where. */
+    if (plan.rank_base == 0 && (rc = claim_checkpoint_dir(&cfg, &a, resume != NULL)))
+        goto out;
+    struct dt_train_options opt = {.resume = resume, .job = a.job, .plan = &plan};
+    rc = dt_train_run(&cfg, &opt);
 out:
     dt_config_free(&cfg);
     dt_cli_sets_free(&a.sets);
@@ -244,7 +291,11 @@ const struct dt_command dt_cmd_train = {
         "      --profile        print per-layer forward/backward times at the end\n"
         "                       (sets log.profile)\n"
         "      --resume PATH    continue from the checkpoint PATH (same trajectory as an\n"
-        "                       uninterrupted run)\n"
+        "                       uninterrupted run); auto = checkpoint.dir's last.safetensors\n"
+        "                       when there is one, else a fresh start (requeued jobs)\n"
+        "      --overwrite      replace the checkpoints of another run in checkpoint.dir\n"
+        "                       (without it a derived runs/NAME moves on to runs/NAME-2, and\n"
+        "                       a checkpoint.dir you named is refused)\n"
         "      --config-reference  print every config key (type, default, range, meaning)\n"
         "                       as a Markdown table and exit; needs no CONFIG\n"
         "\n"

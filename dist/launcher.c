@@ -1,6 +1,7 @@
 /* The local launcher: fork, supervise, tear down.
  *
- * The parent blocks SIGCHLD, SIGINT, SIGTERM and SIGHUP before forking and then waits for them
+ * The parent blocks SIGCHLD, SIGINT, SIGTERM, SIGHUP and SIGUSR1 (passed on to the ranks, which
+ * agree on a step to checkpoint at) before forking and then waits for them
  * with sigtimedwait(), so every event (a child's death, a stop request) is handled in plain
  * code, not in a signal handler, and none is lost between two checks. Children restore the
  * caller's signal mask, so the handlers the caller installed (train's "stop at the next step")
@@ -45,6 +46,7 @@ struct supervisor {
     int failed_rank;      /* first rank that failed, -1 when none */
     char reason[256];     /* what happened to it */
     int stop_signal;      /* SIGINT/SIGTERM received by the parent, 0 when none */
+    bool usr1;            /* SIGUSR1 was passed on to the ranks */
     bool aborted;         /* on_failure() has run */
     double kill_deadline; /* when SIGKILL follows SIGTERM; 0 = not tearing down */
 };
@@ -97,6 +99,9 @@ static void reap(struct supervisor *s)
         k->status = status;
         s->live--;
         bool clean = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+        if (!clean && s->usr1 && !s->stop_signal && WIFEXITED(status) &&
+            WEXITSTATUS(status) == DT_ETERM)
+            s->stop_signal = SIGTERM; /* stopped on SIGUSR1 after its checkpoint */
         if (!clean && s->failed_rank < 0 && !s->stop_signal) {
             char what[128];
             describe_status(status, what, sizeof what);
@@ -126,6 +131,13 @@ static void wait_for_event(struct supervisor *s, const sigset_t *set)
     struct timespec ts = {(time_t)wait, (long)((wait - (double)(time_t)wait) * 1e9)};
     siginfo_t info;
     int sig = sigtimedwait(set, &info, &ts);
+    if (sig == SIGUSR1) {
+        /* Slurm's --signal=B:USR1: the ranks agree on a step and checkpoint there; whether
+         * they then stop is theirs to say (their exit 143 is then a stop, not a failure). */
+        s->usr1 = true;
+        signal_live(s, SIGUSR1);
+        return;
+    }
     if ((sig == SIGINT || sig == SIGTERM || sig == SIGHUP) && !s->stop_signal) {
         s->stop_signal = sig == SIGINT ? SIGINT : SIGTERM;
         /* Ranks stop cleanly at their next step boundary; the grace period bounds it. */
@@ -170,6 +182,7 @@ int dt_launch_run(const struct dt_launch_opts *o)
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGHUP);
+    sigaddset(&set, SIGUSR1);
     sigprocmask(SIG_BLOCK, &set, &old_mask);
     /* Output buffered before the fork would otherwise be written once per child. */
     fflush(stdout);

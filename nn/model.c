@@ -143,7 +143,7 @@ static int allocate_arenas(struct dt_model *m)
 {
     struct model_impl *impl = m->impl;
     m->params = dt_alloc(m->nparams ? m->nparams : 1, sizeof(float));
-    m->grads = dt_alloc(m->nparams ? m->nparams : 1, sizeof(float));
+    m->grads = dt_alloc(m->nparams + DT_MODEL_GRAD_SPARE, sizeof(float));
     m->buffers = dt_alloc(m->nbuffers ? m->nbuffers : 1, sizeof(float));
     impl->tensor_cap = MAX_PARAM_TENSORS * m->nlayers;
     impl->buffer_tensor_cap = MAX_BUFFER_TENSORS * m->nlayers;

@@ -50,6 +50,11 @@ struct dt_forward_ctx {
 
 struct dt_layer; /* nn/layers.h */
 
+/* m->grads holds this many floats after its nparams gradients that no layer reads or writes:
+ * the training loop puts its per-step figures and flags there, so one all-reduce carries the
+ * gradients and everything the ranks must agree on. */
+#define DT_MODEL_GRAD_SPARE 8
+
 struct dt_model {
     int nlayers;
     struct dt_layer **layers;

@@ -171,8 +171,18 @@ static const struct key keys[] = {
      "extension"},
     {"checkpoint.every", T_INT, 0, "1", 0, 1000000, NULL, FIELD(checkpoint.every), 0,
      "epochs between checkpoints; 0 = only at the end"},
+    {"checkpoint.every_steps", T_INT, 0, "0", 0, 1000000000, NULL, FIELD(checkpoint.every_steps),
+     0, "also write last.safetensors every N optimizer steps, mid-epoch (resumes exactly); "
+        "0 = off"},
+    {"checkpoint.every_minutes", T_DOUBLE, 0, "0.0", 0, 1e6, NULL,
+     FIELD(checkpoint.every_minutes), 0,
+     "also write last.safetensors every M minutes of training (rank 0's clock); 0 = off"},
     {"checkpoint.best", T_BOOL, 0, "true", 0, 0, NULL, FIELD(checkpoint.best), 0,
      "also keep best.safetensors, by test accuracy"},
+    {"checkpoint.on_usr1", T_STRING, 0, "\"stop\"", 0, 0, "stop|continue",
+     FIELD(checkpoint.on_usr1), 0,
+     "SIGUSR1 (e.g. Slurm's --signal=B:USR1@90): every rank stops at one step, rank 0 writes "
+     "last.safetensors, then stop (exit 143) or continue training"},
 
     {"log.every", T_INT, 0, "100", 0, 1000000000, NULL, FIELD(log.every), 0,
      "steps between progress lines when stderr is not a terminal; 0 = once per epoch; "
@@ -962,6 +972,7 @@ static void derive_checkpoint_dir(struct dt_config *cfg, const char *name)
     if (dot && dot != stem)
         *dot = 0;
     snprintf(cfg->checkpoint.dir, sizeof cfg->checkpoint.dir, "runs/%s", stem[0] ? stem : "run");
+    cfg->checkpoint.dir_default = true;
 }
 
 /* ---- the effective text ---- */

@@ -79,8 +79,13 @@ struct dt_config {
 
     struct {
         char dir[1024];
-        int every; /* epochs between checkpoints (0 = only at the end) */
-        bool best; /* also keep best.safetensors by test accuracy */
+        bool dir_default;     /* dir was derived (runs/NAME), not given: a fresh runs/NAME-N
+                                 may replace it rather than overwrite another run */
+        int every;            /* epochs between checkpoints (0 = only at the end) */
+        int every_steps;      /* also every N optimizer steps, mid-epoch (0 = off) */
+        double every_minutes; /* also every M minutes of training, mid-epoch (0 = off) */
+        bool best;            /* also keep best.safetensors by test accuracy */
+        char on_usr1[16];     /* SIGUSR1: "stop" (checkpoint, exit 143) or "continue" */
     } checkpoint;
 
     struct {

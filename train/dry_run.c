@@ -10,6 +10,7 @@
 
 #include "data/dataset.h"
 #include "nn/model.h"
+#include "train/rundir.h"
 #include "train/setup.h"
 #include "util/err.h"
 #include "util/json.h"
@@ -27,6 +28,7 @@ struct dry_run_facts {
     struct dt_model *model;
     size_t *train_hist, *test_hist;
     struct dt_job_steps steps;
+    bool dir_holds; /* checkpoint.dir already holds a run's checkpoints */
 };
 
 /* A JSON array of the class names, escaped by util/json's own escaper. */
@@ -155,7 +157,12 @@ static void print_summary(const struct dt_config *cfg, const struct dt_job_plan 
     if (p->world != cfg->dist.instances)
         printf("job         %d ranks on %d host%s\n", p->world, p->env.nodes,
                p->env.nodes == 1 ? "" : "s");
-    printf("checkpoints %s\n", cfg->checkpoint.dir);
+    printf("checkpoints %s (writable%s)\n", cfg->checkpoint.dir,
+           !f->dir_holds                   ? ""
+           : cfg->checkpoint.dir_default ? "; holds a run's checkpoints: a run writes to a fresh "
+                                           "NAME-N unless --overwrite or --resume"
+                                         : "; holds a run's checkpoints: a run needs --overwrite "
+                                           "or --resume");
     print_network(f->model);
     printf("classes     %d\n", tr->classes);
     printf("  class  %-20s %8s %8s\n", "name", "train", "test");
@@ -168,7 +175,10 @@ int dt_dry_run(const struct dt_config *cfg, const struct dt_job_plan *plan, bool
 {
     struct dry_run_facts f;
     memset(&f, 0, sizeof f);
-    int rc = dt_run_load_data(cfg, &f.data);
+    /* The checkpoint directory first, as a run checks it before reading any data. */
+    int rc = dt_run_dir_check(cfg, &f.dir_holds);
+    if (rc == 0)
+        rc = dt_run_load_data(cfg, &f.data);
     if (rc)
         goto out;
     const struct dt_dataset *tr = &f.data.train;

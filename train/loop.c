@@ -42,14 +42,21 @@
 #include "util/json.h"
 #include "util/log.h"
 
-/* Set by SIGINT/SIGTERM in this process; the loop stops at the next step boundary. Process-wide
- * by nature: signals are. */
+/* Set by SIGINT, SIGTERM or SIGUSR1 in this process. Process-wide by nature: signals are. A
+ * rank never acts on its own flag: it rides with the step's gradients (struct step_tail), so
+ * every rank stops, or checkpoints, after the same step. */
 static volatile sig_atomic_t stop_signal;
 
 static void on_stop_signal(int sig)
 {
-    stop_signal = sig;
+    if (sig != SIGUSR1 || !stop_signal) /* USR1 never masks a pending INT or TERM */
+        stop_signal = sig;
 }
+
+/* What each rank adds after its gradients (DT_MODEL_GRAD_SPARE floats), summed with them: the
+ * step's loss and accuracy counts of the whole job, and how many ranks saw each signal. */
+enum step_tail { T_LOSS, T_CORRECT, T_COUNT, T_INT, T_TERM, T_USR1, T_DUE, T_FLOATS };
+_Static_assert(T_FLOATS <= DT_MODEL_GRAD_SPARE, "the step tail must fit the spare floats");
 
 struct run {
     const struct dt_config *cfg;
@@ -74,7 +81,8 @@ struct rank_state {
     uint8_t *y;
     uint32_t *idx;
     uint64_t *ids;
-    float stats[3];            /* loss sum, correct, samples of this epoch on this rank */
+    float stats[3];            /* loss sum, correct, samples of this epoch, whole job */
+    float job[T_FLOATS];       /* the last step's reduced tail */
     size_t shard_lo, shard_hi; /* the slice of the shared weights this rank updates */
 };
 
@@ -189,8 +197,9 @@ static void rank_teardown(struct rank_state *st)
 }
 
 /* One optimisation step on this rank's share of (epoch, step). */
+/* due: rank 0's clock says a timed checkpoint is due (checkpoint.every_minutes). */
 static int train_step(struct rank_state *st, const struct run *run, uint64_t epoch, size_t step,
-                      float lr)
+                      float lr, bool due)
 {
     const struct dt_dataset *train = &run->data->train;
     int count, global_count;
@@ -211,14 +220,24 @@ static int train_step(struct rank_state *st, const struct run *run, uint64_t epo
     double loss_sum = 0;
     int correct = 0;
     dt_model_loss(st->model, st->y, count, &loss_sum, &correct);
-    st->stats[0] += (float)loss_sum;
-    st->stats[1] += (float)correct;
-    st->stats[2] += (float)count;
     float scale = global_count > 0 ? 1.0f / (float)global_count : 0.0f;
     if ((rc = dt_model_backward(st->model, st->y, count, scale)))
         return rc;
-    if ((rc = st->comm->allreduce_sum(st->comm, st->model->grads, st->model->nparams)))
+    size_t n = st->model->nparams;
+    float *tail = st->model->grads + n;
+    int sig = stop_signal;
+    tail[T_LOSS] = (float)loss_sum;
+    tail[T_CORRECT] = (float)correct;
+    tail[T_COUNT] = (float)count;
+    tail[T_INT] = sig == SIGINT;
+    tail[T_TERM] = sig == SIGTERM;
+    tail[T_USR1] = sig == SIGUSR1;
+    tail[T_DUE] = due;
+    if ((rc = st->comm->allreduce_sum(st->comm, st->model->grads, n + T_FLOATS)))
         return rc;
+    memcpy(st->job, tail, sizeof st->job);
+    for (int i = 0; i < 3; i++)
+        st->stats[i] += tail[T_LOSS + i];
     if (!run->shared)
         return dt_optim_step(st->optim, st->model->params, st->model->grads, st->model->nparams,
                              lr);
@@ -311,6 +330,8 @@ struct loop {
     double run_start, run_samples;
     double trained_s; /* seconds in training steps of finished epochs (no evaluation) */
     long long run_steps;
+    int stop;            /* the signal every rank agreed to stop for, 0 while training */
+    double last_save;    /* when rank 0 last wrote last.safetensors (every_minutes) */
 };
 
 /* --resume: weights, optimizer state and position from the checkpoint. A finished run resumed
@@ -363,7 +384,57 @@ static void emit_step_json(const struct loop *lp, int epoch, double elapsed, dou
     dt_jw_end(&w, stdout);
 }
 
-/* The training steps of one epoch (or of what is left of it); stops early on a signal. */
+/* Rank 0 writes last.safetensors at the current step, mid-epoch or not: the step is the
+ * whole position (the sampler, augmentation and dropout are functions of it), so a resume from
+ * here continues bit for bit. */
+static int save_step_checkpoint(struct loop *lp)
+{
+    if (!lp->leader || lp->saved_step == lp->step)
+        return 0;
+    const struct rank_state *st = lp->st;
+    struct dt_run_resume meta = {.step = lp->step,
+                                 .epoch = lp->step / lp->steps_per_epoch,
+                                 .best_accuracy = lp->best_acc,
+                                 .test_accuracy = dt_eval_accuracy(&st->result),
+                                 .test_loss = dt_eval_loss(&st->result)};
+    int rc = dt_run_save_checkpoints(lp->run->cfg, st->model, st->optim, &meta, true, false);
+    if (rc == 0) {
+        lp->saved_step = lp->step;
+        lp->last_save = dt_now();
+    }
+    return rc;
+}
+
+/* After each step, on what every rank now knows alike: a signal stops the job here (after a
+ * checkpoint), SIGUSR1 with on_usr1 = "continue" and the step or time period only checkpoint. */
+static int after_step(struct loop *lp)
+{
+    const struct dt_config *cfg = lp->run->cfg;
+    const float *job = lp->st->job;
+    int sig = job[T_INT] > 0 ? SIGINT : job[T_TERM] > 0 ? SIGTERM : job[T_USR1] > 0 ? SIGUSR1 : 0;
+    bool due = job[T_DUE] > 0 ||
+               (cfg->checkpoint.every_steps > 0 && lp->step % cfg->checkpoint.every_steps == 0);
+    if (sig == SIGUSR1 && !strcmp(cfg->checkpoint.on_usr1, "continue")) {
+        if (stop_signal == SIGUSR1)
+            stop_signal = 0; /* served: this rank's request is the checkpoint below */
+        if (lp->leader && !lp->quiet) {
+            dt_progress_clear(&lp->progress);
+            dt_log_info("SIGUSR1: checkpoint at step %lld, training goes on", lp->step);
+        }
+        sig = 0;
+        due = true;
+    }
+    lp->stop = sig;
+    return sig || due ? save_step_checkpoint(lp) : 0;
+}
+
+static bool timed_checkpoint_due(const struct loop *lp)
+{
+    double minutes = lp->run->cfg->checkpoint.every_minutes;
+    return lp->leader && minutes > 0 && dt_now() - lp->last_save >= 60 * minutes;
+}
+
+/* The training steps of one epoch (or of what is left of it); ends early when the job stops. */
 static int run_epoch(struct loop *lp, int epoch, double epoch_start)
 {
     const struct dt_config *cfg = lp->run->cfg;
@@ -371,21 +442,25 @@ static int run_epoch(struct loop *lp, int epoch, double epoch_start)
     long long end = (long long)(epoch + 1) * lp->steps_per_epoch;
     if (end > lp->total_steps)
         end = lp->total_steps;
-    for (; lp->step < end && !stop_signal; lp->step++) {
+    while (lp->step < end && !lp->stop) {
         lp->lr = dt_run_lr(cfg, lp->step, lp->steps_per_epoch, lp->total_steps);
         size_t in_epoch = (size_t)(lp->step % lp->steps_per_epoch);
-        int rc = train_step(st, lp->run, (uint64_t)epoch, in_epoch, lp->lr);
+        int rc = train_step(st, lp->run, (uint64_t)epoch, in_epoch, lp->lr,
+                            timed_checkpoint_due(lp));
         if (rc)
             return rc;
-        if (!lp->leader)
-            continue;
-        double elapsed = dt_now() - epoch_start;
-        /* Rank 0's running figures, scaled to the whole job for the rate. */
-        double done = st->stats[2] * st->comm->size, seen = st->stats[2] > 0 ? st->stats[2] : 1;
-        dt_progress_step(&lp->progress, epoch, (long)in_epoch, st->stats[0] / seen,
-                         st->stats[1] / seen, elapsed > 0 ? done / elapsed : 0);
-        if (cfg->log.json && cfg->log.every > 0 && (lp->step + 1) % cfg->log.every == 0)
-            emit_step_json(lp, epoch, elapsed, done);
+        if (lp->leader) {
+            double elapsed = dt_now() - epoch_start;
+            /* The whole job's running figures: the step's tail carried every rank's. */
+            double done = st->stats[2], seen = done > 0 ? done : 1;
+            dt_progress_step(&lp->progress, epoch, (long)in_epoch, st->stats[0] / seen,
+                             st->stats[1] / seen, elapsed > 0 ? done / elapsed : 0);
+            if (cfg->log.json && cfg->log.every > 0 && (lp->step + 1) % cfg->log.every == 0)
+                emit_step_json(lp, epoch, elapsed, done);
+        }
+        lp->step++;
+        if ((rc = after_step(lp)))
+            return rc;
     }
     return 0;
 }
@@ -429,21 +504,18 @@ static int report_epoch(struct loop *lp, int epoch, double train_seconds)
     return rc;
 }
 
-/* After an epoch's steps: the job's exact train figures (one small all-reduce), the test set
- * evaluated on every rank's shard, then rank 0's report. */
+/* After an epoch's steps (whose figures are already the job's: each step's tail carried
+ * them): the test set evaluated on every rank's shard, then rank 0's report. */
 static int end_epoch(struct loop *lp, int epoch, long long first, double epoch_start)
 {
     const struct dt_config *cfg = lp->run->cfg;
     struct rank_state *st = lp->st;
     double train_seconds = dt_now() - epoch_start;
     lp->trained_s += train_seconds;
-    int rc = st->comm->allreduce_sum(st->comm, st->stats, 3);
-    if (rc)
-        return rc;
     lp->run_samples += st->stats[2];
     lp->run_steps += lp->step - first;
     st->model->profile = false; /* the profile is per training step: eval is not in it */
-    rc = dt_evaluate(st->model, &lp->run->data->test, &st->batcher, &st->eval, st->comm,
+    int rc = dt_evaluate(st->model, &lp->run->data->test, &st->batcher, &st->eval, st->comm,
                      &st->result);
     st->model->profile = cfg->log.profile;
     if (rc || !lp->leader)
@@ -451,21 +523,19 @@ static int end_epoch(struct loop *lp, int epoch, long long first, double epoch_s
     return report_epoch(lp, epoch, train_seconds);
 }
 
-/* The one line a stopped run prints: where it stood and how to go on. */
+/* The one line a stopped run prints: where it stopped and how to go on. Every rank stopped
+ * after the same step, where rank 0 wrote last.safetensors. */
 static int report_stop(struct loop *lp)
 {
-    const char *name = stop_signal == SIGINT ? "SIGINT" : "SIGTERM";
+    const char *name = lp->stop == SIGINT ? "SIGINT" : lp->stop == SIGTERM ? "SIGTERM" : "SIGUSR1";
     if (lp->leader) {
         dt_progress_clear(&lp->progress);
-        if (!lp->quiet && lp->saved_step >= 0)
+        if (!lp->quiet)
             dt_log_info("stopped by %s at step %lld; continue from step %lld with --resume "
-                        "%s/last.safetensors",
+                        "%s/last.safetensors (or --resume auto)",
                         name, lp->step, lp->saved_step, lp->run->cfg->checkpoint.dir);
-        else if (!lp->quiet)
-            dt_log_info("stopped by %s at step %lld, before the first checkpoint", name,
-                        lp->step);
     }
-    return stop_signal == SIGINT ? -DT_EINTR : -DT_ETERM;
+    return lp->stop == SIGINT ? -DT_EINTR : -DT_ETERM;
 }
 
 /* Rank 0 at the end: the profile and the `final` event. */
@@ -498,19 +568,19 @@ static void report_final(const struct loop *lp)
 
 static int train_epochs(struct loop *lp)
 {
-    while (lp->step < lp->total_steps && !stop_signal) {
+    while (lp->step < lp->total_steps && !lp->stop) {
         int epoch = (int)(lp->step / lp->steps_per_epoch);
         memset(lp->st->stats, 0, sizeof lp->st->stats);
         dt_progress_epoch_start(&lp->progress);
         double epoch_start = dt_now();
         long long first = lp->step;
         int rc = run_epoch(lp, epoch, epoch_start);
-        if (rc == 0 && !stop_signal)
+        if (rc == 0 && !lp->stop)
             rc = end_epoch(lp, epoch, first, epoch_start);
         if (rc)
             return rc;
     }
-    return stop_signal ? report_stop(lp) : 0;
+    return lp->stop ? report_stop(lp) : 0;
 }
 
 static int rank_main(struct dt_comm *comm, void *arg)
@@ -536,7 +606,7 @@ static int rank_main(struct dt_comm *comm, void *arg)
         goto out;
     dt_progress_init(&lp.progress, lp.quiet, cfg->log.every, cfg->train.epochs,
                      (long)lp.steps_per_epoch);
-    lp.run_start = dt_now();
+    lp.run_start = lp.last_save = dt_now();
     rc = train_epochs(&lp);
     if (rc == 0 && lp.leader)
         report_final(&lp);
@@ -569,12 +639,15 @@ int dt_train_run(const struct dt_config *cfg, const struct dt_train_options *opt
     }
     struct sigaction sa = {.sa_handler = on_stop_signal};
     sigemptyset(&sa.sa_mask);
-    struct sigaction old_int, old_term;
+    struct sigaction old_int, old_term, old_usr1;
+    stop_signal = 0;
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
+    sigaction(SIGUSR1, &sa, &old_usr1);
     rc = dt_run_ranks(cfg, opt->plan, &opt->job, rank_main, &run);
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
+    sigaction(SIGUSR1, &old_usr1, NULL);
     if (run.shared)
         munmap(run.shared, run.shared_floats * sizeof(float));
     dt_data_free(&data);

@@ -363,6 +363,7 @@ static void build_argv(struct argv_buf *a, const struct dt_bench_sweep_opts *o,
     arg(a, "--instances"), arg(a, a->own[0]);
     arg(a, "--threads"), arg(a, a->own[1]);
     arg(a, "--json"), arg(a, "--quiet"), arg(a, "--log-every"), arg(a, "1");
+    arg(a, "--overwrite"); /* every run of the sweep writes to the same temp directory */
     for (int i = 0; i < o->nsets && i < 256; i++)
         arg(a, "--set"), arg(a, o->sets[i]);
     /* After the user's --set options: these must win. */

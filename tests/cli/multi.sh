@@ -116,13 +116,17 @@ if [ -z "$(pgrep -P $BG)" ] && ! kill -0 "$victim" 2>/dev/null; then pass "rank 
 if [ "$(leftover_segments $BG)" -eq 0 ]; then pass "rank killed: no /dev/shm segment left"; else
     fail "rank killed: no /dev/shm segment left" "$(ls /dev/shm)"; fi
 
-# ---- a rank that fails on its own: rank 0 cannot write its checkpoint ----
-echo "not a directory" >"$TMP/file"
+# ---- a rank that fails on its own: the ranks refuse a checkpoint of another model ----
+# (The parent checks the checkpoint directory before it forks, so a bad directory is no longer
+# a rank's error: a checkpoint whose shapes do not fit is one only the ranks find.)
+run "$DTRAIN" train $CFG --threads 1 --set data.dir="$TMP/fix" --set train.max_steps=1 \
+    --set model.layers.7.out_features=32 --set checkpoint.dir="$TMP/other" --quiet
+expect_rc "rank error: a checkpoint of another model" 0
 run "$DTRAIN" train $CFG $COMMON --instances 2 --set train.max_steps=40 --set train.epochs=1 \
-    --set checkpoint.dir="$TMP/file/sub"
+    --set checkpoint.dir="$TMP/rank-error" --resume "$TMP/other/last.safetensors"
 expect_rc "rank error: parent exits 1" 1
-expect_err "rank error: rank 0's own message" "rank 0: error: .*$TMP/file"
-expect_err "rank error: the parent names the rank and its exit code" "rank 0 .*exited with code"
+expect_err "rank error: the rank's own message" "rank [01]: error: .*$TMP/other/last.safetensors: tensor layers.7.weight"
+expect_err "rank error: the parent names the rank and its exit code" "rank [01] .*exited with code"
 
 # ---- SIGINT / SIGTERM to the parent ----
 for sig in INT TERM; do

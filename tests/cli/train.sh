@@ -122,15 +122,16 @@ if [ -s "$TMP/err" ] || [ -s "$TMP/out" ]; then fail "--quiet prints nothing" "$
 
 train "$TMP/p" --set train.epochs=3
 expect_rc "plain run exits 0" 0
-expect_err_lines "plain output: one line per epoch" 3
+expect_err_lines "plain output: where the checkpoints go, then one line per epoch" 4
+expect_err "plain output: the start line names the checkpoint files" "^dtrain: checkpoints: $TMP/p/last.safetensors and best.safetensors$"
 expect_err "plain epoch line" "^dtrain: epoch 3/3: train loss [0-9.]+ acc [0-9.]+% \| test loss [0-9.]+ acc [0-9.]+% \| "
 if [ -s "$TMP/out" ]; then fail "plain output leaves stdout empty" "$OUT"; else pass "plain output leaves stdout empty"; fi
 
-train "$TMP/p" --set train.epochs=3 --log-every 1
-expect_err_lines "--log-every 1: a line per step and per epoch" 9
+train "$TMP/p1" --set train.epochs=3 --log-every 1
+expect_err_lines "--log-every 1: a line per step and per epoch" 10
 expect_err "--log-every step line" "^dtrain: epoch 2/3 step 2/2 loss [0-9.]+ acc [0-9.]+% [0-9]+ samples/s$"
-train "$TMP/p" --set train.epochs=3 --log-every 2
-expect_err_lines "--log-every 2: every second step" 6
+train "$TMP/p2" --set train.epochs=3 --log-every 2
+expect_err_lines "--log-every 2: every second step" 7
 
 # On a terminal (util-linux `script` gives the run a pty): a live bar redrawn with \r, with
 # the rate and an ETA, cleared before each epoch line.
@@ -241,7 +242,7 @@ stop_test() { # SIGNAL EXPECTED_RC [--quiet]
     expect_rc "SIG$1 stops train with exit $2" "$2"
     if [ -n "$3" ]; then
         if [ -s "$TMP/err" ]; then fail "SIG$1: quiet run prints nothing" "$(cat "$TMP/err")"; else pass "SIG$1: quiet run prints nothing"; fi
-    elif tail -n 1 "$TMP/err" | grep -Eq "^dtrain: stopped by SIG$1 at step [0-9]+; continue from step [0-9]+ with --resume $TMP/s/last.safetensors$"; then
+    elif tail -n 1 "$TMP/err" | grep -Eq "^dtrain: stopped by SIG$1 at step ([0-9]+); continue from step \1 with --resume $TMP/s/last.safetensors \(or --resume auto\)$"; then
         pass "SIG$1: last line says where it stopped and how to resume"
     else fail "SIG$1: last line says where it stopped and how to resume" "$(tail -n 2 "$TMP/err")"; fi
     run "$DTRAIN" eval "$TMP/s/last.safetensors" --data "$FIX" --quiet

@@ -1,0 +1,130 @@
+# Runs that survive: mid-epoch checkpoints that resume bit for bit, SIGTERM/SIGINT/SIGUSR1
+# agreed by every rank at one step (checkpoint there, then stop or go on), --resume auto, and
+# run directories that never replace another run's checkpoints by accident.
+#
+# A generated 1x28x28 set (256 samples) with batch 32 gives 8 steps per epoch; the runs that
+# are interrupted train 60 epochs (480 steps, a few seconds) so a signal lands mid-run.
+. tests/cli/lib.sh
+
+CFG="$(pwd)/configs/fashion-convnet.cfg"
+FIX="$TMP/fix"
+/usr/bin/python3 tests/fixtures/mkdata.py idx "$FIX" --train 256 --test 64
+COMMON="--threads 1 --set data.dir=$FIX --set train.batch_size=32"
+same() { # NAME A B: bit-identical model tensors
+    check "$1" /usr/bin/python3 tests/tools/compare_weights.py "$2" "$3"
+}
+step_of() { # the "step" metadata of a checkpoint
+    /usr/bin/python3 -c '
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+print(json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])["__metadata__"]["step"])' "$1"
+}
+
+# ---- a run cut mid-epoch resumes bit for bit ----
+run "$DTRAIN" train "$CFG" $COMMON --set train.epochs=3 --set checkpoint.dir="$TMP/u" --quiet
+expect_rc "uninterrupted: 24 steps" 0
+run "$DTRAIN" train "$CFG" $COMMON --set train.epochs=3 --set train.max_steps=13 \
+    --set checkpoint.dir="$TMP/m" --quiet
+check "cut at step 13 (mid-epoch 2): last.safetensors says step 13" \
+    test "$(step_of "$TMP/m/last.safetensors")" = 13
+run "$DTRAIN" train "$CFG" $COMMON --set train.epochs=3 --set checkpoint.dir="$TMP/m" \
+    --resume auto --quiet
+expect_rc "--resume auto from step 13" 0
+same "mid-epoch resume: the same weights as the uninterrupted run" "$TMP/u/last.safetensors" \
+    "$TMP/m/last.safetensors"
+
+# checkpoint.every_steps writes last.safetensors mid-epoch
+run "$DTRAIN" train "$CFG" $COMMON --set train.epochs=1 --set train.max_steps=5 \
+    --set checkpoint.every_steps=3 --set checkpoint.every=0 --set checkpoint.dir="$TMP/k" --log-every 1
+expect_rc "every_steps: exit 0" 0
+check "every_steps: the final checkpoint is the run's end (step 5)" \
+    test "$(step_of "$TMP/k/last.safetensors")" = 5
+
+# ---- signals: every rank stops after the same step, rank 0 checkpoints there ----
+LONG="--set train.epochs=60"
+run "$DTRAIN" train "$CFG" $COMMON $LONG --set checkpoint.dir="$TMP/full1" --quiet
+run "$DTRAIN" train "$CFG" $COMMON $LONG --instances 2 --set checkpoint.dir="$TMP/full2" --quiet
+signal_then_resume() { # NAME SIGNAL EXPECTED_RC DIR [train options...]
+    name=$1 sig=$2 want=$3 dir=$4
+    shift 4
+    "$DTRAIN" train "$CFG" $COMMON $LONG --set checkpoint.dir="$dir" "$@" >"$TMP/out" 2>"$TMP/err" &
+    pid=$!
+    i=0
+    while [ ! -s "$dir/last.safetensors" ] && [ $i -lt 300 ]; do sleep 0.05; i=$((i + 1)); done
+    sleep "0.$(od -An -N1 -tu1 /dev/urandom | tr -d ' ')" # somewhere mid-epoch
+    kill -s "$sig" $pid
+    wait $pid
+    RC=$?
+    expect_rc "$name: SIG$sig exits $want" "$want"
+    stopped=$(sed -n "s/^dtrain[a-z0-9 ]*: stopped by SIG$sig at step \([0-9]*\);.*/\1/p" "$TMP/err")
+    if [ -n "$stopped" ] && [ "$(step_of "$dir/last.safetensors")" = "$stopped" ]; then
+        pass "$name: last.safetensors holds the step it stopped at ($stopped)"
+    else fail "$name: last.safetensors holds the step it stopped at" "$(tail -n 2 "$TMP/err")"; fi
+    run "$DTRAIN" train "$CFG" $COMMON $LONG --set checkpoint.dir="$dir" "$@" --resume auto --quiet
+    expect_rc "$name: --resume auto finishes the run" 0
+}
+signal_then_resume "1 instance" TERM 143 "$TMP/t1"
+same "1 instance: SIGTERM + resume gives the uninterrupted weights" "$TMP/full1/last.safetensors" \
+    "$TMP/t1/last.safetensors"
+signal_then_resume "2 instances" TERM 143 "$TMP/t2" --instances 2
+same "2 instances: SIGTERM + resume gives the uninterrupted weights" "$TMP/full2/last.safetensors" \
+    "$TMP/t2/last.safetensors"
+signal_then_resume "2 instances" INT 130 "$TMP/i2" --instances 2
+same "2 instances: SIGINT + resume gives the uninterrupted weights" "$TMP/full2/last.safetensors" \
+    "$TMP/i2/last.safetensors"
+signal_then_resume "SIGUSR1 (on_usr1 = stop)" USR1 143 "$TMP/u1" --instances 2
+same "SIGUSR1 + resume gives the uninterrupted weights" "$TMP/full2/last.safetensors" \
+    "$TMP/u1/last.safetensors"
+
+# on_usr1 = "continue": a checkpoint at one step, and the run goes on to the end
+"$DTRAIN" train "$CFG" $COMMON $LONG --instances 2 --set checkpoint.dir="$TMP/uc" \
+    --set checkpoint.on_usr1=continue >"$TMP/out" 2>"$TMP/err" &
+pid=$!
+i=0
+while [ ! -s "$TMP/uc/last.safetensors" ] && [ $i -lt 300 ]; do sleep 0.05; i=$((i + 1)); done
+kill -USR1 $pid
+wait $pid
+RC=$?
+expect_rc "SIGUSR1 with on_usr1 = continue: the run finishes (exit 0)" 0
+expect_err "SIGUSR1 with on_usr1 = continue: says where it checkpointed" \
+    "^dtrain( rank 0)?: SIGUSR1: checkpoint at step [0-9]+, training goes on$"
+same "SIGUSR1 with on_usr1 = continue: the weights of an undisturbed run" \
+    "$TMP/full2/last.safetensors" "$TMP/uc/last.safetensors"
+
+# --resume auto in an empty directory is a fresh start
+run "$DTRAIN" train "$CFG" $COMMON --set train.max_steps=2 --set checkpoint.dir="$TMP/fresh" \
+    --resume auto
+expect_rc "--resume auto with no checkpoint: exit 0" 0
+expect_err "--resume auto with no checkpoint: says it starts fresh" "no checkpoint in $TMP/fresh yet, starting from step 0"
+
+# ---- run directories ----
+mkdir "$TMP/cwd"
+(cd "$TMP/cwd" && "$DTRAIN" train "$CFG" $COMMON --set train.max_steps=2 --quiet)
+(cd "$TMP/cwd" && "$DTRAIN" train "$CFG" $COMMON --set train.max_steps=2) >"$TMP/out" 2>"$TMP/err"
+RC=$?
+expect_rc "second run, derived directory: exit 0" 0
+expect_err "second run goes to runs/NAME-2 and says so" "runs/fashion-convnet holds another run's checkpoints .* this run writes to runs/fashion-convnet-2"
+check "second run's checkpoint in runs/NAME-2" test -s "$TMP/cwd/runs/fashion-convnet-2/last.safetensors"
+
+run "$DTRAIN" train "$CFG" $COMMON --set train.max_steps=2 --set checkpoint.dir="$TMP/u"
+expect_rc "a named directory holding a run: exit 2" 2
+expect_err "a named directory holding a run: says what to pass" "checkpoint.dir $TMP/u already holds a run's checkpoints: --overwrite"
+run "$DTRAIN" train "$CFG" $COMMON --set train.max_steps=2 --set checkpoint.dir="$TMP/u" --overwrite --quiet
+expect_rc "--overwrite replaces it" 0
+
+echo "a file" >"$TMP/afile"
+run "$DTRAIN" train "$CFG" --set data.dir="$TMP/nodata" --set checkpoint.dir="$TMP/afile/sub"
+expect_rc "unwritable checkpoint.dir: exit 1" 1
+expect_err "unwritable checkpoint.dir: named before any data is read" "$TMP/afile/sub.*Not a directory"
+run "$DTRAIN" train "$CFG" $COMMON --set checkpoint.dir="$TMP/afile/sub" --dry-run
+expect_rc "the dry run checks checkpoint.dir too" 1
+expect_err "the dry run names it" "checkpoint.dir $TMP/afile/sub: $TMP/afile is not a directory"
+
+mkdir -p "$TMP/st"
+echo torn >"$TMP/st/last.safetensors.tmp.999999999"
+run "$DTRAIN" train "$CFG" $COMMON --set train.max_steps=2 --set checkpoint.dir="$TMP/st"
+expect_rc "a crashed write's temp file: the run goes on" 0
+expect_err "a crashed write's temp file: removed, and said" "removed 1 temp file of a checkpoint write that never finished"
+check "a crashed write's temp file: gone" test ! -e "$TMP/st/last.safetensors.tmp.999999999"
+
+finish
