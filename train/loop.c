@@ -331,6 +331,7 @@ struct loop {
     double trained_s; /* seconds in training steps of finished epochs (no evaluation) */
     long long run_steps;
     int stop;            /* the signal every rank agreed to stop for, 0 while training */
+    bool wrote_best;     /* best.safetensors was written by this run */
     double last_save;    /* when rank 0 last wrote last.safetensors (every_minutes) */
 };
 
@@ -501,6 +502,8 @@ static int report_epoch(struct loop *lp, int epoch, double train_seconds)
                                      best && cfg->checkpoint.best);
     if (rc == 0 && due)
         lp->saved_step = step;
+    if (rc == 0 && best && cfg->checkpoint.best)
+        lp->wrote_best = true;
     return rc;
 }
 
@@ -563,6 +566,13 @@ static void report_final(const struct loop *lp)
     dt_jw_num(&w, "test_accuracy", dt_eval_accuracy(&st->result));
     dt_jw_num(&w, "best_test_accuracy", lp->best_acc);
     dt_jw_num(&w, "peak_rss_mb", peak_rss_mb());
+    dt_jw_str(&w, "checkpoint_dir", cfg->checkpoint.dir);
+    /* The files this run wrote, so a pipeline need not guess runs/NAME-N. */
+    dt_jw_raw(&w, "checkpoints",
+              lp->saved_step >= 0 && lp->wrote_best ? "[\"last.safetensors\",\"best.safetensors\"]"
+              : lp->saved_step >= 0                 ? "[\"last.safetensors\"]"
+              : lp->wrote_best                      ? "[\"best.safetensors\"]"
+                                                    : "[]");
     dt_jw_end(&w, stdout);
 }
 

@@ -100,11 +100,17 @@ expect_err "--resume auto with no checkpoint: says it starts fresh" "no checkpoi
 # ---- run directories ----
 mkdir "$TMP/cwd"
 (cd "$TMP/cwd" && "$DTRAIN" train "$CFG" $COMMON --set train.max_steps=2 --quiet)
-(cd "$TMP/cwd" && "$DTRAIN" train "$CFG" $COMMON --set train.max_steps=2) >"$TMP/out" 2>"$TMP/err"
+(cd "$TMP/cwd" && "$DTRAIN" train "$CFG" $COMMON --set train.max_steps=2 --json) >"$TMP/out" 2>"$TMP/err"
 RC=$?
 expect_rc "second run, derived directory: exit 0" 0
 expect_err "second run goes to runs/NAME-2 and says so" "runs/fashion-convnet holds another run's checkpoints .* this run writes to runs/fashion-convnet-2"
 check "second run's checkpoint in runs/NAME-2" test -s "$TMP/cwd/runs/fashion-convnet-2/last.safetensors"
+check "the final event names the directory and the files" /usr/bin/python3 -c '
+import json, sys
+f = json.loads(open(sys.argv[1]).read().splitlines()[-1])
+assert f["event"] == "final" and f["checkpoint_dir"] == "runs/fashion-convnet-2", f
+assert f["checkpoints"] == ["last.safetensors", "best.safetensors"], f
+' "$TMP/out"
 
 run "$DTRAIN" train "$CFG" $COMMON --set train.max_steps=2 --set checkpoint.dir="$TMP/u"
 expect_rc "a named directory holding a run: exit 2" 2
