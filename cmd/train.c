@@ -47,6 +47,7 @@ enum {
     OPT_PIN,
     OPT_CPU_LIST,
     OPT_OVERWRITE,
+    OPT_MAX_RESTARTS,
 };
 
 struct train_args {
@@ -55,6 +56,7 @@ struct train_args {
     struct dt_cli_sets sets;  /* --set options, in order */
     struct dt_cli_sets flags; /* overrides from dedicated flags, applied after --set */
     bool print_config, dry_run, config_reference, overwrite;
+    int max_restarts;
     const char *resume;
     struct dt_job_opts job;
 };
@@ -123,6 +125,8 @@ static int take_flag(struct train_args *a, int opt, const char *arg)
     case OPT_OVERWRITE:
         a->overwrite = true;
         return 0;
+    case OPT_MAX_RESTARTS:
+        return dt_cli_parse_int("--max-restarts", arg, 0, 1000, &a->max_restarts);
     default:
         return dt_fail(DT_EUSAGE, "internal error: option %d not handled; %s", opt, TRAIN_USAGE);
     }
@@ -152,6 +156,7 @@ static int parse_args(struct train_args *a, int argc, char **argv)
         {"pin", required_argument, NULL, OPT_PIN},
         {"cpu-list", required_argument, NULL, OPT_CPU_LIST},
         {"overwrite", no_argument, NULL, OPT_OVERWRITE},
+        {"max-restarts", required_argument, NULL, OPT_MAX_RESTARTS},
         {NULL, 0, NULL, 0},
     };
     optind = 0; /* GNU: full reset, so a second parse in one process starts clean */
@@ -256,7 +261,8 @@ static int run_train(int argc, char **argv)
     /* Only the process of global rank 0 writes checkpoints, so it alone settles where. */
     if (plan.rank_base == 0 && (rc = claim_checkpoint_dir(&cfg, &a, resume != NULL)))
         goto out;
-    struct dt_train_options opt = {.resume = resume, .job = a.job, .plan = &plan};
+    struct dt_train_options opt = {
+        .resume = resume, .job = a.job, .plan = &plan, .max_restarts = a.max_restarts};
     rc = dt_train_run(&cfg, &opt);
 out:
     dt_config_free(&cfg);
@@ -293,6 +299,9 @@ const struct dt_command dt_cmd_train = {
         "      --resume PATH    continue from the checkpoint PATH (same trajectory as an\n"
         "                       uninterrupted run); auto = checkpoint.dir's last.safetensors\n"
         "                       when there is one, else a fresh start (requeued jobs)\n"
+        "      --max-restarts N when a rank dies or a collective fails, stop every rank and\n"
+        "                       start again from the newest last.safetensors, up to N times\n"
+        "                       (torchrun's --max-restarts; default 0)\n"
         "      --overwrite      replace the checkpoints of another run in checkpoint.dir\n"
         "                       (without it a derived runs/NAME moves on to runs/NAME-2, and\n"
         "                       a checkpoint.dir you named is refused)\n"

@@ -23,6 +23,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "train/evaluate.h"
 #include "train/progress.h"
@@ -625,6 +626,50 @@ out:
     return rc;
 }
 
+static void emit_restart_json(int restart, int max, const char *reason, const char *resume)
+{
+    struct dt_json_writer w;
+    dt_jw_begin(&w, "restart");
+    dt_jw_int(&w, "restart", restart);
+    dt_jw_int(&w, "max_restarts", max);
+    dt_jw_str(&w, "reason", reason);
+    if (resume)
+        dt_jw_str(&w, "resume", resume);
+    else
+        dt_jw_raw(&w, "resume", "null");
+    dt_jw_end(&w, stdout);
+}
+
+/* torchrun's --max-restarts: when a rank dies or a collective fails (a runtime failure; not a
+ * signal, a config or a data error), every rank has been stopped; start the job again from the
+ * newest last.safetensors (or from step 0), up to max_restarts times. Across hosts each host
+ * restarts its own ranks and the rendezvous runs again. */
+static int run_with_restarts(struct run *run)
+{
+    const struct dt_config *cfg = run->cfg;
+    const struct dt_train_options *opt = run->opt;
+    struct dt_train_options again = *opt;
+    char last[1100];
+    snprintf(last, sizeof last, "%s/last.safetensors", cfg->checkpoint.dir);
+    for (int restart = 0;; restart++) {
+        if (run->shared) /* a fresh start must find zeroed optimizer state, as mmap gave it */
+            memset(run->shared, 0, run->shared_floats * sizeof(float));
+        int rc = dt_run_ranks(cfg, opt->plan, &again.job, rank_main, run);
+        if (rc == 0 || dt_exit_code(rc) != DT_ERUNTIME || restart >= opt->max_restarts ||
+            stop_signal)
+            return rc;
+        char reason[512];
+        snprintf(reason, sizeof reason, "%s", dt_last_error());
+        again.resume = access(last, R_OK) == 0 ? last : opt->resume;
+        dt_log_warn("restart %d of %d after: %s; resuming from %s", restart + 1,
+                    opt->max_restarts, reason, again.resume ? again.resume : "step 0");
+        if (cfg->log.json)
+            emit_restart_json(restart + 1, opt->max_restarts, reason, again.resume);
+        dt_clear_error();
+        run->opt = &again;
+    }
+}
+
 int dt_train_run(const struct dt_config *cfg, const struct dt_train_options *opt)
 {
     struct dt_data data;
@@ -654,7 +699,7 @@ int dt_train_run(const struct dt_config *cfg, const struct dt_train_options *opt
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
     sigaction(SIGUSR1, &sa, &old_usr1);
-    rc = dt_run_ranks(cfg, opt->plan, &opt->job, rank_main, &run);
+    rc = run_with_restarts(&run);
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
     sigaction(SIGUSR1, &old_usr1, NULL);

@@ -13,6 +13,7 @@ struct dt_train_options {
     const char *resume;            /* checkpoint to continue from, or NULL */
     struct dt_job_opts job;        /* multi-host flags, --verbose */
     const struct dt_job_plan *plan; /* made from cfg and job by dt_job_plan_make */
+    int max_restarts;               /* restart a failed job this many times (torchrun's) */
 };
 
 int dt_train_run(const struct dt_config *cfg, const struct dt_train_options *opt);

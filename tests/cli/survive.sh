@@ -76,6 +76,25 @@ signal_then_resume "SIGUSR1 (on_usr1 = stop)" USR1 143 "$TMP/u1" --instances 2
 same "SIGUSR1 + resume gives the uninterrupted weights" "$TMP/full2/last.safetensors" \
     "$TMP/u1/last.safetensors"
 
+# --max-restarts: kill -9 of a rank mid-run; the job stops every rank, restarts from the newest
+# last.safetensors (every 5 steps here) and ends with the uninterrupted run's weights.
+"$DTRAIN" train "$CFG" $COMMON $LONG --instances 2 --set checkpoint.dir="$TMP/mr" \
+    --set checkpoint.every_steps=5 --max-restarts 2 --json >"$TMP/out" 2>"$TMP/err" &
+pid=$!
+i=0
+while [ ! -s "$TMP/mr/last.safetensors" ] && [ $i -lt 300 ]; do sleep 0.05; i=$((i + 1)); done
+sleep "0.$(od -An -N1 -tu1 /dev/urandom | tr -d ' ')"
+victim=$(pgrep -P $pid | head -n 1)
+kill -9 "$victim"
+wait $pid
+RC=$?
+expect_rc "--max-restarts 2: a rank killed with SIGKILL, the run still ends with 0" 0
+expect_err "--max-restarts: the restart is reported" "restart 1 of 2 after: rank [01] \(pid $victim\) was killed by SIGKILL.*; resuming from $TMP/mr/last.safetensors"
+check "--max-restarts: a restart event in the JSON" grep -q '"event":"restart","restart":1,"max_restarts":2' "$TMP/out"
+same "--max-restarts: the uninterrupted run's weights" "$TMP/full2/last.safetensors" \
+    "$TMP/mr/last.safetensors"
+check "--max-restarts: no rank left" test -z "$(pgrep -P $pid 2>/dev/null)"
+
 # on_usr1 = "continue": a checkpoint at one step, and the run goes on to the end
 "$DTRAIN" train "$CFG" $COMMON $LONG --instances 2 --set checkpoint.dir="$TMP/uc" \
     --set checkpoint.on_usr1=continue >"$TMP/out" 2>"$TMP/err" &
