@@ -265,9 +265,22 @@ int dt_shm_segment_create(struct dt_shm_segment **out, int size, size_t chunk_by
         return dt_fail(DT_ERUNTIME, "shm: cannot create shared-memory segment %s: %s", seg->name,
                        strerror(err));
     }
-    int err = 0;
-    if (ftruncate(fd, (off_t)seg->len) < 0)
-        err = errno;
+    /* posix_fallocate, not ftruncate alone: a /dev/shm without room then fails here, with a
+     * message, instead of killing a rank with SIGBUS at its first collective. */
+    int err = posix_fallocate(fd, 0, (off_t)seg->len);
+    if (err == ENOSPC || err == EFBIG) {
+        close(fd);
+        shm_unlink(seg->name);
+        int rc = dt_fail(DT_ERUNTIME,
+                         "shm: /dev/shm has no room for the %zu-byte segment of %d ranks (%s): "
+                         "free some, or give the container a larger /dev/shm (docker run "
+                         "--shm-size)",
+                         seg->len, size, strerror(err));
+        atomic_store(&seg->state, SEG_FREE);
+        return rc;
+    }
+    if (err == EINVAL || err == EOPNOTSUPP) /* a file system without fallocate */
+        err = ftruncate(fd, (off_t)seg->len) < 0 ? errno : 0;
     if (!err) {
         /* Pre-faulting keeps page faults out of the first collectives' timings. */
         int populate = seg->len <= POPULATE_MAX ? MAP_POPULATE : 0;
@@ -284,6 +297,9 @@ int dt_shm_segment_create(struct dt_shm_segment **out, int size, size_t chunk_by
         release(seg);
         return rc;
     }
+    /* The mapping is all the ranks need (they inherit it): with the name gone at once, even a
+     * SIGKILLed parent leaves nothing in /dev/shm. */
+    shm_unlink(seg->name);
     seg->hdr = seg->base;
     seg->ranks = (struct shm_rank_line *)((char *)seg->base + sizeof(struct shm_header));
     seg->data = (float *)((char *)seg->base + hbytes);

@@ -3,7 +3,10 @@
  *
  * Life cycle (the parent owns the segment, the ranks only use it):
  *   parent  dt_shm_segment_create()  before fork: shm_open(O_EXCL, 0600) of a per-job name,
- *                                     size, mmap(MAP_SHARED); children inherit the mapping.
+ *                                     posix_fallocate (a full /dev/shm is an error here, not
+ *                                     SIGBUS later), mmap(MAP_SHARED), shm_unlink at once:
+ *                                     children inherit the mapping, and nothing is left in
+ *                                     /dev/shm whatever kills the job.
  *   rank r  dt_shm_comm_create()     after fork: a struct dt_comm over the inherited mapping.
  *   parent  dt_shm_segment_abort()   when a rank died: every rank waiting in (or entering) a
  *                                     collective returns DT_ERUNTIME naming the reason.

@@ -146,4 +146,19 @@ for sig in INT TERM; do
         pass "SIG$sig: no temp checkpoint left"; fi
 done
 
+# ---- a full /dev/shm: a clear error before any rank starts, not SIGBUS in a collective ----
+if unshare -m true 2>/dev/null; then
+    cat >"$TMP/shmfull.sh" <<SH
+mount -t tmpfs -o size=64k tmpfs /dev/shm || exit 99
+exec "$DTRAIN" train $CFG $(echo $COMMON) --instances 2 --set train.max_steps=2 \
+    --set checkpoint.dir="$TMP/shmfull"
+SH
+    run unshare -m sh "$TMP/shmfull.sh"
+    expect_rc "full /dev/shm: exit 1" 1
+    expect_err "full /dev/shm: says so and what to do" "/dev/shm has no room for the [0-9]+-byte segment of 2 ranks .*--shm-size"
+    expect_err_lines "full /dev/shm: one line after the start line" 2
+else
+    skip "full /dev/shm" "no mount namespace (unshare -m) on this machine"
+fi
+
 finish
