@@ -9,7 +9,6 @@ DTRAIN=${DTRAIN:-./dtrain}
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 /usr/bin/python3 tests/fixtures/mkdata.py idx "$TMP/fix" --train 256 --test 64 || exit 1
-shm_before=$(ls /dev/shm | grep -c '^dtrain' || true)
 leaks=0
 i=0
 while [ $i -lt "$N" ]; do
@@ -38,17 +37,13 @@ while [ $i -lt "$N" ]; do
         pkill -9 -f "$TMP/fix"
         leaks=$((leaks + 1))
     fi
-    shm_now=$(ls /dev/shm | grep -c '^dtrain' || true)
-    if [ "$shm_now" -gt "$shm_before" ]; then
-        echo "job $i: /dev/shm segments left: $(ls /dev/shm | grep '^dtrain' | tr '\n' ' ')"
+    # Segments are named after the process that made them (the job's parent): other jobs
+    # on the machine do not count.
+    if ls /dev/shm | grep -q "^dtrain-$pid-"; then
+        echo "job $i: /dev/shm segment left: $(ls /dev/shm | grep "^dtrain-$pid-" | tr '\n' ' ')"
         leaks=$((leaks + 1))
-        shm_before=$shm_now
     fi
-    if ls "$TMP/run" 2>/dev/null | grep -q '\.tmp\.'; then
-        # Only a write that was itself killed may leave one; the next run must remove it.
-        tmp_left=$(ls "$TMP/run" | grep '\.tmp\.')
-        echo "job $i: temp file after the job (removed by the next run?): $tmp_left"
-    fi
+    # A write that was itself killed may leave a temp file: the next run removes it (below).
 done
 # The last word on temp files: a fresh run removes whatever a killed write left.
 "$DTRAIN" train configs/fashion-convnet.cfg --threads 1 --quiet --overwrite --set data.dir="$TMP/fix" \

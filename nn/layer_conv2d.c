@@ -41,11 +41,11 @@
  * conv2d_choose_algo() is the single place where a per-shape choice between this path and a
  * direct (non-GEMM) kernel belongs: it sees the full shape at setup time.
  */
-#include <cblas.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "nn/blas.h"
 #include "nn/conv_direct.h"
 #include "nn/conv_winograd.h"
 #include "nn/init.h"
@@ -398,8 +398,7 @@ static void conv2d_forward(struct dt_layer *l, const float *x, float *y, int bat
     bool relu = l->relu_fused;
     int n = batch * cv->pix;
     im2col(cv, x, cv->col, batch);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, cv->oc, n, cv->ckk, 1.0f, weight,
-                cv->ckk, cv->col, n, 0.0f, cv->yt, n);
+    dt_sgemm(false, false, cv->oc, n, cv->ckk, 1.0f, weight, cv->ckk, cv->col, n, 0.0f, cv->yt, n);
     int blocks = batch * cv->oc;
 #pragma omp parallel for if ((size_t)n * cv->oc > DT_PARALLEL_MIN)
     for (int t = 0; t < blocks; t++) {
@@ -467,12 +466,11 @@ static void conv2d_backward(struct dt_layer *l, const float *x, const float *y, 
     }
     int n = batch * cv->pix;
     regroup_dy(cv, dy, cv->yt, cv->bias ? l->grads + nw : NULL, batch);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, cv->oc, cv->ckk, n, 1.0f, cv->yt, n,
-                cv->col, n, 0.0f, l->grads, cv->ckk);
+    dt_sgemm(false, true, cv->oc, cv->ckk, n, 1.0f, cv->yt, n, cv->col, n, 0.0f, l->grads, cv->ckk);
     if (!dx)
         return;
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cv->ckk, n, cv->oc, 1.0f, l->params,
-                cv->ckk, cv->yt, n, 0.0f, cv->col, n);
+    dt_sgemm(true, false, cv->ckk, n, cv->oc, 1.0f, l->params, cv->ckk, cv->yt, n, 0.0f, cv->col,
+             n);
     col2im(cv, cv->col, dx, batch);
 }
 

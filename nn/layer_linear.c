@@ -1,9 +1,9 @@
 /* linear: y = x W^T + b with W [out, in], like torch.nn.Linear. A non-flat input (c x h x w)
  * is read as its flattened c*h*w vector, exactly what an nn.Flatten in front would give, so a
  * flatten layer before it is optional. All three products are single OpenBLAS GEMMs. */
-#include <cblas.h>
 #include <stdlib.h>
 
+#include "nn/blas.h"
 #include "nn/init.h"
 #include "nn/layer_common.h"
 #include "util/err.h"
@@ -55,8 +55,8 @@ static void linear_forward(struct dt_layer *l, const float *x, float *y, int bat
                 y[(size_t)b * li->out + o] = bias[o];
         beta = 1.0f;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, batch, li->out, li->in, 1.0f, x, li->in,
-                l->params, li->in, beta, y, li->out);
+    dt_sgemm(false, true, batch, li->out, li->in, 1.0f, x, li->in, l->params, li->in, beta, y,
+             li->out);
 }
 
 static void linear_backward(struct dt_layer *l, const float *x, const float *y, const float *dy,
@@ -64,8 +64,8 @@ static void linear_backward(struct dt_layer *l, const float *x, const float *y, 
 {
     (void)y;
     struct linear *li = l->state;
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, li->out, li->in, batch, 1.0f, dy, li->out,
-                x, li->in, 0.0f, l->grads, li->in);
+    dt_sgemm(true, false, li->out, li->in, batch, 1.0f, dy, li->out, x, li->in, 0.0f, l->grads,
+             li->in);
     if (li->bias) {
         float *db = l->grads + (size_t)li->out * li->in;
         for (int o = 0; o < li->out; o++)
@@ -75,8 +75,8 @@ static void linear_backward(struct dt_layer *l, const float *x, const float *y, 
                 db[o] += dy[(size_t)b * li->out + o];
     }
     if (dx)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, batch, li->in, li->out, 1.0f, dy,
-                    li->out, l->params, li->in, 0.0f, dx, li->in);
+        dt_sgemm(false, false, batch, li->in, li->out, 1.0f, dy, li->out, l->params, li->in, 0.0f,
+                 dx, li->in);
 }
 
 static void linear_destroy(struct dt_layer *l)

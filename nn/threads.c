@@ -1,15 +1,16 @@
 /* Compute threads of this process: OpenBLAS's pool (GEMMs) and OpenMP's (every other loop in
  * nn/). Debian's libopenblas-openmp builds OpenBLAS on the same OpenMP runtime, so both are set
- * together; a BLAS call made inside an OpenMP parallel region runs single-threaded. */
-#include <cblas.h>
+ * together; a BLAS call made inside an OpenMP parallel region runs single-threaded. With
+ * another BLAS build, nn/blas.c keeps BLAS to one thread and splits GEMMs itself. */
 #include <omp.h>
 
+#include "nn/blas.h"
 #include "nn/model.h"
 
 void dt_nn_set_threads(int threads)
 {
     if (threads < 1)
         threads = 1;
-    openblas_set_num_threads(threads);
+    dt_blas_set_threads(threads);
     omp_set_num_threads(threads);
 }
