@@ -68,6 +68,7 @@ struct dt_model {
 
     float *output; /* last forward's output, max_batch x classes */
     enum dt_loss_kind loss;
+    float label_smoothing; /* cross_entropy's eps in [0, 1]; 0 after build, set by the caller */
     double profile_fwd[DT_MAX_PROFILE_LAYERS], profile_bwd[DT_MAX_PROFILE_LAYERS];
     bool profile; /* accumulate per-layer seconds into profile_* */
     void *impl;

@@ -158,7 +158,8 @@ static int rank_setup(struct rank_state *st, const struct run *run)
     /* Shared weights: the optimizer state lives in the shared copy from the start (zeroed by
      * mmap), right after the parameters; never allocated per rank. */
     float *state = run->shared ? run->shared + st->model->nparams : NULL;
-    if ((rc = dt_run_make_optimizer(&st->optim, cfg, st->model->nparams, state)))
+    if ((rc = dt_run_make_optimizer(&st->optim, cfg, st->model->nparams, state)) ||
+        (rc = dt_run_skip_decay(cfg, st->model, st->optim)))
         return rc;
     if (run->shared && st->model->nparams + dt_optim_state_floats(st->optim) > run->shared_floats)
         return dt_fail(DT_ERUNTIME, "shared weights: %zu floats needed, %zu mapped",
@@ -219,6 +220,9 @@ static int train_step(struct rank_state *st, const struct run *run, uint64_t epo
         return rc;
     if ((rc = st->comm->allreduce_sum(st->comm, st->model->grads, st->model->nparams)))
         return rc;
+    /* Every rank holds the same summed gradients, so every rank clips them identically. */
+    if (run->cfg->optimizer.clip_grad_norm > 0)
+        dt_clip_grad_norm(st->model->grads, st->model->nparams, run->cfg->optimizer.clip_grad_norm);
     if (!run->shared)
         return dt_optim_step(st->optim, st->model->params, st->model->grads, st->model->nparams,
                              lr);
