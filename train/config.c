@@ -180,6 +180,10 @@ static const struct key keys[] = {
     {"dist.threads", T_INT, 0, "0", 0, 1024, NULL, FIELD(dist.threads), 0,
      "compute threads per instance; 0 = the available cores divided among the instances; "
      "--threads overrides"},
+    {"dist.batchnorm", T_STRING, 0, "\"sync\"", 0, 0, "sync|per_instance", FIELD(dist.batchnorm), 0,
+     "batchnorm2d training statistics: sync = over the global batch of all instances "
+     "(torch SyncBatchNorm; the instance count does not change the maths), per_instance = "
+     "each instance's own batch (DDP without SyncBatchNorm)"},
     {"dist.backend", T_STRING, 0, "\"auto\"", 0, 0, "auto|shm|tcp|hier|mpi", FIELD(dist.backend), 0,
      "gradient all-reduce: shared memory on one host, tcp across hosts, hier = both, mpi "
      "(when built with MPI=1); auto picks"},

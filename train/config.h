@@ -77,6 +77,7 @@ struct dt_config {
         int instances;
         int threads;
         char backend[16];   /* auto | shm | tcp | hier | mpi */
+        char batchnorm[16]; /* sync | per_instance */
         char pin[16];       /* cores | sockets | none */
         char cpu_list[256]; /* explicit list like "0-7,16-23" (overrides pin) */
         double timeout;     /* seconds a collective may wait for a peer */

@@ -114,6 +114,12 @@ static int verify_identical_weights(struct dt_comm *comm, const struct dt_model 
     return 0;
 }
 
+static int comm_sum(void *comm, float *data, size_t n)
+{
+    struct dt_comm *c = comm;
+    return c->allreduce_sum(c, data, n);
+}
+
 static int rank_setup(struct rank_state *st, const struct run *run)
 {
     const struct dt_config *cfg = run->cfg;
@@ -154,6 +160,10 @@ static int rank_setup(struct rank_state *st, const struct run *run)
     if ((rc = dt_run_build_model(cfg, in, model_batch, train->classes, &st->model)))
         return rc;
     st->model->profile = cfg->log.profile;
+    if (comm->size > 1 && !strcmp(cfg->dist.batchnorm, "sync")) {
+        st->model->allreduce.sum = comm_sum;
+        st->model->allreduce.ctx = comm;
+    }
 
     /* Shared weights: the optimizer state lives in the shared copy from the start (zeroed by
      * mmap), right after the parameters; never allocated per rank. */
