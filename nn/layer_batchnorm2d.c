@@ -34,9 +34,9 @@ struct batchnorm {
     bool affine;
     bool training; /* mode of the last forward */
     float *mean, *invstd;
-    float *sums;     /* global mode: 2c + 1 floats for the reductions */
+    float *sums;       /* global mode: 2c + 1 floats for the reductions */
     double *grad_sums; /* backward: sum dy, then sum dy xhat, per channel */
-    double global_n; /* global mode: elements per channel over every process, last forward */
+    double global_n;   /* global mode: elements per channel over every process, last forward */
 };
 
 static int batchnorm2d_setup(struct dt_layer *l, const struct dt_layer_spec *spec,

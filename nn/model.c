@@ -430,7 +430,8 @@ int dt_model_forward(struct dt_model *m, const float *x, int batch,
 void dt_model_loss(struct dt_model *m, const uint8_t *labels, int batch, double *loss_sum,
                    int *correct)
 {
-    *loss_sum = dt_loss_sum(m->loss, m->label_smoothing, m->output, m->classes, labels, batch, correct);
+    *loss_sum =
+        dt_loss_sum(m->loss, m->label_smoothing, m->output, m->classes, labels, batch, correct);
 }
 
 int dt_model_backward(struct dt_model *m, const uint8_t *labels, int batch, float grad_scale)
@@ -447,7 +448,8 @@ int dt_model_backward(struct dt_model *m, const uint8_t *labels, int batch, floa
         return m->allreduce.rc;
     }
     float *dy = impl->grad_a, *dx = impl->grad_b;
-    int rc = dt_loss_grad(m->loss, m->label_smoothing, m->output, m->classes, labels, batch, grad_scale, dy);
+    int rc = dt_loss_grad(m->loss, m->label_smoothing, m->output, m->classes, labels, batch,
+                          grad_scale, dy);
     if (rc < 0)
         return rc;
     for (int i = m->nlayers - 1; i >= impl->first_param; i--) {

@@ -40,7 +40,8 @@ int dt_schedule_type_parse(const char *name, enum dt_schedule_type *type)
             return 0;
         }
     }
-    return dt_fail(DT_EUSAGE, "unknown schedule \"%s\" (valid: constant, step, cosine, one_cycle)", name);
+    return dt_fail(DT_EUSAGE, "unknown schedule \"%s\" (valid: constant, step, cosine, one_cycle)",
+                   name);
 }
 
 const char *dt_schedule_type_name(enum dt_schedule_type type)
@@ -51,7 +52,8 @@ const char *dt_schedule_type_name(enum dt_schedule_type type)
 int dt_schedule_validate(const struct dt_schedule *s)
 {
     if ((int)s->type < 0 || (int)s->type >= NTYPES)
-        return dt_fail(DT_EUSAGE, "schedule type %d is not one of constant, step, cosine, one_cycle",
+        return dt_fail(DT_EUSAGE,
+                       "schedule type %d is not one of constant, step, cosine, one_cycle",
                        (int)s->type);
     if (!(s->lr >= 0))
         return dt_fail(DT_EUSAGE, "schedule: invalid lr %g (expected >= 0)", s->lr);

@@ -30,7 +30,8 @@ struct dt_schedule {
     double final_div_factor; /* > 0 */
 };
 
-/* "constant", "step", "cosine", "one_cycle" -> type; DT_EUSAGE listing the valid names otherwise. */
+/* "constant", "step", "cosine", "one_cycle" -> type; DT_EUSAGE listing the valid names otherwise.
+ */
 int dt_schedule_type_parse(const char *name, enum dt_schedule_type *type);
 const char *dt_schedule_type_name(enum dt_schedule_type type);
 /* DT_EUSAGE naming the bad field and value. */

@@ -971,8 +971,8 @@ static int check_cross_keys(struct load *ld)
     }
     if (cfg->loss.label_smoothing != 0 && strcmp(cfg->loss.type, "cross_entropy")) {
         key_where(ld, "loss.label_smoothing", where, sizeof where);
-        return dt_fail(DT_EUSAGE, "%s: %g needs loss.type \"cross_entropy\" (found \"%s\")",
-                       where, cfg->loss.label_smoothing, cfg->loss.type);
+        return dt_fail(DT_EUSAGE, "%s: %g needs loss.type \"cross_entropy\" (found \"%s\")", where,
+                       cfg->loss.label_smoothing, cfg->loss.type);
     }
     if (cfg->optimizer.schedule.warmup_epochs > 0 && cfg->optimizer.schedule.warmup_steps > 0) {
         key_where(ld, "optimizer.schedule.warmup_epochs", where, sizeof where);

@@ -53,11 +53,11 @@ struct dt_config {
         char weight_decay_skip[16]; /* none | bias_and_norm */
         float clip_grad_norm;       /* global L2 norm limit; 0 = off */
         struct {
-            char type[32];    /* constant | step | cosine | one_cycle */
-            int step_size;    /* step: epochs between decays */
-            float gamma;      /* step: decay factor */
-            float min_lr;     /* cosine: floor */
-            int warmup_steps; /* linear warmup from 0 in front of any schedule */
+            char type[32];     /* constant | step | cosine | one_cycle */
+            int step_size;     /* step: epochs between decays */
+            float gamma;       /* step: decay factor */
+            float min_lr;      /* cosine: floor */
+            int warmup_steps;  /* linear warmup from 0 in front of any schedule */
             int warmup_epochs; /* the same in epochs */
             float pct_start, div_factor, final_div_factor; /* one_cycle */
         } schedule;

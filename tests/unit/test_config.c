@@ -282,10 +282,14 @@ static void test_file_errors_name_file_line_and_key(void **state)
 static void test_recipe_keys(void **state)
 {
     (void)state;
-    const char *sets[] = {"loss.type=\"cross_entropy\"", "loss.label_smoothing=0.1",
-                          "optimizer.type=\"sgd\"", "optimizer.weight_decay_skip=\"bias_and_norm\"",
-                          "optimizer.clip_grad_norm=2.5", "optimizer.schedule.type=\"one_cycle\"",
-                          "optimizer.schedule.pct_start=0.25", "optimizer.schedule.div_factor=10.0",
+    const char *sets[] = {"loss.type=\"cross_entropy\"",
+                          "loss.label_smoothing=0.1",
+                          "optimizer.type=\"sgd\"",
+                          "optimizer.weight_decay_skip=\"bias_and_norm\"",
+                          "optimizer.clip_grad_norm=2.5",
+                          "optimizer.schedule.type=\"one_cycle\"",
+                          "optimizer.schedule.pct_start=0.25",
+                          "optimizer.schedule.div_factor=10.0",
                           "optimizer.schedule.final_div_factor=100.0"};
     struct dt_config cfg;
     assert_int_equal(load(&cfg, convnet, sets, 9), 0);

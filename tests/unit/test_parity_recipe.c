@@ -255,8 +255,8 @@ static void test_weight_decay_skip(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_one_cycle),        cmocka_unit_test(test_warmup_cosine),
-        cmocka_unit_test(test_label_smoothing),  cmocka_unit_test(test_clip_grad_norm),
+        cmocka_unit_test(test_one_cycle),         cmocka_unit_test(test_warmup_cosine),
+        cmocka_unit_test(test_label_smoothing),   cmocka_unit_test(test_clip_grad_norm),
         cmocka_unit_test(test_weight_decay_skip),
     };
     return cmocka_run_group_tests(tests, generate_reference, remove_reference);

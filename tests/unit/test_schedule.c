@@ -120,8 +120,11 @@ static void test_one_cycle_validation_and_shape(void **state)
     assert_int_equal(dt_schedule_type_parse("one_cycle", &t), 0);
     assert_int_equal(t, DT_SCHEDULE_ONE_CYCLE);
     assert_string_equal(dt_schedule_type_name(t), "one_cycle");
-    struct dt_schedule s = {.type = DT_SCHEDULE_ONE_CYCLE, .lr = 0.1, .pct_start = 0.3,
-                            .div_factor = 25, .final_div_factor = 1e4};
+    struct dt_schedule s = {.type = DT_SCHEDULE_ONE_CYCLE,
+                            .lr = 0.1,
+                            .pct_start = 0.3,
+                            .div_factor = 25,
+                            .final_div_factor = 1e4};
     assert_int_equal(dt_schedule_validate(&s), 0);
     /* starts at lr / 25, peaks at lr at step 0.3 T - 1, ends at lr / 25e4 */
     assert_true(fabs(dt_schedule_lr(&s, 0, 0, 100) - s.lr / 25) < 1e-15);
