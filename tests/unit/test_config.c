@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 
 #include "nn/layer_spec.h"
 #include "train/config.h"
+#include "train/setup.h"
 #include "util/err.h"
 
 static const char convnet[] =
@@ -309,6 +311,24 @@ static void test_recipe_keys(void **state)
     assert_true(cfg.optimizer.schedule.div_factor == 25.0f);
     assert_true(cfg.optimizer.schedule.final_div_factor == 1e4f);
     dt_config_free(&cfg);
+    /* one_cycle through the run's rate: starts at lr / div_factor, ends at lr / 1000 */
+    assert_int_equal(load(&cfg, convnet, sets, 9), 0);
+    assert_true(fabs(dt_run_lr(&cfg, 0, 10, 100) - cfg.optimizer.lr / 10) < 1e-7);
+    assert_true(fabs(dt_run_lr(&cfg, 99, 10, 100) - cfg.optimizer.lr / 1000) < 1e-9);
+    dt_config_free(&cfg);
+    /* warmup_epochs = the same warmup in steps, at the run's steps per epoch */
+    const char *epochs[] = {"optimizer.schedule.type=\"cosine\"",
+                            "optimizer.schedule.warmup_epochs=2"};
+    const char *steps[] = {"optimizer.schedule.type=\"cosine\"",
+                           "optimizer.schedule.warmup_steps=10"};
+    struct dt_config by_steps;
+    assert_int_equal(load(&cfg, convnet, epochs, 2), 0);
+    assert_int_equal(load(&by_steps, convnet, steps, 2), 0);
+    for (long long k = 0; k < 40; k++)
+        assert_true(dt_run_lr(&cfg, k, 5, 40) == dt_run_lr(&by_steps, k, 5, 40));
+    assert_true(dt_run_lr(&cfg, 0, 5, 40) == cfg.optimizer.lr / 10);
+    dt_config_free(&cfg);
+    dt_config_free(&by_steps);
 
     expect_edit_error("type = \"nll\";", "type = \"cross_entropy\"; label_smoothing = 1.5;",
                       "t.cfg:18: loss.label_smoothing: must be between 0 and 1, got 1.5");
