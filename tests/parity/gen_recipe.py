@@ -15,6 +15,7 @@ Writes text files of numbers (whitespace separated, %.9g floats, %.17g rates):
   wd_skip.txt          n_weight (a 2-D tensor), n_bias, lr, momentum, wd, steps, initial weight,
                        initial bias, grads of each step (steps x (n_weight + n_bias)), final weight
                        and bias after SGD(nesterov) with two groups: the bias with weight_decay 0
+  wd_skip_adamw.txt    the same with AdamW (default betas and eps; momentum unused)
 """
 import math
 import os
@@ -93,23 +94,28 @@ def clip():
     write("clip.txt", *parts)
 
 
-def wd_skip():
+def wd_skip(name, kind):
     nw, nb, lr, mom, wd, steps = (12, 30), 12, 0.05, 0.9, 5e-2, 6
     w = torch.nn.Parameter(torch.randn(nw))
     b = torch.nn.Parameter(torch.randn(nb))
     w0, b0 = w.detach().clone(), b.detach().clone()
-    opt = torch.optim.SGD([{"params": [w]}, {"params": [b], "weight_decay": 0.0}], lr=lr,
-                          momentum=mom, nesterov=True, weight_decay=wd, foreach=False)
+    groups = [{"params": [w]}, {"params": [b], "weight_decay": 0.0}]
+    if kind == "sgd":
+        opt = torch.optim.SGD(groups, lr=lr, momentum=mom, nesterov=True, weight_decay=wd,
+                              foreach=False)
+    else:
+        opt = torch.optim.AdamW(groups, lr=lr, weight_decay=wd, foreach=False)
     grads = []
     for _ in range(steps):
         w.grad, b.grad = torch.randn(nw), torch.randn(nb)
         grads.append(torch.cat([w.grad.flatten(), b.grad]))
         opt.step()
-    write("wd_skip.txt", nw[0] * nw[1], nb, lr, mom, wd, steps, w0, b0, torch.stack(grads), w, b)
+    write(name, nw[0] * nw[1], nb, lr, mom, wd, steps, w0, b0, torch.stack(grads), w, b)
 
 
 one_cycle()
 warmup_cosine()
 label_smoothing()
 clip()
-wd_skip()
+wd_skip("wd_skip.txt", "sgd")
+wd_skip("wd_skip_adamw.txt", "adamw")

@@ -209,23 +209,25 @@ static float *run_wd_skip(const struct dt_optim_config *cfg, const float *init, 
     return p;
 }
 
-static void test_weight_decay_skip(void **state)
+static void check_weight_decay_skip(const char *file, enum dt_optim_type type)
 {
-    (void)state;
-    open_ref("wd_skip.txt");
+    open_ref(file);
     size_t nw = (size_t)next(), nb = (size_t)next(), n = nw + nb;
     struct dt_optim_config cfg;
-    dt_optim_config_defaults(&cfg, DT_OPTIM_SGD);
+    dt_optim_config_defaults(&cfg, type);
     cfg.lr = next();
-    cfg.momentum = next();
+    double momentum = next();
     cfg.weight_decay = next();
-    cfg.nesterov = true;
+    if (type == DT_OPTIM_SGD) {
+        cfg.momentum = momentum;
+        cfg.nesterov = true;
+    }
     int steps = (int)next();
     float *init = next_floats(n), *grads = next_floats(n * (size_t)steps);
     float *want = next_floats(n);
     float *p = run_wd_skip(&cfg, init, grads, nw, nb, steps, 0);
     double err = worst_error(p, want, n);
-    printf("sgd nesterov, bias without decay: max scaled error %.3g\n", err);
+    printf("%s, bias without decay: max scaled error %.3g\n", dt_optim_type_name(type), err);
     assert_true(err <= TOLERANCE);
     /* Slices cut inside the weights and inside the biases give the same bits. */
     size_t cuts[] = {nw / 2, nw, nw + nb / 3};
@@ -250,6 +252,13 @@ static void test_weight_decay_skip(void **state)
     free(grads);
     free(want);
     fclose(in);
+}
+
+static void test_weight_decay_skip(void **state)
+{
+    (void)state;
+    check_weight_decay_skip("wd_skip.txt", DT_OPTIM_SGD);
+    check_weight_decay_skip("wd_skip_adamw.txt", DT_OPTIM_ADAMW);
 }
 
 int main(void)
