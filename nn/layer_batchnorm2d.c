@@ -9,8 +9,16 @@
  * which PyTorch stores as int64 and dtrain keeps as a float count in the buffer arena (exact up
  * to 2^24 steps); checkpoint writers convert it.
  *
- * Each rank normalises with its own batch's statistics, like DDP without SyncBatchNorm.
  * Statistics are accumulated in double; forward keeps mean and 1/std per channel for backward.
+ *
+ * Global batch (torch.nn.SyncBatchNorm): when the model's allreduce hook is set, training
+ * statistics and the two gradient sums of backward cover the batch of every process, so the
+ * instance count does not change the maths. Forward takes two reductions per layer, [per-channel
+ * sums, count] then the per-channel squared deviations from the global mean (the two-pass
+ * variance of one process, never E[x^2] - mean^2, which cancels in float); backward one, of
+ * [sum dy, sum dy xhat]. Each process keeps its own sums for gamma's and beta's gradients: the
+ * gradient all-reduce adds them up. Without the hook each process uses its own batch's
+ * statistics, like DDP without SyncBatchNorm.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -26,6 +34,9 @@ struct batchnorm {
     bool affine;
     bool training; /* mode of the last forward */
     float *mean, *invstd;
+    float *sums;       /* global mode: 2c + 1 floats for the reductions */
+    double *grad_sums; /* backward: sum dy, then sum dy xhat, per channel */
+    double global_n;   /* global mode: elements per channel over every process, last forward */
 };
 
 static int batchnorm2d_setup(struct dt_layer *l, const struct dt_layer_spec *spec,
@@ -49,7 +60,12 @@ static int batchnorm2d_setup(struct dt_layer *l, const struct dt_layer_spec *spe
     l->nbuffers = 2 * (size_t)in.c + 1;
     bn->mean = dt_alloc((size_t)in.c, sizeof(float));
     bn->invstd = dt_alloc((size_t)in.c, sizeof(float));
-    return bn->mean && bn->invstd ? 0 : dt_fail_context(-DT_ERUNTIME, "batchnorm2d statistics");
+    bn->sums = dt_alloc(2 * (size_t)in.c + 1, sizeof(float));
+    bn->grad_sums = dt_alloc(2 * (size_t)in.c, sizeof(double));
+    l->collective = true;
+    return bn->mean && bn->invstd && bn->sums && bn->grad_sums
+               ? 0
+               : dt_fail_context(-DT_ERUNTIME, "batchnorm2d statistics");
 }
 
 static int batchnorm2d_init(struct dt_layer *l, uint64_t seed)
@@ -92,10 +108,80 @@ static void channel_stats(const struct batchnorm *bn, const float *x, int batch,
     *var = q / n;
 }
 
+static void global_sum(struct dt_layer *l, float *v, size_t n)
+{
+    struct dt_model_allreduce *r = &l->model->allreduce;
+    if (r->rc == 0)
+        r->rc = r->sum(r->ctx, v, n);
+}
+
+static void normalise(const struct dt_layer *l, const float *x, float *y, int batch, int ch)
+{
+    const struct batchnorm *bn = l->state;
+    float gamma = bn->affine ? l->params[ch] : 1.0f;
+    float beta = bn->affine ? l->params[bn->c + ch] : 0.0f;
+    float scale = bn->invstd[ch] * gamma, shift = beta - bn->mean[ch] * scale;
+    for (int b = 0; b < batch; b++) {
+        size_t off = ((size_t)b * bn->c + ch) * bn->plane;
+        for (size_t i = 0; i < bn->plane; i++)
+            y[off + i] = x[off + i] * scale + shift;
+    }
+}
+
+/* Sum over this process's batch of f(x) for channel ch, f = x or (x - m)^2. */
+static double channel_sum(const struct batchnorm *bn, const float *x, int batch, int ch,
+                          bool squared, double m)
+{
+    double s = 0;
+    for (int b = 0; b < batch; b++) {
+        const float *p = x + ((size_t)b * bn->c + ch) * bn->plane;
+        for (size_t i = 0; i < bn->plane; i++)
+            s += squared ? (p[i] - m) * (p[i] - m) : p[i];
+    }
+    return s;
+}
+
+/* Training forward over the global batch (see the top of the file). */
+static void forward_global(struct dt_layer *l, const float *x, float *y, int batch)
+{
+    struct batchnorm *bn = l->state;
+    float *run_mean = l->buffers, *run_var = l->buffers + bn->c, *sums = bn->sums;
+    double local = (double)batch * bn->plane;
+#pragma omp parallel for if (local * bn->c > DT_PARALLEL_MIN)
+    for (int ch = 0; ch < bn->c; ch++)
+        sums[ch] = (float)channel_sum(bn, x, batch, ch, false, 0);
+    sums[bn->c] = (float)local;
+    global_sum(l, sums, (size_t)bn->c + 1);
+    double n = sums[bn->c];
+    bn->global_n = n;
+    for (int ch = 0; ch < bn->c; ch++)
+        bn->mean[ch] = n > 0 ? (float)(sums[ch] / n) : 0.0f;
+#pragma omp parallel for if (local * bn->c > DT_PARALLEL_MIN)
+    for (int ch = 0; ch < bn->c; ch++)
+        sums[ch] = (float)channel_sum(bn, x, batch, ch, true, bn->mean[ch]);
+    global_sum(l, sums, (size_t)bn->c);
+#pragma omp parallel for if (local * bn->c > DT_PARALLEL_MIN)
+    for (int ch = 0; ch < bn->c; ch++) {
+        double mean = bn->mean[ch], var = n > 0 ? sums[ch] / n : 0;
+        bn->invstd[ch] = (float)(1.0 / sqrt(var + bn->eps));
+        double unbiased = n > 1 ? var * n / (n - 1) : var;
+        run_mean[ch] = (float)((1.0 - bn->momentum) * run_mean[ch] + bn->momentum * mean);
+        run_var[ch] = (float)((1.0 - bn->momentum) * run_var[ch] + bn->momentum * unbiased);
+        normalise(l, x, y, batch, ch);
+    }
+    l->buffers[2 * bn->c] += 1.0f;
+}
+
 static void batchnorm2d_forward(struct dt_layer *l, const float *x, float *y, int batch,
                                 const struct dt_forward_ctx *ctx)
 {
     struct batchnorm *bn = l->state;
+    if (ctx->training && l->model && l->model->allreduce.sum) {
+        bn->training = true;
+        forward_global(l, x, y, batch);
+        return;
+    }
+    bn->global_n = 0;
     float *run_mean = l->buffers, *run_var = l->buffers + bn->c;
     double n = (double)batch * bn->plane;
     bn->training = ctx->training;
@@ -113,14 +199,7 @@ static void batchnorm2d_forward(struct dt_layer *l, const float *x, float *y, in
             bn->mean[ch] = run_mean[ch];
             bn->invstd[ch] = (float)(1.0 / sqrt((double)run_var[ch] + bn->eps));
         }
-        float gamma = bn->affine ? l->params[ch] : 1.0f;
-        float beta = bn->affine ? l->params[bn->c + ch] : 0.0f;
-        float scale = bn->invstd[ch] * gamma, shift = beta - bn->mean[ch] * scale;
-        for (int b = 0; b < batch; b++) {
-            size_t off = ((size_t)b * bn->c + ch) * bn->plane;
-            for (size_t i = 0; i < bn->plane; i++)
-                y[off + i] = x[off + i] * scale + shift;
-        }
+        normalise(l, x, y, batch, ch);
     }
     if (bn->training)
         l->buffers[2 * bn->c] += 1.0f;
@@ -131,8 +210,13 @@ static void batchnorm2d_backward(struct dt_layer *l, const float *x, const float
 {
     (void)y;
     struct batchnorm *bn = l->state;
-    double n = (double)batch * bn->plane;
-#pragma omp parallel for if (n * bn->c > DT_PARALLEL_MIN)
+    double local = (double)batch * bn->plane;
+    /* Global mode: this process's sums go to gamma's and beta's gradients and into the
+     * reduction; dx uses the global ones. */
+    bool global = bn->training && bn->global_n > 0;
+    double n = global ? bn->global_n : local;
+    double *sums = bn->grad_sums;
+#pragma omp parallel for if (local * bn->c > DT_PARALLEL_MIN)
     for (int ch = 0; ch < bn->c; ch++) {
         float mean = bn->mean[ch], invstd = bn->invstd[ch];
         double sum_dy = 0, sum_dy_xhat = 0;
@@ -143,14 +227,27 @@ static void batchnorm2d_backward(struct dt_layer *l, const float *x, const float
                 sum_dy_xhat += dy[off + i] * (x[off + i] - mean) * invstd;
             }
         }
-        float gamma = 1.0f;
         if (bn->affine) {
-            gamma = l->params[ch];
             l->grads[ch] = (float)sum_dy_xhat;
             l->grads[bn->c + ch] = (float)sum_dy;
         }
-        if (!dx)
-            continue;
+        sums[ch] = sum_dy;
+        sums[bn->c + ch] = sum_dy_xhat;
+    }
+    if (global) {
+        for (int i = 0; i < 2 * bn->c; i++)
+            bn->sums[i] = (float)sums[i];
+        global_sum(l, bn->sums, 2 * (size_t)bn->c);
+        for (int i = 0; i < 2 * bn->c; i++)
+            sums[i] = bn->sums[i];
+    }
+    if (!dx)
+        return;
+#pragma omp parallel for if (local * bn->c > DT_PARALLEL_MIN)
+    for (int ch = 0; ch < bn->c; ch++) {
+        float mean = bn->mean[ch], invstd = bn->invstd[ch];
+        double sum_dy = sums[ch], sum_dy_xhat = sums[bn->c + ch];
+        float gamma = bn->affine ? l->params[ch] : 1.0f;
         float k = gamma * invstd;
         float mean_dy = bn->training ? (float)(sum_dy / n) : 0.0f;
         float mean_dy_xhat = bn->training ? (float)(sum_dy_xhat / n) : 0.0f;
@@ -170,6 +267,8 @@ static void batchnorm2d_destroy(struct dt_layer *l)
     if (bn) {
         dt_free(bn->mean);
         dt_free(bn->invstd);
+        dt_free(bn->sums);
+        dt_free(bn->grad_sums);
     }
     free(bn);
 }

@@ -65,6 +65,9 @@ struct dt_layer {
      * which) and gives each sample the same bits whatever the chunk: the model then runs a
      * run of such layers chunk by chunk, so activations between them stay in cache. */
     bool chunkable;
+    /* Set by setup when training forward/backward call model->allreduce: the model then runs
+     * them even for an empty batch, so every process makes the same collective calls. */
+    bool collective;
     struct dt_model *model; /* owner, for dt_layer_describe */
 };
 

@@ -37,8 +37,17 @@ static double row_logsumexp(const float *row, int classes, float max)
     return max + log(s);
 }
 
-double dt_loss_sum(enum dt_loss_kind kind, const float *out, int classes, const uint8_t *labels,
-                   int batch, int *correct)
+/* Mean of the row, the part of the loss that label smoothing spreads over every class. */
+static double row_mean(const float *row, int classes)
+{
+    double s = 0;
+    for (int k = 0; k < classes; k++)
+        s += row[k];
+    return s / classes;
+}
+
+double dt_loss_sum(enum dt_loss_kind kind, float smoothing, const float *out, int classes,
+                   const uint8_t *labels, int batch, int *correct)
 {
     double sum = 0;
     int ok = 0;
@@ -51,7 +60,10 @@ double dt_loss_sum(enum dt_loss_kind kind, const float *out, int classes, const 
         }
         int best = row_argmax(row, classes);
         ok += best == label;
-        if (kind == DT_LOSS_CROSS_ENTROPY)
+        if (kind == DT_LOSS_CROSS_ENTROPY && smoothing != 0)
+            sum += row_logsumexp(row, classes, row[best]) - (1.0 - smoothing) * row[label] -
+                   smoothing * row_mean(row, classes);
+        else if (kind == DT_LOSS_CROSS_ENTROPY)
             sum += row_logsumexp(row, classes, row[best]) - row[label];
         else
             sum -= row[label];
@@ -61,8 +73,8 @@ double dt_loss_sum(enum dt_loss_kind kind, const float *out, int classes, const 
     return sum;
 }
 
-int dt_loss_grad(enum dt_loss_kind kind, const float *out, int classes, const uint8_t *labels,
-                 int batch, float scale, float *dout)
+int dt_loss_grad(enum dt_loss_kind kind, float smoothing, const float *out, int classes,
+                 const uint8_t *labels, int batch, float scale, float *dout)
 {
     for (int b = 0; b < batch; b++)
         if (labels[b] >= classes)
@@ -77,13 +89,17 @@ int dt_loss_grad(enum dt_loss_kind kind, const float *out, int classes, const ui
             double s = 0;
             for (int k = 0; k < classes; k++)
                 s += exp((double)row[k] - max);
+            /* Smoothing moves eps/C of the target mass to every class: the gradient is
+             * softmax - (1 - eps) onehot - eps / C. */
+            double spread = (double)smoothing / classes;
             for (int k = 0; k < classes; k++)
-                d[k] = (float)(exp((double)row[k] - max) / s) * scale;
+                d[k] = (float)(exp((double)row[k] - max) / s - spread) * scale;
+            d[labels[b]] -= (float)(1.0 - smoothing) * scale;
         } else {
             for (int k = 0; k < classes; k++)
                 d[k] = 0.0f;
+            d[labels[b]] -= scale;
         }
-        d[labels[b]] -= scale;
     }
     return 0;
 }

@@ -5,6 +5,10 @@
  * cross_entropy: loss_b = logsumexp(out[b]) - out[b][label_b] on raw logits, computed with the
  *                row maximum subtracted so large logits never overflow; its gradient is
  *                softmax(out[b]) - onehot(label_b).
+ *                With label smoothing eps (torch.nn.CrossEntropyLoss(label_smoothing=eps)) the
+ *                target is (1 - eps) onehot + eps / classes: loss_b = logsumexp(out[b]) -
+ *                (1 - eps) out[b][label_b] - eps mean(out[b]), gradient softmax - target.
+ *                nll ignores the smoothing (torch's nll_loss has none; the config refuses it).
  * Both report sums over the batch; the caller divides (see dt_model_backward's grad_scale).
  */
 #ifndef DT_NN_LOSS_H
@@ -19,12 +23,12 @@ int dt_loss_kind_parse(const char *name, enum dt_loss_kind *out);
 
 /* Sum of per-sample losses; *correct counts argmax(out[b]) == label_b (first maximum wins).
  * A label >= classes contributes NaN to the sum and is never correct. */
-double dt_loss_sum(enum dt_loss_kind kind, const float *out, int classes, const uint8_t *labels,
-                   int batch, int *correct);
+double dt_loss_sum(enum dt_loss_kind kind, float smoothing, const float *out, int classes,
+                   const uint8_t *labels, int batch, int *correct);
 
 /* dout = d(sum of losses)/d(out) x scale. DT_EDATA naming the sample when a label is out of
  * range. */
-int dt_loss_grad(enum dt_loss_kind kind, const float *out, int classes, const uint8_t *labels,
-                 int batch, float scale, float *dout);
+int dt_loss_grad(enum dt_loss_kind kind, float smoothing, const float *out, int classes,
+                 const uint8_t *labels, int batch, float scale, float *dout);
 
 #endif

@@ -407,8 +407,13 @@ int dt_model_forward(struct dt_model *m, const float *x, int batch,
         ctx = &eval_ctx;
     impl->input = x;
     impl->last_batch = batch;
-    if (batch == 0)
-        return 0;
+    if (batch == 0) {
+        if (m->allreduce.sum && ctx->training)
+            for (int i = 0; i < m->nlayers; i++)
+                if (m->layers[i]->collective && !impl->in_place[i] && !impl->skip_fwd[i])
+                    m->layers[i]->kind->ops->forward(m->layers[i], NULL, NULL, 0, ctx);
+        return m->allreduce.rc;
+    }
     const float *in = x;
     for (int i = 0; i < m->nlayers; i++) {
         if (impl->seg_end[i]) {
@@ -419,13 +424,14 @@ int dt_model_forward(struct dt_model *m, const float *x, int batch,
         }
         in = impl->act[i];
     }
-    return 0;
+    return m->allreduce.rc;
 }
 
 void dt_model_loss(struct dt_model *m, const uint8_t *labels, int batch, double *loss_sum,
                    int *correct)
 {
-    *loss_sum = dt_loss_sum(m->loss, m->output, m->classes, labels, batch, correct);
+    *loss_sum =
+        dt_loss_sum(m->loss, m->label_smoothing, m->output, m->classes, labels, batch, correct);
 }
 
 int dt_model_backward(struct dt_model *m, const uint8_t *labels, int batch, float grad_scale)
@@ -436,10 +442,14 @@ int dt_model_backward(struct dt_model *m, const uint8_t *labels, int batch, floa
                        impl->last_batch);
     if (batch == 0) {
         memset(m->grads, 0, m->nparams * sizeof *m->grads);
-        return 0;
+        for (int i = m->nlayers - 1; m->allreduce.sum && i >= impl->first_param; i--)
+            if (m->layers[i]->collective && !impl->skip_bwd[i])
+                m->layers[i]->kind->ops->backward(m->layers[i], NULL, NULL, NULL, NULL, 0);
+        return m->allreduce.rc;
     }
     float *dy = impl->grad_a, *dx = impl->grad_b;
-    int rc = dt_loss_grad(m->loss, m->output, m->classes, labels, batch, grad_scale, dy);
+    int rc = dt_loss_grad(m->loss, m->label_smoothing, m->output, m->classes, labels, batch,
+                          grad_scale, dy);
     if (rc < 0)
         return rc;
     for (int i = m->nlayers - 1; i >= impl->first_param; i--) {
@@ -455,7 +465,7 @@ int dt_model_backward(struct dt_model *m, const uint8_t *labels, int batch, floa
         dy = dx;
         dx = t;
     }
-    return 0;
+    return m->allreduce.rc;
 }
 
 void dt_model_layer_summary(const struct dt_model *m, int i, struct dt_layer_summary *out)

@@ -55,6 +55,17 @@ struct dt_layer; /* nn/layers.h */
  * gradients and everything the ranks must agree on. */
 #define DT_MODEL_GRAD_SPARE 8
 
+/* Sums n floats elementwise, in place, across the processes training together, for layers
+ * whose training maths spans the global batch (batchnorm2d's statistics, as SyncBatchNorm).
+ * Set by the training code, which owns the communicator; sum NULL = each process alone. The
+ * first failure is kept in rc: later calls are skipped and forward/backward return it. Every
+ * process must run forward and backward for every step, an empty batch included. */
+struct dt_model_allreduce {
+    int (*sum)(void *ctx, float *data, size_t n);
+    void *ctx;
+    int rc;
+};
+
 struct dt_model {
     int nlayers;
     struct dt_layer **layers;
@@ -73,6 +84,8 @@ struct dt_model {
 
     float *output; /* last forward's output, max_batch x classes */
     enum dt_loss_kind loss;
+    float label_smoothing; /* cross_entropy's eps in [0, 1]; 0 after build, set by the caller */
+    struct dt_model_allreduce allreduce;
     double profile_fwd[DT_MAX_PROFILE_LAYERS], profile_bwd[DT_MAX_PROFILE_LAYERS];
     bool profile; /* accumulate per-layer seconds into profile_* */
     void *impl;

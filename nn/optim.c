@@ -44,6 +44,10 @@ struct dt_optim {
     const char *state_names[DT_OPTIM_MAX_STATES];
     float *state[DT_OPTIM_MAX_STATES];
     bool state_external; /* state[] points into caller-owned storage */
+    size_t base;         /* arena offset of element 0 (a dt_optim_step_range view) */
+    /* Sorted, disjoint arena ranges [lo, hi) that weight decay skips (biases, norms). */
+    size_t (*no_decay)[2];
+    int nno_decay;
 };
 
 static const char *const type_names[] = {
@@ -202,6 +206,7 @@ void dt_optim_free(struct dt_optim *o)
         return;
     for (int i = 0; i < o->nstates && !o->state_external; i++)
         dt_free(o->state[i]);
+    free(o->no_decay);
     free(o);
 }
 
@@ -328,11 +333,88 @@ static void adadelta_step(struct dt_optim *o, float *restrict p, const float *re
         ADADELTA_LOOP(false);
 }
 
+int dt_optim_skip_decay(struct dt_optim *o, size_t lo, size_t hi)
+{
+    if (lo > hi || hi > o->n)
+        return dt_fail(DT_EUSAGE, "%s: no-decay range [%zu, %zu) is outside the %zu parameters",
+                       dt_optim_type_name(o->cfg.type), lo, hi, o->n);
+    int k = o->nno_decay;
+    if (k > 0 && lo < o->no_decay[k - 1][1])
+        return dt_fail(DT_EUSAGE, "%s: no-decay range [%zu, %zu) overlaps or precedes [%zu, %zu)",
+                       dt_optim_type_name(o->cfg.type), lo, hi, o->no_decay[k - 1][0],
+                       o->no_decay[k - 1][1]);
+    if (lo == hi)
+        return 0;
+    if (k > 0 && lo == o->no_decay[k - 1][1]) { /* adjacent: extend */
+        o->no_decay[k - 1][1] = hi;
+        return 0;
+    }
+    size_t(*grown)[2] = realloc(o->no_decay, (size_t)(k + 1) * sizeof *grown);
+    if (!grown)
+        return dt_fail(DT_ERUNTIME, "out of memory recording no-decay ranges");
+    o->no_decay = grown;
+    o->no_decay[k][0] = lo;
+    o->no_decay[k][1] = hi;
+    o->nno_decay = k + 1;
+    return 0;
+}
+
+static void step_type(struct dt_optim *o, float *params, const float *grads, size_t n, double lr)
+{
+    switch (o->cfg.type) {
+    case DT_OPTIM_SGD:
+        sgd_step(o, params, grads, n, lr);
+        break;
+    case DT_OPTIM_ADAM:
+    case DT_OPTIM_ADAMW:
+        adam_step(o, params, grads, n, lr);
+        break;
+    case DT_OPTIM_ADADELTA:
+        adadelta_step(o, params, grads, n, lr);
+        break;
+    }
+}
+
+/* The update of elements [lo, hi) of this (possibly view) optimizer, with weight decay on or
+ * off: torch's two parameter groups, one with weight_decay 0. */
+static void step_piece(const struct dt_optim *o, float *params, const float *grads, size_t lo,
+                       size_t hi, double lr, bool decay)
+{
+    if (lo >= hi)
+        return;
+    struct dt_optim piece = *o;
+    piece.n = hi - lo;
+    if (!decay)
+        piece.cfg.weight_decay = 0;
+    for (int i = 0; i < o->nstates; i++)
+        piece.state[i] = o->state[i] + lo;
+    step_type(&piece, params + lo, grads + lo, hi - lo, lr);
+}
+
 int dt_optim_step(struct dt_optim *o, float *params, const float *grads, size_t n, double lr)
 {
     if (n != o->n)
         return dt_fail(DT_ERUNTIME, "%s: step over %zu parameters, but the state holds %zu",
                        dt_optim_type_name(o->cfg.type), n, o->n);
+    if (o->nno_decay > 0 && o->cfg.weight_decay != 0) {
+        /* Adam's bias corrections count this step already (see below). */
+        bool adam = o->cfg.type == DT_OPTIM_ADAM || o->cfg.type == DT_OPTIM_ADAMW;
+        o->steps += adam;
+        size_t at = 0, end = o->base + n;
+        for (int r = 0; r < o->nno_decay && at < n; r++) {
+            size_t lo = o->no_decay[r][0], hi = o->no_decay[r][1];
+            if (hi <= o->base || lo >= end)
+                continue;
+            lo = lo > o->base ? lo - o->base : 0;
+            hi = hi < end ? hi - o->base : n;
+            step_piece(o, params, grads, at, lo, lr, true);
+            step_piece(o, params, grads, lo, hi, lr, false);
+            at = hi;
+        }
+        step_piece(o, params, grads, at, n, lr, true);
+        o->steps += !adam;
+        return 0;
+    }
     switch (o->cfg.type) {
     case DT_OPTIM_SGD:
         sgd_step(o, params, grads, n, lr);
@@ -360,6 +442,7 @@ int dt_optim_step_range(struct dt_optim *o, float *params, const float *grads, s
      * full step's for those elements. */
     struct dt_optim view = *o;
     view.n = hi - lo;
+    view.base = o->base + lo;
     for (int i = 0; i < o->nstates; i++)
         view.state[i] = o->state[i] + lo;
     int rc = dt_optim_step(&view, params + lo, grads + lo, hi - lo, lr);
@@ -399,4 +482,21 @@ int dt_optim_states(struct dt_optim *o, struct dt_optim_state states[DT_OPTIM_MA
         states[i].data = o->state[i];
     }
     return o->nstates;
+}
+
+double dt_clip_grad_norm(float *grads, size_t n, double max_norm)
+{
+    double sumsq = 0;
+#pragma omp parallel for reduction(+ : sumsq) if (n >= PARALLEL_MIN)
+    for (size_t i = 0; i < n; i++)
+        sumsq += (double)grads[i] * grads[i];
+    double norm = sqrt(sumsq);
+    /* torch computes the coefficient as a float tensor and multiplies by it (clamped to 1). */
+    float coef = (float)(max_norm / (norm + 1e-6));
+    if (max_norm > 0 && coef < 1.0f) {
+#pragma omp parallel for simd if (n >= PARALLEL_MIN)
+        for (size_t i = 0; i < n; i++)
+            grads[i] *= coef;
+    }
+    return norm;
 }

@@ -58,6 +58,11 @@ int dt_optim_create_in(struct dt_optim **out, const struct dt_optim_config *cfg,
                        float *storage);
 void dt_optim_free(struct dt_optim *o);
 
+/* Excludes arena elements [lo, hi) from weight decay (torch: a second parameter group with
+ * weight_decay 0, as recipes do for biases and batchnorm weights). Ranges are given in
+ * increasing order, without overlap; DT_EUSAGE otherwise. Adjacent ranges merge. */
+int dt_optim_skip_decay(struct dt_optim *o, size_t lo, size_t hi);
+
 /* One update of params (n floats) from grads at learning rate lr (the schedule's value for this
  * step). n must be the size given at creation: DT_ERUNTIME otherwise, with nothing changed. */
 int dt_optim_step(struct dt_optim *o, float *params, const float *grads, size_t n, double lr);
@@ -67,6 +72,12 @@ int dt_optim_step(struct dt_optim *o, float *params, const float *grads, size_t 
  * Counts as one step. Identical, element for element, to the full step. */
 int dt_optim_step_range(struct dt_optim *o, float *params, const float *grads, size_t lo, size_t hi,
                         double lr);
+
+/* torch.nn.utils.clip_grad_norm_: the L2 norm of all n gradients (accumulated in double, so it
+ * does not depend on the thread count beyond rounding of the last bits) and, when it exceeds
+ * max_norm, every gradient scaled by max_norm / (norm + 1e-6). max_norm <= 0 only measures.
+ * Returns the norm before clipping. */
+double dt_clip_grad_norm(float *grads, size_t n, double max_norm);
 
 /* Floats of state (every state array) for this optimizer. */
 size_t dt_optim_state_floats(const struct dt_optim *o);

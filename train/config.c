@@ -95,6 +95,9 @@ static const struct key keys[] = {
     {"loss.type", T_STRING, 0, "\"cross_entropy\"", 0, 0, "nll|cross_entropy", FIELD(loss.type), 0,
      "nll expects log-probabilities (end the model with log_softmax); cross_entropy takes "
      "raw scores"},
+    {"loss.label_smoothing", T_FLOAT, 0, "0.0", 0, 1, NULL, FIELD(loss.label_smoothing), 0,
+     "cross_entropy only: target (1 - eps) on the label + eps / classes on every class, as "
+     "torch.nn.CrossEntropyLoss(label_smoothing=eps)"},
 
     {"optimizer.type", T_STRING, 0, "\"sgd\"", 0, 0, "sgd|adam|adamw|adadelta",
      FIELD(optimizer.type), 0, "update rule, as in torch.optim"},
@@ -110,6 +113,15 @@ static const struct key keys[] = {
      "default (adamw 0.01, the others 0)"},
     {"optimizer.nesterov", T_BOOL, 0, "false", 0, 0, NULL, FIELD(optimizer.nesterov), 0,
      "sgd: Nesterov momentum"},
+    {"optimizer.weight_decay_skip", T_STRING, 0, "\"none\"", 0, 0, "none|bias_and_norm",
+     FIELD(optimizer.weight_decay_skip), 0,
+     "none = decay every parameter (torch's single group); bias_and_norm = no decay for "
+     "one-dimensional parameters (biases, batchnorm weight and bias), as a second torch "
+     "parameter group with weight_decay 0"},
+    {"optimizer.clip_grad_norm", T_FLOAT, 0, "0.0", 0, 1e6, NULL, FIELD(optimizer.clip_grad_norm),
+     0,
+     "clip the global L2 norm of all gradients (after the all-reduce) to this value, as "
+     "torch.nn.utils.clip_grad_norm_; 0 = off"},
     {"optimizer.amsgrad", T_BOOL, 0, "false", 0, 0, NULL, FIELD(optimizer.amsgrad), 0,
      "adam/adamw: AMSGrad variant"},
     {"optimizer.beta1", T_FLOAT, MAX_OPEN, "0.9", 0, 1, NULL, FIELD(optimizer.beta1), 0,
@@ -121,10 +133,11 @@ static const struct key keys[] = {
      "adadelta)"},
     {"optimizer.rho", T_FLOAT, 0, "0.9", 0, 1, NULL, FIELD(optimizer.rho), 0,
      "adadelta: running-average decay"},
-    {"optimizer.schedule.type", T_STRING, 0, "\"constant\"", 0, 0, "constant|step|cosine",
+    {"optimizer.schedule.type", T_STRING, 0, "\"constant\"", 0, 0, "constant|step|cosine|one_cycle",
      FIELD(optimizer.schedule.type), 0,
      "learning-rate schedule over epochs: constant, step (x gamma every step_size epochs) "
-     "or cosine (to min_lr at the last step)"},
+     "or cosine (to min_lr at the last step), each per step; one_cycle = torch OneCycleLR "
+     "(cos, no momentum cycling) with optimizer.lr as max_lr"},
     {"optimizer.schedule.step_size", T_INT, 0, "1", 1, 1000000, NULL,
      FIELD(optimizer.schedule.step_size), 0, "step: epochs between decays"},
     {"optimizer.schedule.gamma", T_FLOAT, MIN_OPEN, "0.1", 0, 1, NULL,
@@ -133,7 +146,18 @@ static const struct key keys[] = {
      0, "cosine: final learning rate"},
     {"optimizer.schedule.warmup_steps", T_INT, 0, "0", 0, 1000000000, NULL,
      FIELD(optimizer.schedule.warmup_steps), 0,
-     "linear warmup from 0 over this many steps, in front of any schedule"},
+     "linear warmup from 0 over this many steps, in front of any schedule but one_cycle"},
+    {"optimizer.schedule.warmup_epochs", T_INT, 0, "0", 0, 1000000, NULL,
+     FIELD(optimizer.schedule.warmup_epochs), 0,
+     "the same warmup given in epochs (x steps per epoch); not with warmup_steps"},
+    {"optimizer.schedule.pct_start", T_FLOAT, MIN_OPEN | MAX_OPEN, "0.3", 0, 1, NULL,
+     FIELD(optimizer.schedule.pct_start), 0,
+     "one_cycle: fraction of the steps spent rising to optimizer.lr"},
+    {"optimizer.schedule.div_factor", T_FLOAT, MIN_OPEN, "25.0", 0, 1e9, NULL,
+     FIELD(optimizer.schedule.div_factor), 0, "one_cycle: the first rate is lr / div_factor"},
+    {"optimizer.schedule.final_div_factor", T_FLOAT, MIN_OPEN, "10000.0", 0, 1e12, NULL,
+     FIELD(optimizer.schedule.final_div_factor), 0,
+     "one_cycle: the last rate is lr / (div_factor x final_div_factor)"},
 
     {"train.epochs", T_INT, REQUIRED, NULL, 1, 100000, NULL, FIELD(train.epochs), 0,
      "passes over the training set"},
@@ -156,6 +180,10 @@ static const struct key keys[] = {
     {"dist.threads", T_INT, 0, "0", 0, 1024, NULL, FIELD(dist.threads), 0,
      "compute threads per instance; 0 = the available cores divided among the instances; "
      "--threads overrides"},
+    {"dist.batchnorm", T_STRING, 0, "\"sync\"", 0, 0, "sync|per_instance", FIELD(dist.batchnorm), 0,
+     "batchnorm2d training statistics: sync = over the global batch of all instances "
+     "(torch SyncBatchNorm; the instance count does not change the maths), per_instance = "
+     "each instance's own batch (DDP without SyncBatchNorm)"},
     {"dist.backend", T_STRING, 0, "\"auto\"", 0, 0, "auto|shm|tcp|hier|mpi", FIELD(dist.backend), 0,
      "gradient all-reduce: shared memory on one host, tcp across hosts, hier = both, mpi "
      "(when built with MPI=1); auto picks"},
@@ -950,6 +978,25 @@ static int check_cross_keys(struct load *ld)
         key_where(ld, "optimizer.schedule.min_lr", where, sizeof where);
         return dt_fail(DT_EUSAGE, "%s: %g is above optimizer.lr %g", where,
                        cfg->optimizer.schedule.min_lr, cfg->optimizer.lr);
+    }
+    if (cfg->loss.label_smoothing != 0 && strcmp(cfg->loss.type, "cross_entropy")) {
+        key_where(ld, "loss.label_smoothing", where, sizeof where);
+        return dt_fail(DT_EUSAGE, "%s: %g needs loss.type \"cross_entropy\" (found \"%s\")", where,
+                       cfg->loss.label_smoothing, cfg->loss.type);
+    }
+    if (cfg->optimizer.schedule.warmup_epochs > 0 && cfg->optimizer.schedule.warmup_steps > 0) {
+        key_where(ld, "optimizer.schedule.warmup_epochs", where, sizeof where);
+        return dt_fail(DT_EUSAGE, "%s: give warmup_epochs or warmup_steps, not both", where);
+    }
+    if (!strcmp(cfg->optimizer.schedule.type, "one_cycle") &&
+        (cfg->optimizer.schedule.warmup_epochs > 0 || cfg->optimizer.schedule.warmup_steps > 0)) {
+        key_where(ld,
+                  cfg->optimizer.schedule.warmup_steps > 0 ? "optimizer.schedule.warmup_steps"
+                                                           : "optimizer.schedule.warmup_epochs",
+                  where, sizeof where);
+        return dt_fail(DT_EUSAGE,
+                       "%s: one_cycle has its own warmup (pct_start); remove the linear warmup",
+                       where);
     }
     const char *cpus = cfg->dist.cpu_list;
     if (strspn(cpus, "0123456789,-") != strlen(cpus)) {

@@ -41,7 +41,8 @@ struct dt_config {
     } model;
 
     struct {
-        char type[32]; /* nll | cross_entropy */
+        char type[32];         /* nll | cross_entropy */
+        float label_smoothing; /* cross_entropy: eps in [0, 1] */
     } loss;
 
     struct {
@@ -49,12 +50,16 @@ struct dt_config {
         float lr, momentum, dampening, weight_decay;
         bool nesterov, amsgrad;
         float beta1, beta2, eps, rho;
+        char weight_decay_skip[16]; /* none | bias_and_norm */
+        float clip_grad_norm;       /* global L2 norm limit; 0 = off */
         struct {
-            char type[32];    /* constant | step | cosine */
-            int step_size;    /* step: epochs between decays */
-            float gamma;      /* step: decay factor */
-            float min_lr;     /* cosine: floor */
-            int warmup_steps; /* linear warmup from 0 in front of any schedule */
+            char type[32];     /* constant | step | cosine | one_cycle */
+            int step_size;     /* step: epochs between decays */
+            float gamma;       /* step: decay factor */
+            float min_lr;      /* cosine: floor */
+            int warmup_steps;  /* linear warmup from 0 in front of any schedule */
+            int warmup_epochs; /* the same in epochs */
+            float pct_start, div_factor, final_div_factor; /* one_cycle */
         } schedule;
     } optimizer;
 
@@ -72,6 +77,7 @@ struct dt_config {
         int instances;
         int threads;
         char backend[16];   /* auto | shm | tcp | hier | mpi */
+        char batchnorm[16]; /* sync | per_instance */
         char pin[16];       /* cores | sockets | none */
         char cpu_list[256]; /* explicit list like "0-7,16-23" (overrides pin) */
         double timeout;     /* seconds a collective may wait for a peer */

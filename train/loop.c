@@ -123,6 +123,12 @@ static int verify_identical_weights(struct dt_comm *comm, const struct dt_model 
     return 0;
 }
 
+static int comm_sum(void *comm, float *data, size_t n)
+{
+    struct dt_comm *c = comm;
+    return c->allreduce_sum(c, data, n);
+}
+
 static int rank_setup(struct rank_state *st, const struct run *run)
 {
     const struct dt_config *cfg = run->cfg;
@@ -163,11 +169,16 @@ static int rank_setup(struct rank_state *st, const struct run *run)
     if ((rc = dt_run_build_model(cfg, in, model_batch, train->classes, &st->model)))
         return rc;
     st->model->profile = cfg->log.profile;
+    if (comm->size > 1 && !strcmp(cfg->dist.batchnorm, "sync")) {
+        st->model->allreduce.sum = comm_sum;
+        st->model->allreduce.ctx = comm;
+    }
 
     /* Shared weights: the optimizer state lives in the shared copy from the start (zeroed by
      * mmap), right after the parameters; never allocated per rank. */
     float *state = run->shared ? run->shared + st->model->nparams : NULL;
-    if ((rc = dt_run_make_optimizer(&st->optim, cfg, st->model->nparams, state)))
+    if ((rc = dt_run_make_optimizer(&st->optim, cfg, st->model->nparams, state)) ||
+        (rc = dt_run_skip_decay(cfg, st->model, st->optim)))
         return rc;
     if (run->shared && st->model->nparams + dt_optim_state_floats(st->optim) > run->shared_floats)
         return dt_fail(DT_ERUNTIME, "shared weights: %zu floats needed, %zu mapped",
@@ -239,6 +250,9 @@ static int train_step(struct rank_state *st, const struct run *run, uint64_t epo
     memcpy(st->job, tail, sizeof st->job);
     for (int i = 0; i < 3; i++)
         st->stats[i] += tail[T_LOSS + i];
+    /* Every rank holds the same summed gradients, so every rank clips them identically. */
+    if (run->cfg->optimizer.clip_grad_norm > 0)
+        dt_clip_grad_norm(st->model->grads, n, run->cfg->optimizer.clip_grad_norm);
     if (!run->shared)
         return dt_optim_step(st->optim, st->model->params, st->model->grads, st->model->nparams,
                              lr);

@@ -47,6 +47,7 @@ int dt_run_build_model(const struct dt_config *cfg, struct dt_shape in, int max_
                             (uint64_t)cfg->train.seed);
     if (rc)
         return dt_fail_context(rc, "%s: model", cfg->path);
+    (*out)->label_smoothing = cfg->loss.label_smoothing;
     if (classes > 0 && (*out)->classes < classes)
         return dt_fail(DT_EUSAGE,
                        "%s: model: the last layer has %d outputs but the dataset has %d classes",
@@ -76,6 +77,22 @@ int dt_run_make_optimizer(struct dt_optim **out, const struct dt_config *cfg, si
     return dt_optim_create_in(out, &oc, nparams, storage);
 }
 
+int dt_run_skip_decay(const struct dt_config *cfg, const struct dt_model *m, struct dt_optim *o)
+{
+    if (strcmp(cfg->optimizer.weight_decay_skip, "bias_and_norm"))
+        return 0;
+    /* Tensors come in arena order; one-dimensional ones are biases and norm scales/shifts. */
+    for (int t = 0; t < m->ntensors; t++) {
+        const struct dt_tensor_info *ti = &m->tensors[t];
+        if (ti->ndim > 1)
+            continue;
+        int rc = dt_optim_skip_decay(o, ti->offset, ti->offset + ti->count);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
 static int schedule_from_config(const struct dt_config *cfg, struct dt_schedule *s)
 {
     memset(s, 0, sizeof *s);
@@ -87,6 +104,9 @@ static int schedule_from_config(const struct dt_config *cfg, struct dt_schedule 
     s->gamma = cfg->optimizer.schedule.gamma;
     s->min_lr = cfg->optimizer.schedule.min_lr;
     s->warmup_steps = cfg->optimizer.schedule.warmup_steps;
+    s->pct_start = cfg->optimizer.schedule.pct_start;
+    s->div_factor = cfg->optimizer.schedule.div_factor;
+    s->final_div_factor = cfg->optimizer.schedule.final_div_factor;
     return dt_schedule_validate(s);
 }
 
@@ -97,6 +117,7 @@ float dt_run_lr(const struct dt_config *cfg, long long step, long long steps_per
     /* The config loader validated the schedule; a failure here cannot happen. */
     if (schedule_from_config(cfg, &s))
         return cfg->optimizer.lr;
+    s.warmup_steps += (long)cfg->optimizer.schedule.warmup_epochs * (long)steps_per_epoch;
     long epoch = steps_per_epoch > 0 ? (long)(step / steps_per_epoch) : 0;
     return (float)dt_schedule_lr(&s, (long)step, epoch, (long)total_steps);
 }

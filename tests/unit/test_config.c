@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 
 #include "nn/layer_spec.h"
 #include "train/config.h"
+#include "train/setup.h"
 #include "util/err.h"
 
 static const char convnet[] =
@@ -278,6 +280,81 @@ static void test_file_errors_name_file_line_and_key(void **state)
                       "t.cfg:5: data.format: \"cifar10\" does not match data.dataset");
 }
 
+/* The recipe keys of issue 17: values land in the config, bad ones name file, line and key. */
+static void test_recipe_keys(void **state)
+{
+    (void)state;
+    const char *sets[] = {"loss.type=\"cross_entropy\"",
+                          "loss.label_smoothing=0.1",
+                          "optimizer.type=\"sgd\"",
+                          "optimizer.weight_decay_skip=\"bias_and_norm\"",
+                          "optimizer.clip_grad_norm=2.5",
+                          "optimizer.schedule.type=\"one_cycle\"",
+                          "optimizer.schedule.pct_start=0.25",
+                          "optimizer.schedule.div_factor=10.0",
+                          "optimizer.schedule.final_div_factor=100.0"};
+    struct dt_config cfg;
+    assert_int_equal(load(&cfg, convnet, sets, 9), 0);
+    assert_true(cfg.loss.label_smoothing == 0.1f);
+    assert_string_equal(cfg.optimizer.weight_decay_skip, "bias_and_norm");
+    assert_true(cfg.optimizer.clip_grad_norm == 2.5f);
+    assert_string_equal(cfg.optimizer.schedule.type, "one_cycle");
+    assert_true(cfg.optimizer.schedule.pct_start == 0.25f);
+    assert_true(cfg.optimizer.schedule.div_factor == 10.0f);
+    assert_true(cfg.optimizer.schedule.final_div_factor == 100.0f);
+    dt_config_free(&cfg);
+    /* defaults: everything off, torch's OneCycleLR defaults */
+    assert_int_equal(load(&cfg, convnet, NULL, 0), 0);
+    assert_true(cfg.loss.label_smoothing == 0.0f && cfg.optimizer.clip_grad_norm == 0.0f);
+    assert_string_equal(cfg.optimizer.weight_decay_skip, "none");
+    assert_true(cfg.optimizer.schedule.pct_start == 0.3f);
+    assert_true(cfg.optimizer.schedule.div_factor == 25.0f);
+    assert_true(cfg.optimizer.schedule.final_div_factor == 1e4f);
+    dt_config_free(&cfg);
+    /* one_cycle through the run's rate: starts at lr / div_factor, ends at lr / 1000 */
+    assert_int_equal(load(&cfg, convnet, sets, 9), 0);
+    assert_true(fabs(dt_run_lr(&cfg, 0, 10, 100) - cfg.optimizer.lr / 10) < 1e-7);
+    assert_true(fabs(dt_run_lr(&cfg, 99, 10, 100) - cfg.optimizer.lr / 1000) < 1e-9);
+    dt_config_free(&cfg);
+    /* warmup_epochs = the same warmup in steps, at the run's steps per epoch */
+    const char *epochs[] = {"optimizer.schedule.type=\"cosine\"",
+                            "optimizer.schedule.warmup_epochs=2"};
+    const char *steps[] = {"optimizer.schedule.type=\"cosine\"",
+                           "optimizer.schedule.warmup_steps=10"};
+    struct dt_config by_steps;
+    assert_int_equal(load(&cfg, convnet, epochs, 2), 0);
+    assert_int_equal(load(&by_steps, convnet, steps, 2), 0);
+    for (long long k = 0; k < 40; k++)
+        assert_true(dt_run_lr(&cfg, k, 5, 40) == dt_run_lr(&by_steps, k, 5, 40));
+    assert_true(dt_run_lr(&cfg, 0, 5, 40) == cfg.optimizer.lr / 10);
+    dt_config_free(&cfg);
+    dt_config_free(&by_steps);
+
+    expect_edit_error("type = \"nll\";", "type = \"cross_entropy\"; label_smoothing = 1.5;",
+                      "t.cfg:18: loss.label_smoothing: must be between 0 and 1, got 1.5");
+    expect_edit_error("type = \"nll\";", "type = \"nll\"; label_smoothing = 0.1;",
+                      "t.cfg:18: loss.label_smoothing: 0.1 needs loss.type \"cross_entropy\" "
+                      "(found \"nll\")");
+    expect_edit_error("rho = 0.9;", "weight_decay_skip = \"biases\";",
+                      "t.cfg:19: optimizer.weight_decay_skip: must be one of none, bias_and_norm, "
+                      "got \"biases\"");
+    expect_edit_error("rho = 0.9;", "clip_grad_norm = -1.0;",
+                      "t.cfg:19: optimizer.clip_grad_norm: must be between 0 and 1000000, got -1");
+    expect_edit_error("rho = 0.9;", "schedule = { type = \"onecycle\"; };",
+                      "t.cfg:19: optimizer.schedule.type: must be one of constant, step, cosine, "
+                      "one_cycle, got \"onecycle\"");
+    expect_edit_error("rho = 0.9;", "schedule = { type = \"one_cycle\"; pct_start = 1.0; };",
+                      "t.cfg:19: optimizer.schedule.pct_start: must be");
+    expect_edit_error("rho = 0.9;", "schedule = { type = \"one_cycle\"; div_factor = 0.0; };",
+                      "t.cfg:19: optimizer.schedule.div_factor: must be in (0, 1e+09], got 0");
+    expect_edit_error("rho = 0.9;", "schedule = { type = \"one_cycle\"; warmup_steps = 10; };",
+                      "t.cfg:19: optimizer.schedule.warmup_steps: one_cycle has its own warmup");
+    expect_edit_error("rho = 0.9;",
+                      "schedule = { type = \"cosine\"; warmup_steps = 10; warmup_epochs = 1; };",
+                      "t.cfg:19: optimizer.schedule.warmup_epochs: give warmup_epochs or "
+                      "warmup_steps, not both");
+}
+
 static void test_layer_errors(void **state)
 {
     (void)state;
@@ -498,6 +575,7 @@ int main(void)
         cmocka_unit_test(test_shipped_configs_load),
         cmocka_unit_test(test_missing_file_is_a_data_error),
         cmocka_unit_test(test_file_errors_name_file_line_and_key),
+        cmocka_unit_test(test_recipe_keys),
         cmocka_unit_test(test_layer_errors),
         cmocka_unit_test(test_overrides_apply_in_order),
         cmocka_unit_test(test_override_errors),

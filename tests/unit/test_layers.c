@@ -143,18 +143,18 @@ static void test_losses_are_stable(void **state)
     float logits[4] = {1000, 0, 0, 1000};
     uint8_t labels[2] = {0, 0};
     int correct;
-    double sum = dt_loss_sum(DT_LOSS_CROSS_ENTROPY, logits, 2, labels, 2, &correct);
+    double sum = dt_loss_sum(DT_LOSS_CROSS_ENTROPY, 0.0f, logits, 2, labels, 2, &correct);
     assert_float_equal(sum, 1000.0, 1e-6);
     assert_int_equal(correct, 1);
     float d[4];
-    assert_int_equal(dt_loss_grad(DT_LOSS_CROSS_ENTROPY, logits, 2, labels, 2, 0.5f, d), 0);
+    assert_int_equal(dt_loss_grad(DT_LOSS_CROSS_ENTROPY, 0.0f, logits, 2, labels, 2, 0.5f, d), 0);
     float want[4] = {0, 0, -0.5f, 0.5f};
     expect_floats(d, want, 4);
     float logp[4] = {-0.1f, -2.3f, -1.2f, -0.4f};
-    sum = dt_loss_sum(DT_LOSS_NLL, logp, 2, labels, 2, &correct);
+    sum = dt_loss_sum(DT_LOSS_NLL, 0.0f, logp, 2, labels, 2, &correct);
     assert_float_equal(sum, 1.3, 1e-6);
     assert_int_equal(correct, 1);
-    assert_int_equal(dt_loss_grad(DT_LOSS_NLL, logp, 2, labels, 2, 1.0f, d), 0);
+    assert_int_equal(dt_loss_grad(DT_LOSS_NLL, 0.0f, logp, 2, labels, 2, 1.0f, d), 0);
     float want_nll[4] = {-1, 0, -1, 0};
     expect_floats(d, want_nll, 4);
 }

@@ -310,10 +310,34 @@ static void test_step_in_slices_over_external_state(void **state)
     }
 }
 
+static void test_skip_decay_ranges(void **state)
+{
+    (void)state;
+    struct dt_optim_config c = config(DT_OPTIM_ADAMW);
+    c.weight_decay = 0.1;
+    struct dt_optim *o = make(&c, 8);
+    assert_int_equal(dt_optim_skip_decay(o, 2, 4), 0);
+    assert_int_equal(dt_optim_skip_decay(o, 4, 5), 0); /* adjacent: merged */
+    assert_int_equal(dt_optim_skip_decay(o, 3, 6), -DT_EUSAGE);
+    assert_non_null(strstr(dt_last_error(), "overlaps"));
+    assert_int_equal(dt_optim_skip_decay(o, 7, 9), -DT_EUSAGE);
+    assert_non_null(strstr(dt_last_error(), "outside"));
+    float p[8], g[8] = {0};
+    for (int i = 0; i < 8; i++)
+        p[i] = 1.0f;
+    /* zero gradient: AdamW moves only the decayed elements (p * (1 - lr wd)) */
+    assert_int_equal(dt_optim_step(o, p, g, 8, 0.5), 0);
+    for (int i = 0; i < 8; i++)
+        assert_true(i >= 2 && i < 5 ? p[i] == 1.0f : p[i] == (float)(1.0 - 0.05));
+    assert_int_equal((int)dt_optim_steps(o), 1);
+    dt_optim_free(o);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sgd_plain_and_weight_decay),
+        cmocka_unit_test(test_skip_decay_ranges),
         cmocka_unit_test(test_sgd_momentum_dampening_nesterov),
         cmocka_unit_test(test_adam_constant_gradient),
         cmocka_unit_test(test_adam_weight_decay_is_l2),

@@ -284,9 +284,9 @@ static void loss_case(const char *tcase, enum dt_loss_kind kind)
     for (int b = 0; b < B; b++)
         labels[b] = (uint8_t)fl[b];
     int correct;
-    float sum = (float)dt_loss_sum(kind, x, C, labels, B, &correct);
+    float sum = (float)dt_loss_sum(kind, 0.0f, x, C, labels, B, &correct);
     expect_close(tcase, "loss_sum", &sum, loss, 1, 1e-5);
-    assert_int_equal(dt_loss_grad(kind, x, C, labels, B, 1.0f / B, dx), 0);
+    assert_int_equal(dt_loss_grad(kind, 0.0f, x, C, labels, B, 1.0f / B, dx), 0);
     expect_close_to_file(tcase, "dx", dx, B * C);
     free(x);
     free(fl);

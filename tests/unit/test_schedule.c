@@ -113,6 +113,43 @@ static void test_validation(void **state)
     assert_int_equal(dt_schedule_validate(&s), -DT_EUSAGE);
 }
 
+static void test_one_cycle_validation_and_shape(void **state)
+{
+    (void)state;
+    enum dt_schedule_type t;
+    assert_int_equal(dt_schedule_type_parse("one_cycle", &t), 0);
+    assert_int_equal(t, DT_SCHEDULE_ONE_CYCLE);
+    assert_string_equal(dt_schedule_type_name(t), "one_cycle");
+    struct dt_schedule s = {.type = DT_SCHEDULE_ONE_CYCLE,
+                            .lr = 0.1,
+                            .pct_start = 0.3,
+                            .div_factor = 25,
+                            .final_div_factor = 1e4};
+    assert_int_equal(dt_schedule_validate(&s), 0);
+    /* starts at lr / 25, peaks at lr at step 0.3 T - 1, ends at lr / 25e4 */
+    assert_true(fabs(dt_schedule_lr(&s, 0, 0, 100) - s.lr / 25) < 1e-15);
+    assert_true(fabs(dt_schedule_lr(&s, 29, 0, 100) - s.lr) < 1e-15);
+    assert_true(fabs(dt_schedule_lr(&s, 99, 0, 100) - s.lr / 25e4) < 1e-15);
+    assert_true(dt_schedule_lr(&s, 150, 1, 100) == dt_schedule_lr(&s, 99, 0, 100));
+    const char *fields[] = {"pct_start", "pct_start", "div_factor", "final_div_factor",
+                            "warmup_steps"};
+    for (int i = 0; i < 5; i++) {
+        struct dt_schedule b = s;
+        if (i == 0)
+            b.pct_start = 0;
+        else if (i == 1)
+            b.pct_start = 1;
+        else if (i == 2)
+            b.div_factor = NAN;
+        else if (i == 3)
+            b.final_div_factor = 0;
+        else
+            b.warmup_steps = 5;
+        assert_int_equal(dt_schedule_validate(&b), -DT_EUSAGE);
+        assert_non_null(strstr(dt_last_error(), fields[i]));
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -122,6 +159,7 @@ int main(void)
         cmocka_unit_test(test_warmup_in_front),
         cmocka_unit_test(test_pure_function_of_step),
         cmocka_unit_test(test_validation),
+        cmocka_unit_test(test_one_cycle_validation_and_shape),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
