@@ -6,13 +6,28 @@
 
 PREFIX  ?= /usr/local
 CC      ?= cc
-PKGS    := openblas libconfig zlib libcurl libcrypto
+PKGS    := libconfig zlib libcurl libcrypto
 VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
+
+# BLAS: Debian's OpenMP build of OpenBLAS, named explicitly with an rpath to its directory, so
+# the binary runs it (one thread pool shared with our loops) even when update-alternatives
+# points libopenblas.so.0 at the pthread build, as installing the latter does. Without the
+# OpenMP build, whatever `pkg-config openblas` gives; nn/blas.c then keeps BLAS to one thread
+# and splits GEMMs over dtrain's own.
+MULTIARCH  := $(shell $(CC) -print-multiarch 2>/dev/null)
+BLAS_OMP   := /usr/lib/$(MULTIARCH)/openblas-openmp
+ifneq ($(wildcard $(BLAS_OMP)/libopenblas.so),)
+BLAS_CFLAGS := -I/usr/include/$(MULTIARCH)/openblas-openmp
+BLAS_LIBS   := -L$(BLAS_OMP) -Wl,-rpath,$(BLAS_OMP) -lopenblas
+else
+BLAS_CFLAGS := $(shell pkg-config --cflags openblas)
+BLAS_LIBS   := $(shell pkg-config --libs openblas)
+endif
 
 OPT      ?= -O3 -march=native
 CFLAGS   += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -g $(OPT) -fopenmp \
-            -I. -DDTRAIN_VERSION='"$(VERSION)"' $(shell pkg-config --cflags $(PKGS))
-LDLIBS   += $(shell pkg-config --libs $(PKGS)) -lm -lpthread -lrt
+            -I. -DDTRAIN_VERSION='"$(VERSION)"' $(BLAS_CFLAGS) $(shell pkg-config --cflags $(PKGS))
+LDLIBS   += $(BLAS_LIBS) $(shell pkg-config --libs $(PKGS)) -lm -lpthread -lrt
 LDFLAGS  += -fopenmp
 
 # Optional MPI communicator (`make MPI=1`): builds with Open MPI's compiler wrapper.

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cmd/cmd.h"
+#include "nn/blas.h"
 #include "util/err.h"
 #include "util/json.h"
 #include "util/log.h"
@@ -66,6 +67,8 @@ static void emit_error_event(int code, const char *message)
 
 int main(int argc, char **argv)
 {
+    /* First: may re-execute dtrain with OpenBLAS kernels that fit this CPU (nn/blas.h). */
+    dt_blas_select_kernels(argv);
     if (argc < 2)
         return usage_error("%s", "no command given");
     const char *arg = argv[1];

@@ -115,6 +115,11 @@ void dt_blas_set_threads(int threads)
     split_threads = openmp ? 1 : threads;
 }
 
+void dt_blas_set_split_threads(int threads)
+{
+    split_threads = threads > 0 ? threads : 1;
+}
+
 static void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float *a, int lda,
                  const float *b, int ldb, float beta, float *c, int ldc)
 {

@@ -51,5 +51,7 @@ void dt_sgemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, cons
 
 /* Called by dt_nn_set_threads: the threads dt_sgemm may use. */
 void dt_blas_set_threads(int threads);
+/* Tests and benchmarks: split GEMMs over `threads` whatever the build (1 = never split). */
+void dt_blas_set_split_threads(int threads);
 
 #endif

@@ -4,6 +4,7 @@
 
 #include "dist/launcher.h"
 #include "dist/topology.h"
+#include "nn/blas.h"
 #include "nn/model.h"
 #include "util/err.h"
 #include "util/log.h"
@@ -51,6 +52,10 @@ static int plan_pinning(struct job *j)
                         threads == 1 ? "" : "s", p->host_ranks * threads, t.ncpus);
         if (j->o->verbose && first_on_host) {
             char desc[160];
+            struct dt_blas_info blas;
+            dt_blas_info_read(&blas);
+            dt_log_info("BLAS: %s threading, %s kernels (%s)",
+                        dt_blas_threading_name(blas.threading), blas.core, blas.choice);
             dt_topology_describe(&t, desc, sizeof desc);
             dt_log_info("topology: %s; pinning: %s", desc,
                         pin_mode(j->cfg) == DT_PIN_LIST ? j->cfg->dist.cpu_list : j->cfg->dist.pin);

@@ -12,13 +12,9 @@
 #include <string.h>
 
 #include "dist/topology.h"
+#include "nn/blas.h"
 #include "util/err.h"
 #include "util/json.h"
-
-/* OpenBLAS's own introspection (cblas.h declares them; declared here to keep the include
- * list to what the build already has). */
-char *openblas_get_config(void);
-int openblas_get_parallel(void);
 
 static void read_cpu_model(char *buf, size_t cap)
 {
@@ -71,11 +67,11 @@ void dt_bench_machine_read(struct dt_bench_machine *m)
         m->sockets = 1;
     if (m->smt < 1)
         m->smt = 1;
-    const char *cfg = openblas_get_config();
-    snprintf(m->blas, sizeof m->blas, "%s", cfg ? cfg : "OpenBLAS (unknown build)");
-    static const char *const modes[] = {"sequential", "pthreads", "openmp"};
-    int p = openblas_get_parallel();
-    snprintf(m->threading, sizeof m->threading, "%s", p >= 0 && p <= 2 ? modes[p] : "unknown");
+    struct dt_blas_info blas;
+    dt_blas_info_read(&blas);
+    snprintf(m->blas, sizeof m->blas, "%s", blas.config ? blas.config : "OpenBLAS (unknown build)");
+    snprintf(m->threading, sizeof m->threading, "%s", dt_blas_threading_name(blas.threading));
+    snprintf(m->kernels, sizeof m->kernels, "%s", blas.choice);
 }
 
 void dt_bench_machine_print(const struct dt_bench_machine *m, FILE *out, bool json,
@@ -93,6 +89,7 @@ void dt_bench_machine_print(const struct dt_bench_machine *m, FILE *out, bool js
         dt_jw_int(&w, "smt", m->smt);
         dt_jw_str(&w, "blas", m->blas);
         dt_jw_str(&w, "blas_threading", m->threading);
+        dt_jw_str(&w, "blas_kernels", m->kernels);
         dt_jw_end(&w, out);
         return;
     }
@@ -101,4 +98,5 @@ void dt_bench_machine_print(const struct dt_bench_machine *m, FILE *out, bool js
             m->sockets, m->sockets == 1 ? "" : "s", m->cores, m->cores == 1 ? "" : "s",
             m->smt > 1 ? "on" : "off", m->cpus, m->cpus == 1 ? "" : "s");
     fprintf(out, "# BLAS: %s; threading %s\n", m->blas, m->threading);
+    fprintf(out, "# BLAS kernels: %s\n", m->kernels);
 }
