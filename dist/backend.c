@@ -1,6 +1,11 @@
 #include "dist/backend.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,6 +137,72 @@ static int load_token(struct dt_backend_job *j)
     return rc ? rc : dt_auth_token_set(&j->token, hex, strlen(hex), "generated token");
 }
 
+static void rendezvous_path(const struct dt_backend_job *j, char *path, size_t size)
+{
+    const char *dir = getenv("TMPDIR");
+    char key[128];
+    /* The key is the launcher's: keep it to characters a file name takes. */
+    size_t n = 0;
+    for (const char *k = j->local_key; *k && n + 1 < sizeof key; k++)
+        key[n++] = isalnum((unsigned char)*k) || *k == '-' || *k == '.' ? *k : '_';
+    key[n] = '\0';
+    snprintf(path, size, "%s/dtrain-rdv-%d-%s", dir && *dir ? dir : "/tmp", (int)getuid(), key);
+}
+
+/* Rank 0: a free loopback port and a fresh token, published atomically in a 0600 file. */
+static int publish_rendezvous(struct dt_backend_job *j)
+{
+    char hex[2 * 32 + 1], tmp[300];
+    int rc = bind_loopback_master(j);
+    if (rc == 0)
+        rc = dt_auth_token_generate(hex);
+    if (rc == 0)
+        rc = dt_auth_token_set(&j->token, hex, strlen(hex), "generated token");
+    if (rc)
+        return rc;
+    rendezvous_path(j, j->rendezvous_file, sizeof j->rendezvous_file);
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", j->rendezvous_file, (int)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    char line[128];
+    int len = snprintf(line, sizeof line, "%d %d %s\n", (int)getpid(), j->master_port, hex);
+    bool ok = fd >= 0 && write(fd, line, (size_t)len) == len;
+    if (fd >= 0)
+        close(fd);
+    if (!ok || rename(tmp, j->rendezvous_file) != 0) {
+        unlink(tmp);
+        j->rendezvous_file[0] = '\0';
+        return dt_fail(DT_ERUNTIME, "rendezvous: cannot write %s: %s", tmp, strerror(errno));
+    }
+    return 0;
+}
+
+/* The other ranks: wait for rank 0's file (from a live rank 0: a file left by a killed job is
+ * not read), then take its port and token. */
+static int read_rendezvous(struct dt_backend_job *j)
+{
+    char path[256];
+    rendezvous_path(j, path, sizeof path);
+    double limit = j->rendezvous_timeout > 0 ? j->rendezvous_timeout : 120;
+    for (double waited = 0; waited < limit; waited += 0.02) {
+        FILE *f = fopen(path, "r");
+        int pid = 0, port = 0;
+        char hex[2 * 32 + 2] = "";
+        if (f) {
+            int got = fscanf(f, "%d %d %65s", &pid, &port, hex);
+            fclose(f);
+            if (got == 3 && pid > 0 && kill(pid, 0) == 0 && port > 0 && port < 65536) {
+                j->master_port = port;
+                return dt_auth_token_set(&j->token, hex, strlen(hex), path);
+            }
+        }
+        usleep(20000);
+    }
+    return dt_fail(DT_ERUNTIME,
+                   "rendezvous: rank %d waited %g s for rank 0 to publish %s (is rank 0 "
+                   "running on this host?)",
+                   j->rank_base, limit, path);
+}
+
 int dt_backend_prepare(struct dt_backend_job *j)
 {
     const char *iface = NULL;
@@ -142,8 +213,14 @@ int dt_backend_prepare(struct dt_backend_job *j)
         j->iface = iface;
     if (j->groups < 1 || j->groups > DT_BACKEND_MAX_GROUPS || j->local_n % j->groups)
         return dt_fail(DT_EUSAGE, "%d ranks do not split into %d hosts", j->local_n, j->groups);
-    if (uses_tcp(j) && (rc = load_token(j)))
+    if (uses_tcp(j) && j->local_key)
+        rc = j->rank_base == 0 ? publish_rendezvous(j) : read_rendezvous(j);
+    else if (uses_tcp(j))
+        rc = load_token(j);
+    if (rc) {
+        dt_backend_release(j);
         return rc;
+    }
     bool forks = !j->per_rank && !(j->local_n == 1 && j->backend == DT_BACKEND_SINGLE);
     if (forks && (j->backend == DT_BACKEND_SHM || j->backend == DT_BACKEND_HIER)) {
         for (int g = 0; g < j->groups && !rc; g++) {
@@ -224,5 +301,8 @@ void dt_backend_release(struct dt_backend_job *j)
     if (j->master_fd >= 0)
         close(j->master_fd);
     j->master_fd = -1;
+    if (j->rendezvous_file[0])
+        unlink(j->rendezvous_file);
+    j->rendezvous_file[0] = '\0';
     j->prepared = false;
 }

@@ -68,6 +68,10 @@ struct dt_backend_job {
     double timeout;          /* collective timeout, seconds (0 = the transport's default) */
     double rendezvous_timeout;
     bool oversubscribed; /* more threads than CPUs here: wait in poll(), never spin */
+    /* A per-rank launch on one host with no master (dist/launch_env.h's local_key): rank 0
+     * binds a loopback port and publishes it with a fresh token in a file only this user can
+     * read, named after the key; the other ranks wait for that file. NULL otherwise. */
+    const char *local_key;
 
     /* Set by dt_backend_prepare. */
     bool prepared;
@@ -76,6 +80,7 @@ struct dt_backend_job {
     int master_fd; /* a listening loopback socket, inherited by rank 0 */
     struct dt_shm_segment *seg[DT_BACKEND_MAX_GROUPS];
     int nsegs;
+    char rendezvous_file[256]; /* rank 0 of a local_key job: removed by dt_backend_release */
 };
 
 void dt_backend_job_init(struct dt_backend_job *j);

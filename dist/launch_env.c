@@ -199,6 +199,20 @@ static int detect_master(struct dt_launch_env *e, const struct dt_launch_flags *
     return 0;
 }
 
+/* The launcher's id of this job, the same in every rank of it: what names the rendezvous
+ * file of a one-host per-rank job. Empty when the launcher sets none dtrain knows. */
+static void local_job_key(struct dt_launch_env *e, char *const *envp)
+{
+    const char *ns = env_get(envp, "PMIX_NAMESPACE");
+    if (!ns)
+        ns = env_get(envp, "OMPI_MCA_ess_base_jobid");
+    const char *job = env_get(envp, "SLURM_JOB_ID"), *step = env_get(envp, "SLURM_STEP_ID");
+    if (!strcmp(e->source, "ompi") && ns && *ns)
+        snprintf(e->local_key, sizeof e->local_key, "ompi-%s", ns);
+    else if (!strcmp(e->source, "slurm") && job && *job)
+        snprintf(e->local_key, sizeof e->local_key, "slurm-%s.%s", job, step ? step : "0");
+}
+
 int dt_launch_env_detect(struct dt_launch_env *e, const struct dt_launch_flags *f,
                          char *const *envp)
 {
@@ -236,6 +250,16 @@ int dt_launch_env_detect(struct dt_launch_env *e, const struct dt_launch_flags *
     if (e->node_rank < 0 || e->node_rank >= e->nodes)
         return dt_fail(DT_EUSAGE, "--node-rank %d out of range for %d nodes", e->node_rank,
                        e->nodes);
+    bool one_host_per_rank = e->size > 1 && e->nodes == 1 && e->local_size == e->size;
+    bool user_master = (f && f->master) || env_get(envp, "MASTER_ADDR");
+    if (one_host_per_rank && !user_master && !(f && f->no_master)) {
+        local_job_key(e, envp);
+        if (e->local_key[0]) {
+            snprintf(e->master_host, sizeof e->master_host, "127.0.0.1");
+            e->master_port = 0; /* rank 0 picks a free one and publishes it */
+            return 0;
+        }
+    }
     if (!e->master_host[0]) {
         if ((e->nodes > 1 || e->size > 1) && !(f && f->no_master))
             return dt_fail(DT_EUSAGE,

@@ -38,6 +38,10 @@ struct dt_launch_env {
     int local_rank, local_size;
     char master_host[DT_LAUNCH_HOST_MAX + 1];
     int master_port;
+    /* Every rank of a per-rank launch (mpirun, srun) on this one host and no master given: the
+     * ranks meet on loopback through a file named after the launcher's job id ("ompi-<ns>",
+     * "slurm-<job>.<step>"), so no variable and no token is needed (dist/backend.h). */
+    char local_key[128];
 };
 
 void dt_launch_flags_init(struct dt_launch_flags *f);

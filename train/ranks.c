@@ -1,6 +1,8 @@
 #include "train/ranks.h"
 
+#include <sched.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "dist/launcher.h"
 #include "dist/topology.h"
@@ -29,11 +31,40 @@ static enum dt_pin_mode pin_mode(const struct dt_config *cfg)
     return strcmp(cfg->dist.pin, "sockets") ? DT_PIN_CORES : DT_PIN_SOCKETS;
 }
 
+/* A rank started by mpirun/srun that the launcher already bound to some CPUs (its affinity
+ * mask is narrower than the machine): that binding is the placement. Report it as it is and
+ * warn only when this rank's own threads exceed its own CPUs: the other ranks' masks are not
+ * ours to see, and under mpirun's default binding they are other cores. */
+static bool launcher_bound(struct job *j)
+{
+    cpu_set_t set;
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    if (!j->plan->per_rank || sched_getaffinity(0, sizeof set, &set) != 0 ||
+        CPU_COUNT(&set) >= online)
+        return false;
+    int threads = j->cfg->dist.threads > 0 ? j->cfg->dist.threads : 1, n = 0;
+    int ids[CPU_SETSIZE];
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &set))
+            ids[n++] = c;
+    char list[256];
+    dt_cpu_list_format(ids, n, list, sizeof list);
+    if (threads > n)
+        dt_log_warn("rank %d: %d threads on the %d CPU%s %s bound it to (%s): oversubscribed",
+                    j->plan->rank_base, threads, n, n == 1 ? "" : "s", j->plan->env.source, list);
+    if (j->o->verbose)
+        dt_log_info("rank %d: cpus %s (bound by %s), %d thread%s", j->plan->rank_base, list,
+                    j->plan->env.source, threads, threads == 1 ? "" : "s");
+    return true;
+}
+
 /* Plans the CPUs of every rank on this host; warns once when they are oversubscribed. A host
  * whose topology cannot be read still trains, unpinned. */
 static int plan_pinning(struct job *j)
 {
     const struct dt_job_plan *p = j->plan;
+    if (launcher_bound(j))
+        return 0;
     struct dt_topology t;
     if (dt_topology_read(&t, NULL, NULL) < 0) {
         dt_log_warn("cannot read the CPU topology (%s); ranks are not pinned", dt_last_error());
@@ -52,10 +83,6 @@ static int plan_pinning(struct job *j)
                         threads == 1 ? "" : "s", p->host_ranks * threads, t.ncpus);
         if (j->o->verbose && first_on_host) {
             char desc[160];
-            struct dt_blas_info blas;
-            dt_blas_info_read(&blas);
-            dt_log_info("BLAS: %s threading, %s kernels (%s)",
-                        dt_blas_threading_name(blas.threading), blas.core, blas.choice);
             dt_topology_describe(&t, desc, sizeof desc);
             dt_log_info("topology: %s; pinning: %s", desc,
                         pin_mode(j->cfg) == DT_PIN_LIST ? j->cfg->dist.cpu_list : j->cfg->dist.pin);
@@ -94,6 +121,7 @@ static void describe_job(struct job *j)
     }
     b->iface = j->o->iface;
     b->token_file = j->o->token_file;
+    b->local_key = p->env.local_key[0] ? p->env.local_key : NULL;
     b->timeout = j->cfg->dist.timeout;
     b->rendezvous_timeout = j->o->rendezvous_timeout;
     b->oversubscribed = j->pinned && j->pins.oversubscribed;
@@ -130,6 +158,12 @@ int dt_run_ranks(const struct dt_config *cfg, const struct dt_job_plan *plan,
 {
     struct job j = {.cfg = cfg, .plan = plan, .o = o, .rank_main = rank_main, .arg = arg};
     dt_backend_job_init(&j.bj);
+    if (o->verbose && (!plan->per_rank || plan->env.local_rank == 0)) {
+        struct dt_blas_info blas;
+        dt_blas_info_read(&blas);
+        dt_log_info("BLAS: %s threading, %s kernels (%s)", dt_blas_threading_name(blas.threading),
+                    blas.core, blas.choice);
+    }
     int rc = plan_pinning(&j);
     if (rc)
         goto out;

@@ -161,4 +161,24 @@ else
     skip "full /dev/shm" "no mount namespace (unshare -m) on this machine"
 fi
 
+# ---- mpirun on one host with no variables: no MASTER_ADDR, no token, placement as bound ----
+if command -v mpirun >/dev/null; then
+    run env -u MASTER_ADDR -u MASTER_PORT -u DTRAIN_TOKEN mpirun --allow-run-as-root \
+        --oversubscribe -np 2 "$DTRAIN" train $CFG --threads 1 --set data.dir="$TMP/fix" \
+        --set train.max_steps=4 --set checkpoint.dir="$TMP/mpi" --verbose
+    expect_rc "mpirun -np 2, no variables: exit 0" 0
+    expect_err "mpirun: one job of 2 ranks over tcp" "job: 2 ranks on 1 host, backend tcp, launch ompi"
+    if grep -q "exceeds the" "$TMP/err"; then fail "mpirun: no oversubscription warning" "$ERR"; else
+        pass "mpirun: no oversubscription warning"; fi
+    if grep -Eq "rank [01]: cpus .*bound by ompi" "$TMP/err"; then
+        check "mpirun: each rank reports the CPUs mpirun bound it to, and they differ" sh -c \
+            "test \$(grep -Eo 'rank [01]: cpus [0-9,-]+ \\(bound' '$TMP/err' | sort -u -k3 | wc -l) -eq 2"
+    else
+        pass "mpirun: ranks not bound by mpirun here (one CPU?), nothing to report"
+    fi
+    check "mpirun: the rendezvous file is gone" sh -c "! ls \${TMPDIR:-/tmp}/dtrain-rdv-* 2>/dev/null"
+else
+    skip "mpirun on one host" "no mpirun"
+fi
+
 finish
