@@ -14,12 +14,27 @@
 #include "util/fileio.h"
 #include "util/log.h"
 
+/* A registry dataset that is not there: say how to get it, and how to point elsewhere. */
+static int missing_data(const struct dt_config *cfg, int rc)
+{
+    const struct dt_reg_dataset *reg = dt_registry_find(cfg->data.dataset);
+    if (!reg || dt_exit_code(rc) != DT_EDATA || !strstr(dt_last_error(), "not found"))
+        return rc;
+    char msg[600], dir[1100];
+    snprintf(msg, sizeof msg, "%s", dt_last_error());
+    snprintf(dir, sizeof dir, "%s/%s", dt_data_root(), reg->name);
+    bool default_dir = strcmp(dir, cfg->data.dir) == 0;
+    return dt_fail(DT_EDATA, "%s; `dtrain fetch %s%s%s` gets it, or point data.dir (eval: --data "
+                             "DIR) at a copy",
+                   msg, reg->name, default_dir ? "" : " --dir ", default_dir ? "" : cfg->data.dir);
+}
+
 int dt_run_load_data(const struct dt_config *cfg, struct dt_data *data)
 {
     int rc = dt_data_load(data, cfg->data.format, cfg->data.dir, cfg->data.classes,
                           cfg->data.coarse_labels);
     if (rc)
-        return rc;
+        return missing_data(cfg, rc);
     const struct dt_reg_dataset *reg = dt_registry_find(cfg->data.dataset);
     if (reg && reg->class_names && !data->train.names && reg->classes == data->train.classes) {
         /* Names shared with the registry's static table; dt_dataset_free frees only what the

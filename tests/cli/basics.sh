@@ -41,6 +41,7 @@ run "$DTRAIN" train configs/fashion-convnet.cfg --json --set data.dir='"/nonexis
 expect_rc "train --json, missing data exits 3" 3
 json_error "train --json, missing data" 3
 expect_err "the error still goes to stderr" "file not found"
+expect_err "missing data: says how to get it" "file not found; \`dtrain fetch fashion-mnist --dir /nonexistent\` gets it, or point data.dir \(eval: --data DIR\) at a copy$"
 run "$DTRAIN" train configs/fashion-convnet.cfg --json --set train.epochs=-1
 json_error "train --json, bad config value" 2
 run "$DTRAIN" eval /nonexistent.safetensors --json
