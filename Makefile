@@ -6,7 +6,7 @@
 
 PREFIX  ?= /usr/local
 CC      ?= cc
-PKGS    := openblas libconfig zlib libcurl libcrypto
+PKGS    := openblas libconfig zlib libcurl libcrypto libpng libjpeg
 VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 
 OPT      ?= -O3 -march=native
