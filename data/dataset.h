@@ -27,6 +27,7 @@ struct dt_dataset {
 /* The two splits a training run uses. */
 struct dt_data {
     struct dt_dataset train, test;
+    struct dt_dataset val; /* held out of training to choose the best epoch; n = 0 when none */
 };
 
 size_t dt_dataset_sample_bytes(const struct dt_dataset *d);

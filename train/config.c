@@ -95,6 +95,9 @@ static const struct key keys[] = {
      "bilinear with antialias, centre crop); [] = the images' own size, which must agree"},
     {"data.skip_bad", T_BOOL, 0, "false", 0, 0, NULL, FIELD(data.skip_bad), 0,
      "folder: leave out (and count) images that cannot be decoded instead of failing"},
+    {"data.val_fraction", T_FLOAT, MAX_OPEN, "0.0", 0, 1, NULL, FIELD(data.val_fraction), 0,
+     "share of the training set held out (stratified, by train.seed) to choose "
+     "best.safetensors on; 0 = none (a folder's val/ is used when present)"},
 
     {"model.name", T_STRING, 0, "\"\"", 0, 0, NULL, FIELD(model.name), 0,
      "free text shown in logs"},

@@ -37,6 +37,7 @@ struct dt_config {
         float size[2];  /* folder: [H, W] to fit every image to; [] = their own size */
         int size_h, size_w; /* derived from size (0, 0 when []) */
         bool skip_bad;      /* folder: leave out undecodable images instead of failing */
+        float val_fraction; /* share of the training set held out for validation (0 = none) */
     } data;
 
     struct {

@@ -6,6 +6,7 @@
 
 #include "data/folder.h"
 #include "data/registry.h"
+#include "data/split.h"
 #include "dist/topology.h"
 #include "nn/checkpoint.h"
 #include "nn/loss.h"
@@ -38,7 +39,7 @@ static int load_folder(const struct dt_config *cfg, struct dt_data *data)
         .progress = dt_log_is_tty() ? show_decode_progress : NULL,
         .progress_ctx = &last,
     };
-    int rc = dt_folder_load(data, NULL, cfg->data.dir, &o);
+    int rc = dt_folder_load(data, &data->val, cfg->data.dir, &o);
     if (rc)
         return rc;
     if (cfg->data.classes && data->train.classes != cfg->data.classes) {
@@ -47,12 +48,35 @@ static int load_folder(const struct dt_config *cfg, struct dt_data *data)
         dt_data_free(data);
         return rc;
     }
-    const struct dt_dataset *splits[2] = {&data->train, &data->test};
-    for (int s = 0; s < 2; s++)
+    const struct dt_dataset *splits[3] = {&data->train, &data->test, &data->val};
+    for (int s = 0; s < 3; s++)
         if (splits[s]->skipped)
             dt_log_warn("skipped %zu bad image%s in %s (data.skip_bad); first: %s",
                         splits[s]->skipped, splits[s]->skipped == 1 ? "" : "s",
                         splits[s]->source, splits[s]->first_bad);
+    return 0;
+}
+
+/* data.val_fraction: the held-out part replaces the training set's share of itself. */
+static int hold_out_val(const struct dt_config *cfg, struct dt_data *data)
+{
+    if (cfg->data.val_fraction <= 0)
+        return 0;
+    if (data->val.n)
+        return dt_fail(DT_EUSAGE,
+                       "data.val_fraction: %s/val already is the validation split; remove "
+                       "one of them",
+                       cfg->data.dir);
+    struct dt_dataset train, val;
+    int rc = dt_dataset_split(&data->train, cfg->data.val_fraction, (uint64_t)cfg->train.seed,
+                              &train, &val);
+    if (rc)
+        return rc;
+    snprintf(val.source, sizeof val.source, "%.400s (%g held out)", data->train.source,
+             (double)cfg->data.val_fraction);
+    dt_dataset_free(&data->train);
+    data->train = train;
+    data->val = val;
     return 0;
 }
 
@@ -62,6 +86,8 @@ int dt_run_load_data(const struct dt_config *cfg, struct dt_data *data)
                  ? load_folder(cfg, data)
                  : dt_data_load(data, cfg->data.format, cfg->data.dir, cfg->data.classes,
                                 cfg->data.coarse_labels);
+    if (!rc && (rc = hold_out_val(cfg, data)))
+        dt_data_free(data);
     if (rc)
         return rc;
     const struct dt_reg_dataset *reg = dt_registry_find(cfg->data.dataset);

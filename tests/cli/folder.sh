@@ -104,6 +104,30 @@ bad "printf 'rubbish' > train/cat/z.png && mkfifo train/dog/y.png" "--set data.s
 expect_rc "skip_bad: a corrupt PNG and a FIFO are left out" 0
 expect_err "...and counted, naming the first" "skipped 2 bad images in .*/train/<class>/\*.*cat/z.png"
 
+# ---- validation split: data.val_fraction (any format) or a folder's val/ ----
+run "$DTRAIN" train "$CFG" --threads 1 --json --set data.dir="$TMP/idx" --set checkpoint.dir="$TMP/ck_val" \
+    --set data.val_fraction=0.25 --set train.batch_size=64 --set train.epochs=2
+expect_rc "IDX with data.val_fraction = 0.25" 0
+expect_out "...the epoch event reports val and test apart" '"event":"epoch".*"val_loss":[0-9.]+,"val_accuracy":[0-9.]+,"test_loss".*"test_accuracy"'
+check "...best.safetensors chosen on it" test -s "$TMP/ck_val/best.safetensors"
+run "$DTRAIN" train "$CFG" --threads 1 --set data.dir="$TMP/idx" --set checkpoint.dir="$TMP/ck_val" \
+    --set data.val_fraction=0.25 --set train.batch_size=64
+expect_err "...the epoch line too" 'train loss .* \| val loss .* acc .*% \| test loss'
+run "$DTRAIN" train "$CFG" --threads 1 --set data.dir="$TMP/idx" --set checkpoint.dir="$TMP/ck_val" \
+    --set data.val_fraction=0.001
+expect_rc "a fraction that holds out nothing: exit 3" 3
+expect_err "...says so" 'data.val_fraction 0.001 of 256 samples leaves the validation split empty'
+run "$DTRAIN" train "$CFG" --set data.val_fraction=1.0
+expect_rc "data.val_fraction = 1: exit 2" 2
+cp -r "$M/train" "$M/val"
+train_folder "$TMP/ck_vdir" --json --set data.dir="$M" --set 'data.size=[28,28]'
+expect_rc "a folder with val/" 0
+expect_out "...reports val_accuracy" '"val_accuracy":[0-9.]+,"test_loss"'
+train_folder "$TMP/ck_vdir" --set data.dir="$M" --set 'data.size=[28,28]' --set data.val_fraction=0.5
+expect_rc "val/ and data.val_fraction together: exit 2" 2
+expect_err "...says which to remove" 'data.val_fraction: .*/val already is the validation split'
+rm -rf "$M/val"
+
 # ---- config keys ----
 for c in "data.size=[28]|data.size.*expected \[H, W\]" \
          "data.size=[28.5,28.0]|data.size.*whole number" \
