@@ -12,7 +12,7 @@ $PY bench/make_folder.py "$FASHION" "$TMP/f" --limit 256 --idx-out "$TMP/idx"
 train_folder() {
     dir=$1
     shift
-    run "$DTRAIN" train "$CFG" --threads 1 --set data.dataset=\"shapes\" --set data.format=\"folder\" \
+    run "$DTRAIN" train "$CFG" --overwrite --threads 1 --set data.dataset=\"shapes\" --set data.format=\"folder\" \
         --set checkpoint.dir="$dir" --set train.batch_size=2 "$@"
 }
 
@@ -29,7 +29,7 @@ sys.exit(0 if a == b and a else "tensors differ")
 PY
 
 # ---- the same samples in the same order: identical weights and loss ----
-run "$DTRAIN" train "$CFG" --threads 1 --json --set data.dir="$TMP/idx" --set checkpoint.dir="$TMP/ck_idx"
+run "$DTRAIN" train "$CFG" --overwrite --threads 1 --json --set data.dir="$TMP/idx" --set checkpoint.dir="$TMP/ck_idx"
 expect_rc "train on IDX in folder order" 0
 grep '"event":"epoch"' "$TMP/out" >"$TMP/epoch_idx"
 train_folder "$TMP/ck_folder" --json --set data.dir="$TMP/f" --set train.batch_size=128
@@ -76,7 +76,7 @@ bad() {
     rm -rf "$TMP/bad"
     cp -r "$M" "$TMP/bad"
     (cd "$TMP/bad" && eval "$1")
-    run "$DTRAIN" train "$CFG" --threads 1 --set data.dataset=\"shapes\" --set data.format=\"folder\" \
+    run "$DTRAIN" train "$CFG" --overwrite --threads 1 --set data.dataset=\"shapes\" --set data.format=\"folder\" \
         --set data.dir="$TMP/bad" --set 'data.size=[28,28]' --set checkpoint.dir="$TMP/ck_bad" \
         --set train.batch_size=2 $2
 }
@@ -95,7 +95,7 @@ for c in "corrupt PNG|printf '\211PNG\r\n\032\nrubbish' > train/cat/z.png|train/
          "no train folder|rm -rf train|train: cannot open directory"; do
     name=${c%%|*}
     rest=${c#*|}
-    bad "${rest%%|*}"
+    bad "${rest%%|*}" --quiet
     expect_rc "$name: exit 3" 3
     expect_err "$name: names the file" "${rest#*|}"
     expect_err_lines "$name: one line" 1
@@ -105,15 +105,15 @@ expect_rc "skip_bad: a corrupt PNG and a FIFO are left out" 0
 expect_err "...and counted, naming the first" "skipped 2 bad images in .*/train/<class>/\*.*cat/z.png"
 
 # ---- validation split: data.val_fraction (any format) or a folder's val/ ----
-run "$DTRAIN" train "$CFG" --threads 1 --json --set data.dir="$TMP/idx" --set checkpoint.dir="$TMP/ck_val" \
+run "$DTRAIN" train "$CFG" --overwrite --threads 1 --json --set data.dir="$TMP/idx" --set checkpoint.dir="$TMP/ck_val" \
     --set data.val_fraction=0.25 --set train.batch_size=64 --set train.epochs=2
 expect_rc "IDX with data.val_fraction = 0.25" 0
 expect_out "...the epoch event reports val and test apart" '"event":"epoch".*"val_loss":[0-9.]+,"val_accuracy":[0-9.]+,"test_loss".*"test_accuracy"'
 check "...best.safetensors chosen on it" test -s "$TMP/ck_val/best.safetensors"
-run "$DTRAIN" train "$CFG" --threads 1 --set data.dir="$TMP/idx" --set checkpoint.dir="$TMP/ck_val" \
+run "$DTRAIN" train "$CFG" --overwrite --threads 1 --set data.dir="$TMP/idx" --set checkpoint.dir="$TMP/ck_val" \
     --set data.val_fraction=0.25 --set train.batch_size=64
 expect_err "...the epoch line too" 'train loss .* \| val loss .* acc .*% \| test loss'
-run "$DTRAIN" train "$CFG" --threads 1 --set data.dir="$TMP/idx" --set checkpoint.dir="$TMP/ck_val" \
+run "$DTRAIN" train "$CFG" --overwrite --threads 1 --set data.dir="$TMP/idx" --set checkpoint.dir="$TMP/ck_val" \
     --set data.val_fraction=0.001
 expect_rc "a fraction that holds out nothing: exit 3" 3
 expect_err "...says so" 'data.val_fraction 0.001 of 256 samples leaves the validation split empty'
