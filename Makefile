@@ -6,7 +6,7 @@
 
 PREFIX  ?= /usr/local
 CC      ?= cc
-PKGS    := libconfig zlib libcurl libcrypto
+PKGS    := libconfig zlib libcurl libcrypto libpng libjpeg
 VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 
 # BLAS: Debian's OpenMP build of OpenBLAS, named explicitly with an rpath to its directory, so

@@ -33,6 +33,7 @@ void dt_data_free(struct dt_data *d)
 {
     dt_dataset_free(&d->train);
     dt_dataset_free(&d->test);
+    dt_dataset_free(&d->val);
 }
 
 void dt_dataset_histogram(const struct dt_dataset *d, size_t *hist)

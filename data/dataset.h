@@ -20,11 +20,14 @@ struct dt_dataset {
     int classes;
     char **names;     /* classes class names (NULL entries allowed), or NULL */
     char source[512]; /* what was read, for summaries: "dir/train-images-idx3-ubyte.gz, ..." */
+    size_t skipped;       /* image folders with skip_bad: bad files left out */
+    char first_bad[512]; /* ...and the first one's error, for the report */
 };
 
 /* The two splits a training run uses. */
 struct dt_data {
     struct dt_dataset train, test;
+    struct dt_dataset val; /* held out of training to choose the best epoch; n = 0 when none */
 };
 
 size_t dt_dataset_sample_bytes(const struct dt_dataset *d);

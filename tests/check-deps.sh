@@ -3,8 +3,9 @@
 # packages dtrain's build and tests need. The one list of dependencies lives here; the
 # Makefile's `deps` target, `make test` and .ci/run all call this script.
 PKGS="build-essential pkg-config libopenblas-openmp-dev libconfig-dev zlib1g-dev
-libcurl4-openssl-dev libssl-dev libcmocka-dev dataset-fashion-mnist python3 python3-numpy
-python3-torch openmpi-bin libopenmpi-dev iproute2 procps libopenblas0-pthread"
+libcurl4-openssl-dev libssl-dev libpng-dev libjpeg62-turbo-dev libcmocka-dev
+dataset-fashion-mnist python3 python3-numpy python3-torch openmpi-bin libopenmpi-dev iproute2
+procps libopenblas0-pthread"
 
 missing=""
 for p in $PKGS; do

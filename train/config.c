@@ -67,8 +67,10 @@ static const struct key keys[] = {
     {"data.dataset", T_STRING, REQUIRED, NULL, 0, 0, NULL, FIELD(data.dataset), 0,
      "registry name (mnist, fashion-mnist, kmnist, cifar10, cifar100) or any name for "
      "your own files when data.format is given"},
-    {"data.format", T_STRING, 0, "\"\"", 0, 0, "|idx|cifar10|cifar100", FIELD(data.format), 0,
-     "file format; empty = the registry's format for data.dataset"},
+    {"data.format", T_STRING, 0, "\"\"", 0, 0, "|idx|cifar10|cifar100|folder",
+     FIELD(data.format), 0,
+     "file format; empty = the registry's format for data.dataset; folder = "
+     "DIR/train/<class>/*.png|jpg and DIR/test/<class>/* (see docs/data.md)"},
     {"data.dir", T_STRING, 0, "\"\"", 0, 0, NULL, FIELD(data.dir), 0,
      "directory holding the archives; empty = $DTRAIN_DATA/DATASET (DTRAIN_DATA defaults "
      "to \"data\", relative to the current directory)"},
@@ -85,6 +87,17 @@ static const struct key keys[] = {
      "augmentation: flip training images horizontally with probability 1/2"},
     {"data.crop_padding", T_INT, 0, "0", 0, 64, NULL, FIELD(data.crop_padding), 0,
      "augmentation: zero-pad by this many pixels, then crop randomly back to size; 0 = off"},
+    {"data.channels", T_INT, 0, "0", 0, 3, NULL, FIELD(data.channels), 0,
+     "folder: 1 (gray) or 3 (RGB) to convert every image to; 0 = 3 when data.mean or "
+     "data.std has 3 values, else 1"},
+    {"data.size", T_FLOATS, 0, "[]", 1, 65535, NULL, LIST(data.size, data.nsize),
+     "folder: [H, W] every image is fitted to at load (shorter side scaled to the target, "
+     "bilinear with antialias, centre crop); [] = the images' own size, which must agree"},
+    {"data.skip_bad", T_BOOL, 0, "false", 0, 0, NULL, FIELD(data.skip_bad), 0,
+     "folder: leave out (and count) images that cannot be decoded instead of failing"},
+    {"data.val_fraction", T_FLOAT, MAX_OPEN, "0.0", 0, 1, NULL, FIELD(data.val_fraction), 0,
+     "share of the training set held out (stratified, by train.seed) to choose "
+     "best.safetensors on; 0 = none (a folder's val/ is used when present)"},
 
     {"model.name", T_STRING, 0, "\"\"", 0, 0, NULL, FIELD(model.name), 0,
      "free text shown in logs"},
@@ -897,6 +910,41 @@ static int check_required(struct load *ld)
     return 0;
 }
 
+/* The folder-only keys: refused for the archive formats, sizes made whole. */
+static int derive_folder(struct load *ld)
+{
+    struct dt_config *cfg = ld->cfg;
+    char where[1400];
+    bool folder = strcmp(cfg->data.format, "folder") == 0;
+    const char *only[] = {"data.size", "data.skip_bad", "data.channels"};
+    bool set[] = {cfg->data.nsize > 0, cfg->data.skip_bad, cfg->data.channels != 0};
+    for (int i = 0; i < 3 && !folder; i++)
+        if (set[i]) {
+            key_where(ld, only[i], where, sizeof where);
+            return dt_fail(DT_EUSAGE, "%s: only data.format = \"folder\" uses it, this is %s",
+                           where, cfg->data.format);
+        }
+    if (!folder)
+        return 0;
+    if (cfg->data.channels == 2) {
+        key_where(ld, "data.channels", where, sizeof where);
+        return dt_fail(DT_EUSAGE, "%s: expected 1 (gray) or 3 (RGB), got 2", where);
+    }
+    if (cfg->data.channels == 0)
+        cfg->data.channels = cfg->data.nmean == 3 || cfg->data.nstd == 3 ? 3 : 1;
+    key_where(ld, "data.size", where, sizeof where);
+    if (cfg->data.nsize != 0 && cfg->data.nsize != 2)
+        return dt_fail(DT_EUSAGE, "%s: expected [H, W] or [], got %d values", where,
+                       cfg->data.nsize);
+    for (int i = 0; i < cfg->data.nsize; i++)
+        if (cfg->data.size[i] != floorf(cfg->data.size[i]))
+            return dt_fail(DT_EUSAGE, "%s: %g is not a whole number of pixels", where,
+                           (double)cfg->data.size[i]);
+    cfg->data.size_h = cfg->data.nsize ? (int)cfg->data.size[0] : 0;
+    cfg->data.size_w = cfg->data.nsize ? (int)cfg->data.size[1] : 0;
+    return 0;
+}
+
 static int derive_data(struct load *ld)
 {
     struct dt_config *cfg = ld->cfg;
@@ -908,7 +956,7 @@ static int derive_data(struct load *ld)
     if (!reg && !cfg->data.format[0])
         return dt_fail(DT_EUSAGE,
                        "%s: unknown dataset \"%s\" (known: %s; for your own files set "
-                       "data.format = \"idx\", \"cifar10\" or \"cifar100\")",
+                       "data.format = \"idx\", \"cifar10\", \"cifar100\" or \"folder\")",
                        where, cfg->data.dataset, dt_registry_names());
     if (reg && cfg->data.format[0] && strcmp(reg->format, cfg->data.format) != 0) {
         key_where(ld, "data.format", where, sizeof where);
@@ -927,7 +975,12 @@ static int derive_data(struct load *ld)
         return dt_fail(DT_EUSAGE, "%s: only cifar100 has coarse labels, this is %s", where,
                        cfg->data.format);
     }
-    int channels = strcmp(cfg->data.format, "idx") == 0 ? 1 : 3;
+    int rc = derive_folder(ld);
+    if (rc)
+        return rc;
+    int channels = strcmp(cfg->data.format, "idx") == 0 ? 1
+                   : strcmp(cfg->data.format, "folder") == 0 ? cfg->data.channels
+                                                               : 3;
     const char *lists[] = {"data.mean", "data.std"};
     int counts[] = {cfg->data.nmean, cfg->data.nstd};
     for (int i = 0; i < 2; i++)

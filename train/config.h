@@ -24,7 +24,7 @@ struct dt_config {
 
     struct {
         char dataset[64];   /* registry name: mnist, fashion-mnist, kmnist, cifar10, cifar100 */
-        char format[16];    /* idx | cifar10 | cifar100; derived from dataset when empty */
+        char format[16];    /* idx | cifar10 | cifar100 | folder; from dataset when empty */
         char dir[1024];     /* where the archives are; default $DTRAIN_DATA/<dataset> */
         int classes;        /* 0 = format's own */
         bool coarse_labels; /* cifar100 */
@@ -32,6 +32,12 @@ struct dt_config {
         float mean[DT_MAX_CHANNELS], std[DT_MAX_CHANNELS]; /* applied after x/255 */
         bool hflip;       /* augmentation: random horizontal flip */
         int crop_padding; /* augmentation: random crop after zero padding (0 = off) */
+        int channels;     /* folder: 1 or 3 (derived from mean/std when 0) */
+        int nsize;
+        float size[2];  /* folder: [H, W] to fit every image to; [] = their own size */
+        int size_h, size_w; /* derived from size (0, 0 when []) */
+        bool skip_bad;      /* folder: leave out undecodable images instead of failing */
+        float val_fraction; /* share of the training set held out for validation (0 = none) */
     } data;
 
     struct {

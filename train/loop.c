@@ -25,6 +25,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "train/best.h"
 #include "train/evaluate.h"
 #include "train/progress.h"
 #include "train/ranks.h"
@@ -78,6 +79,7 @@ struct rank_state {
     struct dt_batcher batcher;
     struct dt_eval_scratch eval;
     struct dt_eval_result result;
+    struct dt_eval_result val_result; /* of data->val, when there is one */
     float *x;
     uint8_t *y;
     uint32_t *idx;
@@ -192,12 +194,15 @@ static int rank_setup(struct rank_state *st, const struct run *run)
         return -DT_ERUNTIME;
     if ((rc = dt_eval_scratch_init(&st->eval, eval_batch, sample)))
         return rc;
+    if ((rc = dt_eval_result_init(&st->val_result, train->classes)))
+        return rc;
     return dt_eval_result_init(&st->result, train->classes);
 }
 
 static void rank_teardown(struct rank_state *st)
 {
     dt_eval_result_free(&st->result);
+    dt_eval_result_free(&st->val_result);
     dt_eval_scratch_free(&st->eval);
     dt_free(st->x);
     dt_free(st->y);
@@ -310,6 +315,10 @@ static void emit_epoch_json(const struct run *run, const struct rank_state *st, 
     dt_jw_num(&w, "lr", lr);
     dt_jw_num(&w, "train_loss", train_loss);
     dt_jw_num(&w, "train_accuracy", train_acc);
+    if (run->data->val.n) {
+        dt_jw_num(&w, "val_loss", dt_eval_loss(&st->val_result));
+        dt_jw_num(&w, "val_accuracy", dt_eval_accuracy(&st->val_result));
+    }
     dt_jw_num(&w, "test_loss", dt_eval_loss(&st->result));
     dt_jw_num(&w, "test_accuracy", dt_eval_accuracy(&st->result));
     dt_jw_num(&w, "seconds", seconds);
@@ -339,7 +348,8 @@ struct loop {
     bool leader, quiet;
     long long steps_per_epoch, total_steps;
     long long step, saved_step; /* saved_step: that of the last last.safetensors, or -1 */
-    double best_acc;
+    double best_acc;     /* the highest test accuracy seen, for the final report */
+    struct dt_best best; /* which epoch best.safetensors holds (train/best.h) */
     float lr;
     struct dt_progress progress;
     double run_start, run_samples;
@@ -489,18 +499,24 @@ static int report_epoch(struct loop *lp, int epoch, double train_seconds)
     double seen = st->stats[2] > 0 ? st->stats[2] : 1;
     double train_loss = st->stats[0] / seen, train_acc = st->stats[1] / seen;
     double test_acc = dt_eval_accuracy(&st->result);
+    bool have_val = lp->run->data->val.n > 0;
+    double val_acc = have_val ? dt_eval_accuracy(&st->val_result) : 0;
+    char val_part[64] = "";
+    if (have_val)
+        snprintf(val_part, sizeof val_part, " | val loss %.4f acc %.2f%%",
+                 dt_eval_loss(&st->val_result), 100 * val_acc);
     dt_progress_clear(&lp->progress);
     if (!lp->quiet)
-        dt_log_info("epoch %d/%d: train loss %.4f acc %.2f%% | test loss %.4f acc %.2f%% | "
+        dt_log_info("epoch %d/%d: train loss %.4f acc %.2f%%%s | test loss %.4f acc %.2f%% | "
                     "%.1f s, %.0f samples/s",
-                    epoch + 1, cfg->train.epochs, train_loss, 100 * train_acc,
+                    epoch + 1, cfg->train.epochs, train_loss, 100 * train_acc, val_part,
                     dt_eval_loss(&st->result), 100 * test_acc, train_seconds,
                     st->stats[2] / train_seconds);
     if (cfg->log.json)
         emit_epoch_json(lp->run, st, epoch, lp->step, train_loss, train_acc, train_seconds,
                         st->stats[2], lp->lr);
-    bool best = test_acc > lp->best_acc;
-    if (best)
+    bool best = dt_best_update(&lp->best, val_acc, train_loss);
+    if (test_acc > lp->best_acc)
         lp->best_acc = test_acc;
     long long step = lp->step, spe = lp->steps_per_epoch;
     bool epoch_done = step % spe == 0;
@@ -533,8 +549,13 @@ static int end_epoch(struct loop *lp, int epoch, long long first, double epoch_s
     lp->run_samples += st->stats[2];
     lp->run_steps += lp->step - first;
     st->model->profile = false; /* the profile is per training step: eval is not in it */
-    int rc = dt_evaluate(st->model, &lp->run->data->test, &st->batcher, &st->eval, st->comm,
-                     &st->result);
+    int rc = 0;
+    const struct dt_dataset *val = &lp->run->data->val;
+    if (val->n)
+        rc = dt_evaluate(st->model, val, &st->batcher, &st->eval, st->comm, &st->val_result);
+    if (rc == 0)
+        rc = dt_evaluate(st->model, &lp->run->data->test, &st->batcher, &st->eval, st->comm,
+                         &st->result);
     st->model->profile = cfg->log.profile;
     if (rc || !lp->leader)
         return rc;
@@ -616,6 +637,7 @@ static int rank_main(struct dt_comm *comm, void *arg)
     struct loop lp = {.run = run, .st = &st, .leader = comm->rank == 0, .saved_step = -1,
                       .best_acc = -1, .lr = cfg->optimizer.lr};
     lp.quiet = cfg->log.quiet || !lp.leader;
+    dt_best_init(&lp.best, run->data->val.n > 0);
     int rc = rank_setup(&st, run);
     if (rc)
         goto out;

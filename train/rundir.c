@@ -36,7 +36,7 @@ static int next_free_dir(struct dt_config *cfg)
         if (!holds_checkpoints(dir)) {
             if (strlen(dir) >= sizeof cfg->checkpoint.dir)
                 return dt_fail(DT_EUSAGE, "checkpoint.dir: %s is too long", dir);
-            snprintf(cfg->checkpoint.dir, sizeof cfg->checkpoint.dir, "%s", dir);
+            memcpy(cfg->checkpoint.dir, dir, strlen(dir) + 1); /* length checked above */
             return 0;
         }
     }

@@ -4,12 +4,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "data/folder.h"
 #include "data/registry.h"
+#include "data/split.h"
 #include "dist/topology.h"
 #include "nn/checkpoint.h"
 #include "nn/loss.h"
 #include "nn/optim.h"
 #include "nn/schedule.h"
+#include "util/clock.h"
 #include "util/err.h"
 #include "util/fileio.h"
 #include "util/log.h"
@@ -29,10 +32,77 @@ static int missing_data(const struct dt_config *cfg, int rc)
                    msg, reg->name, default_dir ? "" : " --dir ", default_dir ? "" : cfg->data.dir);
 }
 
+/* A live "decoding images" line on a terminal, redrawn at most every 1/10 s. */
+static void show_decode_progress(void *ctx, const char *split, size_t done, size_t total)
+{
+    double *last = ctx, now = dt_now();
+    if (done < total && now - *last < 0.1)
+        return;
+    *last = now;
+    fprintf(stderr, "\rdtrain: decoding %s images: %zu/%zu%s", split, done, total,
+            done == total ? "\n" : "");
+}
+
+static int load_folder(const struct dt_config *cfg, struct dt_data *data)
+{
+    double last = 0;
+    struct dt_folder_opts o = {
+        .channels = cfg->data.channels,
+        .h = cfg->data.size_h,
+        .w = cfg->data.size_w,
+        .skip_bad = cfg->data.skip_bad,
+        .progress = dt_log_is_tty() ? show_decode_progress : NULL,
+        .progress_ctx = &last,
+    };
+    int rc = dt_folder_load(data, &data->val, cfg->data.dir, &o);
+    if (rc)
+        return rc;
+    if (cfg->data.classes && data->train.classes != cfg->data.classes) {
+        rc = dt_fail(DT_EDATA, "%s/train: %d class folders, data.classes says %d",
+                     cfg->data.dir, data->train.classes, cfg->data.classes);
+        dt_data_free(data);
+        return rc;
+    }
+    const struct dt_dataset *splits[3] = {&data->train, &data->test, &data->val};
+    for (int s = 0; s < 3; s++)
+        if (splits[s]->skipped)
+            dt_log_warn("skipped %zu bad image%s in %s (data.skip_bad); first: %s",
+                        splits[s]->skipped, splits[s]->skipped == 1 ? "" : "s",
+                        splits[s]->source, splits[s]->first_bad);
+    return 0;
+}
+
+/* data.val_fraction: the held-out part replaces the training set's share of itself. */
+static int hold_out_val(const struct dt_config *cfg, struct dt_data *data)
+{
+    if (cfg->data.val_fraction <= 0)
+        return 0;
+    if (data->val.n)
+        return dt_fail(DT_EUSAGE,
+                       "data.val_fraction: %s/val already is the validation split; remove "
+                       "one of them",
+                       cfg->data.dir);
+    struct dt_dataset train, val;
+    int rc = dt_dataset_split(&data->train, cfg->data.val_fraction, (uint64_t)cfg->train.seed,
+                              &train, &val);
+    if (rc)
+        return rc;
+    snprintf(val.source, sizeof val.source, "%.400s (%g held out)", data->train.source,
+             (double)cfg->data.val_fraction);
+    dt_dataset_free(&data->train);
+    data->train = train;
+    data->val = val;
+    return 0;
+}
+
 int dt_run_load_data(const struct dt_config *cfg, struct dt_data *data)
 {
-    int rc = dt_data_load(data, cfg->data.format, cfg->data.dir, cfg->data.classes,
-                          cfg->data.coarse_labels);
+    int rc = strcmp(cfg->data.format, "folder") == 0
+                 ? load_folder(cfg, data)
+                 : dt_data_load(data, cfg->data.format, cfg->data.dir, cfg->data.classes,
+                                cfg->data.coarse_labels);
+    if (!rc && (rc = hold_out_val(cfg, data)))
+        dt_data_free(data);
     if (rc)
         return missing_data(cfg, rc);
     const struct dt_reg_dataset *reg = dt_registry_find(cfg->data.dataset);

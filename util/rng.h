@@ -36,6 +36,7 @@ enum {
     DT_RNG_SHUFFLE = 2,
     DT_RNG_DROPOUT = 3,
     DT_RNG_AUGMENT = 4,
+    DT_RNG_VAL_SPLIT = 5,
     DT_RNG_TEST = 99,
 };
 

@@ -1,0 +1,149 @@
+# data.format = "folder": the same pixels as a PNG folder and as IDX train to bit-identical
+# weights; every kind of bad image fails with one line naming the file (exit 3) or, with
+# data.skip_bad, is counted; PNG colour types and sizes convert; config keys are checked.
+. tests/cli/lib.sh
+
+PY=/usr/bin/python3
+CFG="$(pwd)/configs/fashion-convnet.cfg"
+FASHION=/usr/share/datasets/fashion-mnist
+$PY bench/make_folder.py "$FASHION" "$TMP/f" --limit 256 --idx-out "$TMP/idx"
+
+# train DIR [options...] on the folder
+train_folder() {
+    dir=$1
+    shift
+    run "$DTRAIN" train "$CFG" --overwrite --threads 1 --set data.dataset=\"shapes\" --set data.format=\"folder\" \
+        --set checkpoint.dir="$dir" --set train.batch_size=2 "$@"
+}
+
+cat >"$TMP/same.py" <<'PY'
+import json, struct, sys
+def tensors(path):
+    b = open(path, "rb").read()
+    n, = struct.unpack("<Q", b[:8])
+    h = json.loads(b[8:8 + n])
+    h.pop("__metadata__", None)
+    return {k: b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]] for k, v in h.items()}
+a, b = tensors(sys.argv[1]), tensors(sys.argv[2])
+sys.exit(0 if a == b and a else "tensors differ")
+PY
+
+# ---- the same samples in the same order: identical weights and loss ----
+run "$DTRAIN" train "$CFG" --overwrite --threads 1 --json --set data.dir="$TMP/idx" --set checkpoint.dir="$TMP/ck_idx"
+expect_rc "train on IDX in folder order" 0
+grep '"event":"epoch"' "$TMP/out" >"$TMP/epoch_idx"
+train_folder "$TMP/ck_folder" --json --set data.dir="$TMP/f" --set train.batch_size=128
+expect_rc "train on the PNG folder" 0
+grep '"event":"epoch"' "$TMP/out" >"$TMP/epoch_folder"
+check "folder and IDX give bit-identical weights" $PY "$TMP/same.py" "$TMP/ck_idx/last.safetensors" "$TMP/ck_folder/last.safetensors"
+loss_idx=$(grep -o '"train_loss":[^,]*,"train_accuracy":[^,]*,"test_loss":[^,]*,"test_accuracy":[^,]*' "$TMP/epoch_idx")
+loss_folder=$(grep -o '"train_loss":[^,]*,"train_accuracy":[^,]*,"test_loss":[^,]*,"test_accuracy":[^,]*' "$TMP/epoch_folder")
+check "folder and IDX report the same losses and accuracies ($loss_folder)" test -n "$loss_idx" -a "$loss_idx" = "$loss_folder"
+
+# ---- a small folder of mixed modes and sizes, resized to 28x28 ----
+M="$TMP/mixed"
+$PY - "$M" <<'PY'
+import os, sys
+import numpy as np
+sys.path.insert(0, "bench")
+from make_folder import png_bytes
+root = sys.argv[1]
+rng = np.random.default_rng(1)
+def put(split, cls, name, data):
+    os.makedirs(os.path.join(root, split, cls), exist_ok=True)
+    open(os.path.join(root, split, cls, name), "wb").write(data)
+for split in ("train", "test"):
+    put(split, "cat", "a.png", png_bytes(rng.integers(0, 256, (28, 28), dtype=np.uint8)))
+    put(split, "cat", "b.PNG", png_bytes(rng.integers(0, 256, (40, 30, 3), dtype=np.uint8), 2))
+    put(split, "cat", "c.png", png_bytes(rng.integers(0, 256, (17, 50, 4), dtype=np.uint8), 6))
+    put(split, "dog", "d.png", png_bytes(rng.integers(0, 4, (30, 30), dtype=np.uint8), 3,
+                                         palette=[[0, 0, 0], [255, 0, 0], [0, 255, 0], [0, 0, 255]]))
+    put(split, "dog", "e.png", png_bytes(rng.integers(0, 65536, (28, 29), dtype=np.uint16), 0, 16))
+    put(split, "dog", "f.png", png_bytes(rng.integers(0, 256, (28, 28, 2), dtype=np.uint8), 4))
+    put(split, "dog", "notes.txt", b"not an image, ignored")
+    put(split, "dog", ".hidden.png", b"hidden, ignored")
+PY
+train_folder "$TMP/ck_mixed" --set data.dir="$M" --set 'data.size=[28,28]' --set data.classes=2
+expect_rc "gray, RGB, RGBA, palette, 16-bit, gray+alpha of mixed sizes fit to 28x28" 0
+train_folder "$TMP/ck_rgb" --set data.dir="$M" --set 'data.size=[20,24]' --set data.channels=3
+expect_rc "the same folder as 3x20x24 RGB" 0
+train_folder "$TMP/ck_mixed" --set data.dir="$M"
+expect_rc "mixed sizes without data.size: exit 3" 3
+expect_err "...and names a file and data.size" 'mixed/train/cat/b.PNG: image is 40x30 but the first one is 28x28; set data.size'
+
+# bad DIR: copies the mixed folder (sized) and breaks one thing with the given command
+bad() {
+    rm -rf "$TMP/bad"
+    cp -r "$M" "$TMP/bad"
+    (cd "$TMP/bad" && eval "$1")
+    run "$DTRAIN" train "$CFG" --overwrite --threads 1 --set data.dataset=\"shapes\" --set data.format=\"folder\" \
+        --set data.dir="$TMP/bad" --set 'data.size=[28,28]' --set checkpoint.dir="$TMP/ck_bad" \
+        --set train.batch_size=2 $2
+}
+for c in "corrupt PNG|printf '\211PNG\r\n\032\nrubbish' > train/cat/z.png|train/cat/z.png: corrupt PNG" \
+         "corrupt JPEG|printf '\377\330\377\340rubbish' > train/cat/z.jpg|train/cat/z.jpg: corrupt JPEG" \
+         "truncated PNG|head -c 60 train/cat/b.PNG > train/cat/z.png|train/cat/z.png: corrupt PNG" \
+         "not an image|echo hello > train/dog/z.jpeg|train/dog/z.jpeg: not a PNG or JPEG" \
+         "empty file|: > train/dog/z.png|train/dog/z.png: not a PNG or JPEG file \(empty\)" \
+         "directory named .png|mkdir train/dog/z.png|train/dog/z.png: not a regular file \(a directory\)" \
+         "FIFO named .png|mkfifo train/dog/z.png|train/dog/z.png: not a regular file \(a FIFO\)" \
+         "symlink loop as image|ln -s z.png train/dog/z.png|train/dog/z.png: cannot open: .*symbolic links" \
+         "symlink loop as class|ln -s loop train/loop|train/loop: symlink loop" \
+         "class folder without images|mkdir train/emu && echo x > train/emu/a.txt|train/emu: class folder has no" \
+         "zero classes|rm -rf train/*|train: no class folders" \
+         "test classes differ|mv test/dog test/dingo|test: class folder 'dingo' where the training set has 'dog'" \
+         "no train folder|rm -rf train|train: cannot open directory"; do
+    name=${c%%|*}
+    rest=${c#*|}
+    bad "${rest%%|*}" --quiet
+    expect_rc "$name: exit 3" 3
+    expect_err "$name: names the file" "${rest#*|}"
+    expect_err_lines "$name: one line" 1
+done
+bad "printf 'rubbish' > train/cat/z.png && mkfifo train/dog/y.png" "--set data.skip_bad=true"
+expect_rc "skip_bad: a corrupt PNG and a FIFO are left out" 0
+expect_err "...and counted, naming the first" "skipped 2 bad images in .*/train/<class>/\*.*cat/z.png"
+
+# ---- validation split: data.val_fraction (any format) or a folder's val/ ----
+run "$DTRAIN" train "$CFG" --overwrite --threads 1 --json --set data.dir="$TMP/idx" --set checkpoint.dir="$TMP/ck_val" \
+    --set data.val_fraction=0.25 --set train.batch_size=64 --set train.epochs=2
+expect_rc "IDX with data.val_fraction = 0.25" 0
+expect_out "...the epoch event reports val and test apart" '"event":"epoch".*"val_loss":[0-9.]+,"val_accuracy":[0-9.]+,"test_loss".*"test_accuracy"'
+check "...best.safetensors chosen on it" test -s "$TMP/ck_val/best.safetensors"
+run "$DTRAIN" train "$CFG" --overwrite --threads 1 --set data.dir="$TMP/idx" --set checkpoint.dir="$TMP/ck_val" \
+    --set data.val_fraction=0.25 --set train.batch_size=64
+expect_err "...the epoch line too" 'train loss .* \| val loss .* acc .*% \| test loss'
+run "$DTRAIN" train "$CFG" --overwrite --threads 1 --set data.dir="$TMP/idx" --set checkpoint.dir="$TMP/ck_val" \
+    --set data.val_fraction=0.001
+expect_rc "a fraction that holds out nothing: exit 3" 3
+expect_err "...says so" 'data.val_fraction 0.001 of 256 samples leaves the validation split empty'
+run "$DTRAIN" train "$CFG" --set data.val_fraction=1.0
+expect_rc "data.val_fraction = 1: exit 2" 2
+cp -r "$M/train" "$M/val"
+train_folder "$TMP/ck_vdir" --json --set data.dir="$M" --set 'data.size=[28,28]'
+expect_rc "a folder with val/" 0
+expect_out "...reports val_accuracy" '"val_accuracy":[0-9.]+,"test_loss"'
+train_folder "$TMP/ck_vdir" --set data.dir="$M" --set 'data.size=[28,28]' --set data.val_fraction=0.5
+expect_rc "val/ and data.val_fraction together: exit 2" 2
+expect_err "...says which to remove" 'data.val_fraction: .*/val already is the validation split'
+rm -rf "$M/val"
+
+# ---- config keys ----
+for c in "data.size=[28]|data.size.*expected \[H, W\]" \
+         "data.size=[28.5,28.0]|data.size.*whole number" \
+         "data.size=[0,28]|data.size" \
+         "data.channels=2|data.channels.*expected 1 \(gray\) or 3" \
+         "data.channels=5|data.channels"; do
+    train_folder "$TMP/ck_cfg" --set data.dir="$M" --set "${c%%|*}"
+    expect_rc "${c%%|*}: exit 2" 2
+    expect_err "${c%%|*}: says why" "${c#*|}"
+done
+run "$DTRAIN" train "$CFG" --set 'data.size=[28,28]'
+expect_rc "data.size with IDX: exit 2" 2
+expect_err "...says only folder uses it" 'data.size.*only data.format = "folder"'
+train_folder "$TMP/ck_cfg" --set data.dir="$M" --set 'data.size=[28,28]' --set data.channels=1 \
+    --set 'data.mean=[0.5,0.5,0.5]'
+expect_rc "channels 1 with a 3-channel mean: exit 2" 2
+expect_err "...says which key" "data.mean.*expected 1 value for folder"
+
+finish
