@@ -11,6 +11,7 @@ struct dt_command {
     int (*run)(int argc, char **argv); /* argv[0] is the command name */
 };
 
-extern const struct dt_command dt_cmd_fetch, dt_cmd_train, dt_cmd_eval, dt_cmd_bench;
+extern const struct dt_command dt_cmd_fetch, dt_cmd_train, dt_cmd_eval, dt_cmd_bench,
+    dt_cmd_predict;
 
 #endif

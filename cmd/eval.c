@@ -101,19 +101,8 @@ static int load_config(struct eval_args *a, struct dt_config *cfg)
         if (rc)
             return rc;
     }
-    const char *const *ov = (const char *const *)a->sets.items;
-    int n = a->sets.n;
-    if (a->config)
-        return dt_config_load(cfg, a->config, ov, n);
-    char *text = NULL;
-    int rc = dt_run_checkpoint_config(a->checkpoint, &text);
-    if (rc)
-        return rc;
-    char name[1100];
-    snprintf(name, sizeof name, "%s (stored config)", a->checkpoint);
-    rc = dt_config_load_string(cfg, name, text, ov, n);
-    free(text);
-    return rc;
+    return dt_run_config_for_checkpoint(cfg, a->checkpoint, a->config,
+                                        (const char *const *)a->sets.items, a->sets.n);
 }
 
 static void print_report(const struct dt_dataset *test, const struct dt_eval_result *r,

@@ -31,26 +31,6 @@ struct dry_run_facts {
     bool dir_holds; /* checkpoint.dir already holds a run's checkpoints */
 };
 
-/* A JSON array of the class names, escaped by util/json's own escaper. */
-static char *class_names_json(const struct dt_dataset *d)
-{
-    char *out = NULL, buf[32];
-    size_t len = 0;
-    FILE *f = open_memstream(&out, &len);
-    if (!f)
-        return NULL;
-    for (int i = 0; i < d->classes; i++) {
-        struct dt_json_writer s;
-        memset(&s, 0, sizeof s);
-        dt_json_escape_to(&s, dt_dataset_class_name(d, i, buf, sizeof buf));
-        fprintf(f, "%s%s", i ? "," : "[", s.buf ? s.buf : "null");
-        free(s.buf);
-    }
-    fputs(d->classes ? "]" : "[]", f);
-    fclose(f);
-    return out;
-}
-
 static char *counts_json(const size_t *counts, int n)
 {
     char *out = NULL;
@@ -70,7 +50,7 @@ static int print_json(const struct dt_config *cfg, const struct dt_job_plan *p,
 {
     const struct dt_dataset *tr = &f->data.train, *te = &f->data.test;
     char shape[48];
-    char *names = class_names_json(tr), *htrain = counts_json(f->train_hist, tr->classes),
+    char *names = dt_run_class_names_json(tr), *htrain = counts_json(f->train_hist, tr->classes),
          *htest = counts_json(f->test_hist, tr->classes);
     int rc = 0;
     if (!names || !htrain || !htest) {

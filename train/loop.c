@@ -68,6 +68,7 @@ struct run {
      * shared by every rank (MAP_SHARED before the fork); NULL otherwise. */
     float *shared;
     size_t shared_floats;
+    char *class_names; /* JSON, stored in every checkpoint for `predict` */
 };
 
 /* Everything one rank owns during training. */
@@ -422,7 +423,8 @@ static int save_step_checkpoint(struct loop *lp)
                                  .epoch = lp->step / lp->steps_per_epoch,
                                  .best_accuracy = lp->best_acc,
                                  .test_accuracy = dt_eval_accuracy(&st->result),
-                                 .test_loss = dt_eval_loss(&st->result)};
+                                 .test_loss = dt_eval_loss(&st->result),
+                                 .class_names = lp->run->class_names};
     int rc = dt_run_save_checkpoints(lp->run->cfg, st->model, st->optim, &meta, true, false);
     if (rc == 0) {
         lp->saved_step = lp->step;
@@ -528,7 +530,8 @@ static int report_epoch(struct loop *lp, int epoch, double train_seconds)
                                  .epoch = step / spe,
                                  .best_accuracy = lp->best_acc,
                                  .test_accuracy = test_acc,
-                                 .test_loss = dt_eval_loss(&st->result)};
+                                 .test_loss = dt_eval_loss(&st->result),
+                                 .class_names = lp->run->class_names};
     int rc = dt_run_save_checkpoints(cfg, st->model, st->optim, &meta, due,
                                      best && cfg->checkpoint.best);
     if (rc == 0 && due)
@@ -713,15 +716,17 @@ int dt_train_run(const struct dt_config *cfg, const struct dt_train_options *opt
     int rc = dt_run_load_data(cfg, &data);
     if (rc)
         return rc;
-    struct run run = {cfg, opt, &data, NULL, 0};
+    struct run run = {cfg, opt, &data, NULL, 0, dt_run_class_names_json(&data.train)};
     if (dt_job_plan_shares_memory(opt->plan)) {
         if ((rc = shared_weights_size(&run, &run.shared_floats))) {
+            free(run.class_names);
             dt_data_free(&data);
             return rc;
         }
         void *p = mmap(NULL, run.shared_floats * sizeof(float), PROT_READ | PROT_WRITE,
                        MAP_SHARED | MAP_ANONYMOUS, -1, 0);
         if (p == MAP_FAILED) {
+            free(run.class_names);
             dt_data_free(&data);
             return dt_fail(DT_ERUNTIME, "cannot map %zu bytes of shared weights: %s",
                            run.shared_floats * sizeof(float), strerror(errno));
@@ -741,6 +746,7 @@ int dt_train_run(const struct dt_config *cfg, const struct dt_train_options *opt
     sigaction(SIGUSR1, &old_usr1, NULL);
     if (run.shared)
         munmap(run.shared, run.shared_floats * sizeof(float));
+    free(run.class_names);
     dt_data_free(&data);
     return rc;
 }

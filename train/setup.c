@@ -15,6 +15,7 @@
 #include "util/clock.h"
 #include "util/err.h"
 #include "util/fileio.h"
+#include "util/json.h"
 #include "util/log.h"
 
 /* A registry dataset that is not there: say how to get it, and how to point elsewhere. */
@@ -207,6 +208,25 @@ float dt_run_lr(const struct dt_config *cfg, long long step, long long steps_per
     return (float)dt_schedule_lr(&s, (long)step, epoch, (long)total_steps);
 }
 
+char *dt_run_class_names_json(const struct dt_dataset *d)
+{
+    char *out = NULL, buf[32];
+    size_t len = 0;
+    FILE *f = open_memstream(&out, &len);
+    if (!f)
+        return NULL;
+    for (int i = 0; i < d->classes; i++) {
+        struct dt_json_writer s;
+        memset(&s, 0, sizeof s);
+        dt_json_escape_to(&s, dt_dataset_class_name(d, i, buf, sizeof buf));
+        fprintf(f, "%s%s", i ? "," : "[", s.buf ? s.buf : "null");
+        free(s.buf);
+    }
+    fputs(d->classes ? "]" : "[]", f);
+    fclose(f);
+    return out;
+}
+
 static int save_one(const char *path, const struct dt_config *cfg, const struct dt_model *m,
                     const struct dt_optim *o, const struct dt_run_resume *r)
 {
@@ -220,6 +240,11 @@ static int save_one(const char *path, const struct dt_config *cfg, const struct 
     rc = rc ? rc : dt_checkpoint_meta_setf(&meta, "test_accuracy", "%.17g", r->test_accuracy);
     rc = rc ? rc : dt_checkpoint_meta_setf(&meta, "test_loss", "%.17g", r->test_loss);
     rc = rc ? rc : dt_checkpoint_meta_setf(&meta, "instances", "%d", cfg->dist.instances);
+    /* What `predict` needs to use the model without the training data. */
+    rc = rc ? rc : dt_checkpoint_meta_setf(&meta, "input", "%dx%dx%d", m->input.c, m->input.h,
+                                          m->input.w);
+    if (!rc && r->class_names)
+        rc = dt_checkpoint_meta_set(&meta, "class_names", r->class_names);
     if (!rc)
         /* The optimizer is only read; the checkpoint API takes it non-const for its state
          * accessor. */
@@ -283,6 +308,22 @@ int dt_run_checkpoint_config(const char *path, char **text)
             rc = dt_fail(DT_ERUNTIME, "out of memory");
     }
     dt_checkpoint_meta_free(&meta);
+    return rc;
+}
+
+int dt_run_config_for_checkpoint(struct dt_config *cfg, const char *checkpoint,
+                                 const char *config_file, const char *const *overrides, int n)
+{
+    if (config_file)
+        return dt_config_load(cfg, config_file, overrides, n);
+    char *text = NULL;
+    int rc = dt_run_checkpoint_config(checkpoint, &text);
+    if (rc)
+        return rc;
+    char name[1100];
+    snprintf(name, sizeof name, "%s (stored config)", checkpoint);
+    rc = dt_config_load_string(cfg, name, text, overrides, n);
+    free(text);
     return rc;
 }
 

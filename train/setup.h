@@ -15,7 +15,12 @@ struct dt_optim;
 struct dt_run_resume {
     long long step, epoch;
     double best_accuracy, test_accuracy, test_loss;
+    const char *class_names; /* JSON array of the training set's class names, or NULL */
 };
+
+/* The dataset's class names as a JSON array (malloc'd; NULL when out of memory): what a
+ * checkpoint stores so `predict` can name classes without the training data. */
+char *dt_run_class_names_json(const struct dt_dataset *d);
 
 /* The model and loss the config describes, for inputs of shape `in` and batches of up to
  * max_batch. classes > 0: DT_EUSAGE when the last layer has fewer outputs. Errors start
@@ -44,6 +49,11 @@ int dt_run_load_checkpoint(const char *path, struct dt_model *m, struct dt_optim
 
 /* The config text stored in a checkpoint's metadata (malloc'd). DT_EDATA when absent. */
 int dt_run_checkpoint_config(const char *path, char **text);
+
+/* The config of `eval` and `predict`: config_file when given, else the one the checkpoint
+ * stores; then the overrides, in order. */
+int dt_run_config_for_checkpoint(struct dt_config *cfg, const char *checkpoint,
+                                 const char *config_file, const char *const *overrides, int n);
 
 /* Threads per process: dist.threads, or when it is 0 ("auto") the usable CPUs divided among
  * `processes` (eval: 1; train's job plan passes the ranks on this host). */

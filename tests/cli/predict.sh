@@ -1,0 +1,72 @@
+# `dtrain predict`: images in, classes out. A PNG folder made from an IDX fixture (in the
+# folder's order, bench/make_folder.py --idx-out) gives, image for image, the classes and
+# probabilities the IDX split gives, and the accuracy they imply is what `dtrain eval` reports.
+# Bad input of every kind is one line and exit 3.
+. tests/cli/lib.sh
+
+PY=/usr/bin/python3
+$PY tests/fixtures/mkdata.py idx "$TMP/fix" --train 256 --test 64
+$PY bench/make_folder.py "$TMP/fix" "$TMP/png" --idx-out "$TMP/ordered" >/dev/null
+CFG=configs/fashion-convnet.cfg
+run "$DTRAIN" train $CFG --threads 1 --set data.dir="$TMP/fix" --set train.epochs=2 \
+    --set checkpoint.dir="$TMP/run" --quiet
+expect_rc "a checkpoint to predict with" 0
+CK="$TMP/run/last.safetensors"
+
+run "$DTRAIN" predict "$CK" "$TMP/png/test" --json --top 3
+expect_rc "predict a folder of PNGs: exit 0" 0
+cp "$TMP/out" "$TMP/png.json"
+run "$DTRAIN" predict "$CK" "$TMP/ordered" --split test --json --top 3
+expect_rc "predict the IDX test split: exit 0" 0
+cp "$TMP/out" "$TMP/idx.json"
+run "$DTRAIN" eval "$CK" --data "$TMP/ordered" --json
+cp "$TMP/out" "$TMP/eval.json"
+check "PNG and IDX: the same top 3 with the same probabilities, image for image; eval's accuracy" $PY -c '
+import json, sys
+png = [json.loads(l) for l in open(sys.argv[1])]
+idx = [json.loads(l) for l in open(sys.argv[2])]
+ev = json.loads(open(sys.argv[3]).read().splitlines()[-1])
+assert len(png) == len(idx) == 64, (len(png), len(idx))
+for a, b in zip(png, idx):
+    assert a["top"] == b["top"], (a, b)
+    assert len(a["top"]) == 3 and a["top"][0]["probability"] >= a["top"][1]["probability"], a
+    assert a["file"].endswith(".png") and "label" not in a and "label" in b, (a, b)
+correct = sum(b["top"][0]["index"] == b["label"] for b in idx)
+assert abs(correct / 64 - ev["test_accuracy"]) < 1e-6, (correct, ev["test_accuracy"])
+assert set(png[0]["top"][0]) == {"class", "index", "probability"}, png[0]
+' "$TMP/png.json" "$TMP/idx.json" "$TMP/eval.json"
+
+first=$(ls "$TMP/png/test/0" | head -n 1)
+run "$DTRAIN" predict "$CK" "$TMP/png/test/0/$first" --top 2
+expect_rc "one file, text: exit 0" 0
+expect_out "one file, text: the file, then classes with percentages" "^$TMP/png/test/0/$first  [^,]+ [0-9.]+%, [^,]+ [0-9.]+%$"
+
+# ---- bad input ----
+printf '\211PNG\r\n\032\nbroken' >"$TMP/bad.png"
+run "$DTRAIN" predict "$CK" "$TMP/bad.png"
+expect_rc "corrupt PNG: exit 3" 3
+expect_err_lines "corrupt PNG: one line" 1
+expect_err "corrupt PNG: names the file" "$TMP/bad.png"
+mkdir "$TMP/empty"
+run "$DTRAIN" predict "$CK" "$TMP/empty"
+expect_rc "a directory without images: exit 3" 3
+expect_err "a directory without images: says so" "no .png, .jpg or .jpeg image in it"
+run "$DTRAIN" predict "$CK" "$TMP/nothing.png"
+expect_rc "a missing file: exit 3" 3
+mkfifo "$TMP/fifo.png"
+run timeout 10 "$DTRAIN" predict "$CK" "$TMP/fifo.png"
+expect_rc "a FIFO named .png: exit 3, no hang" 3
+mkdir -p "$TMP/loop/a"
+ln -s .. "$TMP/loop/a/up"
+cp "$TMP/png/test/0/$first" "$TMP/loop/a/x.png"
+run timeout 10 "$DTRAIN" predict "$CK" "$TMP/loop"
+expect_rc "a symlink loop in a walked directory: not followed, exit 0" 0
+check "a symlink loop: the one image, once" test "$(wc -l <"$TMP/out")" -eq 1
+run "$DTRAIN" predict "$CK" "$TMP/png/test" --top 0
+expect_rc "--top 0: exit 2" 2
+run "$DTRAIN" predict "$CK"
+expect_rc "no FILE: exit 2" 2
+run "$DTRAIN" predict "$CK" "$TMP/ordered" --split dev
+expect_rc "--split dev: exit 2" 2
+
+finish
