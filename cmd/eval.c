@@ -201,7 +201,7 @@ static int run_eval(int argc, char **argv)
         dt_cli_sets_free(&a.sets);
         return rc;
     }
-    struct dt_data data;
+    struct dt_dataset data;
     memset(&data, 0, sizeof data);
     struct dt_model *model = NULL;
     struct dt_batcher batcher;
@@ -218,9 +218,11 @@ static int run_eval(int argc, char **argv)
         cfg.dist.threads = a.threads;
     cfg.dist.threads = dt_run_threads(&cfg, 1);
     dt_nn_set_threads(cfg.dist.threads);
-    if ((rc = dt_run_load_data(&cfg, &data)))
+    if (!a.data_dir)
+        dt_run_locate_data(&cfg, a.checkpoint);
+    if ((rc = dt_run_load_test(&cfg, &data)))
         goto out;
-    const struct dt_dataset *test = &data.test;
+    const struct dt_dataset *test = &data;
     struct dt_batch_opts bo = {
         .mean = cfg.data.mean, .nmean = cfg.data.nmean, .std = cfg.data.std, .nstd = cfg.data.nstd};
     if ((rc = dt_batcher_init(&batcher, test, &bo)))
@@ -245,7 +247,7 @@ out:
     dt_eval_result_free(&result);
     dt_eval_scratch_free(&scratch);
     dt_model_free(model);
-    dt_data_free(&data);
+    dt_dataset_free(&data);
     if (comm)
         comm->close(comm);
     dt_config_free(&cfg);

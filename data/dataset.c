@@ -65,6 +65,26 @@ int dt_data_load(struct dt_data *out, const char *kind, const char *dir, int cla
     return dt_cifar_load(out, path, cifar100, classes, coarse_labels);
 }
 
+int dt_data_load_test(struct dt_dataset *test, const char *kind, const char *dir, int classes,
+                      int coarse_labels)
+{
+    memset(test, 0, sizeof *test);
+    if (strcmp(kind, "idx") == 0) {
+        if (classes < 0 || classes > DT_MAX_CLASSES)
+            return dt_fail(DT_EUSAGE, "data.classes: %d is out of range (0 to %d)", classes,
+                           DT_MAX_CLASSES);
+        return dt_idx_load_test(test, dir, classes);
+    }
+    struct dt_data both;
+    int rc = dt_data_load(&both, kind, dir, classes, coarse_labels);
+    if (rc)
+        return rc;
+    *test = both.test;
+    memset(&both.test, 0, sizeof both.test);
+    dt_data_free(&both);
+    return 0;
+}
+
 const char *dt_dataset_class_name(const struct dt_dataset *d, int i, char *buf, size_t size)
 {
     if (d->names && d->names[i])

@@ -46,6 +46,11 @@ void dt_dataset_histogram(const struct dt_dataset *d, size_t *hist);
 int dt_data_load(struct dt_data *out, const char *kind, const char *dir, int classes,
                  int coarse_labels);
 
+/* The test split alone, for evaluation: IDX reads only the t10k files; a CIFAR archive holds
+ * both splits, so the training half is read and dropped. */
+int dt_data_load_test(struct dt_dataset *test, const char *kind, const char *dir, int classes,
+                      int coarse_labels);
+
 /* The name of class i: d->names[i] when there is one, else its number written into buf. */
 const char *dt_dataset_class_name(const struct dt_dataset *d, int i, char *buf, size_t size);
 

@@ -164,6 +164,12 @@ static int idx_load_named(struct dt_dataset *d, const char *dir, const char *ima
     return dt_idx_load_split(d, ipath, lpath, classes);
 }
 
+int dt_idx_load_test(struct dt_dataset *test, const char *dir, int classes)
+{
+    memset(test, 0, sizeof *test);
+    return idx_load_named(test, dir, "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte", classes);
+}
+
 int dt_idx_load(struct dt_data *out, const char *dir, int classes)
 {
     memset(out, 0, sizeof(*out));

@@ -20,5 +20,7 @@ int dt_idx_load_split(struct dt_dataset *d, const char *images_path, const char 
 /* Loads train-* and t10k-* from dir. Each file is looked up as NAME.gz first, then as NAME
  * uncompressed. */
 int dt_idx_load(struct dt_data *out, const char *dir, int classes);
+/* The t10k-* split alone (what evaluation needs). */
+int dt_idx_load_test(struct dt_dataset *test, const char *dir, int classes);
 
 #endif

@@ -1,5 +1,7 @@
 #include "train/setup.h"
 
+#include <limits.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,17 +46,22 @@ static void show_decode_progress(void *ctx, const char *split, size_t done, size
             done == total ? "\n" : "");
 }
 
-static int load_folder(const struct dt_config *cfg, struct dt_data *data)
+static struct dt_folder_opts folder_opts(const struct dt_config *cfg, double *last)
 {
-    double last = 0;
-    struct dt_folder_opts o = {
+    return (struct dt_folder_opts){
         .channels = cfg->data.channels,
         .h = cfg->data.size_h,
         .w = cfg->data.size_w,
         .skip_bad = cfg->data.skip_bad,
         .progress = dt_log_is_tty() ? show_decode_progress : NULL,
-        .progress_ctx = &last,
+        .progress_ctx = last,
     };
+}
+
+static int load_folder(const struct dt_config *cfg, struct dt_data *data)
+{
+    double last = 0;
+    struct dt_folder_opts o = folder_opts(cfg, &last);
     int rc = dt_folder_load(data, &data->val, cfg->data.dir, &o);
     if (rc)
         return rc;
@@ -96,6 +103,64 @@ static int hold_out_val(const struct dt_config *cfg, struct dt_data *data)
     return 0;
 }
 
+/* A registry dataset's class names on a split that has none: copied, since the registry's
+ * table is static and dt_dataset_free frees what the dataset holds. */
+static int registry_names(const struct dt_config *cfg, struct dt_dataset *d)
+{
+    const struct dt_reg_dataset *reg = dt_registry_find(cfg->data.dataset);
+    if (!reg || !reg->class_names || d->names || reg->classes != d->classes || d->n == 0)
+        return 0;
+    char **names = calloc((size_t)reg->classes, sizeof *names);
+    if (!names)
+        return dt_fail(DT_ERUNTIME, "out of memory");
+    for (int i = 0; i < reg->classes; i++)
+        names[i] = strdup(reg->class_names[i]);
+    d->names = names;
+    return 0;
+}
+
+static bool is_dir(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+void dt_run_locate_data(struct dt_config *cfg, const char *checkpoint)
+{
+    if (is_dir(cfg->data.dir))
+        return;
+    char found[sizeof cfg->data.dir] = "";
+    struct dt_checkpoint_meta meta = {0};
+    if (dt_checkpoint_read_meta(checkpoint, &meta) == 0) {
+        const char *abs = dt_checkpoint_meta_get(&meta, "data_dir");
+        if (abs && is_dir(abs))
+            snprintf(found, sizeof found, "%s", abs);
+    }
+    dt_checkpoint_meta_free(&meta);
+    dt_clear_error();
+    const struct dt_reg_dataset *reg = dt_registry_find(cfg->data.dataset);
+    if (!found[0] && reg) {
+        snprintf(found, sizeof found, "%s/%s", dt_data_root(), reg->name);
+        if (!is_dir(found))
+            found[0] = '\0';
+    }
+    if (found[0])
+        memcpy(cfg->data.dir, found, sizeof found);
+}
+
+int dt_run_load_test(const struct dt_config *cfg, struct dt_dataset *test)
+{
+    double last = 0;
+    struct dt_folder_opts o = folder_opts(cfg, &last);
+    int rc = strcmp(cfg->data.format, "folder") == 0
+                 ? dt_folder_load_split(test, cfg->data.dir, "test", NULL, 0, &o)
+                 : dt_data_load_test(test, cfg->data.format, cfg->data.dir, cfg->data.classes,
+                                     cfg->data.coarse_labels);
+    if (rc)
+        return missing_data(cfg, rc);
+    return registry_names(cfg, test);
+}
+
 int dt_run_load_data(const struct dt_config *cfg, struct dt_data *data)
 {
     int rc = strcmp(cfg->data.format, "folder") == 0
@@ -106,21 +171,10 @@ int dt_run_load_data(const struct dt_config *cfg, struct dt_data *data)
         dt_data_free(data);
     if (rc)
         return missing_data(cfg, rc);
-    const struct dt_reg_dataset *reg = dt_registry_find(cfg->data.dataset);
-    if (reg && reg->class_names && !data->train.names && reg->classes == data->train.classes) {
-        /* Names shared with the registry's static table; dt_dataset_free frees only what the
-         * readers allocated, so copy them. */
-        struct dt_dataset *splits[2] = {&data->train, &data->test};
-        for (int s = 0; s < 2; s++) {
-            char **names = calloc((size_t)reg->classes, sizeof *names);
-            if (!names)
-                return dt_fail(DT_ERUNTIME, "out of memory");
-            for (int i = 0; i < reg->classes; i++)
-                names[i] = strdup(reg->class_names[i]);
-            splits[s]->names = names;
-        }
-    }
-    return 0;
+    struct dt_dataset *splits[3] = {&data->train, &data->test, &data->val};
+    for (int s = 0; s < 3 && !rc; s++)
+        rc = registry_names(cfg, splits[s]);
+    return rc;
 }
 
 int dt_run_build_model(const struct dt_config *cfg, struct dt_shape in, int max_batch,
@@ -245,6 +299,10 @@ static int save_one(const char *path, const struct dt_config *cfg, const struct 
                                           m->input.w);
     if (!rc && r->class_names)
         rc = dt_checkpoint_meta_set(&meta, "class_names", r->class_names);
+    /* Where the data was, absolute, so eval finds it from any directory. */
+    char abs[PATH_MAX];
+    if (!rc && realpath(cfg->data.dir, abs))
+        rc = dt_checkpoint_meta_set(&meta, "data_dir", abs);
     if (!rc)
         /* The optimizer is only read; the checkpoint API takes it non-const for its state
          * accessor. */

@@ -28,6 +28,14 @@ char *dt_run_class_names_json(const struct dt_dataset *d);
 int dt_run_build_model(const struct dt_config *cfg, struct dt_shape in, int max_batch,
                        int classes, struct dt_model **out);
 
+/* eval and predict without --data, from another directory: when cfg's data.dir (as the
+ * checkpoint stored it, perhaps relative) is not there, the absolute path the checkpoint
+ * recorded, or the registry dataset under $DTRAIN_DATA. Leaves cfg alone when neither is. */
+void dt_run_locate_data(struct dt_config *cfg, const char *checkpoint);
+
+/* The test split alone (eval): no training data needed. */
+int dt_run_load_test(const struct dt_config *cfg, struct dt_dataset *test);
+
 /* Loads the config's datasets from data.dir and fills class names from the registry. */
 int dt_run_load_data(const struct dt_config *cfg, struct dt_data *data);
 /* storage: NULL, or zeroed memory for the optimizer's state arrays (see dt_optim_create_in). */

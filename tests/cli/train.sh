@@ -181,6 +181,19 @@ for i, c in enumerate(e["classes"]):
     assert c["samples"] == 1000 and abs(c["accuracy"] - e["confusion"][i][i] / 1000) < 1e-6, c
 ' "$TMP/train.json" "$TMP/out"
 
+# eval needs only the test split, and finds the data from another directory: the checkpoint
+# records the data's absolute path.
+mkdir -p "$TMP/testonly" "$TMP/elsewhere"
+cp "$FASHION"/t10k-* "$TMP/testonly/"
+run "$DTRAIN" eval "$TMP/j/last.safetensors" --data "$TMP/testonly" --json
+expect_rc "eval with only the t10k files: exit 0" 0
+mkdir "$TMP/rel" && ln -s "$FASHION" "$TMP/rel/fm"
+(cd "$TMP/rel" && "$DTRAIN" train "$CFG" --threads 1 --set data.dir=fm --set train.max_steps=2 \
+    --set checkpoint.dir="$TMP/relrun" --quiet)
+(cd "$TMP/elsewhere" && "$DTRAIN" eval "$TMP/relrun/last.safetensors" --quiet)
+RC=$?
+expect_rc "a run with a relative data.dir: eval from another directory finds the data" 0
+
 acc=$(/usr/bin/python3 -c 'import json,sys; print("%.2f" % (100 * [json.loads(l) for l in open(sys.argv[1])][-1]["test_accuracy"]))' "$TMP/train.json")
 run "$DTRAIN" eval "$TMP/j/last.safetensors" --threads 1
 expect_rc "eval exits 0" 0
