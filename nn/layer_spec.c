@@ -12,4 +12,6 @@ void dt_layer_spec_defaults(struct dt_layer_spec *s)
     s->eps = 1e-5f;
     s->momentum = 0.1f;
     s->affine = true;
+    strcpy(s->shortcut, "identity");
+    s->batchnorm = true;
 }

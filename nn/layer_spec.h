@@ -22,6 +22,11 @@ struct dt_layer_spec {
     float eps;        /* batchnorm2d (default 1e-5) */
     float momentum;   /* batchnorm2d running-stat momentum (default 0.1) */
     bool affine;      /* batchnorm2d (default true) */
+    int from;         /* add, concat: the layer whose output joins this one's input, counted
+                         back from here as Darknet's [shortcut] does: -2 = two layers back
+                         (default 0 = none; required) */
+    char shortcut[16]; /* add: "identity" (default) or "projection" (1x1 conv, stride to fit) */
+    bool batchnorm;   /* add with projection: a batchnorm2d after the 1x1 conv (default true) */
     int line;         /* line in the config file, for error messages (0 if unknown) */
 };
 

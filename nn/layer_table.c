@@ -18,6 +18,10 @@ static const struct dt_layer_kind kinds[] = {
     {"flatten", NO_KEYS, &dt_flatten_ops},
     {"batchnorm2d", KEYS("eps", "momentum", "affine"), &dt_batchnorm2d_ops},
     {"log_softmax", NO_KEYS, &dt_log_softmax_ops},
+    {"add", KEYS("from", "shortcut", "batchnorm"), &dt_add_ops},
+    {"concat", KEYS("from"), &dt_concat_ops},
+    {"global_avgpool", NO_KEYS, &dt_global_avgpool_ops},
+    {"gelu", NO_KEYS, &dt_gelu_ops},
 };
 
 const struct dt_layer_kind *dt_layer_kind_find(const char *name)
@@ -31,5 +35,5 @@ const struct dt_layer_kind *dt_layer_kind_find(const char *name)
 const char *dt_layer_kind_names(void)
 {
     return "conv2d, linear, maxpool2d, avgpool2d, relu, dropout, dropout2d, flatten, "
-           "batchnorm2d, log_softmax";
+           "batchnorm2d, log_softmax, add, concat, global_avgpool, gelu";
 }

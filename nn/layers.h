@@ -69,6 +69,18 @@ struct dt_layer {
      * them even for an empty batch, so every process makes the same collective calls. */
     bool collective;
     struct dt_model *model; /* owner, for dt_layer_describe */
+    /* Skip connections (add, concat): the layer `spec.from` back joins this layer's input.
+     * skip_from is its absolute index (-1 = the model's input) and skip_shape its output
+     * shape, both set before setup. Before each forward and backward the model points skip_x
+     * at that output and skip_dx at the gradient it accumulates for it (NULL when no gradient
+     * is needed there): backward ADDS to skip_dx. */
+    int skip_from;
+    struct dt_shape skip_shape;
+    const float *skip_x;
+    float *skip_dx;
+    /* Inside a layer that owns sub-layers (add's projection): prefix of their tensor names,
+     * e.g. "proj.0.", so they read "layers.<index>.proj.0.weight". */
+    char name_prefix[16];
 };
 
 /* Registers one tensor of layer l in the model's tables as "layers.<index>.<name>"; offset is
@@ -80,7 +92,7 @@ void dt_layer_describe(struct dt_layer *l, const char *name, bool trainable, siz
 /* Each kind's ops, defined in nn/layer_<kind>.c and listed in nn/layer_table.c. */
 extern const struct dt_layer_ops dt_conv2d_ops, dt_linear_ops, dt_maxpool2d_ops, dt_avgpool2d_ops,
     dt_relu_ops, dt_dropout_ops, dt_dropout2d_ops, dt_flatten_ops, dt_batchnorm2d_ops,
-    dt_log_softmax_ops;
+    dt_log_softmax_ops, dt_add_ops, dt_concat_ops, dt_global_avgpool_ops, dt_gelu_ops;
 
 /* conv2d's algorithm (nn/layer_conv2d.c). AUTO: Winograd (nn/conv_winograd.h) where it is
  * supported and measured faster (dt_conv_winograd_preferred), else the direct kernels

@@ -44,7 +44,7 @@
 #include "util/clock.h"
 #include "util/err.h"
 
-#define MAX_PARAM_TENSORS  2 /* weight, bias */
+#define MAX_PARAM_TENSORS  4 /* weight, bias; add's projection: conv weight, bias, bn weight, bias */
 #define MAX_BUFFER_TENSORS 3 /* running_mean, running_var, num_batches_tracked */
 
 /* Process-wide switch for tests and benchmarks (dt_model_allow_fusion). */
@@ -65,6 +65,11 @@ struct model_impl {
     int *seg_end;    /* > 0 at the first layer of a chunked run: 1 + its last layer */
     int *seg_chunk;  /* samples per chunk of that run */
     int first_param; /* lowest layer with parameters (nlayers when none): backward stops there */
+    /* Skip connections: pending[i] (when layer i's output feeds an add or concat further up)
+     * collects the gradient those layers send back to it, added to layer i's dy on the way
+     * down; referenced[i] keeps layer i's output from being fused away. */
+    float **pending;
+    bool *referenced;
     float *grad_a, *grad_b;
     const float *input; /* the last forward's x (not copied) */
     int last_batch;
@@ -93,7 +98,7 @@ void dt_layer_describe(struct dt_layer *l, const char *name, bool trainable, siz
         t = &m->buffer_tensors[m->nbuffer_tensors++];
         t->offset = (size_t)(l->buffers - m->buffers) + offset;
     }
-    snprintf(t->name, sizeof t->name, "layers.%d.%s", l->index, name);
+    snprintf(t->name, sizeof t->name, "layers.%d.%s%s", l->index, l->name_prefix, name);
     t->ndim = ndim;
     t->count = 1;
     for (int d = 0; d < 4; d++) {
@@ -129,6 +134,17 @@ static int setup_layer(struct dt_model *m, int i, const struct dt_layer_spec *sp
     l->in = in;
     l->max_batch = m->max_batch;
     l->model = m;
+    l->skip_from = i - 1;
+    if (spec->from != 0) {
+        l->skip_from = i + spec->from;
+        if (spec->from > -2 || l->skip_from < -1)
+            return layer_context(
+                dt_fail(DT_EUSAGE,
+                        "from = %d: expected -2 (two layers back) to %d (the model's input)",
+                        spec->from, -(i + 1)),
+                spec, i);
+        l->skip_shape = l->skip_from >= 0 ? m->layers[l->skip_from]->out : m->input;
+    }
     int rc = kind->ops->setup(l, spec, in);
     if (rc < 0)
         return layer_context(rc, spec, i);
@@ -165,6 +181,14 @@ static int allocate_arenas(struct dt_model *m)
         if (!impl->act[i])
             return dt_fail_context(-DT_ERUNTIME, "activations of layer %d", i);
     }
+    impl->pending = calloc((size_t)m->nlayers, sizeof *impl->pending);
+    if (!impl->pending)
+        return dt_fail(DT_ERUNTIME, "out of memory allocating the model's arenas");
+    for (int i = 0; i < m->nlayers; i++)
+        if (impl->referenced[i] && !(impl->pending[i] = dt_alloc(
+                                         (size_t)m->max_batch * shape_size(m->layers[i]->out),
+                                         sizeof(float))))
+            return dt_fail_context(-DT_ERUNTIME, "skip-connection gradients of layer %d", i);
     impl->grad_a = dt_alloc((size_t)m->max_batch * largest, sizeof(float));
     impl->grad_b = dt_alloc((size_t)m->max_batch * largest, sizeof(float));
     if (!impl->grad_a || !impl->grad_b)
@@ -226,14 +250,20 @@ static int plan_chunked_run(struct dt_model *m, int i)
 static void plan(struct dt_model *m)
 {
     struct model_impl *impl = m->impl;
+    for (int i = 0; i < m->nlayers; i++)
+        if (m->layers[i]->spec.from != 0 && m->layers[i]->skip_from >= 0)
+            impl->referenced[m->layers[i]->skip_from] = true;
     for (int i = 1; fusion_allowed && i < m->nlayers; i++) {
         struct dt_layer *prev = m->layers[i - 1];
-        if (m->layers[i]->kind->ops != &dt_relu_ops || !prev->can_fuse_relu)
+        /* a fused relu overwrites prev's output, a fused pool skips both outputs */
+        if (m->layers[i]->kind->ops != &dt_relu_ops || !prev->can_fuse_relu ||
+            impl->referenced[i - 1])
             continue;
         prev->relu_fused = true;
         impl->in_place[i] = true;
         struct dt_layer *pool = i + 1 < m->nlayers ? m->layers[i + 1] : NULL;
-        if (pool && pool->kind->ops == &dt_maxpool2d_ops && prev->can_fuse_pool) {
+        if (pool && pool->kind->ops == &dt_maxpool2d_ops && prev->can_fuse_pool &&
+            !impl->referenced[i]) {
             prev->pool_fused = pool;
             pool->relu_below = true;
             impl->skip_fwd[i + 1] = true;
@@ -287,7 +317,7 @@ int dt_model_build(struct dt_model **out, const struct dt_layer_spec *specs, int
     struct dt_model *m = calloc(1, sizeof *m);
     struct model_impl *impl = calloc(1, sizeof *impl);
     struct dt_layer **layers = calloc((size_t)nspecs, sizeof *layers);
-    bool *in_place = calloc(3 * (size_t)nspecs, sizeof *in_place);
+    bool *in_place = calloc(4 * (size_t)nspecs, sizeof *in_place);
     int *seg = calloc(2 * (size_t)nspecs, sizeof *seg);
     if (!m || !impl || !layers || !in_place || !seg) {
         free(m);
@@ -297,9 +327,10 @@ int dt_model_build(struct dt_model **out, const struct dt_layer_spec *specs, int
         free(seg);
         return dt_fail(DT_ERUNTIME, "out of memory building the model");
     }
-    impl->in_place = in_place; /* one allocation for the three flag arrays */
+    impl->in_place = in_place; /* one allocation for the four flag arrays */
     impl->skip_fwd = in_place + nspecs;
     impl->skip_bwd = in_place + 2 * nspecs;
+    impl->referenced = in_place + 3 * nspecs;
     impl->seg_end = seg;
     impl->seg_chunk = seg + nspecs;
     m->impl = impl;
@@ -333,6 +364,9 @@ void dt_model_free(struct dt_model *m)
             dt_free(impl->act[i]);
     }
     free(impl->act);
+    for (int i = 0; impl->pending && i < m->nlayers; i++)
+        dt_free(impl->pending[i]);
+    free(impl->pending);
     free(impl->in_place);
     free(impl->seg_end);
     dt_free(impl->grad_a);
@@ -372,6 +406,8 @@ static void forward_layer(struct dt_model *m, int i, const float *x, int first, 
     double t0 = m->profile ? dt_now() : 0;
     /* a conv with a fused pool writes the pool's output (nn/layers.h) */
     struct dt_layer *out = l->pool_fused ? l->pool_fused : l;
+    if (l->spec.from)
+        l->skip_x = l->skip_from >= 0 ? impl->act[l->skip_from] : impl->input;
     float *y = impl->act[l->pool_fused ? i + 2 : i];
     l->kind->ops->forward(l, x + (size_t)first * shape_size(l->in),
                           y + (size_t)first * shape_size(out->out), count, ctx);
@@ -452,8 +488,22 @@ int dt_model_backward(struct dt_model *m, const uint8_t *labels, int batch, floa
                           grad_scale, dy);
     if (rc < 0)
         return rc;
+    for (int i = 0; i < m->nlayers; i++)
+        if (impl->pending[i])
+            memset(impl->pending[i], 0,
+                   (size_t)batch * shape_size(m->layers[i]->out) * sizeof(float));
     for (int i = m->nlayers - 1; i >= impl->first_param; i--) {
         struct dt_layer *l = m->layers[i];
+        if (impl->pending[i]) { /* what the skip connections above sent back to this output */
+            size_t n = (size_t)batch * shape_size(l->out);
+            const float *p = impl->pending[i];
+            for (size_t k = 0; k < n; k++)
+                dy[k] += p[k];
+        }
+        if (l->spec.from) {
+            l->skip_x = l->skip_from >= 0 ? impl->act[l->skip_from] : impl->input;
+            l->skip_dx = l->skip_from >= impl->first_param ? impl->pending[l->skip_from] : NULL;
+        }
         if (impl->skip_bwd[i]) /* dy passes through unchanged */
             continue;
         const float *x = i > 0 ? impl->act[i - 1] : impl->input;
@@ -486,6 +536,10 @@ void dt_model_layer_summary(const struct dt_model *m, int i, struct dt_layer_sum
                  s->stride > 0 ? s->stride : s->kernel);
     else if (!strncmp(s->type, "dropout", 7))
         snprintf(out->detail, sizeof out->detail, "p=%.2f", s->p);
+    else if (s->from)
+        snprintf(out->detail, sizeof out->detail, "from %d (layer %d)%s", s->from, l->skip_from,
+                 !strcmp(s->type, "add") && !strcmp(s->shortcut, "projection") ? " proj"
+                                                                                : "");
     if (s->padding > 0) {
         size_t n = strlen(out->detail);
         snprintf(out->detail + n, sizeof out->detail - n, " pad %d", s->padding);

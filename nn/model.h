@@ -17,7 +17,7 @@
 
 #include "nn/layer_spec.h"
 
-#define DT_MAX_PROFILE_LAYERS 64
+#define DT_MAX_PROFILE_LAYERS 128
 
 /* Per-sample shape: channels x height x width (a flat vector is c x 1 x 1). */
 struct dt_shape {

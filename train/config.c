@@ -259,6 +259,14 @@ static const struct key layer_keys[] = {
     {"momentum", T_FLOAT, 0, "0.1", 0, 1, NULL, LFIELD(momentum), 0,
      "running-statistics update rate"},
     {"affine", T_BOOL, 0, "true", 0, 0, NULL, LFIELD(affine), 0, "learn scale and shift"},
+    {"from", T_INT, REQUIRED, NULL, -64, -2, NULL, LFIELD(from), 0,
+     "add, concat: the layer whose output joins this layer's input, counted back from this "
+     "layer (-2 = two layers back; Darknet's [shortcut] from)"},
+    {"shortcut", T_STRING, 0, "\"identity\"", 0, 0, "identity|projection", LFIELD(shortcut), 0,
+     "add: identity (shapes equal) or projection (1x1 conv with the stride that fits, then "
+     "batchnorm2d)"},
+    {"batchnorm", T_BOOL, 0, "true", 0, 0, NULL, LFIELD(batchnorm), 0,
+     "add with projection: batchnorm2d after the 1x1 conv (without it the conv has a bias)"},
 };
 #define NLAYER_KEYS (sizeof layer_keys / sizeof layer_keys[0])
 

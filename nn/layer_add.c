@@ -1,0 +1,204 @@
+/* add: a residual connection, y = x + shortcut(skip), skip being the output of the layer
+ * `from` back (Darknet's [shortcut]). shortcut = "identity" needs equal shapes; "projection"
+ * is He et al.'s option B, torchvision's downsample: a 1x1 conv2d (no bias) whose stride
+ * brings skip to x's height and width and whose channels to x's, then a batchnorm2d (unless
+ * batchnorm = false, when the conv has a bias). The projection's tensors are named
+ * "layers.<i>.proj.0.*" (conv) and "layers.<i>.proj.1.*" (batchnorm), as a torch module
+ * `proj = nn.Sequential(conv, bn)` names them (docs/resnet.md).
+ *
+ * Backward: dy goes to x unchanged and to skip through the shortcut; the model adds the
+ * latter to the gradient of skip's layer (nn/model.c, pending). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/layer_common.h"
+#include "util/alloc.h"
+
+struct add {
+    bool projection, has_bn;
+    struct dt_layer conv, bn; /* the projection's sub-layers */
+    float *t1, *t2;           /* conv output, batchnorm output */
+    float *d1;                /* gradient w.r.t. the conv output */
+    float *dskip;             /* gradient w.r.t. skip from the conv */
+};
+
+static bool same_shape(struct dt_shape a, struct dt_shape b)
+{
+    return a.c == b.c && a.h == b.h && a.w == b.w;
+}
+
+/* The 1x1 stride that takes s's height and width to in's, or 0. */
+static int projection_stride(struct dt_shape s, struct dt_shape in)
+{
+    for (int st = 1; st <= s.h && st <= s.w; st++)
+        if ((s.h - 1) / st + 1 == in.h && (s.w - 1) / st + 1 == in.w)
+            return st;
+    return 0;
+}
+
+static int sub_setup(struct dt_layer *parent, struct dt_layer *sub, const char *type,
+                     const char *prefix, struct dt_layer_spec *spec, struct dt_shape in)
+{
+    snprintf(spec->type, sizeof spec->type, "%s", type);
+    sub->kind = dt_layer_kind_find(type);
+    sub->spec = *spec;
+    sub->index = parent->index;
+    sub->in = in;
+    sub->max_batch = parent->max_batch;
+    sub->model = parent->model;
+    sub->skip_from = -1;
+    snprintf(sub->name_prefix, sizeof sub->name_prefix, "%s", prefix);
+    return sub->kind->ops->setup(sub, spec, in);
+}
+
+static int add_setup(struct dt_layer *l, const struct dt_layer_spec *spec, struct dt_shape in)
+{
+    struct dt_shape s = l->skip_shape;
+    struct add *a = calloc(1, sizeof *a);
+    if (!a)
+        return dt_fail(DT_ERUNTIME, "out of memory");
+    l->state = a;
+    l->out = in;
+    a->projection = !strcmp(spec->shortcut, "projection");
+    if (!a->projection) {
+        if (!same_shape(s, in))
+            return dt_fail(DT_EUSAGE,
+                           "shortcut from layer %d: its output is %dx%dx%d but this layer's "
+                           "input is %dx%dx%d; an identity shortcut needs equal shapes "
+                           "(shortcut = \"projection\" adapts channels and stride)",
+                           l->skip_from, s.c, s.h, s.w, in.c, in.h, in.w);
+        return 0;
+    }
+    int stride = projection_stride(s, in);
+    if (!stride)
+        return dt_fail(DT_EUSAGE,
+                       "shortcut from layer %d: no 1x1 stride takes its %dx%dx%d output to this "
+                       "layer's input %dx%dx%d",
+                       l->skip_from, s.c, s.h, s.w, in.c, in.h, in.w);
+    struct dt_layer_spec cs;
+    dt_layer_spec_defaults(&cs);
+    cs.out_channels = in.c, cs.kernel = 1, cs.stride = stride, cs.bias = !spec->batchnorm;
+    cs.line = spec->line;
+    int rc = sub_setup(l, &a->conv, "conv2d", "proj.0.", &cs, s);
+    a->has_bn = spec->batchnorm;
+    if (rc == 0 && a->has_bn) {
+        struct dt_layer_spec bs;
+        dt_layer_spec_defaults(&bs);
+        bs.line = spec->line;
+        rc = sub_setup(l, &a->bn, "batchnorm2d", "proj.1.", &bs, a->conv.out);
+    }
+    if (rc)
+        return rc;
+    l->nparams = a->conv.nparams + a->bn.nparams;
+    l->nbuffers = a->bn.nbuffers;
+    l->collective = a->bn.collective;
+    size_t n = (size_t)l->max_batch * dt_shape_size(in);
+    a->t1 = dt_alloc(n, sizeof(float));
+    a->t2 = dt_alloc(n, sizeof(float));
+    a->d1 = dt_alloc(n, sizeof(float));
+    a->dskip = dt_alloc((size_t)l->max_batch * dt_shape_size(s), sizeof(float));
+    return a->t1 && a->t2 && a->d1 && a->dskip ? 0 : dt_fail(DT_ERUNTIME, "out of memory");
+}
+
+/* The sub-layers' slices of this layer's: set at init and again before each pass, as the
+ * model may have moved its parameters into shared memory since (dt_model_move_params). */
+static void wire(struct dt_layer *l, struct add *a)
+{
+    a->conv.params = l->params, a->conv.grads = l->grads;
+    a->bn.params = l->params + a->conv.nparams, a->bn.grads = l->grads + a->conv.nparams;
+    a->bn.buffers = l->buffers;
+}
+
+static int add_init(struct dt_layer *l, uint64_t seed)
+{
+    struct add *a = l->state;
+    if (!a->projection)
+        return 0;
+    wire(l, a);
+    int rc = a->conv.kind->ops->init(&a->conv, seed);
+    if (rc == 0 && a->has_bn)
+        rc = a->bn.kind->ops->init(&a->bn, seed);
+    return rc;
+}
+
+static void add_forward(struct dt_layer *l, const float *x, float *y, int batch,
+                        const struct dt_forward_ctx *ctx)
+{
+    struct add *a = l->state;
+    if (a->projection)
+        wire(l, a);
+    if (batch == 0) { /* an empty share of a batch: only the batchnorm's collectives */
+        if (a->has_bn)
+            a->bn.kind->ops->forward(&a->bn, NULL, NULL, 0, ctx);
+        return;
+    }
+    const float *sc = l->skip_x;
+    if (a->projection) {
+        a->conv.kind->ops->forward(&a->conv, l->skip_x, a->t1, batch, ctx);
+        if (a->has_bn)
+            a->bn.kind->ops->forward(&a->bn, a->t1, a->t2, batch, ctx);
+        sc = a->has_bn ? a->t2 : a->t1;
+    }
+    long n = (long)(batch * dt_shape_size(l->in));
+#pragma omp parallel for simd if (n > DT_PARALLEL_MIN)
+    for (long i = 0; i < n; i++)
+        y[i] = x[i] + sc[i];
+}
+
+static void add_backward(struct dt_layer *l, const float *x, const float *y, const float *dy,
+                         float *dx, int batch)
+{
+    (void)x, (void)y;
+    struct add *a = l->state;
+    if (a->projection)
+        wire(l, a);
+    if (batch == 0) {
+        if (a->has_bn)
+            a->bn.kind->ops->backward(&a->bn, NULL, NULL, NULL, NULL, 0);
+        return;
+    }
+    long n = (long)(batch * dt_shape_size(l->in));
+    if (dx)
+        memcpy(dx, dy, (size_t)n * sizeof *dx);
+    if (!a->projection) {
+        if (l->skip_dx)
+#pragma omp parallel for simd if (n > DT_PARALLEL_MIN)
+            for (long i = 0; i < n; i++)
+                l->skip_dx[i] += dy[i];
+        return;
+    }
+    const float *dconv = dy;
+    if (a->has_bn) {
+        a->bn.kind->ops->backward(&a->bn, a->t1, a->t2, dy, a->d1, batch);
+        dconv = a->d1;
+    }
+    a->conv.kind->ops->backward(&a->conv, l->skip_x, a->t1, dconv,
+                                l->skip_dx ? a->dskip : NULL, batch);
+    if (l->skip_dx) {
+        long m = (long)(batch * dt_shape_size(l->skip_shape));
+#pragma omp parallel for simd if (m > DT_PARALLEL_MIN)
+        for (long i = 0; i < m; i++)
+            l->skip_dx[i] += a->dskip[i];
+    }
+}
+
+static void add_destroy(struct dt_layer *l)
+{
+    struct add *a = l->state;
+    if (!a)
+        return;
+    if (a->conv.kind && a->conv.kind->ops->destroy)
+        a->conv.kind->ops->destroy(&a->conv);
+    if (a->bn.kind && a->bn.kind->ops->destroy)
+        a->bn.kind->ops->destroy(&a->bn);
+    dt_free(a->t1);
+    dt_free(a->t2);
+    dt_free(a->d1);
+    dt_free(a->dskip);
+    free(a);
+    l->state = NULL;
+}
+
+const struct dt_layer_ops dt_add_ops = {add_setup, add_init, add_forward, add_backward,
+                                        add_destroy};

@@ -1,0 +1,46 @@
+/* global_avgpool: the mean of each channel's plane, C x H x W -> C x 1 x 1, as
+ * torch.nn.AdaptiveAvgPool2d(1). Backward spreads dy / (H*W) over the plane. */
+#include "nn/layer_common.h"
+
+static int gap_setup(struct dt_layer *l, const struct dt_layer_spec *spec, struct dt_shape in)
+{
+    (void)spec;
+    l->out = (struct dt_shape){in.c, 1, 1};
+    return 0;
+}
+
+static void gap_forward(struct dt_layer *l, const float *x, float *y, int batch,
+                        const struct dt_forward_ctx *ctx)
+{
+    (void)ctx;
+    int planes = batch * l->in.c;
+    size_t hw = (size_t)l->in.h * l->in.w;
+#pragma omp parallel for if ((size_t)planes * hw > DT_PARALLEL_MIN)
+    for (int p = 0; p < planes; p++) {
+        const float *xp = x + (size_t)p * hw;
+        float s = 0.0f;
+        for (size_t k = 0; k < hw; k++)
+            s += xp[k];
+        y[p] = s / (float)hw;
+    }
+}
+
+static void gap_backward(struct dt_layer *l, const float *x, const float *y, const float *dy,
+                         float *dx, int batch)
+{
+    (void)x, (void)y;
+    if (!dx)
+        return;
+    int planes = batch * l->in.c;
+    size_t hw = (size_t)l->in.h * l->in.w;
+#pragma omp parallel for if ((size_t)planes * hw > DT_PARALLEL_MIN)
+    for (int p = 0; p < planes; p++) {
+        float d = dy[p] / (float)hw;
+        float *dxp = dx + (size_t)p * hw;
+        for (size_t k = 0; k < hw; k++)
+            dxp[k] = d;
+    }
+}
+
+const struct dt_layer_ops dt_global_avgpool_ops = {gap_setup, NULL, gap_forward, gap_backward,
+                                                   NULL};
