@@ -44,7 +44,8 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 TEST_CFLAGS = $(shell pkg-config --cflags cmocka)
 TEST_LIBS   = $(shell pkg-config --libs cmocka)
 
-.PHONY: all test unit check-asan install deps demo clean format format-check dtrain-mpi
+.PHONY: all test unit check-asan install deps demo clean format format-check dtrain-mpi fuzz \
+        fuzz-bins
 
 all: dtrain
 
@@ -89,6 +90,23 @@ check-asan:
 dtrain-asan: $(BUILD)/main.o $(LIB_OBJ)
 	$(CC) $(LDFLAGS) -o $(BUILD)/dtrain-asan $^ $(LDLIBS)
 
+# Fuzzing: libFuzzer harnesses (tests/fuzz/fuzz_*.c) built with clang, ASan and UBSan into
+# build-fuzz/, each run FUZZ_SECONDS from a generated seed corpus (tests/fuzz/run.sh).
+FUZZ_SECONDS ?= 60
+FUZZ_BIN := $(patsubst tests/fuzz/%.c,build-fuzz/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
+
+fuzz:
+	@$(MAKE) --no-print-directory CC=clang BUILD=build-fuzz \
+	  OPT="-O1 -g -fno-omit-frame-pointer -Wno-error -fsanitize=address,undefined,fuzzer-no-link" \
+	  LDFLAGS="-fopenmp -fsanitize=address,undefined" fuzz-bins
+	@sh tests/fuzz/run.sh $(FUZZ_SECONDS)
+
+fuzz-bins: $(FUZZ_BIN)
+
+build-fuzz/fuzz/%: tests/fuzz/%.c tests/fuzz/fuzz_common.h $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests/fuzz -fsanitize=fuzzer $(LDFLAGS) -o $@ $< $(LIB_OBJ) $(LDLIBS)
+
 install: dtrain
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/dtrain/configs
 	install -m 755 dtrain $(DESTDIR)$(PREFIX)/bin/dtrain
@@ -112,6 +130,6 @@ format-check:
 	clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h')
 
 clean:
-	rm -rf build build-asan build-mpi dtrain
+	rm -rf build build-asan build-mpi build-fuzz dtrain
 
 -include $(LIB_OBJ:.o=.d) $(BUILD)/main.d

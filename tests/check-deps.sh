@@ -5,7 +5,7 @@
 PKGS="build-essential pkg-config libopenblas-openmp-dev libconfig-dev zlib1g-dev
 libcurl4-openssl-dev libssl-dev libpng-dev libjpeg62-turbo-dev libcmocka-dev
 dataset-fashion-mnist python3 python3-numpy python3-torch openmpi-bin libopenmpi-dev iproute2
-procps libopenblas0-pthread"
+procps libopenblas0-pthread clang libclang-rt-14-dev libomp-dev"
 
 missing=""
 for p in $PKGS; do
