@@ -97,7 +97,7 @@ FUZZ_BIN := $(patsubst tests/fuzz/%.c,build-fuzz/fuzz/%,$(wildcard tests/fuzz/fu
 
 fuzz:
 	@$(MAKE) --no-print-directory CC=clang BUILD=build-fuzz \
-	  OPT="-O1 -g -fno-omit-frame-pointer -Wno-error -fsanitize=address,undefined,fuzzer-no-link" \
+	  OPT="-O1 -g -fno-omit-frame-pointer -Wno-error -Wno-pass-failed -fsanitize=address,undefined,fuzzer-no-link" \
 	  LDFLAGS="-fopenmp -fsanitize=address,undefined" fuzz-bins
 	@sh tests/fuzz/run.sh $(FUZZ_SECONDS)
 

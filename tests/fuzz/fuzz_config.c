@@ -1,5 +1,6 @@
 /* train/config.c: libconfig text through dtrain's schema (types, ranges, layer lists,
  * derived values), as a stored checkpoint config or a hostile file would reach it. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 

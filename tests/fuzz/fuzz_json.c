@@ -1,5 +1,6 @@
 /* util/json.c's parser on arbitrary bytes (checkpoint headers, registries and HTTP bodies go
  * through it). */
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "util/json.h"

@@ -33,6 +33,7 @@ $PY tests/fixtures/mkdata.py cifar100 "$CORPUS/gen-c100" --train 2 --test 1 >/de
 rm -rf "$CORPUS"/gen-*
 
 failed=0
+export LSAN_OPTIONS="suppressions=$(pwd)/tests/fuzz/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 for bin in "$OUT"/fuzz/fuzz_*; do
     t=${bin##*/fuzz_}
     FUZZ_SEED_DIR="$CORPUS/$t" "$bin" -runs=0 "$CORPUS/$t" >/dev/null 2>&1 # writes its seeds
