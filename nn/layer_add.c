@@ -93,12 +93,7 @@ static int add_setup(struct dt_layer *l, const struct dt_layer_spec *spec, struc
     l->nparams = a->conv.nparams + a->bn.nparams;
     l->nbuffers = a->bn.nbuffers;
     l->collective = a->bn.collective;
-    size_t n = (size_t)l->max_batch * dt_shape_size(in);
-    a->t1 = dt_alloc(n, sizeof(float));
-    a->t2 = dt_alloc(n, sizeof(float));
-    a->d1 = dt_alloc(n, sizeof(float));
-    a->dskip = dt_alloc((size_t)l->max_batch * dt_shape_size(s), sizeof(float));
-    return a->t1 && a->t2 && a->d1 && a->dskip ? 0 : dt_fail(DT_ERUNTIME, "out of memory");
+    return 0; /* scratch at init, once the model's size has been checked */
 }
 
 /* The sub-layers' slices of this layer's: set at init and again before each pass, as the
@@ -115,6 +110,13 @@ static int add_init(struct dt_layer *l, uint64_t seed)
     struct add *a = l->state;
     if (!a->projection)
         return 0;
+    size_t n = (size_t)l->max_batch * dt_shape_size(l->in);
+    a->t1 = dt_alloc(n, sizeof(float));
+    a->t2 = dt_alloc(n, sizeof(float));
+    a->d1 = dt_alloc(n, sizeof(float));
+    a->dskip = dt_alloc((size_t)l->max_batch * dt_shape_size(l->skip_shape), sizeof(float));
+    if (!a->t1 || !a->t2 || !a->d1 || !a->dskip)
+        return dt_fail(DT_ERUNTIME, "out of memory");
     wire(l, a);
     int rc = a->conv.kind->ops->init(&a->conv, seed);
     if (rc == 0 && a->has_bn)

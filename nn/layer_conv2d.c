@@ -230,12 +230,15 @@ static int conv2d_setup(struct dt_layer *l, const struct dt_layer_spec *spec, st
     /* per-sample kernels; winograd's filter state is rebuilt at each batch's first chunk */
     l->can_fuse_pool = cv->algo == DT_CONV2D_DIRECT || cv->algo == DT_CONV2D_WINOGRAD;
     l->chunkable = l->can_fuse_pool;
-    return scratch_setup(cv, l->max_batch);
+    return 0; /* scratch at init, once the model's size has been checked (nn/model.c) */
 }
 
 static int conv2d_init(struct dt_layer *l, uint64_t seed)
 {
     struct conv *cv = l->state;
+    int rc = scratch_setup(cv, l->max_batch);
+    if (rc < 0)
+        return rc;
     size_t nw = (size_t)cv->oc * cv->ckk;
     int wshape[4] = {cv->oc, cv->c, cv->k, cv->k};
     dt_layer_describe(l, "weight", true, 0, 4, wshape);

@@ -37,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "nn/layers.h"
 #include "nn/loss.h"
@@ -278,6 +279,27 @@ static void plan(struct dt_model *m)
             impl->first_param = i;
 }
 
+/* What the arenas and activations will take, checked before any of it is allocated: a layer
+ * list whose sizes multiply out to more than the machine holds is a config error with the
+ * figures, not an out-of-memory failure half-way (or a dry run that swaps). */
+static int check_size(const struct dt_model *m)
+{
+    double floats = 2.0 * (double)m->nparams + (double)m->nbuffers, act = 0;
+    for (int i = 0; i < m->nlayers; i++)
+        act += (double)shape_size(m->layers[i]->out);
+    floats += 3.0 * act * m->max_batch; /* outputs and the two gradient buffers, at most */
+    double bytes = 4.0 * floats;
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    double have = pages > 0 && page > 0 ? (double)pages * (double)page : 0;
+    if (have > 0 && bytes > have)
+        return dt_fail(DT_EUSAGE,
+                       "model needs %.1f GiB (%.3g parameters, %.3g activation floats per "
+                       "sample, batch %d): more than this machine's %.1f GiB",
+                       bytes / (1 << 30), (double)m->nparams, act, m->max_batch,
+                       have / (1 << 30));
+    return 0;
+}
+
 static int build(struct dt_model *m, const struct dt_layer_spec *specs, uint64_t seed)
 {
     struct dt_shape shape = m->input;
@@ -289,8 +311,11 @@ static int build(struct dt_model *m, const struct dt_layer_spec *specs, uint64_t
         m->nparams += m->layers[i]->nparams;
         m->nbuffers += m->layers[i]->nbuffers;
     }
+    int rc = check_size(m);
+    if (rc < 0)
+        return rc;
     plan(m);
-    int rc = allocate_arenas(m);
+    rc = allocate_arenas(m);
     if (rc < 0)
         return rc;
     rc = init_layers(m, seed);

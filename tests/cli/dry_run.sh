@@ -64,4 +64,11 @@ expect_rc "two-node dry-run exits 0" 0
 expect_out "two nodes: batch of every rank counted" "batch 512 global \(128 per instance\), 117 steps per epoch"
 expect_out "two nodes: the job line" "^job +4 ranks on 2 hosts$"
 
+# Absurd layer sizes are refused with the figures before anything is allocated (the dry run
+# must not try to hold 4.6 TB).
+run "$DTRAIN" train configs/fashion-convnet.cfg --set data.dir=$FASHION --dry-run \
+    --set model.layers.7.out_features=65536 --set model.layers.2.out_channels=65536
+expect_rc "absurd layer sizes: exit 2" 2
+expect_err "absurd layer sizes: the figures" "model needs [0-9.]+ GiB \(6.18e\+11 parameters, .*more than this machine's"
+
 finish
