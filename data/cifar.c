@@ -516,8 +516,10 @@ static int cifar_parse_names(struct cifar_load *L, char ***names_out)
         while (end > line && (end[-1] == '\r' || end[-1] == ' ' || end[-1] == '\t'))
             end--;
         if (end > line) {
-            if (count < L->classes)
+            if (count < L->classes) {
                 names[count] = strndup(line, (size_t)(end - line));
+                dt_class_name_sanitize(names[count]);
+            }
             count++;
         }
         line = nl ? nl + 1 : NULL;

@@ -85,6 +85,13 @@ int dt_data_load_test(struct dt_dataset *test, const char *kind, const char *dir
     return 0;
 }
 
+void dt_class_name_sanitize(char *name)
+{
+    for (unsigned char *c = (unsigned char *)name; c && *c; c++)
+        if (*c < 0x20 || *c == 0x7f)
+            *c = '?';
+}
+
 const char *dt_dataset_class_name(const struct dt_dataset *d, int i, char *buf, size_t size)
 {
     if (d->names && d->names[i])

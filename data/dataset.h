@@ -51,6 +51,10 @@ int dt_data_load(struct dt_data *out, const char *kind, const char *dir, int cla
 int dt_data_load_test(struct dt_dataset *test, const char *kind, const char *dir, int classes,
                       int coarse_labels);
 
+/* Control characters (terminal escapes, newlines) in a class name read from a file or a
+ * directory name become '?', in place: names are printed to terminals and logs. */
+void dt_class_name_sanitize(char *name);
+
 /* The name of class i: d->names[i] when there is one, else its number written into buf. */
 const char *dt_dataset_class_name(const struct dt_dataset *d, int i, char *buf, size_t size);
 

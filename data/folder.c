@@ -305,6 +305,8 @@ int dt_folder_load_split(struct dt_dataset *d, const char *dir, const char *spli
     if (!rc) {
         d->classes = (int)cls.n;
         d->names = cls.v; /* the dataset owns them now */
+        for (int i = 0; i < d->classes; i++)
+            dt_class_name_sanitize(d->names[i]);
         cls.v = NULL;
         cls.n = 0;
         snprintf(d->source, sizeof d->source, "%s/%s/<class>/*", dir, split);

@@ -71,4 +71,25 @@ run "$DTRAIN" train configs/fashion-convnet.cfg --set data.dir=$FASHION --dry-ru
 expect_rc "absurd layer sizes: exit 2" 2
 expect_err "absurd layer sizes: the figures" "model needs [0-9.]+ GiB \(6.18e\+11 parameters, .*more than this machine's"
 
+# Class names with terminal escapes (a hostile batches.meta.txt) print as '?', never raw.
+/usr/bin/python3 - "$TMP/cifar" "$TMP/esc" <<'PYEOF'
+import io, os, sys, tarfile
+src, dst = sys.argv[1], sys.argv[2]
+os.makedirs(dst)
+with tarfile.open(src + "/cifar-10-binary.tar.gz") as a, \
+        tarfile.open(dst + "/cifar-10-binary.tar.gz", "w:gz") as b:
+    for m in a.getmembers():
+        data = a.extractfile(m).read() if m.isfile() else None
+        if m.name.endswith("batches.meta.txt"):
+            names = data.decode().split("\n")
+            names[0] = "\x1b]0;pwned\x07\x1b[31mplane"
+            data = "\n".join(names).encode()
+            m.size = len(data)
+        b.addfile(m, io.BytesIO(data) if data is not None else None)
+PYEOF
+run "$DTRAIN" train configs/cifar10-cnn.cfg --set data.dir="$TMP/esc" --dry-run
+expect_rc "class name with escapes: exit 0" 0
+expect_out "class name with escapes: shown with ? for control characters" "^ +0 +\?\]0;pwned\?\?\[31mplane "
+check "class name with escapes: no ESC byte reaches stdout" sh -c "! grep -q \"$(printf '\033')\" '$TMP/out'"
+
 finish
