@@ -49,6 +49,7 @@ struct fetch_opts {
     int retries;
     double retry_delay;
     long connect_timeout, stall_timeout;
+    long deadline; /* --deadline, seconds per transfer; 0 = from the published size */
 };
 
 /* Per-file state shared with the progress callback. */
@@ -335,9 +336,16 @@ static double backoff(const struct fetch_opts *o, int attempt)
 /* One URL with retries. 1 = try the next mirror, 0 = done, <0 = stop. */
 static int try_url(struct file_job *j, const char *url, char *errors, size_t cap)
 {
+    /* Bounded by what the registry publishes: no more bytes than the file's size, and no
+     * longer than it takes at 50 KB/s plus a minute (a dripping body beats the stall check). */
+    long deadline = j->o->deadline ? j->o->deadline
+                    : j->f->size   ? 60 + (long)(j->f->size / 50000)
+                                   : 0;
     struct dt_dl_options dl = {.connect_timeout_s = j->o->connect_timeout,
                                .stall_time_s = j->o->stall_timeout,
                                .stall_bytes_per_s = 1,
+                               .max_bytes = j->f->size,
+                               .deadline_s = deadline,
                                .progress = on_progress,
                                .progress_ctx = j};
     for (int attempt = 0; attempt <= j->o->retries; attempt++) {
@@ -674,6 +682,7 @@ enum {
     OPT_RETRY_DELAY,
     OPT_CONNECT_TIMEOUT,
     OPT_STALL_TIMEOUT,
+    OPT_DEADLINE,
     OPT_JSON,
 };
 
@@ -694,6 +703,7 @@ static const struct option long_opts[] = {
     {"retry-delay", required_argument, NULL, OPT_RETRY_DELAY},
     {"connect-timeout", required_argument, NULL, OPT_CONNECT_TIMEOUT},
     {"stall-timeout", required_argument, NULL, OPT_STALL_TIMEOUT},
+    {"deadline", required_argument, NULL, OPT_DEADLINE},
     {NULL, 0, NULL, 0},
 };
 
@@ -731,6 +741,10 @@ static int parse_numeric_option(struct fetch_opts *o, int c, const char *arg)
     case OPT_STALL_TIMEOUT:
         rc = parse_number("--stall-timeout", arg, 1, 3600, &v);
         o->stall_timeout = (long)v;
+        break;
+    case OPT_DEADLINE:
+        rc = parse_number("--deadline", arg, 1, 86400, &v);
+        o->deadline = (long)v;
         break;
     }
     return rc;
@@ -928,6 +942,8 @@ const struct dt_command dt_cmd_fetch = {
         "      --retry-delay S    first retry delay in seconds, doubling (default 1)\n"
         "      --connect-timeout S  connection timeout (default 15)\n"
         "      --stall-timeout S  give up on a transfer stalled this long (default 30)\n"
+        "      --deadline S     give up on a transfer not done in S seconds (default: a\n"
+        "                       minute plus the published size at 50 KB/s)\n"
         "  -q, --quiet            print nothing but errors\n"
         "      --json             one JSON event per line on stdout\n"
         "\n"

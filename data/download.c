@@ -30,6 +30,7 @@ struct transfer {
     int fd;
     int write_errno;    /* errno of a failed write(2), 0 if none */
     int refused_resume; /* the server answered 200 to a Range request */
+    int too_long;       /* the body went past opt->max_bytes */
     uint64_t resumed;
     uint64_t received;
     const struct dt_dl_options *opt;
@@ -78,6 +79,10 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *ud)
     }
     if (status >= 300)
         return len; /* an error page (416 passes FAILONERROR): not file content */
+    if (t->opt->max_bytes && t->resumed + t->received + len > t->opt->max_bytes) {
+        t->too_long = 1; /* an endless or wrong body: stop reading it */
+        return 0;
+    }
     int err = write_all(t->fd, data, len);
     if (err) {
         t->write_errno = err;
@@ -114,6 +119,8 @@ static void configure(struct transfer *t, const char *url, char *errbuf)
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, t->opt->connect_timeout_s);
     curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, t->opt->stall_time_s);
     curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, t->opt->stall_bytes_per_s);
+    if (t->opt->deadline_s > 0)
+        curl_easy_setopt(c, CURLOPT_TIMEOUT, t->opt->deadline_s);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, t);
     curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
@@ -153,6 +160,7 @@ static int restart_from_zero(struct transfer *t, const char *part_path)
     t->resumed = 0;
     t->received = 0;
     t->refused_resume = 0;
+    t->too_long = 0;
     curl_easy_setopt(t->curl, CURLOPT_RESUME_FROM_LARGE, (curl_off_t)0);
     return 0;
 }
@@ -175,6 +183,19 @@ static int report(const struct transfer *t, CURLcode rc, long status, const char
     if (t->write_errno) {
         r->failure = DT_DL_FATAL;
         return dt_fail(DT_ERUNTIME, "%s: write failed: %s", part_path, strerror(t->write_errno));
+    }
+    if (t->too_long) {
+        r->failure = DT_DL_NEXT;
+        return dt_fail(DT_ERUNTIME, "%s: sends more than the published %llu bytes", url,
+                       (unsigned long long)t->opt->max_bytes);
+    }
+    double took = 0;
+    curl_easy_getinfo(t->curl, CURLINFO_TOTAL_TIME, &took);
+    if (rc == CURLE_OPERATION_TIMEDOUT && t->opt->deadline_s > 0 &&
+        took >= (double)t->opt->deadline_s - 0.5) {
+        r->failure = DT_DL_NEXT;
+        return dt_fail(DT_ERUNTIME, "%s: not done within the %ld s deadline", url,
+                       t->opt->deadline_s);
     }
     if (rc == CURLE_OK && (status == 0 || (status >= 200 && status < 300))) {
         r->failure = DT_DL_OK;

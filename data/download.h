@@ -27,6 +27,9 @@ struct dt_dl_options {
     long connect_timeout_s; /* CURLOPT_CONNECTTIMEOUT */
     long stall_time_s;      /* abort when below stall_bytes_per_s for this long */
     long stall_bytes_per_s; /* CURLOPT_LOW_SPEED_LIMIT */
+    uint64_t max_bytes;     /* the published size: a body longer than it is cut off (0 = none) */
+    long deadline_s;        /* the whole transfer, seconds (0 = none): a body dripping just
+                               fast enough to beat the stall check still ends */
     dt_dl_progress_fn progress;
     void *progress_ctx;
 };

@@ -14,6 +14,8 @@ Serves DIR/NAME at /MODE/[TAG/]NAME, where MODE says how:
   norange     ignores Range and always answers 200 with the whole file
   slow        sends 4 KiB every 10 ms (so a progress bar has time to draw)
   redirect    answers 302 to /normal/NAME
+  endless     claims no length and sends the file, then zeros, forever (until the client hangs up)
+  drip        sends one byte every 0.2 s (fast enough for a stall check, never done)
 Every request is logged as one line "METHOD PATH range=RANGE" (RANGE "-" when absent), so a
 test can assert what the client asked for. The chosen port is written to --port-file once the
 server listens (port 0 picks a free one). Python standard library only.
@@ -97,7 +99,10 @@ class Handler(BaseHTTPRequestHandler):
             body = body[start:]
         else:
             self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
+        if mode != "endless":
+            self.send_header("Content-Length", str(len(body)))
+        else:
+            self.close_connection = True  # the body ends when the connection does
         self.send_header("Content-Type", "application/octet-stream")
         self.end_headers()
         if self.command == "HEAD":
@@ -117,6 +122,17 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
             self.connection.shutdown(socket.SHUT_RDWR)
             self.close_connection = True
+            return
+        if mode == "endless":
+            self.wfile.write(body)
+            while True:
+                self.wfile.write(b"\0" * 65536)
+                self.wfile.flush()
+        if mode == "drip":
+            for i in range(len(body)):
+                self.wfile.write(body[i:i + 1])
+                self.wfile.flush()
+                time.sleep(0.2)
             return
         if mode == "slow":
             for i in range(0, len(body), 4096):

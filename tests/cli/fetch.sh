@@ -79,6 +79,8 @@ datasets = [
     ds("tiny-redirect", [u + "redirect/"]),
     ds("tiny-stall", [u + "stall/"]),
     ds("tiny-slow", [u + "slow/"]),
+    ds("tiny-endless", [u + "endless/"]),
+    ds("tiny-drip", [u + "drip/"]),
     ds("tiny-nosum", [u + "normal/"], keys=("size",)),
     ds("tiny-system", [u + "404/"], files=names[:2], system_dir=os.path.join(os.path.dirname(src), "sys")),
 ]
@@ -182,6 +184,13 @@ expect_err "connection refused explained" "127.0.0.1:1/$F: .*(Couldn't connect|C
 run "$DTRAIN" fetch tiny-redirect --dir "$TMP/d/redirect" $FAST
 expect_rc "redirect followed" 0
 check "redirected file is whole" cmp "$SRC/$F" "$TMP/d/redirect/$F"
+run "$DTRAIN" fetch tiny-endless --dir "$TMP/d/endless" $FAST
+expect_rc "an endless body exits 1" 1
+expect_err "an endless body: cut at the published size" "sends more than the published [0-9]+ bytes"
+check "an endless body: no oversized .part left" sh -c "! find '$TMP/d/endless' -name '*.part' -size +1000k | grep -q ."
+run timeout 30 "$DTRAIN" fetch tiny-drip --dir "$TMP/d/drip" $FAST --deadline 2
+expect_rc "a dripping body exits 1 (not a hang)" 1
+expect_err "a dripping body: the deadline named" "not done within the 2 s deadline"
 run "$DTRAIN" fetch tiny-stall --dir "$TMP/d/stall" $FAST --stall-timeout 1
 expect_rc "stalled transfer exits 1" 1
 expect_err "stalled transfer explained" "too slow|timed out"
