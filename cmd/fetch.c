@@ -524,8 +524,25 @@ static void json_dataset_done(const struct fetch_opts *o, const struct dt_reg_da
     json_emit(&w);
 }
 
+/* A fetch that got nothing leaves nothing: no 0-byte .part files, and no directory it made
+ * that stayed empty (a part with bytes stays, for the next run to resume). */
+static void tidy_failed(const struct fetch_opts *o, const struct dt_reg_dataset *ds, bool made)
+{
+    for (int i = 0; i < ds->nfiles; i++) {
+        char part[4200];
+        struct stat st;
+        if (join_path(part, o->dir, ds->files[i].name, ".part") == 0 && stat(part, &st) == 0 &&
+            st.st_size == 0)
+            unlink(part);
+    }
+    if (made)
+        rmdir(o->dir); /* only succeeds when empty */
+}
+
 static int fetch_dataset(const struct fetch_opts *o, const struct dt_reg_dataset *ds)
 {
+    struct stat st;
+    bool made = stat(o->dir, &st) != 0;
     int rc = prepare_dir(o->dir);
     for (int i = 0; i < ds->nfiles && !rc; i++) {
         struct file_job j;
@@ -533,8 +550,17 @@ static int fetch_dataset(const struct fetch_opts *o, const struct dt_reg_dataset
         if (!rc)
             rc = fetch_file(&j);
     }
-    if (rc)
+    if (rc) {
+        tidy_failed(o, ds, made);
+        char why[600];
+        snprintf(why, sizeof why, "%s", dt_last_error());
+        if (dt_exit_code(rc) == DT_ERUNTIME && strstr(why, "every mirror"))
+            rc = dt_fail(DT_ERUNTIME,
+                         "%s; offline? `dtrain fetch %s --from FILE` takes a copy you have, "
+                         "--mirror URL (or DTRAIN_MIRROR) a reachable one",
+                         why, ds->name);
         return rc;
+    }
     dt_log_info("%s: %d file%s ready in %s", ds->name, ds->nfiles, ds->nfiles == 1 ? "" : "s",
                 o->dir);
     json_dataset_done(o, ds, "dataset_done");

@@ -181,6 +181,8 @@ check "404 was not retried" test "$(requests "/404/$F")" -eq 2 # fallback test +
 run "$DTRAIN" fetch tiny-refused --dir "$TMP/d/refused" $FAST
 expect_rc "connection refused exits 1" 1
 expect_err "connection refused explained" "127.0.0.1:1/$F: .*(Couldn't connect|Connection refused)"
+expect_err "unreachable: says what to do next" "offline\? \`dtrain fetch tiny-refused --from FILE\` takes a copy you have, --mirror URL"
+check "unreachable: no empty directory, no 0-byte .part left" test ! -e "$TMP/d/refused"
 run "$DTRAIN" fetch tiny-redirect --dir "$TMP/d/redirect" $FAST
 expect_rc "redirect followed" 0
 check "redirected file is whole" cmp "$SRC/$F" "$TMP/d/redirect/$F"
