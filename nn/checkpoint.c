@@ -17,6 +17,7 @@
 #include "nn/checkpoint.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -24,6 +25,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "util/err.h"
 #include "util/fileio.h"
@@ -371,8 +374,9 @@ struct parsed {
     const char *path;
     char *file;
     size_t len;
-    const unsigned char *data; /* after the header */
-    size_t data_len;
+    const unsigned char *data; /* after the header (once read_data ran) */
+    size_t data_len, header_len;
+    int fd;
     struct dt_json *header;
     const struct dt_json *meta; /* may be NULL */
     int nentries;
@@ -384,24 +388,53 @@ static void parsed_free(struct parsed *pf)
     dt_json_free(pf->header);
     free(pf->entries);
     free(pf->file);
+    if (pf->fd >= 0)
+        close(pf->fd);
 }
 
+/* Reads exactly len bytes at the file's current offset. */
+static int read_exact(int fd, char *buf, size_t len, const char *path)
+{
+    for (size_t at = 0; at < len;) {
+        ssize_t n = read(fd, buf + at, len - at);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return dt_fail(DT_EDATA, "%s: %s", path,
+                           n < 0 ? strerror(errno) : "truncated while it was being read");
+        at += (size_t)n;
+    }
+    return 0;
+}
+
+/* The frame and the JSON header only: the data section is read by read_data once the header
+ * says what it must hold, so a FIFO, a device or a huge file with a small header is refused
+ * before its bytes are. */
 static int read_frame(struct parsed *pf)
 {
-    int rc = dt_read_file(pf->path, &pf->file, &pf->len);
-    if (rc)
-        return rc;
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer. */
+    pf->fd = open(pf->path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (pf->fd < 0)
+        return dt_fail(DT_EDATA, "%s: cannot open: %s", pf->path, strerror(errno));
+    struct stat st;
+    if (fstat(pf->fd, &st) != 0 || !S_ISREG(st.st_mode))
+        return dt_fail(DT_EDATA, "%s: not a regular file", pf->path);
+    pf->len = (size_t)st.st_size;
     if (pf->len < 8)
         return dt_fail(DT_EDATA,
                        "%s: not a safetensors file: %zu bytes, too short for the 8-byte header "
                        "length",
                        pf->path, pf->len);
+    unsigned char prefix[9] = {0};
+    int rc = read_exact(pf->fd, (char *)prefix, pf->len > 8 ? 9 : 8, pf->path);
+    if (rc)
+        return rc;
     uint64_t n = 0;
     for (int i = 7; i >= 0; i--)
-        n = n << 8 | (unsigned char)pf->file[i];
+        n = n << 8 | prefix[i];
     /* A safetensors header is a JSON object, so its first byte tells a file of another kind
      * (text, a PyTorch zip) from one that was cut short. */
-    if ((pf->len > 8 && pf->file[8] != '{') || n > DT_CHECKPOINT_MAX_HEADER)
+    if ((pf->len > 8 && prefix[8] != '{') || n > DT_CHECKPOINT_MAX_HEADER)
         return dt_fail(DT_EDATA,
                        "%s: not a safetensors file: no 8-byte header length followed by a JSON "
                        "object",
@@ -410,14 +443,31 @@ static int read_frame(struct parsed *pf)
         return dt_fail(DT_EDATA,
                        "%s: truncated: the header is %llu bytes but only %zu follow its length",
                        pf->path, (unsigned long long)n, pf->len - 8);
+    if (!(pf->file = malloc(8 + (size_t)n + 1)))
+        return dt_fail(DT_ERUNTIME, "%s: out of memory reading the header", pf->path);
+    memcpy(pf->file, prefix, 9);
+    if (n > 1 && (rc = read_exact(pf->fd, pf->file + 9, (size_t)n - 1, pf->path)))
+        return rc;
+    pf->header_len = (size_t)n;
     pf->header = dt_json_parse(pf->file + 8, (size_t)n);
     if (!pf->header)
         return dt_fail_context(-DT_EDATA, "%s: header", pf->path);
     if (pf->header->type != DT_JSON_OBJ)
         return dt_fail(DT_EDATA, "%s: header is not a JSON object", pf->path);
-    pf->data = (const unsigned char *)pf->file + 8 + n;
     pf->data_len = pf->len - 8 - (size_t)n;
     return 0;
+}
+
+/* The data section, whose length the header has already been checked against. */
+static int read_data(struct parsed *pf)
+{
+    char *all = realloc(pf->file, pf->len + 1);
+    if (!all)
+        return dt_fail(DT_ERUNTIME, "%s: out of memory reading %zu bytes", pf->path, pf->len);
+    pf->file = all;
+    int rc = read_exact(pf->fd, all + 8 + pf->header_len, pf->data_len, pf->path);
+    pf->data = (const unsigned char *)all + 8 + pf->header_len;
+    return rc;
 }
 
 static bool json_uint(const struct dt_json *v, double limit, long long *out)
@@ -574,9 +624,12 @@ static int parse_header(struct parsed *pf)
 static int parse_file(struct parsed *pf, const char *path)
 {
     memset(pf, 0, sizeof *pf);
+    pf->fd = -1;
     pf->path = path;
     int rc = read_frame(pf);
-    return rc ? rc : parse_header(pf);
+    if (rc == 0)
+        rc = parse_header(pf);
+    return rc ? rc : read_data(pf);
 }
 
 static int copy_metadata(const struct parsed *pf, struct dt_checkpoint_meta *meta)

@@ -1,5 +1,6 @@
 #include "train/setup.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <sys/stat.h>
 #include <stdio.h>
@@ -338,14 +339,31 @@ static double meta_number(const struct dt_checkpoint_meta *meta, const char *key
     return v ? strtod(v, NULL) : 0.0;
 }
 
+/* step and epoch: whole numbers a run can have reached, or the checkpoint is refused (a
+ * crafted "1e300" must not become an undefined conversion). */
+static int meta_count(const char *path, const struct dt_checkpoint_meta *meta, const char *key,
+                      long long *out)
+{
+    const char *v = dt_checkpoint_meta_get(meta, key);
+    char *end = NULL;
+    errno = 0;
+    long long n = v ? strtoll(v, &end, 10) : 0;
+    if (v && (errno || end == v || *end || n < 0 || n > 1000000000000000LL))
+        return dt_fail(DT_EDATA, "%s: metadata %s is \"%.40s\", not a count from 0 to 1e15",
+                       path, key, v);
+    *out = n;
+    return 0;
+}
+
 int dt_run_load_checkpoint(const char *path, struct dt_model *m, struct dt_optim *o,
                            struct dt_run_resume *r)
 {
     struct dt_checkpoint_meta meta = {0};
     int rc = dt_checkpoint_load(path, m, o, &meta);
     if (!rc) {
-        r->step = (long long)meta_number(&meta, "step");
-        r->epoch = (long long)meta_number(&meta, "epoch");
+        rc = meta_count(path, &meta, "step", &r->step);
+        if (rc == 0)
+            rc = meta_count(path, &meta, "epoch", &r->epoch);
         r->best_accuracy = meta_number(&meta, "best_accuracy");
         r->test_accuracy = meta_number(&meta, "test_accuracy");
         r->test_loss = meta_number(&meta, "test_loss");
@@ -378,6 +396,17 @@ int dt_run_config_for_checkpoint(struct dt_config *cfg, const char *checkpoint,
     int rc = dt_run_checkpoint_config(checkpoint, &text);
     if (rc)
         return rc;
+    /* A checkpoint is data: its config may not make libconfig read other files. */
+    for (const char *line = text; line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+        while (*line == ' ' || *line == '\t')
+            line++;
+        if (!strncmp(line, "@include", 8)) {
+            free(text);
+            return dt_fail(DT_EDATA, "%s: the stored config has an @include; a checkpoint's "
+                                     "config must be self-contained (pass --config)",
+                           checkpoint);
+        }
+    }
     char name[1100];
     snprintf(name, sizeof name, "%s (stored config)", checkpoint);
     rc = dt_config_load_string(cfg, name, text, overrides, n);

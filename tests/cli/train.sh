@@ -240,6 +240,32 @@ expect_rc "shape mismatch exits 3" 3
 expect_err_lines "shape mismatch: one line" 1
 expect_err "shape mismatch names the tensor and both shapes" "layers\.7\.weight.*\[64, ?4608\].*\[32, ?4608\]|layers\.7\.weight.*\[32, ?4608\].*\[64, ?4608\]"
 
+# ---- crafted checkpoints: a stored config that @includes a file, an absurd step, a FIFO ----
+/usr/bin/python3 - "$TMP/j/last.safetensors" "$TMP" <<'PY'
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+h, data = json.loads(raw[8:8 + n]), raw[8 + n:]
+def write(name, change):
+    g = json.loads(json.dumps(h))
+    change(g["__metadata__"])
+    b = json.dumps(g, separators=(",", ":")).encode()
+    open(sys.argv[2] + "/" + name, "wb").write(struct.pack("<Q", len(b)) + b + data)
+write("include.safetensors", lambda m: m.update(config='@include "/etc/passwd"\n' + m["config"]))
+write("step.safetensors", lambda m: m.update(step="1e300"))
+PY
+run "$DTRAIN" eval "$TMP/include.safetensors"
+expect_rc "stored config with @include: exit 3" 3
+expect_err "stored config with @include: refused, named" "include.safetensors: the stored config has an @include"
+run "$DTRAIN" train "$CFG" --threads 1 --set data.dir="$FIX" --set checkpoint.dir="$TMP/stp" \
+    --resume "$TMP/step.safetensors"
+expect_rc "absurd step metadata: exit 3" 3
+expect_err "absurd step metadata: named" "metadata step is \"1e300\", not a count"
+mkfifo "$TMP/fifo.safetensors"
+run timeout 10 "$DTRAIN" eval "$TMP/fifo.safetensors"
+expect_rc "a FIFO as checkpoint: exit 3, no hang" 3
+expect_err "a FIFO as checkpoint: not a regular file" "fifo.safetensors: not a regular file"
+
 # ---- stopping: SIGTERM and SIGINT end the run cleanly, checkpoints stay whole ----
 stop_test() { # SIGNAL EXPECTED_RC [--quiet]
     rm -rf "$TMP/s"

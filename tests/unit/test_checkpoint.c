@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "nn/checkpoint.h"
@@ -259,6 +260,28 @@ static void test_trailing_bytes_and_missing_file(void **state)
     dt_model_free(m);
 }
 
+/* Not regular files, and a huge file behind a small valid header: refused from the header
+ * alone, without blocking on the FIFO or reading the gigabytes. */
+static void test_fifo_directory_and_huge_file(void **state)
+{
+    struct fixture *f = *state;
+    struct dt_model *m = small_model(99);
+    struct dt_checkpoint_meta meta = {0};
+    char fifo[160];
+    snprintf(fifo, sizeof fifo, "%s/fifo.safetensors", f->dir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    assert_int_equal(dt_checkpoint_load(fifo, m, NULL, &meta), -DT_EDATA);
+    assert_non_null(strstr(dt_last_error(), "not a regular file"));
+    unlink(fifo);
+    assert_int_equal(dt_checkpoint_load(f->dir, m, NULL, &meta), -DT_EDATA);
+    write_bad(f, f->bytes, f->len);
+    assert_int_equal(truncate(f->bad, (off_t)8 << 30), 0); /* sparse: no disk used */
+    assert_int_equal(dt_checkpoint_load(f->bad, m, NULL, &meta), -DT_EDATA);
+    assert_non_null(strstr(dt_last_error(), "after the last tensor belong to no tensor"));
+    dt_checkpoint_meta_free(&meta);
+    dt_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -267,6 +290,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_every_header_byte_corrupted, setup, teardown),
         cmocka_unit_test_setup_teardown(test_field_corruptions_named, setup, teardown),
         cmocka_unit_test_setup_teardown(test_trailing_bytes_and_missing_file, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fifo_directory_and_huge_file, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
