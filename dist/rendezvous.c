@@ -220,9 +220,19 @@ int dt_rdzv_iface_address(const char *name, int family, char *out, size_t cap)
 
 /* ---- accepting: non-blocking handshakes --------------------------------------------------- */
 
+/* The peer is told why, in an ABORT it reads where it waits for the next handshake message,
+ * so a rank with the wrong token sees "authentication failed (wrong job token?)" and not just
+ * "connection closed". Best effort: a peer that does not read gets nothing. */
 static void pending_drop(struct acceptor *a, int i, const char *why)
 {
     dt_log_warn("rendezvous: dropped connection from %s: %s", a->p[i].addr, why);
+    char text[DT_WIRE_ABORT_MAX];
+    int len = snprintf(text, sizeof text, "rendezvous refused the connection: %s", why);
+    if (len > 0)
+        dt_wire_send_msg(a->p[i].fd, DT_OP_ABORT, 0, text,
+                         (uint32_t)(len < (int)sizeof text ? len : (int)sizeof text - 1),
+                         dt_now() + 0.2, a->p[i].addr);
+    dt_clear_error();
     close(a->p[i].fd);
     a->p[i] = a->p[--a->np];
 }
@@ -232,8 +242,23 @@ static void pending_take(struct acceptor *a, int i)
     a->p[i] = a->p[--a->np];
 }
 
+/* All slots taken: the connection that has been waiting longest without authenticating
+ * makes room. A genuine rank authenticates in a round trip, so idle connections opened to
+ * fill the slots cannot keep it out. */
+static void evict_oldest(struct acceptor *a)
+{
+    int oldest = -1;
+    for (int i = 0; i < a->np; i++)
+        if (a->p[i].stage == ST_AUTH && (oldest < 0 || a->p[i].deadline < a->p[oldest].deadline))
+            oldest = i;
+    if (oldest >= 0)
+        pending_drop(a, oldest, "too many connections waiting to authenticate");
+}
+
 static void pending_start(struct acceptor *a, int fd, const char *addr)
 {
+    if (a->np == MAX_PENDING)
+        evict_oldest(a);
     if (a->np == MAX_PENDING) {
         dt_log_warn("rendezvous: dropped connection from %s: too many pending connections", addr);
         close(fd);
