@@ -12,6 +12,7 @@
 #include "data/registry.h"
 
 #include <ctype.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -338,6 +339,14 @@ static int parse_dataset(const char *path, const struct dt_json *dj, int index,
         (rc = get_string(path, dj, "name", where, 1, &d->name)))
         return rc;
     snprintf(where, sizeof where, "dataset \"%.100s\"", d->name);
+    /* The name becomes a directory under the data root: nothing that climbs out of it. */
+    bool plain = d->name[0] && d->name[0] != '.' && strlen(d->name) <= 64;
+    for (const char *c = d->name; *c && plain; c++)
+        plain = isalnum((unsigned char)*c) || *c == '-' || *c == '_' || *c == '.';
+    if (!plain)
+        return bad(path, "\"name\" must be 1-64 letters, digits, '-', '_' or '.', not starting "
+                         "with '.'",
+                   where);
     if ((rc = get_string(path, dj, "format", where, 1, &d->format)))
         return rc;
     if (strcmp(d->format, "idx") && strcmp(d->format, "cifar10") && strcmp(d->format, "cifar100"))

@@ -309,6 +309,10 @@ expect_err "bad registry checksum explained" "badreg.json: dataset \"x\": \"md5\
 printf '{"datasets": [{"name": "x", "format": "idx", "colour": 1, "files": []}]}' >"$TMP/badreg.json"
 run "$DTRAIN" fetch x --registry "$TMP/badreg.json"
 expect_err "unknown registry key explained" "unknown key \"colour\""
+printf '{"datasets": [{"name": "../../etc", "format": "idx", "files": []}]}' >"$TMP/badreg.json"
+run "$DTRAIN" fetch ../../etc --registry "$TMP/badreg.json"
+expect_rc "a dataset name with .. exits 2" 2
+expect_err "a dataset name with .. refused" "badreg.json: dataset \"../../etc\": \"name\" must be 1-64 letters"
 printf '{"datasets": [' >"$TMP/badreg.json"
 run "$DTRAIN" fetch x --registry "$TMP/badreg.json"
 expect_rc "broken registry JSON exits 2" 2
