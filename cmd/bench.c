@@ -60,8 +60,9 @@ struct bench_args {
     size_t min_bytes, max_bytes;
 };
 
-static int take_option(struct bench_args *a, int opt, const char *arg)
+static int take_option(void *ctx, int opt, const char *arg)
 {
+    struct bench_args *a = ctx;
     switch (opt) {
     case DT_OPT_SET:
         return dt_cli_sets_add(&a->sets, arg);
@@ -152,17 +153,9 @@ static int parse_args(struct bench_args *a, int argc, char **argv)
         {"rendezvous-timeout", required_argument, NULL, OPT_RENDEZVOUS_TIMEOUT},
         {NULL, 0, NULL, 0},
     };
-    optind = 0;
-    opterr = 0;
-    int opt, rc;
-    while ((opt = getopt_long(argc, argv, DT_CLI_COMMON_SHORTOPTS, longopts, NULL)) != -1) {
-        if (opt == '?' || opt == ':')
-            return dt_cli_bad_option(opt, argv, BENCH_USAGE);
-        if (dt_cli_common_option(&a->common, opt))
-            continue;
-        if ((rc = take_option(a, opt, optarg)))
-            return rc;
-    }
+    int rc = dt_cli_getopt(argc, argv, longopts, &a->common, take_option, a, BENCH_USAGE);
+    if (rc)
+        return rc;
     if (a->common.help)
         return 0;
     if (optind >= argc)

@@ -31,6 +31,22 @@ bool dt_cli_common_option(struct dt_cli_common *common, int opt)
     }
 }
 
+int dt_cli_getopt(int argc, char **argv, const struct option *longopts,
+                  struct dt_cli_common *common, int (*take)(void *ctx, int opt, const char *arg),
+                  void *ctx, const char *usage)
+{
+    optind = 0; /* GNU: full reset, so a second parse in one process starts clean */
+    opterr = 0;
+    int opt, rc;
+    while ((opt = getopt_long(argc, argv, DT_CLI_COMMON_SHORTOPTS, longopts, NULL)) != -1) {
+        if (opt == '?' || opt == ':')
+            return dt_cli_bad_option(opt, argv, usage);
+        if (!dt_cli_common_option(common, opt) && (rc = take(ctx, opt, optarg)))
+            return rc;
+    }
+    return 0;
+}
+
 void dt_cli_apply_log_level(const struct dt_cli_common *common)
 {
     dt_log_set_level(common->quiet     ? DT_LOG_QUIET

@@ -44,6 +44,14 @@ struct dt_cli_common {
     bool quiet, verbose, json, help;
 };
 
+/* The one option loop of every command: getopt_long over longopts (which include
+ * DT_CLI_COMMON_LONGOPTS), the common options recorded in *common, every other one handed to
+ * take(ctx, opt, optarg). 0 with optind at the first operand, or the first error (a bad
+ * option gets `usage` appended). */
+int dt_cli_getopt(int argc, char **argv, const struct option *longopts,
+                  struct dt_cli_common *common, int (*take)(void *ctx, int opt, const char *arg),
+                  void *ctx, const char *usage);
+
 /* Handles a common option: returns true when `opt` was one (and records it). */
 bool dt_cli_common_option(struct dt_cli_common *common, int opt);
 

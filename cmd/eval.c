@@ -43,8 +43,9 @@ struct eval_args {
     int threads;
 };
 
-static int take_option(struct eval_args *a, int opt, const char *arg)
+static int take_option(void *ctx, int opt, const char *arg)
 {
+    struct eval_args *a = ctx;
     switch (opt) {
     case OPT_CONFIG:
         a->config = arg;
@@ -71,17 +72,9 @@ static int parse_args(int argc, char **argv, struct eval_args *a)
         {"threads", required_argument, NULL, OPT_THREADS},
         {NULL, 0, NULL, 0},
     };
-    optind = 0; /* GNU: full reset, so a second parse in one process starts clean */
-    opterr = 0;
-    int opt, rc;
-    while ((opt = getopt_long(argc, argv, DT_CLI_COMMON_SHORTOPTS, options, NULL)) != -1) {
-        if (opt == '?' || opt == ':')
-            return dt_cli_bad_option(opt, argv, EVAL_USAGE);
-        if (dt_cli_common_option(&a->common, opt))
-            continue;
-        if ((rc = take_option(a, opt, optarg)))
-            return rc;
-    }
+    int rc = dt_cli_getopt(argc, argv, options, &a->common, take_option, a, EVAL_USAGE);
+    if (rc)
+        return rc;
     if (a->common.help)
         return 0;
     if (optind != argc - 1)

@@ -59,8 +59,9 @@ struct file_list {
     size_t n, cap;
 };
 
-static int take_option(struct predict_args *a, int opt, const char *arg)
+static int take_option(void *ctx, int opt, const char *arg)
 {
+    struct predict_args *a = ctx;
     switch (opt) {
     case OPT_TOP:
         return dt_cli_parse_int("--top", arg, 1, MAX_TOP, &a->top);
@@ -93,17 +94,9 @@ static int parse_args(int argc, char **argv, struct predict_args *a)
         {"set", required_argument, NULL, DT_OPT_SET},
         {NULL, 0, NULL, 0},
     };
-    optind = 0;
-    opterr = 0;
-    int opt, rc;
-    while ((opt = getopt_long(argc, argv, DT_CLI_COMMON_SHORTOPTS, options, NULL)) != -1) {
-        if (opt == '?' || opt == ':')
-            return dt_cli_bad_option(opt, argv, PREDICT_USAGE);
-        if (dt_cli_common_option(&a->common, opt))
-            continue;
-        if ((rc = take_option(a, opt, optarg)))
-            return rc;
-    }
+    int rc = dt_cli_getopt(argc, argv, options, &a->common, take_option, a, PREDICT_USAGE);
+    if (rc)
+        return rc;
     if (a->common.help)
         return 0;
     if (argc - optind < 2)

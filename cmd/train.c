@@ -61,8 +61,9 @@ struct train_args {
     struct dt_job_opts job;
 };
 
-static int take_flag(struct train_args *a, int opt, const char *arg)
+static int take_flag(void *ctx, int opt, const char *arg)
 {
+    struct train_args *a = ctx;
     int n;
     int rc = 0;
     switch (opt) {
@@ -159,17 +160,9 @@ static int parse_args(struct train_args *a, int argc, char **argv)
         {"max-restarts", required_argument, NULL, OPT_MAX_RESTARTS},
         {NULL, 0, NULL, 0},
     };
-    optind = 0; /* GNU: full reset, so a second parse in one process starts clean */
-    opterr = 0;
-    int opt, rc;
-    while ((opt = getopt_long(argc, argv, DT_CLI_COMMON_SHORTOPTS, longopts, NULL)) != -1) {
-        if (opt == '?' || opt == ':')
-            return dt_cli_bad_option(opt, argv, TRAIN_USAGE);
-        if (dt_cli_common_option(&a->common, opt))
-            continue;
-        if ((rc = take_flag(a, opt, optarg)))
-            return rc;
-    }
+    int rc = dt_cli_getopt(argc, argv, longopts, &a->common, take_flag, a, TRAIN_USAGE);
+    if (rc)
+        return rc;
     if (a->common.help || a->config_reference)
         return 0;
     if (optind >= argc)
