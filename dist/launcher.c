@@ -109,8 +109,14 @@ static void reap(struct supervisor *s)
             snprintf(s->reason, sizeof s->reason, "rank %d (pid %d) %s", r, (int)k->pid, what);
             begin_teardown(s, s->reason);
         } else if (!clean && s->stop_signal) {
-            /* A rank that stopped first must not leave the others waiting for it. */
-            begin_teardown(s, "the job was stopped");
+            /* The ranks agree on the step they stop after, so one that exited 130/143 has
+             * left the others a checkpoint to write, not a collective to wait in: let them
+             * finish (the kill deadline still bounds it). A rank that ended any other way
+             * must not leave the others waiting for it. */
+            bool stopped = WIFEXITED(status) &&
+                           (WEXITSTATUS(status) == DT_EINTR || WEXITSTATUS(status) == DT_ETERM);
+            if (!stopped)
+                begin_teardown(s, "the job was stopped");
         }
     }
 }

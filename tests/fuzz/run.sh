@@ -5,6 +5,7 @@
 # prints one line per target: executions, seconds, new corpus entries, and any finding. A
 # finding (crash, leak, timeout, sanitizer report) leaves its input in build-fuzz/findings and
 # fails the run. `make fuzz FUZZ_SECONDS=600` is the long run; CI runs it for a few seconds.
+# FUZZ_ONLY="idx json" runs only those targets (two such runs use two cores).
 SECONDS_EACH=${1:-60}
 OUT=build-fuzz
 PY=/usr/bin/python3
@@ -36,8 +37,10 @@ failed=0
 export LSAN_OPTIONS="suppressions=$(pwd)/tests/fuzz/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 for bin in "$OUT"/fuzz/fuzz_*; do
     t=${bin##*/fuzz_}
+    case " ${FUZZ_ONLY:-$t} " in *" $t "*) ;; *) continue ;; esac
     FUZZ_SEED_DIR="$CORPUS/$t" "$bin" -runs=0 "$CORPUS/$t" >/dev/null 2>&1 # writes its seeds
     log="$OUT/fuzz_$t.log"
+    mkdir -p "$OUT/corpus"
     FUZZ_SEED_DIR= "$bin" -max_total_time="$SECONDS_EACH" -timeout=10 -rss_limit_mb=2048 \
         -max_len=65536 -artifact_prefix="$OUT/findings/$t-" -print_final_stats=1 \
         "$CORPUS/$t" >"$log" 2>&1
