@@ -355,6 +355,27 @@ static void test_bad_size_field(void **state)
     expect_error("cifar10", 0, want);
 }
 
+/* GNU base-256 sizes near 2^64: rounding the size up to whole blocks must not wrap around to a
+ * small number (which would read the next member's bytes as this one's). */
+static void test_size_that_would_wrap(void **state)
+{
+    (void)state;
+    static const uint64_t sizes[] = {UINT64_MAX, UINT64_MAX - 100, (uint64_t)1 << 63};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        struct fx_buf tar = {0};
+        fx_cifar10_tar(&tar, "cifar-10-batches-bin", 2, 2, NULL);
+        size_t h = header_of(&tar, "test_batch.bin");
+        memset(tar.p + h + 124, 0, 12);
+        tar.p[h + 124] = 0x80;
+        for (int i = 0; i < 8; i++)
+            tar.p[h + 124 + 4 + i] = (uint8_t)(sizes[k] >> (8 * (7 - i)));
+        fx_tar_checksum(tar.p + h);
+        fx_tar_end(&tar);
+        write_c10(&tar);
+        expect_error("cifar10", 0, "tar");
+    }
+}
+
 static void test_truncated_tar(void **state)
 {
     (void)state;
@@ -487,6 +508,7 @@ int main(void)
         cmocka_unit_test(test_label_out_of_range),
         cmocka_unit_test(test_bad_header_checksum),
         cmocka_unit_test(test_bad_size_field),
+        cmocka_unit_test(test_size_that_would_wrap),
         cmocka_unit_test(test_truncated_tar),
         cmocka_unit_test(test_wrong_class_name_count),
         cmocka_unit_test(test_empty_dataset),
