@@ -7,6 +7,7 @@
  */
 #include "data/idx.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,51 +47,84 @@ static int idx_header(const char *path, const uint8_t *buf, size_t len, uint32_t
     return 0;
 }
 
-/* The data after the header must be exactly `need` bytes; then it replaces the buffer. */
-static int idx_take_payload(const char *path, uint8_t **buf, size_t len, size_t header,
-                            uint64_t need, const char *dims_text)
-{
-    if (len - header != need)
-        return dt_fail(DT_EDATA, "%s: dims %s need %llu bytes of data, found %zu", path, dims_text,
-                       (unsigned long long)need, len - header);
-    memmove(*buf, *buf + header, (size_t)need);
-    uint8_t *fit = realloc(*buf, (size_t)need);
-    if (fit)
-        *buf = fit;
-    return 0;
-}
-
-/* A .gz name must hold gzip data; any other name may hold either. */
-static int idx_read_file(const char *path, uint8_t **buf, size_t *len)
+/* A .gz name must hold gzip data; any other name may hold either (told by the magic bytes). */
+static int idx_open(const char *path, struct dt_gz_reader **r)
 {
     size_t n = strlen(path);
-    if (n > 3 && strcmp(path + n - 3, ".gz") == 0)
-        return dt_gz_read_all(path, buf, len);
-    return dt_gz_read_any(path, buf, len);
+    bool gz = n > 3 && strcmp(path + n - 3, ".gz") == 0;
+    if (!gz) {
+        uint8_t magic[2] = {0, 0};
+        FILE *f = fopen(path, "rb");
+        if (f) {
+            gz = fread(magic, 1, 2, f) == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
+            fclose(f);
+        }
+    }
+    return gz ? dt_gz_open(r, path) : dt_gz_open_plain(r, path);
+}
+
+/* The header alone (4 + 4 * ndims bytes), checked: magic, dimensions. */
+static int idx_read_header(struct dt_gz_reader *r, const char *path, uint32_t magic, int ndims,
+                           uint32_t *dims)
+{
+    uint8_t hdr[16];
+    size_t got = 0;
+    int rc = dt_gz_read(r, hdr, 4 + 4 * (size_t)ndims, &got);
+    return rc < 0 ? rc : idx_header(path, hdr, got, magic, ndims, dims);
+}
+
+/* Exactly `need` bytes of data after the header, and nothing after them: the payload is read
+ * as the header sizes it, so a file that inflates to more (many gzip members, say) is refused
+ * after need + 1 bytes instead of being decompressed whole. */
+static int idx_read_payload(struct dt_gz_reader *r, const char *path, uint64_t need,
+                            const char *dims_text, uint8_t **out)
+{
+    if (need > dt_gz_plausible_size(r))
+        return dt_fail(DT_EDATA, "%s: dims %s need %llu bytes of data, more than the file can hold",
+                       path, dims_text, (unsigned long long)need);
+    uint8_t *buf = malloc(need ? (size_t)need : 1);
+    if (!buf)
+        return dt_fail(DT_ERUNTIME, "%s: out of memory (%llu bytes)", path,
+                       (unsigned long long)need);
+    size_t got = 0, extra = 0;
+    uint8_t one;
+    int rc = dt_gz_read(r, buf, (size_t)need, &got);
+    if (rc == 0 && got == need)
+        rc = dt_gz_read(r, &one, 1, &extra);
+    if (rc == 0 && got != need)
+        rc = dt_fail(DT_EDATA, "%s: dims %s need %llu bytes of data, found %zu", path, dims_text,
+                     (unsigned long long)need, got);
+    else if (rc == 0 && extra)
+        rc = dt_fail(DT_EDATA, "%s: dims %s need %llu bytes of data, found more", path,
+                     dims_text, (unsigned long long)need);
+    if (rc < 0) {
+        free(buf);
+        return rc;
+    }
+    *out = buf;
+    return 0;
 }
 
 static int idx_read_images(struct dt_dataset *d, const char *path)
 {
-    uint8_t *buf;
-    size_t len;
+    struct dt_gz_reader *r;
     uint32_t dims[3];
-    int rc = idx_read_file(path, &buf, &len);
+    uint8_t *buf = NULL;
+    int rc = idx_open(path, &r);
     if (rc < 0)
         return rc;
-    rc = idx_header(path, buf, len, IDX_IMAGES_MAGIC, 3, dims);
+    rc = idx_read_header(r, path, IDX_IMAGES_MAGIC, 3, dims);
     if (rc == 0 &&
         (dims[1] == 0 || dims[2] == 0 || dims[1] > IDX_MAX_SIDE || dims[2] > IDX_MAX_SIDE))
         rc = dt_fail(DT_EDATA, "%s: bad image size %ux%u", path, dims[1], dims[2]);
     if (rc == 0) {
         char text[64];
         snprintf(text, sizeof(text), "%ux%ux%u", dims[0], dims[1], dims[2]);
-        uint64_t need = (uint64_t)dims[0] * dims[1] * dims[2];
-        rc = idx_take_payload(path, &buf, len, 16, need, text);
+        rc = idx_read_payload(r, path, (uint64_t)dims[0] * dims[1] * dims[2], text, &buf);
     }
-    if (rc < 0) {
-        free(buf);
+    dt_gz_close(r);
+    if (rc < 0)
         return rc;
-    }
     d->x = buf;
     d->n = dims[0];
     d->c = 1;
@@ -101,18 +135,19 @@ static int idx_read_images(struct dt_dataset *d, const char *path)
 
 static int idx_read_labels(struct dt_dataset *d, const char *path, const char *images_path)
 {
-    uint8_t *buf;
-    size_t len;
+    struct dt_gz_reader *r;
     uint32_t n;
-    int rc = idx_read_file(path, &buf, &len);
+    uint8_t *buf = NULL;
+    int rc = idx_open(path, &r);
     if (rc < 0)
         return rc;
-    rc = idx_header(path, buf, len, IDX_LABELS_MAGIC, 1, &n);
+    rc = idx_read_header(r, path, IDX_LABELS_MAGIC, 1, &n);
     if (rc == 0) {
         char text[32];
         snprintf(text, sizeof(text), "%u", n);
-        rc = idx_take_payload(path, &buf, len, 8, n, text);
+        rc = idx_read_payload(r, path, n, text, &buf);
     }
+    dt_gz_close(r);
     if (rc == 0 && n != d->n)
         rc = dt_fail(DT_EDATA, "%s: %u labels, but %s has %zu images", path, n, images_path, d->n);
     for (uint32_t i = 0; rc == 0 && i < n; i++)

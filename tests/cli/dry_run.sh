@@ -92,4 +92,26 @@ expect_rc "class name with escapes: exit 0" 0
 expect_out "class name with escapes: shown with ? for control characters" "^ +0 +\?\]0;pwned\?\?\[31mplane "
 check "class name with escapes: no ESC byte reaches stdout" sh -c "! grep -q \"$(printf '\033')\" '$TMP/out'"
 
+# An IDX file whose gzip members inflate far past what its header declares (2 images, then
+# 500 members of 1 MiB of zeros): refused at the first byte too many, not decompressed whole.
+/usr/bin/python3 - "$TMP/members" <<'PYEOF'
+import gzip, os, struct, sys
+d = sys.argv[1]
+os.makedirs(d)
+img = struct.pack(">IIII", 0x803, 2, 28, 28) + bytes(2 * 784)
+lab = gzip.compress(struct.pack(">II", 0x801, 2) + bytes(2))
+zeros = gzip.compress(bytes(1 << 20))
+with open(d + "/train-images-idx3-ubyte.gz", "wb") as f:
+    f.write(gzip.compress(img))
+    for _ in range(500):
+        f.write(zeros)
+open(d + "/train-labels-idx1-ubyte.gz", "wb").write(lab)
+open(d + "/t10k-images-idx3-ubyte.gz", "wb").write(gzip.compress(img))
+open(d + "/t10k-labels-idx1-ubyte.gz", "wb").write(lab)
+PYEOF
+run "$DTRAIN" train configs/fashion-convnet.cfg --set data.dir="$TMP/members" --dry-run
+expect_rc "gzip members inflating past the header: exit 3" 3
+# "found more" (not a byte count) is said at byte 1569: the rest was never inflated.
+expect_err "gzip members inflating past the header: named, stopped at the first byte too many" "train-images-idx3-ubyte.gz: dims 2x28x28 need 1568 bytes of data, found more$"
+
 finish

@@ -193,16 +193,17 @@ static void test_dims_disagree_with_data(void **state)
     replace("train-images-idx3-ubyte.gz", &b);
     expect_load_error(0, "train-images-idx3-ubyte.gz",
                       "dims 50x28x28 need 39200 bytes of data, found 39199");
-    b.n += 2; /* trailing garbage */
+    b.n += 2; /* trailing garbage: refused at the first byte past the data, unread beyond */
     replace("train-images-idx3-ubyte.gz", &b);
     expect_load_error(0, "train-images-idx3-ubyte.gz",
-                      "dims 50x28x28 need 39200 bytes of data, found 39201");
-    /* a header claiming 4 billion images must not be believed */
+                      "dims 50x28x28 need 39200 bytes of data, found more");
+    /* a header claiming 4 billion images must not be believed, nor allocated for */
     b.n -= 1;
     b.p[4] = 0xff;
     replace("train-images-idx3-ubyte.gz", &b);
     expect_load_error(0, "train-images-idx3-ubyte.gz",
-                      "dims 4278190130x28x28 need 3354101061920 bytes of data, found 39200");
+                      "dims 4278190130x28x28 need 3354101061920 bytes of data, more than the "
+                      "file can hold");
     fx_free(&b);
     fx_idx_images(&b, 50, 28, 28, 0);
     replace("train-images-idx3-ubyte.gz", &b);
