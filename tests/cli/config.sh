@@ -129,4 +129,18 @@ sed -n '/<!-- reference:begin -->/,/<!-- reference:end -->/p' docs/config.md | s
 check "docs/config.md reference is current (regenerate with dtrain train --config-reference)" \
     cmp -s "$TMP/out" "$TMP/doc-reference"
 
+# Values that would wrap in a 32-bit int or round to infinity in a float are range errors,
+# never a wrapped or infinite setting.
+run "$DTRAIN" train configs/fashion-convnet.cfg --set train.batch_size=4294967297 --print-config
+expect_rc "batch_size 2^32 + 1: exit 2" 2
+expect_err "batch_size 2^32 + 1: not wrapped to 1" "train.batch_size: must be between 1 and 1048576, got 4294967297"
+run "$DTRAIN" train configs/fashion-convnet.cfg --set optimizer.lr=1e40 --print-config
+expect_rc "lr 1e40 (inf in float): exit 2" 2
+expect_err "lr 1e40: a range error" "optimizer.lr: must be between 0 and 10, got 1e\+40"
+run "$DTRAIN" train configs/fashion-convnet.cfg --set train.seed=99999999999999999999 --print-config
+expect_rc "a seed past 64 bits: exit 2" 2
+run "$DTRAIN" train configs/fashion-convnet.cfg --set train.epochs=2.5 --print-config
+expect_rc "epochs 2.5: exit 2" 2
+expect_err "epochs 2.5: an integer is expected" "train.epochs: expected an integer, got a float"
+
 finish
