@@ -24,7 +24,13 @@ BLAS_CFLAGS := $(shell pkg-config --cflags openblas)
 BLAS_LIBS   := $(shell pkg-config --libs openblas)
 endif
 
+# Portable by default: the wide kernels carry their own target attributes and are picked at
+# run time (nn/isa.h). NATIVE=1 tunes everything else for the build host.
+ifeq ($(NATIVE),1)
 OPT      ?= -O3 -march=native
+else
+OPT      ?= -O3 -march=x86-64-v2 -mtune=generic
+endif
 CFLAGS   += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -g $(OPT) -fopenmp \
             -I. -DDTRAIN_VERSION='"$(VERSION)"' $(BLAS_CFLAGS) $(shell pkg-config --cflags $(PKGS))
 LDLIBS   += $(BLAS_LIBS) $(shell pkg-config --libs $(PKGS)) -lm -lpthread -lrt

@@ -10,6 +10,7 @@
 
 #include "cmd/cmd.h"
 #include "nn/blas.h"
+#include "nn/isa.h"
 #include "util/err.h"
 #include "util/json.h"
 #include "util/log.h"
@@ -69,6 +70,11 @@ int main(int argc, char **argv)
 {
     /* First: may re-execute dtrain with OpenBLAS kernels that fit this CPU (nn/blas.h). */
     dt_blas_select_kernels(argv);
+    char isa_err[160];
+    if (dt_isa_init_env(isa_err, sizeof isa_err)) {
+        fprintf(stderr, "dtrain: %s\n", isa_err);
+        return DT_EUSAGE;
+    }
     if (argc < 2)
         return usage_error("%s", "no command given");
     const char *arg = argv[1];

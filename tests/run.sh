@@ -2,6 +2,7 @@
 # Runs every test and prints one summary line "N passed, N failed".
 #   unit:   each build/tests/test_* binary (cmocka); its "[  PASSED  ] N test(s)" and
 #           "[  FAILED  ] N test(s)" lines are counted.
+#           The kernel tests run again with DTRAIN_ISA=generic and avx2 where the CPU can.
 #   cli:    each tests/cli/*.sh (skipped with UNIT_ONLY=1); they print
 #           "RESULT passed=N failed=M skipped=K" through tests/cli/lib.sh.
 # The PyTorch parity checks are unit tests (test_parity_*), which run tests/parity/*.py.
@@ -51,6 +52,15 @@ run_one() { # name kind command...
 for t in "$BUILD"/tests/test_*; do
     [ -x "$t" ] || continue
     run_one "$t" unit "$t"
+done
+# The kernel tests again under every other instruction-set path this CPU runs (nn/isa.h):
+# the default run above took the widest one. (Winograd has only an AVX-512 path.)
+for isa in generic avx2; do
+    DTRAIN_ISA=$isa "$DTRAIN_BIN" --version >/dev/null 2>&1 || continue
+    for t in conv_direct conv_layer gradcheck parity_layers; do
+        [ -x "$BUILD/tests/test_$t" ] || continue
+        run_one "test_$t.$isa" unit env DTRAIN_ISA=$isa "$BUILD/tests/test_$t"
+    done
 done
 if [ -z "$UNIT_ONLY" ]; then
     for t in tests/cli/*.sh; do

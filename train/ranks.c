@@ -7,6 +7,7 @@
 #include "dist/launcher.h"
 #include "dist/topology.h"
 #include "nn/blas.h"
+#include "nn/isa.h"
 #include "nn/model.h"
 #include "util/err.h"
 #include "util/log.h"
@@ -163,6 +164,7 @@ int dt_run_ranks(const struct dt_config *cfg, const struct dt_job_plan *plan,
         dt_blas_info_read(&blas);
         dt_log_info("BLAS: %s threading, %s kernels (%s)", dt_blas_threading_name(blas.threading),
                     blas.core, blas.choice);
+        dt_log_info("kernels: %s instruction set (DTRAIN_ISA to force one)", dt_isa_name());
     }
     int rc = plan_pinning(&j);
     if (rc)

@@ -1,0 +1,92 @@
+#include "nn/isa.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/cpu.h"
+
+static const char *const labels[DT_ISA_COUNT] = {"generic", "avx2", "avx512"};
+
+/* -1 until chosen: the kernels call dt_isa_get() on every call, tests switch with dt_isa_set. */
+static int current = -1;
+
+const char *dt_isa_label(enum dt_isa isa)
+{
+    return (unsigned)isa < DT_ISA_COUNT ? labels[isa] : "?";
+}
+
+bool dt_isa_available(enum dt_isa isa)
+{
+    if (isa == DT_ISA_GENERIC)
+        return true;
+#if defined(__x86_64__) && defined(__GNUC__)
+    struct dt_cpu_features f;
+    dt_cpu_features_read(&f);
+    if (isa == DT_ISA_AVX2)
+        return f.avx2 && f.fma;
+    if (isa == DT_ISA_AVX512)
+        return f.avx512;
+#endif
+    return false;
+}
+
+enum dt_isa dt_isa_best(void)
+{
+    for (int i = DT_ISA_COUNT - 1; i > 0; i--)
+        if (dt_isa_available((enum dt_isa)i))
+            return (enum dt_isa)i;
+    return DT_ISA_GENERIC;
+}
+
+int dt_isa_parse(const char *name, enum dt_isa *isa, char *err, size_t errlen)
+{
+    for (int i = 0; i < DT_ISA_COUNT; i++)
+        if (name && !strcmp(name, labels[i])) {
+            *isa = (enum dt_isa)i;
+            return 0;
+        }
+    snprintf(err, errlen, "DTRAIN_ISA: unknown instruction set '%s' (expected generic, avx2 or avx512)",
+             name ? name : "");
+    return -2;
+}
+
+int dt_isa_set(enum dt_isa isa, char *err, size_t errlen)
+{
+    if ((unsigned)isa >= DT_ISA_COUNT || !dt_isa_available(isa)) {
+        snprintf(err, errlen, "DTRAIN_ISA: this CPU cannot run the %s kernels (best here: %s)",
+                 dt_isa_label(isa), dt_isa_label(dt_isa_best()));
+        return -2;
+    }
+    current = (int)isa;
+    return 0;
+}
+
+int dt_isa_init_env(char *err, size_t errlen)
+{
+    const char *v = getenv("DTRAIN_ISA");
+    if (!v || !*v) {
+        current = (int)dt_isa_best();
+        return 0;
+    }
+    enum dt_isa isa;
+    int rc = dt_isa_parse(v, &isa, err, errlen);
+    return rc ? rc : dt_isa_set(isa, err, errlen);
+}
+
+enum dt_isa dt_isa_get(void)
+{
+    if (current < 0) {
+        /* a library caller that never called dt_isa_init_env: honour a valid DTRAIN_ISA
+         * (tests rerun the kernel tests that way), else the best path */
+        char err[160];
+        if (dt_isa_init_env(err, sizeof err))
+            current = (int)dt_isa_best();
+    }
+    return (enum dt_isa)current;
+}
+
+const char *dt_isa_name(void)
+{
+    return dt_isa_label(dt_isa_get());
+}
