@@ -24,6 +24,7 @@
 #include <omp.h>
 
 #include "nn/conv_direct.h"
+#include "nn/isa.h"
 #include "nn/conv_winograd.h"
 #include "util/err.h"
 
@@ -318,9 +319,9 @@ int main(int argc, char **argv)
     }
     /* OpenBLAS would start its own threads under a 1-thread OpenMP team (not "in parallel") */
     openblas_set_num_threads(1);
-    printf("direct kernels: %s path; ms and GF/s: median of %d repeats, best: GF/s of the fastest; "
+    printf("direct kernels: %s path (DTRAIN_ISA=%s); ms and GF/s: median of %d repeats, best: GF/s of the fastest; "
            "GFLOP = 2*N*K*C*kh*kw*OH*OW / time (Winograd: the direct equivalent)\n",
-           dt_conv_direct_uses_simd() ? "AVX-512" : "portable", repeats);
+           dt_conv_direct_uses_simd() ? "AVX-512" : "portable", dt_isa_name(), repeats);
     printf("%-28s %3s %-7s %20s   %20s   %20s %7s %7s %8s\n", "", "", "", "---- direct ----",
            "---- winograd ----", "--- im2col+sgemm ---", "", "", "");
     printf("%-28s %3s %-7s %6s %6s %6s   %6s %6s %6s   %6s %6s %6s %7s %7s %8s %8s\n", "conv",
