@@ -13,6 +13,7 @@
 
 #include "dist/topology.h"
 #include "nn/blas.h"
+#include "nn/isa.h"
 #include "util/err.h"
 #include "util/json.h"
 
@@ -99,4 +100,5 @@ void dt_bench_machine_print(const struct dt_bench_machine *m, FILE *out, bool js
             m->smt > 1 ? "on" : "off", m->cpus, m->cpus == 1 ? "" : "s");
     fprintf(out, "# BLAS: %s; threading %s\n", m->blas, m->threading);
     fprintf(out, "# BLAS kernels: %s\n", m->kernels);
+    fprintf(out, "# dtrain kernels: %s instruction set (DTRAIN_ISA)\n", dt_isa_name());
 }
