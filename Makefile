@@ -24,12 +24,14 @@ BLAS_CFLAGS := $(shell pkg-config --cflags openblas)
 BLAS_LIBS   := $(shell pkg-config --libs openblas)
 endif
 
-# Portable by default: the wide kernels carry their own target attributes and are picked at
-# run time (nn/isa.h). NATIVE=1 tunes everything else for the build host.
-ifeq ($(NATIVE),1)
-OPT      ?= -O3 -march=native
-else
+# The wide conv kernels carry their own target attributes and are picked at run time
+# (nn/isa.h, DTRAIN_ISA), so PORTABLE=1 builds one binary for any x86-64-v2 node of a
+# cluster. It is not the default yet: the loops outside those kernels lose their AVX-512
+# code, and the ConvNet at 1x1 measured 20% slower (BENCHMARKS.md, issue 16).
+ifeq ($(PORTABLE),1)
 OPT      ?= -O3 -march=x86-64-v2 -mtune=generic
+else
+OPT      ?= -O3 -march=native
 endif
 CFLAGS   += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -g $(OPT) -fopenmp \
             -I. -DDTRAIN_VERSION='"$(VERSION)"' $(BLAS_CFLAGS) $(shell pkg-config --cflags $(PKGS))
