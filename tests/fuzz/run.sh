@@ -40,7 +40,6 @@ for bin in "$OUT"/fuzz/fuzz_*; do
     case " ${FUZZ_ONLY:-$t} " in *" $t "*) ;; *) continue ;; esac
     FUZZ_SEED_DIR="$CORPUS/$t" "$bin" -runs=0 "$CORPUS/$t" >/dev/null 2>&1 # writes its seeds
     log="$OUT/fuzz_$t.log"
-    mkdir -p "$OUT/corpus"
     FUZZ_SEED_DIR= "$bin" -max_total_time="$SECONDS_EACH" -timeout=10 -rss_limit_mb=2048 \
         -max_len=65536 -artifact_prefix="$OUT/findings/$t-" -print_final_stats=1 \
         "$CORPUS/$t" >"$log" 2>&1
