@@ -25,6 +25,8 @@ FASHION = "/usr/share/datasets/fashion-mnist"
 MODELS = {  # name: (dtrain config, data kind)
     "convnet": ("configs/fashion-convnet.cfg", "fashion"),
     "cnn": ("configs/cifar10-cnn.cfg", "cifar"),
+    "fashion-resnet": ("configs/fashion-resnet.cfg", "fashion"),
+    "resnet20": ("configs/cifar10-resnet20.cfg", "cifar"),
 }
 
 
@@ -101,7 +103,7 @@ def dtrain_training(args, model, grid, data_dir):
 def torch_training(args, model, procs, threads, data_dir):
     cmd = [PY, "bench/torch_ref.py", model, "--procs", str(procs), "--threads", str(threads),
            "--epochs", "1", "--steps", str(args.steps)]
-    if model == "convnet":
+    if MODELS[model][1] == "fashion":
         cmd += ["--data", data_dir]
     if not args.steps:
         cmd.append("--eval")

@@ -9,10 +9,21 @@ P processes x T threads. Prints one JSON object per run on stdout, the same fiel
     /usr/bin/python3 bench/torch_ref.py convnet --procs 1 --threads 1 --epochs 1
     /usr/bin/python3 bench/torch_ref.py cnn --procs 2 --threads 1 --steps 300
     /usr/bin/python3 bench/torch_ref.py allreduce --procs 2
+    /usr/bin/python3 bench/torch_ref.py fashion-resnet --epochs 5 --seed 3 --eval
+    /usr/bin/python3 bench/torch_ref.py resnet20 --procs 2 --steps 100
+
+The ResNets are docs/resnet.md's module (the same state_dict names as dtrain's checkpoints)
+trained with configs/fashion-resnet.cfg's and configs/cifar10-resnet20.cfg's recipe: SGD with
+Nesterov momentum 0.9, weight decay 5e-4 on weights only (not biases or batchnorm), label
+smoothing 0.1 (fashion), OneCycleLR (fashion) or linear warmup + cosine (resnet20), random
+horizontal flips and, for resnet20, 4-pixel-padded random crops, done on the whole batch in
+tensors. Several processes use DDP with per-process batchnorm statistics: torch 1.13's
+SyncBatchNorm runs on CUDA only, so the reference does less work there than dtrain, whose
+batchnorm statistics are global by default.
 
 Needs Debian's python3-torch; never used by dtrain itself.
 """
-import argparse, gzip, json, os, struct, sys, time
+import argparse, gzip, json, math, os, re, struct, sys, time
 
 import numpy as np
 import torch
@@ -33,12 +44,12 @@ def read_idx(path):
     return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
 
 
-def load_fashion(root):
+def load_fashion(root, mean=0.1302, std=0.3069):
     xs = read_idx(f"{root}/train-images-idx3-ubyte.gz")
     ys = read_idx(f"{root}/train-labels-idx1-ubyte.gz")
     xt = read_idx(f"{root}/t10k-images-idx3-ubyte.gz")
     yt = read_idx(f"{root}/t10k-labels-idx1-ubyte.gz")
-    norm = lambda x: ((torch.from_numpy(x.copy()).float() / 255 - 0.1302) / 0.3069).unsqueeze(1)
+    norm = lambda x: ((torch.from_numpy(x.copy()).float() / 255 - mean) / std).unsqueeze(1)
     return norm(xs), torch.from_numpy(ys.astype(np.int64)), norm(xt), torch.from_numpy(yt.astype(np.int64))
 
 
@@ -73,6 +84,54 @@ class CNN(nn.Module):
         return self.layers(x)
 
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def resnet(blocks, in_channels, num_classes=10):
+    """A 3-stage ResNet of basic blocks (16/32/64 channels) as docs/resnet.md's DtrainNet:
+    blocks=3 is configs/cifar10-resnet20.cfg, blocks=2 with one input channel
+    configs/fashion-resnet.cfg."""
+    doc = open(os.path.join(ROOT, "docs/resnet.md")).read()
+    env = {}
+    exec(re.search(r"<!-- torch:begin -->\n```python\n(.*?)```", doc, re.S).group(1), env)
+    layers = [nn.Conv2d(in_channels, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16), nn.ReLU()]
+    cin = 16
+    for stage, c in enumerate([16, 32, 64]):
+        for block in range(blocks):
+            s = 2 if stage and block == 0 else 1
+            layers += [nn.Conv2d(cin, c, 3, stride=s, padding=1, bias=False), nn.BatchNorm2d(c),
+                       nn.ReLU(), nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c),
+                       env["Add"](-6, cin, c, s, projection=cin != c or s != 1), nn.ReLU()]
+            cin = c
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, num_classes)]
+    return env["DtrainNet"](layers)
+
+
+def sgd_no_decay_on_norm(model, lr):
+    """weight_decay_skip = "bias_and_norm": decay conv and linear weights only."""
+    decay = [p for n, p in model.named_parameters() if p.dim() > 1]
+    rest = [p for n, p in model.named_parameters() if p.dim() <= 1]
+    return torch.optim.SGD([{"params": decay, "weight_decay": 5e-4}, {"params": rest, "weight_decay": 0}],
+                           lr=lr, momentum=0.9, nesterov=True)
+
+
+def augment(x, g, crop):
+    """Random horizontal flip per sample, then (crop > 0) a random crop of the image padded by
+    crop zeros. Only resnet20 crops, and only on the random CIFAR-format data of the speed
+    runs, so the pad value (dtrain pads with black pixels) does not matter here."""
+    b, c, h, w = x.shape
+    flip = torch.rand(b, generator=g) < 0.5
+    x = torch.where(flip[:, None, None, None], x.flip(3), x)
+    if crop:
+        xp = F.pad(x, (crop, crop, crop, crop))
+        oy = torch.randint(0, 2 * crop + 1, (b,), generator=g)
+        ox = torch.randint(0, 2 * crop + 1, (b,), generator=g)
+        rows = (oy[:, None] + torch.arange(h))[:, :, None]
+        cols = (ox[:, None] + torch.arange(w))[:, None, :]
+        x = xp.permute(0, 2, 3, 1)[torch.arange(b)[:, None, None], rows, cols].permute(0, 3, 1, 2)
+    return x.contiguous()
+
+
 def train_worker(rank, args, data, queue):
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
@@ -85,9 +144,15 @@ def train_worker(rank, args, data, queue):
     if args.model == "convnet":
         model, loss_fn = ConvNet(), F.nll_loss
         opt = torch.optim.Adadelta(model.parameters(), lr=0.5, rho=0.9, eps=1e-6)
-    else:
+    elif args.model == "cnn":
         model, loss_fn = CNN(), F.cross_entropy
         opt = torch.optim.Adam(model.parameters(), lr=1e-5, weight_decay=0.005)
+    else:
+        fashion = args.model == "fashion-resnet"
+        model = resnet(2, 1) if fashion else resnet(3, 3)
+        smoothing = 0.1 if fashion else 0.0
+        loss_fn = lambda out, y: F.cross_entropy(out, y, label_smoothing=smoothing)
+        opt = sgd_no_decay_on_norm(model, 0.1)
     if args.procs > 1:
         model = nn.parallel.DistributedDataParallel(model)
     batch = args.batch
@@ -98,6 +163,18 @@ def train_worker(rank, args, data, queue):
     # train.drop_last the same way): 60,000 / 128 -> 468 steps.
     g = torch.Generator().manual_seed(args.seed)
     steps = (n // args.procs) // batch if args.steps == 0 else args.steps
+    sched = None
+    total = steps * args.epochs
+    if args.model == "fashion-resnet":
+        sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=0.1, total_steps=total,
+                                                    cycle_momentum=False)
+    elif args.model == "resnet20":  # configs/cifar10-resnet20.cfg: 1 epoch warmup, then cosine
+        warm = steps
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda t: (t + 1) / warm if t < warm else
+                                                  (1 + math.cos(math.pi * min(t - warm, total - warm)
+                                                                / max(1, total - warm))) / 2)
+    crop = 4 if args.model == "resnet20" else 0
+    aug = torch.Generator().manual_seed(args.seed * 1000 + rank)
     model.train()
     t0 = time.perf_counter()
     done = 0
@@ -105,10 +182,15 @@ def train_worker(rank, args, data, queue):
         shard = torch.randperm(n, generator=g)[rank::args.procs]
         for s in range(steps):
             idx = shard[(s * batch) % len(shard):][:batch]
+            x = xs[idx]
+            if sched is not None:
+                x = augment(x, aug, crop)
             opt.zero_grad(set_to_none=True)
-            loss = loss_fn(model(xs[idx]), ys[idx])
+            loss = loss_fn(model(x), ys[idx])
             loss.backward()
             opt.step()
+            if sched is not None:
+                sched.step()
             done += len(idx)
     elapsed = time.perf_counter() - t0
     acc = None
@@ -155,7 +237,7 @@ def allreduce_worker(rank, args, queue):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("model", choices=["convnet", "cnn", "allreduce"])
+    ap.add_argument("model", choices=["convnet", "cnn", "fashion-resnet", "resnet20", "allreduce"])
     ap.add_argument("--procs", type=int, default=1)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--batch", type=int, default=0, help="per-process batch (default 128/procs or 32)")
@@ -174,8 +256,13 @@ def main():
         procs = [ctx.Process(target=allreduce_worker, args=(r, args, queue)) for r in range(args.procs)]
     else:
         if args.batch == 0:
-            args.batch = 128 // args.procs if args.model == "convnet" else 32
-        data = load_fashion(args.data) if args.model == "convnet" else load_cifar_format()
+            args.batch = 32 if args.model == "cnn" else 128 // args.procs
+        if args.model == "convnet":
+            data = load_fashion(args.data)
+        elif args.model == "fashion-resnet":  # configs/fashion-resnet.cfg's statistics
+            data = load_fashion(args.data, 0.2860, 0.3530)
+        else:
+            data = load_cifar_format()
         procs = [ctx.Process(target=train_worker, args=(r, args, data, queue)) for r in range(args.procs)]
     for p in procs:
         p.start()

@@ -6,8 +6,9 @@
  * "layers.<i>.proj.0.*" (conv) and "layers.<i>.proj.1.*" (batchnorm), as a torch module
  * `proj = nn.Sequential(conv, bn)` names them (docs/resnet.md).
  *
- * Backward: dy goes to x unchanged and to skip through the shortcut; the model adds the
- * latter to the gradient of skip's layer (nn/model.c, pending). */
+ * Backward: dy goes to x unchanged (an identity add is dx_is_dy: the model passes dy on with
+ * no copy) and to skip through the shortcut, stored into or added to the gradient of skip's
+ * layer (nn/model.c, pending; the projection's conv stores straight into it when fresh). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +69,7 @@ static int add_setup(struct dt_layer *l, const struct dt_layer_spec *spec, struc
                            "input is %dx%dx%d; an identity shortcut needs equal shapes "
                            "(shortcut = \"projection\" adapts channels and stride)",
                            l->skip_from, s.c, s.h, s.w, in.c, in.h, in.w);
+        l->dx_is_dy = true;
         return 0;
     }
     int stride = projection_stride(s, in);
@@ -164,7 +166,9 @@ static void add_backward(struct dt_layer *l, const float *x, const float *y, con
     if (dx)
         memcpy(dx, dy, (size_t)n * sizeof *dx);
     if (!a->projection) {
-        if (l->skip_dx)
+        if (l->skip_dx && l->skip_dx_fresh)
+            memcpy(l->skip_dx, dy, (size_t)n * sizeof *dy);
+        else if (l->skip_dx)
 #pragma omp parallel for simd if (n > DT_PARALLEL_MIN)
             for (long i = 0; i < n; i++)
                 l->skip_dx[i] += dy[i];
@@ -175,9 +179,9 @@ static void add_backward(struct dt_layer *l, const float *x, const float *y, con
         a->bn.kind->ops->backward(&a->bn, a->t1, a->t2, dy, a->d1, batch);
         dconv = a->d1;
     }
-    a->conv.kind->ops->backward(&a->conv, l->skip_x, a->t1, dconv,
-                                l->skip_dx ? a->dskip : NULL, batch);
-    if (l->skip_dx) {
+    float *dskip = !l->skip_dx ? NULL : l->skip_dx_fresh ? l->skip_dx : a->dskip;
+    a->conv.kind->ops->backward(&a->conv, l->skip_x, a->t1, dconv, dskip, batch);
+    if (l->skip_dx && !l->skip_dx_fresh) {
         long m = (long)(batch * dt_shape_size(l->skip_shape));
 #pragma omp parallel for simd if (m > DT_PARALLEL_MIN)
         for (long i = 0; i < m; i++)

@@ -38,11 +38,12 @@ static void concat_backward(struct dt_layer *l, const float *x, const float *y, 
         const float *d = dy + (size_t)n * (a + b);
         if (dx)
             memcpy(dx + (size_t)n * a, d, a * sizeof *dx);
-        if (l->skip_dx) {
-            float *s = l->skip_dx + (size_t)n * b;
+        float *s = l->skip_dx ? l->skip_dx + (size_t)n * b : NULL;
+        if (s && l->skip_dx_fresh)
+            memcpy(s, d + a, b * sizeof *s);
+        else if (s)
             for (size_t k = 0; k < b; k++)
                 s[k] += d[a + k];
-        }
     }
 }
 

@@ -73,11 +73,17 @@ struct dt_layer {
      * skip_from is its absolute index (-1 = the model's input) and skip_shape its output
      * shape, both set before setup. Before each forward and backward the model points skip_x
      * at that output and skip_dx at the gradient it accumulates for it (NULL when no gradient
-     * is needed there): backward ADDS to skip_dx. */
+     * is needed there). skip_dx_fresh says nothing has reached that gradient yet in this
+     * backward: the layer then STORES into skip_dx, else it ADDS to it (so the model never
+     * clears the buffer). */
     int skip_from;
     struct dt_shape skip_shape;
     const float *skip_x;
     float *skip_dx;
+    bool skip_dx_fresh;
+    /* Backward's dx is dy itself (an identity add): the model passes dy on unchanged and calls
+     * backward with dx = NULL, saving a copy of the activation. */
+    bool dx_is_dy;
     /* Inside a layer that owns sub-layers (add's projection): prefix of their tensor names,
      * e.g. "proj.0.", so they read "layers.<index>.proj.0.weight". */
     char name_prefix[16];

@@ -68,8 +68,11 @@ struct model_impl {
     int first_param; /* lowest layer with parameters (nlayers when none): backward stops there */
     /* Skip connections: pending[i] (when layer i's output feeds an add or concat further up)
      * collects the gradient those layers send back to it, added to layer i's dy on the way
-     * down; referenced[i] keeps layer i's output from being fused away. */
+     * down; pending_live[i] says something reached it in this backward (the first layer to
+     * send stores, later ones add); referenced[i] keeps layer i's output from being fused
+     * away. */
     float **pending;
+    bool *pending_live;
     bool *referenced;
     float *grad_a, *grad_b;
     const float *input; /* the last forward's x (not copied) */
@@ -183,7 +186,8 @@ static int allocate_arenas(struct dt_model *m)
             return dt_fail_context(-DT_ERUNTIME, "activations of layer %d", i);
     }
     impl->pending = calloc((size_t)m->nlayers, sizeof *impl->pending);
-    if (!impl->pending)
+    impl->pending_live = calloc((size_t)m->nlayers, sizeof *impl->pending_live);
+    if (!impl->pending || !impl->pending_live)
         return dt_fail(DT_ERUNTIME, "out of memory allocating the model's arenas");
     for (int i = 0; i < m->nlayers; i++)
         if (impl->referenced[i] && !(impl->pending[i] = dt_alloc(
@@ -392,6 +396,7 @@ void dt_model_free(struct dt_model *m)
     for (int i = 0; impl->pending && i < m->nlayers; i++)
         dt_free(impl->pending[i]);
     free(impl->pending);
+    free(impl->pending_live);
     free(impl->in_place);
     free(impl->seg_end);
     dt_free(impl->grad_a);
@@ -513,13 +518,10 @@ int dt_model_backward(struct dt_model *m, const uint8_t *labels, int batch, floa
                           grad_scale, dy);
     if (rc < 0)
         return rc;
-    for (int i = 0; i < m->nlayers; i++)
-        if (impl->pending[i])
-            memset(impl->pending[i], 0,
-                   (size_t)batch * shape_size(m->layers[i]->out) * sizeof(float));
+    memset(impl->pending_live, 0, (size_t)m->nlayers * sizeof *impl->pending_live);
     for (int i = m->nlayers - 1; i >= impl->first_param; i--) {
         struct dt_layer *l = m->layers[i];
-        if (impl->pending[i]) { /* what the skip connections above sent back to this output */
+        if (impl->pending_live[i]) { /* what the skip connections above sent back here */
             size_t n = (size_t)batch * shape_size(l->out);
             const float *p = impl->pending[i];
             for (size_t k = 0; k < n; k++)
@@ -528,14 +530,21 @@ int dt_model_backward(struct dt_model *m, const uint8_t *labels, int batch, floa
         if (l->spec.from) {
             l->skip_x = l->skip_from >= 0 ? impl->act[l->skip_from] : impl->input;
             l->skip_dx = l->skip_from >= impl->first_param ? impl->pending[l->skip_from] : NULL;
+            l->skip_dx_fresh = l->skip_dx && !impl->pending_live[l->skip_from];
         }
         if (impl->skip_bwd[i]) /* dy passes through unchanged */
             continue;
         const float *x = i > 0 ? impl->act[i - 1] : impl->input;
         double t0 = m->profile ? dt_now() : 0;
-        l->kind->ops->backward(l, x, impl->act[i], dy, i > impl->first_param ? dx : NULL, batch);
+        bool pass = l->dx_is_dy;
+        l->kind->ops->backward(l, x, impl->act[i], dy, i > impl->first_param && !pass ? dx : NULL,
+                               batch);
         if (m->profile)
             m->profile_bwd[i] += dt_now() - t0;
+        if (l->skip_dx)
+            impl->pending_live[l->skip_from] = true;
+        if (pass)
+            continue;
         float *t = dy;
         dy = dx;
         dx = t;

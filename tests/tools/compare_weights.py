@@ -1,18 +1,18 @@
 #!/usr/bin/python3
 """Compares the model tensors (names "layers.*") of two or more safetensors checkpoints.
 
-    compare_weights.py [--rtol R] A.safetensors B.safetensors [C.safetensors ...]
+    compare_weights.py [--rtol R] [--only TEXT] A.safetensors B.safetensors [C.safetensors ...]
 
 Exit 0 when every tensor of every file matches the first file's within R (relative to the
 largest absolute value of the tensor; R = 0 demands bit-identical bytes), else prints the worst
-tensor and exits 1. Standard library only (struct), so it runs wherever the tests do.
+tensor and exits 1. --only compares the tensors whose names contain TEXT. Integer tensors (batchnorm's num_batches_tracked) must be equal. Standard library only (struct), so it runs wherever the tests do.
 """
 import json
 import struct
 import sys
 
 
-def load(path):
+def load(path, only=""):
     with open(path, "rb") as f:
         raw = f.read()
     (hlen,) = struct.unpack_from("<Q", raw, 0)
@@ -20,29 +20,35 @@ def load(path):
     base = 8 + hlen
     out = {}
     for name, info in header.items():
-        if name == "__metadata__" or not name.startswith("layers."):
+        if name == "__metadata__" or not name.startswith("layers.") or only not in name:
             continue
-        assert info["dtype"] == "F32", (path, name, info["dtype"])
+        assert info["dtype"] in ("F32", "I64"), (path, name, info["dtype"])
         lo, hi = info["data_offsets"]
-        out[name] = raw[base + lo : base + hi]
+        out[name] = (info["dtype"], raw[base + lo : base + hi])
+
     return out
 
 
 def main():
     args = sys.argv[1:]
     rtol = 0.0
-    if args[:1] == ["--rtol"]:
-        rtol, args = float(args[1]), args[2:]
-    ref = load(args[0])
+    only = ""
+    while args[:1] in (["--rtol"], ["--only"]):
+        if args[0] == "--rtol":
+            rtol = float(args[1])
+        else:
+            only = args[1]
+        args = args[2:]
+    ref = load(args[0], only)
     worst = (0.0, None, None)
     for path in args[1:]:
-        other = load(path)
+        other = load(path, only)
         if sorted(other) != sorted(ref):
             print(f"{path}: tensors {sorted(other)} differ from {sorted(ref)}")
             return 1
-        for name, a in ref.items():
-            b = other[name]
-            if rtol == 0.0:
+        for name, (kind, a) in ref.items():
+            b = other[name][1]
+            if rtol == 0.0 or kind != "F32":
                 if a != b:
                     print(f"{path}: {name} is not bit-identical to {args[0]}")
                     return 1
