@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""Test accuracy of the ConvNet on Fashion-MNIST as a distribution over seeds, dtrain against
-PyTorch, because one seed's figure is a draw (BENCHMARKS.md: after one epoch a single step moves
+"""Test accuracy of the ConvNet (or the small ResNet, --model fashion-resnet) on Fashion-MNIST
+as a distribution over seeds, dtrain against PyTorch, because one seed's figure is a draw (BENCHMARKS.md: after one epoch a single step moves
 it by about a point; after five, seeds spread over 90-91.6%).
 
     # run: one line of JSON per seed appended to OUT (seeds already in OUT are skipped, so a
@@ -8,27 +8,32 @@ it by about a point; after five, seeds spread over 90-91.6%).
     bench/accuracy.py run dtrain  --epochs 5 --seeds 1-100 --out bench/results/e5-dtrain.jsonl
     bench/accuracy.py run pytorch --epochs 5 --seeds 1-100 --out bench/results/e5-pytorch.jsonl
     bench/accuracy.py run replay  --epochs 5 --seeds 1-20  --out bench/results/e5-replay.jsonl
+    bench/accuracy.py run dtrain --model fashion-resnet --epochs 5 --seeds 1-20 --jobs 16 \
+        --out bench/results/resnet-e5-dtrain.jsonl
     # summary: mean, median, sd, share at or above --target per file, and for each pair of
     # files the difference of means (in standard errors), the rank statistic P(run of A > run
     # of B) and, over the seeds both hold, the paired difference
     bench/accuracy.py summary --target 90.5 bench/results/e5-*.jsonl
 
-Implementations:
-  dtrain   ./dtrain train configs/fashion-convnet.cfg --set train.seed=S --set train.epochs=E
-  pytorch  bench/torch_ref.py convnet --seed S --epochs E --eval (torch's own init, order and
-           dropout masks)
+Implementations (MODEL = convnet or fashion-resnet):
+  dtrain   ./dtrain train configs/fashion-MODEL.cfg --set train.seed=S --set train.epochs=E
+  pytorch  bench/torch_ref.py MODEL --seed S --epochs E --eval (torch's own init, order and
+           dropout masks; for the ResNet the same recipe: docs/resnet.md's module, SGD with
+           Nesterov momentum, one-cycle, label smoothing, flips)
   replay   bench/torch_replay.py --dmask --drop-last: PyTorch's layers and Adadelta fed dtrain's
            initial weights, sample order and dropout masks for seed S, so that paired with dtrain
            by seed it tells dtrain's arithmetic from its random streams
 Extra arguments after `--` go to dtrain (e.g. `-- --set model.layers.2.algo="direct"`).
-Needs Debian's python3-torch for pytorch and replay.
+--data DIR points both at a Fashion-MNIST copy (default Debian's). Needs Debian's python3-torch
+for pytorch and replay, or a Python with torch named by the PYTHON environment variable.
 """
 import argparse, json, math, os, statistics, subprocess, sys, tempfile
 from concurrent.futures import ThreadPoolExecutor
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PY = "/usr/bin/python3"
-CONFIG = "configs/fashion-convnet.cfg"
+PY = os.environ.get("PYTHON", "/usr/bin/python3")
+FASHION = "/usr/share/datasets/fashion-mnist"
+CONFIGS = {"convnet": "configs/fashion-convnet.cfg", "fashion-resnet": "configs/fashion-resnet.cfg"}
 
 
 def seeds_arg(text):
@@ -48,29 +53,35 @@ def last_json(cmd, what):
     return json.loads(lines[-1])
 
 
-def dtrain_cmd(seed, epochs, extra, threads="1"):
-    return ["./dtrain", "train", CONFIG, "--threads", threads, "--json", "--quiet",
+def dtrain_cmd(a, seed, epochs, extra, ckpt_dir):
+    # each seed its own checkpoint directory: --jobs runs seeds side by side
+    return ["./dtrain", "train", CONFIGS[a.model], "--threads", str(a.threads), "--json", "--quiet",
             "--set", f"train.seed={seed}", "--set", f"train.epochs={epochs}",
+            "--set", f'data.dir="{a.data}"', "--set", f'checkpoint.dir="{ckpt_dir}"',
             "--set", "checkpoint.every=0"] + extra
 
 
-def run_seed(impl, seed, epochs, extra):
+def run_seed(a, seed):
+    impl, epochs, extra = a.impl, a.epochs, a.extra
     if impl == "dtrain":
-        acc = last_json(dtrain_cmd(seed, epochs, extra), f"dtrain seed {seed}")["test_accuracy"]
+        with tempfile.TemporaryDirectory(prefix="dtrain-acc-") as d:
+            acc = last_json(dtrain_cmd(a, seed, epochs, extra, d),
+                            f"dtrain seed {seed}")["test_accuracy"]
     elif impl == "pytorch":
-        acc = last_json([PY, "bench/torch_ref.py", "convnet", "--threads", "1", "--seed", str(seed),
-                         "--epochs", str(epochs), "--eval"], f"torch_ref seed {seed}")["test_accuracy"]
+        acc = last_json([PY, "bench/torch_ref.py", a.model, "--threads", str(a.threads), "--seed", str(seed),
+                         "--epochs", str(epochs), "--data", a.data, "--eval"],
+                        f"torch_ref seed {seed}")["test_accuracy"]
     else:
         with tempfile.TemporaryDirectory(prefix="dtrain-init-") as d:
             # dtrain's initial weights: one step at a learning rate too small to move a float
-            last_json(dtrain_cmd(seed, 1, ["--set", "optimizer.lr=1e-30", "--set", "train.max_steps=1",
-                                           "--set", f'checkpoint.dir="{d}"', "--set", "checkpoint.every=1"]),
+            last_json(dtrain_cmd(a, seed, 1, ["--set", "optimizer.lr=1e-30", "--set", "train.max_steps=1",
+                                              "--set", "checkpoint.every=1"], d),
                       f"dtrain init seed {seed}")
             acc = last_json([PY, "bench/torch_replay.py", f"{d}/last.safetensors", "--seed", str(seed),
                              "--epochs", str(epochs), "--drop-last", "--dmask", "--eval"],
                             f"torch_replay seed {seed}")["test_accuracy"]
-    return {"impl": impl, "seed": seed, "epochs": epochs, "extra": " ".join(extra),
-            "test_accuracy": round(acc * 100, 4)}
+    return {"impl": impl, "model": a.model, "seed": seed, "epochs": epochs,
+            "extra": " ".join(extra), "test_accuracy": round(acc * 100, 4)}
 
 
 def load(path):
@@ -93,8 +104,8 @@ def load(path):
 def cmd_run(a):
     done, first = load(a.out) if os.path.exists(a.out) else ({}, None)
     if first:  # a resumed sweep must be the same experiment
-        want = {"impl": a.impl, "epochs": a.epochs, "extra": " ".join(a.extra)}
-        have = {k: first.get(k) for k in want}
+        want = {"impl": a.impl, "model": a.model, "epochs": a.epochs, "extra": " ".join(a.extra)}
+        have = {k: first.get(k, "convnet" if k == "model" else None) for k in want}
         if have != want:
             sys.exit(f"accuracy: {a.out} holds another experiment ({have}); want {want}")
     todo = [s for s in a.seeds if s not in done]
@@ -102,7 +113,7 @@ def cmd_run(a):
           f"({len(a.seeds) - len(todo)} already in {a.out})", file=sys.stderr)
     failed = 0
     with ThreadPoolExecutor(a.jobs) as pool, open(a.out, "a") as out:
-        for fut in [pool.submit(run_seed, a.impl, s, a.epochs, a.extra) for s in todo]:
+        for fut in [pool.submit(run_seed, a, s) for s in todo]:
             try:
                 r = fut.result()
             except RuntimeError as e:
@@ -156,9 +167,13 @@ def main():
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="train one seed after another, one JSON line per seed")
     r.add_argument("impl", choices=["dtrain", "pytorch", "replay"])
+    r.add_argument("--model", choices=sorted(CONFIGS), default="convnet")
+    r.add_argument("--data", default=FASHION, help="Fashion-MNIST directory")
     r.add_argument("--epochs", type=int, default=1)
     r.add_argument("--seeds", type=seeds_arg, default=seeds_arg("1-20"), help="FIRST-LAST")
-    r.add_argument("--jobs", type=int, default=1, help="seeds at once (one thread each)")
+    r.add_argument("--jobs", type=int, default=1, help="seeds at once")
+    r.add_argument("--threads", type=int, default=1, help="threads per seed (the result does not "
+                   "depend on it beyond float rounding)")
     r.add_argument("--out", required=True)
     s = sub.add_parser("summary", help="tables over result files")
     s.add_argument("--target", type=float, default=90.5)

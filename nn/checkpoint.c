@@ -308,38 +308,40 @@ static char *header_json(const struct save_plan *p, const char *metadata, size_t
     return out;
 }
 
-static bool write_tensor(FILE *f, const struct out_tensor *t)
+/* The whole file in one buffer: length prefix, header, then each tensor's bytes. */
+static unsigned char *encode_file(const char *header, size_t header_len,
+                                  const struct save_plan *p, size_t *len)
 {
-    if (t->dtype->size == 4)
-        return fwrite(t->data, sizeof(float), t->count, f) == t->count;
-    int64_t v = t->data ? (int64_t)t->data[0] : t->value;
-    return fwrite(&v, sizeof v, 1, f) == 1;
-}
-
-static int write_file(const char *path, const char *header, size_t header_len,
-                      const struct save_plan *p)
-{
-    struct dt_atomic_file af;
-    int rc = dt_atomic_open(&af, path);
-    if (rc)
-        return rc;
-    unsigned char prefix[8];
+    size_t total = 8 + header_len;
+    for (int i = 0; i < p->n; i++)
+        total += p->t[i].count * p->t[i].dtype->size;
+    unsigned char *out = malloc(total), *at = out;
+    if (!out)
+        return NULL;
     for (int i = 0; i < 8; i++)
-        prefix[i] = (unsigned char)((uint64_t)header_len >> (8 * i));
-    bool ok = fwrite(prefix, 1, 8, af.f) == 8 && fwrite(header, 1, header_len, af.f) == header_len;
-    for (int i = 0; ok && i < p->n; i++)
-        ok = write_tensor(af.f, &p->t[i]);
-    if (!ok) {
-        int saved = errno;
-        dt_atomic_abort(&af);
-        return dt_fail(DT_ERUNTIME, "%s: write failed: %s", path, strerror(saved));
+        *at++ = (unsigned char)((uint64_t)header_len >> (8 * i));
+    memcpy(at, header, header_len);
+    at += header_len;
+    for (int i = 0; i < p->n; i++) {
+        const struct out_tensor *t = &p->t[i];
+        if (t->dtype->size == 4) {
+            memcpy(at, t->data, t->count * sizeof(float));
+        } else {
+            int64_t v = t->data ? (int64_t)t->data[0] : t->value;
+            memcpy(at, &v, sizeof v);
+        }
+        at += t->count * t->dtype->size;
     }
-    return dt_atomic_commit(&af);
+    *len = total;
+    return out;
 }
 
-int dt_checkpoint_save(const char *path, const struct dt_model *model, struct dt_optim *opt,
-                       const struct dt_checkpoint_meta *meta)
+int dt_checkpoint_encode(const char *path, const struct dt_model *model, struct dt_optim *opt,
+                         const struct dt_checkpoint_meta *meta, unsigned char **bytes,
+                         size_t *len)
 {
+    *bytes = NULL;
+    *len = 0;
     if (opt && dt_optim_size(opt) != model->nparams)
         return dt_fail(DT_ERUNTIME, "%s: optimizer holds state for %zu parameters, model has %zu",
                        path, dt_optim_size(opt), model->nparams);
@@ -352,11 +354,23 @@ int dt_checkpoint_save(const char *path, const struct dt_model *model, struct dt
         header = metadata ? header_json(&plan, metadata, &header_len) : NULL;
         rc = header ? 0 : dt_fail(DT_ERUNTIME, "%s: out of memory writing the header", path);
     }
-    if (!rc)
-        rc = write_file(path, header, header_len, &plan);
+    if (!rc && !(*bytes = encode_file(header, header_len, &plan, len)))
+        rc = dt_fail(DT_ERUNTIME, "%s: out of memory encoding the checkpoint", path);
     free(header);
     free(metadata);
     free(plan.t);
+    return rc;
+}
+
+int dt_checkpoint_save(const char *path, const struct dt_model *model, struct dt_optim *opt,
+                       const struct dt_checkpoint_meta *meta)
+{
+    unsigned char *bytes;
+    size_t len;
+    int rc = dt_checkpoint_encode(path, model, opt, meta, &bytes, &len);
+    if (!rc)
+        rc = dt_write_file_atomic(path, bytes, len);
+    free(bytes);
     return rc;
 }
 

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "train/best.h"
+#include "train/ckpt_writer.h"
 #include "train/evaluate.h"
 #include "train/progress.h"
 #include "train/ranks.h"
@@ -359,6 +360,7 @@ struct loop {
     int stop;            /* the signal every rank agreed to stop for, 0 while training */
     bool wrote_best;     /* best.safetensors was written by this run */
     double last_save;    /* when rank 0 last wrote last.safetensors (every_minutes) */
+    struct dt_ckpt_writer writer; /* rank 0's checkpoint files, written in the background */
 };
 
 /* --resume: weights, optimizer state and position from the checkpoint. A finished run resumed
@@ -425,7 +427,8 @@ static int save_step_checkpoint(struct loop *lp)
                                  .test_accuracy = dt_eval_accuracy(&st->result),
                                  .test_loss = dt_eval_loss(&st->result),
                                  .class_names = lp->run->class_names};
-    int rc = dt_run_save_checkpoints(lp->run->cfg, st->model, st->optim, &meta, true, false);
+    int rc = dt_run_save_checkpoints(lp->run->cfg, st->model, st->optim, &meta, true, false,
+                                     &lp->writer);
     if (rc == 0) {
         lp->saved_step = lp->step;
         lp->last_save = dt_now();
@@ -533,7 +536,7 @@ static int report_epoch(struct loop *lp, int epoch, double train_seconds)
                                  .test_loss = dt_eval_loss(&st->result),
                                  .class_names = lp->run->class_names};
     int rc = dt_run_save_checkpoints(cfg, st->model, st->optim, &meta, due,
-                                     best && cfg->checkpoint.best);
+                                     best && cfg->checkpoint.best, &lp->writer);
     if (rc == 0 && due)
         lp->saved_step = step;
     if (rc == 0 && best && cfg->checkpoint.best)
@@ -629,6 +632,10 @@ static int train_epochs(struct loop *lp)
         if (rc)
             return rc;
     }
+    /* everything the run reports as written is on disk before it says so */
+    int rc = dt_ckpt_writer_wait(&lp->writer);
+    if (rc)
+        return rc;
     return lp->stop ? report_stop(lp) : 0;
 }
 
@@ -640,6 +647,7 @@ static int rank_main(struct dt_comm *comm, void *arg)
     struct loop lp = {.run = run, .st = &st, .leader = comm->rank == 0, .saved_step = -1,
                       .best_acc = -1, .lr = cfg->optimizer.lr};
     lp.quiet = cfg->log.quiet || !lp.leader;
+    dt_ckpt_writer_init(&lp.writer);
     dt_best_init(&lp.best, run->data->val.n > 0);
     int rc = rank_setup(&st, run);
     if (rc)
@@ -660,9 +668,10 @@ static int rank_main(struct dt_comm *comm, void *arg)
     rc = train_epochs(&lp);
     if (rc == 0 && lp.leader)
         report_final(&lp);
-out:
+out:;
+    int wrc = dt_ckpt_writer_close(&lp.writer); /* on an error path too: no torn half-queue */
     rank_teardown(&st);
-    return rc;
+    return rc ? rc : wrc;
 }
 
 static void emit_restart_json(int restart, int max, const char *reason, const char *resume)

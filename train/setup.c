@@ -15,6 +15,7 @@
 #include "nn/loss.h"
 #include "nn/optim.h"
 #include "nn/schedule.h"
+#include "train/ckpt_writer.h"
 #include "util/clock.h"
 #include "util/err.h"
 #include "util/fileio.h"
@@ -283,7 +284,8 @@ char *dt_run_class_names_json(const struct dt_dataset *d)
 }
 
 static int save_one(const char *path, const struct dt_config *cfg, const struct dt_model *m,
-                    const struct dt_optim *o, const struct dt_run_resume *r)
+                    const struct dt_optim *o, const struct dt_run_resume *r,
+                    struct dt_ckpt_writer *w)
 {
     struct dt_checkpoint_meta meta = {0};
     int rc = dt_checkpoint_meta_set(&meta, "config", cfg->text ? cfg->text : "");
@@ -304,17 +306,25 @@ static int save_one(const char *path, const struct dt_config *cfg, const struct 
     char abs[PATH_MAX];
     if (!rc && realpath(cfg->data.dir, abs))
         rc = dt_checkpoint_meta_set(&meta, "data_dir", abs);
+    /* The optimizer is only read; the checkpoint API takes it non-const for its state
+     * accessor. */
+    unsigned char *bytes = NULL;
+    size_t len = 0;
     if (!rc)
-        /* The optimizer is only read; the checkpoint API takes it non-const for its state
-         * accessor. */
-        rc = dt_checkpoint_save(path, m, (struct dt_optim *)o, &meta);
+        rc = dt_checkpoint_encode(path, m, (struct dt_optim *)o, &meta, &bytes, &len);
     dt_checkpoint_meta_free(&meta);
+    if (rc)
+        return rc;
+    if (w)
+        return dt_ckpt_writer_submit(w, path, bytes, len); /* takes bytes */
+    rc = dt_write_file_atomic(path, bytes, len);
+    free(bytes);
     return rc;
 }
 
 int dt_run_save_checkpoints(const struct dt_config *cfg, const struct dt_model *m,
                             const struct dt_optim *o, const struct dt_run_resume *meta, bool last,
-                            bool best)
+                            bool best, struct dt_ckpt_writer *w)
 {
     int rc = dt_mkdir_p(cfg->checkpoint.dir);
     if (rc)
@@ -322,12 +332,12 @@ int dt_run_save_checkpoints(const struct dt_config *cfg, const struct dt_model *
     char path[1200];
     if (last) {
         snprintf(path, sizeof path, "%s/last.safetensors", cfg->checkpoint.dir);
-        if ((rc = save_one(path, cfg, m, o, meta)))
+        if ((rc = save_one(path, cfg, m, o, meta, w)))
             return rc;
     }
     if (best) {
         snprintf(path, sizeof path, "%s/best.safetensors", cfg->checkpoint.dir);
-        if ((rc = save_one(path, cfg, m, o, meta)))
+        if ((rc = save_one(path, cfg, m, o, meta, w)))
             return rc;
     }
     return 0;

@@ -10,6 +10,7 @@
 #include "nn/model.h"
 
 struct dt_optim;
+struct dt_ckpt_writer;
 
 /* What a checkpoint records about where the run stands. */
 struct dt_run_resume {
@@ -47,10 +48,11 @@ int dt_run_make_optimizer(struct dt_optim **out, const struct dt_config *cfg, si
 float dt_run_lr(const struct dt_config *cfg, long long step, long long steps_per_epoch,
                 long long total_steps);
 /* Writes last.safetensors (when `last`) and best.safetensors (when `best`) under
- * checkpoint.dir, each atomically. */
+ * checkpoint.dir, each atomically: now, or with a writer w, from its thread (the tensors are
+ * copied before this returns, so training may go on). */
 int dt_run_save_checkpoints(const struct dt_config *cfg, const struct dt_model *m,
                             const struct dt_optim *o, const struct dt_run_resume *meta, bool last,
-                            bool best);
+                            bool best, struct dt_ckpt_writer *w);
 /* Loads weights (and optimizer state when o != NULL) and the run position. */
 int dt_run_load_checkpoint(const char *path, struct dt_model *m, struct dt_optim *o,
                            struct dt_run_resume *meta);

@@ -152,4 +152,17 @@ expect_rc "a crashed write's temp file: the run goes on" 0
 expect_err "a crashed write's temp file: removed, and said" "removed 1 temp file of a checkpoint write that never finished"
 check "a crashed write's temp file: gone" test ! -e "$TMP/st/last.safetensors.tmp.999999999"
 
+# Checkpoints are written by a background thread (train/ckpt_writer.c); a write that fails
+# there (a full disk, in a private mount namespace) still stops the run with exit 1 and the
+# file named, and leaves no temp file behind.
+if [ "$(id -u)" -eq 0 ] && unshare -m true 2>/dev/null; then
+    mkdir -p "$TMP/full"
+    run unshare -m sh -c "mount -t tmpfs -o size=256k tmpfs '$TMP/full' && $DTRAIN train $CFG \
+        $(echo $COMMON) --set train.max_steps=6 --set checkpoint.every_steps=2 \
+        --set checkpoint.dir='\"$TMP/full\"'; echo rc=\$?; ls '$TMP/full'"
+    expect_out "disk full under a checkpoint write: exit 1" "^rc=1$"
+    expect_err "... names the file and the reason" "$TMP/full/last.safetensors.*No space left on device"
+    check "... and leaves no temp file" sh -c "! grep -q tmp '$TMP/out'"
+fi
+
 finish
