@@ -385,6 +385,8 @@ static int resume(struct loop *lp)
     }
     lp->step = r.step;
     lp->best_acc = r.best_accuracy;
+    if (r.has_best && r.best_on_val == lp->best.on_val)
+        lp->best = (struct dt_best){.on_val = r.best_on_val, .any = true, .score = r.best_score};
     if (lp->leader && !lp->quiet)
         dt_log_info("resuming from %s at step %lld (epoch %lld)", run->opt->resume, lp->step,
                     lp->steps_per_epoch ? lp->step / lp->steps_per_epoch : 0);
@@ -425,6 +427,9 @@ static int save_step_checkpoint(struct loop *lp)
                                  .epoch = lp->step / lp->steps_per_epoch,
                                  .best_accuracy = lp->best_acc,
                                  .test_accuracy = dt_eval_accuracy(&st->result),
+                                 .has_best = lp->best.any,
+                                 .best_on_val = lp->best.on_val,
+                                 .best_score = lp->best.score,
                                  .test_loss = dt_eval_loss(&st->result),
                                  .class_names = lp->run->class_names};
     int rc = dt_run_save_checkpoints(lp->run->cfg, st->model, st->optim, &meta, true, false,
@@ -533,6 +538,9 @@ static int report_epoch(struct loop *lp, int epoch, double train_seconds)
                                  .epoch = step / spe,
                                  .best_accuracy = lp->best_acc,
                                  .test_accuracy = test_acc,
+                                 .has_best = lp->best.any,
+                                 .best_on_val = lp->best.on_val,
+                                 .best_score = lp->best.score,
                                  .test_loss = dt_eval_loss(&st->result),
                                  .class_names = lp->run->class_names};
     int rc = dt_run_save_checkpoints(cfg, st->model, st->optim, &meta, due,

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -294,6 +295,11 @@ static int save_one(const char *path, const struct dt_config *cfg, const struct 
     rc = rc ? rc : dt_checkpoint_meta_setf(&meta, "epoch", "%lld", r->epoch);
     rc = rc ? rc : dt_checkpoint_meta_setf(&meta, "seed", "%lld", cfg->train.seed);
     rc = rc ? rc : dt_checkpoint_meta_setf(&meta, "best_accuracy", "%.17g", r->best_accuracy);
+    if (r->has_best) {
+        rc = rc ? rc : dt_checkpoint_meta_set(&meta, "best_on",
+                                              r->best_on_val ? "val_accuracy" : "train_loss");
+        rc = rc ? rc : dt_checkpoint_meta_setf(&meta, "best_score", "%.17g", r->best_score);
+    }
     rc = rc ? rc : dt_checkpoint_meta_setf(&meta, "test_accuracy", "%.17g", r->test_accuracy);
     rc = rc ? rc : dt_checkpoint_meta_setf(&meta, "test_loss", "%.17g", r->test_loss);
     rc = rc ? rc : dt_checkpoint_meta_setf(&meta, "instances", "%d", cfg->dist.instances);
@@ -377,6 +383,11 @@ int dt_run_load_checkpoint(const char *path, struct dt_model *m, struct dt_optim
         r->best_accuracy = meta_number(&meta, "best_accuracy");
         r->test_accuracy = meta_number(&meta, "test_accuracy");
         r->test_loss = meta_number(&meta, "test_loss");
+        /* Absent (an older checkpoint) or not a finite number: the next epoch scored is best. */
+        const char *on = dt_checkpoint_meta_get(&meta, "best_on");
+        r->best_score = meta_number(&meta, "best_score");
+        r->has_best = on && dt_checkpoint_meta_get(&meta, "best_score") && isfinite(r->best_score);
+        r->best_on_val = on && !strcmp(on, "val_accuracy");
     }
     dt_checkpoint_meta_free(&meta);
     return rc;

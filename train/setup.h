@@ -17,6 +17,10 @@ struct dt_run_resume {
     long long step, epoch;
     double best_accuracy, test_accuracy, test_loss;
     const char *class_names; /* JSON array of the training set's class names, or NULL */
+    /* The score of the epoch best.safetensors holds (train/best.h), so a resumed run does not
+     * replace it with a worse epoch: has_best, on validation accuracy or on training loss. */
+    bool has_best, best_on_val;
+    double best_score;
 };
 
 /* The dataset's class names as a JSON array (malloc'd; NULL when out of memory): what a

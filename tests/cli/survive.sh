@@ -116,6 +116,22 @@ run "$DTRAIN" train "$CFG" $COMMON --set train.max_steps=2 --set checkpoint.dir=
 expect_rc "--resume auto with no checkpoint: exit 0" 0
 expect_err "--resume auto with no checkpoint: says it starts fresh" "no checkpoint in $TMP/fresh yet, starting from step 0"
 
+# ---- the best epoch survives a resume ----
+# One epoch with a validation split (5 steps of 32 samples), then resumed to two at
+# lr 0: epoch 2 has epoch 1's weights, so the same validation accuracy, and a tie keeps the
+# earlier epoch. best.safetensors must stay epoch 1's: the score it was chosen on travels in
+# last.safetensors ("best_score"), not only the weights.
+run "$DTRAIN" train "$CFG" $COMMON --set data.val_fraction=0.25 --set train.epochs=1 \
+    --set checkpoint.dir="$TMP/best" --quiet
+expect_rc "validation split, epoch 1: exit 0" 0
+check "best.safetensors holds epoch 1" test "$(step_of "$TMP/best/best.safetensors")" = 5
+run "$DTRAIN" train "$CFG" $COMMON --set data.val_fraction=0.25 --set train.epochs=2 \
+    --set optimizer.lr=0 --set checkpoint.dir="$TMP/best" --resume auto --quiet
+expect_rc "resumed for epoch 2: exit 0" 0
+check "resumed: last.safetensors at epoch 2" test "$(step_of "$TMP/best/last.safetensors")" = 10
+check "resumed: an epoch that only ties keeps best.safetensors at epoch 1" \
+    test "$(step_of "$TMP/best/best.safetensors")" = 5
+
 # ---- run directories ----
 mkdir "$TMP/cwd"
 (cd "$TMP/cwd" && "$DTRAIN" train "$CFG" $COMMON --set train.max_steps=2 --quiet)
