@@ -24,14 +24,15 @@ BLAS_CFLAGS := $(shell pkg-config --cflags openblas)
 BLAS_LIBS   := $(shell pkg-config --libs openblas)
 endif
 
-# The wide conv kernels carry their own target attributes and are picked at run time
-# (nn/isa.h, DTRAIN_ISA), so PORTABLE=1 builds one binary for any x86-64-v2 node of a
-# cluster. It is not the default yet: the loops outside those kernels lose their AVX-512
-# code, and the ConvNet at 1x1 measured 20% slower (BENCHMARKS.md, issue 16).
-ifeq ($(PORTABLE),1)
-OPT      ?= -O3 -march=x86-64-v2 -mtune=generic
-else
+# One binary for any x86-64-v2 CPU (2009 on): the wide kernels (conv AVX-512/AVX2, the
+# optimizer's FMA loops) carry their own target attributes and are picked at run time
+# (nn/isa.h, DTRAIN_ISA), so a binary built on one node runs on every node of a cluster.
+# Measured as fast as -march=native on the reference models (BENCHMARKS.md, issue 16);
+# `make NATIVE=1` still builds for the build host alone.
+ifeq ($(NATIVE),1)
 OPT      ?= -O3 -march=native
+else
+OPT      ?= -O3 -march=x86-64-v2 -mtune=generic
 endif
 CFLAGS   += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -g $(OPT) -fopenmp \
             -I. -DDTRAIN_VERSION='"$(VERSION)"' $(BLAS_CFLAGS) $(shell pkg-config --cflags $(PKGS))

@@ -27,8 +27,12 @@ static void relu_backward(struct dt_layer *l, const float *x, const float *y, co
         return;
     long n = (long)(batch * dt_shape_size(l->in));
 #pragma omp parallel for simd if (n > DT_PARALLEL_MIN)
-    for (long i = 0; i < n; i++)
-        dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+    for (long i = 0; i < n; i++) {
+        /* dy read whatever y says: a load under the condition vectorises only with AVX-512's
+         * masked loads, and the portable (x86-64-v2) build ran this loop scalar, 3.5x slower */
+        float d = dy[i];
+        dx[i] = y[i] > 0.0f ? d : 0.0f;
+    }
 }
 
 const struct dt_layer_ops dt_relu_ops = {relu_setup, NULL, relu_forward, relu_backward, NULL};

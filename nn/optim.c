@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nn/isa.h"
 #include "util/alloc.h"
 #include "util/err.h"
 
@@ -210,128 +211,18 @@ void dt_optim_free(struct dt_optim *o)
     free(o);
 }
 
-/* torch: d_p = g (+ wd * p); buf = d_p on the first step, else buf * momentum + (1 - dampening)
- * * d_p; d_p = nesterov ? d_p + momentum * buf : buf; p = p + (-lr) * d_p. */
-static void sgd_step(struct dt_optim *o, float *restrict p, const float *restrict g, size_t n,
-                     double lr)
-{
-    const struct dt_optim_config *c = &o->cfg;
-    const float wd = (float)c->weight_decay, neg_lr = (float)-lr;
-    const bool decay = c->weight_decay != 0;
-    if (c->momentum == 0) {
-#pragma omp parallel for simd if (n >= PARALLEL_MIN)
-        for (size_t i = 0; i < n; i++) {
-            float d = decay ? fmaf(p[i], wd, g[i]) : g[i];
-            p[i] = fmaf(d, neg_lr, p[i]);
-        }
-        return;
-    }
-    float *restrict buf = o->state[0];
-    const float mom = (float)c->momentum, keep = (float)(1.0 - c->dampening);
-    const bool first = o->steps == 0, nesterov = c->nesterov;
-#pragma omp parallel for simd if (n >= PARALLEL_MIN)
-    for (size_t i = 0; i < n; i++) {
-        float d = decay ? fmaf(p[i], wd, g[i]) : g[i];
-        float b = first ? d : fmaf(d, keep, buf[i] * mom);
-        buf[i] = b;
-        d = nesterov ? fmaf(b, mom, d) : b;
-        p[i] = fmaf(d, neg_lr, p[i]);
-    }
-}
-
-/* torch Adam/AdamW: (AdamW: p = p * (1 - lr * wd)); g = g (+ wd * p for Adam);
- * m = m * b1 + (1 - b1) * g; v = v * b2 + ((1 - b2) * g) * g; (amsgrad: vmax = max(vmax, v));
- * denom = sqrt(v) / sqrt(1 - b2^t) + eps; p = p + (-lr / (1 - b1^t) * m) / denom. */
-/* One Adam element; the flags are compile-time constants at every call, so each loop below is
- * specialised and vectorises. */
-static inline void adam_elem(float *restrict p, const float *restrict g, float *restrict m,
-                             float *restrict v, float *restrict vmax, size_t i, bool adamw, bool l2,
-                             bool amsgrad, const struct adam_k *k)
-{
-    float pi = adamw ? p[i] * k->shrink : p[i];
-    float gi = l2 ? fmaf(pi, k->wd, g[i]) : g[i];
-    float mi = fmaf(gi, k->a1, m[i] * k->b1);
-    float vi = fmaf(k->a2 * gi, gi, v[i] * k->b2);
-    m[i] = mi;
-    v[i] = vi;
-    float vd = vi;
-    if (amsgrad) {
-        vd = vmax[i] > vi ? vmax[i] : vi;
-        vmax[i] = vd;
-    }
-    float denom = sqrtf(vd) / k->bc2_sqrt + k->eps;
-    p[i] = pi + k->neg_step * mi / denom;
-}
-
-/* The loop for one combination of flags. */
-#define ADAM_LOOP(adamw, l2, amsgrad)                                                              \
-    do {                                                                                           \
-        _Pragma("omp parallel for simd if (n >= PARALLEL_MIN)") for (size_t i = 0; i < n; i++)     \
-            adam_elem(p, g, m, v, vmax, i, adamw, l2, amsgrad, &k);                                \
-    } while (0)
-
-static void adam_step(struct dt_optim *o, float *restrict p, const float *restrict g, size_t n,
-                      double lr)
-{
-    const struct dt_optim_config *c = &o->cfg;
-    const double t = (double)o->steps; /* already counts this step */
-    const double bc1 = 1.0 - pow(c->beta1, t), bc2 = 1.0 - pow(c->beta2, t);
-    const struct adam_k k = {.neg_step = (float)-(lr / bc1),
-                             .bc2_sqrt = (float)sqrt(bc2),
-                             .b1 = (float)c->beta1,
-                             .b2 = (float)c->beta2,
-                             .eps = (float)c->eps,
-                             .a1 = (float)(1.0 - c->beta1),
-                             .a2 = (float)(1.0 - c->beta2),
-                             .wd = (float)c->weight_decay,
-                             .shrink = (float)(1.0 - lr * c->weight_decay)};
-    const bool adamw = c->type == DT_OPTIM_ADAMW, l2 = !adamw && c->weight_decay != 0;
-    float *restrict m = o->state[0], *restrict v = o->state[1];
-    float *restrict vmax = c->amsgrad ? o->state[2] : NULL;
-    if (c->amsgrad)
-        ADAM_LOOP(adamw, l2, true); /* rare: not specialised further */
-    else if (adamw)
-        ADAM_LOOP(true, false, false);
-    else if (l2)
-        ADAM_LOOP(false, true, false);
-    else
-        ADAM_LOOP(false, false, false);
-}
-
-/* torch: g = g (+ wd * p); sa = sa * rho + ((1 - rho) * g) * g; std = sqrt(sa + eps);
- * delta = sqrt(ad + eps) / std * g; ad = ad * rho + ((1 - rho) * delta) * delta;
- * p = p + (-lr) * delta. */
-static inline void adadelta_elem(float *restrict p, const float *restrict g, float *restrict sa,
-                                 float *restrict ad, size_t i, bool decay, float wd, float neg_lr,
-                                 float rho, float keep, float eps)
-{
-    float gi = decay ? fmaf(p[i], wd, g[i]) : g[i];
-    float s = fmaf(keep * gi, gi, sa[i] * rho);
-    sa[i] = s;
-    float std = sqrtf(s + eps);
-    float delta = sqrtf(ad[i] + eps) / std * gi;
-    ad[i] = fmaf(keep * delta, delta, ad[i] * rho);
-    p[i] = fmaf(delta, neg_lr, p[i]);
-}
-
-#define ADADELTA_LOOP(decay)                                                                       \
-    do {                                                                                           \
-        _Pragma("omp parallel for simd if (n >= PARALLEL_MIN)") for (size_t i = 0; i < n; i++)     \
-            adadelta_elem(p, g, sa, ad, i, decay, wd, neg_lr, rho, keep, eps);                     \
-    } while (0)
-
-static void adadelta_step(struct dt_optim *o, float *restrict p, const float *restrict g, size_t n,
-                          double lr)
-{
-    const struct dt_optim_config *c = &o->cfg;
-    const float wd = (float)c->weight_decay, neg_lr = (float)-lr;
-    const float rho = (float)c->rho, keep = (float)(1.0 - c->rho), eps = (float)c->eps;
-    float *restrict sa = o->state[0], *restrict ad = o->state[1];
-    if (c->weight_decay != 0)
-        ADADELTA_LOOP(true);
-    else
-        ADADELTA_LOOP(false);
-}
+#define SFX(name) name##_generic
+#define KATTR
+#include "nn/optim_steps.inc"
+#undef SFX
+#undef KATTR
+#if defined(__x86_64__)
+#define SFX(name) name##_fma
+#define KATTR     __attribute__((target("avx2,fma")))
+#include "nn/optim_steps.inc"
+#undef SFX
+#undef KATTR
+#endif
 
 int dt_optim_skip_decay(struct dt_optim *o, size_t lo, size_t hi)
 {
@@ -361,18 +252,13 @@ int dt_optim_skip_decay(struct dt_optim *o, size_t lo, size_t hi)
 
 static void step_type(struct dt_optim *o, float *params, const float *grads, size_t n, double lr)
 {
-    switch (o->cfg.type) {
-    case DT_OPTIM_SGD:
-        sgd_step(o, params, grads, n, lr);
-        break;
-    case DT_OPTIM_ADAM:
-    case DT_OPTIM_ADAMW:
-        adam_step(o, params, grads, n, lr);
-        break;
-    case DT_OPTIM_ADADELTA:
-        adadelta_step(o, params, grads, n, lr);
-        break;
+#if defined(__x86_64__)
+    if (dt_isa_get() >= DT_ISA_AVX2) {
+        step_type_fma(o, params, grads, n, lr);
+        return;
     }
+#endif
+    step_type_generic(o, params, grads, n, lr);
 }
 
 /* The update of elements [lo, hi) of this (possibly view) optimizer, with weight decay on or
@@ -415,20 +301,10 @@ int dt_optim_step(struct dt_optim *o, float *params, const float *grads, size_t 
         o->steps += !adam;
         return 0;
     }
-    switch (o->cfg.type) {
-    case DT_OPTIM_SGD:
-        sgd_step(o, params, grads, n, lr);
-        break;
-    case DT_OPTIM_ADAM:
-    case DT_OPTIM_ADAMW:
-        o->steps++; /* torch increments before using it in the bias corrections */
-        adam_step(o, params, grads, n, lr);
-        return 0;
-    case DT_OPTIM_ADADELTA:
-        adadelta_step(o, params, grads, n, lr);
-        break;
-    }
-    o->steps++;
+    bool adam = o->cfg.type == DT_OPTIM_ADAM || o->cfg.type == DT_OPTIM_ADAMW;
+    o->steps += adam; /* torch increments before using it in Adam's bias corrections */
+    step_type(o, params, grads, n, lr);
+    o->steps += !adam;
     return 0;
 }
 
