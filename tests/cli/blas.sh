@@ -25,6 +25,25 @@ else
     skip "pthread build" "libopenblas0-pthread is not installed"
 fi
 
+# An OpenBLAS that does not know this CPU (0.3.21 on a newer Xeon picks its Prescott kernels):
+# a preloaded openblas_get_corename() says "Prescott", and dtrain re-executes itself once with
+# OPENBLAS_CORETYPE set to the best kernels cpuid allows, then says so in --verbose.
+if grep -qw avx2 /proc/cpuinfo && cc -shared -fPIC -o "$TMP/prescott.so" -x c - <<'EOF2'
+const char *openblas_get_corename(void) { return "Prescott"; }
+EOF2
+then
+    run env -u OPENBLAS_CORETYPE LD_PRELOAD="$TMP/prescott.so" "$DTRAIN" train $ARGS \
+        --set train.max_steps=1 --set checkpoint.dir="$TMP/reexec"
+    expect_rc "OpenBLAS on old kernels: exit 0" 0
+    expect_err "... re-executed with better kernels, and said" \
+        "re-executed: OpenBLAS chose Prescott \\(SSE\\) but the CPU has (AVX2|AVX-512): (SkylakeX|Haswell|Zen) kernels instead"
+    expect_err_lines "... one process's output (no second start line)" \
+        "$(env -u OPENBLAS_CORETYPE "$DTRAIN" train $ARGS --set train.max_steps=1 \
+            --set checkpoint.dir="$TMP/reexec2" 2>&1 >/dev/null | wc -l)"
+else
+    skip "re-execution on old kernels" "no AVX2 here, or no C compiler for the shim"
+fi
+
 # The user's OPENBLAS_CORETYPE is kept, and said
 run env OPENBLAS_CORETYPE=Haswell "$DTRAIN" train $ARGS --set train.max_steps=1 \
     --set checkpoint.dir="$TMP/ct"
