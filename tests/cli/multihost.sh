@@ -139,6 +139,28 @@ if grep -Eq "lost host 1 \(ranks 2-3, $NET\.2\)" "$TMP/h0.err"; then pass "host 
 if [ -z "$(ip netns pids $NS-h0)$(ip netns pids $NS-h1)" ]; then pass "host killed: no processes left"; else
     fail "host killed: no processes left" "$(ip netns pids $NS-h0) $(ip netns pids $NS-h1)"; fi
 
+# ---- --max-restarts across hosts: a rank of host 1 killed (kill -9) mid-run; each host
+# restarts its own ranks from the newest last.safetensors (a directory both hosts see, as a
+# cluster's shared filesystem), the rendezvous runs again, and the job ends with the weights of
+# an uninterrupted run ----
+run "$DTRAIN" train $CFG $COMMON --set train.max_steps=40 --set checkpoint.dir="$TMP/ref40" --quiet
+expect_rc "reference run, 40 steps" 0
+RS="--set train.max_steps=40 --set checkpoint.every_steps=4 --max-restarts 2 --timeout 10 --json"
+node 2 0 $((PORT + 10)) "$TMP/rs" $RS
+node 2 1 $((PORT + 10)) "$TMP/rs" $RS
+for _ in $(seq 300); do [ -s "$TMP/rs/last.safetensors" ] && break; sleep 0.05; done
+victim=$(pgrep -P $PID1 | head -n 1) # one of host 1's two ranks
+[ -n "$victim" ] && kill -9 $victim
+wait_all $PID0 $PID1
+expect_rc "max-restarts across hosts: both hosts finish (exit 0)" 0
+for k in 0 1; do
+    if grep -q '"event":"restart"' "$TMP/h$k.out"; then pass "max-restarts: host $k restarted its ranks"; else
+        fail "max-restarts: host $k restarted its ranks" "$(tail -c 300 "$TMP/h$k.err")"; fi
+done
+check "max-restarts across hosts: weights match the uninterrupted run within 1e-5" \
+    /usr/bin/python3 tests/tools/compare_weights.py --rtol 1e-5 "$TMP/ref40/last.safetensors" \
+    "$TMP/rs/last.safetensors"
+
 # ---- 20 ms of delay on a link ----
 # tc netem where the kernel has it (on h1's veth, so 20 ms one way); otherwise
 # tests/tools/delayline.py, a user-space delay line over TUN devices (20 ms each way) that the
