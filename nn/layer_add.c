@@ -61,6 +61,7 @@ static int add_setup(struct dt_layer *l, const struct dt_layer_spec *spec, struc
         return dt_fail(DT_ERUNTIME, "out of memory");
     l->state = a;
     l->out = in;
+    l->can_fuse_relu = true;
     a->projection = !strcmp(spec->shortcut, "projection");
     if (!a->projection) {
         if (!same_shape(s, in))
@@ -145,6 +146,14 @@ static void add_forward(struct dt_layer *l, const float *x, float *y, int batch,
         sc = a->has_bn ? a->t2 : a->t1;
     }
     long n = (long)(batch * dt_shape_size(l->in));
+    if (l->relu_fused) { /* the following relu, at the store (backward never reads y) */
+#pragma omp parallel for simd if (n > DT_PARALLEL_MIN)
+        for (long i = 0; i < n; i++) {
+            float v = x[i] + sc[i];
+            y[i] = v > 0.0f ? v : 0.0f;
+        }
+        return;
+    }
 #pragma omp parallel for simd if (n > DT_PARALLEL_MIN)
     for (long i = 0; i < n; i++)
         y[i] = x[i] + sc[i];

@@ -56,6 +56,7 @@ static int batchnorm2d_setup(struct dt_layer *l, const struct dt_layer_spec *spe
     bn->momentum = spec->momentum;
     bn->affine = spec->affine;
     l->out = in;
+    l->can_fuse_relu = true;
     l->nparams = bn->affine ? 2 * (size_t)in.c : 0;
     l->nbuffers = 2 * (size_t)in.c + 1;
     bn->mean = dt_alloc((size_t)in.c, sizeof(float));
@@ -175,8 +176,14 @@ static void normalise(const struct dt_layer *l, const float *x, float *y, int ba
     float scale = bn->invstd[ch] * gamma, shift = beta - bn->mean[ch] * scale;
     for (int b = 0; b < batch; b++) {
         size_t off = ((size_t)b * bn->c + ch) * bn->plane;
-        for (size_t i = 0; i < bn->plane; i++)
-            y[off + i] = x[off + i] * scale + shift;
+        if (l->relu_fused) /* the following relu, at the store (backward never reads y) */
+            for (size_t i = 0; i < bn->plane; i++) {
+                float v = x[off + i] * scale + shift;
+                y[off + i] = v > 0.0f ? v : 0.0f;
+            }
+        else
+            for (size_t i = 0; i < bn->plane; i++)
+                y[off + i] = x[off + i] * scale + shift;
     }
 }
 
