@@ -142,12 +142,15 @@ if [ -z "$(ip netns pids $NS-h0)$(ip netns pids $NS-h1)" ]; then pass "host kill
 # ---- --max-restarts across hosts: a rank of host 1 killed (kill -9) mid-run; each host
 # restarts its own ranks from the newest last.safetensors (a directory both hosts see, as a
 # cluster's shared filesystem), the rendezvous runs again, and the job ends with the weights of
-# an uninterrupted run ----
-run "$DTRAIN" train $CFG $COMMON --set train.max_steps=40 --set checkpoint.dir="$TMP/ref40" --quiet
-expect_rc "reference run, 40 steps" 0
+# the same two hosts run without interruption (40 steps: past the ~20 where summation-order
+# noise stays below 1e-5 against one host, see COMMON, so the reference is the same topology) ----
 RS="--set train.max_steps=40 --set checkpoint.every_steps=4 --max-restarts 2 --timeout 10 --json"
-node 2 0 $((PORT + 10)) "$TMP/rs" $RS
-node 2 1 $((PORT + 10)) "$TMP/rs" $RS
+node 2 0 $((PORT + 10)) "$TMP/rs-ref" $RS
+node 2 1 $((PORT + 10)) "$TMP/rs-ref" $RS
+wait_all $PID0 $PID1
+expect_rc "2 hosts, 40 steps, uninterrupted: exit 0" 0
+node 2 0 $((PORT + 11)) "$TMP/rs" $RS
+node 2 1 $((PORT + 11)) "$TMP/rs" $RS
 for _ in $(seq 300); do [ -s "$TMP/rs/last.safetensors" ] && break; sleep 0.05; done
 victim=$(pgrep -P $PID1 | head -n 1) # one of host 1's two ranks
 [ -n "$victim" ] && kill -9 $victim
@@ -157,8 +160,8 @@ for k in 0 1; do
     if grep -q '"event":"restart"' "$TMP/h$k.out"; then pass "max-restarts: host $k restarted its ranks"; else
         fail "max-restarts: host $k restarted its ranks" "$(tail -c 300 "$TMP/h$k.err")"; fi
 done
-check "max-restarts across hosts: weights match the uninterrupted run within 1e-5" \
-    /usr/bin/python3 tests/tools/compare_weights.py --rtol 1e-5 "$TMP/ref40/last.safetensors" \
+check "max-restarts across hosts: the uninterrupted run's weights, bit for bit" \
+    /usr/bin/python3 tests/tools/compare_weights.py "$TMP/rs-ref/last.safetensors" \
     "$TMP/rs/last.safetensors"
 
 # ---- 20 ms of delay on a link ----
