@@ -181,4 +181,28 @@ else
     skip "mpirun on one host" "no mpirun"
 fi
 
+# ---- srun on one host with no variables: the same, the rendezvous file keyed by the job and
+# step ids (srun cannot run here, so two processes get the variables srun gives its tasks) ----
+for p in 0 1; do
+    env -u MASTER_ADDR -u MASTER_PORT -u DTRAIN_TOKEN SLURM_PROCID=$p SLURM_NTASKS=2 \
+        SLURM_LOCALID=$p SLURM_NODEID=0 SLURM_NNODES=1 SLURM_JOB_NODELIST="$(hostname)" \
+        SLURM_JOB_ID=$((4000 + $$ % 1000)) SLURM_STEP_ID=3 \
+        "$DTRAIN" train $CFG --threads 1 --set data.dir="$TMP/fix" --set train.max_steps=4 \
+        --set checkpoint.dir="$TMP/srun" --verbose >"$TMP/srun$p.out" 2>"$TMP/srun$p.err" &
+    eval "SRUN$p=\$!"
+done
+wait $SRUN0
+RC=$?
+wait $SRUN1
+RC1=$?
+[ $RC -eq 0 ] && RC=$RC1
+expect_rc "srun -n 2 on one host, no variables: both tasks exit 0" 0
+if grep -q "job: 2 ranks on 1 host, backend tcp, launch slurm" "$TMP/srun0.err"; then
+    pass "srun: one job of 2 ranks over tcp, ranks from SLURM_*"
+else
+    fail "srun: one job of 2 ranks over tcp, ranks from SLURM_*" "$(head -c 300 "$TMP/srun0.err")"
+fi
+check "srun: rank 0 wrote the checkpoint" test -s "$TMP/srun/last.safetensors"
+check "srun: the rendezvous file is gone" sh -c "! ls \${TMPDIR:-/tmp}/dtrain-rdv-* 2>/dev/null"
+
 finish
