@@ -1,9 +1,11 @@
 /* Background checkpoint writer (see train/ckpt_writer.h). */
 #include "train/ckpt_writer.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "util/err.h"
 #include "util/fileio.h"
@@ -23,9 +25,23 @@ void dt_ckpt_writer_init(struct dt_ckpt_writer *w)
     pthread_cond_init(&w->idle, NULL);
 }
 
+/* The thread is created by a rank pinned to its own cores: left there, its writes take turns
+ * with the training threads. Any CPU of the machine will do for it (the kernel keeps it inside
+ * a Slurm or container cpuset); it mostly waits on the disk. */
+static void unpin_self(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_CONF);
+    cpu_set_t all;
+    CPU_ZERO(&all);
+    for (long c = 0; c < n && c < CPU_SETSIZE; c++)
+        CPU_SET((int)c, &all);
+    (void)pthread_setaffinity_np(pthread_self(), sizeof all, &all); /* best effort */
+}
+
 static void *writer_main(void *arg)
 {
     struct dt_ckpt_writer *w = arg;
+    unpin_self();
     pthread_mutex_lock(&w->mu);
     for (;;) {
         while (!w->head && !w->quit)

@@ -1,8 +1,7 @@
 /* Checkpoint files written by a background thread, so a mid-training checkpoint stalls the
  * step loop only for the copy of the tensors (dt_checkpoint_encode), not for the write, fsync
  * and rename, whose cost is the filesystem's (on the dev VM's disk a 3.6 MB ConvNet checkpoint
- * every step cost 6.5-9.6 ms of step time written in line, 3.6-5.5 ms this way; a network
- * filesystem's fsync takes far longer).
+ * every step cost 6.5-9.6 ms of step time written in line, and nothing measurable this way).
  *
  * Jobs are written in the order submitted, each atomically (util/fileio.h: a crash or a
  * kill -9 leaves the old file or the new one); a job for a path that is still queued (not
