@@ -6,9 +6,10 @@
  * "layers.<i>.proj.0.*" (conv) and "layers.<i>.proj.1.*" (batchnorm), as a torch module
  * `proj = nn.Sequential(conv, bn)` names them (docs/resnet.md).
  *
- * Backward: dy goes to x unchanged (an identity add is dx_is_dy: the model passes dy on with
- * no copy) and to skip through the shortcut, stored into or added to the gradient of skip's
- * layer (nn/model.c, pending; the projection's conv stores straight into it when fresh). */
+ * Backward: dy goes to x unchanged (dx_is_dy: the model passes dy on with no copy, so backward
+ * gets dx = NULL) and to skip through the shortcut, stored into or added to the gradient of
+ * skip's layer (nn/model.c, pending; the projection's conv stores straight into it when
+ * fresh). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,6 +63,7 @@ static int add_setup(struct dt_layer *l, const struct dt_layer_spec *spec, struc
     l->state = a;
     l->out = in;
     l->can_fuse_relu = true;
+    l->dx_is_dy = true; /* x's gradient is dy whatever the shortcut */
     a->projection = !strcmp(spec->shortcut, "projection");
     if (!a->projection) {
         if (!same_shape(s, in))
@@ -70,7 +72,6 @@ static int add_setup(struct dt_layer *l, const struct dt_layer_spec *spec, struc
                            "input is %dx%dx%d; an identity shortcut needs equal shapes "
                            "(shortcut = \"projection\" adapts channels and stride)",
                            l->skip_from, s.c, s.h, s.w, in.c, in.h, in.w);
-        l->dx_is_dy = true;
         return 0;
     }
     int stride = projection_stride(s, in);
@@ -162,7 +163,7 @@ static void add_forward(struct dt_layer *l, const float *x, float *y, int batch,
 static void add_backward(struct dt_layer *l, const float *x, const float *y, const float *dy,
                          float *dx, int batch)
 {
-    (void)x, (void)y;
+    (void)x, (void)y, (void)dx; /* dx_is_dy: the model passes dy on as x's gradient */
     struct add *a = l->state;
     if (a->projection)
         wire(l, a);
@@ -172,8 +173,6 @@ static void add_backward(struct dt_layer *l, const float *x, const float *y, con
         return;
     }
     long n = (long)(batch * dt_shape_size(l->in));
-    if (dx)
-        memcpy(dx, dy, (size_t)n * sizeof *dx);
     if (!a->projection) {
         if (l->skip_dx && l->skip_dx_fresh)
             memcpy(l->skip_dx, dy, (size_t)n * sizeof *dy);

@@ -81,8 +81,8 @@ struct dt_layer {
     const float *skip_x;
     float *skip_dx;
     bool skip_dx_fresh;
-    /* Backward's dx is dy itself (an identity add): the model passes dy on unchanged and calls
-     * backward with dx = NULL, saving a copy of the activation. */
+    /* Backward's dx is dy itself (add): the model passes dy on unchanged and calls backward
+     * with dx = NULL, saving a copy of the activation. */
     bool dx_is_dy;
     /* Inside a layer that owns sub-layers (add's projection): prefix of their tensor names,
      * e.g. "proj.0.", so they read "layers.<index>.proj.0.weight". */

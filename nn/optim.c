@@ -282,10 +282,9 @@ int dt_optim_step(struct dt_optim *o, float *params, const float *grads, size_t 
     if (n != o->n)
         return dt_fail(DT_ERUNTIME, "%s: step over %zu parameters, but the state holds %zu",
                        dt_optim_type_name(o->cfg.type), n, o->n);
+    bool adam = o->cfg.type == DT_OPTIM_ADAM || o->cfg.type == DT_OPTIM_ADAMW;
+    o->steps += adam; /* torch increments before using it in Adam's bias corrections */
     if (o->nno_decay > 0 && o->cfg.weight_decay != 0) {
-        /* Adam's bias corrections count this step already (see below). */
-        bool adam = o->cfg.type == DT_OPTIM_ADAM || o->cfg.type == DT_OPTIM_ADAMW;
-        o->steps += adam;
         size_t at = 0, end = o->base + n;
         for (int r = 0; r < o->nno_decay && at < n; r++) {
             size_t lo = o->no_decay[r][0], hi = o->no_decay[r][1];
@@ -298,12 +297,9 @@ int dt_optim_step(struct dt_optim *o, float *params, const float *grads, size_t 
             at = hi;
         }
         step_piece(o, params, grads, at, n, lr, true);
-        o->steps += !adam;
-        return 0;
+    } else {
+        step_type(o, params, grads, n, lr);
     }
-    bool adam = o->cfg.type == DT_OPTIM_ADAM || o->cfg.type == DT_OPTIM_ADAMW;
-    o->steps += adam; /* torch increments before using it in Adam's bias corrections */
-    step_type(o, params, grads, n, lr);
     o->steps += !adam;
     return 0;
 }

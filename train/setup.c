@@ -319,13 +319,7 @@ static int save_one(const char *path, const struct dt_config *cfg, const struct 
     if (!rc)
         rc = dt_checkpoint_encode(path, m, (struct dt_optim *)o, &meta, &bytes, &len);
     dt_checkpoint_meta_free(&meta);
-    if (rc)
-        return rc;
-    if (w)
-        return dt_ckpt_writer_submit(w, path, bytes, len); /* takes bytes */
-    rc = dt_write_file_atomic(path, bytes, len);
-    free(bytes);
-    return rc;
+    return rc ? rc : dt_ckpt_writer_submit(w, path, bytes, len); /* takes bytes */
 }
 
 int dt_run_save_checkpoints(const struct dt_config *cfg, const struct dt_model *m,

@@ -51,9 +51,9 @@ int dt_run_make_optimizer(struct dt_optim **out, const struct dt_config *cfg, si
 /* Learning rate at a global step (pure function: resume reproduces it exactly). */
 float dt_run_lr(const struct dt_config *cfg, long long step, long long steps_per_epoch,
                 long long total_steps);
-/* Writes last.safetensors (when `last`) and best.safetensors (when `best`) under
- * checkpoint.dir, each atomically: now, or with a writer w, from its thread (the tensors are
- * copied before this returns, so training may go on). */
+/* Queues last.safetensors (when `last`) and best.safetensors (when `best`) under
+ * checkpoint.dir on w, which writes each atomically from its thread (the tensors are copied
+ * before this returns, so training may go on). */
 int dt_run_save_checkpoints(const struct dt_config *cfg, const struct dt_model *m,
                             const struct dt_optim *o, const struct dt_run_resume *meta, bool last,
                             bool best, struct dt_ckpt_writer *w);
