@@ -65,6 +65,17 @@ bool dt_conv_direct_uses_simd(void)
 #endif
 }
 
+int dt_conv_simd_lanes(void)
+{
+#if DT_HAVE_AVX512
+    if (simd_allowed && dt_isa_get() == DT_ISA_AVX512)
+        return 16;
+    if (simd_allowed && dt_isa_get() == DT_ISA_AVX2)
+        return 8;
+#endif
+    return 0;
+}
+
 /* ---- shape bookkeeping ---------------------------------------------------------------- */
 
 int dt_conv_direct_out_h(const struct dt_conv_shape *s)

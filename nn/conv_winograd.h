@@ -14,7 +14,8 @@
  * Precision: the transforms (points 0, +-1, +-2, infinity) add rounding that direct summation
  * does not have; on data of unit scale the results agree with a double-precision reference to
  * about 1e-6 of the largest magnitude (tests/unit/test_conv_winograd.c checks 1e-4 relative to
- * max |ref| with wide margin). There is no portable path: the kernels need AVX-512 at run time.
+ * max |ref| with wide margin). There is no portable path: the kernels need AVX-512 or AVX2 + FMA
+ * at run time (both give the same bits).
  */
 #ifndef DT_NN_CONV_WINOGRAD_H
 #define DT_NN_CONV_WINOGRAD_H
@@ -27,7 +28,7 @@
 
 /* True when the kernels handle this shape on this CPU: all sizes positive, a 3x3 kernel,
  * stride 1, pad 0 or 1, a non-empty output, tensors small enough for int indexing, and
- * AVX-512F at run time (and dt_conv_direct_allow_simd() not switched off). Any channel counts. */
+ * AVX-512F or AVX2 + FMA at run time (dt_conv_simd_lanes() > 0). Any channel counts. */
 bool dt_conv_winograd_supported(const struct dt_conv_shape *s);
 
 /* True when Winograd is expected to beat the direct kernels on this shape (a measured rule on

@@ -3,9 +3,10 @@
  *
  * Three algorithms, chosen once per layer at setup by conv2d_choose_algo() from the shape alone
  * (never by timing: the choice, and so the rounding, must not vary from run to run):
- *   winograd nn/conv_winograd (F(4x4, 3x3) for 3x3 stride-1 convs, pad 0 or 1, AVX-512): about
- *           3x fewer flops than direct; used where dt_conv_winograd_preferred() says it was
- *           measured faster (enough channels: the ConvNet's and the CIFAR CNN's second convs).
+ *   winograd nn/conv_winograd (F(4x4, 3x3) for 3x3 stride-1 convs, pad 0 or 1, AVX-512 or
+ *           AVX2): about 3x fewer flops than direct; used where dt_conv_winograd_preferred()
+ *           says it was measured faster (with AVX-512, enough channels: the ConvNet's and the
+ *           CIFAR CNN's second convs; with AVX2 only, nearly every shape it can run).
  *           The forward transforms the filter once per batch (at the chunk with first_sample
  *           0: the model runs a batch's chunks in order, with the same weights) into cv->u;
  *           the backward computes both gradients in one call that transforms dy once.

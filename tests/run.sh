@@ -54,10 +54,10 @@ for t in "$BUILD"/tests/test_*; do
     run_one "$t" unit "$t"
 done
 # The kernel tests again under every other instruction-set path this CPU runs (nn/isa.h):
-# the default run above took the widest one. (Winograd has only an AVX-512 path.)
+# the default run above took the widest one.
 for isa in generic avx2; do
     DTRAIN_ISA=$isa "$DTRAIN_BIN" --version >/dev/null 2>&1 || continue
-    for t in conv_direct conv_layer gradcheck parity_layers; do
+    for t in conv_direct conv_winograd conv_layer gradcheck parity_layers; do
         [ -x "$BUILD/tests/test_$t" ] || continue
         run_one "test_$t.$isa" unit env DTRAIN_ISA=$isa "$BUILD/tests/test_$t"
     done

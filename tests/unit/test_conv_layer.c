@@ -155,16 +155,19 @@ static void test_auto_choice_is_static(void **state)
     struct dt_layer_spec s[2] = {conv_spec(8, 3, 1, 1), conv_spec(8, 3, 2, 1)};
     struct dt_model *m;
     assert_int_equal(dt_model_build(&m, s, 2, (struct dt_shape){3, 8, 8}, 2, DT_LOSS_NLL, 1), 0);
-    assert_int_equal(dt_conv2d_algo_of(m->layers[0]),
-                     dt_conv_direct_uses_simd() ? DT_CONV2D_DIRECT : DT_CONV2D_GEMM);
+    /* few channels: direct with AVX-512, Winograd with AVX2 only (its rival there is sgemm) */
+    int lanes = dt_conv_simd_lanes();
+    enum dt_conv2d_algo few = lanes == 16  ? DT_CONV2D_DIRECT
+                              : lanes == 8 ? DT_CONV2D_WINOGRAD
+                                           : DT_CONV2D_GEMM;
+    assert_int_equal(dt_conv2d_algo_of(m->layers[0]), few);
     assert_int_equal(dt_conv2d_algo_of(m->layers[1]), DT_CONV2D_GEMM);
     dt_model_free(m);
-    /* the ConvNet's conv2 takes Winograd where the CPU runs it; conv1 (1 channel) does not */
+    /* the ConvNet's conv2 takes Winograd where the CPU runs it; conv1 (1 channel) likewise */
     struct dt_layer_spec c[3] = {conv_spec(16, 3, 1, 0), spec_of("relu"), conv_spec(32, 3, 1, 0)};
     assert_int_equal(dt_model_build(&m, c, 3, (struct dt_shape){1, 28, 28}, 2, DT_LOSS_NLL, 1), 0);
-    bool simd = dt_conv_direct_uses_simd();
-    assert_int_equal(dt_conv2d_algo_of(m->layers[0]), simd ? DT_CONV2D_DIRECT : DT_CONV2D_GEMM);
-    assert_int_equal(dt_conv2d_algo_of(m->layers[2]), simd ? DT_CONV2D_WINOGRAD : DT_CONV2D_GEMM);
+    assert_int_equal(dt_conv2d_algo_of(m->layers[0]), few);
+    assert_int_equal(dt_conv2d_algo_of(m->layers[2]), lanes ? DT_CONV2D_WINOGRAD : DT_CONV2D_GEMM);
     dt_model_free(m);
 }
 
@@ -173,7 +176,7 @@ static void test_auto_choice_is_static(void **state)
 static void test_algo_key(void **state)
 {
     (void)state;
-    bool simd = dt_conv_direct_uses_simd();
+    bool simd = dt_conv_simd_lanes() > 0;
     struct dt_layer_spec s[4] = {conv_spec(16, 3, 1, 1), conv_spec(16, 3, 1, 1),
                                  conv_spec(16, 5, 1, 2), conv_spec(16, 3, 2, 1)};
     strcpy(s[0].algo, "direct");
@@ -247,9 +250,10 @@ static int count_fused(const struct dt_model *m, bool pools)
     return n;
 }
 
-/* Fused and unfused builds of `specs` give identical bits. */
+/* Fused and unfused builds of `specs` give identical bits. want_pool: pools fused where the
+ * vector kernels run; want_wino16 / want_wino8: layers on Winograd with AVX-512 / AVX2 only. */
 static void compare_fusion(const struct dt_layer_spec *specs, int n, struct dt_shape in, int batch,
-                           int want_relu, int want_pool, int want_winograd)
+                           int want_relu, int want_pool, int want_wino16, int want_wino8)
 {
     size_t nin = (size_t)batch * in.c * in.h * in.w;
     float *x = malloc(nin * sizeof(float));
@@ -257,13 +261,14 @@ static void compare_fusion(const struct dt_layer_spec *specs, int n, struct dt_s
     struct model_result f = run_model(specs, n, in, batch, true, x);
     struct model_result u = run_model(specs, n, in, batch, false, x);
     assert_int_equal(count_fused(f.m, false), want_relu);
-    assert_int_equal(count_fused(f.m, true), dt_conv_direct_uses_simd() ? want_pool : 0);
+    int lanes = dt_conv_simd_lanes();
+    assert_int_equal(count_fused(f.m, true), lanes ? want_pool : 0);
     int winograd = 0;
     for (int i = 0; i < f.m->nlayers; i++) { /* the same algorithm in both builds */
         assert_int_equal(dt_conv2d_algo_of(f.m->layers[i]), dt_conv2d_algo_of(u.m->layers[i]));
         winograd += dt_conv2d_algo_of(f.m->layers[i]) == DT_CONV2D_WINOGRAD;
     }
-    assert_int_equal(winograd, dt_conv_direct_uses_simd() ? want_winograd : 0);
+    assert_int_equal(winograd, lanes == 16 ? want_wino16 : lanes == 8 ? want_wino8 : 0);
     assert_int_equal(count_fused(u.m, false) + count_fused(u.m, true), 0);
     size_t nout = (size_t)batch * f.m->classes;
     assert_memory_equal(f.out_eval, u.out_eval, nout * sizeof(float));
@@ -287,7 +292,7 @@ static void fusion_cases(void)
                                        spec_of("flatten"),
                                        linear_spec(5),
                                        spec_of("relu")};
-    compare_fusion(convnet, 8, (struct dt_shape){1, 28, 28}, 13, 2, 1, 1);
+    compare_fusion(convnet, 8, (struct dt_shape){1, 28, 28}, 13, 2, 1, 1, 2);
     /* odd sizes (the pool drops the last row and column), a padded overlapping pool, relu
      * twice in a row (only the first fuses), a pool as the first layer (backward stops at
      * layer 1, which gets no dx) */
@@ -300,7 +305,7 @@ static void fusion_cases(void)
                                    pool_spec("maxpool2d", 3, 2, 1),
                                    spec_of("flatten"),
                                    linear_spec(4)};
-    compare_fusion(odd, 9, (struct dt_shape){2, 12, 11}, 5, 2, 1, 0);
+    compare_fusion(odd, 9, (struct dt_shape){2, 12, 11}, 5, 2, 1, 0, 1);
     /* Winograd's own 2x2 pool (conv 8->16, 3x3 pad 1) on odd sizes: the pool drops the last
      * row and column, and ReLU zeros tie in many windows */
     struct dt_layer_spec wino[7] = {conv_spec(8, 3, 1, 0),
@@ -310,12 +315,12 @@ static void fusion_cases(void)
                                     pool_spec("maxpool2d", 2, 0, 0),
                                     spec_of("flatten"),
                                     linear_spec(3)};
-    compare_fusion(wino, 7, (struct dt_shape){2, 13, 11}, 6, 2, 1, 1);
+    compare_fusion(wino, 7, (struct dt_shape){2, 13, 11}, 6, 2, 1, 1, 2);
     /* stride 2 (GEMM path): relu fuses, the pool does not */
     struct dt_layer_spec strided[5] = {conv_spec(4, 3, 2, 1), spec_of("relu"),
                                        pool_spec("maxpool2d", 2, 0, 0), spec_of("flatten"),
                                        linear_spec(3)};
-    compare_fusion(strided, 5, (struct dt_shape){3, 9, 9}, 3, 1, 0, 0);
+    compare_fusion(strided, 5, (struct dt_shape){3, 9, 9}, 3, 1, 0, 0, 0);
 }
 
 static void test_fusion_is_exact_1_thread(void **state)

@@ -1,6 +1,6 @@
 /* nn/conv_winograd: the three kernels against a naive double-precision reference and against
- * the direct kernels, with 1 and 2 threads; determinism; the pre-transformed filter; shape
- * support; error paths.
+ * the direct kernels, with 1 and 2 threads; determinism; the pre-transformed filter; the 8- and
+ * 16-lane builds giving the same bits; shape support; error paths.
  *
  * Tolerance: Winograd's transforms round differently from a direct sum (they scale terms by up
  * to 8 and back), so the bound is relative to the tensor, not to each element's terms: every
@@ -20,6 +20,7 @@
 
 #include "nn/conv_direct.h"
 #include "nn/conv_winograd.h"
+#include "nn/isa.h"
 #include "util/err.h"
 #include "tests/unit/conv_fixture.h"
 #include "util/rng.h"
@@ -290,6 +291,71 @@ static void test_large_batch_weight_gradient(void **state)
     free(x), free(dy), free(sd), free(sw);
 }
 
+/* All four kernels' outputs for one shape, with the path in use (2 threads). */
+struct outputs {
+    float *y, *py, *dw, *dx;
+    int32_t *idx;
+};
+
+static struct outputs run_all(const struct tensors *t)
+{
+    const struct dt_conv_shape *s = &t->s;
+    size_t np = (size_t)s->n * s->k * (t->oh / 2) * (t->ow / 2);
+    size_t nscratch = dt_conv_winograd_scratch_floats(s, 2);
+    float *scratch = malloc(sizeof(float) * nscratch);
+    float *u = malloc(sizeof(float) * dt_conv_winograd_filter_floats(s));
+    struct outputs o = {malloc(sizeof(float) * t->ny), malloc(sizeof(float) * np),
+                        calloc(t->nw + (size_t)s->k, sizeof(float)), malloc(sizeof(float) * t->nx),
+                        malloc(sizeof(int32_t) * np)};
+    assert_true(scratch && u && o.y && o.py && o.dw && o.dx && o.idx);
+    assert_int_equal(dt_conv_winograd_forward(s, t->x, t->w, t->b, o.y, 1, scratch, nscratch, 2),
+                     0);
+    assert_int_equal(dt_conv_winograd_filter(s, t->w, u), 0);
+    assert_int_equal(
+        dt_conv_winograd_forward_pool2(s, t->x, u, t->b, o.py, o.idx, 0, scratch, nscratch, 2), 0);
+    assert_int_equal(dt_conv_winograd_backward(s, t->x, t->dy, t->w, o.dw, o.dw + t->nw, o.dx,
+                                               scratch, nscratch, 2),
+                     0);
+    free(scratch), free(u);
+    return o;
+}
+
+/* The AVX2 build (8 lanes) against the AVX-512 one (16): same layout, same order of every
+ * sum, so every output is bit-identical, whichever path a machine takes. Needs a CPU with both. */
+static void test_widths_give_same_bits(void **state)
+{
+    (void)state;
+    static const struct dt_conv_shape cases[] = {
+        {3, 16, 26, 26, 32, 3, 3, 1, 0}, /* the ConvNet's conv2 */
+        {3, 20, 13, 6, 70, 3, 3, 1, 1},  /* partial tiles and vectors, 3 register blocks of k */
+        {2, 3, 9, 11, 7, 3, 3, 1, 1},    /* channels < 8: the second half-vector all padding */
+    };
+    if (!dt_isa_available(DT_ISA_AVX512) || !dt_isa_available(DT_ISA_AVX2))
+        skip();
+    enum dt_isa was = dt_isa_get();
+    char err[160];
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        struct tensors t = make_tensors(cases[ci], 900 + ci, false);
+        const struct dt_conv_shape *s = &t.s;
+        size_t np = (size_t)s->n * s->k * (t.oh / 2) * (t.ow / 2);
+        struct outputs o[2];
+        for (int i = 0; i < 2; i++) {
+            assert_int_equal(dt_isa_set(i ? DT_ISA_AVX2 : DT_ISA_AVX512, err, sizeof err), 0);
+            assert_true(dt_conv_winograd_supported(s));
+            o[i] = run_all(&t);
+        }
+        assert_memory_equal(o[0].y, o[1].y, sizeof(float) * t.ny);
+        assert_memory_equal(o[0].py, o[1].py, sizeof(float) * np);
+        assert_memory_equal(o[0].idx, o[1].idx, sizeof(int32_t) * np);
+        assert_memory_equal(o[0].dw, o[1].dw, sizeof(float) * (t.nw + (size_t)s->k));
+        assert_memory_equal(o[0].dx, o[1].dx, sizeof(float) * t.nx);
+        for (int i = 0; i < 2; i++)
+            free(o[i].y), free(o[i].py), free(o[i].dw), free(o[i].dx), free(o[i].idx);
+        free_tensors(&t);
+    }
+    assert_int_equal(dt_isa_set(was, err, sizeof err), 0);
+}
+
 static void test_supported_shapes(void **state)
 {
     (void)state;
@@ -364,6 +430,7 @@ int main(void)
         cmocka_unit_test(test_results_are_deterministic),
         cmocka_unit_test(test_pooled_forward_matches_unpooled),
         cmocka_unit_test(test_large_batch_weight_gradient),
+        cmocka_unit_test(test_widths_give_same_bits),
         cmocka_unit_test(test_supported_shapes),
         cmocka_unit_test(test_bad_calls_fail_with_message),
     };

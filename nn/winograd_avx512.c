@@ -1,0 +1,93 @@
+/* The Winograd kernels at 16 lanes (AVX-512F): nn/winograd_kernels.inc with this width's
+ * vector operations. */
+#include <string.h>
+
+#include "nn/winograd_impl.h"
+
+#if DT_HAVE_AVX512
+
+#define W            16
+#define VEC          __m512
+#define VECI         __m512i
+#define TARGET       __attribute__((target("avx512f")))
+#define LOAD         _mm512_loadu_ps
+#define STORE        _mm512_storeu_ps
+#define ZERO         _mm512_setzero_ps
+#define SET1         _mm512_set1_ps
+#define ADD          _mm512_add_ps
+#define SUB          _mm512_sub_ps
+#define MUL          _mm512_mul_ps
+#define FMA          _mm512_fmadd_ps
+#define FNMA         _mm512_fnmadd_ps
+#define MAXV         _mm512_max_ps
+#define SET1I        _mm512_set1_epi32
+#define STOREI(p, v) _mm512_storeu_si512((void *)(p), v)
+
+/* registers: 32 zmm */
+#define MAX_VB 4
+#define ROWS_OF_VB                                                                                 \
+    {                                                                                              \
+        0, 12, 12, 8, 6                                                                            \
+    }
+#define GEMM_SHAPES GEMM_ROWS12(1) GEMM_ROWS12(2) GEMM_ROWS8(3) GEMM_ROWS6(4)
+#define WG_TABLE    dt_winograd_avx512
+
+static __mmask16 lane_mask(int valid)
+{
+    if (valid <= 0)
+        return 0;
+    return valid >= W ? 0xffff : (__mmask16)((1u << valid) - 1);
+}
+
+INLINE TARGET VEC load_first(const float *p, int n)
+{
+    return _mm512_maskz_loadu_ps(lane_mask(n), p);
+}
+
+INLINE TARGET void store_first(float *p, int n, VEC v)
+{
+    _mm512_mask_storeu_ps(p, lane_mask(n), v);
+}
+
+/* Transposes 16 rows of 16 floats in place. */
+INLINE TARGET void transpose(VEC r[16])
+{
+    VEC t[16];
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    /* s[4g + j] holds, in 128-bit lane L, rows 4g..4g+3 of column 4L + j */
+    VEC s[16];
+    for (int q = 0; q < 4; q++) {
+        __m512d a = _mm512_castps_pd(t[4 * q]), b = _mm512_castps_pd(t[4 * q + 1]);
+        __m512d c = _mm512_castps_pd(t[4 * q + 2]), d = _mm512_castps_pd(t[4 * q + 3]);
+        s[4 * q + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+        s[4 * q + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+        s[4 * q + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+        s[4 * q + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+    }
+    for (int j = 0; j < 4; j++) {
+        VEC u0 = _mm512_shuffle_f32x4(s[j], s[4 + j], 0x88);
+        VEC u1 = _mm512_shuffle_f32x4(s[8 + j], s[12 + j], 0x88);
+        VEC w0 = _mm512_shuffle_f32x4(s[j], s[4 + j], 0xdd);
+        VEC w1 = _mm512_shuffle_f32x4(s[8 + j], s[12 + j], 0xdd);
+        r[j] = _mm512_shuffle_f32x4(u0, u1, 0x88);
+        r[8 + j] = _mm512_shuffle_f32x4(u0, u1, 0xdd);
+        r[4 + j] = _mm512_shuffle_f32x4(w0, w1, 0x88);
+        r[12 + j] = _mm512_shuffle_f32x4(w0, w1, 0xdd);
+    }
+}
+
+/* mx, best = the window's running maximum and its index: v at index i wins when greater or NaN
+ * (the first maximum, NaN propagating: nn/layer_maxpool2d.c's rule). */
+INLINE TARGET void pool_step(VEC *mx, VECI *best, VEC v, int i)
+{
+    __mmask16 t = _mm512_cmp_ps_mask(v, *mx, _CMP_GT_OQ) | _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    *mx = _mm512_mask_mov_ps(*mx, t, v);
+    *best = _mm512_mask_mov_epi32(*best, t, _mm512_set1_epi32(i));
+}
+
+#include "nn/winograd_kernels.inc"
+
+#endif

@@ -1,0 +1,81 @@
+/* What nn/conv_winograd.c shares with its per-width kernels (nn/winograd_kernels.inc, built
+ * as nn/winograd_avx512.c and nn/winograd_avx2.c): the geometry of a call, one thread's
+ * scratch sections and the table of kernels of one vector width.
+ *
+ * The layout does not depend on the width: channels are padded to 16 (LANES) whichever path
+ * runs, so scratch sizes, the cached filter transform and every result are the same on both
+ * paths; the AVX2 kernels walk each 16-channel block as two 8-lane halves. The sums are taken
+ * in the same order too, so the two paths give the same bits. Include only from those files. */
+#ifndef DT_NN_WINOGRAD_IMPL_H
+#define DT_NN_WINOGRAD_IMPL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nn/simd.h"
+
+enum {
+    POS = 36,             /* positions of the 6x6 Winograd domain */
+    MAX_RB = 12,          /* rows per register block of the products */
+    BLOCK_FLOATS = 65536, /* V + M floats of one tile block: 256 KB, a quarter of L2 */
+};
+
+/* Per-call geometry derived once from the public shape. */
+struct geom {
+    int n, c, h, w, k, pad;
+    int oh, ow, th, tw, tiles;
+    int nt;     /* tiles per block */
+    int hi, wi; /* tiled input plane: (4 th + 2) x (4 tw + 2) */
+    int ho, wo; /* tiled output plane: 4 th x 4 tw */
+    int c16, k16;
+    size_t filter;                 /* floats of U (or U^T) at the start of scratch */
+    size_t in, out, v, m, acc, db; /* sections of one thread's scratch (din: as in) */
+    size_t per_thread;
+};
+
+/* One thread's scratch sections. */
+struct wscratch {
+    float *in;  /* channels-last input plane [hi][wi][c16] (x) */
+    float *din; /* the same for dx being accumulated */
+    float *out; /* channels-last output plane [ho][wo][k16] (y or dy) */
+    float *v;   /* V or dV of a tile block: [nt][POS][c16] */
+    float *m;   /* M or dM of a tile block: [nt][POS][k16] */
+    float *acc; /* weight gradient: dU [POS][c16][k16] */
+    float *db;  /* weight gradient: bias sums [k16] */
+};
+
+static inline struct wscratch wscratch_of(const struct geom *g, float *scratch, int thread)
+{
+    struct wscratch w;
+    w.in = scratch + g->filter + (size_t)thread * g->per_thread;
+    w.din = w.in + g->in;
+    w.out = w.din + g->in;
+    w.v = w.out + g->out;
+    w.m = w.v + g->v;
+    w.acc = w.m + g->m;
+    w.db = w.acc + g->acc;
+    return w;
+}
+
+/* The kernels of one vector width (nn/winograd_kernels.inc documents each). */
+struct wg_kernels {
+    /* u[p][o][i16] = (G w G^T)[p]; transpose: the input gradient's U^T */
+    void (*transform_filter)(const struct geom *g, const float *w, bool transpose, float *u);
+    /* one sample's forward; with argmax, pooled 2x2 */
+    void (*forward_sample)(const struct geom *g, const float *x, const float *u, const float *b,
+                           float *y, int32_t *argmax, int relu, const struct wscratch *ws);
+    /* one sample's share of the gradients (x NULL: no weight gradient; dx NULL: no input's) */
+    void (*backward_sample)(const struct geom *g, const float *x, const float *dy, const float *ut,
+                            bool bias, float *dx, const struct wscratch *ws);
+    /* the threads' dU and bias partials summed in thread order, elements [i0, i1) */
+    void (*reduce_threads)(const struct geom *g, float *scratch, int team, size_t i0, size_t i1);
+    /* dw += G^T dU G for channels [c0, c1) */
+    void (*weight_from_domain)(const struct geom *g, const float *du, int c0, int c1, float *dw);
+};
+
+#if DT_HAVE_AVX512
+extern const struct wg_kernels dt_winograd_avx512, dt_winograd_avx2;
+#endif
+
+#endif
