@@ -1,4 +1,5 @@
-/* Winograd F(4x4, 3x3) convolution kernels for 3x3 stride-1 convolutions, float32, NCHW.
+/* Winograd F(4x4, 3x3) convolution kernels for 3x3 convolutions, stride 1 (or 2: the stride-1
+ * grid, every other pixel kept), float32, NCHW.
  *
  * The third conv2d algorithm, next to im2col + sgemm and the direct kernels (nn/conv_direct.h).
  * Each 4x4 block of output is computed from a 6x6 block of input with 36 multiplications per
@@ -27,7 +28,7 @@
 #include "nn/conv_direct.h" /* struct dt_conv_shape */
 
 /* True when the kernels handle this shape on this CPU: all sizes positive, a 3x3 kernel,
- * stride 1, pad 0 or 1, a non-empty output, tensors small enough for int indexing, and
+ * stride 1 or 2, pad 0 or 1, a non-empty output, tensors small enough for int indexing, and
  * AVX-512F or AVX2 + FMA at run time (dt_conv_simd_lanes() > 0). Any channel counts. */
 bool dt_conv_winograd_supported(const struct dt_conv_shape *s);
 
@@ -74,7 +75,7 @@ int dt_conv_winograd_backward(const struct dt_conv_shape *s, const float *x, con
  * ReLU'd when relu) outputs, argmax (same shape) the index of each winner in its [OH][OW]
  * output plane, with nn/layer_maxpool2d.c's rule (the first maximum in row-major window order;
  * a NaN wins). The full output is never stored; the values are the same bits as pooling the
- * forward's output. Needs OH, OW >= 2. */
+ * forward's output. Needs OH, OW >= 2 and stride 1. */
 int dt_conv_winograd_forward_pool2(const struct dt_conv_shape *s, const float *x, const float *u,
                                    const float *b, float *y, int32_t *argmax, int relu,
                                    float *scratch, size_t scratch_floats, int threads);

@@ -229,7 +229,8 @@ static int conv2d_setup(struct dt_layer *l, const struct dt_layer_spec *spec, st
     l->nparams = (size_t)cv->oc * cv->ckk + (cv->bias ? (size_t)cv->oc : 0);
     l->can_fuse_relu = true;
     /* per-sample kernels; winograd's filter state is rebuilt at each batch's first chunk */
-    l->can_fuse_pool = cv->algo == DT_CONV2D_DIRECT || cv->algo == DT_CONV2D_WINOGRAD;
+    l->can_fuse_pool =
+        (cv->algo == DT_CONV2D_DIRECT || cv->algo == DT_CONV2D_WINOGRAD) && stride == 1;
     l->chunkable = l->can_fuse_pool;
     return 0; /* scratch at init, once the model's size has been checked (nn/model.c) */
 }

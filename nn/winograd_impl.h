@@ -24,7 +24,10 @@ enum {
 /* Per-call geometry derived once from the public shape. */
 struct geom {
     int n, c, h, w, k, pad;
-    int oh, ow, th, tw, tiles;
+    int step;   /* the conv's stride: 2 computes the stride-1 grid and keeps every other pixel */
+    int yh, yw; /* the conv's output: oh x ow at step 1, (oh + 1) / 2 x (ow + 1) / 2 at step 2 */
+    int oh, ow; /* the stride-1 output grid the tiles cover */
+    int th, tw, tiles;
     int nt;     /* tiles per block */
     int hi, wi; /* tiled input plane: (4 th + 2) x (4 tw + 2) */
     int ho, wo; /* tiled output plane: 4 th x 4 tw */

@@ -121,6 +121,7 @@ layer_case("conv_s2p1", nn.Conv2d(3, 4, 3, stride=2, padding=1), (2, 3, 7, 6))
 layer_case("conv_nobias", nn.Conv2d(2, 3, 2, bias=False), (2, 2, 5, 5))
 layer_case("conv_k5", nn.Conv2d(3, 8, 5, padding=2), (3, 3, 9, 9))
 layer_case("conv_wino", nn.Conv2d(16, 24, 3, padding=1), (2, 16, 9, 10))  # Winograd's shape
+layer_case("conv_wino_s2", nn.Conv2d(16, 24, 3, stride=2, padding=1), (2, 16, 9, 10))  # its stride 2
 layer_case("linear", nn.Linear(6, 4), (3, 2, 1, 3), flatten_input=True)
 layer_case("maxpool", nn.MaxPool2d(3, stride=2, padding=1), (2, 2, 6, 5))
 layer_case("maxpool2", nn.MaxPool2d(2), (2, 3, 6, 6))

@@ -182,6 +182,8 @@ static void test_conv2d(void **state)
     layer_case("conv_k5", conv_spec(8, 5, 1, 2), (struct dt_shape){3, 9, 9}, 3, true);
     /* 3x3 with 16 channels: Winograd where the CPU runs it (its transforms round more) */
     layer_case("conv_wino", conv_spec(24, 3, 1, 1), (struct dt_shape){16, 9, 10}, 2, true);
+    /* ... at stride 2: the stride-1 grid, every other pixel kept (odd width: the last kept) */
+    layer_case("conv_wino_s2", conv_spec(24, 3, 2, 1), (struct dt_shape){16, 9, 10}, 2, true);
 }
 
 static void test_linear(void **state)
