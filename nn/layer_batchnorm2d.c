@@ -15,13 +15,23 @@
  * statistics and the two gradient sums of backward cover the batch of every process, so the
  * instance count does not change the maths. Forward takes two reductions per layer, [per-channel
  * sums, count] then the per-channel squared deviations from the global mean (the two-pass
- * variance of one process, never E[x^2] - mean^2, which cancels in float); backward one, of
- * [sum dy, sum dy xhat]. Each process keeps its own sums for gamma's and beta's gradients: the
- * gradient all-reduce adds them up. Without the hook each process uses its own batch's
- * statistics, like DDP without SyncBatchNorm.
+ * variance, never E[x^2] - mean^2, which cancels); backward one, of [sum dy, sum dy xhat].
+ * Each process keeps its own sums for gamma's and beta's gradients: the gradient all-reduce
+ * adds them up. Without the hook each process uses its own batch's statistics, like DDP
+ * without SyncBatchNorm.
+ *
+ * The reductions are exact (exact_sum): every process's double sums reach every process
+ * unrounded and are added in rank order, in double. So one process and several compute the
+ * same double totals up to double rounding (1e-16), and the float mean and 1/std they keep are
+ * the same bits except in the rare case of a total within 1e-16 of a float rounding boundary.
+ * A float all-reduce rounded each process's sums first, and a one-ulp difference in a mean
+ * moved activations by an ulp, enough to flip ReLU inputs near zero: the instance count then
+ * changed the trajectory (docs/resnet.md). One process runs the same code with no reduction.
  */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "nn/init.h"
 #include "nn/layer_common.h"
@@ -34,9 +44,12 @@ struct batchnorm {
     bool affine;
     bool training; /* mode of the last forward */
     float *mean, *invstd;
-    float *sums;       /* global mode: 2c + 1 floats for the reductions */
+    double *dmean;     /* training: the batch mean in double, for the variance's second pass */
+    double *stats;     /* forward: per-channel sums (and the count), then squared deviations */
     double *grad_sums; /* backward: sum dy, then sum dy xhat, per channel */
-    double global_n;   /* global mode: elements per channel over every process, last forward */
+    double n;          /* training: elements per channel over every process, last forward */
+    float *gather;     /* exact_sum's all-reduce buffer, sized at the first reduction */
+    size_t gather_floats;
 };
 
 static int batchnorm2d_setup(struct dt_layer *l, const struct dt_layer_spec *spec,
@@ -61,10 +74,11 @@ static int batchnorm2d_setup(struct dt_layer *l, const struct dt_layer_spec *spe
     l->nbuffers = 2 * (size_t)in.c + 1;
     bn->mean = dt_alloc((size_t)in.c, sizeof(float));
     bn->invstd = dt_alloc((size_t)in.c, sizeof(float));
-    bn->sums = dt_alloc(2 * (size_t)in.c + 1, sizeof(float));
+    bn->dmean = dt_alloc((size_t)in.c, sizeof(double));
+    bn->stats = dt_alloc((size_t)in.c + 1, sizeof(double));
     bn->grad_sums = dt_alloc(2 * (size_t)in.c, sizeof(double));
     l->collective = true;
-    return bn->mean && bn->invstd && bn->sums && bn->grad_sums
+    return bn->mean && bn->invstd && bn->dmean && bn->stats && bn->grad_sums
                ? 0
                : dt_fail_context(-DT_ERUNTIME, "batchnorm2d statistics");
 }
@@ -129,15 +143,6 @@ static double channel_sum(const struct batchnorm *bn, const float *x, int batch,
     return lanes_total(acc);
 }
 
-/* Batch mean and biased variance of channel ch (two passes, double accumulators). */
-static void channel_stats(const struct batchnorm *bn, const float *x, int batch, int ch,
-                          double *mean, double *var)
-{
-    double n = (double)batch * bn->plane;
-    *mean = channel_sum(bn, x, batch, ch, false, 0) / n;
-    *var = channel_sum(bn, x, batch, ch, true, *mean) / n;
-}
-
 /* Backward's two sums for channel ch: sum dy and sum dy * (x - mean). */
 static void channel_grad_sums(const struct batchnorm *bn, const float *x, const float *dy,
                               int batch, int ch, double mean, double *sum_dy, double *sum_dy_xm)
@@ -161,11 +166,55 @@ static void channel_grad_sums(const struct batchnorm *bn, const float *x, const 
     *sum_dy_xm = lanes_total(q);
 }
 
-static void global_sum(struct dt_layer *l, float *v, size_t n)
+/* Pieces of 16 bits a double travels in: integers below 2^16 are exact floats, and the
+ * all-reduce adds each to zeros only (x + 0 = x), so the bits arrive unchanged. */
+enum { PIECES = 4 };
+
+/* v[0..n) = the sum over every process of its v, added in double in rank order: the same bits
+ * on every process, and equal to one process's sum over the whole batch up to double rounding.
+ * The float all-reduce carries it as a gather: each process writes its doubles' bits into its
+ * own slot of a zeroed buffer. No-op without the hook. */
+static void exact_sum(struct dt_layer *l, double *v, size_t n)
 {
-    struct dt_model_allreduce *r = &l->model->allreduce;
-    if (r->rc == 0)
-        r->rc = r->sum(r->ctx, v, n);
+    struct batchnorm *bn = l->state;
+    struct dt_model_allreduce *r = l->model ? &l->model->allreduce : NULL;
+    if (!r || !r->sum || r->rc)
+        return;
+    int size = r->size > 1 ? r->size : 1, rank = r->rank >= 0 && r->rank < size ? r->rank : 0;
+    size_t slot = n * PIECES, need = slot * (size_t)size;
+    if (need > bn->gather_floats) {
+        dt_free(bn->gather);
+        bn->gather_floats = 0;
+        bn->gather = dt_alloc(need, sizeof(float));
+        if (!bn->gather) {
+            r->rc = dt_fail(DT_ERUNTIME, "batchnorm2d: out of memory for the statistics");
+            return;
+        }
+        bn->gather_floats = need;
+    }
+    memset(bn->gather, 0, need * sizeof(float));
+    float *mine = bn->gather + (size_t)rank * slot;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t bits;
+        memcpy(&bits, &v[i], sizeof bits);
+        for (int q = 0; q < PIECES; q++)
+            mine[i * PIECES + q] = (float)((bits >> (16 * q)) & 0xffff);
+    }
+    if ((r->rc = r->sum(r->ctx, bn->gather, need)))
+        return;
+    for (size_t i = 0; i < n; i++) {
+        double total = 0;
+        for (int k = 0; k < size; k++) {
+            const float *p = bn->gather + (size_t)k * slot + i * PIECES;
+            uint64_t bits = 0;
+            for (int q = 0; q < PIECES; q++)
+                bits |= (uint64_t)p[q] << (16 * q);
+            double d;
+            memcpy(&d, &bits, sizeof d);
+            total = k == 0 ? d : total + d;
+        }
+        v[i] = total;
+    }
 }
 
 static void normalise(const struct dt_layer *l, const float *x, float *y, int batch, int ch)
@@ -187,28 +236,29 @@ static void normalise(const struct dt_layer *l, const float *x, float *y, int ba
     }
 }
 
-/* Training forward over the global batch (see the top of the file). */
-static void forward_global(struct dt_layer *l, const float *x, float *y, int batch)
+/* Training forward: this process's sums, made global by exact_sum when the hook is set. */
+static void forward_train(struct dt_layer *l, const float *x, float *y, int batch)
 {
     struct batchnorm *bn = l->state;
-    float *run_mean = l->buffers, *run_var = l->buffers + bn->c, *sums = bn->sums;
-    double local = (double)batch * bn->plane;
+    float *run_mean = l->buffers, *run_var = l->buffers + bn->c;
+    double *st = bn->stats, local = (double)batch * bn->plane;
 #pragma omp parallel for if (local * bn->c > DT_PARALLEL_MIN)
     for (int ch = 0; ch < bn->c; ch++)
-        sums[ch] = (float)channel_sum(bn, x, batch, ch, false, 0);
-    sums[bn->c] = (float)local;
-    global_sum(l, sums, (size_t)bn->c + 1);
-    double n = sums[bn->c];
-    bn->global_n = n;
+        st[ch] = channel_sum(bn, x, batch, ch, false, 0);
+    st[bn->c] = local;
+    exact_sum(l, st, (size_t)bn->c + 1);
+    double n = st[bn->c];
+    bn->n = n;
     for (int ch = 0; ch < bn->c; ch++)
-        bn->mean[ch] = n > 0 ? (float)(sums[ch] / n) : 0.0f;
+        bn->dmean[ch] = n > 0 ? st[ch] / n : 0;
 #pragma omp parallel for if (local * bn->c > DT_PARALLEL_MIN)
     for (int ch = 0; ch < bn->c; ch++)
-        sums[ch] = (float)channel_sum(bn, x, batch, ch, true, bn->mean[ch]);
-    global_sum(l, sums, (size_t)bn->c);
+        st[ch] = channel_sum(bn, x, batch, ch, true, bn->dmean[ch]);
+    exact_sum(l, st, (size_t)bn->c);
 #pragma omp parallel for if (local * bn->c > DT_PARALLEL_MIN)
     for (int ch = 0; ch < bn->c; ch++) {
-        double mean = bn->mean[ch], var = n > 0 ? sums[ch] / n : 0;
+        double mean = bn->dmean[ch], var = n > 0 ? st[ch] / n : 0;
+        bn->mean[ch] = (float)mean;
         bn->invstd[ch] = (float)(1.0 / sqrt(var + bn->eps));
         double unbiased = n > 1 ? var * n / (n - 1) : var;
         run_mean[ch] = (float)((1.0 - bn->momentum) * run_mean[ch] + bn->momentum * mean);
@@ -222,33 +272,20 @@ static void batchnorm2d_forward(struct dt_layer *l, const float *x, float *y, in
                                 const struct dt_forward_ctx *ctx)
 {
     struct batchnorm *bn = l->state;
-    if (ctx->training && l->model && l->model->allreduce.sum) {
-        bn->training = true;
-        forward_global(l, x, y, batch);
+    bn->training = ctx && ctx->training;
+    if (bn->training) {
+        forward_train(l, x, y, batch);
         return;
     }
-    bn->global_n = 0;
-    float *run_mean = l->buffers, *run_var = l->buffers + bn->c;
+    bn->n = 0;
+    const float *run_mean = l->buffers, *run_var = l->buffers + bn->c;
     double n = (double)batch * bn->plane;
-    bn->training = ctx->training;
 #pragma omp parallel for if (n * bn->c > DT_PARALLEL_MIN)
     for (int ch = 0; ch < bn->c; ch++) {
-        if (bn->training) {
-            double mean, var;
-            channel_stats(bn, x, batch, ch, &mean, &var);
-            bn->mean[ch] = (float)mean;
-            bn->invstd[ch] = (float)(1.0 / sqrt(var + bn->eps));
-            double unbiased = n > 1 ? var * n / (n - 1) : var;
-            run_mean[ch] = (float)((1.0 - bn->momentum) * run_mean[ch] + bn->momentum * mean);
-            run_var[ch] = (float)((1.0 - bn->momentum) * run_var[ch] + bn->momentum * unbiased);
-        } else {
-            bn->mean[ch] = run_mean[ch];
-            bn->invstd[ch] = (float)(1.0 / sqrt((double)run_var[ch] + bn->eps));
-        }
+        bn->mean[ch] = run_mean[ch];
+        bn->invstd[ch] = (float)(1.0 / sqrt((double)run_var[ch] + bn->eps));
         normalise(l, x, y, batch, ch);
     }
-    if (bn->training)
-        l->buffers[2 * bn->c] += 1.0f;
 }
 
 static void batchnorm2d_backward(struct dt_layer *l, const float *x, const float *y,
@@ -257,10 +294,9 @@ static void batchnorm2d_backward(struct dt_layer *l, const float *x, const float
     (void)y;
     struct batchnorm *bn = l->state;
     double local = (double)batch * bn->plane;
-    /* Global mode: this process's sums go to gamma's and beta's gradients and into the
-     * reduction; dx uses the global ones. */
-    bool global = bn->training && bn->global_n > 0;
-    double n = global ? bn->global_n : local;
+    /* This process's sums go to gamma's and beta's gradients and into the reduction; dx uses
+     * the global ones (one process: its own). */
+    double n = bn->training ? bn->n : local;
     double *sums = bn->grad_sums;
 #pragma omp parallel for if (local * bn->c > DT_PARALLEL_MIN)
     for (int ch = 0; ch < bn->c; ch++) {
@@ -274,13 +310,8 @@ static void batchnorm2d_backward(struct dt_layer *l, const float *x, const float
         sums[ch] = sum_dy;
         sums[bn->c + ch] = sum_dy_xhat;
     }
-    if (global) {
-        for (int i = 0; i < 2 * bn->c; i++)
-            bn->sums[i] = (float)sums[i];
-        global_sum(l, bn->sums, 2 * (size_t)bn->c);
-        for (int i = 0; i < 2 * bn->c; i++)
-            sums[i] = bn->sums[i];
-    }
+    if (bn->training)
+        exact_sum(l, sums, 2 * (size_t)bn->c);
     if (!dx)
         return;
 #pragma omp parallel for if (local * bn->c > DT_PARALLEL_MIN)
@@ -307,8 +338,10 @@ static void batchnorm2d_destroy(struct dt_layer *l)
     if (bn) {
         dt_free(bn->mean);
         dt_free(bn->invstd);
-        dt_free(bn->sums);
+        dt_free(bn->dmean);
+        dt_free(bn->stats);
         dt_free(bn->grad_sums);
+        dt_free(bn->gather);
     }
     free(bn);
 }

@@ -403,20 +403,27 @@ static void conv2d_forward(struct dt_layer *l, const float *x, float *y, int bat
     bool relu = l->relu_fused;
     int n = batch * cv->pix;
     im2col(cv, x, cv->col, batch);
-    dt_sgemm(false, false, cv->oc, n, cv->ckk, 1.0f, weight, cv->ckk, cv->col, n, 0.0f, cv->yt, n);
-    int blocks = batch * cv->oc;
+    /* One GEMM per sample, each on one thread, straight into the sample's output: OpenBLAS's
+     * rounding depends on the GEMM's width (a batched GEMM of 32768 columns and one of 16384
+     * differ in 321 of 524288 elements), so a batched forward changed activations by an ulp
+     * with the instance count, enough to flip ReLU inputs near zero and the trajectory with
+     * them. Per sample, an activation depends only on its sample. */
 #pragma omp parallel for if ((size_t)n * cv->oc > DT_PARALLEL_MIN)
-    for (int t = 0; t < blocks; t++) {
-        int b = t / cv->oc, o = t % cv->oc;
-        const float *src = cv->yt + (size_t)o * n + (size_t)b * cv->pix;
-        float *dst = y + (size_t)t * cv->pix;
-        float add = bias ? bias[o] : 0.0f;
-        if (relu)
-            for (int p = 0; p < cv->pix; p++)
-                dst[p] = src[p] + add > 0.0f ? src[p] + add : 0.0f;
-        else
-            for (int p = 0; p < cv->pix; p++)
-                dst[p] = src[p] + add;
+    for (int b = 0; b < batch; b++) {
+        float *yb = y + (size_t)b * cv->oc * cv->pix;
+        dt_sgemm(false, false, cv->oc, cv->pix, cv->ckk, 1.0f, weight, cv->ckk,
+                 cv->col + (size_t)b * cv->pix, n, 0.0f, yb, cv->pix);
+        if (!bias && !relu)
+            continue;
+        for (int o = 0; o < cv->oc; o++) {
+            float *dst = yb + (size_t)o * cv->pix, add = bias ? bias[o] : 0.0f;
+            if (relu)
+                for (int p = 0; p < cv->pix; p++)
+                    dst[p] = dst[p] + add > 0.0f ? dst[p] + add : 0.0f;
+            else
+                for (int p = 0; p < cv->pix; p++)
+                    dst[p] += add;
+        }
     }
 }
 

@@ -64,6 +64,7 @@ struct dt_model_allreduce {
     int (*sum)(void *ctx, float *data, size_t n);
     void *ctx;
     int rc;
+    int rank, size; /* this process's rank among the `size` that sum (batchnorm's exact sums) */
 };
 
 struct dt_model {

@@ -176,6 +176,8 @@ static int rank_setup(struct rank_state *st, const struct run *run)
     if (comm->size > 1 && !strcmp(cfg->dist.batchnorm, "sync")) {
         st->model->allreduce.sum = comm_sum;
         st->model->allreduce.ctx = comm;
+        st->model->allreduce.rank = comm->rank;
+        st->model->allreduce.size = comm->size;
     }
 
     /* Shared weights: the optimizer state lives in the shared copy from the start (zeroed by
