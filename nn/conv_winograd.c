@@ -130,11 +130,12 @@ static struct geom geom_of(const struct dt_conv_shape *s)
     int nt = BLOCK_FLOATS / (POS * (g.c16 + g.k16));
     nt = nt < MAX_RB ? MAX_RB : nt;
     g.nt = nt < g.tiles ? nt : g.tiles;
+    g.group = nt / g.nt; /* 1 unless a whole sample fits a block more than once */
     g.filter = round_lanes((size_t)POS * g.c16 * g.k16);
     g.in = round_lanes((size_t)g.hi * g.wi * g.c16);
     g.out = round_lanes((size_t)g.ho * g.wo * g.k16);
-    g.v = round_lanes((size_t)POS * g.nt * g.c16);
-    g.m = round_lanes((size_t)POS * g.nt * g.k16);
+    g.v = round_lanes((size_t)POS * g.nt * g.group * g.c16);
+    g.m = round_lanes((size_t)POS * g.nt * g.group * g.k16);
     g.acc = g.filter;
     g.db = round_lanes((size_t)g.k16);
     g.per_thread = 2 * g.in + g.out + g.v + g.m + g.acc + g.db;
@@ -262,7 +263,7 @@ static int backward(const struct dt_conv_shape *s, const float *x, const float *
     if (dx)
         kw->transform_filter(&g, w, true, scratch);
     if (!dw)
-        x = NULL, db = NULL; /* backward_sample's signal: no weight gradient */
+        x = NULL, db = NULL; /* backward_samples' signal: no weight gradient */
     size_t in_sample = (size_t)g.c * g.h * g.w, out_sample = (size_t)g.k * g.yh * g.yw;
 #pragma omp parallel num_threads(threads)
     {
@@ -271,14 +272,16 @@ static int backward(const struct dt_conv_shape *s, const float *x, const float *
         if (x)
             memset(ws.acc, 0, sizeof(float) * (g.acc + g.db)); /* acc and db are adjacent */
         int n0 = (int)((long long)g.n * tid / team), n1 = (int)((long long)g.n * (tid + 1) / team);
-        for (int n = n0; n < n1; n++) {
-            if (n + 1 < n1) {
-                prefetch_l2(dy + (n + 1) * out_sample, out_sample);
+        for (int n = n0; n < n1; n += g.group) {
+            int count = n1 - n < g.group ? n1 - n : g.group;
+            int next = n1 - n - count < g.group ? n1 - n - count : g.group;
+            if (next > 0) { /* the next samples, while these are computed */
+                prefetch_l2(dy + (n + count) * out_sample, out_sample * next);
                 if (x)
-                    prefetch_l2(x + (n + 1) * in_sample, in_sample);
+                    prefetch_l2(x + (n + count) * in_sample, in_sample * next);
             }
-            kw->backward_sample(&g, x ? x + n * in_sample : NULL, dy + n * out_sample, scratch,
-                                db != NULL, dx ? dx + n * in_sample : NULL, &ws);
+            kw->backward_samples(&g, x ? x + n * in_sample : NULL, dy + n * out_sample, scratch,
+                                 db != NULL, dx ? dx + n * in_sample : NULL, &ws, count);
         }
         if (x) {
 #pragma omp barrier

@@ -28,7 +28,8 @@ struct geom {
     int yh, yw; /* the conv's output: oh x ow at step 1, (oh + 1) / 2 x (ow + 1) / 2 at step 2 */
     int oh, ow; /* the stride-1 output grid the tiles cover */
     int th, tw, tiles;
-    int nt;     /* tiles per block */
+    int nt;     /* tiles per block, of one sample */
+    int group;  /* backward: samples per block (> 1 when a sample's tiles fill few rows) */
     int hi, wi; /* tiled input plane: (4 th + 2) x (4 tw + 2) */
     int ho, wo; /* tiled output plane: 4 th x 4 tw */
     int c16, k16;
@@ -68,9 +69,10 @@ struct wg_kernels {
     /* one sample's forward; with argmax, pooled 2x2 */
     void (*forward_sample)(const struct geom *g, const float *x, const float *u, const float *b,
                            float *y, int32_t *argmax, int relu, const struct wscratch *ws);
-    /* one sample's share of the gradients (x NULL: no weight gradient; dx NULL: no input's) */
-    void (*backward_sample)(const struct geom *g, const float *x, const float *dy, const float *ut,
-                            bool bias, float *dx, const struct wscratch *ws);
+    /* `count` (<= group) consecutive samples' share of the gradients (x NULL: no weight
+     * gradient; dx NULL: no input's) */
+    void (*backward_samples)(const struct geom *g, const float *x, const float *dy, const float *ut,
+                             bool bias, float *dx, const struct wscratch *ws, int count);
     /* the threads' dU and bias partials summed in thread order, elements [i0, i1) */
     void (*reduce_threads)(const struct geom *g, float *scratch, int team, size_t i0, size_t i1);
     /* dw += G^T dU G for channels [c0, c1) */
