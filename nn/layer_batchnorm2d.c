@@ -25,8 +25,9 @@
  * same double totals up to double rounding (1e-16), and the float mean and 1/std they keep are
  * the same bits except in the rare case of a total within 1e-16 of a float rounding boundary.
  * A float all-reduce rounded each process's sums first, and a one-ulp difference in a mean
- * moved activations by an ulp, enough to flip ReLU inputs near zero: the instance count then
- * changed the trajectory (docs/resnet.md). One process runs the same code with no reduction.
+ * moved activations by an ulp, enough to flip ReLU inputs near zero: the forward pass then
+ * depended on the instance count (docs/resnet.md). One process runs the same code with no
+ * reduction.
  */
 #include <math.h>
 #include <stdint.h>

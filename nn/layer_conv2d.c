@@ -3,8 +3,8 @@
  *
  * Three algorithms, chosen once per layer at setup by conv2d_choose_algo() from the shape alone
  * (never by timing: the choice, and so the rounding, must not vary from run to run):
- *   winograd nn/conv_winograd (F(4x4, 3x3) for 3x3 stride-1 convs, pad 0 or 1, AVX-512 or
- *           AVX2): about 3x fewer flops than direct; used where dt_conv_winograd_preferred()
+ *   winograd nn/conv_winograd (F(4x4, 3x3) for 3x3 convs, stride 1 or 2, pad 0 or 1, AVX-512
+ *           or AVX2): about 3x fewer flops than direct; used where dt_conv_winograd_preferred()
  *           says it was measured faster (with AVX-512, enough channels: the ConvNet's and the
  *           CIFAR CNN's second convs; with AVX2 only, nearly every shape it can run).
  *           The forward transforms the filter once per batch (at the chunk with first_sample
@@ -13,8 +13,9 @@
  *   direct  nn/conv_direct (AVX-512 stride-1 kernels, 2-4x faster than im2col + sgemm at the
  *           reference models' shapes and with no column matrix): used for every other shape
  *           dt_conv_direct_supported() accepts when the CPU takes the AVX-512 path.
- *   gemm    everything else (stride > 1, pad >= kernel, CPUs without AVX-512, where the
- *           direct kernels' portable loops are slower than OpenBLAS), described below.
+ *   gemm    everything else (other strides, 1x1 projections, pad >= kernel, CPUs without
+ *           AVX2, where the direct kernels' portable loops are slower than OpenBLAS),
+ *           described below.
  * The layer's `algo` key (auto|gemm|direct|winograd) overrides the rule, falling back
  * winograd -> direct -> gemm where an algorithm cannot run the shape. The kernels' scratch
  * (winograd, direct) is sized at setup for the process's OpenMP thread count then
@@ -31,9 +32,10 @@
  *
  * The "gemm" path: batched im2col. The columns of the whole batch form one matrix
  * col[C*K*K][B*P] (P = output pixels; row r = (c, ky, kx), channel-major like the weight), so
- * each direction is ONE large GEMM whose N = B*P keeps OpenBLAS efficient at small channel
+ * each gradient is ONE large GEMM whose N = B*P keeps OpenBLAS efficient at small channel
  * counts, and the layout keeps every copy contiguous along output rows (vectorisable):
- *   forward        yt[OC][B*P]  = W x col, then each [P] block copied to y[b][o] plus bias
+ *   forward        y[b] = W x col[:, b*P .. (b+1)*P), one GEMM per sample (its rounding then
+ *                  does not depend on the batch size: see conv2d_forward), plus bias
  *   weight grad    dW[OC][CKK]  = dyt x col^T          (dyt: dy regrouped to [OC][B*P])
  *   input grad     dcol         = W^T x dyt, reusing col's memory, then col2im into dx
  * col is kept from forward to backward (no second im2col). Scratch, allocated once at setup for
