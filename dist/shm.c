@@ -17,18 +17,18 @@
  * All-reduce (large). The array is cut into chunks of `chunk` floats, each chunk into `size`
  * segments; rank r owns segment r. In epoch t a rank does three things at once:
  *   copy-in   chunk t: its segments k != r into in[r] of the set of epoch t;
- *   reduce    chunk t-1: segment r summed over ranks 0..size-1 in that order (its own term is
- *             read from its buffer), written back to its buffer and to out[r];
+ *   reduce    chunk t-1: segment r summed over ranks 0..size-1 in a fixed binary tree (its own
+ *             term is read from its buffer), written back to its buffer and to out[r];
  *   gather    chunk t-2: the other ranks' out[k] copied into its buffer;
  * then a barrier. A chunk therefore costs one barrier and the array C + 1 barriers, and the
  * three streams overlap (the regions they touch are disjoint). Each segment is summed by exactly
- * one rank and copied by the others, so every rank ends bit-identical, and the rank order makes the
- * result independent of timing. The chunk (1 MiB by default) bounds the segment size and keeps the
- * shared working set (2 sets x size x (chunk + chunk/size)) in the caches: the buffers are streamed
- * once.
+ * one rank and copied by the others, so every rank ends bit-identical, and the fixed order makes
+ * the result independent of timing. The chunk (1 MiB by default) bounds the segment size and keeps
+ * the shared working set (2 sets x size x (chunk + chunk/size)) in the caches: the buffers are
+ * streamed once.
  *
  * All-reduce (small, <= SMALL_BYTES): every rank copies its whole array into in[r], one
- * barrier, every rank sums all in[k] in rank order. One barrier instead of two, and the same
+ * barrier, every rank sums all in[k] in the same tree. One barrier instead of two, and the same
  * order of additions on every rank keeps the results bit-identical.
  *
  * Broadcast streams pieces of size x chunk floats (the in[] area of a set) from the root, one
@@ -512,34 +512,45 @@ static int enter(struct shm_comm *s, const char *what)
     return 0;
 }
 
-/* dst = src[0] + src[1] + ... + src[nsrc-1] in that order (nsrc >= 2), also stored to copy
- * when not NULL. Blocked so the partial sums stay in L1. dst may be one of the sources, so it
- * is written only by the last pass, index by index. */
+enum { BLOCK = 512, TREE_DEPTH = 11 }; /* 2^10 = MAX_RANKS sources */
+
+/* acc[0..m) = the sum of src[lo..lo+cnt) at offset off, as a binary tree: the first half (the
+ * largest power of two below cnt) plus the rest. tmp holds a block per level below. */
+static void tree_block(float *acc, float *const *src, size_t off, int lo, int cnt, size_t m,
+                       float *tmp)
+{
+    if (cnt == 1) {
+        memcpy(acc, src[lo] + off, m * sizeof *acc);
+        return;
+    }
+    int half = 1;
+    while (half * 2 < cnt)
+        half *= 2;
+    if (cnt == 2) {
+        const float *a = src[lo] + off, *b = src[lo + 1] + off;
+        for (size_t i = 0; i < m; i++)
+            acc[i] = a[i] + b[i];
+        return;
+    }
+    tree_block(acc, src, off, lo, half, m, tmp + BLOCK);
+    tree_block(tmp, src, off, lo + half, cnt - half, m, tmp + BLOCK);
+    for (size_t i = 0; i < m; i++)
+        acc[i] += tmp[i];
+}
+
+/* dst = the sum of src[0..nsrc) (nsrc >= 2) in a binary tree over ranks, ((0+1)+(2+3)) for 4,
+ * the shape nn/grad_tree.h's slices continue across processes; also stored to copy when not
+ * NULL. Blocked so the partial sums stay in L1. dst may be one of the sources, so it is
+ * written only after a block is summed. */
 static void sum_ranks(float *dst, float *copy, float *const *src, int nsrc, size_t n)
 {
-    enum { BLOCK = 1024 };
-    float acc[BLOCK];
+    float acc[BLOCK], tmp[TREE_DEPTH * BLOCK];
     for (size_t b = 0; b < n; b += BLOCK) {
         size_t m = n - b < BLOCK ? n - b : BLOCK;
-        float *d = dst + b;
-        const float *first = src[0] + b, *last = src[nsrc - 1] + b;
-        if (nsrc == 2) {
-            for (size_t i = 0; i < m; i++)
-                d[i] = first[i] + last[i];
-        } else {
-            const float *second = src[1] + b;
-            for (size_t i = 0; i < m; i++)
-                acc[i] = first[i] + second[i];
-            for (int k = 2; k < nsrc - 1; k++) {
-                const float *x = src[k] + b;
-                for (size_t i = 0; i < m; i++)
-                    acc[i] += x[i];
-            }
-            for (size_t i = 0; i < m; i++)
-                d[i] = acc[i] + last[i];
-        }
+        tree_block(acc, src, b, 0, nsrc, m, tmp);
+        memcpy(dst + b, acc, m * sizeof *dst);
         if (copy)
-            memcpy(copy + b, d, m * sizeof *d);
+            memcpy(copy + b, acc, m * sizeof *copy);
     }
 }
 

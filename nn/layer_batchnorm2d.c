@@ -174,13 +174,14 @@ enum { PIECES = 4 };
 /* v[0..n) = the sum over every process of its v, added in double in rank order: the same bits
  * on every process, and equal to one process's sum over the whole batch up to double rounding.
  * The float all-reduce carries it as a gather: each process writes its doubles' bits into its
- * own slot of a zeroed buffer. No-op without the hook. */
-static void exact_sum(struct dt_layer *l, double *v, size_t n)
+ * own slot of a zeroed buffer. No-op without the hook. Returns whether v now holds the
+ * sums over every process. */
+static bool exact_sum(struct dt_layer *l, double *v, size_t n)
 {
     struct batchnorm *bn = l->state;
     struct dt_model_allreduce *r = l->model ? &l->model->allreduce : NULL;
     if (!r || !r->sum || r->rc)
-        return;
+        return false;
     int size = r->size > 1 ? r->size : 1, rank = r->rank >= 0 && r->rank < size ? r->rank : 0;
     size_t slot = n * PIECES, need = slot * (size_t)size;
     if (need > bn->gather_floats) {
@@ -189,7 +190,7 @@ static void exact_sum(struct dt_layer *l, double *v, size_t n)
         bn->gather = dt_alloc(need, sizeof(float));
         if (!bn->gather) {
             r->rc = dt_fail(DT_ERUNTIME, "batchnorm2d: out of memory for the statistics");
-            return;
+            return false;
         }
         bn->gather_floats = need;
     }
@@ -202,7 +203,7 @@ static void exact_sum(struct dt_layer *l, double *v, size_t n)
             mine[i * PIECES + q] = (float)((bits >> (16 * q)) & 0xffff);
     }
     if ((r->rc = r->sum(r->ctx, bn->gather, need)))
-        return;
+        return false;
     for (size_t i = 0; i < n; i++) {
         double total = 0;
         for (int k = 0; k < size; k++) {
@@ -216,6 +217,7 @@ static void exact_sum(struct dt_layer *l, double *v, size_t n)
         }
         v[i] = total;
     }
+    return true;
 }
 
 static void normalise(const struct dt_layer *l, const float *x, float *y, int batch, int ch)
@@ -295,8 +297,8 @@ static void batchnorm2d_backward(struct dt_layer *l, const float *x, const float
     (void)y;
     struct batchnorm *bn = l->state;
     double local = (double)batch * bn->plane;
-    /* This process's sums go to gamma's and beta's gradients and into the reduction; dx uses
-     * the global ones (one process: its own). */
+    /* This process's sums go into the reduction; dx and gamma's and beta's gradients use the
+     * global ones (one process: its own). */
     double n = bn->training ? bn->n : local;
     double *sums = bn->grad_sums;
 #pragma omp parallel for if (local * bn->c > DT_PARALLEL_MIN)
@@ -311,8 +313,15 @@ static void batchnorm2d_backward(struct dt_layer *l, const float *x, const float
         sums[ch] = sum_dy;
         sums[bn->c + ch] = sum_dy_xhat;
     }
-    if (bn->training)
-        exact_sum(l, sums, 2 * (size_t)bn->c);
+    if (bn->training && exact_sum(l, sums, 2 * (size_t)bn->c) && bn->affine) {
+        /* gamma's and beta's gradients: the global sums on rank 0, zeros elsewhere, so the
+         * gradient all-reduce adds exact zeros and they do not depend on the batch's split */
+        bool first = l->model->allreduce.rank == 0;
+        for (int ch = 0; ch < bn->c; ch++) {
+            l->grads[ch] = first ? (float)sums[bn->c + ch] : 0.0f;
+            l->grads[bn->c + ch] = first ? (float)sums[ch] : 0.0f;
+        }
+    }
     if (!dx)
         return;
 #pragma omp parallel for if (local * bn->c > DT_PARALLEL_MIN)

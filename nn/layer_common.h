@@ -13,6 +13,14 @@
  * costs more than it saves. */
 #define DT_PARALLEL_MIN 32768
 
+/* Samples per weight-gradient slice for a backward of `batch` samples (nn/grad_tree.h), or 0
+ * when the whole batch is one sum: no slicing set, or the batch fits one slice. */
+static inline int dt_layer_grad_slice(const struct dt_layer *l, int batch)
+{
+    int slice = l->model ? l->model->grad_slice : 0;
+    return slice > 0 && batch > slice ? slice : 0;
+}
+
 static inline size_t dt_shape_size(struct dt_shape s)
 {
     return (size_t)s.c * s.h * s.w;

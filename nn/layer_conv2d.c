@@ -41,6 +41,11 @@
  * col is kept from forward to backward (no second im2col). Scratch, allocated once at setup for
  * max_batch: col (CKK*B*P floats) and yt (OC*B*P floats).
  *
+ * With a gradient slice set (dist.split_invariant, nn/grad_tree.h) every algorithm's backward
+ * runs per slice of the batch: the weight gradient of each slice from zero, summed in the
+ * slices' fixed tree, and the GEMM path's input gradient per slice too, since OpenBLAS rounds
+ * differently with the GEMM's width.
+ *
  * conv2d_choose_algo() is the single place where a per-shape choice between this path and a
  * direct (non-GEMM) kernel belongs: it sees the full shape at setup time.
  */
@@ -429,63 +434,101 @@ static void conv2d_forward(struct dt_layer *l, const float *x, float *y, int bat
     }
 }
 
-/* dyt[o][b*P + p] = dy[b][o][p], and the bias gradient, the sum of dy per channel. */
-static void regroup_dy(const struct conv *cv, const float *dy, float *dyt, float *dbias, int batch)
+/* dyt[o][b*P + p] = dy[b][o][p]. */
+static void regroup_dy(const struct conv *cv, const float *dy, float *dyt, int batch)
 {
     size_t n = (size_t)batch * cv->pix;
 #pragma omp parallel for if (n * cv->oc > DT_PARALLEL_MIN)
+    for (int o = 0; o < cv->oc; o++)
+        for (int b = 0; b < batch; b++)
+            memcpy(dyt + (size_t)o * n + (size_t)b * cv->pix,
+                   dy + ((size_t)b * cv->oc + o) * cv->pix, cv->pix * sizeof *dyt);
+}
+
+/* The bias gradient of samples [b0, b0 + count): the sum of dy per channel, per sample in
+ * float, across samples in double. */
+static void bias_grad(const struct conv *cv, const float *dy, int b0, int count, float *dbias)
+{
+#pragma omp parallel for if ((size_t)count * cv->pix * cv->oc > DT_PARALLEL_MIN)
     for (int o = 0; o < cv->oc; o++) {
         double s = 0;
-        for (int b = 0; b < batch; b++) {
+        for (int b = b0; b < b0 + count; b++) {
             const float *src = dy + ((size_t)b * cv->oc + o) * cv->pix;
-            float *dst = dyt + (size_t)o * n + (size_t)b * cv->pix;
             float part = 0;
-            for (int p = 0; p < cv->pix; p++) {
-                dst[p] = src[p];
+            for (int p = 0; p < cv->pix; p++)
                 part += src[p];
-            }
             s += part;
         }
-        if (dbias)
-            dbias[o] = (float)s;
+        dbias[o] = (float)s;
     }
 }
 
+/* Both gradients of samples [b0, b0 + count): the weight's (and bias's) into g, which is
+ * written, not accumulated; dx for those samples unless NULL. */
+static void backward_samples(struct dt_layer *l, const float *x, const float *dy, float *dx, int b0,
+                             int count, int batch, float *g)
+{
+    struct conv *cv = l->state;
+    size_t nw = (size_t)cv->oc * cv->ckk, in_sample = dt_shape_size(l->in);
+    size_t out_sample = dt_shape_size(l->out);
+    float *gb = cv->bias ? g + nw : NULL;
+    struct dt_conv_shape s = cv->ds;
+    s.n = count;
+    if (cv->algo == DT_CONV2D_WINOGRAD) {
+        memset(g, 0, l->nparams * sizeof *g); /* the kernel accumulates */
+        (void)dt_conv_winograd_backward(&s, x + b0 * in_sample, dy + b0 * out_sample, l->params, g,
+                                        gb, dx ? dx + b0 * in_sample : NULL, cv->scratch,
+                                        cv->scratch_floats, direct_threads(cv));
+        return;
+    }
+    if (cv->algo == DT_CONV2D_DIRECT) {
+        memset(g, 0, l->nparams * sizeof *g); /* the kernel accumulates */
+        (void)dt_conv_direct_backward_weight(&s, x + b0 * in_sample, dy + b0 * out_sample, g, gb,
+                                             cv->scratch, cv->scratch_floats, direct_threads(cv));
+        return; /* dx: conv2d_backward, over the whole batch (no sum across samples) */
+    }
+    /* GEMM: columns [b0 * P, (b0 + count) * P) of dyt and col, whose rows are batch * P long */
+    size_t n = (size_t)batch * cv->pix, first = (size_t)b0 * cv->pix;
+    int k = count * cv->pix;
+    dt_sgemm(false, true, cv->oc, cv->ckk, k, 1.0f, cv->yt + first, n, cv->col + first, n, 0.0f, g,
+             cv->ckk);
+    if (gb)
+        bias_grad(cv, dy, b0, count, gb);
+    if (dx) /* dcol overwrites the same columns of col, which this slice no longer needs */
+        dt_sgemm(true, false, cv->ckk, k, cv->oc, 1.0f, l->params, cv->ckk, cv->yt + first, n, 0.0f,
+                 cv->col + first, n);
+}
+
+/* With a gradient slice set (nn/grad_tree.h) the weight gradient is summed per slice in a
+ * fixed tree; so is the GEMM path's dx, whose OpenBLAS rounding depends on the GEMM's width. */
 static void conv2d_backward(struct dt_layer *l, const float *x, const float *y, const float *dy,
                             float *dx, int batch)
 {
     (void)y; /* never read: the model relies on it for ReLU and pool fusion */
     struct conv *cv = l->state;
-    size_t nw = (size_t)cv->oc * cv->ckk;
-    if (cv->algo == DT_CONV2D_WINOGRAD) {
+    if (cv->algo == DT_CONV2D_GEMM)
+        regroup_dy(cv, dy, cv->yt, batch);
+    int slice = dt_layer_grad_slice(l, batch);
+    if (!slice) {
+        backward_samples(l, x, dy, dx, 0, batch, batch, l->grads);
+    } else {
+        struct dt_grad_tree *t = &l->model->grad_tree;
+        dt_grad_tree_begin(t, l->nparams);
+        for (int b0 = 0; b0 < batch; b0 += slice) {
+            backward_samples(l, x, dy, dx, b0, batch - b0 < slice ? batch - b0 : slice, batch,
+                             dt_grad_tree_slot(t));
+            dt_grad_tree_push(t);
+        }
+        dt_grad_tree_finish(t, l->grads);
+    }
+    if (dx && cv->algo == DT_CONV2D_DIRECT) {
         struct dt_conv_shape s = cv->ds;
         s.n = batch;
-        memset(l->grads, 0, l->nparams * sizeof *l->grads); /* the kernel accumulates */
-        (void)dt_conv_winograd_backward(&s, x, dy, l->params, l->grads,
-                                        cv->bias ? l->grads + nw : NULL, dx, cv->scratch,
-                                        cv->scratch_floats, direct_threads(cv));
-        return;
+        (void)dt_conv_direct_backward_input(&s, dy, l->params, dx, cv->scratch, cv->scratch_floats,
+                                            direct_threads(cv));
     }
-    if (cv->algo == DT_CONV2D_DIRECT) {
-        struct dt_conv_shape s = cv->ds;
-        s.n = batch;
-        int threads = direct_threads(cv);
-        memset(l->grads, 0, l->nparams * sizeof *l->grads); /* the kernel accumulates */
-        (void)dt_conv_direct_backward_weight(&s, x, dy, l->grads, cv->bias ? l->grads + nw : NULL,
-                                             cv->scratch, cv->scratch_floats, threads);
-        if (dx)
-            (void)dt_conv_direct_backward_input(&s, dy, l->params, dx, cv->scratch,
-                                                cv->scratch_floats, threads);
-        return;
-    }
-    int n = batch * cv->pix;
-    regroup_dy(cv, dy, cv->yt, cv->bias ? l->grads + nw : NULL, batch);
-    dt_sgemm(false, true, cv->oc, cv->ckk, n, 1.0f, cv->yt, n, cv->col, n, 0.0f, l->grads, cv->ckk);
-    if (!dx)
-        return;
-    dt_sgemm(true, false, cv->ckk, n, cv->oc, 1.0f, l->params, cv->ckk, cv->yt, n, 0.0f, cv->col,
-             n);
-    col2im(cv, cv->col, dx, batch);
+    if (dx && cv->algo == DT_CONV2D_GEMM)
+        col2im(cv, cv->col, dx, batch);
 }
 
 static void conv2d_destroy(struct dt_layer *l)

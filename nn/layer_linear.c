@@ -1,7 +1,10 @@
 /* linear: y = x W^T + b with W [out, in], like torch.nn.Linear. A non-flat input (c x h x w)
  * is read as its flattened c*h*w vector, exactly what an nn.Flatten in front would give, so a
- * flatten layer before it is optional. All three products are single OpenBLAS GEMMs. */
+ * flatten layer before it is optional. The three products are OpenBLAS GEMMs, one per batch
+ * when no gradient slice is set, else one per slice (nn/grad_tree.h): OpenBLAS rounds
+ * differently with the GEMM's height, and the weight gradient is summed in the slices' tree. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "nn/blas.h"
 #include "nn/init.h"
@@ -42,41 +45,70 @@ static int linear_init(struct dt_layer *l, uint64_t seed)
     return 0;
 }
 
-static void linear_forward(struct dt_layer *l, const float *x, float *y, int batch,
-                           const struct dt_forward_ctx *ctx)
+static void forward_rows(const struct dt_layer *l, const float *x, float *y, int rows)
 {
-    (void)ctx;
-    struct linear *li = l->state;
+    const struct linear *li = l->state;
     float beta = 0.0f;
     if (li->bias) {
         const float *bias = l->params + (size_t)li->out * li->in;
-        for (int b = 0; b < batch; b++)
-            for (int o = 0; o < li->out; o++)
-                y[(size_t)b * li->out + o] = bias[o];
+        for (int b = 0; b < rows; b++)
+            memcpy(y + (size_t)b * li->out, bias, li->out * sizeof *y);
         beta = 1.0f;
     }
-    dt_sgemm(false, true, batch, li->out, li->in, 1.0f, x, li->in, l->params, li->in, beta, y,
+    dt_sgemm(false, true, rows, li->out, li->in, 1.0f, x, li->in, l->params, li->in, beta, y,
              li->out);
+}
+
+static void linear_forward(struct dt_layer *l, const float *x, float *y, int batch,
+                           const struct dt_forward_ctx *ctx)
+{
+    const struct linear *li = l->state;
+    int slice = ctx && ctx->training ? dt_layer_grad_slice(l, batch) : 0; /* eval: no sums */
+    if (!slice)
+        slice = batch;
+    for (int b0 = 0; b0 < batch; b0 += slice)
+        forward_rows(l, x + (size_t)b0 * li->in, y + (size_t)b0 * li->out,
+                     batch - b0 < slice ? batch - b0 : slice);
+}
+
+/* Rows [0, rows) of x and dy: the weight and bias gradients written to g, dx unless NULL. */
+static void backward_rows(const struct dt_layer *l, const float *x, const float *dy, float *dx,
+                          int rows, float *g)
+{
+    const struct linear *li = l->state;
+    dt_sgemm(true, false, li->out, li->in, rows, 1.0f, dy, li->out, x, li->in, 0.0f, g, li->in);
+    if (li->bias) {
+        float *db = g + (size_t)li->out * li->in;
+        for (int o = 0; o < li->out; o++)
+            db[o] = 0.0f;
+        for (int b = 0; b < rows; b++)
+            for (int o = 0; o < li->out; o++)
+                db[o] += dy[(size_t)b * li->out + o];
+    }
+    if (dx)
+        dt_sgemm(false, false, rows, li->in, li->out, 1.0f, dy, li->out, l->params, li->in, 0.0f,
+                 dx, li->in);
 }
 
 static void linear_backward(struct dt_layer *l, const float *x, const float *y, const float *dy,
                             float *dx, int batch)
 {
     (void)y;
-    struct linear *li = l->state;
-    dt_sgemm(true, false, li->out, li->in, batch, 1.0f, dy, li->out, x, li->in, 0.0f, l->grads,
-             li->in);
-    if (li->bias) {
-        float *db = l->grads + (size_t)li->out * li->in;
-        for (int o = 0; o < li->out; o++)
-            db[o] = 0.0f;
-        for (int b = 0; b < batch; b++)
-            for (int o = 0; o < li->out; o++)
-                db[o] += dy[(size_t)b * li->out + o];
+    const struct linear *li = l->state;
+    int slice = dt_layer_grad_slice(l, batch);
+    if (!slice) {
+        backward_rows(l, x, dy, dx, batch, l->grads);
+        return;
     }
-    if (dx)
-        dt_sgemm(false, false, batch, li->in, li->out, 1.0f, dy, li->out, l->params, li->in, 0.0f,
-                 dx, li->in);
+    struct dt_grad_tree *t = &l->model->grad_tree;
+    dt_grad_tree_begin(t, l->nparams);
+    for (int b0 = 0; b0 < batch; b0 += slice) {
+        backward_rows(l, x + (size_t)b0 * li->in, dy + (size_t)b0 * li->out,
+                      dx ? dx + (size_t)b0 * li->in : NULL, batch - b0 < slice ? batch - b0 : slice,
+                      dt_grad_tree_slot(t));
+        dt_grad_tree_push(t);
+    }
+    dt_grad_tree_finish(t, l->grads);
 }
 
 static void linear_destroy(struct dt_layer *l)

@@ -45,7 +45,8 @@
 #include "util/clock.h"
 #include "util/err.h"
 
-#define MAX_PARAM_TENSORS  4 /* weight, bias; add's projection: conv weight, bias, bn weight, bias */
+#define MAX_PARAM_TENSORS 4  /* weight, bias; add's projection: conv weight, bias, bn weight, bias \
+                              */
 #define MAX_BUFFER_TENSORS 3 /* running_mean, running_var, num_batches_tracked */
 
 /* Process-wide switch for tests and benchmarks (dt_model_allow_fusion). */
@@ -190,9 +191,9 @@ static int allocate_arenas(struct dt_model *m)
     if (!impl->pending || !impl->pending_live)
         return dt_fail(DT_ERUNTIME, "out of memory allocating the model's arenas");
     for (int i = 0; i < m->nlayers; i++)
-        if (impl->referenced[i] && !(impl->pending[i] = dt_alloc(
-                                         (size_t)m->max_batch * shape_size(m->layers[i]->out),
-                                         sizeof(float))))
+        if (impl->referenced[i] &&
+            !(impl->pending[i] =
+                  dt_alloc((size_t)m->max_batch * shape_size(m->layers[i]->out), sizeof(float))))
             return dt_fail_context(-DT_ERUNTIME, "skip-connection gradients of layer %d", i);
     impl->grad_a = dt_alloc((size_t)m->max_batch * largest, sizeof(float));
     impl->grad_b = dt_alloc((size_t)m->max_batch * largest, sizeof(float));
@@ -299,8 +300,7 @@ static int check_size(const struct dt_model *m)
         return dt_fail(DT_EUSAGE,
                        "model needs %.1f GiB (%.3g parameters, %.3g activation floats per "
                        "sample, batch %d): more than this machine's %.1f GiB",
-                       bytes / (1 << 30), (double)m->nparams, act, m->max_batch,
-                       have / (1 << 30));
+                       bytes / (1 << 30), (double)m->nparams, act, m->max_batch, have / (1 << 30));
     return 0;
 }
 
@@ -377,6 +377,20 @@ int dt_model_build(struct dt_model **out, const struct dt_layer_spec *specs, int
     return 0;
 }
 
+int dt_model_set_grad_slice(struct dt_model *m, int slice)
+{
+    m->grad_slice = 0;
+    if (slice < 1 || slice >= m->max_batch)
+        return 0; /* every backward fits one slice: nothing to split */
+    size_t most = 0;
+    for (int i = 0; i < m->nlayers; i++)
+        most = m->layers[i]->nparams > most ? m->layers[i]->nparams : most;
+    int rc = dt_grad_tree_reserve(&m->grad_tree, most, (m->max_batch + slice - 1) / slice);
+    if (!rc)
+        m->grad_slice = slice;
+    return rc;
+}
+
 void dt_model_free(struct dt_model *m)
 {
     if (!m)
@@ -401,6 +415,7 @@ void dt_model_free(struct dt_model *m)
     free(impl->seg_end);
     dt_free(impl->grad_a);
     dt_free(impl->grad_b);
+    dt_grad_tree_release(&m->grad_tree);
     free(impl);
     free(m->layers);
     free(m->tensors);
@@ -572,8 +587,7 @@ void dt_model_layer_summary(const struct dt_model *m, int i, struct dt_layer_sum
         snprintf(out->detail, sizeof out->detail, "p=%.2f", s->p);
     else if (s->from)
         snprintf(out->detail, sizeof out->detail, "from %d (layer %d)%s", s->from, l->skip_from,
-                 !strcmp(s->type, "add") && !strcmp(s->shortcut, "projection") ? " proj"
-                                                                                : "");
+                 !strcmp(s->type, "add") && !strcmp(s->shortcut, "projection") ? " proj" : "");
     if (s->padding > 0) {
         size_t n = strlen(out->detail);
         snprintf(out->detail + n, sizeof out->detail - n, " pad %d", s->padding);

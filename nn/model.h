@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "nn/grad_tree.h"
 #include "nn/layer_spec.h"
 
 #define DT_MAX_PROFILE_LAYERS 128
@@ -87,6 +88,10 @@ struct dt_model {
     enum dt_loss_kind loss;
     float label_smoothing; /* cross_entropy's eps in [0, 1]; 0 after build, set by the caller */
     struct dt_model_allreduce allreduce;
+    /* Weight gradients summed over slices of this many samples in a fixed tree (nn/grad_tree.h);
+     * 0 = over the whole batch at once. Set with dt_model_set_grad_slice. */
+    int grad_slice;
+    struct dt_grad_tree grad_tree;
     double profile_fwd[DT_MAX_PROFILE_LAYERS], profile_bwd[DT_MAX_PROFILE_LAYERS];
     bool profile; /* accumulate per-layer seconds into profile_* */
     void *impl;
@@ -114,6 +119,11 @@ void dt_model_loss(struct dt_model *m, const uint8_t *labels, int batch, double 
  * arena). With grad_scale = 1 / (global samples in the step) a sum all-reduce of grads yields
  * exactly the mean-loss gradient. */
 int dt_model_backward(struct dt_model *m, const uint8_t *labels, int batch, float grad_scale);
+
+/* Sums every later backward's weight gradients over slices of `slice` samples in a fixed
+ * binary tree (nn/grad_tree.h), so that they do not depend on how the global batch is split
+ * across processes; 0 turns it off. 0 or DT_ERUNTIME (no memory for the tree's buffers). */
+int dt_model_set_grad_slice(struct dt_model *m, int slice);
 
 /* Whether models built from now on fuse layers (ReLU into conv2d, conv2d-relu-maxpool2d):
  * fused and unfused models compute the same bits. Returns the previous setting. Process-wide,

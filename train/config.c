@@ -67,8 +67,8 @@ static const struct key keys[] = {
     {"data.dataset", T_STRING, REQUIRED, NULL, 0, 0, NULL, FIELD(data.dataset), 0,
      "registry name (mnist, fashion-mnist, kmnist, cifar10, cifar100) or any name for "
      "your own files when data.format is given"},
-    {"data.format", T_STRING, 0, "\"\"", 0, 0, "|idx|cifar10|cifar100|folder",
-     FIELD(data.format), 0,
+    {"data.format", T_STRING, 0, "\"\"", 0, 0, "|idx|cifar10|cifar100|folder", FIELD(data.format),
+     0,
      "file format; empty = the registry's format for data.dataset; folder = "
      "DIR/train/<class>/*.png|jpg and DIR/test/<class>/* (see docs/data.md)"},
     {"data.dir", T_STRING, 0, "\"\"", 0, 0, NULL, FIELD(data.dir), 0,
@@ -197,6 +197,10 @@ static const struct key keys[] = {
      "batchnorm2d training statistics: sync = over the global batch of all instances "
      "(torch SyncBatchNorm; the instance count does not change the maths), per_instance = "
      "each instance's own batch (DDP without SyncBatchNorm)"},
+    {"dist.split_invariant", T_BOOL, 0, "false", 0, 0, NULL, FIELD(dist.split_invariant), 0,
+     "sum weight gradients over eighths of the global batch in a fixed tree, so that 1, 2, 4 or "
+     "8 instances on one host compute the same bits (costs speed, most with large linear "
+     "layers)"},
     {"dist.backend", T_STRING, 0, "\"auto\"", 0, 0, "auto|shm|tcp|hier|mpi", FIELD(dist.backend), 0,
      "gradient all-reduce: shared memory on one host, tcp across hosts, hier = both, mpi "
      "(when built with MPI=1); auto picks"},
@@ -212,12 +216,11 @@ static const struct key keys[] = {
      "extension"},
     {"checkpoint.every", T_INT, 0, "1", 0, 1000000, NULL, FIELD(checkpoint.every), 0,
      "epochs between checkpoints; 0 = only at the end"},
-    {"checkpoint.every_steps", T_INT, 0, "0", 0, 1000000000, NULL, FIELD(checkpoint.every_steps),
-     0, "also write last.safetensors every N optimizer steps, mid-epoch (resumes exactly); "
-        "0 = off"},
-    {"checkpoint.every_minutes", T_DOUBLE, 0, "0.0", 0, 1e6, NULL,
-     FIELD(checkpoint.every_minutes), 0,
-     "also write last.safetensors every M minutes of training (rank 0's clock); 0 = off"},
+    {"checkpoint.every_steps", T_INT, 0, "0", 0, 1000000000, NULL, FIELD(checkpoint.every_steps), 0,
+     "also write last.safetensors every N optimizer steps, mid-epoch (resumes exactly); "
+     "0 = off"},
+    {"checkpoint.every_minutes", T_DOUBLE, 0, "0.0", 0, 1e6, NULL, FIELD(checkpoint.every_minutes),
+     0, "also write last.safetensors every M minutes of training (rank 0's clock); 0 = off"},
     {"checkpoint.best", T_BOOL, 0, "true", 0, 0, NULL, FIELD(checkpoint.best), 0,
      "also keep best.safetensors, by test accuracy"},
     {"checkpoint.on_usr1", T_STRING, 0, "\"stop\"", 0, 0, "stop|continue",
@@ -986,9 +989,9 @@ static int derive_data(struct load *ld)
     int rc = derive_folder(ld);
     if (rc)
         return rc;
-    int channels = strcmp(cfg->data.format, "idx") == 0 ? 1
+    int channels = strcmp(cfg->data.format, "idx") == 0      ? 1
                    : strcmp(cfg->data.format, "folder") == 0 ? cfg->data.channels
-                                                               : 3;
+                                                             : 3;
     const char *lists[] = {"data.mean", "data.std"};
     int counts[] = {cfg->data.nmean, cfg->data.nstd};
     for (int i = 0; i < 2; i++)

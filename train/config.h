@@ -34,7 +34,7 @@ struct dt_config {
         int crop_padding; /* augmentation: random crop after zero padding (0 = off) */
         int channels;     /* folder: 1 or 3 (derived from mean/std when 0) */
         int nsize;
-        float size[2];  /* folder: [H, W] to fit every image to; [] = their own size */
+        float size[2];      /* folder: [H, W] to fit every image to; [] = their own size */
         int size_h, size_w; /* derived from size (0, 0 when []) */
         bool skip_bad;      /* folder: leave out undecodable images instead of failing */
         float val_fraction; /* share of the training set held out for validation (0 = none) */
@@ -82,11 +82,12 @@ struct dt_config {
     struct {
         int instances;
         int threads;
-        char backend[16];   /* auto | shm | tcp | hier | mpi */
-        char batchnorm[16]; /* sync | per_instance */
-        char pin[16];       /* cores | sockets | none */
-        char cpu_list[256]; /* explicit list like "0-7,16-23" (overrides pin) */
-        double timeout;     /* seconds a collective may wait for a peer */
+        char backend[16];     /* auto | shm | tcp | hier | mpi */
+        char batchnorm[16];   /* sync | per_instance */
+        bool split_invariant; /* weight gradients in a fixed tree of batch slices */
+        char pin[16];         /* cores | sockets | none */
+        char cpu_list[256];   /* explicit list like "0-7,16-23" (overrides pin) */
+        double timeout;       /* seconds a collective may wait for a peer */
     } dist;
 
     struct {

@@ -173,6 +173,11 @@ static int rank_setup(struct rank_state *st, const struct run *run)
     if ((rc = dt_run_build_model(cfg, in, model_batch, train->classes, &st->model)))
         return rc;
     st->model->profile = cfg->log.profile;
+    /* weight gradients in a fixed tree of batch slices: the same bits for 1, 2, 4 or 8
+     * instances (nn/grad_tree.h) */
+    if (cfg->dist.split_invariant &&
+        (rc = dt_model_set_grad_slice(st->model, dt_grad_slice(cfg->train.batch_size))))
+        return rc;
     if (comm->size > 1 && !strcmp(cfg->dist.batchnorm, "sync")) {
         st->model->allreduce.sum = comm_sum;
         st->model->allreduce.ctx = comm;
@@ -352,16 +357,16 @@ struct loop {
     bool leader, quiet;
     long long steps_per_epoch, total_steps;
     long long step, saved_step; /* saved_step: that of the last last.safetensors, or -1 */
-    double best_acc;     /* the highest test accuracy seen, for the final report */
-    struct dt_best best; /* which epoch best.safetensors holds (train/best.h) */
+    double best_acc;            /* the highest test accuracy seen, for the final report */
+    struct dt_best best;        /* which epoch best.safetensors holds (train/best.h) */
     float lr;
     struct dt_progress progress;
     double run_start, run_samples;
     double trained_s; /* seconds in training steps of finished epochs (no evaluation) */
     long long run_steps;
-    int stop;            /* the signal every rank agreed to stop for, 0 while training */
-    bool wrote_best;     /* best.safetensors was written by this run */
-    double last_save;    /* when rank 0 last wrote last.safetensors (every_minutes) */
+    int stop;                     /* the signal every rank agreed to stop for, 0 while training */
+    bool wrote_best;              /* best.safetensors was written by this run */
+    double last_save;             /* when rank 0 last wrote last.safetensors (every_minutes) */
     struct dt_ckpt_writer writer; /* rank 0's checkpoint files, written in the background */
 };
 
@@ -483,8 +488,8 @@ static int run_epoch(struct loop *lp, int epoch, double epoch_start)
     while (lp->step < end && !lp->stop) {
         lp->lr = dt_run_lr(cfg, lp->step, lp->steps_per_epoch, lp->total_steps);
         size_t in_epoch = (size_t)(lp->step % lp->steps_per_epoch);
-        int rc = train_step(st, lp->run, (uint64_t)epoch, in_epoch, lp->lr,
-                            timed_checkpoint_due(lp));
+        int rc =
+            train_step(st, lp->run, (uint64_t)epoch, in_epoch, lp->lr, timed_checkpoint_due(lp));
         if (rc)
             return rc;
         if (lp->leader) {
@@ -611,6 +616,7 @@ static void report_final(const struct loop *lp)
     dt_jw_int(&w, "threads", cfg->dist.threads);
     dt_jw_int(&w, "batch_size", cfg->train.batch_size);
     dt_jw_bool(&w, "batch_per_instance", cfg->train.batch_per_instance);
+    dt_jw_bool(&w, "split_invariant", cfg->dist.split_invariant);
     dt_jw_int(&w, "steps", lp->step);
     dt_jw_num(&w, "seconds", seconds);
     dt_jw_num(&w, "samples_per_s", seconds > 0 ? lp->run_samples / seconds : 0);
@@ -654,8 +660,12 @@ static int rank_main(struct dt_comm *comm, void *arg)
     const struct run *run = arg;
     const struct dt_config *cfg = run->cfg;
     struct rank_state st = {.comm = comm};
-    struct loop lp = {.run = run, .st = &st, .leader = comm->rank == 0, .saved_step = -1,
-                      .best_acc = -1, .lr = cfg->optimizer.lr};
+    struct loop lp = {.run = run,
+                      .st = &st,
+                      .leader = comm->rank == 0,
+                      .saved_step = -1,
+                      .best_acc = -1,
+                      .lr = cfg->optimizer.lr};
     lp.quiet = cfg->log.quiet || !lp.leader;
     dt_ckpt_writer_init(&lp.writer);
     dt_best_init(&lp.best, run->data->val.n > 0);
@@ -719,8 +729,8 @@ static int run_with_restarts(struct run *run)
         char reason[512];
         snprintf(reason, sizeof reason, "%s", dt_last_error());
         again.resume = access(last, R_OK) == 0 ? last : opt->resume;
-        dt_log_warn("restart %d of %d after: %s; resuming from %s", restart + 1,
-                    opt->max_restarts, reason, again.resume ? again.resume : "step 0");
+        dt_log_warn("restart %d of %d after: %s; resuming from %s", restart + 1, opt->max_restarts,
+                    reason, again.resume ? again.resume : "step 0");
         if (cfg->log.json)
             emit_restart_json(restart + 1, opt->max_restarts, reason, again.resume);
         dt_clear_error();

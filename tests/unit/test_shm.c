@@ -137,6 +137,46 @@ static void test_allreduce_small_chunks(void **state)
     assert_int_equal(run_job(5, 64 << 10, allreduce_body, NULL), 0);
 }
 
+/* The sum's shape is a binary tree over ranks, ((0+1)+(2+3)) for 4, the one nn/grad_tree.h
+ * continues across processes. Rank 0 holds 2^24 and the others 1: in rank order every 1 is
+ * lost to rounding (2^24 + 1 rounds to 2^24), in the tree pairs of 1s survive. */
+static float tree_of_ones(int n)
+{
+    float t[8];
+    for (int r = 0; r < n; r++)
+        t[r] = r == 0 ? 16777216.0f : 1.0f;
+    for (int width = 1; width < n; width *= 2)
+        for (int i = 0; i + width < n; i += 2 * width)
+            t[i] += t[i + width];
+    return t[0];
+}
+
+static void tree_order_body(struct dt_comm *c, struct dt_shm_segment *seg, void *arg)
+{
+    (void)seg;
+    (void)arg;
+    size_t sizes[] = {5, 1000003}; /* the small path and the pipelined one */
+    float *buf = malloc(sizes[1] * sizeof *buf), want = tree_of_ones(c->size);
+    CHECK(buf, "malloc");
+    for (int k = 0; k < 2; k++) {
+        for (size_t i = 0; i < sizes[k]; i++)
+            buf[i] = c->rank == 0 ? 16777216.0f : 1.0f;
+        CHECK(c->allreduce_sum(c, buf, sizes[k]) == 0, "allreduce");
+        for (size_t i = 0; i < sizes[k]; i++)
+            CHECK(buf[i] == want, "%d ranks, len %zu: buf[%zu] = %.1f, the tree gives %.1f",
+                  c->size, sizes[k], i, buf[i], want);
+    }
+    free(buf);
+}
+
+static void test_allreduce_tree_order(void **state)
+{
+    (void)state;
+    assert_true(tree_of_ones(4) == 16777218.0f); /* rank order would give 16777216 */
+    for (int n = 3; n <= 8; n++)
+        assert_int_equal(run_job(n, 0, tree_order_body, NULL), 0);
+}
+
 static void broadcast_body(struct dt_comm *c, struct dt_shm_segment *seg, void *arg)
 {
     (void)seg;
@@ -412,6 +452,7 @@ int main(void)
         cmocka_unit_test(test_segment_lifecycle),
         cmocka_unit_test(test_allreduce_1_to_8_ranks),
         cmocka_unit_test(test_allreduce_small_chunks),
+        cmocka_unit_test(test_allreduce_tree_order),
         cmocka_unit_test(test_broadcast_every_root),
         cmocka_unit_test(test_barrier),
         cmocka_unit_test(test_repeat_1000),
