@@ -13,12 +13,12 @@
  *
  * Global batch (torch.nn.SyncBatchNorm): when the model's allreduce hook is set, training
  * statistics and the two gradient sums of backward cover the batch of every process, so the
- * instance count does not change the maths. Forward takes two reductions per layer, [per-channel
- * sums, count] then the per-channel squared deviations from the global mean (the two-pass
- * variance, never E[x^2] - mean^2, which cancels); backward one, of [sum dy, sum dy xhat].
- * Each process keeps its own sums for gamma's and beta's gradients: the gradient all-reduce
- * adds them up. Without the hook each process uses its own batch's statistics, like DDP
- * without SyncBatchNorm.
+ * instance count does not change the maths. Forward takes one reduction per layer, of
+ * [sum (x - s), sum (x - s)^2, count] per channel with the running mean as the shift s (see
+ * forward_train); backward one, of [sum dy, sum dy xhat]. gamma's and beta's gradients are
+ * the global sums, written by rank 0 only (the gradient all-reduce adds zeros to them).
+ * Without the hook each process uses its own batch's statistics, like DDP without
+ * SyncBatchNorm.
  *
  * The reductions are exact (exact_sum): every process's double sums reach every process
  * unrounded and are added in rank order, in double. So one process and several compute the
@@ -45,8 +45,7 @@ struct batchnorm {
     bool affine;
     bool training; /* mode of the last forward */
     float *mean, *invstd;
-    double *dmean;     /* training: the batch mean in double, for the variance's second pass */
-    double *stats;     /* forward: per-channel sums (and the count), then squared deviations */
+    double *stats;     /* forward: per-channel sums of x - s, of (x - s)^2, and the count */
     double *grad_sums; /* backward: sum dy, then sum dy xhat, per channel */
     double n;          /* training: elements per channel over every process, last forward */
     float *gather;     /* exact_sum's all-reduce buffer, sized at the first reduction */
@@ -75,11 +74,10 @@ static int batchnorm2d_setup(struct dt_layer *l, const struct dt_layer_spec *spe
     l->nbuffers = 2 * (size_t)in.c + 1;
     bn->mean = dt_alloc((size_t)in.c, sizeof(float));
     bn->invstd = dt_alloc((size_t)in.c, sizeof(float));
-    bn->dmean = dt_alloc((size_t)in.c, sizeof(double));
-    bn->stats = dt_alloc((size_t)in.c + 1, sizeof(double));
+    bn->stats = dt_alloc(2 * (size_t)in.c + 1, sizeof(double));
     bn->grad_sums = dt_alloc(2 * (size_t)in.c, sizeof(double));
     l->collective = true;
-    return bn->mean && bn->invstd && bn->dmean && bn->stats && bn->grad_sums
+    return bn->mean && bn->invstd && bn->stats && bn->grad_sums
                ? 0
                : dt_fail_context(-DT_ERUNTIME, "batchnorm2d statistics");
 }
@@ -118,30 +116,29 @@ static double lanes_total(const double *acc)
     return s;
 }
 
-/* Sum over this process's batch of x (squared = false) or (x - m)^2 for channel ch. */
-static double channel_sum(const struct batchnorm *bn, const float *x, int batch, int ch,
-                          bool squared, double m)
+/* Sums over this process's batch of x - shift and of (x - shift)^2 for channel ch. */
+static void channel_moments(const struct batchnorm *bn, const float *x, int batch, int ch,
+                            double shift, double *sum, double *sum_sq)
 {
-    double acc[LANES] = {0};
+    double a[LANES] = {0}, q[LANES] = {0};
     size_t n = bn->plane, whole = n / LANES * LANES;
     for (int b = 0; b < batch; b++) {
         const float *p = x + ((size_t)b * bn->c + ch) * n;
         size_t i = 0;
-        if (squared) {
-            for (; i < whole; i += LANES)
-                for (int k = 0; k < LANES; k++)
-                    acc[k] += ((double)p[i + k] - m) * ((double)p[i + k] - m);
-            for (; i < n; i++)
-                acc[i % LANES] += ((double)p[i] - m) * ((double)p[i] - m);
-        } else {
-            for (; i < whole; i += LANES)
-                for (int k = 0; k < LANES; k++)
-                    acc[k] += p[i + k];
-            for (; i < n; i++)
-                acc[i % LANES] += p[i];
+        for (; i < whole; i += LANES)
+            for (int k = 0; k < LANES; k++) {
+                double d = (double)p[i + k] - shift;
+                a[k] += d;
+                q[k] += d * d;
+            }
+        for (; i < n; i++) {
+            double d = (double)p[i] - shift;
+            a[i % LANES] += d;
+            q[i % LANES] += d * d;
         }
     }
-    return lanes_total(acc);
+    *sum = lanes_total(a);
+    *sum_sq = lanes_total(q);
 }
 
 /* Backward's two sums for channel ch: sum dy and sum dy * (x - mean). */
@@ -239,28 +236,28 @@ static void normalise(const struct dt_layer *l, const float *x, float *y, int ba
     }
 }
 
-/* Training forward: this process's sums, made global by exact_sum when the hook is set. */
+/* Training forward: this process's sums, made global by exact_sum when the hook is set. One
+ * pass over x: the variance is E[(x - s)^2] - E[x - s]^2 in double, with the running mean as the
+ * shift s (the same on every process), so the subtraction cannot cancel the float-sized
+ * variance: its error is 1e-16 x (mean - s)^2 / variance. */
 static void forward_train(struct dt_layer *l, const float *x, float *y, int batch)
 {
     struct batchnorm *bn = l->state;
     float *run_mean = l->buffers, *run_var = l->buffers + bn->c;
     double *st = bn->stats, local = (double)batch * bn->plane;
-#pragma omp parallel for if (local * bn->c > DT_PARALLEL_MIN)
-    for (int ch = 0; ch < bn->c; ch++)
-        st[ch] = channel_sum(bn, x, batch, ch, false, 0);
-    st[bn->c] = local;
-    exact_sum(l, st, (size_t)bn->c + 1);
-    double n = st[bn->c];
+    int c = bn->c;
+#pragma omp parallel for if (local * c > DT_PARALLEL_MIN)
+    for (int ch = 0; ch < c; ch++)
+        channel_moments(bn, x, batch, ch, run_mean[ch], &st[ch], &st[c + ch]);
+    st[2 * c] = local;
+    exact_sum(l, st, 2 * (size_t)c + 1);
+    double n = st[2 * c];
     bn->n = n;
-    for (int ch = 0; ch < bn->c; ch++)
-        bn->dmean[ch] = n > 0 ? st[ch] / n : 0;
-#pragma omp parallel for if (local * bn->c > DT_PARALLEL_MIN)
-    for (int ch = 0; ch < bn->c; ch++)
-        st[ch] = channel_sum(bn, x, batch, ch, true, bn->dmean[ch]);
-    exact_sum(l, st, (size_t)bn->c);
-#pragma omp parallel for if (local * bn->c > DT_PARALLEL_MIN)
-    for (int ch = 0; ch < bn->c; ch++) {
-        double mean = bn->dmean[ch], var = n > 0 ? st[ch] / n : 0;
+#pragma omp parallel for if (local * c > DT_PARALLEL_MIN)
+    for (int ch = 0; ch < c; ch++) {
+        double shifted = n > 0 ? st[ch] / n : 0, mean = run_mean[ch] + shifted;
+        double var = n > 0 ? st[c + ch] / n - shifted * shifted : 0;
+        var = var > 0 ? var : 0;
         bn->mean[ch] = (float)mean;
         bn->invstd[ch] = (float)(1.0 / sqrt(var + bn->eps));
         double unbiased = n > 1 ? var * n / (n - 1) : var;
@@ -348,7 +345,6 @@ static void batchnorm2d_destroy(struct dt_layer *l)
     if (bn) {
         dt_free(bn->mean);
         dt_free(bn->invstd);
-        dt_free(bn->dmean);
         dt_free(bn->stats);
         dt_free(bn->grad_sums);
         dt_free(bn->gather);

@@ -321,6 +321,15 @@ static void fusion_cases(void)
                                        pool_spec("maxpool2d", 2, 0, 0), spec_of("flatten"),
                                        linear_spec(3)};
     compare_fusion(strided, 5, (struct dt_shape){3, 9, 9}, 3, 1, 0, 0, 0);
+    /* batchnorm2d -> relu and add -> relu: the relu at the store, also where a skip
+     * connection reads the relu's output (its gradient arrives there) */
+    struct dt_layer_spec add = spec_of("add");
+    add.from = -3;
+    struct dt_layer_spec residual[9] = {
+        conv_spec(4, 3, 1, 1), spec_of("batchnorm2d"), spec_of("relu"),
+        conv_spec(4, 3, 1, 1), spec_of("batchnorm2d"), add,
+        spec_of("relu"),       spec_of("flatten"),     linear_spec(3)};
+    compare_fusion(residual, 9, (struct dt_shape){1, 7, 7}, 6, 2, 0, 0, 1);
 }
 
 static void test_fusion_is_exact_1_thread(void **state)
