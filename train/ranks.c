@@ -72,8 +72,8 @@ static int plan_pinning(struct job *j)
         return 0;
     }
     int threads = j->cfg->dist.threads > 0 ? j->cfg->dist.threads : 1;
-    int rc = dt_pin_plan_make(&j->pins, &t, pin_mode(j->cfg), j->cfg->dist.cpu_list,
-                              p->host_ranks, threads);
+    int rc = dt_pin_plan_make(&j->pins, &t, pin_mode(j->cfg), j->cfg->dist.cpu_list, p->host_ranks,
+                              threads);
     bool first_on_host = !p->per_rank || p->env.local_rank == 0;
     if (rc == 0) {
         j->pinned = true;
@@ -176,6 +176,12 @@ int dt_run_ranks(const struct dt_config *cfg, const struct dt_job_plan *plan,
         dt_log_info("job: %d rank%s on %d host%s, backend %s, launch %s", plan->world,
                     plan->world == 1 ? "" : "s", plan->env.nodes, plan->env.nodes == 1 ? "" : "s",
                     dt_backend_name(plan->backend), plan->env.source);
+    /* only the shm all-reduce sums ranks in nn/grad_tree.h's tree; 2 ranks agree in any order */
+    if (cfg->dist.split_invariant && plan->world > 2 && plan->backend != DT_BACKEND_SHM &&
+        (!plan->per_rank || plan->env.rank == 0))
+        dt_log_warn("dist.split_invariant: the %s backend does not sum %d ranks in a fixed tree; "
+                    "the bits may depend on the instance count (one host with shm keeps them)",
+                    dt_backend_name(plan->backend), plan->world);
     if (plan->per_rank || (plan->local_n == 1 && plan->backend == DT_BACKEND_SINGLE)) {
         rc = run_rank(0, &j);
         goto out;

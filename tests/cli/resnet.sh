@@ -115,6 +115,13 @@ expect_out "the final event records split_invariant" '"event":"final".*"split_in
 check "split_invariant: 1, 2 and 4 instances, every tensor the same bits after 20 steps" \
     $PY tests/tools/compare_weights.py --rtol 0 "$TMP/inv1/last.safetensors" \
     "$TMP/inv2/last.safetensors" "$TMP/inv4/last.safetensors"
+# the TCP ring sums more than 2 ranks in its own order: said, not silently broken
+run "$DTRAIN" train configs/cifar10-resnet20.cfg --set data.dir="$TMP/c128" --threads 1 \
+    --instances 4 --backend tcp --set train.max_steps=1 --set dist.split_invariant=true \
+    --set checkpoint.dir="$TMP/inv-tcp"
+expect_rc "split_invariant over the tcp backend: exit 0" 0
+expect_err "... warns that the tcp backend does not keep the bits" \
+    "warning: dist.split_invariant: the tcp backend does not sum 4 ranks in a fixed tree"
 
 # ---- errors: the config line and both shapes ----
 run "$DTRAIN" train "$TMP/small.cfg" --set data.dir="$TMP/rnd" --dry-run \
