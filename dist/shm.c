@@ -523,15 +523,15 @@ static void tree_block(float *acc, float *const *src, size_t off, int lo, int cn
         memcpy(acc, src[lo] + off, m * sizeof *acc);
         return;
     }
-    int half = 1;
-    while (half * 2 < cnt)
-        half *= 2;
     if (cnt == 2) {
         const float *a = src[lo] + off, *b = src[lo + 1] + off;
         for (size_t i = 0; i < m; i++)
             acc[i] = a[i] + b[i];
         return;
     }
+    int half = 1;
+    while (half * 2 < cnt)
+        half *= 2;
     tree_block(acc, src, off, lo, half, m, tmp + BLOCK);
     tree_block(tmp, src, off, lo + half, cnt - half, m, tmp + BLOCK);
     for (size_t i = 0; i < m; i++)
