@@ -35,6 +35,7 @@
 #include <string.h>
 
 #include "nn/init.h"
+#include "nn/isa.h"
 #include "nn/layer_common.h"
 #include "util/alloc.h"
 
@@ -116,52 +117,50 @@ static double lanes_total(const double *acc)
     return s;
 }
 
-/* Sums over this process's batch of x - shift and of (x - shift)^2 for channel ch. */
-static void channel_moments(const struct batchnorm *bn, const float *x, int batch, int ch,
-                            double shift, double *sum, double *sum_sq)
-{
-    double a[LANES] = {0}, q[LANES] = {0};
-    size_t n = bn->plane, whole = n / LANES * LANES;
-    for (int b = 0; b < batch; b++) {
-        const float *p = x + ((size_t)b * bn->c + ch) * n;
-        size_t i = 0;
-        for (; i < whole; i += LANES)
-            for (int k = 0; k < LANES; k++) {
-                double d = (double)p[i + k] - shift;
-                a[k] += d;
-                q[k] += d * d;
-            }
-        for (; i < n; i++) {
-            double d = (double)p[i] - shift;
-            a[i % LANES] += d;
-            q[i % LANES] += d * d;
-        }
-    }
-    *sum = lanes_total(a);
-    *sum_sq = lanes_total(q);
-}
+struct bn_loops {
+    void (*moments)(const float *x, size_t n, size_t sample, int batch, double shift,
+                    double *sum, double *sum_sq);
+    void (*grad_sums)(const float *x, const float *dy, size_t n, size_t sample, int batch,
+                      double mean, double *sum_dy, double *sum_dy_xm);
+    void (*affine)(const float *x, float *y, size_t n, size_t sample, int batch, float scale,
+                   float shift, bool relu);
+    void (*input_grad)(const float *x, const float *dy, float *dx, size_t n, size_t sample,
+                       int batch, float mean, float invstd, float k, float mean_dy,
+                       float mean_dy_xhat);
+};
 
-/* Backward's two sums for channel ch: sum dy and sum dy * (x - mean). */
-static void channel_grad_sums(const struct batchnorm *bn, const float *x, const float *dy,
-                              int batch, int ch, double mean, double *sum_dy, double *sum_dy_xm)
+#define SFX(name) name##_generic
+#define KATTR
+#include "nn/batchnorm_loops.inc"
+#undef SFX
+#undef KATTR
+#if defined(__x86_64__) && defined(__GNUC__)
+#define SFX(name) name##_avx2
+#define KATTR     __attribute__((target("avx2,fma")))
+#include "nn/batchnorm_loops.inc"
+#undef SFX
+#undef KATTR
+#define SFX(name) name##_avx512
+#define KATTR     __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+#include "nn/batchnorm_loops.inc"
+#undef SFX
+#undef KATTR
+#endif
+
+/* The loops of the instruction-set path in use (nn/isa.h). */
+static const struct bn_loops *loops(void)
 {
-    double a[LANES] = {0}, q[LANES] = {0};
-    size_t n = bn->plane, whole = n / LANES * LANES;
-    for (int b = 0; b < batch; b++) {
-        size_t off = ((size_t)b * bn->c + ch) * n, i = 0;
-        const float *px = x + off, *pd = dy + off;
-        for (; i < whole; i += LANES)
-            for (int k = 0; k < LANES; k++) {
-                a[k] += pd[i + k];
-                q[k] += (double)pd[i + k] * ((double)px[i + k] - mean);
-            }
-        for (; i < n; i++) {
-            a[i % LANES] += pd[i];
-            q[i % LANES] += (double)pd[i] * ((double)px[i] - mean);
-        }
+#if defined(__x86_64__) && defined(__GNUC__)
+    switch (dt_isa_get()) {
+    case DT_ISA_AVX512:
+        return &loops_avx512;
+    case DT_ISA_AVX2:
+        return &loops_avx2;
+    default:
+        break;
     }
-    *sum_dy = lanes_total(a);
-    *sum_dy_xm = lanes_total(q);
+#endif
+    return &loops_generic;
 }
 
 /* Pieces of 16 bits a double travels in: integers below 2^16 are exact floats, and the
@@ -217,23 +216,16 @@ static bool exact_sum(struct dt_layer *l, double *v, size_t n)
     return true;
 }
 
-static void normalise(const struct dt_layer *l, const float *x, float *y, int batch, int ch)
+static void normalise(const struct dt_layer *l, const struct bn_loops *k, const float *x, float *y,
+                      int batch, int ch)
 {
     const struct batchnorm *bn = l->state;
     float gamma = bn->affine ? l->params[ch] : 1.0f;
     float beta = bn->affine ? l->params[bn->c + ch] : 0.0f;
     float scale = bn->invstd[ch] * gamma, shift = beta - bn->mean[ch] * scale;
-    for (int b = 0; b < batch; b++) {
-        size_t off = ((size_t)b * bn->c + ch) * bn->plane;
-        if (l->relu_fused) /* the following relu, at the store (backward never reads y) */
-            for (size_t i = 0; i < bn->plane; i++) {
-                float v = x[off + i] * scale + shift;
-                y[off + i] = v > 0.0f ? v : 0.0f;
-            }
-        else
-            for (size_t i = 0; i < bn->plane; i++)
-                y[off + i] = x[off + i] * scale + shift;
-    }
+    size_t off = (size_t)ch * bn->plane, sample = (size_t)bn->c * bn->plane;
+    /* with relu_fused, the following relu at the store (backward never reads y) */
+    k->affine(x + off, y + off, bn->plane, sample, batch, scale, shift, l->relu_fused);
 }
 
 /* Training forward: this process's sums, made global by exact_sum when the hook is set. One
@@ -246,9 +238,12 @@ static void forward_train(struct dt_layer *l, const float *x, float *y, int batc
     float *run_mean = l->buffers, *run_var = l->buffers + bn->c;
     double *st = bn->stats, local = (double)batch * bn->plane;
     int c = bn->c;
+    size_t sample = (size_t)c * bn->plane;
+    const struct bn_loops *k = loops();
 #pragma omp parallel for if (local * c > DT_PARALLEL_MIN)
     for (int ch = 0; ch < c; ch++)
-        channel_moments(bn, x, batch, ch, run_mean[ch], &st[ch], &st[c + ch]);
+        k->moments(x + (size_t)ch * bn->plane, bn->plane, sample, batch, run_mean[ch], &st[ch],
+                   &st[c + ch]);
     st[2 * c] = local;
     exact_sum(l, st, 2 * (size_t)c + 1);
     double n = st[2 * c];
@@ -263,7 +258,7 @@ static void forward_train(struct dt_layer *l, const float *x, float *y, int batc
         double unbiased = n > 1 ? var * n / (n - 1) : var;
         run_mean[ch] = (float)((1.0 - bn->momentum) * run_mean[ch] + bn->momentum * mean);
         run_var[ch] = (float)((1.0 - bn->momentum) * run_var[ch] + bn->momentum * unbiased);
-        normalise(l, x, y, batch, ch);
+        normalise(l, k, x, y, batch, ch);
     }
     l->buffers[2 * bn->c] += 1.0f;
 }
@@ -280,11 +275,12 @@ static void batchnorm2d_forward(struct dt_layer *l, const float *x, float *y, in
     bn->n = 0;
     const float *run_mean = l->buffers, *run_var = l->buffers + bn->c;
     double n = (double)batch * bn->plane;
+    const struct bn_loops *k = loops();
 #pragma omp parallel for if (n * bn->c > DT_PARALLEL_MIN)
     for (int ch = 0; ch < bn->c; ch++) {
         bn->mean[ch] = run_mean[ch];
         bn->invstd[ch] = (float)(1.0 / sqrt((double)run_var[ch] + bn->eps));
-        normalise(l, x, y, batch, ch);
+        normalise(l, k, x, y, batch, ch);
     }
 }
 
@@ -298,10 +294,14 @@ static void batchnorm2d_backward(struct dt_layer *l, const float *x, const float
      * global ones (one process: its own). */
     double n = bn->training ? bn->n : local;
     double *sums = bn->grad_sums;
+    size_t sample = (size_t)bn->c * bn->plane;
+    const struct bn_loops *k = loops();
 #pragma omp parallel for if (local * bn->c > DT_PARALLEL_MIN)
     for (int ch = 0; ch < bn->c; ch++) {
         double sum_dy, sum_dy_xhat;
-        channel_grad_sums(bn, x, dy, batch, ch, bn->mean[ch], &sum_dy, &sum_dy_xhat);
+        size_t off = (size_t)ch * bn->plane;
+        k->grad_sums(x + off, dy + off, bn->plane, sample, batch, bn->mean[ch], &sum_dy,
+                     &sum_dy_xhat);
         sum_dy_xhat *= bn->invstd[ch];
         if (bn->affine) {
             l->grads[ch] = (float)sum_dy_xhat;
@@ -323,19 +323,13 @@ static void batchnorm2d_backward(struct dt_layer *l, const float *x, const float
         return;
 #pragma omp parallel for if (local * bn->c > DT_PARALLEL_MIN)
     for (int ch = 0; ch < bn->c; ch++) {
-        float mean = bn->mean[ch], invstd = bn->invstd[ch];
         double sum_dy = sums[ch], sum_dy_xhat = sums[bn->c + ch];
         float gamma = bn->affine ? l->params[ch] : 1.0f;
-        float k = gamma * invstd;
         float mean_dy = bn->training ? (float)(sum_dy / n) : 0.0f;
         float mean_dy_xhat = bn->training ? (float)(sum_dy_xhat / n) : 0.0f;
-        for (int b = 0; b < batch; b++) {
-            size_t off = ((size_t)b * bn->c + ch) * bn->plane;
-            for (size_t i = 0; i < bn->plane; i++) {
-                float xhat = (x[off + i] - mean) * invstd;
-                dx[off + i] = k * (dy[off + i] - mean_dy - xhat * mean_dy_xhat);
-            }
-        }
+        size_t off = (size_t)ch * bn->plane;
+        k->input_grad(x + off, dy + off, dx + off, bn->plane, sample, batch, bn->mean[ch],
+                      bn->invstd[ch], gamma * bn->invstd[ch], mean_dy, mean_dy_xhat);
     }
 }
 

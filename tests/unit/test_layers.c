@@ -1,5 +1,6 @@
 /* nn/: forward values of each layer kind on hand-computed cases (padding conventions, pooling
- * divisors, numerical stability of the losses), and the kind table. */
+ * divisors, numerical stability of the losses), the kind table, and batchnorm's bits on every
+ * instruction-set path. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,6 +10,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "nn/isa.h"
 #include "nn/layers.h"
 #include "nn/loss.h"
 #include "nn/model.h"
@@ -159,6 +161,70 @@ static void test_losses_are_stable(void **state)
     expect_floats(d, want_nll, 4);
 }
 
+/* What a batchnorm model computes in two training steps and an eval pass, to compare paths. */
+struct bn_run {
+    float out[2][6 * 10], grads[2][1100], buffers[32], eval[6 * 10];
+};
+
+static void run_batchnorms(struct bn_run *r)
+{
+    /* batchnorm -> relu (fused into its store), batchnorm (unfused) -> linear; planes of 5x7
+     * leave a tail after whole vectors at every width */
+    struct dt_layer_spec s[5] = {spec_of("batchnorm2d"), spec_of("relu"), spec_of("batchnorm2d"),
+                                 spec_of("flatten"), linear_spec(10)};
+    struct dt_shape in = {3, 5, 7};
+    enum { BATCH = 6, N = BATCH * 3 * 5 * 7 };
+    struct dt_model *m;
+    assert_int_equal(dt_model_build(&m, s, 5, in, BATCH, DT_LOSS_CROSS_ENTROPY, 7), 0);
+    assert_true(m->nparams <= 1100 && m->nbuffers <= 32);
+    static float x[N];
+    uint8_t y[BATCH];
+    for (int i = 0; i < N; i++) /* an offset, so the running mean's shift matters at step 2 */
+        x[i] = 3.0f + sinf(0.37f * (float)i) * (1.0f + (float)(i % 5));
+    for (int b = 0; b < BATCH; b++)
+        y[b] = (uint8_t)(b * 3 % 10);
+    struct dt_forward_ctx ctx = {.training = true, .seed = 1};
+    for (int step = 0; step < 2; step++) {
+        assert_int_equal(dt_model_forward(m, x, BATCH, &ctx), 0);
+        memcpy(r->out[step], m->output, sizeof r->out[step]);
+        assert_int_equal(dt_model_backward(m, y, BATCH, 1.0f / BATCH), 0);
+        memcpy(r->grads[step], m->grads, m->nparams * sizeof(float));
+        for (size_t i = 0; i < m->nparams; i++) /* an update, so step 2 sees new gamma, beta */
+            m->params[i] -= 0.1f * m->grads[i];
+    }
+    memcpy(r->buffers, m->buffers, m->nbuffers * sizeof(float));
+    assert_int_equal(dt_model_forward(m, x, BATCH, NULL), 0);
+    memcpy(r->eval, m->output, sizeof r->eval);
+    dt_model_free(m);
+}
+
+/* batchnorm's loops are built once per instruction-set path (nn/batchnorm_loops.inc); every
+ * path this CPU runs must give the portable build's bits. */
+static void test_batchnorm_same_bits_on_every_isa(void **state)
+{
+    (void)state;
+    char err[256];
+    enum dt_isa was = dt_isa_get();
+    static struct bn_run want, got;
+    memset(&want, 0, sizeof want);
+    assert_int_equal(dt_isa_set(DT_ISA_GENERIC, err, sizeof err), 0);
+    run_batchnorms(&want);
+    int compared = 0;
+    for (int isa = DT_ISA_GENERIC + 1; isa < DT_ISA_COUNT; isa++) {
+        if (!dt_isa_available((enum dt_isa)isa))
+            continue;
+        assert_int_equal(dt_isa_set((enum dt_isa)isa, err, sizeof err), 0);
+        memset(&got, 0, sizeof got);
+        run_batchnorms(&got);
+        assert_memory_equal(&got, &want, sizeof want);
+        compared++;
+    }
+    print_message("batchnorm: %d instruction-set path(s) compared with the portable one\n",
+                  compared);
+    assert_true(want.out[1][0] != want.out[0][0]); /* the steps did something */
+    assert_int_equal(dt_isa_set(was, err, sizeof err), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -171,6 +237,7 @@ int main(void)
         cmocka_unit_test(test_relu_and_flatten),
         cmocka_unit_test(test_log_softmax_is_stable),
         cmocka_unit_test(test_losses_are_stable),
+        cmocka_unit_test(test_batchnorm_same_bits_on_every_isa),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
