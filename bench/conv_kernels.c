@@ -13,6 +13,7 @@
  * wrong fast kernel cannot post a good time.
  *
  * Build and run (from the repository root): make -C bench && ./build/bench/conv_kernels [repeats]
+ * [name]; with a name, only the cases whose names contain it (to profile one under perf).
  */
 #include <math.h>
 #include <stdio.h>
@@ -315,8 +316,9 @@ static void teardown(struct bufs *B)
 int main(int argc, char **argv)
 {
     int repeats = argc > 1 ? atoi(argv[1]) : 9;
-    if (repeats < 1 || repeats > 64) {
-        fprintf(stderr, "usage: conv_kernels [repeats 1..64]\n");
+    const char *only = argc > 2 ? argv[2] : "";
+    if (repeats < 1 || repeats > 64 || argc > 3) {
+        fprintf(stderr, "usage: conv_kernels [repeats 1..64] [case name part]\n");
         return 2;
     }
     /* OpenBLAS would start its own threads under a 1-thread OpenMP team (not "in parallel") */
@@ -331,6 +333,8 @@ int main(int argc, char **argv)
            "d/gemm", "w/d", "d-diff", "w-diff");
     for (int threads = 1; threads <= 2; threads++) {
         for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            if (!strstr(cases[c].name, only))
+                continue;
             struct bufs B;
             setup(&B, &cases[c].s, threads);
             bool wino = B.nwscratch > 0;

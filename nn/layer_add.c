@@ -174,12 +174,15 @@ static void add_backward(struct dt_layer *l, const float *x, const float *y, con
     }
     long n = (long)(batch * dt_shape_size(l->in));
     if (!a->projection) {
-        if (l->skip_dx && l->skip_dx_fresh)
-            memcpy(l->skip_dx, dy, (size_t)n * sizeof *dy);
-        else if (l->skip_dx)
+        float *sdx = l->skip_dx;
+        if (sdx && l->skip_dx_fresh) /* a copy, over the team: one thread's memcpy was 1.5% */
 #pragma omp parallel for simd if (n > DT_PARALLEL_MIN)
             for (long i = 0; i < n; i++)
-                l->skip_dx[i] += dy[i];
+                sdx[i] = dy[i];
+        else if (sdx)
+#pragma omp parallel for simd if (n > DT_PARALLEL_MIN)
+            for (long i = 0; i < n; i++)
+                sdx[i] += dy[i];
         return;
     }
     const float *dconv = dy;

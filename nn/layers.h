@@ -81,6 +81,11 @@ struct dt_layer {
     const float *skip_x;
     float *skip_dx;
     bool skip_dx_fresh;
+    /* Set by setup when backward adds dy_extra to dy before using it (relu): the model then
+     * hands it what skip connections sent back to this layer's output in dy_extra (NULL when
+     * nothing did) instead of adding that to dy in a pass of its own. */
+    bool takes_dy_extra;
+    const float *dy_extra;
     /* Backward's dx is dy itself (add): the model passes dy on unchanged and calls backward
      * with dx = NULL, saving a copy of the activation. */
     bool dx_is_dy;

@@ -13,7 +13,7 @@
  * Layers overwrite their parameter gradients in backward (nn/layers.h), so grads is cleared
  * only for a step with no samples.
  *
- * Two savings the layer list allows, decided once at build:
+ * Three savings the layer list allows, decided once at build:
  *   - ReLU fusion: a layer that can apply ReLU at its store (l->can_fuse_relu: conv2d) and is
  *     followed by a relu layer does so; the relu's activation aliases the layer's output and
  *     its forward is skipped. Its backward still runs (dy masked by y > 0, the same values).
@@ -39,7 +39,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "nn/layers.h"
+#include "nn/layer_common.h"
 #include "nn/loss.h"
 #include "util/alloc.h"
 #include "util/clock.h"
@@ -252,7 +252,8 @@ static int plan_chunked_run(struct dt_model *m, int i)
     return k;
 }
 
-/* ReLU fusion and the backward stop (see the top of this file). */
+/* ReLU fusion, chunked runs, skip gradients into relu and the backward stop (see the top of
+ * this file). */
 static void plan(struct dt_model *m)
 {
     struct model_impl *impl = m->impl;
@@ -278,6 +279,8 @@ static void plan(struct dt_model *m)
     }
     for (int i = 0; fusion_allowed && i < m->nlayers;)
         i = plan_chunked_run(m, i);
+    for (int i = 0; !fusion_allowed && i < m->nlayers; i++)
+        m->layers[i]->takes_dy_extra = false; /* skip gradients added in a pass of their own */
     impl->first_param = m->nlayers;
     for (int i = m->nlayers - 1; i >= 0; i--)
         if (m->layers[i]->nparams)
@@ -536,10 +539,15 @@ int dt_model_backward(struct dt_model *m, const uint8_t *labels, int batch, floa
     memset(impl->pending_live, 0, (size_t)m->nlayers * sizeof *impl->pending_live);
     for (int i = m->nlayers - 1; i >= impl->first_param; i--) {
         struct dt_layer *l = m->layers[i];
-        if (impl->pending_live[i]) { /* what the skip connections above sent back here */
-            size_t n = (size_t)batch * shape_size(l->out);
+        /* what the skip connections above sent back here: the layer adds it, or it is added
+         * to dy now (same bits: one float addition either way) */
+        bool extra = impl->pending_live[i] && l->takes_dy_extra && !impl->skip_bwd[i];
+        l->dy_extra = extra ? impl->pending[i] : NULL;
+        if (impl->pending_live[i] && !l->dy_extra) {
+            long n = (long)batch * (long)shape_size(l->out);
             const float *p = impl->pending[i];
-            for (size_t k = 0; k < n; k++)
+#pragma omp parallel for simd if (n > DT_PARALLEL_MIN)
+            for (long k = 0; k < n; k++)
                 dy[k] += p[k];
         }
         if (l->spec.from) {

@@ -125,7 +125,8 @@ int dt_model_backward(struct dt_model *m, const uint8_t *labels, int batch, floa
  * across processes; 0 turns it off. 0 or DT_ERUNTIME (no memory for the tree's buffers). */
 int dt_model_set_grad_slice(struct dt_model *m, int slice);
 
-/* Whether models built from now on fuse layers (ReLU into conv2d, conv2d-relu-maxpool2d):
+/* Whether models built from now on fuse layers (ReLU into conv2d, conv2d-relu-maxpool2d, a
+ * skip connection's gradient into relu's backward):
  * fused and unfused models compute the same bits. Returns the previous setting. Process-wide,
  * for tests and benchmarks that compare both. */
 bool dt_model_allow_fusion(bool allow);

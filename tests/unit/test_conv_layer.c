@@ -270,6 +270,8 @@ static void compare_fusion(const struct dt_layer_spec *specs, int n, struct dt_s
     }
     assert_int_equal(winograd, lanes == 16 ? want_wino16 : lanes == 8 ? want_wino8 : 0);
     assert_int_equal(count_fused(u.m, false) + count_fused(u.m, true), 0);
+    for (int i = 0; i < n; i++) /* relus take skip gradients in their pass only when fused */
+        assert_false(u.m->layers[i]->takes_dy_extra);
     size_t nout = (size_t)batch * f.m->classes;
     assert_memory_equal(f.out_eval, u.out_eval, nout * sizeof(float));
     assert_memory_equal(f.out_train, u.out_train, nout * sizeof(float));
@@ -322,7 +324,8 @@ static void fusion_cases(void)
                                        linear_spec(3)};
     compare_fusion(strided, 5, (struct dt_shape){3, 9, 9}, 3, 1, 0, 0, 0);
     /* batchnorm2d -> relu and add -> relu: the relu at the store, also where a skip
-     * connection reads the relu's output (its gradient arrives there) */
+     * connection reads the relu's output (its gradient arrives there: added in the relu's
+     * backward, or in a pass of its own) */
     struct dt_layer_spec add = spec_of("add");
     add.from = -3;
     struct dt_layer_spec residual[9] = {
