@@ -69,10 +69,13 @@ wait_all() {
     done
 }
 
-# NAME DIR: DIR/last.safetensors holds the reference run's weights within 1e-5
+# NAME DIR: DIR/last.safetensors holds the reference run's weights within 1e-4. The shares'
+# GEMMs have other shapes than the one host's, and OpenBLAS's SkylakeX small-matrix kernels
+# round a 21-row GEMM unlike a 128-row one: 6 instances on one host end 20 steps 1.4e-5 from
+# the reference there (2.4e-6 with Haswell kernels). A wrong sum is off by far more than 1e-4.
 matches_ref() {
-    check "$1: weights match one host within 1e-5" /usr/bin/python3 tests/tools/compare_weights.py \
-        --rtol 1e-5 "$TMP/ref/last.safetensors" "$2/last.safetensors"
+    check "$1: weights match one host within 1e-4" /usr/bin/python3 tests/tools/compare_weights.py \
+        --rtol 1e-4 "$TMP/ref/last.safetensors" "$2/last.safetensors"
 }
 
 # ---- the reference: one host, one instance, same global batch ----
@@ -143,7 +146,8 @@ if [ -z "$(ip netns pids $NS-h0)$(ip netns pids $NS-h1)" ]; then pass "host kill
 # restarts its own ranks from the newest last.safetensors (a directory both hosts see, as a
 # cluster's shared filesystem), the rendezvous runs again, and the job ends with the weights of
 # the same two hosts run without interruption (40 steps: past the ~20 where summation-order
-# noise stays below 1e-5 against one host, see COMMON, so the reference is the same topology) ----
+# noise stays within matches_ref's limit against one host, see COMMON, so the reference is the
+# same topology) ----
 RS="--set train.max_steps=40 --set checkpoint.every_steps=4 --max-restarts 2 --timeout 10 --json"
 node 2 0 $((PORT + 10)) "$TMP/rs-ref" $RS
 node 2 1 $((PORT + 10)) "$TMP/rs-ref" $RS

@@ -77,14 +77,22 @@ static void test_failed_write_is_reported_once(void **state)
     assert_non_null(mkdtemp(dir));
     snprintf(good, sizeof good, "%s/last", dir);
     assert_int_equal(submit(&w, bad, "x"), 0);
-    int rc2;
-    while ((rc2 = submit(&w, good, "y")) == 0)
+    int rc2, queued = 0;
+    while ((rc2 = submit(&w, good, "y")) == 0) {
+        queued++;
         usleep(1000); /* until the writer has got to the bad one */
+    }
     assert_int_equal(dt_exit_code(rc2), DT_ERUNTIME);
     assert_non_null(strstr(dt_last_error(), bad));
-    assert_int_equal(dt_ckpt_writer_close(&w), 0); /* the good ones were written */
-    assert_file(good, "y");
-    unlink(good);
+    assert_int_equal(dt_ckpt_writer_close(&w), 0);
+    /* the good ones queued before the refusal were written; the writer may have failed the
+     * bad one before the first good submit (a busy machine), and then there is none */
+    if (queued > 0) {
+        assert_file(good, "y");
+        unlink(good);
+    } else {
+        assert_int_equal(access(good, F_OK), -1);
+    }
     rmdir(dir);
 }
 
