@@ -118,8 +118,8 @@ static double lanes_total(const double *acc)
 }
 
 struct bn_loops {
-    void (*moments)(const float *x, size_t n, size_t sample, int batch, double shift,
-                    double *sum, double *sum_sq);
+    void (*moments)(const float *x, size_t n, size_t sample, int batch, double shift, double *sum,
+                    double *sum_sq);
     void (*grad_sums)(const float *x, const float *dy, size_t n, size_t sample, int batch,
                       double mean, double *sum_dy, double *sum_dy_xm);
     void (*affine)(const float *x, float *y, size_t n, size_t sample, int batch, float scale,
@@ -162,6 +162,10 @@ static const struct bn_loops *loops(void)
 #endif
     return &loops_generic;
 }
+
+/* Channel ch's first plane in activation p, NULL for none (an empty share's collective calls
+ * pass NULL tensors, and NULL + offset is undefined). A macro: p may be const or not. */
+#define AT_CHANNEL(bn, p, ch) ((p) ? (p) + (size_t)(ch) * (bn)->plane : NULL)
 
 /* Whether this layer's sums are reduced across processes: synchronized batchnorm with more
  * than one (the model's hook is set only then), and no collective has failed yet. */
@@ -231,9 +235,10 @@ static void normalise(const struct dt_layer *l, const struct bn_loops *k, const 
     float gamma = bn->affine ? l->params[ch] : 1.0f;
     float beta = bn->affine ? l->params[bn->c + ch] : 0.0f;
     float scale = bn->invstd[ch] * gamma, shift = beta - bn->mean[ch] * scale;
-    size_t off = (size_t)ch * bn->plane, sample = (size_t)bn->c * bn->plane;
+    size_t sample = (size_t)bn->c * bn->plane;
     /* with relu_fused, the following relu at the store (backward never reads y) */
-    k->affine(x + off, y + off, bn->plane, sample, batch, scale, shift, l->relu_fused);
+    k->affine(AT_CHANNEL(bn, x, ch), AT_CHANNEL(bn, y, ch), bn->plane, sample, batch, scale, shift,
+              l->relu_fused);
 }
 
 /* Channel ch's mean and 1/std from its sums st over n elements (every process's), and its
@@ -271,7 +276,7 @@ static void forward_train(struct dt_layer *l, const float *x, float *y, int batc
     bool global = reduces(l);
 #pragma omp parallel for if (local * c > DT_PARALLEL_MIN)
     for (int ch = 0; ch < c; ch++) {
-        k->moments(x + (size_t)ch * bn->plane, bn->plane, sample, batch, run_mean[ch], &st[ch],
+        k->moments(AT_CHANNEL(bn, x, ch), bn->plane, sample, batch, run_mean[ch], &st[ch],
                    &st[c + ch]);
         if (!global) {
             finish_channel(l, ch, local);
@@ -321,9 +326,9 @@ static void channel_sums(struct dt_layer *l, const struct bn_loops *k, const flo
 {
     struct batchnorm *bn = l->state;
     double sum_dy, sum_dy_xhat;
-    size_t off = (size_t)ch * bn->plane, sample = (size_t)bn->c * bn->plane;
-    k->grad_sums(x + off, dy + off, bn->plane, sample, batch, bn->mean[ch], &sum_dy,
-                 &sum_dy_xhat);
+    size_t sample = (size_t)bn->c * bn->plane;
+    k->grad_sums(AT_CHANNEL(bn, x, ch), AT_CHANNEL(bn, dy, ch), bn->plane, sample, batch,
+                 bn->mean[ch], &sum_dy, &sum_dy_xhat);
     sum_dy_xhat *= bn->invstd[ch];
     if (bn->affine) {
         l->grads[ch] = (float)sum_dy_xhat;
@@ -334,18 +339,18 @@ static void channel_sums(struct dt_layer *l, const struct bn_loops *k, const flo
 }
 
 /* Channel ch's input gradient from the sums in grad_sums, taken over n elements. */
-static void channel_input_grad(const struct dt_layer *l, const struct bn_loops *k,
-                               const float *x, const float *dy, float *dx, int batch, int ch,
-                               double n)
+static void channel_input_grad(const struct dt_layer *l, const struct bn_loops *k, const float *x,
+                               const float *dy, float *dx, int batch, int ch, double n)
 {
     const struct batchnorm *bn = l->state;
     double sum_dy = bn->grad_sums[ch], sum_dy_xhat = bn->grad_sums[bn->c + ch];
     float gamma = bn->affine ? l->params[ch] : 1.0f;
     float mean_dy = bn->training ? (float)(sum_dy / n) : 0.0f;
     float mean_dy_xhat = bn->training ? (float)(sum_dy_xhat / n) : 0.0f;
-    size_t off = (size_t)ch * bn->plane, sample = (size_t)bn->c * bn->plane;
-    k->input_grad(x + off, dy + off, dx + off, bn->plane, sample, batch, bn->mean[ch],
-                  bn->invstd[ch], gamma * bn->invstd[ch], mean_dy, mean_dy_xhat);
+    size_t sample = (size_t)bn->c * bn->plane;
+    k->input_grad(AT_CHANNEL(bn, x, ch), AT_CHANNEL(bn, dy, ch), AT_CHANNEL(bn, dx, ch), bn->plane,
+                  sample, batch, bn->mean[ch], bn->invstd[ch], gamma * bn->invstd[ch], mean_dy,
+                  mean_dy_xhat);
 }
 
 /* This process's sums go into the reduction; dx and gamma's and beta's gradients use the
