@@ -42,6 +42,7 @@
 struct batchnorm {
     int c;
     size_t plane;
+    size_t sample; /* floats per sample, c x plane: the stride between a channel's planes */
     float eps, momentum;
     bool affine;
     bool training; /* mode of the last forward */
@@ -66,6 +67,7 @@ static int batchnorm2d_setup(struct dt_layer *l, const struct dt_layer_spec *spe
     l->state = bn;
     bn->c = in.c;
     bn->plane = (size_t)in.h * in.w;
+    bn->sample = (size_t)in.c * bn->plane;
     bn->eps = spec->eps;
     bn->momentum = spec->momentum;
     bn->affine = spec->affine;
@@ -186,10 +188,10 @@ enum { PIECES = 4 };
  * sums over every process. */
 static bool exact_sum(struct dt_layer *l, double *v, size_t n)
 {
+    if (!reduces(l)) /* before l->model is dereferenced: it may be NULL */
+        return false;
     struct batchnorm *bn = l->state;
     struct dt_model_allreduce *r = &l->model->allreduce;
-    if (!reduces(l))
-        return false;
     int size = r->size > 1 ? r->size : 1, rank = r->rank >= 0 && r->rank < size ? r->rank : 0;
     size_t slot = n * PIECES, need = slot * (size_t)size;
     if (need > bn->gather_floats) {
@@ -235,10 +237,9 @@ static void normalise(const struct dt_layer *l, const struct bn_loops *k, const 
     float gamma = bn->affine ? l->params[ch] : 1.0f;
     float beta = bn->affine ? l->params[bn->c + ch] : 0.0f;
     float scale = bn->invstd[ch] * gamma, shift = beta - bn->mean[ch] * scale;
-    size_t sample = (size_t)bn->c * bn->plane;
     /* with relu_fused, the following relu at the store (backward never reads y) */
-    k->affine(AT_CHANNEL(bn, x, ch), AT_CHANNEL(bn, y, ch), bn->plane, sample, batch, scale, shift,
-              l->relu_fused);
+    k->affine(AT_CHANNEL(bn, x, ch), AT_CHANNEL(bn, y, ch), bn->plane, bn->sample, batch, scale,
+              shift, l->relu_fused);
 }
 
 /* Channel ch's mean and 1/std from its sums st over n elements (every process's), and its
@@ -271,12 +272,11 @@ static void forward_train(struct dt_layer *l, const float *x, float *y, int batc
     const float *run_mean = l->buffers;
     double *st = bn->stats, local = (double)batch * bn->plane;
     int c = bn->c;
-    size_t sample = (size_t)c * bn->plane;
     const struct bn_loops *k = loops();
     bool global = reduces(l);
 #pragma omp parallel for if (local * c > DT_PARALLEL_MIN)
     for (int ch = 0; ch < c; ch++) {
-        k->moments(AT_CHANNEL(bn, x, ch), bn->plane, sample, batch, run_mean[ch], &st[ch],
+        k->moments(AT_CHANNEL(bn, x, ch), bn->plane, bn->sample, batch, run_mean[ch], &st[ch],
                    &st[c + ch]);
         if (!global) {
             finish_channel(l, ch, local);
@@ -326,8 +326,7 @@ static void channel_sums(struct dt_layer *l, const struct bn_loops *k, const flo
 {
     struct batchnorm *bn = l->state;
     double sum_dy, sum_dy_xhat;
-    size_t sample = (size_t)bn->c * bn->plane;
-    k->grad_sums(AT_CHANNEL(bn, x, ch), AT_CHANNEL(bn, dy, ch), bn->plane, sample, batch,
+    k->grad_sums(AT_CHANNEL(bn, x, ch), AT_CHANNEL(bn, dy, ch), bn->plane, bn->sample, batch,
                  bn->mean[ch], &sum_dy, &sum_dy_xhat);
     sum_dy_xhat *= bn->invstd[ch];
     if (bn->affine) {
@@ -347,9 +346,8 @@ static void channel_input_grad(const struct dt_layer *l, const struct bn_loops *
     float gamma = bn->affine ? l->params[ch] : 1.0f;
     float mean_dy = bn->training ? (float)(sum_dy / n) : 0.0f;
     float mean_dy_xhat = bn->training ? (float)(sum_dy_xhat / n) : 0.0f;
-    size_t sample = (size_t)bn->c * bn->plane;
     k->input_grad(AT_CHANNEL(bn, x, ch), AT_CHANNEL(bn, dy, ch), AT_CHANNEL(bn, dx, ch), bn->plane,
-                  sample, batch, bn->mean[ch], bn->invstd[ch], gamma * bn->invstd[ch], mean_dy,
+                  bn->sample, batch, bn->mean[ch], bn->invstd[ch], gamma * bn->invstd[ch], mean_dy,
                   mean_dy_xhat);
 }
 
