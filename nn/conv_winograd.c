@@ -252,12 +252,16 @@ int dt_conv_winograd_forward(const struct dt_conv_shape *s, const float *x, cons
 }
 
 static int backward(const struct dt_conv_shape *s, const float *x, const float *dy, const float *w,
-                    float *dw, float *db, float *dx, float *scratch, size_t scratch_floats,
-                    int threads, const char *what)
+                    float *dw, float *db, float *dx, bool relu_below, const float *extra,
+                    float *scratch, size_t scratch_floats, int threads, const char *what)
 {
     int rc = check_call(s, scratch_floats, threads, what);
     if (rc)
         return rc;
+    if (relu_below && dx && !x)
+        return dt_fail(DT_EUSAGE, "conv_winograd %s: relu_below needs x, the relu's output", what);
+    const float *mask = relu_below && dx ? x : NULL;
+    extra = mask ? extra : NULL;
     struct geom g = geom_of(s);
     const struct wg_kernels *kw = kernels();
     if (dx)
@@ -281,7 +285,9 @@ static int backward(const struct dt_conv_shape *s, const float *x, const float *
                     prefetch_l2(x + (n + count) * in_sample, in_sample * next);
             }
             kw->backward_samples(&g, x ? x + n * in_sample : NULL, dy + n * out_sample, scratch,
-                                 db != NULL, dx ? dx + n * in_sample : NULL, &ws, count);
+                                 db != NULL, dx ? dx + n * in_sample : NULL,
+                                 mask ? mask + n * in_sample : NULL,
+                                 extra ? extra + n * in_sample : NULL, &ws, count);
         }
         if (x) {
 #pragma omp barrier
@@ -303,23 +309,25 @@ static int backward(const struct dt_conv_shape *s, const float *x, const float *
 }
 
 int dt_conv_winograd_backward(const struct dt_conv_shape *s, const float *x, const float *dy,
-                              const float *w, float *dw, float *db, float *dx, float *scratch,
-                              size_t scratch_floats, int threads)
+                              const float *w, float *dw, float *db, float *dx, bool relu_below,
+                              const float *extra, float *scratch, size_t scratch_floats,
+                              int threads)
 {
-    return backward(s, x, dy, w, dw, db, dx, scratch, scratch_floats, threads, "backward");
+    return backward(s, x, dy, w, dw, db, dx, relu_below, extra, scratch, scratch_floats, threads,
+                    "backward");
 }
 
 int dt_conv_winograd_backward_weight(const struct dt_conv_shape *s, const float *x, const float *dy,
                                      float *dw, float *db, float *scratch, size_t scratch_floats,
                                      int threads)
 {
-    return backward(s, x, dy, NULL, dw, db, NULL, scratch, scratch_floats, threads,
+    return backward(s, x, dy, NULL, dw, db, NULL, false, NULL, scratch, scratch_floats, threads,
                     "backward_weight");
 }
 
 int dt_conv_winograd_backward_input(const struct dt_conv_shape *s, const float *dy, const float *w,
                                     float *dx, float *scratch, size_t scratch_floats, int threads)
 {
-    return backward(s, NULL, dy, w, NULL, NULL, dx, scratch, scratch_floats, threads,
+    return backward(s, NULL, dy, w, NULL, NULL, dx, false, NULL, scratch, scratch_floats, threads,
                     "backward_input");
 }

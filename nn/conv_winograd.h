@@ -65,10 +65,14 @@ int dt_conv_winograd_forward_filtered(const struct dt_conv_shape *s, const float
 /* Both gradients in one pass over the samples (dy is transformed once for both): the weight
  * gradient as dt_conv_winograd_backward_weight when dw is not NULL (x needed then), the input
  * gradient as dt_conv_winograd_backward_input when dx is not NULL (w needed then). The results
- * are the same bits as the two separate calls. */
+ * are the same bits as the two separate calls. With relu_below, x is a relu's output and dx
+ * the gradient at the relu's input: the input gradient plus extra (laid out as dx, or NULL:
+ * what else reached the relu's output, e.g. through a skip connection), 0 where x is not > 0;
+ * the same bits as the relu's backward after (x needed then). */
 int dt_conv_winograd_backward(const struct dt_conv_shape *s, const float *x, const float *dy,
-                              const float *w, float *dw, float *db, float *dx, float *scratch,
-                              size_t scratch_floats, int threads);
+                              const float *w, float *dw, float *db, float *dx, bool relu_below,
+                              const float *extra, float *scratch, size_t scratch_floats,
+                              int threads);
 
 /* dt_conv_winograd_forward_filtered followed by a 2x2 stride-2 max-pool (torch.nn.MaxPool2d(2),
  * dropping an odd last row or column): y [N][K][OH/2][OW/2] gets the maxima of the (biased,

@@ -72,6 +72,7 @@ static int add_setup(struct dt_layer *l, const struct dt_layer_spec *spec, struc
                            "input is %dx%dx%d; an identity shortcut needs equal shapes "
                            "(shortcut = \"projection\" adapts channels and stride)",
                            l->skip_from, s.c, s.h, s.w, in.c, in.h, in.w);
+        l->plain_add = true; /* a batchnorm below may compute it (can_fuse_add) */
         return 0;
     }
     int stride = projection_stride(s, in);

@@ -73,6 +73,7 @@ static int batchnorm2d_setup(struct dt_layer *l, const struct dt_layer_spec *spe
     bn->affine = spec->affine;
     l->out = in;
     l->can_fuse_relu = true;
+    l->can_fuse_add = true;
     l->nparams = bn->affine ? 2 * (size_t)in.c : 0;
     l->nbuffers = 2 * (size_t)in.c + 1;
     bn->mean = dt_alloc((size_t)in.c, sizeof(float));
@@ -125,7 +126,7 @@ struct bn_loops {
     void (*grad_sums)(const float *x, const float *dy, size_t n, size_t sample, int batch,
                       double mean, double *sum_dy, double *sum_dy_xm);
     void (*affine)(const float *x, float *y, size_t n, size_t sample, int batch, float scale,
-                   float shift, bool relu);
+                   float shift, bool relu, const float *skip);
     void (*input_grad)(const float *x, const float *dy, float *dx, size_t n, size_t sample,
                        int batch, float mean, float invstd, float k, float mean_dy,
                        float mean_dy_xhat);
@@ -237,9 +238,13 @@ static void normalise(const struct dt_layer *l, const struct bn_loops *k, const 
     float gamma = bn->affine ? l->params[ch] : 1.0f;
     float beta = bn->affine ? l->params[bn->c + ch] : 0.0f;
     float scale = bn->invstd[ch] * gamma, shift = beta - bn->mean[ch] * scale;
-    /* with relu_fused, the following relu at the store (backward never reads y) */
+    /* with relu_fused, the following relu at the store (backward never reads y); with
+     * add_fused, the following add (y is then its output) and the relu fused into that */
+    const struct dt_layer *add = l->add_fused;
+    const float *skip = add ? add->skip_x : NULL;
+    bool relu = l->relu_fused || (add && add->relu_fused);
     k->affine(AT_CHANNEL(bn, x, ch), AT_CHANNEL(bn, y, ch), bn->plane, bn->sample, batch, scale,
-              shift, l->relu_fused);
+              shift, relu, AT_CHANNEL(bn, skip, ch));
 }
 
 /* Channel ch's mean and 1/std from its sums st over n elements (every process's), and its

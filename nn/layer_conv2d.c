@@ -239,6 +239,7 @@ static int conv2d_setup(struct dt_layer *l, const struct dt_layer_spec *spec, st
     l->can_fuse_pool =
         (cv->algo == DT_CONV2D_DIRECT || cv->algo == DT_CONV2D_WINOGRAD) && stride == 1;
     l->chunkable = l->can_fuse_pool;
+    l->can_mask_relu_below = cv->algo == DT_CONV2D_WINOGRAD;
     return 0; /* scratch at init, once the model's size has been checked (nn/model.c) */
 }
 
@@ -477,8 +478,9 @@ static void backward_samples(struct dt_layer *l, const float *x, const float *dy
     if (cv->algo == DT_CONV2D_WINOGRAD) {
         memset(g, 0, l->nparams * sizeof *g); /* the kernel accumulates */
         (void)dt_conv_winograd_backward(&s, x + b0 * in_sample, dy + b0 * out_sample, l->params, g,
-                                        gb, dx ? dx + b0 * in_sample : NULL, cv->scratch,
-                                        cv->scratch_floats, direct_threads(cv));
+                                        gb, dx ? dx + b0 * in_sample : NULL, l->relu_below,
+                                        l->below_extra ? l->below_extra + b0 * in_sample : NULL,
+                                        cv->scratch, cv->scratch_floats, direct_threads(cv));
         return;
     }
     if (cv->algo == DT_CONV2D_DIRECT) {

@@ -61,6 +61,22 @@ struct dt_layer {
     bool can_fuse_pool;
     struct dt_layer *pool_fused;
     bool relu_below;
+    /* Set by setup when backward can run, as it stores dx, the backward of a relu whose
+     * output is x (conv2d on the Winograd path): when a relu feeds this layer, the model
+     * skips the relu's backward and sets relu_below, and points below_extra at what skip
+     * connections sent back to the relu's output (NULL when nothing did); backward then
+     * writes dx as (dx + below_extra), 0 where x is not > 0: the relu's gradient, same bits,
+     * a pass over the activation less. */
+    bool can_mask_relu_below;
+    const float *below_extra;
+    /* batchnorm2d -> add (identity shortcut): set by setup when forward can also compute the
+     * add of the layer above, y + skip (and the relu fused into it), at its store and
+     * backward never reads y. The model points add_fused at that add, skips its forward
+     * (its backward still runs), and passes its output as this layer's y, with its skip_x
+     * set: this layer's own output is never written. plain_add marks such an add. */
+    bool can_fuse_add;
+    struct dt_layer *add_fused;
+    bool plain_add;
     /* Set by setup when forward works on any chunk of the batch (ctx->first_sample says
      * which) and gives each sample the same bits whatever the chunk: the model then runs a
      * run of such layers chunk by chunk, so activations between them stay in cache. */

@@ -13,7 +13,7 @@
  * Layers overwrite their parameter gradients in backward (nn/layers.h), so grads is cleared
  * only for a step with no samples.
  *
- * Three savings the layer list allows, decided once at build:
+ * Five savings the layer list allows, decided once at build:
  *   - ReLU fusion: a layer that can apply ReLU at its store (l->can_fuse_relu: conv2d) and is
  *     followed by a relu layer does so; the relu's activation aliases the layer's output and
  *     its forward is skipped. Its backward still runs (dy masked by y > 0, the same values).
@@ -22,6 +22,15 @@
  *     chunk and writes the pool's output; the pool's backward applies the relu's mask, and
  *     the relu's backward is skipped (nn/layers.h). The layer's and the relu's activations
  *     are then not written.
+ *   - Adds in the batchnorm below: an identity add (l->plain_add) whose input only it reads,
+ *     computed by the batchnorm2d below it at its store (l->can_fuse_add), with the relu
+ *     fused into the add: the add's forward is skipped and the batchnorm's own output is not
+ *     written, a write and a read of the activation less (its backward still runs).
+ *   - Relus in the conv above: a relu feeding a conv2d on the Winograd path
+ *     (l->can_mask_relu_below; every relu inside a ResNet but the last) has its backward
+ *     skipped, and the conv's backward writes dx as the relu's would: plus the gradient skip
+ *     connections sent to the relu's output, masked by x > 0. A pass over the activation (two
+ *     reads and a write, three with a skip gradient) less.
  *   - Chunked runs: consecutive layers whose forward works on any chunk of the batch
  *     (l->chunkable: conv2d on the direct path, with whatever is fused into it) run chunk by
  *     chunk, each chunk through all of them, so e.g. conv1's output is read by conv2 while it
@@ -45,8 +54,8 @@
 #include "util/clock.h"
 #include "util/err.h"
 
-#define MAX_PARAM_TENSORS 4  /* weight, bias; add's projection: conv weight, bias, bn weight, bias \
-                              */
+/* weight, bias; add's projection: conv weight, bias, batchnorm weight, bias */
+#define MAX_PARAM_TENSORS  4
 #define MAX_BUFFER_TENSORS 3 /* running_mean, running_var, num_batches_tracked */
 
 /* Process-wide switch for tests and benchmarks (dt_model_allow_fusion). */
@@ -62,8 +71,8 @@ bool dt_model_allow_fusion(bool allow)
 struct model_impl {
     float **act;
     bool *in_place;  /* layer i is a relu fused into layer i-1: act[i] aliases act[i-1] */
-    bool *skip_fwd;  /* layer i is a maxpool run by the conv two below (pool_fused) */
-    bool *skip_bwd;  /* layer i is a relu whose mask the maxpool above it applies */
+    bool *skip_fwd;  /* layer i is run by a layer below (pool_fused, add_fused) */
+    bool *skip_bwd;  /* layer i is a relu whose backward the layer above runs (relu_below) */
     int *seg_end;    /* > 0 at the first layer of a chunked run: 1 + its last layer */
     int *seg_chunk;  /* samples per chunk of that run */
     int first_param; /* lowest layer with parameters (nlayers when none): backward stops there */
@@ -252,8 +261,8 @@ static int plan_chunked_run(struct dt_model *m, int i)
     return k;
 }
 
-/* ReLU fusion, chunked runs, skip gradients into relu and the backward stop (see the top of
- * this file). */
+/* ReLU fusion, fused adds, relu backwards in the conv above, chunked runs, skip gradients into
+ * relu and the backward stop (see the top of this file). */
 static void plan(struct dt_model *m)
 {
     struct model_impl *impl = m->impl;
@@ -275,6 +284,20 @@ static void plan(struct dt_model *m)
             pool->relu_below = true;
             impl->skip_fwd[i + 1] = true;
             impl->skip_bwd[i] = true;
+        }
+    }
+    for (int i = 1; fusion_allowed && i < m->nlayers; i++) {
+        struct dt_layer *below = m->layers[i - 1], *l = m->layers[i];
+        /* an add nobody else reads the input of: the layer below computes it */
+        if (l->plain_add && below->can_fuse_add && !below->relu_fused && !impl->referenced[i - 1] &&
+            !impl->skip_fwd[i - 1] && !impl->in_place[i - 1]) {
+            below->add_fused = l;
+            impl->skip_fwd[i] = true;
+        }
+        /* the relu's backward in this layer's (skip gradients to the relu included) */
+        if (l->can_mask_relu_below && below->kind->ops == &dt_relu_ops && !impl->skip_bwd[i - 1]) {
+            l->relu_below = true;
+            impl->skip_bwd[i - 1] = true;
         }
     }
     for (int i = 0; fusion_allowed && i < m->nlayers;)
@@ -444,6 +467,13 @@ void dt_model_move_params(struct dt_model *m, float *storage, bool copy)
 
 static const struct dt_forward_ctx eval_ctx = {.training = false};
 
+/* Points skip layer l's skip_x at the output its connection reads. */
+static void point_skip(struct dt_model *m, struct dt_layer *l)
+{
+    struct model_impl *impl = m->impl;
+    l->skip_x = l->skip_from >= 0 ? impl->act[l->skip_from] : impl->input;
+}
+
 /* Layer i's forward on samples [first, first + count) of the batch; x is the layer's input
  * for the whole batch. */
 static void forward_layer(struct dt_model *m, int i, const float *x, int first, int count,
@@ -452,11 +482,14 @@ static void forward_layer(struct dt_model *m, int i, const float *x, int first, 
     struct model_impl *impl = m->impl;
     struct dt_layer *l = m->layers[i];
     double t0 = m->profile ? dt_now() : 0;
-    /* a conv with a fused pool writes the pool's output (nn/layers.h) */
-    struct dt_layer *out = l->pool_fused ? l->pool_fused : l;
+    /* a conv with a fused pool writes the pool's output, a batchnorm with a fused add the
+     * add's (nn/layers.h) */
+    struct dt_layer *out = l->pool_fused ? l->pool_fused : l->add_fused ? l->add_fused : l;
     if (l->spec.from)
-        l->skip_x = l->skip_from >= 0 ? impl->act[l->skip_from] : impl->input;
-    float *y = impl->act[l->pool_fused ? i + 2 : i];
+        point_skip(m, l);
+    if (l->add_fused)
+        point_skip(m, l->add_fused);
+    float *y = impl->act[l->pool_fused ? i + 2 : l->add_fused ? i + 1 : i];
     l->kind->ops->forward(l, x + (size_t)first * shape_size(l->in),
                           y + (size_t)first * shape_size(out->out), count, ctx);
     if (m->profile)
@@ -551,7 +584,7 @@ int dt_model_backward(struct dt_model *m, const uint8_t *labels, int batch, floa
                 dy[k] += p[k];
         }
         if (l->spec.from) {
-            l->skip_x = l->skip_from >= 0 ? impl->act[l->skip_from] : impl->input;
+            point_skip(m, l);
             l->skip_dx = l->skip_from >= impl->first_param ? impl->pending[l->skip_from] : NULL;
             l->skip_dx_fresh = l->skip_dx && !impl->pending_live[l->skip_from];
         }
@@ -559,9 +592,13 @@ int dt_model_backward(struct dt_model *m, const uint8_t *labels, int batch, floa
             continue;
         const float *x = i > 0 ? impl->act[i - 1] : impl->input;
         double t0 = m->profile ? dt_now() : 0;
-        bool pass = l->dx_is_dy;
-        l->kind->ops->backward(l, x, impl->act[i], dy, i > impl->first_param && !pass ? dx : NULL,
-                               batch);
+        bool pass = l->dx_is_dy, give_dx = i > impl->first_param && !pass;
+        /* the relu below runs in this backward: what its output received goes in with it */
+        l->below_extra =
+            l->relu_below && give_dx && impl->pending_live[i - 1] ? impl->pending[i - 1] : NULL;
+        l->kind->ops->backward(l, x, impl->act[i], dy, give_dx ? dx : NULL, batch);
+        if (l->below_extra)
+            impl->pending_live[i - 1] = false; /* taken: the relu's step must not add it */
         if (m->profile)
             m->profile_bwd[i] += dt_now() - t0;
         if (l->skip_dx)

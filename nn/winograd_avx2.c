@@ -25,6 +25,9 @@
 #define SET1I        _mm256_set1_epi32
 #define STOREI(p, v) _mm256_storeu_si256((__m256i *)(void *)(p), v)
 
+/* v where m > 0, else +0: a relu's backward mask */
+#define KEEP_POS(v, m) _mm256_and_ps(_mm256_cmp_ps(m, ZERO(), _CMP_GT_OQ), v)
+
 /* registers: 16 ymm, 12 of them accumulators */
 #define MAX_VB 3
 #define ROWS_OF_VB                                                                                 \

@@ -23,6 +23,9 @@
 #define SET1I        _mm512_set1_epi32
 #define STOREI(p, v) _mm512_storeu_si512((void *)(p), v)
 
+/* v where m > 0, else +0: a relu's backward mask */
+#define KEEP_POS(v, m) _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(m, ZERO(), _CMP_GT_OQ), v)
+
 /* registers: 32 zmm */
 #define MAX_VB 4
 #define ROWS_OF_VB                                                                                 \

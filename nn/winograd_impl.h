@@ -70,9 +70,10 @@ struct wg_kernels {
     void (*forward_sample)(const struct geom *g, const float *x, const float *u, const float *b,
                            float *y, int32_t *argmax, int relu, const struct wscratch *ws);
     /* `count` (<= group) consecutive samples' share of the gradients (x NULL: no weight
-     * gradient; dx NULL: no input's) */
+     * gradient; dx NULL: no input's; mask: dx plus extra, 0 where mask is not > 0) */
     void (*backward_samples)(const struct geom *g, const float *x, const float *dy, const float *ut,
-                             bool bias, float *dx, const struct wscratch *ws, int count);
+                             bool bias, float *dx, const float *mask, const float *extra,
+                             const struct wscratch *ws, int count);
     /* the threads' dU and bias partials summed in thread order, elements [i0, i1) */
     void (*reduce_threads)(const struct geom *g, float *scratch, int team, size_t i0, size_t i1);
     /* dw += G^T dU G for channels [c0, c1) */

@@ -242,34 +242,51 @@ static void free_result(struct model_result *r)
     dt_model_free(r->m);
 }
 
-static int count_fused(const struct dt_model *m, bool pools)
+enum fused { FUSED_RELU, FUSED_POOL, FUSED_ADD, RELU_BELOW };
+
+static int count_fused(const struct dt_model *m, enum fused what)
 {
     int n = 0;
-    for (int i = 0; i < m->nlayers; i++)
-        n += pools ? m->layers[i]->pool_fused != NULL : m->layers[i]->relu_fused;
+    for (int i = 0; i < m->nlayers; i++) {
+        const struct dt_layer *l = m->layers[i];
+        n += what == FUSED_RELU   ? l->relu_fused
+             : what == FUSED_POOL ? l->pool_fused != NULL
+             : what == FUSED_ADD  ? l->add_fused != NULL
+                                  : l->relu_below && l->kind->ops == &dt_conv2d_ops;
+    }
     return n;
 }
 
-/* Fused and unfused builds of `specs` give identical bits. want_pool: pools fused where the
- * vector kernels run; want_wino16 / want_wino8: layers on Winograd with AVX-512 / AVX2 only. */
+/* What the fused build of a case takes: relus fused into the layer below; pools fused where
+ * the vector kernels run; layers on Winograd with AVX-512 / AVX2 only; relu backwards run by
+ * a Winograd conv above (with AVX-512 / AVX2); adds computed by the batchnorm below. */
+struct wants {
+    int relu, pool, wino16, wino8, below16, below8, add;
+};
+
+/* Fused and unfused builds of `specs` give identical bits, and the fused one takes `want`. */
 static void compare_fusion(const struct dt_layer_spec *specs, int n, struct dt_shape in, int batch,
-                           int want_relu, int want_pool, int want_wino16, int want_wino8)
+                           struct wants want)
 {
     size_t nin = (size_t)batch * in.c * in.h * in.w;
     float *x = malloc(nin * sizeof(float));
     fill(x, nin, 9);
     struct model_result f = run_model(specs, n, in, batch, true, x);
     struct model_result u = run_model(specs, n, in, batch, false, x);
-    assert_int_equal(count_fused(f.m, false), want_relu);
+    assert_int_equal(count_fused(f.m, FUSED_RELU), want.relu);
     int lanes = dt_conv_simd_lanes();
-    assert_int_equal(count_fused(f.m, true), lanes ? want_pool : 0);
+    assert_int_equal(count_fused(f.m, FUSED_POOL), lanes ? want.pool : 0);
+    assert_int_equal(count_fused(f.m, FUSED_ADD), want.add);
+    int below = lanes == 16 ? want.below16 : lanes == 8 ? want.below8 : 0;
+    assert_int_equal(count_fused(f.m, RELU_BELOW), below);
     int winograd = 0;
     for (int i = 0; i < f.m->nlayers; i++) { /* the same algorithm in both builds */
         assert_int_equal(dt_conv2d_algo_of(f.m->layers[i]), dt_conv2d_algo_of(u.m->layers[i]));
         winograd += dt_conv2d_algo_of(f.m->layers[i]) == DT_CONV2D_WINOGRAD;
     }
-    assert_int_equal(winograd, lanes == 16 ? want_wino16 : lanes == 8 ? want_wino8 : 0);
-    assert_int_equal(count_fused(u.m, false) + count_fused(u.m, true), 0);
+    assert_int_equal(winograd, lanes == 16 ? want.wino16 : lanes == 8 ? want.wino8 : 0);
+    for (int k = FUSED_RELU; k <= RELU_BELOW; k++)
+        assert_int_equal(count_fused(u.m, (enum fused)k), 0);
     for (int i = 0; i < n; i++) /* relus take skip gradients in their pass only when fused */
         assert_false(u.m->layers[i]->takes_dy_extra);
     size_t nout = (size_t)batch * f.m->classes;
@@ -294,7 +311,8 @@ static void fusion_cases(void)
                                        spec_of("flatten"),
                                        linear_spec(5),
                                        spec_of("relu")};
-    compare_fusion(convnet, 8, (struct dt_shape){1, 28, 28}, 13, 2, 1, 1, 2);
+    compare_fusion(convnet, 8, (struct dt_shape){1, 28, 28}, 13,
+                   (struct wants){2, 1, 1, 2, 1, 1, 0});
     /* odd sizes (the pool drops the last row and column), a padded overlapping pool, relu
      * twice in a row (only the first fuses), a pool as the first layer (backward stops at
      * layer 1, which gets no dx) */
@@ -307,7 +325,7 @@ static void fusion_cases(void)
                                    pool_spec("maxpool2d", 3, 2, 1),
                                    spec_of("flatten"),
                                    linear_spec(4)};
-    compare_fusion(odd, 9, (struct dt_shape){2, 12, 11}, 5, 2, 1, 0, 1);
+    compare_fusion(odd, 9, (struct dt_shape){2, 12, 11}, 5, (struct wants){2, 1, 0, 1, 0, 1, 0});
     /* Winograd's own 2x2 pool (conv 8->16, 3x3 pad 1) on odd sizes: the pool drops the last
      * row and column, and ReLU zeros tie in many windows */
     struct dt_layer_spec wino[7] = {conv_spec(8, 3, 1, 0),
@@ -317,22 +335,34 @@ static void fusion_cases(void)
                                     pool_spec("maxpool2d", 2, 0, 0),
                                     spec_of("flatten"),
                                     linear_spec(3)};
-    compare_fusion(wino, 7, (struct dt_shape){2, 13, 11}, 6, 2, 1, 1, 2);
+    compare_fusion(wino, 7, (struct dt_shape){2, 13, 11}, 6, (struct wants){2, 1, 1, 2, 1, 1, 0});
     /* stride 2 (GEMM path): relu fuses, the pool does not */
     struct dt_layer_spec strided[5] = {conv_spec(4, 3, 2, 1), spec_of("relu"),
                                        pool_spec("maxpool2d", 2, 0, 0), spec_of("flatten"),
                                        linear_spec(3)};
-    compare_fusion(strided, 5, (struct dt_shape){3, 9, 9}, 3, 1, 0, 0, 0);
+    compare_fusion(strided, 5, (struct dt_shape){3, 9, 9}, 3, (struct wants){1, 0, 0, 0, 0, 0, 0});
     /* batchnorm2d -> relu and add -> relu: the relu at the store, also where a skip
      * connection reads the relu's output (its gradient arrives there: added in the relu's
-     * backward, or in a pass of its own) */
+     * backward, or in a pass of its own); batchnorm2d -> add: the add (and its relu) at the
+     * batchnorm's store */
     struct dt_layer_spec add = spec_of("add");
     add.from = -3;
     struct dt_layer_spec residual[9] = {
         conv_spec(4, 3, 1, 1), spec_of("batchnorm2d"), spec_of("relu"),
         conv_spec(4, 3, 1, 1), spec_of("batchnorm2d"), add,
         spec_of("relu"),       spec_of("flatten"),     linear_spec(3)};
-    compare_fusion(residual, 9, (struct dt_shape){1, 7, 7}, 6, 2, 0, 0, 1);
+    compare_fusion(residual, 9, (struct dt_shape){1, 7, 7}, 6, (struct wants){2, 0, 0, 1, 0, 1, 1});
+    /* a ResNet basic block of 16 channels (on Winograd with AVX-512 too): the backward of its
+     * inner relu and of the block input's (with the add's skip gradient) run by the conv
+     * above each */
+    struct dt_layer_spec skip = spec_of("add");
+    skip.from = -6;
+    struct dt_layer_spec block[12] = {
+        conv_spec(16, 3, 1, 1), spec_of("batchnorm2d"), spec_of("relu"),
+        conv_spec(16, 3, 1, 1), spec_of("batchnorm2d"), spec_of("relu"),
+        conv_spec(16, 3, 1, 1), spec_of("batchnorm2d"), skip,
+        spec_of("relu"),        spec_of("flatten"),     linear_spec(3)};
+    compare_fusion(block, 12, (struct dt_shape){3, 8, 8}, 5, (struct wants){3, 0, 2, 3, 2, 2, 1});
 }
 
 static void test_fusion_is_exact_1_thread(void **state)

@@ -324,7 +324,7 @@ static struct outputs run_all(const struct tensors *t)
     int rc = dt_conv_winograd_forward_pool2(s, t->x, u, t->b, o.py, o.idx, 0, scratch, nscratch, 2);
     assert_int_equal(rc, s->stride == 1 ? 0 : -DT_EUSAGE); /* pools only at stride 1 */
     assert_int_equal(dt_conv_winograd_backward(s, t->x, t->dy, t->w, o.dw, o.dw + t->nw, o.dx,
-                                               scratch, nscratch, 2),
+                                               false, NULL, scratch, nscratch, 2),
                      0);
     free(scratch), free(u);
     return o;
@@ -365,6 +365,85 @@ static void test_widths_give_same_bits(void **state)
         free_tensors(&t);
     }
     assert_int_equal(dt_isa_set(was, err, sizeof err), 0);
+}
+
+/* relu_below: dx written as a relu's backward would write it after, the same bits: (dx +
+ * extra) where x > 0, else 0 (0 at x = 0, NaN not > 0); the weight gradient is unchanged.
+ * Shapes with one sample's tiles in several blocks, several samples in one block (8x8 planes)
+ * and stride 2, at 1 and 2 threads, on the path in use. */
+static void check_relu_below(void)
+{
+    static const struct dt_conv_shape cases[] = {
+        {3, 16, 32, 32, 16, 3, 3, 1, 1}, /* ResNet-20 stage 1: a sample in two blocks */
+        {7, 64, 8, 8, 64, 3, 3, 1, 1},   /* stage 3: three samples a block, a partial group */
+        {2, 20, 13, 6, 24, 3, 3, 1, 1},  /* partial tiles and channel vectors */
+        {2, 16, 15, 16, 32, 3, 3, 2, 1}, /* stride 2 */
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        assert_true(dt_conv_winograd_supported(&cases[ci]));
+        struct tensors t = make_tensors(cases[ci], 1300 + ci, false);
+        const struct dt_conv_shape *s = &t.s;
+        for (size_t i = 0; i < t.nx; i += 7) /* a relu's output has zeros; NaN is not > 0 */
+            t.x[i] = i % 5 ? 0.0f : NAN;
+        size_t nscratch = dt_conv_winograd_scratch_floats(s, 2), ng = t.nw + (size_t)s->k;
+        float *scratch = malloc(sizeof(float) * nscratch);
+        float *dw[2] = {calloc(ng, sizeof(float)), calloc(ng, sizeof(float))};
+        float *dx[2] = {malloc(sizeof(float) * t.nx), malloc(sizeof(float) * t.nx)};
+        float *extra = malloc(sizeof(float) * t.nx);
+        assert_true(scratch && dw[0] && dw[1] && dx[0] && dx[1] && extra);
+        for (size_t i = 0; i < t.nx; i++)
+            extra[i] = t.dy[i % (t.ny - 1)] * 0.37f;
+        for (int run = 0; run < 4; run++) { /* threads 1, 2; without extra, with */
+            int threads = 1 + run % 2;
+            const float *add = run >= 2 ? extra : NULL;
+            for (int masked = 0; masked <= 1; masked++) {
+                memset(dw[masked], 0, sizeof(float) * ng);
+                assert_int_equal(dt_conv_winograd_backward(s, t.x, t.dy, t.w, dw[masked],
+                                                           dw[masked] + t.nw, dx[masked], masked,
+                                                           add, scratch, nscratch, threads),
+                                 0);
+            }
+            size_t zeroed = 0;
+            for (size_t i = 0; i < t.nx; i++) {
+                float d = add ? dx[0][i] + add[i] : dx[0][i], want = t.x[i] > 0.0f ? d : 0.0f;
+                zeroed += !(t.x[i] > 0.0f);
+                assert_memory_equal(&dx[1][i], &want, sizeof want);
+            }
+            assert_true(zeroed > t.nx / 4 && zeroed < t.nx); /* the mask did something */
+            assert_memory_equal(dw[0], dw[1], sizeof(float) * ng);
+        }
+        /* the mask is x: without it (no weight gradient given) the call is refused */
+        assert_int_equal(dt_conv_winograd_backward(s, NULL, t.dy, t.w, NULL, NULL, dx[1], true,
+                                                   NULL, scratch, nscratch, 1),
+                         -DT_EUSAGE);
+        assert_non_null(strstr(dt_last_error(), "relu_below needs x"));
+        free(scratch), free(dw[0]), free(dw[1]), free(dx[0]), free(dx[1]), free(extra);
+        free_tensors(&t);
+    }
+}
+
+/* `check` on each width this CPU runs (the relu mask is a per-width vector operation). */
+static void on_each_width(void (*check)(void))
+{
+    enum dt_isa was = dt_isa_get(), isas[] = {DT_ISA_AVX512, DT_ISA_AVX2};
+    char err[160];
+    int ran = 0;
+    for (size_t i = 0; i < sizeof isas / sizeof isas[0]; i++) {
+        if (!dt_isa_available(isas[i]))
+            continue;
+        assert_int_equal(dt_isa_set(isas[i], err, sizeof err), 0);
+        check();
+        ran++;
+    }
+    assert_int_equal(dt_isa_set(was, err, sizeof err), 0);
+    if (!ran)
+        skip();
+}
+
+static void test_relu_below_masks_dx(void **state)
+{
+    (void)state;
+    on_each_width(check_relu_below);
 }
 
 static void test_supported_shapes(void **state)
@@ -448,6 +527,7 @@ int main(void)
         cmocka_unit_test(test_pooled_forward_matches_unpooled),
         cmocka_unit_test(test_large_batch_weight_gradient),
         cmocka_unit_test(test_widths_give_same_bits),
+        cmocka_unit_test(test_relu_below_masks_dx),
         cmocka_unit_test(test_supported_shapes),
         cmocka_unit_test(test_bad_calls_fail_with_message),
     };

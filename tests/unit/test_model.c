@@ -432,13 +432,14 @@ static void test_profile_accumulates(void **state)
     assert_int_equal(dt_model_forward(m, x, 2, &ctx), 0);
     assert_int_equal(dt_model_backward(m, labels, 2, 0.5f), 0);
     /* the two relus after the convs are fused into them: no forward of their own; where the
-     * conv also runs the maxpool forward, the pool's backward applies the relu's mask */
+     * conv also runs the maxpool forward, the pool's backward applies the relu's mask, and a
+     * Winograd conv above a relu runs the relu's backward (relu_below either way) */
     assert_true(m->layers[0]->relu_fused && m->layers[2]->relu_fused);
     assert_false(m->layers[7]->relu_fused); /* linear does not fuse */
     for (int i = 0; i < n; i++) {
         bool pooled = i > 1 && m->layers[i - 2]->pool_fused == m->layers[i];
         bool no_fwd = (i > 0 && m->layers[i - 1]->relu_fused) || pooled;
-        bool no_bwd = i > 0 && m->layers[i - 1]->pool_fused;
+        bool no_bwd = i + 1 < n && m->layers[i + 1]->relu_below;
         assert_true(no_fwd ? m->profile_fwd[i] == 0 : m->profile_fwd[i] > 0);
         assert_true(no_bwd ? m->profile_bwd[i] == 0 : m->profile_bwd[i] > 0);
     }
