@@ -3,7 +3,8 @@
  *
  * Memory, all allocated by dt_model_build for max_batch samples and never during a step:
  *   act[i]          output of layer i (max_batch x its per-sample size); act[n-1] is m->output.
- *                   Every output is kept because backward needs x and y of each layer.
+ *                   Every output is kept because backward needs x and y of each layer, but
+ *                   that of a batchnorm that computes the add above it (NULL: never written).
  *   grad_a, grad_b  gradient w.r.t. the current layer's output and input, swapped per layer;
  *                   each holds the largest activation of the model.
  *   layer scratch   owned by each layer (im2col columns, pooling indices, dropout masks).
@@ -191,6 +192,8 @@ static int allocate_arenas(struct dt_model *m)
             impl->act[i] = impl->act[i - 1];
             continue;
         }
+        if (m->layers[i]->add_fused) /* never written: the layer stores the add's output */
+            continue;
         impl->act[i] = dt_alloc((size_t)m->max_batch * n, sizeof(float));
         if (!impl->act[i])
             return dt_fail_context(-DT_ERUNTIME, "activations of layer %d", i);
