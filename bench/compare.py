@@ -91,16 +91,18 @@ def prepare_data(args, tmp):
 # ---- training ----
 
 def dtrain_training(args, model, grid, data_dir):
+    """One run of each combination: {(instances, threads): bench_row}."""
     cfg, _ = MODELS[model]
     cmd = [args.dtrain, "bench", cfg, "--grid", ",".join(f"{i}x{t}" for i, t in grid),
-           "--json", "--quiet", "--set", f"data.dir={data_dir}", "--repeat", str(args.repeat)]
+           "--json", "--quiet", "--set", f"data.dir={data_dir}"]
     # torch_ref.py times every step, so dtrain does too (--warmup 0): the same measurement.
     cmd += ["--steps", str(args.steps), "--warmup", "0"] if args.steps else ["--epochs", "1"]
-    rows = run_json(cmd, args.timeout * len(grid) * args.repeat, f"dtrain {model}") or []
+    rows = run_json(cmd, args.timeout * len(grid), f"dtrain {model}") or []
     return {(r["instances"], r["threads"]): r for r in rows if r.get("event") == "bench_row"}
 
 
 def torch_training(args, model, procs, threads, data_dir):
+    """One run of one combination: torch_ref.py's final object, or None."""
     cmd = [PY, "bench/torch_ref.py", model, "--procs", str(procs), "--threads", str(threads),
            "--epochs", "1", "--steps", str(args.steps)]
     if MODELS[model][1] == "fashion":
@@ -109,31 +111,45 @@ def torch_training(args, model, procs, threads, data_dir):
         cmd.append("--eval")
     if procs > 1:
         cmd.append("--pin")
-    best = None
-    for _ in range(args.repeat):  # the median of the repeats, like dtrain bench
-        objs = run_json(cmd, args.timeout, f"torch {model} {procs}x{threads}")
-        finals = [o for o in objs or [] if o.get("event") == "final"]
-        if finals:
-            best = (best or []) + finals
-    if not best:
-        return None
-    best.sort(key=lambda o: o["samples_per_s"])
-    return best[len(best) // 2]
+    objs = run_json(cmd, args.timeout, f"torch {model} {procs}x{threads}")
+    finals = [o for o in objs or [] if o.get("event") == "final"]
+    return finals[-1] if finals else None
+
+
+def median_run(runs):
+    """The run with the median samples/s (the lower middle of an even count), or None."""
+    runs = sorted(runs, key=lambda o: o["samples_per_s"])
+    return runs[(len(runs) - 1) // 2] if runs else None
 
 
 def training_tables(args, grid, dirs):
     out = []
     for model in args.models:
         data = dirs[MODELS[model][1]]
-        ours = dtrain_training(args, model, grid, data)
+        # --repeat rounds, each dtrain's grid then PyTorch's combinations, so that a drift in
+        # the machine's speed over the run (17 % between two sittings 40 minutes apart on a
+        # cloud VM) reaches both sides alike; the median run of each side is reported
+        ours, theirs, failed = {}, {}, {}
+        for _ in range(args.repeat):
+            for key, row in dtrain_training(args, model, grid, data).items():
+                if row.get("ok"):
+                    ours.setdefault(key, []).append(row)
+                else:
+                    failed[key] = row
+            for i, t in grid if not args.skip_torch else []:
+                p = torch_training(args, model, i, t, data)
+                if p:
+                    theirs.setdefault((i, t), []).append(p)
+        rounds = f", median of {args.repeat} alternated rounds" if args.repeat > 1 else ""
         out.append(f"### {model} ({MODELS[model][0]}), "
-                   + (f"{args.steps} steps" if args.steps else "1 epoch") + " per combination\n")
+                   + (f"{args.steps} steps" if args.steps else "1 epoch") + " per combination"
+                   + rounds + "\n")
         out.append("| instances x threads | dtrain samples/s | PyTorch samples/s | ratio "
                    "| dtrain test acc | PyTorch test acc |")
         out.append("|---|---|---|---|---|---|")
         for i, t in grid:
-            d = ours.get((i, t))
-            p = None if args.skip_torch else torch_training(args, model, i, t, data)
+            d = median_run(ours.get((i, t), [])) or failed.get((i, t))
+            p = median_run(theirs.get((i, t), []))
             ds = d["samples_per_s"] if d and d.get("ok") else None
             ps = p["samples_per_s"] if p else None
             dacc = d.get("test_accuracy") if d and d.get("ok") else None
@@ -239,7 +255,8 @@ def main():
     ap.add_argument("--grid", help="instances x threads list (default: 1xC,...,Cx1)")
     ap.add_argument("--cores", type=int, default=len(os.sched_getaffinity(0)))
     ap.add_argument("--steps", type=int, default=0, help="steps per combination (0 = an epoch)")
-    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="rounds of both sides, alternated; medians are reported")
     ap.add_argument("--ranks", type=int, default=2, help="all-reduce ranks")
     ap.add_argument("--max-bytes", type=int, default=64 << 20)
     ap.add_argument("--fashion-dir", default=FASHION)
