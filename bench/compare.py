@@ -148,6 +148,9 @@ def training_tables(args, grid, dirs):
                    "| dtrain test acc | PyTorch test acc |")
         out.append("|---|---|---|---|---|---|")
         for i, t in grid:
+            runs = [[round(r["samples_per_s"]) for r in side.get((i, t), [])]
+                    for side in (ours, theirs)]
+            log(f"{model} {i}x{t} samples/s per round: dtrain {runs[0]}, PyTorch {runs[1]}")
             d = median_run(ours.get((i, t), [])) or failed.get((i, t))
             p = median_run(theirs.get((i, t), []))
             ds = d["samples_per_s"] if d and d.get("ok") else None
