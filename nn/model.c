@@ -292,13 +292,12 @@ static void plan(struct dt_model *m)
     for (int i = 1; fusion_allowed && i < m->nlayers; i++) {
         struct dt_layer *below = m->layers[i - 1], *l = m->layers[i];
         /* an add nobody else reads the input of: the layer below computes it */
-        if (l->plain_add && below->can_fuse_add && !below->relu_fused && !impl->referenced[i - 1] &&
-            !impl->skip_fwd[i - 1] && !impl->in_place[i - 1]) {
+        if (l->plain_add && below->can_fuse_add && !impl->referenced[i - 1]) {
             below->add_fused = l;
             impl->skip_fwd[i] = true;
         }
         /* the relu's backward in this layer's (skip gradients to the relu included) */
-        if (l->can_mask_relu_below && below->kind->ops == &dt_relu_ops && !impl->skip_bwd[i - 1]) {
+        if (l->can_mask_relu_below && below->kind->ops == &dt_relu_ops) {
             l->relu_below = true;
             impl->skip_bwd[i - 1] = true;
         }

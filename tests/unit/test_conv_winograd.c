@@ -422,9 +422,10 @@ static void check_relu_below(void)
     }
 }
 
-/* `check` on each width this CPU runs (the relu mask is a per-width vector operation). */
-static void on_each_width(void (*check)(void))
+/* check_relu_below on each width this CPU runs (the mask is a per-width vector operation). */
+static void test_relu_below_masks_dx(void **state)
 {
+    (void)state;
     enum dt_isa was = dt_isa_get(), isas[] = {DT_ISA_AVX512, DT_ISA_AVX2};
     char err[160];
     int ran = 0;
@@ -432,18 +433,12 @@ static void on_each_width(void (*check)(void))
         if (!dt_isa_available(isas[i]))
             continue;
         assert_int_equal(dt_isa_set(isas[i], err, sizeof err), 0);
-        check();
+        check_relu_below();
         ran++;
     }
     assert_int_equal(dt_isa_set(was, err, sizeof err), 0);
     if (!ran)
         skip();
-}
-
-static void test_relu_below_masks_dx(void **state)
-{
-    (void)state;
-    on_each_width(check_relu_below);
 }
 
 static void test_supported_shapes(void **state)
