@@ -162,18 +162,6 @@ static int check_call(const struct dt_conv_shape *s, size_t have, int threads, c
                               have, dt_conv_winograd_scratch_floats(s, threads));
 }
 
-/* Asks for n floats at p to be brought into L2, a cache line at a time: the next sample's
- * input, while this one is computed (the batch's activations come from memory). */
-static void prefetch_l2(const float *p, size_t n)
-{
-#if DT_HAVE_AVX512
-    for (size_t i = 0; i < n; i += LANES)
-        _mm_prefetch((const char *)(p + i), _MM_HINT_T1);
-#else
-    (void)p, (void)n;
-#endif
-}
-
 /* The kernels of the path in use; supported() has checked there is one. */
 static const struct wg_kernels *kernels(void)
 {
@@ -193,6 +181,15 @@ int dt_conv_winograd_filter(const struct dt_conv_shape *s, const float *w, float
     struct geom g = geom_of(s);
     kernels()->transform_filter(&g, w, false, u);
     return 0;
+}
+
+/* Spreads the prefetch of ah's regions over a sample's calls of ahead_step: one per position
+ * of each tile block, per product pass (forward: 1; backward: weight and input gradients). */
+static void ahead_plan(struct ahead *ah, const struct geom *g, int passes)
+{
+    size_t total = ah->bytes[0] + ah->bytes[1] + ah->bytes[2];
+    size_t steps = (size_t)((g->tiles + g->nt - 1) / g->nt) * POS * (size_t)passes;
+    ah->per_step = steps ? (total / steps + 63) / 64 * 64 : total;
 }
 
 static int forward(const struct dt_conv_shape *s, const float *x, const float *u, const float *b,
@@ -215,10 +212,14 @@ static int forward(const struct dt_conv_shape *s, const float *x, const float *u
         struct wscratch ws = wscratch_of(&g, scratch, omp_get_thread_num());
 #pragma omp for schedule(static)
         for (int n = 0; n < g.n; n++) {
-            if (n + 1 < g.n)
-                prefetch_l2(x + (n + 1) * in_sample, in_sample);
+            struct ahead ah = {0}; /* the next sample's input */
+            if (n + 1 < g.n) {
+                ah.p[0] = (const char *)(x + (n + 1) * in_sample);
+                ah.bytes[0] = in_sample * sizeof(float);
+            }
+            ahead_plan(&ah, &g, 1);
             kw->forward_sample(&g, x + n * in_sample, u, b, y + n * out_sample,
-                               argmax ? argmax + n * out_sample : NULL, relu, &ws);
+                               argmax ? argmax + n * out_sample : NULL, relu, &ws, &ah);
         }
     }
     return 0;
@@ -251,9 +252,10 @@ int dt_conv_winograd_forward(const struct dt_conv_shape *s, const float *x, cons
                                              threads);
 }
 
-static int backward(const struct dt_conv_shape *s, const float *x, const float *dy, const float *w,
-                    float *dw, float *db, float *dx, bool relu_below, const float *extra,
-                    float *scratch, size_t scratch_floats, int threads, const char *what)
+static int backward(const struct dt_conv_shape *s, const float *x, const float *dy,
+                    const struct dt_bn_grad *bn, const float *w, float *dw, float *db, float *dx,
+                    bool relu_below, const float *extra, float *scratch, size_t scratch_floats,
+                    int threads, const char *what)
 {
     int rc = check_call(s, scratch_floats, threads, what);
     if (rc)
@@ -279,15 +281,25 @@ static int backward(const struct dt_conv_shape *s, const float *x, const float *
         for (int n = n0; n < n1; n += g.group) {
             int count = n1 - n < g.group ? n1 - n : g.group;
             int next = n1 - n - count < g.group ? n1 - n - count : g.group;
-            if (next > 0) { /* the next samples, while these are computed */
-                prefetch_l2(dy + (n + count) * out_sample, out_sample * next);
-                if (x)
-                    prefetch_l2(x + (n + count) * in_sample, in_sample * next);
+            struct ahead ah = {0}; /* the next samples' dy, batchnorm input and x */
+            if (next > 0) {
+                ah.p[0] = (const char *)(dy + (n + count) * out_sample);
+                ah.bytes[0] = out_sample * next * sizeof(float);
+                if (bn) {
+                    ah.p[1] = (const char *)(bn->x + (n + count) * out_sample);
+                    ah.bytes[1] = ah.bytes[0];
+                }
+                if (x) {
+                    ah.p[2] = (const char *)(x + (n + count) * in_sample);
+                    ah.bytes[2] = in_sample * next * sizeof(float);
+                }
             }
-            kw->backward_samples(&g, x ? x + n * in_sample : NULL, dy + n * out_sample, scratch,
-                                 db != NULL, dx ? dx + n * in_sample : NULL,
-                                 mask ? mask + n * in_sample : NULL,
-                                 extra ? extra + n * in_sample : NULL, &ws, count);
+            ahead_plan(&ah, &g, (x ? 1 : 0) + (dx ? 1 : 0));
+            struct dt_bn_grad part;
+            kw->backward_samples(&g, x ? x + n * in_sample : NULL, dy + n * out_sample,
+                                 dt_bn_grad_from(bn, n * out_sample, &part), scratch, db != NULL,
+                                 dx ? dx + n * in_sample : NULL, mask ? mask + n * in_sample : NULL,
+                                 extra ? extra + n * in_sample : NULL, &ws, count, &ah);
         }
         if (x) {
 #pragma omp barrier
@@ -309,25 +321,25 @@ static int backward(const struct dt_conv_shape *s, const float *x, const float *
 }
 
 int dt_conv_winograd_backward(const struct dt_conv_shape *s, const float *x, const float *dy,
-                              const float *w, float *dw, float *db, float *dx, bool relu_below,
-                              const float *extra, float *scratch, size_t scratch_floats,
-                              int threads)
+                              const struct dt_bn_grad *bn, const float *w, float *dw, float *db,
+                              float *dx, bool relu_below, const float *extra, float *scratch,
+                              size_t scratch_floats, int threads)
 {
-    return backward(s, x, dy, w, dw, db, dx, relu_below, extra, scratch, scratch_floats, threads,
-                    "backward");
+    return backward(s, x, dy, bn, w, dw, db, dx, relu_below, extra, scratch, scratch_floats,
+                    threads, "backward");
 }
 
 int dt_conv_winograd_backward_weight(const struct dt_conv_shape *s, const float *x, const float *dy,
                                      float *dw, float *db, float *scratch, size_t scratch_floats,
                                      int threads)
 {
-    return backward(s, x, dy, NULL, dw, db, NULL, false, NULL, scratch, scratch_floats, threads,
-                    "backward_weight");
+    return backward(s, x, dy, NULL, NULL, dw, db, NULL, false, NULL, scratch, scratch_floats,
+                    threads, "backward_weight");
 }
 
 int dt_conv_winograd_backward_input(const struct dt_conv_shape *s, const float *dy, const float *w,
                                     float *dx, float *scratch, size_t scratch_floats, int threads)
 {
-    return backward(s, NULL, dy, w, NULL, NULL, dx, false, NULL, scratch, scratch_floats, threads,
-                    "backward_input");
+    return backward(s, NULL, dy, NULL, w, NULL, NULL, dx, false, NULL, scratch, scratch_floats,
+                    threads, "backward_input");
 }

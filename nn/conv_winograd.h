@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "nn/bn_grad.h"
 #include "nn/conv_direct.h" /* struct dt_conv_shape */
 
 /* True when the kernels handle this shape on this CPU: all sizes positive, a 3x3 kernel,
@@ -68,11 +69,14 @@ int dt_conv_winograd_forward_filtered(const struct dt_conv_shape *s, const float
  * are the same bits as the two separate calls. With relu_below, x is a relu's output and dx
  * the gradient at the relu's input: the input gradient plus extra (laid out as dx, or NULL:
  * what else reached the relu's output, e.g. through a skip connection), 0 where x is not > 0;
- * the same bits as the relu's backward after (x needed then). */
+ * the same bits as the relu's backward after (x needed then). With bn (NULL: none), dy is the
+ * gradient at the output of a batchnorm2d whose input bn->x is this conv's output [N][K][OH][OW],
+ * and the conv's output gradient is that batchnorm's input gradient, computed as dy is read:
+ * the same bits as passing the gradient the batchnorm's backward writes. */
 int dt_conv_winograd_backward(const struct dt_conv_shape *s, const float *x, const float *dy,
-                              const float *w, float *dw, float *db, float *dx, bool relu_below,
-                              const float *extra, float *scratch, size_t scratch_floats,
-                              int threads);
+                              const struct dt_bn_grad *bn, const float *w, float *dw, float *db,
+                              float *dx, bool relu_below, const float *extra, float *scratch,
+                              size_t scratch_floats, int threads);
 
 /* dt_conv_winograd_forward_filtered followed by a 2x2 stride-2 max-pool (torch.nn.MaxPool2d(2),
  * dropping an odd last row or column): y [N][K][OH/2][OW/2] gets the maxima of the (biased,

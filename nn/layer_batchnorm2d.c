@@ -52,6 +52,9 @@ struct batchnorm {
     double n;          /* training: elements per channel over every process, last forward */
     float *gather;     /* exact_sum's all-reduce buffer, sized at the first reduction */
     size_t gather_floats;
+    /* grad_in_below: the input gradient's per-channel factors for the layer below, k then
+     * mean_dy then mean_dy_xhat (struct dt_bn_grad) */
+    float *terms;
 };
 
 static int batchnorm2d_setup(struct dt_layer *l, const struct dt_layer_spec *spec,
@@ -80,8 +83,9 @@ static int batchnorm2d_setup(struct dt_layer *l, const struct dt_layer_spec *spe
     bn->invstd = dt_alloc((size_t)in.c, sizeof(float));
     bn->stats = dt_alloc(2 * (size_t)in.c + 1, sizeof(double));
     bn->grad_sums = dt_alloc(2 * (size_t)in.c, sizeof(double));
+    bn->terms = dt_alloc(3 * (size_t)in.c, sizeof(float));
     l->collective = true;
-    return bn->mean && bn->invstd && bn->stats && bn->grad_sums
+    return bn->mean && bn->invstd && bn->stats && bn->grad_sums && bn->terms
                ? 0
                : dt_fail_context(-DT_ERUNTIME, "batchnorm2d statistics");
 }
@@ -342,23 +346,57 @@ static void channel_sums(struct dt_layer *l, const struct bn_loops *k, const flo
     bn->grad_sums[bn->c + ch] = sum_dy_xhat;
 }
 
+/* Channel ch's input-gradient factors from the sums in grad_sums, taken over n elements:
+ * k, mean_dy and mean_dy_xhat of struct dt_bn_grad. */
+static void channel_terms(const struct dt_layer *l, int ch, double n, float t[3])
+{
+    const struct batchnorm *bn = l->state;
+    double sum_dy = bn->grad_sums[ch], sum_dy_xhat = bn->grad_sums[bn->c + ch];
+    float gamma = bn->affine ? l->params[ch] : 1.0f;
+    t[0] = gamma * bn->invstd[ch];
+    t[1] = bn->training ? (float)(sum_dy / n) : 0.0f;
+    t[2] = bn->training ? (float)(sum_dy_xhat / n) : 0.0f;
+}
+
 /* Channel ch's input gradient from the sums in grad_sums, taken over n elements. */
 static void channel_input_grad(const struct dt_layer *l, const struct bn_loops *k, const float *x,
                                const float *dy, float *dx, int batch, int ch, double n)
 {
     const struct batchnorm *bn = l->state;
-    double sum_dy = bn->grad_sums[ch], sum_dy_xhat = bn->grad_sums[bn->c + ch];
-    float gamma = bn->affine ? l->params[ch] : 1.0f;
-    float mean_dy = bn->training ? (float)(sum_dy / n) : 0.0f;
-    float mean_dy_xhat = bn->training ? (float)(sum_dy_xhat / n) : 0.0f;
+    float t[3];
+    channel_terms(l, ch, n, t);
     k->input_grad(AT_CHANNEL(bn, x, ch), AT_CHANNEL(bn, dy, ch), AT_CHANNEL(bn, dx, ch), bn->plane,
-                  bn->sample, batch, bn->mean[ch], bn->invstd[ch], gamma * bn->invstd[ch], mean_dy,
-                  mean_dy_xhat);
+                  bn->sample, batch, bn->mean[ch], bn->invstd[ch], t[0], t[1], t[2]);
+}
+
+/* grad_in_below: the factors the layer below applies instead of this layer's dx pass. */
+static void keep_terms(struct dt_layer *l, double n)
+{
+    struct batchnorm *bn = l->state;
+    for (int ch = 0; ch < bn->c; ch++) {
+        float t[3];
+        channel_terms(l, ch, n, t);
+        for (int j = 0; j < 3; j++)
+            bn->terms[(size_t)j * bn->c + ch] = t[j];
+    }
+}
+
+void dt_batchnorm2d_grad(const struct dt_layer *l, const float *x, struct dt_bn_grad *out)
+{
+    const struct batchnorm *bn = l->state;
+    size_t c = (size_t)bn->c;
+    *out = (struct dt_bn_grad){.x = x,
+                               .mean = bn->mean,
+                               .invstd = bn->invstd,
+                               .k = bn->terms,
+                               .mean_dy = bn->terms + c,
+                               .mean_dy_xhat = bn->terms + 2 * c};
 }
 
 /* This process's sums go into the reduction; dx and gamma's and beta's gradients use the
  * global ones. Without a reduction (one process) each channel's input gradient follows its
- * sums while its planes are still in cache, as in forward_train. */
+ * sums while its planes are still in cache, as in forward_train. With grad_in_below the model
+ * passes no dx: the layer below computes it from the factors kept here. */
 static void batchnorm2d_backward(struct dt_layer *l, const float *x, const float *y,
                                  const float *dy, float *dx, int batch)
 {
@@ -374,8 +412,11 @@ static void batchnorm2d_backward(struct dt_layer *l, const float *x, const float
         if (!global && dx)
             channel_input_grad(l, k, x, dy, dx, batch, ch, n);
     }
-    if (!global)
+    if (!global) {
+        if (l->grad_in_below)
+            keep_terms(l, n);
         return;
+    }
     double *sums = bn->grad_sums;
     if (exact_sum(l, sums, 2 * (size_t)bn->c) && bn->affine) {
         /* gamma's and beta's gradients: the global sums on rank 0, zeros elsewhere, so the
@@ -386,6 +427,8 @@ static void batchnorm2d_backward(struct dt_layer *l, const float *x, const float
             l->grads[bn->c + ch] = first ? (float)sums[ch] : 0.0f;
         }
     }
+    if (l->grad_in_below)
+        keep_terms(l, n);
     if (!dx)
         return;
 #pragma omp parallel for if (local * bn->c > DT_PARALLEL_MIN)
@@ -402,6 +445,7 @@ static void batchnorm2d_destroy(struct dt_layer *l)
         dt_free(bn->stats);
         dt_free(bn->grad_sums);
         dt_free(bn->gather);
+        dt_free(bn->terms);
     }
     free(bn);
 }

@@ -240,6 +240,7 @@ static int conv2d_setup(struct dt_layer *l, const struct dt_layer_spec *spec, st
         (cv->algo == DT_CONV2D_DIRECT || cv->algo == DT_CONV2D_WINOGRAD) && stride == 1;
     l->chunkable = l->can_fuse_pool;
     l->can_mask_relu_below = cv->algo == DT_CONV2D_WINOGRAD;
+    l->can_take_bn_grad = cv->algo == DT_CONV2D_WINOGRAD;
     return 0; /* scratch at init, once the model's size has been checked (nn/model.c) */
 }
 
@@ -465,9 +466,10 @@ static void bias_grad(const struct conv *cv, const float *dy, int b0, int count,
 }
 
 /* Both gradients of samples [b0, b0 + count): the weight's (and bias's) into g, which is
- * written, not accumulated; dx for those samples unless NULL. */
+ * written, not accumulated; dx for those samples unless NULL. bn (Winograd only, else NULL):
+ * dy is a batchnorm's output gradient, read through its backward (bn_above). */
 static void backward_samples(struct dt_layer *l, const float *x, const float *dy, float *dx, int b0,
-                             int count, int batch, float *g)
+                             int count, int batch, float *g, const struct dt_bn_grad *bn)
 {
     struct conv *cv = l->state;
     size_t nw = (size_t)cv->oc * cv->ckk, in_sample = dt_shape_size(l->in);
@@ -476,8 +478,10 @@ static void backward_samples(struct dt_layer *l, const float *x, const float *dy
     struct dt_conv_shape s = cv->ds;
     s.n = count;
     if (cv->algo == DT_CONV2D_WINOGRAD) {
+        struct dt_bn_grad part;
         memset(g, 0, l->nparams * sizeof *g); /* the kernel accumulates */
-        (void)dt_conv_winograd_backward(&s, x + b0 * in_sample, dy + b0 * out_sample, l->params, g,
+        (void)dt_conv_winograd_backward(&s, x + b0 * in_sample, dy + b0 * out_sample,
+                                        dt_bn_grad_from(bn, b0 * out_sample, &part), l->params, g,
                                         gb, dx ? dx + b0 * in_sample : NULL, l->relu_below,
                                         l->below_extra ? l->below_extra + b0 * in_sample : NULL,
                                         cv->scratch, cv->scratch_floats, direct_threads(cv));
@@ -506,19 +510,25 @@ static void backward_samples(struct dt_layer *l, const float *x, const float *dy
 static void conv2d_backward(struct dt_layer *l, const float *x, const float *y, const float *dy,
                             float *dx, int batch)
 {
-    (void)y; /* never read: the model relies on it for ReLU and pool fusion */
     struct conv *cv = l->state;
+    /* y is read only as the input of the batchnorm above (bn_above); otherwise the model's
+     * relu and pool fusion may have overwritten it or never written it */
+    struct dt_bn_grad bn_grad, *bn = NULL;
+    if (l->bn_above) {
+        dt_batchnorm2d_grad(l->bn_above, y, &bn_grad);
+        bn = &bn_grad;
+    }
     if (cv->algo == DT_CONV2D_GEMM)
         regroup_dy(cv, dy, cv->yt, batch);
     int slice = dt_layer_grad_slice(l, batch);
     if (!slice) {
-        backward_samples(l, x, dy, dx, 0, batch, batch, l->grads);
+        backward_samples(l, x, dy, dx, 0, batch, batch, l->grads, bn);
     } else {
         struct dt_grad_tree *t = &l->model->grad_tree;
         dt_grad_tree_begin(t, l->nparams);
         for (int b0 = 0; b0 < batch; b0 += slice) {
             backward_samples(l, x, dy, dx, b0, batch - b0 < slice ? batch - b0 : slice, batch,
-                             dt_grad_tree_slot(t));
+                             dt_grad_tree_slot(t), bn);
             dt_grad_tree_push(t);
         }
         dt_grad_tree_finish(t, l->grads);

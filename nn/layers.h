@@ -7,6 +7,7 @@
 #ifndef DT_NN_LAYERS_H
 #define DT_NN_LAYERS_H
 
+#include "nn/bn_grad.h"
 #include "nn/layer_spec.h"
 #include "nn/model.h"
 
@@ -77,6 +78,16 @@ struct dt_layer {
     bool can_fuse_add;
     struct dt_layer *add_fused;
     bool plain_add;
+    /* batchnorm2d's input gradient in the layer below: set by setup when backward can read its
+     * dy through the backward of a batchnorm2d whose input is this layer's output (conv2d on
+     * the Winograd path). When such a batchnorm follows and nothing else reads this layer's
+     * output, the model points bn_above at it and sets its grad_in_below: the batchnorm's
+     * backward takes its sums and gamma's and beta's gradients but writes no dx, the model
+     * hands its dy on, and this layer's backward computes the batchnorm's dx as it reads that
+     * dy (dt_batchnorm2d_grad): the same bits, a write and a read of the activation less. */
+    bool can_take_bn_grad;
+    struct dt_layer *bn_above;
+    bool grad_in_below;
     /* Set by setup when forward works on any chunk of the batch (ctx->first_sample says
      * which) and gives each sample the same bits whatever the chunk: the model then runs a
      * run of such layers chunk by chunk, so activations between them stay in cache. */
@@ -131,6 +142,10 @@ enum dt_conv2d_algo { DT_CONV2D_AUTO, DT_CONV2D_GEMM, DT_CONV2D_DIRECT, DT_CONV2
 enum dt_conv2d_algo dt_conv2d_force_algo(enum dt_conv2d_algo algo);
 /* The algorithm layer l (a conv2d) runs; DT_CONV2D_AUTO for other kinds. */
 enum dt_conv2d_algo dt_conv2d_algo_of(const struct dt_layer *l);
+
+/* The input gradient of batchnorm2d layer l (grad_in_below) after its backward, for its input
+ * x: pointers into l's state, valid until its next backward. */
+void dt_batchnorm2d_grad(const struct dt_layer *l, const float *x, struct dt_bn_grad *out);
 
 /* The kind named `name`, or NULL. */
 const struct dt_layer_kind *dt_layer_kind_find(const char *name);

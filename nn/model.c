@@ -14,7 +14,7 @@
  * Layers overwrite their parameter gradients in backward (nn/layers.h), so grads is cleared
  * only for a step with no samples.
  *
- * Five savings the layer list allows, decided once at build:
+ * Six savings the layer list allows, decided once at build:
  *   - ReLU fusion: a layer that can apply ReLU at its store (l->can_fuse_relu: conv2d) and is
  *     followed by a relu layer does so; the relu's activation aliases the layer's output and
  *     its forward is skipped. Its backward still runs (dy masked by y > 0, the same values).
@@ -32,6 +32,10 @@
  *     skipped, and the conv's backward writes dx as the relu's would: plus the gradient skip
  *     connections sent to the relu's output, masked by x > 0. A pass over the activation (two
  *     reads and a write, three with a skip gradient) less.
+ *   - Batchnorm input gradients in the conv below: a batchnorm2d whose input is the output of
+ *     a conv2d on the Winograd path (l->can_take_bn_grad) that nothing else reads takes only
+ *     its sums; the model hands its dy to the conv, whose backward computes the batchnorm's
+ *     dx as it reads dy. The batchnorm's dx is never written nor read back.
  *   - Chunked runs: consecutive layers whose forward works on any chunk of the batch
  *     (l->chunkable: conv2d on the direct path, with whatever is fused into it) run chunk by
  *     chunk, each chunk through all of them, so e.g. conv1's output is read by conv2 while it
@@ -300,6 +304,12 @@ static void plan(struct dt_model *m)
         if (l->can_mask_relu_below && below->kind->ops == &dt_relu_ops) {
             l->relu_below = true;
             impl->skip_bwd[i - 1] = true;
+        }
+        /* this batchnorm's input gradient in the layer below's backward */
+        if (l->kind->ops == &dt_batchnorm2d_ops && below->can_take_bn_grad &&
+            !impl->referenced[i - 1]) {
+            below->bn_above = l;
+            l->grad_in_below = true;
         }
     }
     for (int i = 0; fusion_allowed && i < m->nlayers;)
@@ -594,7 +604,7 @@ int dt_model_backward(struct dt_model *m, const uint8_t *labels, int batch, floa
             continue;
         const float *x = i > 0 ? impl->act[i - 1] : impl->input;
         double t0 = m->profile ? dt_now() : 0;
-        bool pass = l->dx_is_dy, give_dx = i > impl->first_param && !pass;
+        bool pass = l->dx_is_dy || l->grad_in_below, give_dx = i > impl->first_param && !pass;
         /* the relu below runs in this backward: what its output received goes in with it */
         l->below_extra =
             l->relu_below && give_dx && impl->pending_live[i - 1] ? impl->pending[i - 1] : NULL;

@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "nn/bn_grad.h"
 #include "nn/simd.h"
 
 enum {
@@ -36,6 +37,18 @@ struct geom {
     size_t filter;                 /* floats of U (or U^T) at the start of scratch */
     size_t in, out, v, m, acc, db; /* sections of one thread's scratch (din: as in) */
     size_t per_thread;
+};
+
+/* The next samples' arrays (up to three), brought into L2 while the current ones are computed:
+ * the kernels prefetch `per_step` bytes of them after each product (ahead_step), so the
+ * misses spread over the sample's work. Asked for all at once before the sample, as before,
+ * they queued ahead of the kernels' own misses (docs/kernels.md). */
+struct ahead {
+    const char *p[3];
+    size_t bytes[3];
+    int region; /* where the next prefetch is: p[region] + at */
+    size_t at;
+    size_t per_step;
 };
 
 /* One thread's scratch sections. */
@@ -68,12 +81,15 @@ struct wg_kernels {
     void (*transform_filter)(const struct geom *g, const float *w, bool transpose, float *u);
     /* one sample's forward; with argmax, pooled 2x2 */
     void (*forward_sample)(const struct geom *g, const float *x, const float *u, const float *b,
-                           float *y, int32_t *argmax, int relu, const struct wscratch *ws);
+                           float *y, int32_t *argmax, int relu, const struct wscratch *ws,
+                           struct ahead *ahead);
     /* `count` (<= group) consecutive samples' share of the gradients (x NULL: no weight
-     * gradient; dx NULL: no input's; mask: dx plus extra, 0 where mask is not > 0) */
-    void (*backward_samples)(const struct geom *g, const float *x, const float *dy, const float *ut,
-                             bool bias, float *dx, const float *mask, const float *extra,
-                             const struct wscratch *ws, int count);
+     * gradient; dx NULL: no input's; mask: dx plus extra, 0 where mask is not > 0; bn: dy
+     * read through a batchnorm's backward, bn->x at these samples) */
+    void (*backward_samples)(const struct geom *g, const float *x, const float *dy,
+                             const struct dt_bn_grad *bn, const float *ut, bool bias, float *dx,
+                             const float *mask, const float *extra, const struct wscratch *ws,
+                             int count, struct ahead *ahead);
     /* the threads' dU and bias partials summed in thread order, elements [i0, i1) */
     void (*reduce_threads)(const struct geom *g, float *scratch, int team, size_t i0, size_t i1);
     /* dw += G^T dU G for channels [c0, c1) */

@@ -323,7 +323,7 @@ static struct outputs run_all(const struct tensors *t)
     assert_int_equal(dt_conv_winograd_filter(s, t->w, u), 0);
     int rc = dt_conv_winograd_forward_pool2(s, t->x, u, t->b, o.py, o.idx, 0, scratch, nscratch, 2);
     assert_int_equal(rc, s->stride == 1 ? 0 : -DT_EUSAGE); /* pools only at stride 1 */
-    assert_int_equal(dt_conv_winograd_backward(s, t->x, t->dy, t->w, o.dw, o.dw + t->nw, o.dx,
+    assert_int_equal(dt_conv_winograd_backward(s, t->x, t->dy, NULL, t->w, o.dw, o.dw + t->nw, o.dx,
                                                false, NULL, scratch, nscratch, 2),
                      0);
     free(scratch), free(u);
@@ -398,7 +398,7 @@ static void check_relu_below(void)
             const float *add = run >= 2 ? extra : NULL;
             for (int masked = 0; masked <= 1; masked++) {
                 memset(dw[masked], 0, sizeof(float) * ng);
-                assert_int_equal(dt_conv_winograd_backward(s, t.x, t.dy, t.w, dw[masked],
+                assert_int_equal(dt_conv_winograd_backward(s, t.x, t.dy, NULL, t.w, dw[masked],
                                                            dw[masked] + t.nw, dx[masked], masked,
                                                            add, scratch, nscratch, threads),
                                  0);
@@ -413,8 +413,8 @@ static void check_relu_below(void)
             assert_memory_equal(dw[0], dw[1], sizeof(float) * ng);
         }
         /* the mask is x: without it (no weight gradient given) the call is refused */
-        assert_int_equal(dt_conv_winograd_backward(s, NULL, t.dy, t.w, NULL, NULL, dx[1], true,
-                                                   NULL, scratch, nscratch, 1),
+        assert_int_equal(dt_conv_winograd_backward(s, NULL, t.dy, NULL, t.w, NULL, NULL, dx[1],
+                                                   true, NULL, scratch, nscratch, 1),
                          -DT_EUSAGE);
         assert_non_null(strstr(dt_last_error(), "relu_below needs x"));
         free(scratch), free(dw[0]), free(dw[1]), free(dx[0]), free(dx[1]), free(extra);
@@ -422,10 +422,68 @@ static void check_relu_below(void)
     }
 }
 
-/* check_relu_below on each width this CPU runs (the mask is a per-width vector operation). */
-static void test_relu_below_masks_dx(void **state)
+/* bn: dy read through a batchnorm's backward (struct dt_bn_grad) gives the same bits as the
+ * batchnorm's input gradient computed first (nn/batchnorm_loops.inc's order of operations)
+ * and passed as dy: weight, bias and input gradients, alone and with relu_below and an extra
+ * gradient (a ResNet conv takes all three), at 1 and 2 threads, on the relu_below shapes. */
+static void check_bn_grad(void)
 {
-    (void)state;
+    static const struct dt_conv_shape cases[] = {
+        {3, 16, 32, 32, 16, 3, 3, 1, 1}, /* ResNet-20 stage 1: a sample in two blocks */
+        {7, 64, 8, 8, 64, 3, 3, 1, 1},   /* stage 3: three samples a block, a partial group */
+        {2, 20, 13, 6, 24, 3, 3, 1, 1},  /* partial tiles and channel vectors */
+        {2, 16, 15, 16, 32, 3, 3, 2, 1}, /* stride 2: dy spread onto the stride-1 grid */
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        struct tensors t = make_tensors(cases[ci], 1700 + ci, false);
+        const struct dt_conv_shape *s = &t.s;
+        size_t plane = (size_t)t.oh * t.ow, nk = (size_t)s->k;
+        struct dt_rng rng;
+        dt_rng_init(&rng, 77 + ci);
+        float *bx = random_floats(&rng, t.ny), *f[5]; /* the batchnorm's input; its factors */
+        for (int j = 0; j < 5; j++)
+            f[j] = random_floats(&rng, nk);
+        for (size_t c = 0; c < nk; c++)
+            f[1][c] = 0.5f + f[1][c] * f[1][c] * 3.0f; /* invstd > 0 */
+        struct dt_bn_grad bn = {bx, f[0], f[1], f[2], f[3], f[4]};
+        float *dyc = malloc(sizeof(float) * t.ny); /* the batchnorm's dx: the conv's dy */
+        assert_non_null(dyc);
+        for (size_t i = 0; i < t.ny; i++) {
+            size_t c = i / plane % nk;
+            float xhat = (bx[i] - bn.mean[c]) * bn.invstd[c];
+            dyc[i] = bn.k[c] * (t.dy[i] - bn.mean_dy[c] - xhat * bn.mean_dy_xhat[c]);
+        }
+        size_t nscratch = dt_conv_winograd_scratch_floats(s, 2), ng = t.nw + nk;
+        float *scratch = malloc(sizeof(float) * nscratch), *extra = random_floats(&rng, t.nx);
+        float *dw[2] = {malloc(sizeof(float) * ng), malloc(sizeof(float) * ng)};
+        float *dx[2] = {malloc(sizeof(float) * t.nx), malloc(sizeof(float) * t.nx)};
+        assert_true(scratch && dw[0] && dw[1] && dx[0] && dx[1]);
+        for (int run = 0; run < 4; run++) { /* threads 1, 2; alone, with relu_below + extra */
+            int threads = 1 + run % 2;
+            bool relu = run >= 2;
+            for (int fused = 0; fused <= 1; fused++) {
+                memset(dw[fused], 0, sizeof(float) * ng);
+                assert_int_equal(
+                    dt_conv_winograd_backward(s, t.x, fused ? t.dy : dyc, fused ? &bn : NULL, t.w,
+                                              dw[fused], dw[fused] + t.nw, dx[fused], relu,
+                                              relu ? extra : NULL, scratch, nscratch, threads),
+                    0);
+            }
+            assert_memory_equal(dw[0], dw[1], sizeof(float) * ng);
+            assert_memory_equal(dx[0], dx[1], sizeof(float) * t.nx);
+        }
+        free(scratch), free(extra), free(dyc), free(bx);
+        for (int j = 0; j < 5; j++)
+            free(f[j]);
+        for (int i = 0; i < 2; i++)
+            free(dw[i]), free(dx[i]);
+        free_tensors(&t);
+    }
+}
+
+/* Runs check() on each width this CPU runs; skipped where it runs none. */
+static void on_each_width(void (*check)(void))
+{
     enum dt_isa was = dt_isa_get(), isas[] = {DT_ISA_AVX512, DT_ISA_AVX2};
     char err[160];
     int ran = 0;
@@ -433,12 +491,26 @@ static void test_relu_below_masks_dx(void **state)
         if (!dt_isa_available(isas[i]))
             continue;
         assert_int_equal(dt_isa_set(isas[i], err, sizeof err), 0);
-        check_relu_below();
+        check();
         ran++;
     }
     assert_int_equal(dt_isa_set(was, err, sizeof err), 0);
     if (!ran)
         skip();
+}
+
+/* check_relu_below on each width (the mask is a per-width vector operation). */
+static void test_relu_below_masks_dx(void **state)
+{
+    (void)state;
+    on_each_width(check_relu_below);
+}
+
+/* check_bn_grad on each width (the batchnorm's arithmetic is per-width vector code). */
+static void test_bn_grad_matches_batchnorm_pass(void **state)
+{
+    (void)state;
+    on_each_width(check_bn_grad);
 }
 
 static void test_supported_shapes(void **state)
@@ -523,6 +595,7 @@ int main(void)
         cmocka_unit_test(test_large_batch_weight_gradient),
         cmocka_unit_test(test_widths_give_same_bits),
         cmocka_unit_test(test_relu_below_masks_dx),
+        cmocka_unit_test(test_bn_grad_matches_batchnorm_pass),
         cmocka_unit_test(test_supported_shapes),
         cmocka_unit_test(test_bad_calls_fail_with_message),
     };
