@@ -176,6 +176,8 @@ static void add_backward(struct dt_layer *l, const float *x, const float *y, con
     long n = (long)(batch * dt_shape_size(l->in));
     if (!a->projection) {
         float *sdx = l->skip_dx;
+        if (l->skip_in_dy) /* skip_dx is dy itself */
+            return;
         if (sdx && l->skip_dx_fresh) /* a copy, over the team: one thread's memcpy was 1.5% */
 #pragma omp parallel for simd if (n > DT_PARALLEL_MIN)
             for (long i = 0; i < n; i++)

@@ -102,12 +102,14 @@ struct dt_layer {
      * at that output and skip_dx at the gradient it accumulates for it (NULL when no gradient
      * is needed there). skip_dx_fresh says nothing has reached that gradient yet in this
      * backward: the layer then STORES into skip_dx, else it ADDS to it (so the model never
-     * clears the buffer). */
+     * clears the buffer). skip_in_dy (identity add): the model leaves that gradient in dy,
+     * which it then points skip_dx at, so backward has nothing to store (nn/model.c). */
     int skip_from;
     struct dt_shape skip_shape;
     const float *skip_x;
     float *skip_dx;
     bool skip_dx_fresh;
+    bool skip_in_dy;
     /* Set by setup when backward adds dy_extra to dy before using it (relu): the model then
      * hands it what skip connections sent back to this layer's output in dy_extra (NULL when
      * nothing did) instead of adding that to dy in a pass of its own. */

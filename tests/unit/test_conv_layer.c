@@ -242,7 +242,7 @@ static void free_result(struct model_result *r)
     dt_model_free(r->m);
 }
 
-enum fused { FUSED_RELU, FUSED_POOL, FUSED_ADD, RELU_BELOW, BN_ABOVE };
+enum fused { FUSED_RELU, FUSED_POOL, FUSED_ADD, RELU_BELOW, BN_ABOVE, SKIP_IN_DY };
 
 static int count_fused(const struct dt_model *m, enum fused what)
 {
@@ -253,6 +253,7 @@ static int count_fused(const struct dt_model *m, enum fused what)
              : what == FUSED_POOL ? l->pool_fused != NULL
              : what == FUSED_ADD  ? l->add_fused != NULL
              : what == BN_ABOVE   ? l->bn_above != NULL && l->bn_above->grad_in_below
+             : what == SKIP_IN_DY ? l->skip_in_dy
                                   : l->relu_below && l->kind->ops == &dt_conv2d_ops;
     }
     return n;
@@ -261,9 +262,10 @@ static int count_fused(const struct dt_model *m, enum fused what)
 /* What the fused build of a case takes: relus fused into the layer below; pools fused where
  * the vector kernels run; layers on Winograd with AVX-512 / AVX2 only; relu backwards run by
  * a Winograd conv above (with AVX-512 / AVX2); adds computed by the batchnorm below;
- * batchnorm input gradients computed by the Winograd conv below (with AVX-512 / AVX2). */
+ * batchnorm input gradients computed by the Winograd conv below (with AVX-512 / AVX2);
+ * identity adds whose skip gradient stays in dy (with AVX-512 / AVX2). */
 struct wants {
-    int relu, pool, wino16, wino8, below16, below8, add, bn16, bn8;
+    int relu, pool, wino16, wino8, below16, below8, add, bn16, bn8, indy16, indy8;
 };
 
 /* Fused and unfused builds of `specs` give identical bits, and the fused one takes `want`. */
@@ -283,13 +285,15 @@ static void compare_fusion(const struct dt_layer_spec *specs, int n, struct dt_s
     assert_int_equal(count_fused(f.m, RELU_BELOW), below);
     int bn_above = lanes == 16 ? want.bn16 : lanes == 8 ? want.bn8 : 0;
     assert_int_equal(count_fused(f.m, BN_ABOVE), bn_above);
+    int in_dy = lanes == 16 ? want.indy16 : lanes == 8 ? want.indy8 : 0;
+    assert_int_equal(count_fused(f.m, SKIP_IN_DY), in_dy);
     int winograd = 0;
     for (int i = 0; i < f.m->nlayers; i++) { /* the same algorithm in both builds */
         assert_int_equal(dt_conv2d_algo_of(f.m->layers[i]), dt_conv2d_algo_of(u.m->layers[i]));
         winograd += dt_conv2d_algo_of(f.m->layers[i]) == DT_CONV2D_WINOGRAD;
     }
     assert_int_equal(winograd, lanes == 16 ? want.wino16 : lanes == 8 ? want.wino8 : 0);
-    for (int k = FUSED_RELU; k <= BN_ABOVE; k++)
+    for (int k = FUSED_RELU; k <= SKIP_IN_DY; k++)
         assert_int_equal(count_fused(u.m, (enum fused)k), 0);
     for (int i = 0; i < n; i++) /* relus take skip gradients in their pass only when fused */
         assert_false(u.m->layers[i]->takes_dy_extra);
@@ -316,7 +320,7 @@ static void fusion_cases(void)
                                        linear_spec(5),
                                        spec_of("relu")};
     compare_fusion(convnet, 8, (struct dt_shape){1, 28, 28}, 13,
-                   (struct wants){2, 1, 1, 2, 1, 1, 0, 0, 0});
+                   (struct wants){2, 1, 1, 2, 1, 1, 0, 0, 0, 0, 0});
     /* odd sizes (the pool drops the last row and column), a padded overlapping pool, relu
      * twice in a row (only the first fuses), a pool as the first layer (backward stops at
      * layer 1, which gets no dx) */
@@ -330,7 +334,7 @@ static void fusion_cases(void)
                                    spec_of("flatten"),
                                    linear_spec(4)};
     compare_fusion(odd, 9, (struct dt_shape){2, 12, 11}, 5,
-                   (struct wants){2, 1, 0, 1, 0, 1, 0, 0, 0});
+                   (struct wants){2, 1, 0, 1, 0, 1, 0, 0, 0, 0, 0});
     /* Winograd's own 2x2 pool (conv 8->16, 3x3 pad 1) on odd sizes: the pool drops the last
      * row and column, and ReLU zeros tie in many windows */
     struct dt_layer_spec wino[7] = {conv_spec(8, 3, 1, 0),
@@ -341,18 +345,18 @@ static void fusion_cases(void)
                                     spec_of("flatten"),
                                     linear_spec(3)};
     compare_fusion(wino, 7, (struct dt_shape){2, 13, 11}, 6,
-                   (struct wants){2, 1, 1, 2, 1, 1, 0, 0, 0});
+                   (struct wants){2, 1, 1, 2, 1, 1, 0, 0, 0, 0, 0});
     /* stride 2 (GEMM path): relu fuses, the pool does not */
     struct dt_layer_spec strided[5] = {conv_spec(4, 3, 2, 1), spec_of("relu"),
                                        pool_spec("maxpool2d", 2, 0, 0), spec_of("flatten"),
                                        linear_spec(3)};
     compare_fusion(strided, 5, (struct dt_shape){3, 9, 9}, 3,
-                   (struct wants){1, 0, 0, 0, 0, 0, 0, 0, 0});
+                   (struct wants){1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0});
     /* batchnorm2d -> relu and add -> relu: the relu at the store, also where a skip
      * connection reads the relu's output (its gradient arrives there: added in the relu's
      * backward, or in a pass of its own); batchnorm2d -> add: the add (and its relu) at the
      * batchnorm's store; with AVX2 the second conv (Winograd) takes its batchnorm's input
-     * gradient */
+     * gradient, and the add's skip gradient stays in dy until that conv reads it */
     struct dt_layer_spec add = spec_of("add");
     add.from = -3;
     struct dt_layer_spec residual[9] = {
@@ -360,10 +364,11 @@ static void fusion_cases(void)
         conv_spec(4, 3, 1, 1), spec_of("batchnorm2d"), add,
         spec_of("relu"),       spec_of("flatten"),     linear_spec(3)};
     compare_fusion(residual, 9, (struct dt_shape){1, 7, 7}, 6,
-                   (struct wants){2, 0, 0, 1, 0, 1, 1, 0, 1});
+                   (struct wants){2, 0, 0, 1, 0, 1, 1, 0, 1, 0, 1});
     /* a ResNet basic block of 16 channels (on Winograd with AVX-512 too): the backward of its
      * inner relu and of the block input's (with the add's skip gradient) run by the conv
-     * above each, and each Winograd conv takes the input gradient of the batchnorm above it */
+     * above each, each Winograd conv takes the input gradient of the batchnorm above it, and
+     * the add's skip gradient stays in dy until the block's first conv reads it */
     struct dt_layer_spec skip = spec_of("add");
     skip.from = -6;
     struct dt_layer_spec block[12] = {
@@ -372,7 +377,19 @@ static void fusion_cases(void)
         conv_spec(16, 3, 1, 1), spec_of("batchnorm2d"), skip,
         spec_of("relu"),        spec_of("flatten"),     linear_spec(3)};
     compare_fusion(block, 12, (struct dt_shape){3, 8, 8}, 5,
-                   (struct wants){3, 0, 2, 3, 2, 2, 1, 2, 3});
+                   (struct wants){3, 0, 2, 3, 2, 2, 1, 2, 3, 1, 1});
+    /* three convs in the block: backward writes the add's dy buffer again (the middle conv's
+     * input gradient) before the first conv reads the skip gradient, so it is copied */
+    struct dt_layer_spec skip3 = spec_of("add");
+    skip3.from = -9;
+    struct dt_layer_spec block3[15] = {
+        conv_spec(16, 3, 1, 1), spec_of("batchnorm2d"), spec_of("relu"),
+        conv_spec(16, 3, 1, 1), spec_of("batchnorm2d"), spec_of("relu"),
+        conv_spec(16, 3, 1, 1), spec_of("batchnorm2d"), spec_of("relu"),
+        conv_spec(16, 3, 1, 1), spec_of("batchnorm2d"), skip3,
+        spec_of("relu"),        spec_of("flatten"),     linear_spec(3)};
+    compare_fusion(block3, 15, (struct dt_shape){3, 8, 8}, 5,
+                   (struct wants){4, 0, 3, 4, 3, 3, 1, 3, 4, 0, 0});
 }
 
 static void test_fusion_is_exact_1_thread(void **state)
