@@ -307,6 +307,27 @@ static void compare_fusion(const struct dt_layer_spec *specs, int n, struct dt_s
     free(x);
 }
 
+/* conv -> batchnorm -> relu, then a residual block of `convs` such 16-channel convs (no relu
+ * after the last batchnorm) closed by an identity add from the first relu, then relu, flatten
+ * and linear(3): 3 convs + 6 specs into out, returned. */
+static int block_specs(int convs, struct dt_layer_spec *out)
+{
+    int n = 0;
+    for (int c = 0; c <= convs; c++) {
+        out[n++] = conv_spec(16, 3, 1, 1);
+        out[n++] = spec_of("batchnorm2d");
+        if (c < convs)
+            out[n++] = spec_of("relu");
+    }
+    out[n] = spec_of("add");
+    out[n].from = -3 * convs;
+    n++;
+    out[n++] = spec_of("relu");
+    out[n++] = spec_of("flatten");
+    out[n++] = linear_spec(3);
+    return n;
+}
+
 static void fusion_cases(void)
 {
     /* the ConvNet's shapes: conv1 -> conv2 run in chunks of the batch (43 KB a sample between
@@ -369,26 +390,12 @@ static void fusion_cases(void)
      * inner relu and of the block input's (with the add's skip gradient) run by the conv
      * above each, each Winograd conv takes the input gradient of the batchnorm above it, and
      * the add's skip gradient stays in dy until the block's first conv reads it */
-    struct dt_layer_spec skip = spec_of("add");
-    skip.from = -6;
-    struct dt_layer_spec block[12] = {
-        conv_spec(16, 3, 1, 1), spec_of("batchnorm2d"), spec_of("relu"),
-        conv_spec(16, 3, 1, 1), spec_of("batchnorm2d"), spec_of("relu"),
-        conv_spec(16, 3, 1, 1), spec_of("batchnorm2d"), skip,
-        spec_of("relu"),        spec_of("flatten"),     linear_spec(3)};
-    compare_fusion(block, 12, (struct dt_shape){3, 8, 8}, 5,
+    struct dt_layer_spec block[15];
+    compare_fusion(block, block_specs(2, block), (struct dt_shape){3, 8, 8}, 5,
                    (struct wants){3, 0, 2, 3, 2, 2, 1, 2, 3, 1, 1});
     /* three convs in the block: backward writes the add's dy buffer again (the middle conv's
      * input gradient) before the first conv reads the skip gradient, so it is copied */
-    struct dt_layer_spec skip3 = spec_of("add");
-    skip3.from = -9;
-    struct dt_layer_spec block3[15] = {
-        conv_spec(16, 3, 1, 1), spec_of("batchnorm2d"), spec_of("relu"),
-        conv_spec(16, 3, 1, 1), spec_of("batchnorm2d"), spec_of("relu"),
-        conv_spec(16, 3, 1, 1), spec_of("batchnorm2d"), spec_of("relu"),
-        conv_spec(16, 3, 1, 1), spec_of("batchnorm2d"), skip3,
-        spec_of("relu"),        spec_of("flatten"),     linear_spec(3)};
-    compare_fusion(block3, 15, (struct dt_shape){3, 8, 8}, 5,
+    compare_fusion(block, block_specs(3, block), (struct dt_shape){3, 8, 8}, 5,
                    (struct wants){4, 0, 3, 4, 3, 3, 1, 3, 4, 0, 0});
 }
 
