@@ -46,11 +46,12 @@ struct predictor {
     struct dt_config cfg;
     struct dt_model *model;
     struct dt_shape in;
-    char **names; /* model->classes entries, or NULL */
+    char **names;   /* model->classes entries, or NULL */
     bool log_probs; /* the model ends in log_softmax (loss nll) */
     float *x;
     uint8_t *y;
     uint32_t *idx;
+    double *prob; /* model->classes: the checkpoint says how many, so never a fixed array */
 };
 
 /* Files found, in the order they are predicted. */
@@ -78,8 +79,7 @@ static int take_option(void *ctx, int opt, const char *arg)
     case DT_OPT_SET:
         return dt_cli_sets_add(&a->sets, arg);
     default:
-        return dt_fail(DT_EUSAGE, "internal error: option %d not handled; %s", opt,
-                       PREDICT_USAGE);
+        return dt_fail(DT_EUSAGE, "internal error: option %d not handled; %s", opt, PREDICT_USAGE);
     }
 }
 
@@ -174,7 +174,8 @@ static int open_model(struct predictor *p, const struct predict_args *a)
     p->x = dt_alloc((size_t)BATCH * sample, sizeof(float));
     p->y = dt_alloc(BATCH, 1);
     p->idx = dt_alloc(BATCH, sizeof(uint32_t));
-    return p->x && p->y && p->idx ? 0 : dt_fail(DT_ERUNTIME, "out of memory");
+    p->prob = dt_alloc((size_t)p->model->classes, sizeof(double));
+    return p->x && p->y && p->idx && p->prob ? 0 : dt_fail(DT_ERUNTIME, "out of memory");
 }
 
 static void close_model(struct predictor *p)
@@ -185,6 +186,7 @@ static void close_model(struct predictor *p)
     dt_free(p->x);
     dt_free(p->y);
     dt_free(p->idx);
+    dt_free(p->prob);
     dt_model_free(p->model);
     dt_config_free(&p->cfg);
 }
@@ -237,7 +239,7 @@ static void report(const struct predictor *p, const struct predict_args *a, cons
                    int label, const float *out)
 {
     int k = p->model->classes, top = a->top < k ? a->top : k, best[MAX_TOP];
-    double prob[DT_MAX_CLASSES];
+    double *prob = p->prob;
     char buf[128];
     probabilities(p, out, prob);
     top_k(prob, k, top, best);
@@ -256,8 +258,9 @@ static void report(const struct predictor *p, const struct predict_args *a, cons
     FILE *f = open_memstream(&items, &len);
     for (int t = 0; f && t < top; t++) {
         dt_jw_begin(&list, NULL);
-        dt_jw_str(&list, "class", p->names && p->names[best[t]] ? p->names[best[t]]
-                                                                : name_of(p, best[t], buf, sizeof buf));
+        dt_jw_str(&list, "class",
+                  p->names && p->names[best[t]] ? p->names[best[t]]
+                                                : name_of(p, best[t], buf, sizeof buf));
         dt_jw_int(&list, "index", best[t]);
         dt_jw_num(&list, "probability", prob[best[t]]);
         char *one = dt_jw_finish(&list);
@@ -318,8 +321,8 @@ static int predict_samples(struct predictor *p, const struct predict_args *a,
 static bool is_image_name(const char *path)
 {
     const char *dot = strrchr(path, '.');
-    return dot && (!strcasecmp(dot, ".png") || !strcasecmp(dot, ".jpg") ||
-                   !strcasecmp(dot, ".jpeg"));
+    return dot &&
+           (!strcasecmp(dot, ".png") || !strcasecmp(dot, ".jpg") || !strcasecmp(dot, ".jpeg"));
 }
 
 static int list_add(struct file_list *l, const char *path)
@@ -486,8 +489,7 @@ static const char predict_help[] =
     "                       the true label is reported too\n"
     "      --config CFG     the model's config instead of the checkpoint's stored one\n"
     "      --set KEY=VALUE  override a config key (repeatable)\n"
-    "      --threads T      compute threads (default: all usable cores)\n" DT_CLI_COMMON_HELP
-    "\n"
+    "      --threads T      compute threads (default: all usable cores)\n" DT_CLI_COMMON_HELP "\n"
     "--json: one object per image on stdout:\n"
     "  {\"file\":..., \"top\":[{\"class\":..., \"index\":..., \"probability\":...}, ...]}\n"
     "\n"

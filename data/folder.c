@@ -3,7 +3,9 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <omp.h>
+#include <stdatomic.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -166,8 +168,8 @@ static int read_classes(const char *root, struct names *cls)
 {
     int rc = list_dir(root, 1, cls);
     if (!rc && cls->n == 0)
-        rc = dt_fail(DT_EDATA, "%s: no class folders (expected %s/<class>/<image>.png)", root,
-                     root);
+        rc =
+            dt_fail(DT_EDATA, "%s: no class folders (expected %s/<class>/<image>.png)", root, root);
     if (!rc && cls->n > DT_MAX_CLASSES)
         rc = dt_fail(DT_EDATA, "%s: %zu class folders, at most %d are supported", root, cls->n,
                      DT_MAX_CLASSES);
@@ -178,30 +180,81 @@ static int same_classes(const char *root, const struct names *got, char *const *
 {
     for (size_t i = 0; i < got->n && i < (size_t)n; i++)
         if (strcmp(got->v[i], want[i]) != 0)
-            return dt_fail(DT_EDATA, "%s: class folder '%s' where the training set has '%s'",
-                           root, got->v[i], want[i]);
+            return dt_fail(DT_EDATA, "%s: class folder '%s' where the training set has '%s'", root,
+                           got->v[i], want[i]);
     if (got->n != (size_t)n)
-        return dt_fail(DT_EDATA, "%s: %zu class folders, the training set has %d", root, got->n,
-                       n);
+        return dt_fail(DT_EDATA, "%s: %zu class folders, the training set has %d", root, got->n, n);
     return 0;
 }
 
-/* Decodes every path into d->x in parallel; marks failures in bad[]. */
+/* Decoding runs in the parent, before the ranks are forked, so it uses plain threads that
+ * are joined before it returns: an OpenMP team would leave GNU OpenMP's thread pool behind,
+ * and a pool does not survive fork (the ranks' first parallel region then waits for ever;
+ * dist/launcher.c refuses to fork while such threads are alive). */
+struct decode_job {
+    struct dt_dataset *d;
+    const struct walk *wk;
+    const struct dt_folder_opts *o;
+    uint8_t *bad;
+    size_t sample;
+    atomic_size_t next, done;
+};
+
+#define DECODE_CHUNK 32
+
+/* Decodes the next chunk of paths; returns how many, 0 when none are left. */
+static size_t decode_chunk(struct decode_job *j)
+{
+    size_t n = j->wk->paths.n, at = atomic_fetch_add(&j->next, DECODE_CHUNK);
+    if (at >= n)
+        return 0;
+    size_t end = at + DECODE_CHUNK < n ? at + DECODE_CHUNK : n;
+    for (size_t i = at; i < end; i++) {
+        int h = j->d->h, w = j->d->w;
+        j->bad[i] = decode_one(j->wk->paths.v[i], j->o, &h, &w, j->d->x + i * j->sample) != 0;
+    }
+    atomic_fetch_add(&j->done, end - at);
+    return end - at;
+}
+
+static void *decode_worker(void *arg)
+{
+    while (decode_chunk(arg))
+        ;
+    return NULL;
+}
+
+static int usable_cpus(void)
+{
+    cpu_set_t set;
+    return sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0 ? CPU_COUNT(&set) : 1;
+}
+
+/* Decodes every path into d->x on o->threads threads (the calling one included, which also
+ * reports progress); marks failures in bad[]. */
 static void decode_all(struct dt_dataset *d, const struct walk *wk, const char *split,
                        const struct dt_folder_opts *o, uint8_t *bad)
 {
-    size_t n = wk->paths.n, done = 0, sample = dt_dataset_sample_bytes(d);
-    int threads = o->threads > 0 ? o->threads : omp_get_max_threads();
-#pragma omp parallel for schedule(dynamic, 32) num_threads(threads)
-    for (size_t i = 0; i < n; i++) {
-        int h = d->h, w = d->w;
-        bad[i] = decode_one(wk->paths.v[i], o, &h, &w, d->x + i * sample) != 0;
-        size_t now;
-#pragma omp atomic capture
-        now = ++done;
-        if (o->progress && omp_get_thread_num() == 0)
-            o->progress(o->progress_ctx, split, now, n);
-    }
+    size_t n = wk->paths.n;
+    struct decode_job j = {
+        .d = d, .wk = wk, .o = o, .bad = bad, .sample = dt_dataset_sample_bytes(d)};
+    atomic_init(&j.next, 0);
+    atomic_init(&j.done, 0);
+    int threads = o->threads > 0 ? o->threads : usable_cpus();
+    if ((size_t)threads > n / DECODE_CHUNK + 1)
+        threads = (int)(n / DECODE_CHUNK + 1);
+    pthread_t *tid = threads > 1 ? calloc((size_t)threads - 1, sizeof *tid) : NULL;
+    int started = 0;
+    /* A helper that cannot be started leaves its share to the others (work is dynamic). */
+    while (tid && started < threads - 1 &&
+           pthread_create(&tid[started], NULL, decode_worker, &j) == 0)
+        started++;
+    while (decode_chunk(&j))
+        if (o->progress)
+            o->progress(o->progress_ctx, split, atomic_load(&j.done), n);
+    for (int t = 0; t < started; t++)
+        pthread_join(tid[t], NULL);
+    free(tid);
     if (o->progress)
         o->progress(o->progress_ctx, split, n, n);
 }
@@ -223,8 +276,8 @@ static void compact(struct dt_dataset *d, const uint8_t *bad)
     d->n = k;
 }
 
-static int fill_split(struct dt_dataset *d, const char *root, const char *split,
-                      struct walk *wk, const struct dt_folder_opts *o)
+static int fill_split(struct dt_dataset *d, const char *root, const char *split, struct walk *wk,
+                      const struct dt_folder_opts *o)
 {
     size_t n = wk->paths.n;
     d->h = o->h;
@@ -274,8 +327,7 @@ static int fill_split(struct dt_dataset *d, const char *root, const char *split,
             rc = 0;
             compact(d, bad);
             if (d->n == 0)
-                rc = dt_fail(DT_EDATA, "%s: every image is bad (first: %s)", root,
-                             d->first_bad);
+                rc = dt_fail(DT_EDATA, "%s: every image is bad (first: %s)", root, d->first_bad);
         }
     }
     free(bad);
@@ -339,8 +391,7 @@ int dt_folder_load(struct dt_data *out, struct dt_dataset *val, const char *dir,
         memset(val, 0, sizeof *val);
     int rc = dt_folder_load_split(&out->train, dir, "train", NULL, 0, o);
     if (!rc)
-        rc = dt_folder_load_split(&out->test, dir, "test", out->train.names,
-                                  out->train.classes, o);
+        rc = dt_folder_load_split(&out->test, dir, "test", out->train.names, out->train.classes, o);
     if (!rc)
         rc = same_size(dir, "test", &out->test, &out->train);
     char vdir[4200];

@@ -10,7 +10,8 @@
  * directory, a FIFO, a dangling symlink or a symlink loop) counts as a bad image. A class
  * folder with no images, or train/ with no class folders, is an error.
  *
- * Images are decoded on all available cores (OpenMP), converted to `channels` and fitted to
+ * Images are decoded on all usable cores (plain threads, joined before the load returns: the
+ * parent loads before it forks the ranks, and an OpenMP pool would not survive the fork), converted to `channels` and fitted to
  * h x w (data/image.h); h = w = 0 keeps the images' own size, which must then be the same for
  * all of them. A bad image fails the load naming the file, or with skip_bad is left out and
  * counted in dt_dataset.skipped.
@@ -27,7 +28,7 @@ struct dt_folder_opts {
     int channels; /* 1 or 3 */
     int h, w;     /* target size, or 0, 0 */
     bool skip_bad;
-    int threads; /* 0 = OpenMP's default (all available cores) */
+    int threads; /* 0 = every CPU in this process's affinity mask */
     /* Called now and then from one thread with the images decoded so far in this split and
      * the split's total; the library prints nothing itself. May be NULL. */
     void (*progress)(void *ctx, const char *split, size_t done, size_t total);

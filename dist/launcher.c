@@ -7,6 +7,17 @@
  * caller's signal mask, so the handlers the caller installed (train's "stop at the next step")
  * are theirs too.
  *
+ * A watchdog covers what no collective sees: each rank stamps a heartbeat in a page shared
+ * with the parent (dt_launch_beat, once a step); a rank whose stamp is older than
+ * stall_timeout is a failure like a death. Ranks stuck in computation (every rank inside a
+ * parallel region that never starts, say) wait in no collective, so no collective timeout
+ * would ever fire for them.
+ *
+ * Forking with threads alive is refused: only the forking thread survives a fork, so a pool
+ * started before it (GNU OpenMP's, after any parallel region) is gone in the children while
+ * the pool's bookkeeping says it is there, and their first parallel region waits for ever.
+ * The parent counts its threads against the count when the program started.
+ *
  * Teardown is one path for every cause: the first failure (a non-zero exit, a death by signal,
  * or a stop request) is recorded, on_failure() wakes ranks blocked in collectives, the live
  * children get SIGTERM, and whatever is still alive after the grace period gets SIGKILL. The
@@ -14,12 +25,15 @@
  */
 #include "dist/launcher.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -39,9 +53,66 @@ struct child {
     int done;
 };
 
+/* One rank's heartbeat, in a page shared with the parent. */
+struct beat {
+    _Atomic double at; /* dt_now() of the last beat (or of the fork) */
+    _Atomic long step; /* the step it reported; -1 before the first */
+};
+
+/* The child's own slot (NULL in the parent and in processes not started by dt_launch_run). */
+static struct beat *my_beat;
+
+void dt_launch_beat(long step)
+{
+    if (my_beat)
+        atomic_store_explicit(&my_beat->step, step, memory_order_relaxed);
+    dt_launch_alive();
+}
+
+void dt_launch_alive(void)
+{
+    if (my_beat)
+        atomic_store_explicit(&my_beat->at, dt_now(), memory_order_relaxed);
+}
+
+/* Threads of this process, from /proc/self/task; -1 when it cannot be read. */
+static int thread_count(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    if (!d)
+        return -1;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+/* Threads alive when the program started: a library's own pool started while loading
+ * (OpenBLAS's pthread build) is accounted for and handles fork itself (pthread_atfork). */
+static int baseline_threads = -1;
+
+__attribute__((constructor)) static void count_baseline_threads(void)
+{
+    baseline_threads = thread_count();
+}
+
+int dt_launch_check_no_threads(void)
+{
+    int now = thread_count();
+    if (now < 0 || baseline_threads < 0 || now <= baseline_threads)
+        return 0;
+    return dt_fail(DT_ERUNTIME,
+                   "internal error: %d thread%s started since the program began still running "
+                   "before the ranks are forked (an OpenMP parallel region or a helper thread in "
+                   "the parent?); the forked ranks would hang",
+                   now - baseline_threads, now - baseline_threads == 1 ? "" : "s");
+}
+
 struct supervisor {
     const struct dt_launch_opts *o;
     struct child *kids;
+    struct beat *beats; /* shared with the children, one per rank */
     int live;
     int failed_rank;      /* first rank that failed, -1 when none */
     char reason[256];     /* what happened to it */
@@ -121,13 +192,48 @@ static void reap(struct supervisor *s)
     }
 }
 
+/* The first live rank with no heartbeat for stall_timeout seconds fails the job. */
+static void check_stalls(struct supervisor *s)
+{
+    if (s->o->stall_timeout <= 0 || s->aborted || s->stop_signal)
+        return;
+    double now = dt_now();
+    for (int r = 0; r < s->o->n; r++) {
+        struct child *k = &s->kids[r];
+        double idle = now - atomic_load(&s->beats[r].at);
+        if (k->pid <= 0 || k->done || idle < s->o->stall_timeout)
+            continue;
+        long step = atomic_load(&s->beats[r].step);
+        char last[48] = "before its first step";
+        if (step >= 0)
+            snprintf(last, sizeof last, "after step %ld", step);
+        s->failed_rank = r;
+        snprintf(s->reason, sizeof s->reason,
+                 "rank %d (pid %d) made no progress for %.1f s (%s; dist.timeout)", r, (int)k->pid,
+                 idle, last);
+        begin_teardown(s, s->reason);
+        return;
+    }
+}
+
+/* Ranks still alive when SIGKILL must follow SIGTERM are named: a silent kill after a stop
+ * request would leave the user guessing why it took the grace period. */
+static void kill_stragglers(struct supervisor *s)
+{
+    for (int r = 0; r < s->o->n; r++)
+        if (s->kids[r].pid > 0 && !s->kids[r].done)
+            dt_log_warn("rank %d (pid %d) did not stop within the grace period; killing it", r,
+                        (int)s->kids[r].pid);
+    signal_live(s, SIGKILL);
+}
+
 static void wait_for_event(struct supervisor *s, const sigset_t *set)
 {
     double wait = POLL_SECONDS;
     if (s->kill_deadline > 0) {
         double left = s->kill_deadline - dt_now();
         if (left <= 0) {
-            signal_live(s, SIGKILL);
+            kill_stragglers(s);
             s->kill_deadline = dt_now() + 3600; /* SIGKILL cannot be ignored: just reap */
             return;
         }
@@ -153,8 +259,9 @@ static void wait_for_event(struct supervisor *s, const sigset_t *set)
 }
 
 static void run_child(const struct dt_launch_opts *o, int rank, pid_t parent,
-                      const sigset_t *old_mask)
+                      const sigset_t *old_mask, struct beat *beats)
 {
+    my_beat = &beats[rank];
     /* Die with the parent: a SIGKILLed supervisor must not leave ranks behind. */
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent)
@@ -177,10 +284,19 @@ int dt_launch_run(const struct dt_launch_opts *o)
 {
     if (o->n < 1 || !o->rank_main)
         return dt_fail(DT_EUSAGE, "launcher: %d ranks requested, expected >= 1", o->n);
+    int rc = dt_launch_check_no_threads();
+    if (rc)
+        return rc;
     struct supervisor s = {.o = o, .failed_rank = -1};
+    size_t beat_bytes = (size_t)o->n * sizeof *s.beats;
+    s.beats = mmap(NULL, beat_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (s.beats == MAP_FAILED)
+        return dt_fail(DT_ERUNTIME, "launcher: cannot map the heartbeat page: %s", strerror(errno));
     s.kids = calloc((size_t)o->n, sizeof *s.kids);
-    if (!s.kids)
+    if (!s.kids) {
+        munmap(s.beats, beat_bytes);
         return dt_fail(DT_ERUNTIME, "out of memory");
+    }
 
     sigset_t set, old_mask;
     sigemptyset(&set);
@@ -195,11 +311,12 @@ int dt_launch_run(const struct dt_launch_opts *o)
     fflush(stderr);
 
     pid_t parent = getpid();
-    int rc = 0;
     for (int r = 0; r < o->n; r++) {
+        atomic_init(&s.beats[r].at, dt_now());
+        atomic_init(&s.beats[r].step, -1);
         pid_t pid = fork();
         if (pid == 0)
-            run_child(o, r, parent, &old_mask);
+            run_child(o, r, parent, &old_mask, s.beats);
         if (pid < 0) {
             rc = dt_fail(DT_ERUNTIME, "cannot fork rank %d: %s", r, strerror(errno));
             begin_teardown(&s, dt_last_error());
@@ -211,6 +328,7 @@ int dt_launch_run(const struct dt_launch_opts *o)
 
     while (s.live > 0) {
         reap(&s);
+        check_stalls(&s);
         if (s.live > 0)
             wait_for_event(&s, &set);
     }
@@ -224,5 +342,6 @@ int dt_launch_run(const struct dt_launch_opts *o)
         rc = dt_fail(DT_ERUNTIME, "%s; stopped the other %d rank%s", s.reason, o->n - 1,
                      o->n - 1 == 1 ? "" : "s");
     free(s.kids);
+    munmap(s.beats, beat_bytes);
     return rc;
 }

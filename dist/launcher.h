@@ -11,7 +11,12 @@
  *   - SIGINT/SIGTERM to the parent: forwarded to the children, which stop cleanly at a step
  *     boundary; the same grace/SIGKILL rules; returns DT_EINTR / DT_ETERM;
  *   - every child exits 0: returns 0.
+ *   - a child makes no progress (no dt_launch_beat) for stall_timeout seconds: a failure as
+ *     above, "rank R (pid P) made no progress for S s (after step N; dist.timeout)";
  * All children are reaped before it returns: no orphans.
+ *
+ * It refuses (DT_ERUNTIME) to fork while threads started since the program began are alive
+ * in the caller: forked children would inherit a dead thread pool (GNU OpenMP) and hang.
  */
 #ifndef DT_DIST_LAUNCHER_H
 #define DT_DIST_LAUNCHER_H
@@ -21,9 +26,19 @@ struct dt_launch_opts {
     int (*rank_main)(int rank, void *arg);             /* returns 0 or a negative dt_status */
     void (*on_failure)(void *arg, const char *reason); /* may be NULL; called once */
     void *arg;
-    double grace; /* seconds between SIGTERM and SIGKILL; 0 -> 2 */
+    double grace;         /* seconds between SIGTERM and SIGKILL; 0 -> 2 */
+    double stall_timeout; /* seconds without a heartbeat that fail a rank; 0 = no watchdog */
 };
 
 int dt_launch_run(const struct dt_launch_opts *o);
+
+/* In a rank: "I am alive and at this step" (a relaxed store; cheap enough for every step).
+ * Does nothing outside a rank forked by dt_launch_run. */
+void dt_launch_beat(long step);
+/* The same without a step (evaluation batches, long set-up work). */
+void dt_launch_alive(void);
+
+/* 0, or DT_ERUNTIME when threads started since the program began are still running. */
+int dt_launch_check_no_threads(void);
 
 #endif

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dist/launcher.h"
 #include "util/alloc.h"
 #include "util/err.h"
 
@@ -78,6 +79,7 @@ int dt_evaluate(struct dt_model *m, const struct dt_dataset *d, const struct dt_
         for (int i = 0; i < count; i++)
             s->idx[i] = (uint32_t)(at + (size_t)i);
         dt_batch_assemble(b, d, s->idx, count, 0, 0, s->x, s->y);
+        dt_launch_alive(); /* a long evaluation is progress for the launcher's watchdog */
         int rc = dt_model_forward(m, s->x, count, &ctx);
         if (rc)
             return rc;

@@ -34,6 +34,7 @@
 #include "data/batch.h"
 #include "data/sampler.h"
 #include "dist/comm.h"
+#include "dist/launcher.h"
 #include "nn/checkpoint.h"
 #include "nn/layers.h"
 #include "nn/model.h"
@@ -492,6 +493,7 @@ static int run_epoch(struct loop *lp, int epoch, double epoch_start)
             train_step(st, lp->run, (uint64_t)epoch, in_epoch, lp->lr, timed_checkpoint_due(lp));
         if (rc)
             return rc;
+        dt_launch_beat(lp->step);
         if (lp->leader) {
             double elapsed = dt_now() - epoch_start;
             /* The whole job's running figures: the step's tail carried every rank's. */

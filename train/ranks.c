@@ -186,8 +186,13 @@ int dt_run_ranks(const struct dt_config *cfg, const struct dt_job_plan *plan,
         rc = run_rank(0, &j);
         goto out;
     }
-    struct dt_launch_opts lo = {
-        .n = plan->local_n, .rank_main = run_rank, .on_failure = abort_job, .arg = &j};
+    /* The watchdog's limit is the collectives': ranks that stall outside any collective (in
+     * computation, say) fail after the same time a stalled peer would. */
+    struct dt_launch_opts lo = {.n = plan->local_n,
+                                .rank_main = run_rank,
+                                .on_failure = abort_job,
+                                .arg = &j,
+                                .stall_timeout = j.cfg->dist.timeout};
     rc = dt_launch_run(&lo);
 out:
     dt_backend_release(&j.bj);

@@ -40,6 +40,15 @@ loss_idx=$(grep -o '"train_loss":[^,]*,"train_accuracy":[^,]*,"test_loss":[^,]*,
 loss_folder=$(grep -o '"train_loss":[^,]*,"train_accuracy":[^,]*,"test_loss":[^,]*,"test_accuracy":[^,]*' "$TMP/epoch_folder")
 check "folder and IDX report the same losses and accuracies ($loss_folder)" test -n "$loss_idx" -a "$loss_idx" = "$loss_folder"
 
+# ---- the parent decodes before it forks: several ranks with several threads each ----
+# GNU OpenMP's pool does not survive fork; a decode that left one behind hung both ranks at
+# their first parallel region for ever. `timeout` turns such a hang into a failure here.
+run timeout 120 "$DTRAIN" train "$CFG" --overwrite --instances 2 --threads 2 --quiet \
+    --set data.dataset=\"shapes\" --set data.format=\"folder\" --set data.dir="$TMP/f" \
+    --set checkpoint.dir="$TMP/ck_2x2" --set train.batch_size=32
+expect_rc "folder data at 2 instances x 2 threads trains (no hang after the decode)" 0
+check "...and writes its checkpoint" test -s "$TMP/ck_2x2/last.safetensors"
+
 # ---- a small folder of mixed modes and sizes, resized to 28x28 ----
 M="$TMP/mixed"
 $PY - "$M" <<'PY'

@@ -69,4 +69,19 @@ expect_rc "no FILE: exit 2" 2
 run "$DTRAIN" predict "$CK" "$TMP/ordered" --split dev
 expect_rc "--split dev: exit 2" 2
 
+# ---- a model with more outputs than a fixed array once held (256) ----
+# The output count comes from the checkpoint; predict sized a stack array by the largest
+# dataset class count and overflowed it (ASan: stack-buffer-overflow) for a wider head.
+run "$DTRAIN" train $CFG --threads 1 --set data.dir="$TMP/fix" --set train.epochs=1 \
+    --set model.layers.10.out_features=1000 --set checkpoint.dir="$TMP/wide" --quiet
+expect_rc "a checkpoint whose last layer has 1000 outputs" 0
+run "$DTRAIN" predict "$TMP/wide/last.safetensors" "$TMP/ordered" --split test --json --top 5
+expect_rc "predict with 1000 outputs: exit 0" 0
+check "...64 predictions of 5 classes each, indices below 1000" $PY -c '
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert len(rows) == 64 and all(len(r["top"]) == 5 for r in rows), len(rows)
+assert all(0 <= t["index"] < 1000 for r in rows for t in r["top"])
+' "$TMP/out"
+
 finish

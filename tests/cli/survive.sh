@@ -181,4 +181,24 @@ if [ "$(id -u)" -eq 0 ] && unshare -m true 2>/dev/null; then
     check "... and leaves no temp file" sh -c "! grep -q tmp '$TMP/out'"
 fi
 
+# ---- the watchdog: ranks that make no progress outside any collective ----
+# Both ranks stopped (SIGSTOP) wait in no collective, so no collective timeout can fire; the
+# parent's heartbeat check must end the job after dist.timeout and name a rank.
+"$DTRAIN" train "$CFG" $COMMON $LONG --instances 2 --timeout 2 --set checkpoint.dir="$TMP/stall" \
+    --quiet >"$TMP/out" 2>"$TMP/err" &
+pid=$!
+i=0
+while [ ! -s "$TMP/stall/last.safetensors" ] && [ $i -lt 300 ]; do sleep 0.05; i=$((i + 1)); done
+ranks=$(pgrep -P $pid | tr "\n" " ")
+kill -STOP $ranks
+t0=$(date +%s)
+wait $pid
+RC=$?
+t1=$(date +%s)
+kill -CONT $ranks 2>/dev/null
+expect_rc "stalled ranks: the job fails (exit 1)" 1
+expect_err "...naming the rank and the timeout" 'rank [01] \(pid [0-9]+\) made no progress for [0-9.]+ s \(after step [0-9]+; dist.timeout\)'
+check "...within dist.timeout plus the grace period ($((t1 - t0)) s)" test $((t1 - t0)) -le 15
+check "...and leaves no rank behind" sh -c "for p in $ranks; do kill -0 \$p 2>/dev/null && exit 1; done; exit 0"
+
 finish

@@ -1,12 +1,16 @@
 /* dist/launcher: clean runs, a rank that fails or is killed (the others are stopped, the
  * failure hook runs once, the message names the rank and how it ended), a rank that ignores
- * SIGTERM (SIGKILL after the grace period), and a stop request to the supervisor. */
+ * SIGTERM (SIGKILL after the grace period), a stop request to the supervisor, a rank that
+ * stops making progress outside any collective (the heartbeat watchdog), and a parent that
+ * would fork with an OpenMP pool alive (refused). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <omp.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,7 +31,7 @@ struct board {
     int mode;
 };
 
-enum { ALL_OK, RANK1_EXITS_3, RANK2_KILLED, STUBBORN, SLEEPERS };
+enum { ALL_OK, RANK1_EXITS_3, RANK2_KILLED, STUBBORN, SLEEPERS, RANK1_STALLS };
 
 static struct board *board;
 
@@ -57,6 +61,13 @@ static int rank_main(int rank, void *arg)
     case SLEEPERS:
         pause();
         return -DT_ETERM;
+    case RANK1_STALLS: /* both beat; rank 1 stops after step 7, outside any collective */
+        for (long step = 0;; step++) {
+            if (rank == 1 && step > 7)
+                pause();
+            dt_launch_beat(step);
+            usleep(10000);
+        }
     default:
         return 0;
     }
@@ -69,13 +80,21 @@ static void on_failure(void *arg, const char *reason)
     snprintf(board->reason, sizeof board->reason, "%s", reason);
 }
 
-static int launch(int n, int mode, double grace)
+static int launch_watched(int n, int mode, double grace, double stall_timeout)
 {
     memset(board, 0, sizeof *board);
     board->mode = mode;
-    struct dt_launch_opts o = {
-        .n = n, .rank_main = rank_main, .on_failure = on_failure, .grace = grace};
+    struct dt_launch_opts o = {.n = n,
+                               .rank_main = rank_main,
+                               .on_failure = on_failure,
+                               .grace = grace,
+                               .stall_timeout = stall_timeout};
     return dt_launch_run(&o);
+}
+
+static int launch(int n, int mode, double grace)
+{
+    return launch_watched(n, mode, grace, 0);
 }
 
 static void test_all_ranks_run_and_succeed(void **state)
@@ -135,6 +154,52 @@ static void test_sigterm_to_supervisor_stops_every_rank(void **state)
         ;
 }
 
+static void test_stalled_rank_is_caught_by_the_watchdog(void **state)
+{
+    (void)state;
+    double t0 = dt_now();
+    int rc = launch_watched(2, RANK1_STALLS, 0.3, 0.5);
+    assert_int_equal(rc, -DT_ERUNTIME);
+    assert_true(dt_now() - t0 < 5.0);
+    assert_non_null(strstr(dt_last_error(), "rank 1"));
+    assert_non_null(strstr(dt_last_error(), "made no progress"));
+    assert_non_null(strstr(dt_last_error(), "after step 7"));
+    assert_int_equal(board->failures, 1);
+}
+
+static void *idle_thread(void *arg)
+{
+    return arg;
+}
+
+/* Threads joined before the fork are gone: launching is fine. */
+static void test_joined_threads_do_not_block_the_fork(void **state)
+{
+    (void)state;
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, idle_thread, NULL), 0);
+    pthread_join(t, NULL);
+    assert_int_equal(dt_launch_check_no_threads(), 0);
+    assert_int_equal(launch(2, ALL_OK, 0), 0);
+}
+
+/* An OpenMP parallel region leaves GNU OpenMP's pool alive; forking then would hang the
+ * ranks' first parallel region. Run last: the pool stays for the rest of the process. */
+static void test_openmp_pool_before_fork_is_refused(void **state)
+{
+    (void)state;
+    int team = 0;
+#pragma omp parallel num_threads(2)
+    {
+#pragma omp atomic
+        team++;
+    }
+    assert_int_equal(team, 2);
+    assert_int_equal(launch(2, ALL_OK, 0), -DT_ERUNTIME);
+    assert_non_null(strstr(dt_last_error(), "before the ranks are forked"));
+    assert_int_equal(board->ran[0] + board->ran[1], 0);
+}
+
 static void test_zero_ranks_is_a_usage_error(void **state)
 {
     (void)state;
@@ -152,6 +217,9 @@ int main(void)
         cmocka_unit_test(test_rank_ignoring_sigterm_gets_sigkill),
         cmocka_unit_test(test_sigterm_to_supervisor_stops_every_rank),
         cmocka_unit_test(test_zero_ranks_is_a_usage_error),
+        cmocka_unit_test(test_stalled_rank_is_caught_by_the_watchdog),
+        cmocka_unit_test(test_joined_threads_do_not_block_the_fork),
+        cmocka_unit_test(test_openmp_pool_before_fork_is_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
