@@ -46,8 +46,21 @@ CFLAGS  += -DDTRAIN_MPI=1
 endif
 
 BUILD   ?= build
-LIB_SRC := $(sort $(wildcard util/*.c data/*.c nn/*.c dist/*.c train/*.c cmd/*.c cmd/bench/*.c))
-LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
+LIB_SRC := $(sort $(filter-out %.isa.c,$(wildcard util/*.c data/*.c nn/*.c nn/kernels/*.c \
+                                         dist/*.c train/*.c cmd/*.c cmd/bench/*.c)))
+
+# Kernels written once and built per instruction set: each nn/kernels/*.isa.c is compiled
+# once per entry of ISA_BUILDS with that entry's flags, and DT_ISA_FN (nn/kernels/isa_fn.h)
+# gives every build its own symbol names. "ctile" is plain C (the tile vocabulary of
+# nn/kernels/tile.h emulated) and runs anywhere; "amx" is called only where nn/kernels/amx.c
+# finds AMX in the CPU and Linux grants the tile state.
+ISA_BUILDS      := ctile amx
+ISA_FLAGS_ctile := -DDT_ISA_CTILE
+ISA_FLAGS_amx   := -DDT_ISA_AMX -mamx-tile -mamx-bf16 -mavx512f -mavx512bw -mavx512vl \
+                   -mavx512dq -mavx512bf16
+ISA_SRC := $(sort $(wildcard nn/kernels/*.isa.c))
+ISA_OBJ := $(foreach isa,$(ISA_BUILDS),$(ISA_SRC:%.isa.c=$(BUILD)/%.$(isa).o))
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(ISA_OBJ)
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 TEST_CFLAGS = $(shell pkg-config --cflags cmocka)
@@ -71,6 +84,13 @@ $(BUILD)/dtrain: $(BUILD)/main.o $(LIB_OBJ)
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c -o $@ $<
+
+define isa_rule
+$$(BUILD)/%.$(1).o: %.isa.c
+	@mkdir -p $$(dir $$@)
+	$$(CC) $$(CFLAGS) $$(ISA_FLAGS_$(1)) -MMD -MP -c -o $$@ $$<
+endef
+$(foreach isa,$(ISA_BUILDS),$(eval $(call isa_rule,$(isa))))
 
 # sqrtf in the optimizer loops vectorises only without errno (see nn/optim.c).
 $(BUILD)/nn/optim.o: CFLAGS += -fno-math-errno
@@ -115,6 +135,11 @@ fuzz-bins: $(FUZZ_BIN)
 build-fuzz/fuzz/%: tests/fuzz/%.c tests/fuzz/fuzz_common.h $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests/fuzz -fsanitize=fuzzer $(LDFLAGS) -o $@ $< $(LIB_OBJ) $(LDLIBS)
+
+# Kernel benchmarks linked from the same objects as dtrain (bench/Makefile has the older ones).
+$(BUILD)/bench/%: bench/%.c $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB_OBJ) $(LDLIBS)
 
 install: dtrain
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/dtrain/configs

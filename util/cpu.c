@@ -40,4 +40,11 @@ void dt_cpu_features_read(struct dt_cpu_features *f)
     f->avx2 = f->avx && (b & bit_AVX2);
     f->avx512 =
         zmm && (b & bit_AVX512F) && (b & bit_AVX512BW) && (b & bit_AVX512VL) && (b & bit_AVX512DQ);
+    /* AMX: TILECFG and TILEDATA states (XCR0 bits 17-18) next to the CPUID.7.0:EDX bits
+     * AMX-BF16 (22) and AMX-TILE (24). */
+    f->amx_bf16 = f->avx512 && (xcr0 & 0x60000) == 0x60000 && (d & (1u << 22)) && (d & (1u << 24));
+    unsigned a1 = 0, b1, c1, d1;
+    if (a >= 1)
+        __cpuid_count(7, 1, a1, b1, c1, d1);
+    f->avx512_bf16 = f->avx512 && (a1 & (1u << 5)); /* CPUID.7.1:EAX bit 5 */
 }

@@ -10,7 +10,10 @@ enum dt_cpu_vendor { DT_CPU_OTHER, DT_CPU_INTEL, DT_CPU_AMD };
 struct dt_cpu_features {
     enum dt_cpu_vendor vendor;
     bool avx, avx2, fma;
-    bool avx512; /* F, BW, VL and DQ: what OpenBLAS's SkylakeX kernels and ours need */
+    bool avx512;      /* F, BW, VL and DQ: what OpenBLAS's SkylakeX kernels and ours need */
+    bool avx512_bf16; /* VDPBF16PS / VCVTNE2PS2BF16 (Cooper Lake, Sapphire Rapids, Zen 4) */
+    bool amx_bf16;    /* AMX-TILE + AMX-BF16 in the CPU and tile state in XCR0; the process
+                       * must still ask Linux for the tile data (nn/kernels/amx.c) */
 };
 
 /* This CPU (and this OS: AVX state enabled in XCR0). */

@@ -1,0 +1,116 @@
+/* bf16 convolution forward (nn/kernels/conv_bf16.h) against dtrain's fp32 kernels on the
+ * reference models' stride-1 shapes, one batch at a time, one thread unless OMP_NUM_THREADS
+ * says otherwise:
+ *
+ *   make build/bench/conv_bf16 && ./build/bench/conv_bf16 [repeats] [batch]
+ *
+ * fp32 is the layer's choice between Winograd and direct (dt_conv_winograd_preferred). bf16 is
+ * timed in three parts: "in", the conversion to channel-pair planes (a producer that stored
+ * bf16 pair planes would fuse it), "tiles", the tile kernel on the best path this CPU has
+ * (AMX; elsewhere the reference, which is for testing and far slower), and "out", the
+ * compaction of the padded-width output to NCHW (a consumer reading that layout skips it).
+ * "tiles x" is fp32 over the tiles alone, "all x" over all three parts. Weights are packed
+ * once, outside the timing, as the optimizer step would. Medians of `repeats` runs. */
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "nn/conv_direct.h"
+#include "nn/conv_winograd.h"
+#include "nn/kernels/conv_bf16.h"
+#include "util/clock.h"
+#include "util/cpu.h"
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return v[n / 2];
+}
+
+static float *floats(size_t n)
+{
+    float *p = aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64);
+    for (size_t i = 0; i < n; i++)
+        p[i] = (float)rand() / RAND_MAX - 0.5f;
+    return p;
+}
+
+int main(int argc, char **argv)
+{
+    int repeats = argc > 1 ? atoi(argv[1]) : 5, batch = argc > 2 ? atoi(argv[2]) : 128;
+    int threads = omp_get_max_threads();
+    enum dt_bf16_path path = dt_bf16_path_best();
+    struct dt_cpu_features f;
+    dt_cpu_features_read(&f);
+    printf("# batch %d, %d thread%s, bf16 path %s (avx512 %d, avx512_bf16 %d, amx_bf16 %d)\n",
+           batch, threads, threads == 1 ? "" : "s", dt_bf16_path_name(path), f.avx512,
+           f.avx512_bf16, f.amx_bf16);
+    printf("%-24s %9s %9s %9s %9s %8s %8s %6s\n", "shape", "fp32 ms", "in ms", "tiles ms", "out ms",
+           "tiles x", "all x", "GF/s");
+    static const struct {
+        const char *name;
+        struct dt_conv_shape s;
+    } shapes[] = {
+        {"ConvNet 1->16 28x28", {0, 1, 28, 28, 16, 3, 3, 1, 0}},
+        {"ConvNet 16->32 26x26", {0, 16, 26, 26, 32, 3, 3, 1, 0}},
+        {"ResNet 3->16 32x32", {0, 3, 32, 32, 16, 3, 3, 1, 1}},
+        {"ResNet 16->16 32x32", {0, 16, 32, 32, 16, 3, 3, 1, 1}},
+        {"ResNet 32->32 16x16", {0, 32, 16, 16, 32, 3, 3, 1, 1}},
+        {"ResNet 64->64 8x8", {0, 64, 8, 8, 64, 3, 3, 1, 1}},
+    };
+    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
+        struct dt_conv_shape s = shapes[i].s;
+        s.n = batch;
+        struct dt_conv_bf16_geom g;
+        if (dt_conv_bf16_geometry(&s, &g))
+            return 1;
+        size_t sx = (size_t)s.c * s.h * s.w, sy = (size_t)s.k * g.oh * g.ow;
+        float *x = floats(sx * batch), *w = floats((size_t)s.k * s.c * 9), *b = floats(s.k);
+        float *y = floats(sy * batch);
+        bool wino = dt_conv_winograd_preferred(&s);
+        size_t ns = wino ? dt_conv_winograd_scratch_floats(&s, threads)
+                         : dt_conv_direct_scratch_floats(&s, threads);
+        float *scratch = floats(ns);
+        dt_bf16 *xv = aligned_alloc(64, (g.xv * 2 * batch + 63) / 64 * 64);
+        float *yq = floats(g.yq * batch);
+        dt_bf16 *wp = aligned_alloc(64, (g.wpack * 2 + 63) / 64 * 64);
+        dt_conv_bf16_pack_weights(&s, &g, w, wp);
+        double t32[64], tpad[64], t16[64], tout[64];
+        for (int r = 0; r < repeats && r < 64; r++) {
+            double t0 = dt_now();
+            int rc = wino ? dt_conv_winograd_forward(&s, x, w, b, y, 0, scratch, ns, threads)
+                          : dt_conv_direct_forward(&s, x, w, b, y, 0, scratch, ns, threads);
+            double t1 = dt_now();
+#pragma omp parallel for
+            for (int n = 0; n < batch; n++)
+                dt_conv_bf16_pad_input(&s, &g, x + n * sx, xv + n * g.xv);
+            double t2 = dt_now();
+#pragma omp parallel for
+            for (int n = 0; n < batch; n++)
+                dt_conv_bf16_forward_on(path, &s, &g, xv + n * g.xv, wp, yq + n * g.yq);
+            double t3 = dt_now();
+#pragma omp parallel for
+            for (int n = 0; n < batch; n++)
+                dt_conv_bf16_compact(&s, &g, yq + n * g.yq, b, y + n * sy);
+            double t4 = dt_now();
+            if (rc)
+                return 1;
+            t32[r] = t1 - t0, tpad[r] = t2 - t1, t16[r] = t3 - t2, tout[r] = t4 - t3;
+        }
+        int n = repeats < 64 ? repeats : 64;
+        double m32 = median(t32, n), mpad = median(tpad, n), m16 = median(t16, n);
+        double mout = median(tout, n);
+        double flops = 2.0 * batch * s.k * g.oh * g.ow * s.c * 9;
+        printf("%-24s %9.2f %9.2f %9.2f %9.2f %7.1fx %7.1fx %6.0f\n", shapes[i].name, 1e3 * m32,
+               1e3 * mpad, 1e3 * m16, 1e3 * mout, m32 / m16, m32 / (mpad + m16 + mout),
+               flops / m16 / 1e9);
+        free(x), free(w), free(b), free(y), free(scratch), free(xv), free(wp), free(yq);
+    }
+    return 0;
+}

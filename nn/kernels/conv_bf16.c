@@ -1,0 +1,125 @@
+/* Layouts, packing and the reference for the bf16 convolution (conv_bf16.h); the tile kernel
+ * is conv_bf16.isa.c. */
+#include "nn/kernels/conv_bf16.h"
+
+#include <string.h>
+
+#include "util/err.h"
+
+#define TILE_ELEMS 512
+
+int dt_conv_bf16_geometry(const struct dt_conv_shape *s, struct dt_conv_bf16_geom *g)
+{
+    if (s->stride != 1 || s->c < 1 || s->k < 1 || s->kh < 1 || s->kw < 1 || s->pad < 0 ||
+        s->h + 2 * s->pad < s->kh || s->w + 2 * s->pad < s->kw)
+        return dt_fail(DT_EUSAGE,
+                       "bf16 conv: shape %dx%dx%d, kernel %dx%d, stride %d, pad %d not "
+                       "supported (stride 1 and a non-empty output needed)",
+                       s->c, s->h, s->w, s->kh, s->kw, s->stride, s->pad);
+    memset(g, 0, sizeof *g);
+    g->cpad = (s->c + 31) / 32 * 32;
+    g->hp = s->h + 2 * s->pad;
+    g->wp = s->w + 2 * s->pad;
+    g->oh = g->hp - s->kh + 1;
+    g->ow = g->wp - s->kw + 1;
+    g->q = g->oh * g->wp;
+    g->qpad = (g->q + 15) / 16 * 16;
+    /* The last tile of positions reads up to qpad - 1, shifted by the largest offset. */
+    g->positions = g->qpad + (s->kh - 1) * g->wp + s->kw - 1;
+    if (g->positions < g->hp * g->wp)
+        g->positions = g->hp * g->wp;
+    g->xv = (size_t)g->cpad * g->positions;
+    g->yq = (size_t)s->k * g->qpad;
+    g->wpack = dt_bf16_packed_a_size(s->k, s->kh * s->kw * g->cpad);
+    return 0;
+}
+
+void dt_conv_bf16_pack_weights(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
+                               const float *w, dt_bf16 *wp)
+{
+    int cb_count = g->cpad / 32, kt_count = s->kh * s->kw * cb_count;
+    int mt_count = (s->k + 15) / 16;
+    for (int mt = 0; mt < mt_count; mt++)
+        for (int kt = 0; kt < kt_count; kt++, wp += TILE_ELEMS) {
+            int ij = kt / cb_count, c0 = kt % cb_count * 32;
+            int i = ij / s->kw, j = ij % s->kw;
+            for (int r = 0; r < 16; r++)
+                for (int col = 0; col < 32; col++) {
+                    int k = mt * 16 + r, c = c0 + col;
+                    float v = c < s->c && k < s->k
+                                  ? w[(((size_t)k * s->c + c) * s->kh + i) * s->kw + j]
+                                  : 0.0f;
+                    wp[r * 32 + col] = dt_bf16_from_f32(v);
+                }
+        }
+}
+
+void dt_conv_bf16_pad_input(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
+                            const float *x, dt_bf16 *xv)
+{
+    memset(xv, 0, g->xv * sizeof *xv);
+    size_t plane = (size_t)s->h * s->w;
+    for (int c = 0; c < s->c; c++) {
+        const float *src = x + c * plane;
+        dt_bf16 *pair = xv + (size_t)(c / 2) * g->positions * 2 + c % 2;
+        for (int h = 0; h < s->h; h++) {
+            dt_bf16 *out = pair + ((size_t)(h + s->pad) * g->wp + s->pad) * 2;
+            for (int w = 0; w < s->w; w++)
+                out[2 * w] = dt_bf16_from_f32(src[h * s->w + w]);
+        }
+    }
+}
+
+void dt_conv_bf16_compact(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
+                          const float *yq, const float *b, float *y)
+{
+    for (int k = 0; k < s->k; k++) {
+        float bias = b ? b[k] : 0.0f;
+        for (int oh = 0; oh < g->oh; oh++) {
+            const float *src = yq + (size_t)k * g->qpad + (size_t)oh * g->wp;
+            float *dst = y + ((size_t)k * g->oh + oh) * g->ow;
+            for (int ow = 0; ow < g->ow; ow++)
+                dst[ow] = src[ow] + bias;
+        }
+    }
+}
+
+/* fp32 sums of the bf16 values, in (i, j, c) order. */
+static void forward_reference(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
+                              const dt_bf16 *xv, const dt_bf16 *wp, float *yq)
+{
+    int cb_count = g->cpad / 32, kt_count = s->kh * s->kw * cb_count;
+    for (int k = 0; k < s->k; k++)
+        for (int q = 0; q < g->qpad; q++) {
+            float sum = 0;
+            for (int kt = 0; kt < kt_count; kt++) {
+                int ij = kt / cb_count, c0 = kt % cb_count * 32;
+                int at = q + ij / s->kw * g->wp + ij % s->kw;
+                const dt_bf16 *a = wp + ((size_t)(k / 16) * kt_count + kt) * TILE_ELEMS;
+                for (int c = 0; c < 32; c++) {
+                    int ch = c0 + c;
+                    float xval =
+                        dt_bf16_to_f32(xv[((size_t)(ch / 2) * g->positions + at) * 2 + ch % 2]);
+                    sum += dt_bf16_to_f32(a[(k % 16) * 32 + c]) * xval;
+                }
+            }
+            yq[(size_t)k * g->qpad + q] = sum;
+        }
+}
+
+void dt_conv_bf16_forward_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
+                             const struct dt_conv_bf16_geom *g, const dt_bf16 *xv,
+                             const dt_bf16 *wp, float *yq)
+{
+    switch (p) {
+    case DT_BF16_AMX:
+        dt_conv_bf16_forward_amx(s, g, xv, wp, yq);
+        break;
+    case DT_BF16_CTILE:
+        dt_conv_bf16_forward_ctile(s, g, xv, wp, yq);
+        break;
+    default:
+        forward_reference(s, g, xv, wp, yq);
+        break;
+    }
+}

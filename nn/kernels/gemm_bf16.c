@@ -1,0 +1,161 @@
+/* Packing, the reference product and path choice for the bf16 GEMM (gemm_bf16.h); the tile
+ * kernels themselves are gemm_bf16.isa.c. */
+#include "nn/kernels/gemm_bf16.h"
+
+#include <omp.h>
+
+#include "nn/kernels/amx.h"
+
+#define TILE_ELEMS 512
+
+static const char *const path_names[DT_BF16_PATH_COUNT] = {"reference", "ctile", "amx"};
+
+const char *dt_bf16_path_name(enum dt_bf16_path p)
+{
+    return p >= 0 && p < DT_BF16_PATH_COUNT ? path_names[p] : "?";
+}
+
+bool dt_bf16_path_available(enum dt_bf16_path p, const char **why)
+{
+    if (why)
+        *why = "";
+    if (p == DT_BF16_AMX)
+        return dt_amx_usable(why);
+    return p >= 0 && p < DT_BF16_PATH_COUNT;
+}
+
+enum dt_bf16_path dt_bf16_path_best(void)
+{
+    return dt_amx_usable(NULL) ? DT_BF16_AMX : DT_BF16_REFERENCE;
+}
+
+void dt_bf16_from_f32_n(const float *src, dt_bf16 *dst, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        dst[i] = dt_bf16_from_f32(src[i]);
+}
+
+void dt_bf16_to_f32_n(const dt_bf16 *src, float *dst, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        dst[i] = dt_bf16_to_f32(src[i]);
+}
+
+static int tiles(int n, int per)
+{
+    return n > 0 ? (n + per - 1) / per : 0;
+}
+
+size_t dt_bf16_packed_a_size(int m, int k)
+{
+    return (size_t)tiles(m, 16) * tiles(k, 32) * TILE_ELEMS;
+}
+
+size_t dt_bf16_packed_b_size(int k, int n)
+{
+    return (size_t)tiles(k, 32) * tiles(n, 16) * TILE_ELEMS;
+}
+
+/* The source element as bf16, from either element type (one of f32 / h is NULL). */
+static inline dt_bf16 element(const float *f32, const dt_bf16 *h, ptrdiff_t at)
+{
+    return f32 ? dt_bf16_from_f32(f32[at]) : h[at];
+}
+
+static void pack_a(const float *f32, const dt_bf16 *h, ptrdiff_t rs, ptrdiff_t cs, int m, int k,
+                   dt_bf16 *dst)
+{
+    int mt_count = tiles(m, 16), kt_count = tiles(k, 32);
+    for (int mt = 0; mt < mt_count; mt++)
+        for (int kt = 0; kt < kt_count; kt++, dst += TILE_ELEMS)
+            for (int r = 0; r < 16; r++)
+                for (int c = 0; c < 32; c++) {
+                    int i = mt * 16 + r, j = kt * 32 + c;
+                    dst[r * 32 + c] = i < m && j < k ? element(f32, h, i * rs + j * cs) : 0;
+                }
+}
+
+static void pack_b(const float *f32, const dt_bf16 *h, ptrdiff_t rs, ptrdiff_t cs, int k, int n,
+                   dt_bf16 *dst)
+{
+    int nt_count = tiles(n, 16), kt_count = tiles(k, 32);
+    for (int nt = 0; nt < nt_count; nt++)
+        for (int kt = 0; kt < kt_count; kt++, dst += TILE_ELEMS)
+            for (int p = 0; p < 16; p++)
+                for (int c = 0; c < 16; c++)
+                    for (int half = 0; half < 2; half++) {
+                        int i = kt * 32 + 2 * p + half, j = nt * 16 + c;
+                        dst[p * 32 + c * 2 + half] =
+                            i < k && j < n ? element(f32, h, i * rs + j * cs) : 0;
+                    }
+}
+
+void dt_bf16_pack_a_f32(const float *src, ptrdiff_t rs, ptrdiff_t cs, int m, int k, dt_bf16 *dst)
+{
+    pack_a(src, NULL, rs, cs, m, k, dst);
+}
+
+void dt_bf16_pack_a_bf16(const dt_bf16 *src, ptrdiff_t rs, ptrdiff_t cs, int m, int k, dt_bf16 *dst)
+{
+    pack_a(NULL, src, rs, cs, m, k, dst);
+}
+
+void dt_bf16_pack_b_f32(const float *src, ptrdiff_t rs, ptrdiff_t cs, int k, int n, dt_bf16 *dst)
+{
+    pack_b(src, NULL, rs, cs, k, n, dst);
+}
+
+void dt_bf16_pack_b_bf16(const dt_bf16 *src, ptrdiff_t rs, ptrdiff_t cs, int k, int n, dt_bf16 *dst)
+{
+    pack_b(NULL, src, rs, cs, k, n, dst);
+}
+
+/* Element (i, j) of packed A and packed B. */
+static float a_at(const dt_bf16 *a, int kt_count, int i, int j)
+{
+    return dt_bf16_to_f32(
+        a[((size_t)(i / 16) * kt_count + j / 32) * TILE_ELEMS + (i % 16) * 32 + j % 32]);
+}
+
+static float b_at(const dt_bf16 *b, int kt_count, int i, int j)
+{
+    return dt_bf16_to_f32(b[((size_t)(j / 16) * kt_count + i / 32) * TILE_ELEMS +
+                            (i % 32) / 2 * 32 + (j % 16) * 2 + i % 2]);
+}
+
+/* fp32 arithmetic on the bf16 values, k in order: what the hardware paths approximate. */
+static void gemm_reference(int m, int n, int k, const dt_bf16 *a, const dt_bf16 *b, float *c,
+                           ptrdiff_t ldc, bool accumulate)
+{
+    int kt_count = tiles(k, 32);
+#pragma omp parallel for if (!omp_in_parallel() && (double)m * n * k > 4e6)
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            float s = accumulate ? c[i * ldc + j] : 0.0f;
+            for (int p = 0; p < k; p++)
+                s += a_at(a, kt_count, i, p) * b_at(b, kt_count, p, j);
+            c[i * ldc + j] = s;
+        }
+}
+
+void dt_gemm_bf16_on(enum dt_bf16_path p, int m, int n, int k, const dt_bf16 *a, const dt_bf16 *b,
+                     float *c, ptrdiff_t ldc, bool accumulate)
+{
+    switch (p) {
+    case DT_BF16_AMX:
+        dt_gemm_bf16_amx(m, n, k, a, b, c, ldc, accumulate);
+        break;
+    case DT_BF16_CTILE:
+        dt_gemm_bf16_ctile(m, n, k, a, b, c, ldc, accumulate);
+        break;
+    default:
+        gemm_reference(m, n, k, a, b, c, ldc, accumulate);
+        break;
+    }
+}
+
+void dt_gemm_bf16(int m, int n, int k, const dt_bf16 *a, const dt_bf16 *b, float *c, ptrdiff_t ldc,
+                  bool accumulate)
+{
+    dt_gemm_bf16_on(dt_bf16_path_best(), m, n, k, a, b, c, ldc, accumulate);
+}

@@ -1,0 +1,60 @@
+/* bf16 matrix products with fp32 accumulation: C (fp32) = [C +] A * B.
+ *
+ * Operands are packed first into 1 KiB tiles, the layout the AMX tile loads read with a 64-byte
+ * stride (and that stays in cache as a unit):
+ *   A, M x K: tiles of 16 rows x 32 bf16, ordered [M/16][K/32]; element (m, k) of tile
+ *             (mt, kt) at row m % 16, column k % 32;
+ *   B, K x N: tiles of 16 pairs x 16 columns x 2 (VNNI: rows k and k+1 of a column side by
+ *             side), ordered [N/16][K/32]; element (k, n) at [(k % 32) / 2][n % 16][k % 2].
+ * Sizes round up to whole tiles and the padding is zero, so any M, N, K work. The source of a
+ * pack is addressed through two strides (rs between rows, cs between columns), so a
+ * transposed operand (the backward products' W^T and X^T) packs the same way.
+ *
+ * Paths: "amx" (TDPBF16PS), "ctile" (the same kernel source over the plain-C tile vocabulary,
+ * nn/kernels/tile.h), and "reference" (a plain triple loop, fp32 arithmetic on the bf16
+ * values: the emulation any CPU can run and the tests' yardstick). */
+#ifndef DT_NN_KERNELS_GEMM_BF16_H
+#define DT_NN_KERNELS_GEMM_BF16_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "nn/kernels/bf16.h"
+
+enum dt_bf16_path { DT_BF16_REFERENCE, DT_BF16_CTILE, DT_BF16_AMX, DT_BF16_PATH_COUNT };
+
+const char *dt_bf16_path_name(enum dt_bf16_path p);
+/* This CPU (and Linux) can run p; otherwise *why says why. */
+bool dt_bf16_path_available(enum dt_bf16_path p, const char **why);
+/* The fastest available path. */
+enum dt_bf16_path dt_bf16_path_best(void);
+
+/* bf16 elements of a packed operand (a multiple of 512: whole tiles). */
+size_t dt_bf16_packed_a_size(int m, int k);
+size_t dt_bf16_packed_b_size(int k, int n);
+
+/* Packs the m x k matrix at src (element (i, j) at src[i * rs + j * cs]) as A, from fp32
+ * (rounded to nearest even) or bf16. */
+void dt_bf16_pack_a_f32(const float *src, ptrdiff_t rs, ptrdiff_t cs, int m, int k, dt_bf16 *dst);
+void dt_bf16_pack_a_bf16(const dt_bf16 *src, ptrdiff_t rs, ptrdiff_t cs, int m, int k,
+                         dt_bf16 *dst);
+/* Packs the k x n matrix at src (element (i, j) at src[i * rs + j * cs]) as B. */
+void dt_bf16_pack_b_f32(const float *src, ptrdiff_t rs, ptrdiff_t cs, int k, int n, dt_bf16 *dst);
+void dt_bf16_pack_b_bf16(const dt_bf16 *src, ptrdiff_t rs, ptrdiff_t cs, int k, int n,
+                         dt_bf16 *dst);
+
+/* C (m x n, row stride ldc floats) = [C +] A * B from packed A (m x k) and B (k x n), on the
+ * best path. Splits its blocks over the OpenMP team unless called inside a parallel region. */
+void dt_gemm_bf16(int m, int n, int k, const dt_bf16 *a, const dt_bf16 *b, float *c, ptrdiff_t ldc,
+                  bool accumulate);
+/* The same on a chosen path (tests, benchmarks); p must be available. */
+void dt_gemm_bf16_on(enum dt_bf16_path p, int m, int n, int k, const dt_bf16 *a, const dt_bf16 *b,
+                     float *c, ptrdiff_t ldc, bool accumulate);
+
+/* The per-ISA builds of nn/kernels/gemm_bf16.isa.c (dispatch goes through the calls above). */
+void dt_gemm_bf16_amx(int m, int n, int k, const dt_bf16 *a, const dt_bf16 *b, float *c,
+                      ptrdiff_t ldc, bool accumulate);
+void dt_gemm_bf16_ctile(int m, int n, int k, const dt_bf16 *a, const dt_bf16 *b, float *c,
+                        ptrdiff_t ldc, bool accumulate);
+
+#endif

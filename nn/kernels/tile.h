@@ -1,0 +1,86 @@
+/* The tile vocabulary the matrix kernels are written in: eight tile registers of 16 rows x 64
+ * bytes (16 x 16 fp32 accumulators, 16 x 32 bf16 A operands, or 16 bf16 pairs x 16 columns of
+ * B in the VNNI layout), and five operations:
+ *
+ *   TILE_ZERO(t)              t = 0
+ *   TILE_LOAD(t, ptr, stride) t's 16 rows of 64 bytes from ptr, ptr + stride, ...
+ *   TILE_STORE(t, ptr, stride)
+ *   TILE_DPBF16(c, a, b)      c[m][n] += sum over k of a[m][2k]*b[k][n][0] + a[m][2k+1]*b[k][n][1]
+ *   TILE_BEGIN()              configure this thread's tiles (once; cheap after that)
+ *
+ * A kernel source (nn/kernels/NAME.isa.c) is compiled once per implementation: DT_ISA_AMX maps
+ * the operations to the AMX instructions (tile numbers must be constants), DT_ISA_CTILE to
+ * plain C on per-thread arrays with the same arithmetic in fp32. The C build runs on every
+ * machine, so the blocking and packing logic above the vocabulary is tested everywhere, not
+ * only where AMX exists; the two builds then differ only in these five operations. */
+#ifndef DT_NN_KERNELS_TILE_H
+#define DT_NN_KERNELS_TILE_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "nn/kernels/amx.h"
+#include "nn/kernels/bf16.h"
+
+#define TILE_ROWS  16
+#define TILE_BYTES 64
+
+#if defined(DT_ISA_AMX)
+
+#include <immintrin.h>
+
+#define TILE_ZERO(t)               _tile_zero(t)
+#define TILE_LOAD(t, ptr, stride)  _tile_loadd(t, ptr, stride)
+#define TILE_STORE(t, ptr, stride) _tile_stored(t, ptr, stride)
+#define TILE_DPBF16(c, a, b)       _tile_dpbf16ps(c, a, b)
+#define TILE_BEGIN()               dt_amx_configure_thread()
+
+#elif defined(DT_ISA_CTILE)
+
+struct ctile {
+    _Alignas(64) uint8_t b[TILE_ROWS][TILE_BYTES];
+};
+static _Thread_local struct ctile ctiles[8];
+
+static inline void ctile_load(int t, const void *ptr, long stride)
+{
+    for (int r = 0; r < TILE_ROWS; r++)
+        memcpy(ctiles[t].b[r], (const uint8_t *)ptr + r * stride, TILE_BYTES);
+}
+
+static inline void ctile_store(int t, void *ptr, long stride)
+{
+    for (int r = 0; r < TILE_ROWS; r++)
+        memcpy((uint8_t *)ptr + r * stride, ctiles[t].b[r], TILE_BYTES);
+}
+
+/* TDPBF16PS's order: per row, per pair k, both products added in turn in fp32. */
+static inline void ctile_dpbf16(int c, int a, int b)
+{
+    for (int m = 0; m < TILE_ROWS; m++) {
+        float acc[16];
+        const dt_bf16 *ar = (const dt_bf16 *)ctiles[a].b[m];
+        memcpy(acc, ctiles[c].b[m], sizeof acc);
+        for (int k = 0; k < 16; k++) {
+            const dt_bf16 *br = (const dt_bf16 *)ctiles[b].b[k];
+            float a0 = dt_bf16_to_f32(ar[2 * k]), a1 = dt_bf16_to_f32(ar[2 * k + 1]);
+            for (int n = 0; n < 16; n++) {
+                acc[n] += a0 * dt_bf16_to_f32(br[2 * n]);
+                acc[n] += a1 * dt_bf16_to_f32(br[2 * n + 1]);
+            }
+        }
+        memcpy(ctiles[c].b[m], acc, sizeof acc);
+    }
+}
+
+#define TILE_ZERO(t)               memset(ctiles[t].b, 0, sizeof ctiles[t].b)
+#define TILE_LOAD(t, ptr, stride)  ctile_load(t, ptr, stride)
+#define TILE_STORE(t, ptr, stride) ctile_store(t, ptr, stride)
+#define TILE_DPBF16(c, a, b)       ctile_dpbf16(c, a, b)
+#define TILE_BEGIN()               ((void)0)
+
+#else
+#error "nn/kernels/tile.h: compile with -DDT_ISA_AMX or -DDT_ISA_CTILE (see the Makefile)"
+#endif
+
+#endif

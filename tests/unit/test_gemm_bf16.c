@@ -1,0 +1,202 @@
+/* nn/kernels/gemm_bf16: bf16 rounding (nearest even, NaN kept), packing through strides (a
+ * transposed source packs like a plain one), and every path's product against the exact one.
+ *
+ * Tolerance: a product of two bf16 values is exact in fp32 (8 + 8 significant bits), so the
+ * only error is fp32 accumulation, in whatever order a path adds: |c - exact| <= k * 2^-24 *
+ * sum |a b| (the standard bound, doubled for margin). The reference, C-tile and AMX paths must
+ * all meet it; a path this CPU lacks is skipped with its reason printed. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "nn/kernels/gemm_bf16.h"
+
+static uint64_t rng = 88172645463325252ull;
+static float uniform(void) /* in [-1, 1) */
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (float)((rng >> 40) * (1.0 / (1 << 23))) - 1.0f;
+}
+
+static void test_rounding_is_nearest_even(void **state)
+{
+    (void)state;
+    assert_int_equal(dt_bf16_from_f32(1.0f), 0x3f80);
+    /* 1 + 2^-8 is halfway between 1 and 1 + 2^-7: ties go to the even one (1). */
+    assert_int_equal(dt_bf16_from_f32(1.0f + 0x1p-8f), 0x3f80);
+    /* 1 + 3 * 2^-8 is halfway between 1 + 2^-7 and 1 + 2^-6: even is 1 + 2^-6. */
+    assert_int_equal(dt_bf16_from_f32(1.0f + 3 * 0x1p-8f), 0x3f82);
+    assert_int_equal(dt_bf16_from_f32(1.0f + 0x1p-8f + 0x1p-20f), 0x3f81); /* above half */
+    assert_int_equal(dt_bf16_from_f32(-2.0f), 0xc000);
+    assert_int_equal(dt_bf16_from_f32(INFINITY), 0x7f80);
+    assert_true(isnan(dt_bf16_to_f32(dt_bf16_from_f32(NAN))));
+    /* The largest float rounds up to infinity, as RNE demands. */
+    assert_int_equal(dt_bf16_from_f32(3.4028235e38f), 0x7f80);
+    for (int i = 0; i < 1000; i++) {
+        float f = uniform() * 1000;
+        float r = dt_bf16_round(f);
+        assert_true(fabsf(r - f) <= fabsf(f) * 0x1p-8f);
+        assert_true(dt_bf16_round(r) == r); /* idempotent */
+    }
+}
+
+/* Packing a transposed view (strides swapped) gives the packing of the transposed copy. */
+static void test_packing_through_strides(void **state)
+{
+    (void)state;
+    int m = 19, k = 45;
+    float *src = malloc(sizeof(float) * m * k), *tr = malloc(sizeof(float) * m * k);
+    for (int i = 0; i < m * k; i++)
+        src[i] = uniform();
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < k; j++)
+            tr[j * m + i] = src[i * k + j];
+    size_t na = dt_bf16_packed_a_size(m, k), nb = dt_bf16_packed_b_size(k, m);
+    assert_int_equal(na, 2 * 2 * 512);
+    dt_bf16 *p1 = malloc(na * 2), *p2 = malloc(na * 2), *h = malloc(sizeof(dt_bf16) * m * k);
+    dt_bf16_pack_a_f32(src, k, 1, m, k, p1);
+    dt_bf16_pack_a_f32(tr, 1, m, m, k, p2); /* tr holds A^T: A(i, j) = tr[j * m + i] */
+    assert_memory_equal(p1, p2, na * 2);
+    dt_bf16_from_f32_n(src, h, (size_t)m * k);
+    dt_bf16_pack_a_bf16(h, k, 1, m, k, p2); /* from bf16: the same bits */
+    assert_memory_equal(p1, p2, na * 2);
+    dt_bf16 *q1 = malloc(nb * 2), *q2 = malloc(nb * 2);
+    dt_bf16_pack_b_f32(tr, m, 1, k, m, q1); /* B = A^T, k x m */
+    dt_bf16_pack_b_f32(src, 1, k, k, m, q2);
+    assert_memory_equal(q1, q2, nb * 2);
+    free(src), free(tr), free(p1), free(p2), free(h), free(q1), free(q2);
+}
+
+/* One product on path p against the exact one; returns the worst error / bound ratio. */
+static double check_product(enum dt_bf16_path p, int m, int n, int k, bool accumulate)
+{
+    float *a = malloc(sizeof(float) * m * k), *b = malloc(sizeof(float) * k * n);
+    float *c = malloc(sizeof(float) * m * (n + 3)), *c0 = malloc(sizeof(float) * m * (n + 3));
+    for (int i = 0; i < m * k; i++)
+        a[i] = uniform();
+    for (int i = 0; i < k * n; i++)
+        b[i] = uniform();
+    int ldc = n + 3; /* a row stride wider than the row: the padding must stay untouched */
+    for (int i = 0; i < m * ldc; i++)
+        c0[i] = c[i] = uniform();
+    dt_bf16 *pa = malloc(2 * dt_bf16_packed_a_size(m, k)),
+            *pb = malloc(2 * dt_bf16_packed_b_size(k, n));
+    dt_bf16_pack_a_f32(a, k, 1, m, k, pa);
+    dt_bf16_pack_b_f32(b, n, 1, k, n, pb);
+    dt_gemm_bf16_on(p, m, n, k, pa, pb, c, ldc, accumulate);
+    double worst = 0;
+    for (int i = 0; i < m; i++) {
+        for (int j = 0; j < n; j++) {
+            double exact = accumulate ? c0[i * ldc + j] : 0, mag = fabs(exact);
+            for (int q = 0; q < k; q++) {
+                double t = (double)dt_bf16_round(a[i * k + q]) * dt_bf16_round(b[q * n + j]);
+                exact += t;
+                mag += fabs(t);
+            }
+            double bound = 2.0 * (k + 1) * 0x1p-24 * mag + 1e-30;
+            double r = fabs(c[i * ldc + j] - exact) / bound;
+            worst = r > worst ? r : worst;
+        }
+        for (int j = n; j < ldc; j++)
+            assert_true(c[i * ldc + j] == c0[i * ldc + j]);
+    }
+    free(a), free(b), free(c), free(c0), free(pa), free(pb);
+    return worst;
+}
+
+static void run_shapes(enum dt_bf16_path p)
+{
+    const char *why;
+    if (!dt_bf16_path_available(p, &why)) {
+        print_message("skip %s path: %s\n", dt_bf16_path_name(p), why);
+        skip();
+    }
+    static const int sizes[] = {1, 15, 16, 17, 32, 33, 47, 64, 100};
+    double worst = 0;
+    for (int x = 0; x < 9; x++)
+        for (int y = 0; y < 9; y += 2)
+            for (int z = 0; z < 9; z += 3) {
+                int m = sizes[x], n = sizes[(x + y) % 9], k = sizes[(y + z + 1) % 9];
+                double r = check_product(p, m, n, k, (x + y + z) % 2);
+                if (r > 1)
+                    fail_msg("%s: %dx%dx%d off by %.2f times the bound", dt_bf16_path_name(p), m, n,
+                             k, r);
+                worst = r > worst ? r : worst;
+            }
+    /* A product large enough to be split over threads, and a deep one. */
+    worst = fmax(worst, check_product(p, 96, 200, 288, false));
+    worst = fmax(worst, check_product(p, 40, 24, 1152, true));
+    assert_true(worst <= 1);
+    print_message("%s: worst error %.3f of the bound\n", dt_bf16_path_name(p), worst);
+}
+
+static void test_reference_path(void **state)
+{
+    (void)state;
+    run_shapes(DT_BF16_REFERENCE);
+}
+
+static void test_ctile_path(void **state)
+{
+    (void)state;
+    run_shapes(DT_BF16_CTILE);
+}
+
+static void test_amx_path(void **state)
+{
+    (void)state;
+    run_shapes(DT_BF16_AMX);
+}
+
+/* The C tiles and AMX run the same blocking; they differ only in how TDPBF16PS adds a pair's
+ * two products inside the hardware (not specified bit for bit), so they agree to rounding. */
+static void test_amx_matches_ctile(void **state)
+{
+    (void)state;
+    const char *why;
+    if (!dt_bf16_path_available(DT_BF16_AMX, &why)) {
+        print_message("skip amx vs ctile: %s\n", why);
+        skip();
+    }
+    int m = 50, n = 70, k = 130;
+    float *a = malloc(sizeof(float) * m * k), *b = malloc(sizeof(float) * k * n);
+    float *c1 = calloc((size_t)m * n, sizeof(float)), *c2 = calloc((size_t)m * n, sizeof(float));
+    for (int i = 0; i < m * k; i++)
+        a[i] = uniform();
+    for (int i = 0; i < k * n; i++)
+        b[i] = uniform();
+    dt_bf16 *pa = malloc(2 * dt_bf16_packed_a_size(m, k)),
+            *pb = malloc(2 * dt_bf16_packed_b_size(k, n));
+    dt_bf16_pack_a_f32(a, k, 1, m, k, pa);
+    dt_bf16_pack_b_f32(b, n, 1, k, n, pb);
+    dt_gemm_bf16_on(DT_BF16_AMX, m, n, k, pa, pb, c1, n, false);
+    dt_gemm_bf16_on(DT_BF16_CTILE, m, n, k, pa, pb, c2, n, false);
+    int differ = 0;
+    for (int i = 0; i < m * n; i++)
+        differ += c1[i] != c2[i];
+    print_message("amx vs ctile: %d of %d outputs differ in any bit\n", differ, m * n);
+    for (int i = 0; i < m * n; i++)
+        assert_true(fabsf(c1[i] - c2[i]) <= 1e-5f * (1 + fabsf(c2[i])));
+    free(a), free(b), free(c1), free(c2), free(pa), free(pb);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_rounding_is_nearest_even),
+        cmocka_unit_test(test_packing_through_strides),
+        cmocka_unit_test(test_reference_path),
+        cmocka_unit_test(test_ctile_path),
+        cmocka_unit_test(test_amx_path),
+        cmocka_unit_test(test_amx_matches_ctile),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
