@@ -10,7 +10,10 @@
  * (AMX; elsewhere the reference, which is for testing and far slower), and "out", the
  * compaction of the padded-width output to NCHW (a consumer reading that layout skips it).
  * "tiles x" is fp32 over the tiles alone, "all x" over all three parts. Weights are packed
- * once, outside the timing, as the optimizer step would. Medians of `repeats` runs. */
+ * once, outside the timing, as the optimizer step would. Medians of `repeats` runs.
+ * Under each shape, the two backward products the same way ("in" = their operand layouts:
+ * dY rows and the position-pair copies of X for the weight gradient, dY in pair planes for
+ * the input gradient, which runs through the forward kernel; its compaction is not timed). */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -110,6 +113,62 @@ int main(int argc, char **argv)
         printf("%-24s %9.2f %9.2f %9.2f %9.2f %7.1fx %7.1fx %6.0f\n", shapes[i].name, 1e3 * m32,
                1e3 * mpad, 1e3 * m16, 1e3 * mout, m32 / m16, m32 / (mpad + m16 + mout),
                flops / m16 / 1e9);
+        /* Backward: the weight gradient over the batch and the input gradient through the
+         * forward kernel, each against the fp32 layer's kernel; operand layouts timed apart. */
+        float *dy = floats(sy * batch), *dx = floats(sx * batch),
+              *dw = floats((size_t)s.k * s.c * 9);
+        float *db = floats(s.k);
+        struct dt_conv_shape t;
+        struct dt_conv_bf16_geom gt;
+        dt_conv_bf16_input_grad_shape(&s, &t);
+        if (dt_conv_bf16_geometry(&t, &gt))
+            return 1;
+        dt_bf16 *dyq = aligned_alloc(64, (g.dyq * 2 * batch + 63) / 64 * 64);
+        dt_bf16 *ev = aligned_alloc(64, (g.xt * 2 * batch + 63) / 64 * 64);
+        dt_bf16 *od = aligned_alloc(64, (g.xt * 2 * batch + 63) / 64 * 64);
+        dt_bf16 *dyv = aligned_alloc(64, (gt.xv * 2 * batch + 63) / 64 * 64);
+        dt_bf16 *wt = aligned_alloc(64, (gt.wpack * 2 + 63) / 64 * 64);
+        float *dwt = floats(g.dwt), *dxq = floats(gt.yq * batch);
+        dt_conv_bf16_pack_weights_input_grad(&t, &gt, w, wt);
+        double w32[64], wlay[64], w16[64], i32[64], ilay[64], i16[64];
+        for (int r = 0; r < n; r++) {
+            double t0 = dt_now();
+            int rc = wino
+                         ? dt_conv_winograd_backward_weight(&s, x, dy, dw, db, scratch, ns, threads)
+                         : dt_conv_direct_backward_weight(&s, x, dy, dw, db, scratch, ns, threads);
+            double t1 = dt_now();
+#pragma omp parallel for
+            for (int i = 0; i < batch; i++) {
+                dt_conv_bf16_dy_rows(&s, &g, dy + i * sy, dyq + i * g.dyq);
+                dt_conv_bf16_position_pairs(&s, &g, x + i * sx, ev + i * g.xt, od + i * g.xt);
+            }
+            double t2 = dt_now();
+            dt_conv_bf16_weight_grad_on(path, &s, &g, batch, dyq, ev, od, dwt, false);
+            double t3 = dt_now();
+            rc |= wino ? dt_conv_winograd_backward_input(&s, dy, w, dx, scratch, ns, threads)
+                       : dt_conv_direct_backward_input(&s, dy, w, dx, scratch, ns, threads);
+            double t4 = dt_now();
+#pragma omp parallel for
+            for (int i = 0; i < batch; i++)
+                dt_conv_bf16_pad_input(&t, &gt, dy + i * sy, dyv + i * gt.xv);
+            double t5 = dt_now();
+#pragma omp parallel for
+            for (int i = 0; i < batch; i++)
+                dt_conv_bf16_forward_on(path, &t, &gt, dyv + i * gt.xv, wt, dxq + i * gt.yq);
+            double t6 = dt_now();
+            if (rc)
+                return 1;
+            w32[r] = t1 - t0, wlay[r] = t2 - t1, w16[r] = t3 - t2;
+            i32[r] = t4 - t3, ilay[r] = t5 - t4, i16[r] = t6 - t5;
+        }
+        double a = median(w32, n), bb = median(wlay, n), c = median(w16, n);
+        printf("  %-22s %9.2f %9.2f %9.2f %9s %7.1fx %7.1fx\n", "weight gradient", 1e3 * a,
+               1e3 * bb, 1e3 * c, "", a / c, a / (bb + c));
+        a = median(i32, n), bb = median(ilay, n), c = median(i16, n);
+        printf("  %-22s %9.2f %9.2f %9.2f %9s %7.1fx %7.1fx\n", "input gradient", 1e3 * a, 1e3 * bb,
+               1e3 * c, "", a / c, a / (bb + c));
+        free(dy), free(dx), free(dw), free(db), free(dyq), free(ev), free(od), free(dyv);
+        free(wt), free(dwt), free(dxq);
         free(x), free(w), free(b), free(y), free(scratch), free(xv), free(wp), free(yq);
     }
     return 0;

@@ -31,11 +31,21 @@ int dt_conv_bf16_geometry(const struct dt_conv_shape *s, struct dt_conv_bf16_geo
     g->xv = (size_t)g->cpad * g->positions;
     g->yq = (size_t)s->k * g->qpad;
     g->wpack = dt_bf16_packed_a_size(s->k, s->kh * s->kw * g->cpad);
+    g->qrow = (g->q + 31) / 32 * 32;
+    g->c16 = (s->c + 15) / 16 * 16;
+    /* The odd copy's last pair starts at qrow - 1 + the largest shift. */
+    g->pairs = (g->qrow + (s->kh - 1) * g->wp + s->kw - 1) / 2 + 1;
+    g->dyq = (size_t)s->k * g->qrow;
+    g->xt = (size_t)g->pairs * g->c16 * 2;
+    g->dwt = (size_t)s->k * s->kh * s->kw * g->c16;
     return 0;
 }
 
-void dt_conv_bf16_pack_weights(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
-                               const float *w, dt_bf16 *wp)
+/* Packs w as A for the shape s (K = s->k outputs, C = s->c inputs). `transposed`: w is the
+ * weights of the convolution this one is the input gradient of, [C][K][kh][kw], taken
+ * transposed and rotated by 180 degrees. */
+static void pack_weights(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
+                         const float *w, bool transposed, dt_bf16 *wp)
 {
     int cb_count = g->cpad / 32, kt_count = s->kh * s->kw * cb_count;
     int mt_count = (s->k + 15) / 16;
@@ -46,12 +56,40 @@ void dt_conv_bf16_pack_weights(const struct dt_conv_shape *s, const struct dt_co
             for (int r = 0; r < 16; r++)
                 for (int col = 0; col < 32; col++) {
                     int k = mt * 16 + r, c = c0 + col;
-                    float v = c < s->c && k < s->k
-                                  ? w[(((size_t)k * s->c + c) * s->kh + i) * s->kw + j]
-                                  : 0.0f;
-                    wp[r * 32 + col] = dt_bf16_from_f32(v);
+                    size_t at = transposed
+                                    ? (((size_t)c * s->k + k) * s->kh + s->kh - 1 - i) * s->kw +
+                                          s->kw - 1 - j
+                                    : (((size_t)k * s->c + c) * s->kh + i) * s->kw + j;
+                    wp[r * 32 + col] = dt_bf16_from_f32(c < s->c && k < s->k ? w[at] : 0.0f);
                 }
         }
+}
+
+void dt_conv_bf16_pack_weights(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
+                               const float *w, dt_bf16 *wp)
+{
+    pack_weights(s, g, w, false, wp);
+}
+
+void dt_conv_bf16_input_grad_shape(const struct dt_conv_shape *s, struct dt_conv_shape *t)
+{
+    int oh = s->h + 2 * s->pad - s->kh + 1, ow = s->w + 2 * s->pad - s->kw + 1;
+    *t = (struct dt_conv_shape){.n = s->n,
+                                .c = s->k,
+                                .h = oh,
+                                .w = ow,
+                                .k = s->c,
+                                .kh = s->kh,
+                                .kw = s->kw,
+                                .stride = 1,
+                                .pad = s->kh - 1 - s->pad};
+}
+
+void dt_conv_bf16_pack_weights_input_grad(const struct dt_conv_shape *t,
+                                          const struct dt_conv_bf16_geom *g, const float *w,
+                                          dt_bf16 *wp)
+{
+    pack_weights(t, g, w, true, wp);
 }
 
 void dt_conv_bf16_pad_input(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
@@ -82,6 +120,83 @@ void dt_conv_bf16_compact(const struct dt_conv_shape *s, const struct dt_conv_bf
                 dst[ow] = src[ow] + bias;
         }
     }
+}
+
+void dt_conv_bf16_dy_rows(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
+                          const float *dy, dt_bf16 *dyq)
+{
+    memset(dyq, 0, g->dyq * sizeof *dyq);
+    for (int k = 0; k < s->k; k++)
+        for (int oh = 0; oh < g->oh; oh++)
+            dt_bf16_from_f32_n(dy + ((size_t)k * g->oh + oh) * g->ow,
+                               dyq + (size_t)k * g->qrow + (size_t)oh * g->wp, (size_t)g->ow);
+}
+
+/* The padded input's value at flattened position pos (zero outside the image). */
+static float padded_at(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
+                       const float *x, int c, int pos)
+{
+    int h = pos / g->wp - s->pad, w = pos % g->wp - s->pad;
+    return h >= 0 && h < s->h && w >= 0 && w < s->w ? x[((size_t)c * s->h + h) * s->w + w] : 0.0f;
+}
+
+void dt_conv_bf16_position_pairs(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
+                                 const float *x, dt_bf16 *even, dt_bf16 *odd)
+{
+    int end = g->hp * g->wp;
+    for (int pp = 0; pp < g->pairs; pp++)
+        for (int c = 0; c < g->c16; c++)
+            for (int half = 0; half < 2; half++) {
+                int pe = 2 * pp + half, po = pe + 1;
+                size_t at = ((size_t)pp * g->c16 + c) * 2 + half;
+                even[at] = dt_bf16_from_f32(c < s->c && pe < end ? padded_at(s, g, x, c, pe) : 0);
+                odd[at] = dt_bf16_from_f32(c < s->c && po < end ? padded_at(s, g, x, c, po) : 0);
+            }
+}
+
+static void weight_grad_reference(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
+                                  int n, const dt_bf16 *dyq, const dt_bf16 *even,
+                                  const dt_bf16 *odd, float *dwt, bool accumulate)
+{
+    (void)odd; /* the even copy holds every position */
+    int taps = s->kh * s->kw;
+    for (int k = 0; k < s->k; k++)
+        for (int ij = 0; ij < taps; ij++)
+            for (int c = 0; c < g->c16; c++) {
+                int shift = ij / s->kw * g->wp + ij % s->kw;
+                float sum = accumulate ? dwt[((size_t)k * taps + ij) * g->c16 + c] : 0.0f;
+                for (int i = 0; i < n; i++)
+                    for (int q = 0; q < g->qrow; q++) {
+                        int pos = q + shift;
+                        float xval = dt_bf16_to_f32(
+                            even[i * g->xt + ((size_t)(pos / 2) * g->c16 + c) * 2 + pos % 2]);
+                        sum += dt_bf16_to_f32(dyq[i * g->dyq + (size_t)k * g->qrow + q]) * xval;
+                    }
+                dwt[((size_t)k * taps + ij) * g->c16 + c] = sum;
+            }
+}
+
+void dt_conv_bf16_weight_grad_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
+                                 const struct dt_conv_bf16_geom *g, int n, const dt_bf16 *dyq,
+                                 const dt_bf16 *even, const dt_bf16 *odd, float *dwt,
+                                 bool accumulate)
+{
+    if (p == DT_BF16_AMX)
+        dt_conv_bf16_weight_grad_amx(s, g, n, dyq, even, odd, dwt, accumulate);
+    else if (p == DT_BF16_CTILE)
+        dt_conv_bf16_weight_grad_ctile(s, g, n, dyq, even, odd, dwt, accumulate);
+    else
+        weight_grad_reference(s, g, n, dyq, even, odd, dwt, accumulate);
+}
+
+void dt_conv_bf16_weight_grad_unpack(const struct dt_conv_shape *s,
+                                     const struct dt_conv_bf16_geom *g, const float *dwt, float *dw)
+{
+    int taps = s->kh * s->kw;
+    for (int k = 0; k < s->k; k++)
+        for (int c = 0; c < s->c; c++)
+            for (int ij = 0; ij < taps; ij++)
+                dw[((size_t)k * s->c + c) * taps + ij] = dwt[((size_t)k * taps + ij) * g->c16 + c];
 }
 
 /* fp32 sums of the bf16 values, in (i, j, c) order. */

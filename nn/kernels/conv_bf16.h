@@ -38,6 +38,13 @@ struct dt_conv_bf16_geom {
     size_t xv;     /* bf16 elements of one sample's converted input: cpad * positions */
     size_t yq;     /* floats of one sample's padded-width output: k * qpad */
     size_t wpack;  /* bf16 elements of the packed weights */
+    /* The weight gradient's operands (dt_conv_bf16_weight_grad): */
+    int qrow;   /* dY row length: q rounded up to 32 (one A tile's depth) */
+    int c16;    /* channels rounded up to 16 (one B tile's width) */
+    int pairs;  /* position pairs of each position-pair copy of the input */
+    size_t dyq; /* bf16 elements of one sample's dY rows: k * qrow */
+    size_t xt;  /* bf16 elements of one position-pair copy: pairs * c16 * 2 */
+    size_t dwt; /* floats of the gradient in tap-major order: k * kh * kw * c16 */
 };
 
 /* 0, or -DT_EUSAGE when the kernels do not take this shape (stride 1 only, positive sizes). */
@@ -46,6 +53,18 @@ int dt_conv_bf16_geometry(const struct dt_conv_shape *s, struct dt_conv_bf16_geo
 /* w [K][C][kh][kw] fp32 -> packed A (g->wpack elements), rounded to nearest even. */
 void dt_conv_bf16_pack_weights(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
                                const float *w, dt_bf16 *wp);
+
+/* The input gradient of a stride-1 convolution s is the stride-1 convolution t of dY
+ * [K][OH][OW] with the weights transposed and rotated by 180 degrees, padded kh - 1 - pad
+ * (square kernels with pad <= kh - 1, as every model here has): t's input is dY, its output
+ * dX [C][H][W]. Fills t from s. */
+void dt_conv_bf16_input_grad_shape(const struct dt_conv_shape *s, struct dt_conv_shape *t);
+
+/* s's weights w [K][C][kh][kw] packed as A for t (dt_conv_bf16_input_grad_shape), g = t's
+ * geometry. Then dX = compact(forward(pad_input(t, dY), wp)). */
+void dt_conv_bf16_pack_weights_input_grad(const struct dt_conv_shape *t,
+                                          const struct dt_conv_bf16_geom *g, const float *w,
+                                          dt_bf16 *wp);
 
 /* One sample's x [C][H][W] fp32 -> xv (g->xv elements, padding and tail zeroed). */
 void dt_conv_bf16_pad_input(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
@@ -60,10 +79,40 @@ void dt_conv_bf16_forward_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
 void dt_conv_bf16_compact(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
                           const float *yq, const float *b, float *y);
 
+/* The weight gradient dW[k][c][i][j] = sum over samples and q of dY[k][q] X[c][q + i Wp + j]
+ * is a GEMM whose depth is the positions: A = dY as bf16 rows [k][qrow] (zero at the junk
+ * columns), read in place; B = the input in position-pair layout, [pairs][c16][2] (two
+ * consecutive positions of a channel side by side), in two copies, pairs starting at even
+ * and at odd positions, because a tap's shift i Wp + j may be odd. Both are made once per
+ * sample and serve all kh kw taps. */
+void dt_conv_bf16_dy_rows(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
+                          const float *dy, dt_bf16 *dyq);
+void dt_conv_bf16_position_pairs(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
+                                 const float *x, dt_bf16 *even, dt_bf16 *odd);
+
+/* dwt [k][kh kw][c16] (fp32) = [dwt +] the sum over n samples (sample i's operands at
+ * dyq + i * g->dyq, even/odd + i * g->xt). */
+void dt_conv_bf16_weight_grad_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
+                                 const struct dt_conv_bf16_geom *g, int n, const dt_bf16 *dyq,
+                                 const dt_bf16 *even, const dt_bf16 *odd, float *dwt,
+                                 bool accumulate);
+
+/* dwt -> dw [K][C][kh][kw]. */
+void dt_conv_bf16_weight_grad_unpack(const struct dt_conv_shape *s,
+                                     const struct dt_conv_bf16_geom *g, const float *dwt,
+                                     float *dw);
+
 /* The per-ISA builds of conv_bf16.isa.c. */
 void dt_conv_bf16_forward_amx(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
                               const dt_bf16 *xv, const dt_bf16 *wp, float *yq);
 void dt_conv_bf16_forward_ctile(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
                                 const dt_bf16 *xv, const dt_bf16 *wp, float *yq);
+void dt_conv_bf16_weight_grad_amx(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
+                                  int n, const dt_bf16 *dyq, const dt_bf16 *even,
+                                  const dt_bf16 *odd, float *dwt, bool accumulate);
+void dt_conv_bf16_weight_grad_ctile(const struct dt_conv_shape *s,
+                                    const struct dt_conv_bf16_geom *g, int n, const dt_bf16 *dyq,
+                                    const dt_bf16 *even, const dt_bf16 *odd, float *dwt,
+                                    bool accumulate);
 
 #endif

@@ -11,16 +11,28 @@
 
 #define TILE_ELEMS 512
 
-/* Accumulator tile t into 16 rows of yq from dst on, or only the first `rows` of them when
- * the tile holds the last output channels (its other rows are padding). */
-#define STORE_C(t, rows, dst)                                                                      \
+/* Accumulator tile t into 16 rows of `row` floats from dst on, or only the first `rows` of
+ * them when the tile holds the last output channels (its other rows are padding); LOAD_ROWS
+ * the other way, padding rows zero. Both need `buf` and `ystride` (= row * 4) in scope. */
+#define STORE_ROWS(t, rows, dst, row)                                                              \
     do {                                                                                           \
         if ((rows) >= 16) {                                                                        \
             TILE_STORE(t, dst, ystride);                                                           \
         } else {                                                                                   \
             TILE_STORE(t, buf, 64);                                                                \
             for (int r_ = 0; r_ < (rows); r_++)                                                    \
-                memcpy((dst) + (size_t)r_ * g->qpad, buf + r_ * 16, 64);                           \
+                memcpy((dst) + (size_t)r_ * (row), buf + r_ * 16, 64);                             \
+        }                                                                                          \
+    } while (0)
+#define LOAD_ROWS(t, rows, src, row)                                                               \
+    do {                                                                                           \
+        if ((rows) >= 16) {                                                                        \
+            TILE_LOAD(t, src, ystride);                                                            \
+        } else {                                                                                   \
+            memset(buf, 0, sizeof buf);                                                            \
+            for (int r_ = 0; r_ < (rows); r_++)                                                    \
+                memcpy(buf + r_ * 16, (src) + (size_t)r_ * (row), 64);                             \
+            TILE_LOAD(t, buf, 64);                                                                 \
         }                                                                                          \
     } while (0)
 
@@ -66,12 +78,79 @@ void DT_ISA_FN(dt_conv_bf16_forward)(const struct dt_conv_shape *s,
         float *y0 = yq + (size_t)mt * 16 * g->qpad + qt * 16, *y1 = y0 + (size_t)16 * g->qpad;
         int rows0 = s->k - mt * 16, rows1 = rows0 - 16;
         _Alignas(64) float buf[256];
-        STORE_C(0, rows0, y0);
+        STORE_ROWS(0, rows0, y0, g->qpad);
         if (two_q)
-            STORE_C(1, rows0, y0 + 16);
+            STORE_ROWS(1, rows0, y0 + 16, g->qpad);
         if (two_m)
-            STORE_C(2, rows1, y1);
+            STORE_ROWS(2, rows1, y1, g->qpad);
         if (two_m && two_q)
-            STORE_C(3, rows1, y1 + 16);
+            STORE_ROWS(3, rows1, y1 + 16, g->qpad);
+    }
+}
+
+/* dwt [k][tap][c16] over n samples: blocks of 2 x 2 accumulator tiles (32 output channels x
+ * 32 input channels of one tap) kept in the tiles across every sample's positions. A: dY
+ * rows, 16 channels x 32 positions at stride qrow. B: 16 position pairs x 16 channels from
+ * the copy whose pairs start at the tap's parity. */
+void DT_ISA_FN(dt_conv_bf16_weight_grad)(const struct dt_conv_shape *s,
+                                         const struct dt_conv_bf16_geom *g, int n,
+                                         const dt_bf16 *dyq, const dt_bf16 *even,
+                                         const dt_bf16 *odd, float *dwt, bool accumulate)
+{
+    int taps = s->kh * s->kw, mt_count = (s->k + 15) / 16, ct_count = g->c16 / 16;
+    int mb = (mt_count + 1) / 2, cb = (ct_count + 1) / 2, blocks = mb * cb * taps;
+    long astride = (long)g->qrow * 2, bstride = (long)g->c16 * 4, ystride = (long)taps * g->c16 * 4;
+#pragma omp parallel for schedule(dynamic) if (!omp_in_parallel() && blocks > 1)
+    for (int blk = 0; blk < blocks; blk++) {
+        TILE_BEGIN();
+        int ij = blk % taps, mt = 2 * (blk / taps / cb), ct = 2 * (blk / taps % cb);
+        bool two_m = mt + 1 < mt_count, two_c = ct + 1 < ct_count;
+        int shift = ij / s->kw * g->wp + ij % s->kw;
+        const dt_bf16 *copy = shift % 2 ? odd : even;
+        float *y0 = dwt + ((size_t)mt * 16 * taps + ij) * g->c16 + ct * 16;
+        float *y1 = y0 + (size_t)16 * taps * g->c16;
+        int rows0 = s->k - mt * 16, rows1 = rows0 - 16;
+        _Alignas(64) float buf[256];
+        if (!accumulate) {
+            TILE_ZERO(0);
+            TILE_ZERO(1);
+            TILE_ZERO(2);
+            TILE_ZERO(3);
+        } else {
+            LOAD_ROWS(0, rows0, y0, taps * g->c16);
+            if (two_c)
+                LOAD_ROWS(1, rows0, y0 + 16, taps * g->c16);
+            if (two_m)
+                LOAD_ROWS(2, rows1, y1, taps * g->c16);
+            if (two_m && two_c)
+                LOAD_ROWS(3, rows1, y1 + 16, taps * g->c16);
+        }
+        for (int i = 0; i < n; i++) {
+            const dt_bf16 *a0 = dyq + i * g->dyq + (size_t)mt * 16 * g->qrow;
+            const dt_bf16 *x = copy + i * g->xt;
+            for (int q = 0; q < g->qrow; q += 32) {
+                const dt_bf16 *b0 = x + ((size_t)((q + shift) / 2) * g->c16 + ct * 16) * 2;
+                TILE_LOAD(4, a0 + q, astride);
+                TILE_LOAD(6, b0, bstride);
+                TILE_DPBF16(0, 4, 6);
+                if (two_c) {
+                    TILE_LOAD(7, b0 + 32, bstride);
+                    TILE_DPBF16(1, 4, 7);
+                }
+                if (two_m) {
+                    TILE_LOAD(5, a0 + (size_t)16 * g->qrow + q, astride);
+                    TILE_DPBF16(2, 5, 6);
+                    if (two_c)
+                        TILE_DPBF16(3, 5, 7);
+                }
+            }
+        }
+        STORE_ROWS(0, rows0, y0, taps * g->c16);
+        if (two_c)
+            STORE_ROWS(1, rows0, y0 + 16, taps * g->c16);
+        if (two_m)
+            STORE_ROWS(2, rows1, y1, taps * g->c16);
+        if (two_m && two_c)
+            STORE_ROWS(3, rows1, y1 + 16, taps * g->c16);
     }
 }

@@ -117,6 +117,159 @@ static void test_amx_path(void **state)
     run_shapes(DT_BF16_AMX);
 }
 
+/* dX through the forward kernel (transposed, rotated weights) against
+ * dX[c][ih][iw] = sum over k, i, j of dY[k][ih + pad - i][iw + pad - j] W[k][c][i][j]. */
+static double check_input_grad(enum dt_bf16_path p, struct dt_conv_shape s)
+{
+    struct dt_conv_shape t;
+    struct dt_conv_bf16_geom g;
+    dt_conv_bf16_input_grad_shape(&s, &t);
+    assert_int_equal(dt_conv_bf16_geometry(&t, &g), 0);
+    assert_int_equal(g.oh, s.h);
+    assert_int_equal(g.ow, s.w);
+    int oh = t.h, ow = t.w;
+    size_t ndy = (size_t)s.k * oh * ow, nw = (size_t)s.k * s.c * s.kh * s.kw;
+    size_t ndx = (size_t)s.c * s.h * s.w;
+    float *dy = malloc(ndy * 4), *w = malloc(nw * 4), *dx = malloc(ndx * 4);
+    for (size_t i = 0; i < ndy; i++)
+        dy[i] = uniform();
+    for (size_t i = 0; i < nw; i++)
+        w[i] = uniform();
+    dt_bf16 *xv = malloc(g.xv * 2), *wp = malloc(g.wpack * 2);
+    float *yq = malloc(g.yq * 4);
+    dt_conv_bf16_pad_input(&t, &g, dy, xv);
+    dt_conv_bf16_pack_weights_input_grad(&t, &g, w, wp);
+    dt_conv_bf16_forward_on(p, &t, &g, xv, wp, yq);
+    dt_conv_bf16_compact(&t, &g, yq, NULL, dx);
+    double worst = 0;
+    for (int c = 0; c < s.c; c++)
+        for (int ih = 0; ih < s.h; ih++)
+            for (int iw = 0; iw < s.w; iw++) {
+                double exact = 0, mag = 0;
+                for (int k = 0; k < s.k; k++)
+                    for (int i = 0; i < s.kh; i++)
+                        for (int j = 0; j < s.kw; j++) {
+                            int y0 = ih + s.pad - i, x0 = iw + s.pad - j;
+                            if (y0 < 0 || x0 < 0 || y0 >= oh || x0 >= ow)
+                                continue;
+                            double v = (double)dt_bf16_round(dy[(k * oh + y0) * ow + x0]) *
+                                       dt_bf16_round(w[((k * s.c + c) * s.kh + i) * s.kw + j]);
+                            exact += v;
+                            mag += fabs(v);
+                        }
+                double bound = 2.0 * (s.k * s.kh * s.kw + 1) * 0x1p-24 * mag + 1e-30;
+                double r = fabs(dx[(c * s.h + ih) * s.w + iw] - exact) / bound;
+                worst = r > worst ? r : worst;
+            }
+    free(dy), free(w), free(dx), free(xv), free(wp), free(yq);
+    return worst;
+}
+
+static void test_input_gradient_through_the_forward_kernel(void **state)
+{
+    (void)state;
+    static const struct dt_conv_shape shapes[] = {
+        {1, 16, 32, 32, 16, 3, 3, 1, 1}, {1, 64, 8, 8, 64, 3, 3, 1, 1},
+        {1, 40, 7, 9, 20, 3, 3, 1, 1},   {1, 5, 6, 11, 7, 5, 5, 1, 2},
+        {1, 8, 9, 9, 3, 3, 3, 1, 0},
+    };
+    for (enum dt_bf16_path p = 0; p < DT_BF16_PATH_COUNT; p++) {
+        const char *why;
+        if (!dt_bf16_path_available(p, &why)) {
+            print_message("skip %s path: %s\n", dt_bf16_path_name(p), why);
+            continue;
+        }
+        double worst = 0;
+        for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
+            worst = fmax(worst, check_input_grad(p, shapes[i]));
+        print_message("%s input gradient: worst error %.3f of the bound\n", dt_bf16_path_name(p),
+                      worst);
+        assert_true(worst <= 1);
+    }
+}
+
+/* dW over 3 samples, accumulated onto a non-zero start, against
+ * dW[k][c][i][j] = start + sum over samples, oh, ow of dY[k][oh][ow] X[c][oh + i - pad][ow + j -
+ * pad]. */
+static double check_weight_grad(enum dt_bf16_path p, struct dt_conv_shape s)
+{
+    enum { N = 3 };
+    struct dt_conv_bf16_geom g;
+    assert_int_equal(dt_conv_bf16_geometry(&s, &g), 0);
+    size_t sx = (size_t)s.c * s.h * s.w, sy = (size_t)s.k * g.oh * g.ow;
+    size_t nw = (size_t)s.k * s.c * s.kh * s.kw;
+    float *x = malloc(N * sx * 4), *dy = malloc(N * sy * 4), *dw = malloc(nw * 4);
+    float *start = malloc(nw * 4), *dwt = malloc(g.dwt * 4);
+    for (size_t i = 0; i < N * sx; i++)
+        x[i] = uniform();
+    for (size_t i = 0; i < N * sy; i++)
+        dy[i] = uniform();
+    for (size_t i = 0; i < nw; i++)
+        start[i] = uniform();
+    dt_bf16 *dyq = malloc(N * g.dyq * 2), *even = malloc(N * g.xt * 2), *odd = malloc(N * g.xt * 2);
+    for (int n = 0; n < N; n++) {
+        dt_conv_bf16_dy_rows(&s, &g, dy + n * sy, dyq + n * g.dyq);
+        dt_conv_bf16_position_pairs(&s, &g, x + n * sx, even + n * g.xt, odd + n * g.xt);
+    }
+    /* The accumulation start, laid out as the kernel keeps it. */
+    int taps = s.kh * s.kw;
+    for (size_t i = 0; i < g.dwt; i++)
+        dwt[i] = 0;
+    for (int k = 0; k < s.k; k++)
+        for (int c = 0; c < s.c; c++)
+            for (int t = 0; t < taps; t++)
+                dwt[((size_t)k * taps + t) * g.c16 + c] = start[((size_t)k * s.c + c) * taps + t];
+    dt_conv_bf16_weight_grad_on(p, &s, &g, N, dyq, even, odd, dwt, true);
+    dt_conv_bf16_weight_grad_unpack(&s, &g, dwt, dw);
+    double worst = 0;
+    for (int k = 0; k < s.k; k++)
+        for (int c = 0; c < s.c; c++)
+            for (int i = 0; i < s.kh; i++)
+                for (int j = 0; j < s.kw; j++) {
+                    size_t at = (((size_t)k * s.c + c) * s.kh + i) * s.kw + j;
+                    double exact = start[at], mag = fabs(exact);
+                    for (int n = 0; n < N; n++)
+                        for (int oh = 0; oh < g.oh; oh++)
+                            for (int ow = 0; ow < g.ow; ow++) {
+                                int ih = oh + i - s.pad, iw = ow + j - s.pad;
+                                if (ih < 0 || iw < 0 || ih >= s.h || iw >= s.w)
+                                    continue;
+                                double v = (double)dt_bf16_round(
+                                               dy[n * sy + (k * g.oh + oh) * g.ow + ow]) *
+                                           dt_bf16_round(x[n * sx + (c * s.h + ih) * s.w + iw]);
+                                exact += v;
+                                mag += fabs(v);
+                            }
+                    double bound = 2.0 * (N * g.qrow + 2) * 0x1p-24 * mag + 1e-30;
+                    worst = fmax(worst, fabs(dw[at] - exact) / bound);
+                }
+    free(x), free(dy), free(dw), free(start), free(dwt), free(dyq), free(even), free(odd);
+    return worst;
+}
+
+static void test_weight_gradient(void **state)
+{
+    (void)state;
+    static const struct dt_conv_shape shapes[] = {
+        {1, 16, 32, 32, 16, 3, 3, 1, 1}, {1, 64, 8, 8, 64, 3, 3, 1, 1},
+        {1, 40, 7, 9, 20, 3, 3, 1, 1},   {1, 5, 6, 11, 7, 5, 5, 1, 2},
+        {1, 33, 5, 5, 17, 1, 1, 1, 0},   {1, 8, 9, 9, 3, 3, 3, 1, 0},
+    };
+    for (enum dt_bf16_path p = 0; p < DT_BF16_PATH_COUNT; p++) {
+        const char *why;
+        if (!dt_bf16_path_available(p, &why)) {
+            print_message("skip %s path: %s\n", dt_bf16_path_name(p), why);
+            continue;
+        }
+        double worst = 0;
+        for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
+            worst = fmax(worst, check_weight_grad(p, shapes[i]));
+        print_message("%s weight gradient: worst error %.3f of the bound\n", dt_bf16_path_name(p),
+                      worst);
+        assert_true(worst <= 1);
+    }
+}
+
 static void test_unsupported_shapes_are_refused(void **state)
 {
     (void)state;
@@ -133,6 +286,8 @@ int main(void)
         cmocka_unit_test(test_reference_path),
         cmocka_unit_test(test_ctile_path),
         cmocka_unit_test(test_amx_path),
+        cmocka_unit_test(test_input_gradient_through_the_forward_kernel),
+        cmocka_unit_test(test_weight_gradient),
         cmocka_unit_test(test_unsupported_shapes_are_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
