@@ -1,10 +1,7 @@
 #include "dist/backend.h"
 
 #include <arpa/inet.h>
-#include <ctype.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <signal.h>
 #include <stdio.h>
 #include <netinet/in.h>
 #include <stdlib.h>
@@ -14,6 +11,7 @@
 
 #include "dist/hier.h"
 #include "dist/mpi_comm.h"
+#include "dist/rdvfile.h"
 #include "dist/shm.h"
 #include "dist/tcp.h"
 #include "util/err.h"
@@ -137,63 +135,44 @@ static int load_token(struct dt_backend_job *j)
     return rc ? rc : dt_auth_token_set(&j->token, hex, strlen(hex), "generated token");
 }
 
-static void rendezvous_path(const struct dt_backend_job *j, char *path, size_t size)
-{
-    const char *dir = getenv("TMPDIR");
-    char key[128];
-    /* The key is the launcher's: keep it to characters a file name takes. */
-    size_t n = 0;
-    for (const char *k = j->local_key; *k && n + 1 < sizeof key; k++)
-        key[n++] = isalnum((unsigned char)*k) || *k == '-' || *k == '.' ? *k : '_';
-    key[n] = '\0';
-    snprintf(path, size, "%s/dtrain-rdv-%d-%s", dir && *dir ? dir : "/tmp", (int)getuid(), key);
-}
-
-/* Rank 0: a free loopback port and a fresh token, published atomically in a 0600 file. */
+/* Rank 0: a free loopback port and a fresh token, published in a private 0600 file
+ * (dist/rdvfile.h says where and what is refused). */
 static int publish_rendezvous(struct dt_backend_job *j)
 {
-    char hex[2 * 32 + 1], tmp[300];
-    int rc = bind_loopback_master(j);
+    char hex[2 * 32 + 1];
+    int rc = dt_rdvfile_path(j->local_key, j->rendezvous_file, sizeof j->rendezvous_file);
+    if (rc == 0)
+        rc = bind_loopback_master(j);
     if (rc == 0)
         rc = dt_auth_token_generate(hex);
     if (rc == 0)
         rc = dt_auth_token_set(&j->token, hex, strlen(hex), "generated token");
+    if (rc == 0)
+        rc = dt_rdvfile_publish(j->rendezvous_file, j->master_port, hex);
     if (rc)
-        return rc;
-    rendezvous_path(j, j->rendezvous_file, sizeof j->rendezvous_file);
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", j->rendezvous_file, (int)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    char line[128];
-    int len = snprintf(line, sizeof line, "%d %d %s\n", (int)getpid(), j->master_port, hex);
-    bool ok = fd >= 0 && write(fd, line, (size_t)len) == len;
-    if (fd >= 0)
-        close(fd);
-    if (!ok || rename(tmp, j->rendezvous_file) != 0) {
-        unlink(tmp);
-        j->rendezvous_file[0] = '\0';
-        return dt_fail(DT_ERUNTIME, "rendezvous: cannot write %s: %s", tmp, strerror(errno));
-    }
-    return 0;
+        j->rendezvous_file[0] = '\0'; /* not ours to remove */
+    return rc;
 }
 
 /* The other ranks: wait for rank 0's file (from a live rank 0: a file left by a killed job is
- * not read), then take its port and token. */
+ * not read), then take its port and token. A file or directory that is refused ends the wait
+ * at once: it will not get better. */
 static int read_rendezvous(struct dt_backend_job *j)
 {
     char path[256];
-    rendezvous_path(j, path, sizeof path);
+    int rc = dt_rdvfile_path(j->local_key, path, sizeof path);
+    if (rc < 0)
+        return rc;
     double limit = j->rendezvous_timeout > 0 ? j->rendezvous_timeout : 120;
     for (double waited = 0; waited < limit; waited += 0.02) {
-        FILE *f = fopen(path, "r");
-        int pid = 0, port = 0;
-        char hex[2 * 32 + 2] = "";
-        if (f) {
-            int got = fscanf(f, "%d %d %65s", &pid, &port, hex);
-            fclose(f);
-            if (got == 3 && pid > 0 && kill(pid, 0) == 0 && port > 0 && port < 65536) {
-                j->master_port = port;
-                return dt_auth_token_set(&j->token, hex, strlen(hex), path);
-            }
+        char hex[DT_RDVFILE_HEX_MAX + 2];
+        int port = 0;
+        rc = dt_rdvfile_read(path, &port, hex);
+        if (rc < 0)
+            return rc;
+        if (rc == 0) {
+            j->master_port = port;
+            return dt_auth_token_set(&j->token, hex, strlen(hex), path);
         }
         usleep(20000);
     }

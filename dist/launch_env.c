@@ -105,6 +105,7 @@ void dt_launch_flags_init(struct dt_launch_flags *f)
     f->nodes = f->node_rank = -1;
     f->master = NULL;
     f->no_master = false;
+    f->instances = 1;
 }
 
 /* Process identity from four variables that come as a set; the local size may be missing
@@ -182,6 +183,32 @@ static int detect_torchrun(struct dt_launch_env *e, char *const *envp)
     return rc < 0 ? rc : env_int(envp, "NODE_RANK", 0, e->nodes - 1, &e->node_rank);
 }
 
+/* --instances N > 1 under a launcher that starts processes (mpirun, srun, torchrun, a
+ * Kubernetes PyTorchJob): this dtrain forks N ranks, so the launcher must have started one
+ * dtrain per host, and its rank numbers count hosts (as NODE_RANK / NNODES would). One process
+ * per host is what its local size says: OMPI_COMM_WORLD_LOCAL_SIZE, SLURM_NTASKS_PER_NODE (or
+ * SLURM_NTASKS / SLURM_NNODES), LOCAL_WORLD_SIZE; absent, as in a PyTorchJob's pods (RANK = the
+ * pod's index, WORLD_SIZE = pods, no LOCAL_*), it is 1. Several processes per host, each
+ * forking N ranks, would be N times the ranks the launcher was asked for: refused. */
+static int ranks_are_hosts(struct dt_launch_env *e, int instances)
+{
+    if (e->local_size > 1) {
+        const char *how = !strcmp(e->source, "ompi")    ? "mpirun --npernode 1"
+                          : !strcmp(e->source, "slurm") ? "srun --ntasks-per-node=1"
+                                                        : "torchrun --nproc-per-node 1, or no "
+                                                          "torchrun: RANK and WORLD_SIZE then "
+                                                          "count hosts";
+        return dt_fail(DT_EUSAGE,
+                       "dist.instances is %d, but %s started %d processes on this host, one per "
+                       "rank: leave instances at 1, or start one dtrain per host (%s) and let it "
+                       "fork the ranks",
+                       instances, e->source, e->local_size, how);
+    }
+    e->nodes = e->size, e->node_rank = e->rank;
+    e->rank = e->size = e->local_rank = e->local_size = -1;
+    return 0;
+}
+
 static int detect_master(struct dt_launch_env *e, const struct dt_launch_flags *f,
                          char *const *envp)
 {
@@ -237,6 +264,8 @@ int dt_launch_env_detect(struct dt_launch_env *e, const struct dt_launch_flags *
         e->source = "torchrun";
         rc = detect_torchrun(e, envp);
     }
+    if (rc == 0 && e->rank >= 0 && f && f->instances > 1)
+        rc = ranks_are_hosts(e, f->instances);
     if (rc == 0)
         rc = detect_master(e, f, envp);
     if (rc < 0)

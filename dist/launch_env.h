@@ -9,6 +9,10 @@
  *               master from the first host of SLURM_JOB_NODELIST              (srun)
  *   4. torchrun RANK / WORLD_SIZE / LOCAL_RANK / LOCAL_WORLD_SIZE (one process per rank) or
  *               NNODES / NODE_RANK (one dtrain per host), MASTER_ADDR / MASTER_PORT
+ * With flags.instances N > 1 (this dtrain forks N ranks) a launcher from 2-4 must have started
+ * one process per host (local size 1; a Kubernetes PyTorchJob sets RANK / WORLD_SIZE per pod
+ * and no LOCAL_*): its rank and size then count hosts, as NODE_RANK / NNODES do, and the job is
+ * a per-node one of size x N ranks. Several processes per host with N > 1: DT_EUSAGE.
  * The master address comes from --master, else MASTER_ADDR/MASTER_PORT, else (Slurm) the first
  * node of the allocation with port 29500 + SLURM_JOB_ID % 1000 (distinct jobs sharing a node
  * rarely collide), else 127.0.0.1 for a one-host job.
@@ -29,6 +33,8 @@ struct dt_launch_flags {
     int nodes, node_rank; /* -1 when not given */
     const char *master;   /* "HOST:PORT", "[V6ADDR]:PORT", or NULL */
     bool no_master;       /* the job needs no rendezvous (MPI's own launcher connects it) */
+    int instances;        /* ranks this dtrain forks (dist.instances; 1 by default): > 1 makes
+                           * a launcher's ranks count hosts (see above) */
 };
 
 struct dt_launch_env {

@@ -158,6 +158,17 @@ static void begin_teardown(struct supervisor *s, const char *why)
     s->kill_deadline = dt_now() + grace(s);
 }
 
+/* "rank 3 (host 1, local 1, pid 4711)": global numbering always, the host and the local index
+ * when there are several hosts, so a message reads the same on every host of the job. */
+static void rank_name(const struct dt_launch_opts *o, int r, pid_t pid, char *out, size_t cap)
+{
+    if (o->hosts > 1)
+        snprintf(out, cap, "rank %d (host %d, local %d, pid %d)", o->rank_base + r, o->host, r,
+                 (int)pid);
+    else
+        snprintf(out, cap, "rank %d (pid %d)", o->rank_base + r, (int)pid);
+}
+
 /* Collects the ranks that ended. Only our own pids: the caller may have other children. */
 static void reap(struct supervisor *s)
 {
@@ -177,7 +188,9 @@ static void reap(struct supervisor *s)
             char what[128];
             describe_status(status, what, sizeof what);
             s->failed_rank = r;
-            snprintf(s->reason, sizeof s->reason, "rank %d (pid %d) %s", r, (int)k->pid, what);
+            char name[96];
+            rank_name(s->o, r, k->pid, name, sizeof name);
+            snprintf(s->reason, sizeof s->reason, "%s %s", name, what);
             begin_teardown(s, s->reason);
         } else if (!clean && s->stop_signal) {
             /* The ranks agree on the step they stop after, so one that exited 130/143 has
@@ -208,9 +221,10 @@ static void check_stalls(struct supervisor *s)
         if (step >= 0)
             snprintf(last, sizeof last, "after step %ld", step);
         s->failed_rank = r;
-        snprintf(s->reason, sizeof s->reason,
-                 "rank %d (pid %d) made no progress for %.1f s (%s; dist.timeout)", r, (int)k->pid,
-                 idle, last);
+        char name[96];
+        rank_name(s->o, r, k->pid, name, sizeof name);
+        snprintf(s->reason, sizeof s->reason, "%s made no progress for %.1f s (%s; dist.timeout)",
+                 name, idle, last);
         begin_teardown(s, s->reason);
         return;
     }
@@ -221,9 +235,11 @@ static void check_stalls(struct supervisor *s)
 static void kill_stragglers(struct supervisor *s)
 {
     for (int r = 0; r < s->o->n; r++)
-        if (s->kids[r].pid > 0 && !s->kids[r].done)
-            dt_log_warn("rank %d (pid %d) did not stop within the grace period; killing it", r,
-                        (int)s->kids[r].pid);
+        if (s->kids[r].pid > 0 && !s->kids[r].done) {
+            char name[96];
+            rank_name(s->o, r, s->kids[r].pid, name, sizeof name);
+            dt_log_warn("%s did not stop within the grace period; killing it", name);
+        }
     signal_live(s, SIGKILL);
 }
 
@@ -268,7 +284,7 @@ static void run_child(const struct dt_launch_opts *o, int rank, pid_t parent,
         _exit(1);
     sigprocmask(SIG_SETMASK, old_mask, NULL);
     char tag[32];
-    snprintf(tag, sizeof tag, "rank %d", rank);
+    snprintf(tag, sizeof tag, "rank %d", o->rank_base + rank); /* global, as in every message */
     dt_log_set_tag(tag);
     dt_clear_error();
     int rc = o->rank_main(rank, o->arg);
@@ -318,7 +334,7 @@ int dt_launch_run(const struct dt_launch_opts *o)
         if (pid == 0)
             run_child(o, r, parent, &old_mask, s.beats);
         if (pid < 0) {
-            rc = dt_fail(DT_ERUNTIME, "cannot fork rank %d: %s", r, strerror(errno));
+            rc = dt_fail(DT_ERUNTIME, "cannot fork rank %d: %s", o->rank_base + r, strerror(errno));
             begin_teardown(&s, dt_last_error());
             break;
         }

@@ -28,6 +28,9 @@ struct dt_launch_opts {
     void *arg;
     double grace;         /* seconds between SIGTERM and SIGKILL; 0 -> 2 */
     double stall_timeout; /* seconds without a heartbeat that fail a rank; 0 = no watchdog */
+    /* How messages and the ranks' log tags name rank r: global rank rank_base + r, and in a
+     * job of several hosts also "(host H, local r)". Zero: one host, ranks 0..n-1. */
+    int rank_base, host, hosts;
 };
 
 int dt_launch_run(const struct dt_launch_opts *o);

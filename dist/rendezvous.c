@@ -220,12 +220,64 @@ int dt_rdzv_iface_address(const char *name, int family, char *out, size_t cap)
 
 /* ---- accepting: non-blocking handshakes --------------------------------------------------- */
 
+/* Rejected connections go through one limiter per process: the first DROP_VERBATIM of an
+ * episode are logged as they come, the rest counted and summarised at most every
+ * DROP_SUMMARY_S seconds and once more when the acceptor stops. A stranger that churns garbage
+ * connections (a port scanner, a misconfigured job) then costs a few lines instead of megabytes
+ * of log, and the count is still reported. An episode ends after DROP_QUIET_S seconds without
+ * a rejection. (Process-wide: a process runs one acceptor at a time.) */
+#define DROP_VERBATIM  5
+#define DROP_SUMMARY_S 5.0
+#define DROP_QUIET_S   60.0
+
+static struct {
+    int shown;          /* verbatim lines in this episode */
+    long held;          /* rejections counted, not yet reported */
+    double since, last; /* the first held rejection; the latest rejection */
+    char addr[ADDR_STR], why[160];
+} drops;
+
+static void drops_flush(void)
+{
+    if (drops.held == 0)
+        return;
+    dt_log_warn("rendezvous: %ld more rejected connection%s in the last %.1f s (the last from "
+                "%s: %s)",
+                drops.held, drops.held == 1 ? "" : "s", dt_now() - drops.since, drops.addr,
+                drops.why);
+    drops.held = 0;
+}
+
+static void drops_note(const char *addr, const char *why)
+{
+    double now = dt_now();
+    if (drops.last > 0 && now - drops.last > DROP_QUIET_S) {
+        drops_flush();
+        drops.shown = 0;
+    }
+    drops.last = now;
+    if (drops.shown < DROP_VERBATIM) {
+        drops.shown++;
+        dt_log_warn("rendezvous: dropped connection from %s: %s%s", addr, why,
+                    drops.shown == DROP_VERBATIM ? " (further rejections are counted and "
+                                                   "summarised)"
+                                                 : "");
+        return;
+    }
+    if (drops.held++ == 0)
+        drops.since = now;
+    snprintf(drops.addr, sizeof drops.addr, "%s", addr);
+    snprintf(drops.why, sizeof drops.why, "%s", why);
+    if (now - drops.since >= DROP_SUMMARY_S)
+        drops_flush();
+}
+
 /* The peer is told why, in an ABORT it reads where it waits for the next handshake message,
  * so a rank with the wrong token sees "authentication failed (wrong job token?)" and not just
  * "connection closed". Best effort: a peer that does not read gets nothing. */
 static void pending_drop(struct acceptor *a, int i, const char *why)
 {
-    dt_log_warn("rendezvous: dropped connection from %s: %s", a->p[i].addr, why);
+    drops_note(a->p[i].addr, why);
     char text[DT_WIRE_ABORT_MAX];
     int len = snprintf(text, sizeof text, "rendezvous refused the connection: %s", why);
     if (len > 0)
@@ -260,7 +312,7 @@ static void pending_start(struct acceptor *a, int fd, const char *addr)
     if (a->np == MAX_PENDING)
         evict_oldest(a);
     if (a->np == MAX_PENDING) {
-        dt_log_warn("rendezvous: dropped connection from %s: too many pending connections", addr);
+        drops_note(addr, "too many pending connections");
         close(fd);
         return;
     }
@@ -433,6 +485,7 @@ static void acceptor_close(struct acceptor *a)
     for (int i = 0; i < a->np; i++)
         close(a->p[i].fd);
     a->np = 0;
+    drops_flush();
 }
 
 /* ---- the table ---------------------------------------------------------------------------- */
@@ -571,6 +624,18 @@ static int master_gather(struct dt_rdzv *r, const struct dt_tcp_opts *o,
     return rc;
 }
 
+/* This process in the ring's numbering, said as every host of the job says it: a leader of
+ * the hierarchical backend is a host (ring index = host index) standing for several ranks. */
+static void self_name(const struct dt_tcp_opts *o, char *out, size_t cap)
+{
+    int per = o->ranks_per_peer;
+    if (per > 1)
+        snprintf(out, cap, "host %d (ranks %d-%d)", o->rank, o->rank * per,
+                 o->rank * per + per - 1);
+    else
+        snprintf(out, cap, "rank %d", o->rank);
+}
+
 /* Connects and authenticates to the master, retrying with exponential backoff. */
 static int join_master(const struct dt_tcp_opts *o, const struct dt_auth_token *tok,
                        double deadline, int *out, const char *peer)
@@ -591,12 +656,14 @@ static int join_master(const struct dt_tcp_opts *o, const struct dt_auth_token *
             close(fd);
         }
         snprintf(last, sizeof last, "%s", dt_last_error());
-        dt_log_debug("rendezvous: rank %d: %s; retrying", o->rank, last);
+        char me[64];
+        self_name(o, me, sizeof me);
+        dt_log_debug("rendezvous: %s: %s; retrying in %.2f s", me, last, backoff);
         if (dt_now() + backoff >= deadline)
             return dt_fail(DT_ERUNTIME,
-                           "rendezvous timed out after %.1f s: rank %d could not join %s "
+                           "rendezvous timed out after %.1f s: %s could not join %s "
                            "(last error: %s)",
-                           rdzv_timeout(o), o->rank, peer, last);
+                           rdzv_timeout(o), me, peer, last);
         dt_sleep(backoff);
         backoff = backoff * 2 > 2.0 ? 2.0 : backoff * 2;
     }
@@ -704,8 +771,9 @@ static int ring_accept_prev(struct dt_rdzv *r, const struct dt_tcp_opts *o,
     if (rc > 0) {
         char peer[DT_RDZV_HOST_MAX + 64];
         dt_rdzv_peer_name(r, prev, peer, sizeof peer);
-        return dt_fail(DT_ERUNTIME, "ring setup timed out: %s never connected to rank %d", peer,
-                       o->rank);
+        char me[64];
+        self_name(o, me, sizeof me);
+        return dt_fail(DT_ERUNTIME, "ring setup timed out: %s never connected to %s", peer, me);
     }
     if (rc == 0)
         r->prev_fd = fd;

@@ -636,6 +636,31 @@ static void report_final(const struct loop *lp)
     dt_jw_end(&w, stdout);
 }
 
+/* A host other than the leader's says, once, that its ranks are done: a multi-host run's
+ * non-leader nodes must not end silently (a script cannot tell success from a lost log).
+ * Said by the host's first rank; --quiet (log.quiet) keeps it silent. Ranks are global. */
+static void report_host_done(const struct loop *lp)
+{
+    const struct dt_job_plan *p = lp->run->opt->plan;
+    const struct dt_comm *c = lp->st->comm;
+    if (lp->run->cfg->log.quiet || p->env.node_rank <= 0)
+        return;
+    if (p->per_rank) { /* every rank its own process: local rank 0 speaks for the host */
+        if (p->env.local_rank == 0)
+            dt_log_info("host %d: %d rank%s finished, %lld steps", p->env.node_rank, p->host_ranks,
+                        p->host_ranks == 1 ? "" : "s", lp->step);
+        return;
+    }
+    if (c->rank != p->rank_base)
+        return;
+    if (p->local_n == 1)
+        dt_log_info("host %d: rank %d finished, %lld steps", p->env.node_rank, p->rank_base,
+                    lp->step);
+    else
+        dt_log_info("host %d: ranks %d-%d finished, %lld steps", p->env.node_rank, p->rank_base,
+                    p->rank_base + p->local_n - 1, lp->step);
+}
+
 static int train_epochs(struct loop *lp)
 {
     while (lp->step < lp->total_steps && !lp->stop) {
@@ -690,6 +715,8 @@ static int rank_main(struct dt_comm *comm, void *arg)
     rc = train_epochs(&lp);
     if (rc == 0 && lp.leader)
         report_final(&lp);
+    else if (rc == 0)
+        report_host_done(&lp);
 out:;
     int wrc = dt_ckpt_writer_close(&lp.writer); /* on an error path too: no torn half-queue */
     rank_teardown(&st);

@@ -16,6 +16,7 @@ static int shape(struct dt_job_plan *p, const struct dt_config *cfg, const struc
 {
     struct dt_launch_flags flags = o->launch;
     flags.no_master = !strcmp(cfg->dist.backend, "mpi");
+    flags.instances = cfg->dist.instances;
     int rc = dt_launch_env_detect(&p->env, &flags, NULL);
     if (rc)
         return rc;

@@ -192,7 +192,10 @@ int dt_run_ranks(const struct dt_config *cfg, const struct dt_job_plan *plan,
                                 .rank_main = run_rank,
                                 .on_failure = abort_job,
                                 .arg = &j,
-                                .stall_timeout = j.cfg->dist.timeout};
+                                .stall_timeout = j.cfg->dist.timeout,
+                                .rank_base = plan->rank_base,
+                                .host = plan->env.node_rank,
+                                .hosts = plan->env.nodes};
     rc = dt_launch_run(&lo);
 out:
     dt_backend_release(&j.bj);

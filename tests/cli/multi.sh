@@ -1,6 +1,6 @@
 # Several instances on one machine: the same trajectory for 1, 2 and 4 instances at the same
 # global batch, pinning and oversubscription messages, and supervision: a rank killed with
-# SIGKILL, a rank failing on its own, SIGINT/SIGTERM to the parent. After every run: no
+# SIGKILL, a rank failing on its own, SIGINT/SIGTERM/SIGKILL to the parent. After every run: no
 # processes and no /dev/shm segment left behind. Uses Debian's Fashion-MNIST.
 . tests/cli/lib.sh
 
@@ -146,6 +146,25 @@ for sig in INT TERM; do
         pass "SIG$sig: no temp checkpoint left"; fi
 done
 
+# ---- SIGKILL to the parent: it cannot clean up, yet nothing stays behind. The segment's name
+# is unlinked as soon as it is mapped (the ranks inherit the mapping) and the ranks die with
+# the parent (PR_SET_PDEATHSIG), so the memory goes with the last rank. ----
+start_bg "$TMP/sigKILL"
+kids=$(pgrep -P $BG)
+kill -9 $BG
+wait $BG 2>/dev/null
+alive=1
+for _ in $(seq 50); do
+    alive=0
+    for k in $kids; do kill -0 "$k" 2>/dev/null && alive=1; done
+    [ $alive -eq 0 ] && break
+    sleep 0.1
+done
+if [ $alive -eq 0 ]; then pass "parent SIGKILLed: its ranks die with it"; else
+    fail "parent SIGKILLed: its ranks die with it" "still alive: $kids"; fi
+if [ "$(leftover_segments $BG)" -eq 0 ]; then pass "parent SIGKILLed: no /dev/shm segment left"; else
+    fail "parent SIGKILLed: no /dev/shm segment left" "$(ls /dev/shm)"; fi
+
 # ---- a full /dev/shm: a clear error before any rank starts, not SIGBUS in a collective ----
 if unshare -m true 2>/dev/null; then
     cat >"$TMP/shmfull.sh" <<SH
@@ -176,7 +195,7 @@ if command -v mpirun >/dev/null; then
     else
         pass "mpirun: ranks not bound by mpirun here (one CPU?), nothing to report"
     fi
-    check "mpirun: the rendezvous file is gone" sh -c "! ls \${TMPDIR:-/tmp}/dtrain-rdv-* 2>/dev/null"
+    check "mpirun: the rendezvous file is gone" sh -c "! ls \${XDG_RUNTIME_DIR:-/nonexistent}/dtrain-rdv-* \${TMPDIR:-/tmp}/dtrain-$(id -u)/dtrain-rdv-* 2>/dev/null"
 else
     skip "mpirun on one host" "no mpirun"
 fi
@@ -203,6 +222,6 @@ else
     fail "srun: one job of 2 ranks over tcp, ranks from SLURM_*" "$(head -c 300 "$TMP/srun0.err")"
 fi
 check "srun: rank 0 wrote the checkpoint" test -s "$TMP/srun/last.safetensors"
-check "srun: the rendezvous file is gone" sh -c "! ls \${TMPDIR:-/tmp}/dtrain-rdv-* 2>/dev/null"
+check "srun: the rendezvous file is gone" sh -c "! ls \${XDG_RUNTIME_DIR:-/nonexistent}/dtrain-rdv-* \${TMPDIR:-/tmp}/dtrain-$(id -u)/dtrain-rdv-* 2>/dev/null"
 
 finish

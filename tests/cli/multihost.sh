@@ -153,6 +153,9 @@ node 2 0 $((PORT + 10)) "$TMP/rs-ref" $RS
 node 2 1 $((PORT + 10)) "$TMP/rs-ref" $RS
 wait_all $PID0 $PID1
 expect_rc "2 hosts, 40 steps, uninterrupted: exit 0" 0
+# a non-leader host does not end silently: one line, global rank numbers
+if grep -q "host 1: ranks 2-3 finished, 40 steps" "$TMP/h1.err"; then pass "host 1 says its ranks finished"; else
+    fail "host 1 says its ranks finished" "$(tail -c 300 "$TMP/h1.err")"; fi
 node 2 0 $((PORT + 11)) "$TMP/rs" $RS
 node 2 1 $((PORT + 11)) "$TMP/rs" $RS
 for _ in $(seq 300); do [ -s "$TMP/rs/last.safetensors" ] && break; sleep 0.05; done
@@ -164,6 +167,10 @@ for k in 0 1; do
     if grep -q '"event":"restart"' "$TMP/h$k.out"; then pass "max-restarts: host $k restarted its ranks"; else
         fail "max-restarts: host $k restarted its ranks" "$(tail -c 300 "$TMP/h$k.err")"; fi
 done
+# host 1's ranks are 2 and 3: its restart names the victim by global rank, host and local index
+if grep -Eq "restart 1 of 2 after: rank [23] \(host 1, local [01], pid $victim\) was killed by SIGKILL" "$TMP/h1.err"; then
+    pass "max-restarts: host 1 names the rank globally, with host and local index"
+else fail "max-restarts: host 1 names the rank globally, with host and local index" "$(grep -m2 restart "$TMP/h1.err")"; fi
 check "max-restarts across hosts: the uninterrupted run's weights, bit for bit" \
     /usr/bin/python3 tests/tools/compare_weights.py "$TMP/rs-ref/last.safetensors" \
     "$TMP/rs/last.safetensors"

@@ -212,6 +212,110 @@ static void test_torchrun(void **state)
                "MASTER_ADDR: '' is not a host name");
 }
 
+/* --instances N > 1 under a launcher: its ranks count hosts when it started one process per
+ * host. Kubernetes PyTorchJob: the operator sets RANK (the pod's index), WORLD_SIZE (pods),
+ * MASTER_ADDR and MASTER_PORT in every pod, no LOCAL_*; mpirun --npernode 1; srun
+ * --ntasks-per-node=1. Several processes per host with N > 1 are refused. */
+static void test_instances_under_launchers(void **state)
+{
+    (void)state;
+    char *pod[] = {"MASTER_ADDR=job-master-0", "MASTER_PORT=23456", "RANK=2", "WORLD_SIZE=3", NULL};
+    struct dt_launch_flags f;
+    dt_launch_flags_init(&f);
+    assert_int_equal(f.instances, 1);
+    f.instances = 4;
+    struct dt_launch_env e = detect_ok(&f, pod);
+    assert_string_equal(e.source, "torchrun");
+    assert_int_equal(e.nodes, 3);
+    assert_int_equal(e.node_rank, 2);
+    assert_int_equal(e.rank, -1); /* per host: this dtrain forks its ranks */
+    assert_int_equal(e.size, -1);
+    assert_int_equal(e.local_rank, -1);
+    assert_int_equal(e.local_size, -1);
+    assert_string_equal(e.master_host, "job-master-0");
+    assert_int_equal(e.master_port, 23456);
+
+    /* one instance: a rank per pod, as before */
+    f.instances = 1;
+    e = detect_ok(&f, pod);
+    assert_int_equal(e.rank, 2);
+    assert_int_equal(e.size, 3);
+    assert_int_equal(e.nodes, 3);
+    assert_int_equal(e.node_rank, 2);
+    e = detect_ok(NULL, pod);
+    assert_int_equal(e.rank, 2);
+
+    /* --nodes/--node-rank on the command line still win */
+    f.instances = 2, f.nodes = 5, f.node_rank = 4, f.master = "m:1";
+    e = detect_ok(&f, pod);
+    assert_string_equal(e.source, "flags");
+    assert_int_equal(e.nodes, 5);
+    assert_int_equal(e.node_rank, 4);
+    dt_launch_flags_init(&f);
+    f.instances = 2;
+
+    /* torchrun --nproc-per-node 1 inside each pod: LOCAL_WORLD_SIZE 1, the same */
+    e = detect_ok(&f, (char *[]){"MASTER_ADDR=h", "RANK=1", "WORLD_SIZE=2", "LOCAL_RANK=0",
+                                 "LOCAL_WORLD_SIZE=1", NULL});
+    assert_int_equal(e.nodes, 2);
+    assert_int_equal(e.node_rank, 1);
+    assert_int_equal(e.rank, -1);
+    /* torchrun started 2 ranks per host: --instances would fork 2 in each */
+    detect_bad(&f,
+               (char *[]){"MASTER_ADDR=h", "RANK=1", "WORLD_SIZE=4", "LOCAL_RANK=1",
+                          "LOCAL_WORLD_SIZE=2", NULL},
+               "dist.instances is 2, but torchrun started 2 processes on this host, one per "
+               "rank: leave instances at 1, or start one dtrain per host (torchrun "
+               "--nproc-per-node 1, or no torchrun: RANK and WORLD_SIZE then count hosts) and "
+               "let it fork the ranks");
+    detect_bad(&f, (char *[]){"MASTER_ADDR=h", "RANK=1", NULL},
+               "RANK is set but WORLD_SIZE is not");
+    detect_bad(&f, (char *[]){"MASTER_ADDR=h", "RANK=3", "WORLD_SIZE=3", NULL},
+               "RANK: '3' is not an integer in 0..2");
+    /* several pods need the master's address */
+    detect_bad(&f, (char *[]){"RANK=0", "WORLD_SIZE=2", NULL},
+               "2 nodes need a master address: pass --master HOST:PORT or set MASTER_ADDR and "
+               "MASTER_PORT");
+    /* one pod: no master needed, the ranks meet on loopback */
+    e = detect_ok(&f, (char *[]){"RANK=0", "WORLD_SIZE=1", NULL});
+    assert_int_equal(e.nodes, 1);
+    assert_int_equal(e.rank, -1);
+    assert_string_equal(e.master_host, "127.0.0.1");
+
+    /* mpirun --npernode 1 (Kubeflow's MPIJob with slotsPerWorker 1) */
+    e = detect_ok(&f, (char *[]){"OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=4",
+                                 "OMPI_COMM_WORLD_LOCAL_RANK=0", "OMPI_COMM_WORLD_LOCAL_SIZE=1",
+                                 "MASTER_ADDR=w0", NULL});
+    assert_string_equal(e.source, "ompi");
+    assert_int_equal(e.nodes, 4);
+    assert_int_equal(e.node_rank, 1);
+    assert_int_equal(e.rank, -1);
+    detect_bad(&f,
+               (char *[]){"OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=4",
+                          "OMPI_COMM_WORLD_LOCAL_RANK=1", "OMPI_COMM_WORLD_LOCAL_SIZE=2",
+                          "MASTER_ADDR=w0", NULL},
+               "dist.instances is 2, but ompi started 2 processes on this host, one per rank: "
+               "leave instances at 1, or start one dtrain per host (mpirun --npernode 1) and let "
+               "it fork the ranks");
+    /* srun --ntasks-per-node=1 over 2 nodes; the master from the node list as before */
+    e = detect_ok(&f, (char *[]){"SLURM_PROCID=1", "SLURM_NTASKS=2", "SLURM_LOCALID=0",
+                                 "SLURM_NODEID=1", "SLURM_NNODES=2", "SLURM_JOB_NODELIST=n[1-2]",
+                                 "SLURM_JOB_ID=5", NULL});
+    assert_string_equal(e.source, "slurm");
+    assert_int_equal(e.nodes, 2);
+    assert_int_equal(e.node_rank, 1);
+    assert_int_equal(e.rank, -1);
+    assert_string_equal(e.master_host, "n1");
+    assert_int_equal(e.master_port, 29505);
+    /* srun -n 4 over 2 nodes: 2 tasks per node */
+    detect_bad(&f,
+               (char *[]){"SLURM_PROCID=1", "SLURM_NTASKS=4", "SLURM_LOCALID=1", "SLURM_NODEID=0",
+                          "SLURM_NNODES=2", "SLURM_JOB_NODELIST=n[1-2]", "SLURM_JOB_ID=5", NULL},
+               "dist.instances is 2, but slurm started 2 processes on this host, one per rank: "
+               "leave instances at 1, or start one dtrain per host (srun --ntasks-per-node=1) "
+               "and let it fork the ranks");
+}
+
 static void test_hostport(void **state)
 {
     (void)state;
@@ -246,6 +350,7 @@ int main(void)
         cmocka_unit_test(test_slurm),
         cmocka_unit_test(test_slurm_hostlists),
         cmocka_unit_test(test_torchrun),
+        cmocka_unit_test(test_instances_under_launchers),
         cmocka_unit_test(test_hostport),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
