@@ -155,4 +155,49 @@ train_folder "$TMP/ck_cfg" --set data.dir="$M" --set 'data.size=[28,28]' --set d
 expect_rc "channels 1 with a 3-channel mean: exit 2" 2
 expect_err "...says which key" "data.mean.*expected 1 value for folder"
 
+# ---- the README's recipe for your own images, run as written ----
+# It once lacked data.dataset and used data.size = 28, which the config refused (only [H, W]).
+R="$TMP/recipe"
+mkdir -p "$R/bin"
+ln -s "$DTRAIN" "$R/bin/dtrain"
+ln -s "$(pwd)/configs" "$R/configs"
+$PY - "$R/photos" <<'PY'
+import os, sys
+import numpy as np
+sys.path.insert(0, "bench")
+from make_folder import png_bytes
+rng = np.random.default_rng(2)
+for split, n in (("train", 80), ("test", 4)):  # 160: more than one batch of 128
+    for cls in ("boot", "sandal"):
+        os.makedirs(os.path.join(sys.argv[1], split, cls))
+        for i in range(n):
+            shape = (40, 30) if i % 2 else (28, 28)  # size = 28 fits the 40x30 ones
+            open(os.path.join(sys.argv[1], split, cls, "%03d.png" % i), "wb").write(
+                png_bytes(rng.integers(0, 256, shape, dtype=np.uint8)))
+PY
+# The fenced block after each <!-- recipe:NAME --> marker in README.md.
+recipe() {
+    awk -v m="<!-- recipe:$1 -->" '$0 == m {on = 1; next} on && /^```/ {if (in_block) exit; in_block = 1; next} in_block' README.md
+}
+recipe folder-commands >"$R/commands.sh"
+check "README: the folder recipe's commands are there" grep -q "data.size=28" "$R/commands.sh"
+run sh -c "cd '$R' && PATH='$R/bin':\$PATH && set -e && . ./commands.sh"
+expect_rc "README: the folder recipe's commands run as written" 0
+check "...the predictions name the classes" grep -Eq "^photos/test/boot/000.png  (boot|sandal) [0-9.]+%, (boot|sandal) [0-9.]+%$" "$TMP/out"
+recipe folder-data >"$R/data.cfg"
+$PY - configs/fashion-convnet.cfg "$R/data.cfg" "$R/photos.cfg" <<'PY'
+import re, sys
+cfg = open(sys.argv[1]).read()
+data = open(sys.argv[2]).read()
+assert data.startswith("data = {"), data
+out, n = re.subn(r"(?ms)^data = \{.*?^\};\n", lambda m: data, cfg, count=1)
+assert n == 1
+open(sys.argv[3], "w").write(out)
+PY
+run sh -c "cd '$R' && '$DTRAIN' train photos.cfg --quiet --threads 1 --set checkpoint.dir=runs/photos-cfg"
+expect_rc "README: a config with the recipe's data group trains" 0
+check "...and writes its checkpoint" test -s "$R/runs/photos-cfg/last.safetensors"
+train_folder "$TMP/ck_cfg" --set data.dir="$R/photos" --set data.size=28 --print-config
+check "data.size = 28 means [28, 28]" grep -q "size = \[ 28.0, 28.0 \]" "$TMP/out"
+
 finish
