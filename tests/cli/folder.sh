@@ -155,6 +155,35 @@ train_folder "$TMP/ck_cfg" --set data.dir="$M" --set 'data.size=[28,28]' --set d
 expect_rc "channels 1 with a 3-channel mean: exit 2" 2
 expect_err "...says which key" "data.mean.*expected 1 value for folder"
 
+# ---- eval --json with long class names ----
+# The per-class JSON was written into a buffer of 96 bytes a class: names of 60 bytes or more
+# (folder names, CIFAR meta lines) cut the JSON short and wrote past the buffer's end.
+L="$TMP/long"
+$PY - "$L" <<'PY'
+import os, sys
+import numpy as np
+sys.path.insert(0, "bench")
+from make_folder import png_bytes
+rng = np.random.default_rng(3)
+for split in ("train", "test"):
+    for c in "ab":
+        d = os.path.join(sys.argv[1], split, c * 200)
+        os.makedirs(d)
+        for i in range(4):
+            open(os.path.join(d, "%d.png" % i), "wb").write(
+                png_bytes(rng.integers(0, 256, (28, 28), dtype=np.uint8)))
+PY
+train_folder "$TMP/ck_long" --set data.dir="$L" --quiet
+expect_rc "a folder whose class names are 200 bytes long trains" 0
+run "$DTRAIN" eval "$TMP/ck_long/last.safetensors" --data "$L" --json
+expect_rc "eval --json with 200-byte class names: exit 0" 0
+check "...its JSON whole, with both names" $PY -c '
+import json, sys
+e = json.loads(open(sys.argv[1]).read().splitlines()[-1])
+assert [c["name"] for c in e["classes"]] == ["a" * 200, "b" * 200], e["classes"]
+assert len(e["confusion"]) == 2 and sum(map(sum, e["confusion"])) == 8, e["confusion"]
+' "$TMP/out"
+
 # ---- the README's recipe for your own images, run as written ----
 # It once lacked data.dataset and used data.size = 28, which the config refused (only [H, W]).
 R="$TMP/recipe"
