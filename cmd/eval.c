@@ -226,6 +226,14 @@ static int run_eval(int argc, char **argv)
     struct dt_shape in = {test->c, test->h, test->w};
     if ((rc = dt_run_build_model(&cfg, in, batch, 0, &model)))
         goto out;
+    /* The loss reads the output at each label: a label past the model's outputs would read
+     * past its row (a checkpoint for 2 classes evaluated on a folder of 10). */
+    if (model->classes < test->classes) {
+        rc = dt_fail(DT_EDATA,
+                     "%s: the model has %d outputs, but the test data in %s has %d classes",
+                     a.checkpoint, model->classes, cfg.data.dir, test->classes);
+        goto out;
+    }
     struct dt_run_resume meta;
     if ((rc = dt_run_load_checkpoint(a.checkpoint, model, NULL, &meta)))
         goto out;

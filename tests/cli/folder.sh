@@ -184,6 +184,19 @@ assert [c["name"] for c in e["classes"]] == ["a" * 200, "b" * 200], e["classes"]
 assert len(e["confusion"]) == 2 and sum(map(sum, e["confusion"])) == 8, e["confusion"]
 ' "$TMP/out"
 
+# A checkpoint for 2 classes evaluated on a folder of 3: the loss read the output row at label
+# 2, past the model's 2 outputs (loss nan, and past the buffer for the batch's last sample).
+train_folder "$TMP/ck_two" --set data.dir="$L" --set model.layers.10.out_features=2 --quiet
+expect_rc "a 2-output model on the 2-class folder" 0
+cp -r "$L" "$TMP/long3"
+for s in train test; do
+    mkdir "$TMP/long3/$s/c"
+    cp "$L/$s/$(printf 'a%.0s' $(seq 200))/0.png" "$TMP/long3/$s/c/0.png"
+done
+run "$DTRAIN" eval "$TMP/ck_two/last.safetensors" --data "$TMP/long3"
+expect_rc "eval of a 2-output model on 3 classes: exit 3" 3
+expect_err "...says why" "the model has 2 outputs, but the test data in $TMP/long3 has 3 classes"
+
 # ---- the README's recipe for your own images, run as written ----
 # It once lacked data.dataset and used data.size = 28, which the config refused (only [H, W]).
 R="$TMP/recipe"
