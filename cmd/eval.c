@@ -27,9 +27,7 @@ static const char eval_help[] =
     "      --data DIR       read the dataset from DIR (overrides data.dir)\n"
     "      --set KEY=VALUE  override a config key (repeatable)\n"
     "      --threads T      compute threads (default: the config's dist.threads; 0 there\n"
-    "                       means all usable cores)\n"
-    DT_CLI_COMMON_HELP
-    "\n"
+    "                       means all usable cores)\n" DT_CLI_COMMON_HELP "\n"
     "exit codes: 0 ok, 2 usage or config error, 3 missing/corrupt data or checkpoint\n";
 
 #define EVAL_USAGE "usage: dtrain eval CHECKPOINT [--config CFG] [--data DIR] [--json]"
@@ -78,8 +76,7 @@ static int parse_args(int argc, char **argv, struct eval_args *a)
     if (a->common.help)
         return 0;
     if (optind != argc - 1)
-        return dt_fail(DT_EUSAGE, "eval: expected exactly one CHECKPOINT argument; %s",
-                       EVAL_USAGE);
+        return dt_fail(DT_EUSAGE, "eval: expected exactly one CHECKPOINT argument; %s", EVAL_USAGE);
     a->checkpoint = argv[optind];
     return 0;
 }
@@ -140,14 +137,14 @@ static void print_json(const struct dt_dataset *test, const struct dt_eval_resul
     dt_jw_num(&w, "samples", r->sums[2]);
     dt_jw_num(&w, "test_loss", dt_eval_loss(r));
     dt_jw_num(&w, "test_accuracy", dt_eval_accuracy(r));
+    /* Grown as written: a class name (a folder's, a CIFAR meta line) has no length limit, so
+     * no per-class budget can hold every name (a fixed one was overrun by long names). */
     char *classes = NULL, *matrix = NULL;
-    size_t cap = 64 + (size_t)k * 96, mcap = 16 + (size_t)k * (k * 12 + 4);
-    classes = malloc(cap);
-    matrix = malloc(mcap);
-    if (classes && matrix) {
-        size_t at = 0, mat = 0;
-        at += (size_t)snprintf(classes + at, cap - at, "[");
-        mat += (size_t)snprintf(matrix + mat, mcap - mat, "[");
+    size_t clen = 0, mlen = 0;
+    FILE *cf = open_memstream(&classes, &clen), *mf = open_memstream(&matrix, &mlen);
+    if (cf && mf) {
+        fputs("[", cf);
+        fputs("[", mf);
         for (int i = 0; i < k; i++) {
             float total = 0;
             for (int j = 0; j < k; j++)
@@ -158,16 +155,21 @@ static void print_json(const struct dt_dataset *test, const struct dt_eval_resul
             dt_jw_num(&item, "samples", total);
             dt_jw_num(&item, "accuracy", total > 0 ? dt_eval_confusion(r, i, i) / total : 0.0);
             char *s = dt_jw_finish(&item);
-            at += (size_t)snprintf(classes + at, cap - at, "%s%s", i ? "," : "", s ? s : "{}");
+            fprintf(cf, "%s%s", i ? "," : "", s ? s : "{}");
             free(s);
-            mat += (size_t)snprintf(matrix + mat, mcap - mat, "%s[", i ? "," : "");
+            fprintf(mf, "%s[", i ? "," : "");
             for (int j = 0; j < k; j++)
-                mat += (size_t)snprintf(matrix + mat, mcap - mat, "%s%.0f", j ? "," : "",
-                                        dt_eval_confusion(r, i, j));
-            mat += (size_t)snprintf(matrix + mat, mcap - mat, "]");
+                fprintf(mf, "%s%.0f", j ? "," : "", dt_eval_confusion(r, i, j));
+            fputs("]", mf);
         }
-        snprintf(classes + at, cap - at, "]");
-        snprintf(matrix + mat, mcap - mat, "]");
+        fputs("]", cf);
+        fputs("]", mf);
+    }
+    if (cf)
+        fclose(cf);
+    if (mf)
+        fclose(mf);
+    if (cf && mf && classes && matrix) {
         dt_jw_raw(&w, "classes", classes);
         dt_jw_raw(&w, "confusion", matrix);
     }
@@ -224,6 +226,14 @@ static int run_eval(int argc, char **argv)
     struct dt_shape in = {test->c, test->h, test->w};
     if ((rc = dt_run_build_model(&cfg, in, batch, 0, &model)))
         goto out;
+    /* The loss reads the output at each label: a label past the model's outputs would read
+     * past its row (a checkpoint for 2 classes evaluated on a folder of 10). */
+    if (model->classes < test->classes) {
+        rc = dt_fail(DT_EDATA,
+                     "%s: the model has %d outputs, but the test data in %s has %d classes",
+                     a.checkpoint, model->classes, cfg.data.dir, test->classes);
+        goto out;
+    }
     struct dt_run_resume meta;
     if ((rc = dt_run_load_checkpoint(a.checkpoint, model, NULL, &meta)))
         goto out;

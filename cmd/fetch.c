@@ -2,13 +2,16 @@
  *
  * For each file of a registry entry the sources are tried in a fixed order:
  *   1. the file already under its final name, if it verifies (unless --force);
- *   2. --from DIR (exclusive: no other source is tried);
+ *   2. --from DIR, or --from FILE for a one-file dataset (exclusive: no other source is tried);
  *   3. the distribution's copy (registry system_dir), unless --no-system-copies;
  *   4. the mirrors: --mirror URLs, then DTRAIN_MIRROR, then the registry's own, each retried
  *      with exponential backoff; --offline keeps only file:// mirrors.
  * Everything lands in "<file>.part" first and is renamed to the final name only after it
  * verified against a published checksum, so the final name never holds an unverified file.
  * A failed download keeps its .part for the next run to resume; a checksum mismatch deletes it.
+ * The one exception to "a published checksum": --trust (with --from) and --sha256 HEX accept a
+ * file the registry does not know, on the user's word, and record its SHA-256 beside it
+ * (FILE.sha256, data/checksum.h) so that later runs, --verify and --list accept it too.
  *
  * Output: human lines on stderr (a live bar per file when stderr is a terminal), --json events
  * on stdout (one object per line), nothing but errors with --quiet. The error itself is left in
@@ -41,6 +44,9 @@
 
 struct fetch_opts {
     const char *name, *dir, *from, *registry;
+    const char *sha256; /* --sha256: the one file's SHA-256, vouched for by the user */
+    bool trust;         /* --trust: accept what --from gives even when the registry differs */
+    bool from_file;     /* --from names the archive itself (a one-file dataset) */
     const char *mirrors[MAX_MIRRORS]; /* --mirror, then DTRAIN_MIRROR */
     int nmirrors;
     char *env_mirrors;      /* owned copy of DTRAIN_MIRROR that mirrors[] points into */
@@ -269,12 +275,58 @@ static void report_verified(const struct file_job *j, const char *how, enum dt_m
 {
     if (m == DT_MATCH_UNCHECKED)
         dt_log_info("%s: %s; no published checksum, size/format checked only", j->f->name, how);
+    else if (m == DT_MATCH_TRUSTED)
+        dt_log_info("%s: %s; trusted (its SHA-256 is the one recorded in %s" DT_TRUST_SUFFIX
+                    ", not the registry's)",
+                    j->f->name, how, j->f->name);
     else if (m == DT_MATCH_CONTENT_SHA256)
         dt_log_info("%s: %s; verified (content SHA-256 matched, archive repackaged)", j->f->name,
                     how);
     else
         dt_log_info("%s: %s; verified (%s matched)", j->f->name, how,
                     m == DT_MATCH_MD5 ? "MD5" : "SHA-256");
+}
+
+/* --sha256: the file must be the one the user vouched for, whatever the registry says. */
+static int check_vouched(const struct file_job *j, const char *path, const char *label,
+                         struct dt_digests *d)
+{
+    int rc = dt_checksum_file(path, 1, d);
+    if (rc || !j->o->sha256 || dt_hex_equal(j->o->sha256, d->sha256))
+        return rc;
+    return dt_fail(DT_EDATA,
+                   "%s: checksum mismatch: expected sha256 %s (--sha256), found sha256 %s", label,
+                   j->o->sha256, d->sha256);
+}
+
+/* The registry's checksums did not match (the error says how): with --trust or --sha256 the
+ * file is accepted on the user's word, if it is whole (a gzip stream must inflate to its end
+ * with good CRCs), and its SHA-256 is recorded beside the final name. */
+static int trust_part(struct file_job *j, const char *label, enum dt_match *m)
+{
+    char registry[1200];
+    snprintf(registry, sizeof registry, "%s", dt_last_error());
+    struct dt_digests d;
+    int rc = check_vouched(j, j->part, label, &d);
+    if (rc)
+        return rc;
+    if (d.is_gzip && !d.gzip_ok)
+        return dt_fail(DT_EDATA, "%s: corrupt gzip stream (truncated or bad CRC); not trusted",
+                       label);
+    if ((rc = dt_trust_write(j->final, d.sha256)))
+        return rc;
+    dt_log_warn("%s; accepted on your word (%s): SHA-256 %s recorded in %s" DT_TRUST_SUFFIX,
+                registry, j->o->sha256 ? "--sha256" : "--trust", d.sha256, j->final);
+    *m = DT_MATCH_TRUSTED;
+    return 0;
+}
+
+/* A --from copy the registry does not know: the way to take it anyway. */
+static int trust_hint(void)
+{
+    char why[1100];
+    snprintf(why, sizeof why, "%s", dt_last_error());
+    return dt_fail(DT_EDATA, "%s (a copy you vouch for: add --trust, or --sha256 HEX)", why);
 }
 
 /* Verifies the part file and renames it into place; a bad part file is deleted. */
@@ -285,10 +337,19 @@ static int verify_and_promote(struct file_job *j, const char *source, const char
     char label[PATH_CAP + 300];
     snprintf(label, sizeof label, "%s (from %s)", j->f->name, source);
     int rc = dt_checksum_verify(j->part, j->f, label, &m);
+    struct dt_digests d;
+    if (rc == 0 && j->o->sha256)
+        rc = check_vouched(j, j->part, label, &d);
+    else if (rc == -DT_EDATA && (j->o->trust || j->o->sha256))
+        rc = trust_part(j, label, &m);
+    else if (rc == -DT_EDATA && !strcmp(kind, "from") && strstr(dt_last_error(), "mismatch"))
+        rc = trust_hint();
     if (rc) {
         unlink(j->part);
         return rc;
     }
+    if (m != DT_MATCH_TRUSTED)
+        dt_trust_remove(j->final); /* the registry's own copy needs no record */
     rc = promote(j);
     if (rc)
         return rc;
@@ -299,21 +360,24 @@ static int verify_and_promote(struct file_job *j, const char *source, const char
 
 /* ---- sources ---- */
 
-static int try_local_copy(struct file_job *j, const char *dir, const char *kind)
+static int copy_from(struct file_job *j, const char *src, const char *kind)
 {
-    char src[PATH_CAP];
-    int rc = join_path(src, dir, j->f->name, "");
-    if (rc)
-        return rc;
     if (!file_exists(src))
         return dt_fail(DT_EDATA, "%s: missing", src);
     json_file_start(j, "copy", src, 0);
-    rc = copy_to_part(src, j->part);
+    int rc = copy_to_part(src, j->part);
     if (rc)
         return rc;
     char how[PATH_CAP + 32];
     snprintf(how, sizeof how, "copied from %s", src);
     return verify_and_promote(j, src, kind, how);
+}
+
+static int try_local_copy(struct file_job *j, const char *dir, const char *kind)
+{
+    char src[PATH_CAP];
+    int rc = join_path(src, dir, j->f->name, "");
+    return rc ? rc : copy_from(j, src, kind);
 }
 
 static void mirror_url(char *url, size_t cap, const char *base, const char *name)
@@ -438,7 +502,9 @@ static int check_present(struct file_job *j)
     if (j->o->force || !file_exists(j->final))
         return 1;
     enum dt_match m;
-    if (dt_checksum_verify(j->final, j->f, j->f->name, &m) == 0) {
+    struct dt_digests d;
+    if (dt_checksum_verify(j->final, j->f, j->f->name, &m) == 0 &&
+        (!j->o->sha256 || check_vouched(j, j->final, j->f->name, &d) == 0)) {
         report_verified(j, "already present", m);
         json_file_done(j, "present", m);
         return 0;
@@ -479,7 +545,8 @@ static int fetch_file(struct file_job *j)
     if (j->o->force)
         unlink(j->part);
     if (j->o->from)
-        return try_local_copy(j, j->o->from, "from");
+        return j->o->from_file ? copy_from(j, j->o->from, "from")
+                               : try_local_copy(j, j->o->from, "from");
     if ((rc = try_system_copy(j)) <= 0)
         return rc;
     if ((rc = check_complete_part(j)) <= 0)
@@ -617,10 +684,10 @@ static int verify_dataset(const struct fetch_opts *o, const struct dt_reg_datase
 
 /* ---- --list ---- */
 
-/* "verified", "missing", "partial 2/4", "corrupt". */
+/* "verified", "trusted", "missing", "partial", "corrupt". */
 static const char *dataset_status(const struct dt_reg_dataset *ds, const char *dir)
 {
-    int present = 0, good = 0;
+    int present = 0, good = 0, trusted = 0;
     for (int i = 0; i < ds->nfiles; i++) {
         char path[PATH_CAP];
         enum dt_match m;
@@ -628,10 +695,11 @@ static const char *dataset_status(const struct dt_reg_dataset *ds, const char *d
             continue;
         present++;
         good += dt_checksum_verify(path, &ds->files[i], NULL, &m) == 0;
+        trusted += m == DT_MATCH_TRUSTED;
     }
     dt_clear_error();
     if (good == ds->nfiles)
-        return "verified";
+        return trusted ? "trusted" : "verified";
     if (good < present)
         return "corrupt";
     return present ? "partial" : "missing";
@@ -710,6 +778,8 @@ enum {
     OPT_STALL_TIMEOUT,
     OPT_DEADLINE,
     OPT_JSON,
+    OPT_TRUST,
+    OPT_SHA256,
 };
 
 static const struct option long_opts[] = {
@@ -730,6 +800,8 @@ static const struct option long_opts[] = {
     {"connect-timeout", required_argument, NULL, OPT_CONNECT_TIMEOUT},
     {"stall-timeout", required_argument, NULL, OPT_STALL_TIMEOUT},
     {"deadline", required_argument, NULL, OPT_DEADLINE},
+    {"trust", no_argument, NULL, OPT_TRUST},
+    {"sha256", required_argument, NULL, OPT_SHA256},
     {NULL, 0, NULL, 0},
 };
 
@@ -814,6 +886,14 @@ static int parse_option(struct fetch_opts *o, int c, const char *arg, int *help)
     case OPT_REGISTRY:
         o->registry = arg;
         return 0;
+    case OPT_TRUST:
+        o->trust = true;
+        return 0;
+    case OPT_SHA256:
+        if (!dt_is_sha256_hex(arg))
+            return dt_fail(DT_EUSAGE, "fetch: --sha256 expects 64 hex digits, got '%s'", arg);
+        o->sha256 = arg;
+        return 0;
     default:
         return parse_numeric_option(o, c, arg);
     }
@@ -859,7 +939,28 @@ static int parse_args(struct fetch_opts *o, int argc, char **argv, int *help)
     return env_mirrors(o);
 }
 
-static int check_args(const struct fetch_opts *o)
+/* --from FILE, --trust and --sha256 against the dataset they are for. */
+static int check_local_args(struct fetch_opts *o, const struct dt_reg_dataset *ds)
+{
+    struct stat st;
+    o->from_file = o->from && stat(o->from, &st) == 0 && !S_ISDIR(st.st_mode);
+    if (o->from_file && ds->nfiles != 1)
+        return dt_fail(DT_EUSAGE,
+                       "fetch: --from %s is a file, but %s has %d files; give the directory "
+                       "that holds them",
+                       o->from, ds->name, ds->nfiles);
+    if (o->trust && !o->from)
+        return dt_fail(DT_EUSAGE, "fetch: --trust vouches for a copy you have; it needs --from "
+                                  "FILE or DIR");
+    if (o->sha256 && ds->nfiles != 1)
+        return dt_fail(DT_EUSAGE,
+                       "fetch: --sha256 names one file's checksum, but %s has %d files (use "
+                       "--from DIR --trust)",
+                       ds->name, ds->nfiles);
+    return 0;
+}
+
+static int check_args(struct fetch_opts *o)
 {
     if (o->list && o->name)
         return dt_fail(DT_EUSAGE, "fetch: --list takes no dataset name");
@@ -870,10 +971,10 @@ static int check_args(const struct fetch_opts *o)
     if (!dt_registry_find(o->name))
         return dt_fail(DT_EUSAGE, "fetch: unknown dataset '%s' (known: %s)", o->name,
                        dt_registry_names());
-    if (o->verify && (o->from || o->force))
-        return dt_fail(DT_EUSAGE, "fetch: --verify checks what is there; it takes no --from "
-                                  "or --force");
-    return 0;
+    if (o->verify && (o->from || o->force || o->trust || o->sha256))
+        return dt_fail(DT_EUSAGE, "fetch: --verify checks what is there; it takes no --from, "
+                                  "--force, --trust or --sha256");
+    return check_local_args(o, dt_registry_find(o->name));
 }
 
 static int default_dir(struct fetch_opts *o)
@@ -959,7 +1060,14 @@ const struct dt_command dt_cmd_fetch = {
         "  -f, --force            fetch again even if a verified copy is present\n"
         "      --mirror URL       try URL (base directory; http, https, file://) first;\n"
         "                         repeatable\n"
-        "      --from DIR         copy the files from DIR instead (verified; no network)\n"
+        "      --from DIR         copy the files from DIR instead (verified; no network);\n"
+        "                         --from FILE for a one-file dataset (cifar10, cifar100)\n"
+        "      --trust            with --from: accept the copies even when they do not match\n"
+        "                         the registry's checksums (their SHA-256 is recorded in\n"
+        "                         FILE.sha256, which --verify and --list then accept)\n"
+        "      --sha256 HEX       the file must have this SHA-256; accepted then whatever the\n"
+        "                         registry says, and recorded as --trust does (one-file\n"
+        "                         datasets)\n"
         "      --offline          never use the network (system copies, --from, file:// only)\n"
         "      --no-system-copies ignore distribution copies (e.g. Debian's\n"
         "                         /usr/share/datasets/fashion-mnist)\n"

@@ -5,6 +5,7 @@
  * directory of the checkpoint's format (IDX, CIFAR, image folder) and that split is predicted.
  */
 #include <ctype.h>
+#include <errno.h>
 #include <ftw.h>
 #include <math.h>
 #include <stdio.h>
@@ -27,16 +28,17 @@
 #include "util/json.h"
 #include "util/log.h"
 
-#define PREDICT_USAGE "usage: dtrain predict CHECKPOINT FILE|DIR... [--top K] [--json]"
+#define PREDICT_USAGE "usage: dtrain predict CHECKPOINT FILE|DIR... [--top K] [--json] [--strict]"
 #define BATCH         256
 #define MAX_TOP       64
 
-enum { OPT_TOP = DT_OPT_COMMAND_BASE, OPT_SPLIT, OPT_CONFIG, OPT_THREADS };
+enum { OPT_TOP = DT_OPT_COMMAND_BASE, OPT_SPLIT, OPT_CONFIG, OPT_THREADS, OPT_STRICT };
 
 struct predict_args {
     const char *checkpoint, *split, *config;
     char **inputs;
     int ninputs, top, threads;
+    bool strict; /* a bad file fails the run (exit 3) instead of only being reported */
     struct dt_cli_common common;
     struct dt_cli_sets sets;
 };
@@ -54,10 +56,22 @@ struct predictor {
     double *prob; /* model->classes: the checkpoint says how many, so never a fixed array */
 };
 
-/* Files found, in the order they are predicted. */
+/* Files found, in the order they are predicted, and what the walk left out. */
 struct file_list {
     char **paths;
     size_t n, cap;
+    size_t skipped;   /* files in walked directories with an extension dtrain does not read */
+    char exts[8][16]; /* the first few such extensions, for the summary line */
+    int nexts;
+    bool exts_more; /* more kinds than exts holds */
+    /* inputs that gave nothing to predict (missing, no image in it): the input, the error */
+    char **bad_input, **bad_error;
+    size_t nbad, badcap;
+};
+
+/* What was predicted and what was not, over the whole run. */
+struct tally {
+    size_t good, bad;
 };
 
 static int take_option(void *ctx, int opt, const char *arg)
@@ -76,6 +90,9 @@ static int take_option(void *ctx, int opt, const char *arg)
         return 0;
     case OPT_THREADS:
         return dt_cli_parse_int("--threads", arg, 1, 1024, &a->threads);
+    case OPT_STRICT:
+        a->strict = true;
+        return 0;
     case DT_OPT_SET:
         return dt_cli_sets_add(&a->sets, arg);
     default:
@@ -91,6 +108,7 @@ static int parse_args(int argc, char **argv, struct predict_args *a)
         {"split", required_argument, NULL, OPT_SPLIT},
         {"config", required_argument, NULL, OPT_CONFIG},
         {"threads", required_argument, NULL, OPT_THREADS},
+        {"strict", no_argument, NULL, OPT_STRICT},
         {"set", required_argument, NULL, DT_OPT_SET},
         {NULL, 0, NULL, 0},
     };
@@ -221,18 +239,49 @@ static void top_k(const double *prob, int k, int top, int *best)
     }
 }
 
-/* Printed names go to a terminal: control characters are shown as '?'. */
-static const char *name_of(const struct predictor *p, int i, char *buf, size_t n)
+/* Text output is one line per file, so a name must not be able to end that line or start a
+ * forged one: control characters (newline, carriage return, terminal escapes, DEL) are written
+ * as C escapes (\n, \r, \t, \xHH) and, when `backslash`, a backslash as \\ so that the
+ * escaped form reads back unambiguously. Returns a malloc'd string (NULL when out of memory). */
+static bool is_control(unsigned char c)
 {
-    if (p->names && p->names[i]) {
-        snprintf(buf, n, "%s", p->names[i]);
-        for (char *c = buf; *c; c++)
-            if (iscntrl((unsigned char)*c))
-                *c = '?';
-    } else {
-        snprintf(buf, n, "%d", i);
+    return c < 0x20 || c == 0x7f; /* not iscntrl: the same bytes in every locale */
+}
+
+static char *escape_text(const char *s, bool backslash)
+{
+    size_t n = 1;
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++)
+        n += is_control(*c) ? 4 : *c == '\\' && backslash ? 2 : 1;
+    char *out = malloc(n), *o = out;
+    for (const unsigned char *c = (const unsigned char *)s; out && *c; c++) {
+        const char *short_form = *c == '\n'   ? "\\n"
+                                 : *c == '\r' ? "\\r"
+                                 : *c == '\t' ? "\\t"
+                                              : NULL;
+        if (short_form)
+            o += sprintf(o, "%s", short_form);
+        else if (is_control(*c))
+            o += sprintf(o, "\\x%02x", *c);
+        else if (*c == '\\' && backslash)
+            o += sprintf(o, "\\\\");
+        else
+            *o++ = (char)*c;
     }
-    return buf;
+    if (out)
+        *o = 0;
+    return out;
+}
+
+/* A class's printed name: the checkpoint's name for it, escaped, or its index. */
+static void print_class(const struct predictor *p, int i)
+{
+    char *name = p->names && p->names[i] ? escape_text(p->names[i], true) : NULL;
+    if (name)
+        fputs(name, stdout);
+    else
+        printf("%d", i);
+    free(name);
 }
 
 static void report(const struct predictor *p, const struct predict_args *a, const char *file,
@@ -240,14 +289,18 @@ static void report(const struct predictor *p, const struct predict_args *a, cons
 {
     int k = p->model->classes, top = a->top < k ? a->top : k, best[MAX_TOP];
     double *prob = p->prob;
-    char buf[128];
+    char buf[32];
     probabilities(p, out, prob);
     top_k(prob, k, top, best);
     if (!a->common.json) {
-        printf("%s", file);
-        for (int t = 0; t < top; t++)
-            printf("%s%s %.2f%%", t ? ", " : "  ", name_of(p, best[t], buf, sizeof buf),
-                   100 * prob[best[t]]);
+        char *shown = escape_text(file, true);
+        fputs(shown ? shown : "?", stdout);
+        free(shown);
+        for (int t = 0; t < top; t++) {
+            fputs(t ? ", " : "  ", stdout);
+            print_class(p, best[t]);
+            printf(" %.2f%%", 100 * prob[best[t]]);
+        }
         printf("\n");
         return;
     }
@@ -258,9 +311,10 @@ static void report(const struct predictor *p, const struct predict_args *a, cons
     FILE *f = open_memstream(&items, &len);
     for (int t = 0; f && t < top; t++) {
         dt_jw_begin(&list, NULL);
-        dt_jw_str(&list, "class",
-                  p->names && p->names[best[t]] ? p->names[best[t]]
-                                                : name_of(p, best[t], buf, sizeof buf));
+        if (p->names && p->names[best[t]])
+            dt_jw_str(&list, "class", p->names[best[t]]);
+        else
+            snprintf(buf, sizeof buf, "%d", best[t]), dt_jw_str(&list, "class", buf);
         dt_jw_int(&list, "index", best[t]);
         dt_jw_num(&list, "probability", prob[best[t]]);
         char *one = dt_jw_finish(&list);
@@ -280,12 +334,34 @@ static void report(const struct predictor *p, const struct predict_args *a, cons
     free(items);
 }
 
+/* ---- bad inputs ---- */
+
+/* A file that could not be predicted: one line on stderr (control characters escaped, so a
+ * crafted name cannot forge lines there either) and, with --json, a record in its place among
+ * the predictions. The run goes on. */
+static void report_bad(const struct predict_args *a, const char *file, const char *error,
+                       struct tally *t)
+{
+    char *line = escape_text(error, false);
+    dt_log_error("%s", line ? line : "(out of memory)");
+    free(line);
+    t->bad++;
+    if (!a->common.json)
+        return;
+    struct dt_json_writer w;
+    dt_jw_begin(&w, NULL);
+    dt_jw_str(&w, "file", file);
+    dt_jw_str(&w, "error", error);
+    dt_jw_end(&w, stdout);
+}
+
 /* ---- running the model over samples ---- */
 
-/* Predicts d's samples [0, n) in batches; names[i] labels sample i (or "<what>#i"). */
+/* Predicts d's samples [0, n) in batches; names[i] labels sample i (or "<what>#i"). A sample
+ * with errors[i] set could not be decoded: its error is reported in its place instead. */
 static int predict_samples(struct predictor *p, const struct predict_args *a,
-                           const struct dt_dataset *d, char *const *names, const char *what,
-                           bool labels)
+                           const struct dt_dataset *d, char *const *names, char *const *errors,
+                           const char *what, bool labels, struct tally *t)
 {
     struct dt_batcher b;
     struct dt_batch_opts bo = {.mean = p->cfg.data.mean,
@@ -304,13 +380,19 @@ static int predict_samples(struct predictor *p, const struct predict_args *a,
         if ((rc = dt_model_forward(p->model, p->x, count, &ctx)))
             return rc;
         for (int i = 0; i < count; i++) {
+            size_t s = at + (size_t)i;
             char name[1200];
             if (names)
-                snprintf(name, sizeof name, "%s", names[at + (size_t)i]);
+                snprintf(name, sizeof name, "%s", names[s]);
             else
-                snprintf(name, sizeof name, "%s#%zu", what ? what : "", at + (size_t)i);
-            report(p, a, name, labels ? d->y[at + (size_t)i] : -1,
+                snprintf(name, sizeof name, "%s#%zu", what ? what : "", s);
+            if (errors && errors[s]) {
+                report_bad(a, name, errors[s], t);
+                continue;
+            }
+            report(p, a, name, labels ? d->y[s] : -1,
                    p->model->output + (size_t)i * p->model->classes);
+            t->good++;
         }
     }
     return 0;
@@ -325,19 +407,54 @@ static bool is_image_name(const char *path)
            (!strcasecmp(dot, ".png") || !strcasecmp(dot, ".jpg") || !strcasecmp(dot, ".jpeg"));
 }
 
+static int push(char ***items, size_t *n, size_t *cap, const char *s)
+{
+    if (*n == *cap) {
+        size_t c = *cap ? 2 * *cap : 64;
+        char **more = realloc(*items, c * sizeof *more);
+        if (!more)
+            return dt_fail(DT_ERUNTIME, "out of memory listing files");
+        *items = more, *cap = c;
+    }
+    if (!((*items)[*n] = strdup(s)))
+        return dt_fail(DT_ERUNTIME, "out of memory listing files");
+    (*n)++;
+    return 0;
+}
+
 static int list_add(struct file_list *l, const char *path)
 {
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? 2 * l->cap : 64;
-        char **paths = realloc(l->paths, cap * sizeof *paths);
-        if (!paths)
-            return dt_fail(DT_ERUNTIME, "out of memory listing files");
-        l->paths = paths, l->cap = cap;
-    }
-    if (!(l->paths[l->n] = strdup(path)))
-        return dt_fail(DT_ERUNTIME, "out of memory listing files");
-    l->n++;
-    return 0;
+    return push(&l->paths, &l->n, &l->cap, path);
+}
+
+/* An input that gave no file to predict (missing, a directory without images). */
+static int list_bad(struct file_list *l, const char *input, const char *message)
+{
+    size_t n = l->nbad, cap = l->badcap;
+    int rc = push(&l->bad_input, &n, &cap, input);
+    if (!rc)
+        rc = push(&l->bad_error, &l->nbad, &l->badcap, message);
+    return rc;
+}
+
+/* A file a walk passed over for its extension: counted, and its extension remembered for the
+ * summary line (".gif", or "no extension"). */
+static void list_skip(struct file_list *l, const char *base)
+{
+    l->skipped++;
+    const char *dot = strrchr(base, '.');
+    const char *ext = dot && dot != base ? dot : "no extension";
+    char e[16];
+    snprintf(e, sizeof e, "%s", ext);
+    for (char *c = e; *c; c++)
+        *c = is_control((unsigned char)*c) ? '?' : (char)tolower((unsigned char)*c);
+    for (int i = 0; i < l->nexts; i++)
+        if (!strcmp(l->exts[i], e))
+            return;
+    if (l->nexts < (int)(sizeof l->exts / sizeof l->exts[0]))
+        memcpy(l->exts[l->nexts++], e, sizeof e);
+    else
+        l->exts_more = true;
 }
 
 /* nftw has no context argument: the walk in progress. Process-wide only for its duration. */
@@ -350,8 +467,11 @@ static int walk_entry(const char *path, const struct stat *st, int type, struct 
     const char *base = path + ftw->base;
     if (base[0] == '.' && ftw->level > 0)
         return type == FTW_D ? FTW_SKIP_SUBTREE : 0;
-    if ((type == FTW_F || type == FTW_SL) && is_image_name(path))
+    if (type != FTW_F && type != FTW_SL)
+        return 0;
+    if (is_image_name(path))
         return list_add(walking, path) ? FTW_STOP : 0;
+    list_skip(walking, base);
     return 0;
 }
 
@@ -361,13 +481,18 @@ static int compare_paths(const void *a, const void *b)
 }
 
 /* FILE arguments as given; directories walked (symlinks not followed, so no loop), their
- * images sorted by path. */
+ * images sorted by path. An input that yields nothing is recorded in l->bad, not fatal. */
 static int collect_files(const struct predict_args *a, struct file_list *l)
 {
     for (int i = 0; i < a->ninputs; i++) {
         struct stat st;
-        if (stat(a->inputs[i], &st) != 0)
-            return dt_fail(DT_EDATA, "%s: no such file or directory", a->inputs[i]);
+        char msg[1100];
+        if (stat(a->inputs[i], &st) != 0) {
+            snprintf(msg, sizeof msg, "%s: no such file or directory", a->inputs[i]);
+            if (list_bad(l, a->inputs[i], msg))
+                return -DT_ERUNTIME;
+            continue;
+        }
         if (!S_ISDIR(st.st_mode)) {
             int rc = list_add(l, a->inputs[i]);
             if (rc)
@@ -378,24 +503,58 @@ static int collect_files(const struct predict_args *a, struct file_list *l)
         walking = l;
         int rc = nftw(a->inputs[i], walk_entry, 32, FTW_PHYS | FTW_ACTIONRETVAL);
         walking = NULL;
-        if (rc < 0)
-            return dt_fail(DT_EDATA, "%s: cannot walk the directory", a->inputs[i]);
         if (rc == FTW_STOP)
             return -DT_ERUNTIME;
+        if (rc < 0)
+            snprintf(msg, sizeof msg, "%s: cannot walk the directory: %s", a->inputs[i],
+                     strerror(errno));
+        else if (l->n == first)
+            snprintf(msg, sizeof msg, "%s: no .png, .jpg or .jpeg image in it", a->inputs[i]);
+        if ((rc < 0 || l->n == first) && list_bad(l, a->inputs[i], msg))
+            return -DT_ERUNTIME;
         qsort(l->paths + first, l->n - first, sizeof *l->paths, compare_paths);
-        if (l->n == first)
-            return dt_fail(DT_EDATA, "%s: no .png, .jpg or .jpeg image in it", a->inputs[i]);
     }
     return 0;
 }
 
-/* Decodes files [lo, hi) into d (uint8 CHW, the model's shape), on every core. */
+static void list_free(struct file_list *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        free(l->paths[i]);
+    for (size_t i = 0; i < l->nbad; i++)
+        free(l->bad_input[i]), free(l->bad_error[i]);
+    free(l->paths);
+    free(l->bad_input);
+    free(l->bad_error);
+}
+
+/* "skipped 3 files with unsupported extensions (.gif, .txt); dtrain reads .png, .jpg, .jpeg" */
+static int compare_exts(const void *a, const void *b)
+{
+    return strcmp(a, b);
+}
+
+static void report_skipped(struct file_list *l)
+{
+    if (!l->skipped)
+        return;
+    qsort(l->exts, (size_t)l->nexts, sizeof l->exts[0], compare_exts); /* not the walk's order */
+    char exts[200] = "";
+    size_t len = 0;
+    for (int i = 0; i < l->nexts && len < sizeof exts; i++)
+        len += (size_t)snprintf(exts + len, sizeof exts - len, "%s%s", i ? ", " : "", l->exts[i]);
+    dt_log_warn("skipped %zu file%s with unsupported extensions (%s%s); dtrain reads .png, .jpg, "
+                ".jpeg",
+                l->skipped, l->skipped == 1 ? "" : "s", exts, l->exts_more ? ", ..." : "");
+}
+
+/* Decodes files [0, n) into d (uint8 CHW, the model's shape), on every core. A file that fails
+ * gets its error in errors[i] (malloc'd) and zero pixels; the others are unaffected. */
 static int decode_chunk(const struct predictor *p, char *const *paths, size_t n,
-                        struct dt_dataset *d)
+                        struct dt_dataset *d, char **errors)
 {
     size_t sample = (size_t)p->in.c * p->in.h * p->in.w;
-    int failed = -1;
-    char message[600] = "";
+    bool oom = false;
 #pragma omp parallel for schedule(dynamic, 8)
     for (size_t i = 0; i < n; i++) {
         uint8_t *buf = NULL;
@@ -408,47 +567,62 @@ static int decode_chunk(const struct predictor *p, char *const *paths, size_t n,
             rc = dt_image_fit(&img, p->in.h, p->in.w, d->x + i * sample);
         free(buf);
         dt_image_free(&img);
+        errors[i] = NULL;
         if (rc) {
-#pragma omp critical
-            if (failed < 0 || (int)i < failed) { /* the first file in order is reported */
-                failed = (int)i;
-                snprintf(message, sizeof message, "%s", dt_last_error());
-            }
+            memset(d->x + i * sample, 0, sample);
+            /* dt_last_error() is per thread: this thread's failure. */
+            if (!(errors[i] = strdup(dt_last_error())))
+                oom = true;
         }
     }
-    if (failed >= 0)
-        return dt_fail(DT_EDATA, "%s", message);
-    return 0;
+    return oom ? dt_fail(DT_ERUNTIME, "out of memory") : 0;
 }
 
 #define CHUNK 4096
 
-static int predict_files(struct predictor *p, const struct predict_args *a)
+static int predict_files(struct predictor *p, const struct predict_args *a, struct tally *t)
 {
-    struct file_list l = {0};
+    struct file_list l;
+    memset(&l, 0, sizeof l);
     int rc = collect_files(a, &l);
+    report_skipped(&l);
+    /* One input and nothing to predict: its error is the run's error, one line. */
+    if (!rc && l.n == 0 && l.nbad == 1) {
+        rc = dt_fail(DT_EDATA, "%s", l.bad_error[0]);
+        t->bad++;
+    }
+    for (size_t i = 0; !rc && i < l.nbad; i++)
+        report_bad(a, l.bad_input[i], l.bad_error[i], t);
     size_t sample = (size_t)p->in.c * p->in.h * p->in.w;
+    size_t chunk = l.n < CHUNK ? l.n : CHUNK;
     struct dt_dataset d = {.c = p->in.c, .h = p->in.h, .w = p->in.w, .classes = p->model->classes};
-    d.x = rc ? NULL : malloc((l.n < CHUNK ? l.n : CHUNK) * sample + 1);
-    d.y = rc ? NULL : calloc(CHUNK, 1);
-    if (!rc && (!d.x || !d.y))
+    char **errors = rc ? NULL : calloc(chunk + 1, sizeof *errors);
+    d.x = rc ? NULL : malloc(chunk * sample + 1);
+    d.y = rc ? NULL : calloc(chunk + 1, 1);
+    if (!rc && (!d.x || !d.y || !errors))
         rc = dt_fail(DT_ERUNTIME, "out of memory");
     for (size_t at = 0; !rc && at < l.n; at += CHUNK) {
         d.n = l.n - at < CHUNK ? l.n - at : CHUNK;
-        rc = decode_chunk(p, l.paths + at, d.n, &d);
+        rc = decode_chunk(p, l.paths + at, d.n, &d, errors);
+        /* A single FILE that cannot be read fails the run with its own error line. */
+        if (!rc && l.n == 1 && l.nbad == 0 && errors[0]) {
+            rc = dt_fail(DT_EDATA, "%s", errors[0]);
+            t->bad++;
+        }
         if (!rc)
-            rc = predict_samples(p, a, &d, l.paths + at, NULL, false);
+            rc = predict_samples(p, a, &d, l.paths + at, errors, NULL, false, t);
+        for (size_t i = 0; i < d.n; i++)
+            free(errors[i]), errors[i] = NULL;
     }
+    free(errors);
     free(d.x);
     free(d.y);
-    for (size_t i = 0; i < l.n; i++)
-        free(l.paths[i]);
-    free(l.paths);
+    list_free(&l);
     return rc;
 }
 
 /* --split: each input is a dataset directory of the checkpoint's format. */
-static int predict_split(struct predictor *p, const struct predict_args *a)
+static int predict_split(struct predictor *p, const struct predict_args *a, struct tally *t)
 {
     int rc = 0;
     for (int i = 0; i < a->ninputs && !rc; i++) {
@@ -468,7 +642,7 @@ static int predict_split(struct predictor *p, const struct predict_args *a)
         char what[1100];
         snprintf(what, sizeof what, "%s:%s", a->inputs[i], a->split);
         if (!rc)
-            rc = predict_samples(p, a, d, NULL, what, true);
+            rc = predict_samples(p, a, d, NULL, NULL, what, true, t);
         dt_data_free(&data);
     }
     return rc;
@@ -489,11 +663,20 @@ static const char predict_help[] =
     "                       the true label is reported too\n"
     "      --config CFG     the model's config instead of the checkpoint's stored one\n"
     "      --set KEY=VALUE  override a config key (repeatable)\n"
-    "      --threads T      compute threads (default: all usable cores)\n" DT_CLI_COMMON_HELP "\n"
+    "      --threads T      compute threads (default: all usable cores)\n"
+    "      --strict         exit 3 when any file could not be read (the others are still\n"
+    "                       predicted)\n" DT_CLI_COMMON_HELP "\n"
+    "A file that cannot be read (corrupt, truncated, missing) is reported on stderr, one line\n"
+    "each, and the others are predicted. In walked directories, files whose extension is not\n"
+    ".png, .jpg or .jpeg are skipped, and one line says how many. In text output, control\n"
+    "characters and backslashes in names are written as C escapes (\\n, \\x1b, \\\\).\n"
+    "\n"
     "--json: one object per image on stdout:\n"
     "  {\"file\":..., \"top\":[{\"class\":..., \"index\":..., \"probability\":...}, ...]}\n"
+    "and one {\"file\":..., \"error\":...} in the place of each file that could not be read.\n"
     "\n"
-    "exit codes: 0 ok, 2 usage or config error, 3 unreadable image, checkpoint or dataset\n";
+    "exit codes: 0 ok (bad files reported), 2 usage or config error, 3 unreadable checkpoint or\n"
+    "dataset, no file could be read, or --strict and a file could not be read\n";
 
 static int run_predict(int argc, char **argv)
 {
@@ -511,8 +694,14 @@ static int run_predict(int argc, char **argv)
     struct predictor p;
     memset(&p, 0, sizeof p);
     rc = open_model(&p, &a);
+    struct tally t = {0, 0};
     if (rc == 0)
-        rc = a.split ? predict_split(&p, &a) : predict_files(&p, &a);
+        rc = a.split ? predict_split(&p, &a, &t) : predict_files(&p, &a, &t);
+    if (rc == 0 && t.bad && !t.good)
+        rc = dt_fail(DT_EDATA, "predict: none of the %zu inputs could be read", t.bad);
+    else if (rc == 0 && t.bad && a.strict)
+        rc = dt_fail(DT_EDATA, "predict: %zu of %zu inputs could not be read (--strict)", t.bad,
+                     t.bad + t.good);
     fflush(stdout);
     if (p.model)
         close_model(&p);

@@ -42,6 +42,7 @@ enum key_type { T_INT, T_INT64, T_FLOAT, T_DOUBLE, T_BOOL, T_STRING, T_FLOATS, T
 #define REQUIRED 1u /* no default: the file or a --set must give it */
 #define MIN_OPEN 2u /* value must be strictly greater than min */
 #define MAX_OPEN 4u /* value must be strictly less than max */
+#define FILLS    8u /* T_FLOATS: one number, not a list, stands for every element ([S, S]) */
 
 struct key {
     const char *path;
@@ -90,9 +91,10 @@ static const struct key keys[] = {
     {"data.channels", T_INT, 0, "0", 0, 3, NULL, FIELD(data.channels), 0,
      "folder: 1 (gray) or 3 (RGB) to convert every image to; 0 = 3 when data.mean or "
      "data.std has 3 values, else 1"},
-    {"data.size", T_FLOATS, 0, "[]", 1, 65535, NULL, LIST(data.size, data.nsize),
+    {"data.size", T_FLOATS, FILLS, "[]", 1, 65535, NULL, LIST(data.size, data.nsize),
      "folder: [H, W] every image is fitted to at load (shorter side scaled to the target, "
-     "bilinear with antialias, centre crop); [] = the images' own size, which must agree"},
+     "bilinear with antialias, centre crop); S alone = [S, S]; [] = the images' own size, "
+     "which must agree"},
     {"data.skip_bad", T_BOOL, 0, "false", 0, 0, NULL, FIELD(data.skip_bad), 0,
      "folder: leave out (and count) images that cannot be decoded instead of failing"},
     {"data.val_fraction", T_FLOAT, MAX_OPEN, "0.0", 0, 1, NULL, FIELD(data.val_fraction), 0,
@@ -470,6 +472,8 @@ static int store_floats(void *base, const struct key *k, const config_setting_t 
     int cap = (int)(k->size / sizeof(float)), n = 1;
     float *dst = (float *)((char *)base + k->offset);
     float vals[DT_MAX_CHANNELS];
+    if (cap > DT_MAX_CHANNELS) /* vals bounds every list key, whatever its field holds */
+        cap = DT_MAX_CHANNELS;
     if (config_setting_is_array(s) || config_setting_is_list(s)) {
         n = config_setting_length(s);
         if (n > cap)
@@ -487,7 +491,9 @@ static int store_floats(void *base, const struct key *k, const config_setting_t 
                 return range_error(where, k, got);
         }
     } else if (is_number(s)) {
-        vals[0] = (float)number_of(s);
+        n = k->flags & FILLS ? cap : 1;
+        for (int i = 0; i < n; i++)
+            vals[i] = (float)number_of(s);
         char got[32];
         snprintf(got, sizeof got, "%g", number_of(s));
         if (!in_range(k, number_of(s)))
@@ -945,7 +951,7 @@ static int derive_folder(struct load *ld)
         cfg->data.channels = cfg->data.nmean == 3 || cfg->data.nstd == 3 ? 3 : 1;
     key_where(ld, "data.size", where, sizeof where);
     if (cfg->data.nsize != 0 && cfg->data.nsize != 2)
-        return dt_fail(DT_EUSAGE, "%s: expected [H, W] or [], got %d values", where,
+        return dt_fail(DT_EUSAGE, "%s: expected [H, W], S for [S, S], or [], got %d values", where,
                        cfg->data.nsize);
     for (int i = 0; i < cfg->data.nsize; i++)
         if (cfg->data.size[i] != floorf(cfg->data.size[i]))

@@ -224,6 +224,69 @@ run "$DTRAIN" fetch tiny --dir "$TMP/d/frommissing" --from "$TMP/onlyone"
 expect_rc "--from without the file exits 3" 3
 expect_err "--from missing named" "$TMP/onlyone/train-labels-idx1-ubyte.gz: missing"
 
+# ---- a local copy the registry does not know: --trust, --sha256, --from FILE
+# Such a file was refused for good, and nothing could make --list stop calling it corrupt.
+mkdir -p "$TMP/mine"
+$PY - "$TMP/mine/my-copy.gz" <<'EOF'
+import gzip, struct, sys
+with gzip.open(sys.argv[1], "wb") as f:  # valid IDX, other pixels: not the registry's bytes
+    f.write(struct.pack(">IIII", 0x803, 100, 28, 28) + bytes(range(256)) * 306 + bytes(64))
+EOF
+MINE_SHA=$(sha256sum "$TMP/mine/my-copy.gz" | cut -d' ' -f1)
+run "$DTRAIN" fetch tiny-md5 --dir "$TMP/d/tiny-md5" --from "$TMP/mine/my-copy.gz"
+expect_rc "--from FILE not the registry's: exit 3" 3
+expect_err "...says how to vouch for it" "checksum mismatch: expected md5 .* \(a copy you vouch for: add --trust, or --sha256 HEX\)"
+run "$DTRAIN" fetch tiny-md5 --dir "$TMP/d/tiny-md5" --from "$TMP/mine/my-copy.gz" --trust
+expect_rc "--from FILE --trust: exit 0" 0
+expect_err "...warns whose word it is" "checksum mismatch.*accepted on your word \(--trust\): SHA-256 $MINE_SHA recorded in $TMP/d/tiny-md5/$F.sha256"
+check "...the copy in place" cmp "$TMP/mine/my-copy.gz" "$TMP/d/tiny-md5/$F"
+check "...its record reads back with sha256sum -c" sh -c "cd '$TMP/d/tiny-md5' && sha256sum -c --status '$F.sha256'"
+run "$DTRAIN" fetch tiny-md5 --dir "$TMP/d/tiny-md5" --verify
+expect_rc "--verify a trusted file: exit 0" 0
+expect_err "...says it is trusted, not the registry's" "$F: present; trusted \(its SHA-256 is the one recorded in $F.sha256"
+before=$(wc -l <"$LOG")
+run "$DTRAIN" fetch tiny-md5 --dir "$TMP/d/tiny-md5"
+expect_rc "fetch again: the trusted file is kept" 0
+expect_err "...already present" "already present; trusted"
+check "...no network" test "$(wc -l <"$LOG")" -eq "$before"
+run "$DTRAIN" fetch --list --dir "$TMP/d" --json
+check "--list: a trusted dataset is 'trusted', not corrupt" $PY -c '
+import json, sys
+rows = {r["name"]: r for r in map(json.loads, open(sys.argv[1])) if r.get("event") == "dataset"}
+assert rows["tiny-md5"]["status"] == "trusted", rows["tiny-md5"]
+' "$TMP/out"
+run env DTRAIN_DATA="$TMP/d" "$DTRAIN" fetch --list
+expect_out "--list text: trusted" "^tiny-md5 +idx +.* trusted "
+printf 'X' | dd of="$TMP/d/tiny-md5/$F" bs=1 seek=500 conv=notrunc 2>/dev/null
+run "$DTRAIN" fetch tiny-md5 --dir "$TMP/d/tiny-md5" --verify
+expect_rc "a trusted file changed afterwards: --verify exit 3" 3
+run "$DTRAIN" fetch --list --dir "$TMP/d" --json
+check "...and --list calls it corrupt" $PY -c '
+import json, sys
+rows = {r["name"]: r for r in map(json.loads, open(sys.argv[1])) if r.get("event") == "dataset"}
+assert rows["tiny-md5"]["status"] == "corrupt", rows["tiny-md5"]
+' "$TMP/out"
+run "$DTRAIN" fetch tiny-md5 --dir "$TMP/d/sha" --from "$TMP/mine/my-copy.gz" --sha256 "$(echo "$MINE_SHA" | tr 0-9a-f 1-9a-f0)"
+expect_rc "--sha256 that is not the file's: exit 3" 3
+expect_err "...names both" "checksum mismatch: expected sha256 [0-9a-f]{64} \(--sha256\), found sha256 $MINE_SHA"
+check "...nothing left" test ! -e "$TMP/d/sha/$F" -a ! -e "$TMP/d/sha/$F.part" -a ! -e "$TMP/d/sha/$F.sha256"
+run "$DTRAIN" fetch tiny-md5 --dir "$TMP/d/sha" --from "$TMP/mine/my-copy.gz" --sha256 "$MINE_SHA"
+expect_rc "--sha256 of the file: exit 0" 0
+check "...recorded" grep -q "^$MINE_SHA  $F\$" "$TMP/d/sha/$F.sha256"
+run "$DTRAIN" fetch tiny-md5 --dir "$TMP/d/sha" --from "$SRC/$F" --force
+expect_rc "the registry's own copy over a trusted one: exit 0" 0
+check "...the record goes" test ! -e "$TMP/d/sha/$F.sha256"
+run "$DTRAIN" fetch tiny --dir "$TMP/d/x" --from "$SRC/$F"
+expect_rc "--from FILE for a four-file dataset: exit 2" 2
+expect_err "...says to give the directory" "is a file, but tiny has 4 files; give the directory"
+run "$DTRAIN" fetch tiny-md5 --dir "$TMP/d/x" --trust
+expect_rc "--trust without --from: exit 2" 2
+run "$DTRAIN" fetch tiny-md5 --dir "$TMP/d/x" --sha256 abc
+expect_rc "--sha256 not 64 hex digits: exit 2" 2
+run "$DTRAIN" fetch tiny --dir "$TMP/d/x" --from "$SRC" --sha256 "$MINE_SHA"
+expect_rc "--sha256 for a four-file dataset: exit 2" 2
+rm -rf "$TMP/d/tiny-md5" # the --list checks below expect only their own datasets
+
 # ---- system copies (a registry system_dir standing in for Debian's)
 mkdir -p "$TMP/sys"
 cp "$SRC/$F" "$SRC/train-labels-idx1-ubyte.gz" "$TMP/sys/"

@@ -155,4 +155,91 @@ train_folder "$TMP/ck_cfg" --set data.dir="$M" --set 'data.size=[28,28]' --set d
 expect_rc "channels 1 with a 3-channel mean: exit 2" 2
 expect_err "...says which key" "data.mean.*expected 1 value for folder"
 
+# ---- eval --json with long class names ----
+# The per-class JSON was written into a buffer of 96 bytes a class: names of 60 bytes or more
+# (folder names, CIFAR meta lines) cut the JSON short and wrote past the buffer's end.
+L="$TMP/long"
+$PY - "$L" <<'PY'
+import os, sys
+import numpy as np
+sys.path.insert(0, "bench")
+from make_folder import png_bytes
+rng = np.random.default_rng(3)
+for split in ("train", "test"):
+    for c in "ab":
+        d = os.path.join(sys.argv[1], split, c * 200)
+        os.makedirs(d)
+        for i in range(4):
+            open(os.path.join(d, "%d.png" % i), "wb").write(
+                png_bytes(rng.integers(0, 256, (28, 28), dtype=np.uint8)))
+PY
+train_folder "$TMP/ck_long" --set data.dir="$L" --quiet
+expect_rc "a folder whose class names are 200 bytes long trains" 0
+run "$DTRAIN" eval "$TMP/ck_long/last.safetensors" --data "$L" --json
+expect_rc "eval --json with 200-byte class names: exit 0" 0
+check "...its JSON whole, with both names" $PY -c '
+import json, sys
+e = json.loads(open(sys.argv[1]).read().splitlines()[-1])
+assert [c["name"] for c in e["classes"]] == ["a" * 200, "b" * 200], e["classes"]
+assert len(e["confusion"]) == 2 and sum(map(sum, e["confusion"])) == 8, e["confusion"]
+' "$TMP/out"
+
+# A checkpoint for 2 classes evaluated on a folder of 3: the loss read the output row at label
+# 2, past the model's 2 outputs (loss nan, and past the buffer for the batch's last sample).
+train_folder "$TMP/ck_two" --set data.dir="$L" --set model.layers.10.out_features=2 --quiet
+expect_rc "a 2-output model on the 2-class folder" 0
+cp -r "$L" "$TMP/long3"
+for s in train test; do
+    mkdir "$TMP/long3/$s/c"
+    cp "$L/$s/$(printf 'a%.0s' $(seq 200))/0.png" "$TMP/long3/$s/c/0.png"
+done
+run "$DTRAIN" eval "$TMP/ck_two/last.safetensors" --data "$TMP/long3"
+expect_rc "eval of a 2-output model on 3 classes: exit 3" 3
+expect_err "...says why" "the model has 2 outputs, but the test data in $TMP/long3 has 3 classes"
+
+# ---- the README's recipe for your own images, run as written ----
+# It once lacked data.dataset and used data.size = 28, which the config refused (only [H, W]).
+R="$TMP/recipe"
+mkdir -p "$R/bin"
+ln -s "$DTRAIN" "$R/bin/dtrain"
+ln -s "$(pwd)/configs" "$R/configs"
+$PY - "$R/photos" <<'PY'
+import os, sys
+import numpy as np
+sys.path.insert(0, "bench")
+from make_folder import png_bytes
+rng = np.random.default_rng(2)
+for split, n in (("train", 80), ("test", 4)):  # 160: more than one batch of 128
+    for cls in ("boot", "sandal"):
+        os.makedirs(os.path.join(sys.argv[1], split, cls))
+        for i in range(n):
+            shape = (40, 30) if i % 2 else (28, 28)  # size = 28 fits the 40x30 ones
+            open(os.path.join(sys.argv[1], split, cls, "%03d.png" % i), "wb").write(
+                png_bytes(rng.integers(0, 256, shape, dtype=np.uint8)))
+PY
+# The fenced block after each <!-- recipe:NAME --> marker in README.md.
+recipe() {
+    awk -v m="<!-- recipe:$1 -->" '$0 == m {on = 1; next} on && /^```/ {if (in_block) exit; in_block = 1; next} in_block' README.md
+}
+recipe folder-commands >"$R/commands.sh"
+check "README: the folder recipe's commands are there" grep -q "data.size=28" "$R/commands.sh"
+run sh -c "cd '$R' && PATH='$R/bin':\$PATH && set -e && . ./commands.sh"
+expect_rc "README: the folder recipe's commands run as written" 0
+check "...the predictions name the classes" grep -Eq "^photos/test/boot/000.png  (boot|sandal) [0-9.]+%, (boot|sandal) [0-9.]+%$" "$TMP/out"
+recipe folder-data >"$R/data.cfg"
+$PY - configs/fashion-convnet.cfg "$R/data.cfg" "$R/photos.cfg" <<'PY'
+import re, sys
+cfg = open(sys.argv[1]).read()
+data = open(sys.argv[2]).read()
+assert data.startswith("data = {"), data
+out, n = re.subn(r"(?ms)^data = \{.*?^\};\n", lambda m: data, cfg, count=1)
+assert n == 1
+open(sys.argv[3], "w").write(out)
+PY
+run sh -c "cd '$R' && '$DTRAIN' train photos.cfg --quiet --threads 1 --set checkpoint.dir=runs/photos-cfg"
+expect_rc "README: a config with the recipe's data group trains" 0
+check "...and writes its checkpoint" test -s "$R/runs/photos-cfg/last.safetensors"
+train_folder "$TMP/ck_cfg" --set data.dir="$R/photos" --set data.size=28 --print-config
+check "data.size = 28 means [28, 28]" grep -q "size = \[ 28.0, 28.0 \]" "$TMP/out"
+
 finish

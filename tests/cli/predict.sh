@@ -69,6 +69,76 @@ expect_rc "no FILE: exit 2" 2
 run "$DTRAIN" predict "$CK" "$TMP/ordered" --split dev
 expect_rc "--split dev: exit 2" 2
 
+# ---- one bad file among good ones: the rest are predicted, the bad one reported ----
+# A corrupt PNG in a directory once aborted every prediction (exit 3); other extensions were
+# skipped without a word.
+mkdir "$TMP/mixed"
+cp "$TMP/png/test/0/$first" "$TMP/mixed/a.png"
+cp "$TMP/png/test/0/$first" "$TMP/mixed/c.png"
+cp "$TMP/bad.png" "$TMP/mixed/b.png"
+echo notes >"$TMP/mixed/readme.txt"
+echo GIF89a >"$TMP/mixed/anim.GIF"
+echo x >"$TMP/mixed/Makefile"
+run "$DTRAIN" predict "$CK" "$TMP/mixed"
+expect_rc "a directory with one corrupt PNG: exit 0" 0
+check "...the two good files predicted, in order" test "$(cut -d' ' -f1 "$TMP/out" | tr '\n' ' ')" = "$TMP/mixed/a.png $TMP/mixed/c.png "
+expect_err "...the bad one reported, naming it" "error: .*$TMP/mixed/b.png"
+expect_err "...the skipped files counted, with their extensions and what is read" \
+    "skipped 3 files with unsupported extensions \(\.gif, \.txt, no extension\); dtrain reads \.png, \.jpg, \.jpeg"
+expect_err_lines "...one line for the bad file, one for the skipped ones" 2
+run "$DTRAIN" predict "$CK" "$TMP/mixed" --json
+expect_rc "--json with a bad file: exit 0" 0
+check "--json: a prediction, an error record in the bad file's place, a prediction" $PY -c '
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert [r["file"] for r in rows] == [sys.argv[2] + n for n in ("/a.png", "/b.png", "/c.png")], rows
+assert "top" in rows[0] and "top" in rows[2] and "top" not in rows[1], rows
+assert set(rows[1]) == {"file", "error"} and rows[1]["error"].startswith(sys.argv[2] + "/b.png"), rows[1]
+' "$TMP/out" "$TMP/mixed"
+run "$DTRAIN" predict "$CK" "$TMP/mixed" --strict
+expect_rc "--strict with a bad file: exit 3" 3
+check "--strict: the good files are still predicted" test "$(wc -l <"$TMP/out")" -eq 2
+expect_err "--strict: says how many could not be read" "1 of 3 inputs could not be read \(--strict\)"
+run "$DTRAIN" predict "$CK" "$TMP/mixed/a.png" "$TMP/nothing.png"
+expect_rc "a missing FILE beside a good one: exit 0" 0
+expect_err "...the missing one reported" "$TMP/nothing.png: no such file or directory"
+mkdir "$TMP/allbad"
+cp "$TMP/bad.png" "$TMP/allbad/1.png"
+cp "$TMP/bad.png" "$TMP/allbad/2.png"
+run "$DTRAIN" predict "$CK" "$TMP/allbad"
+expect_rc "only bad files: exit 3" 3
+expect_err "...each reported, then that nothing could be read" "none of the 2 inputs could be read"
+expect_err_lines "...three lines" 3
+
+# ---- names cannot forge prediction lines ----
+# A file name holding a newline and a fake "PATH  class p%" line was printed raw.
+mkdir "$TMP/evil"
+evil="$(printf 'x.png\nFORGED.png  9 100.00%%\ny')"
+cp "$TMP/png/test/0/$first" "$TMP/evil/$evil.png"
+run "$DTRAIN" predict "$CK" "$TMP/evil/$evil.png"
+expect_rc "a FILE whose name holds a newline and a fake prediction: exit 0" 0
+check "...one line, not two" test "$(wc -l <"$TMP/out")" -eq 1
+esc="$(printf 'esc\033[2J')"
+printf 'not an image' >"$TMP/evil/$esc.png"
+run "$DTRAIN" predict "$CK" "$TMP/evil"
+expect_rc "a name with a newline: exit 0" 0
+check "...one line per file, none forged" test "$(wc -l <"$TMP/out")" -eq 1 -a "$(grep -c FORGED "$TMP/out")" -eq 1
+expect_out "...the newline shown escaped" "^$TMP/evil/x\.png\\\\nFORGED\.png  9 100\.00%\\\\ny\.png  [^ ]+ [0-9.]+%$"
+expect_err "...the bad file with an escape sequence in its name reported, escaped" 'esc\\x1b\[2J\.png'
+check "...no control character but line ends on stdout or stderr" $PY -c '
+import sys
+for f in sys.argv[1:]:
+    b = open(f, "rb").read()
+    assert not any(c < 32 and c != 10 or c == 127 for c in b), (f, b)
+' "$TMP/out" "$TMP/err"
+run "$DTRAIN" predict "$CK" "$TMP/evil" --json
+check "--json: the name comes back exactly" $PY -c '
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert [r["file"] for r in rows] == [sys.argv[2] + "/" + n + ".png" for n in sys.argv[3:]], rows
+assert "error" in rows[0] and "top" in rows[1], rows
+' "$TMP/out" "$TMP/evil" "$esc" "$evil"
+
 # ---- a model with more outputs than a fixed array once held (256) ----
 # The output count comes from the checkpoint; predict sized a stack array by the largest
 # dataset class count and overflowed it (ASan: stack-buffer-overflow) for a wider head.
