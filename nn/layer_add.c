@@ -96,6 +96,10 @@ static int add_setup(struct dt_layer *l, const struct dt_layer_spec *spec, struc
     if (rc)
         return rc;
     l->nparams = a->conv.nparams + a->bn.nparams;
+    /* t1, t2, d1 (the input's size) and dskip (the skip's), then the sub-layers' own */
+    l->scratch_bytes = (double)l->max_batch * sizeof(float) *
+                           (3.0 * (double)dt_shape_size(in) + (double)dt_shape_size(s)) +
+                       a->conv.scratch_bytes + a->bn.scratch_bytes;
     l->nbuffers = a->bn.nbuffers;
     l->collective = a->bn.collective;
     return 0; /* scratch at init, once the model's size has been checked */

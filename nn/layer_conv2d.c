@@ -152,6 +152,25 @@ static size_t kernel_scratch_floats(const struct conv *cv, int threads)
                                           : dt_conv_direct_scratch_floats(&cv->ds, threads);
 }
 
+/* Bytes scratch_setup will allocate, worked out the same way before anything is. */
+static double scratch_bytes(const struct conv *cv, int max_batch)
+{
+    double floats;
+    if (cv->algo == DT_CONV2D_DIRECT || cv->algo == DT_CONV2D_WINOGRAD) {
+        int threads = omp_get_max_threads() > 1 ? omp_get_max_threads() : 1;
+        size_t sample = (size_t)cv->oc * cv->pix * sizeof(float);
+        int chunk = chunk_samples(sample, CHUNK_BYTES, 1, max_batch);
+        floats = (double)kernel_scratch_floats(cv, threads) +
+                 (double)threads * chunk * cv->oc * cv->pix +
+                 (double)threads * (double)kernel_scratch_floats(cv, 1) +
+                 (cv->algo == DT_CONV2D_WINOGRAD ? (double)dt_conv_winograd_filter_floats(&cv->ds)
+                                                 : 0.0);
+    } else {
+        floats = (double)max_batch * cv->pix * ((double)cv->ckk + cv->oc);
+    }
+    return floats * sizeof(float);
+}
+
 static int scratch_setup(struct conv *cv, int max_batch)
 {
     if (cv->algo == DT_CONV2D_DIRECT || cv->algo == DT_CONV2D_WINOGRAD) {
@@ -241,6 +260,7 @@ static int conv2d_setup(struct dt_layer *l, const struct dt_layer_spec *spec, st
     l->chunkable = l->can_fuse_pool;
     l->can_mask_relu_below = cv->algo == DT_CONV2D_WINOGRAD;
     l->can_take_bn_grad = cv->algo == DT_CONV2D_WINOGRAD;
+    l->scratch_bytes = scratch_bytes(cv, l->max_batch);
     return 0; /* scratch at init, once the model's size has been checked (nn/model.c) */
 }
 

@@ -38,6 +38,14 @@ static int setup(struct dt_layer *l, const struct dt_layer_spec *spec, struct dt
     d->p = spec->p;
     d->unit = unit;
     d->units = dt_shape_size(in) / unit;
+    l->scratch_bytes = (double)l->max_batch * (double)d->units;
+    return 0; /* the mask at init, once the model's size has been checked (nn/model.c) */
+}
+
+static int dropout_init(struct dt_layer *l, uint64_t seed)
+{
+    (void)seed;
+    struct dropout *d = l->state;
     d->mask = dt_alloc((size_t)l->max_batch * d->units, 1);
     return d->mask ? 0 : dt_fail_context(-DT_ERUNTIME, "dropout mask");
 }
@@ -118,7 +126,7 @@ static void dropout_destroy(struct dt_layer *l)
     free(d);
 }
 
-const struct dt_layer_ops dt_dropout_ops = {dropout_setup, NULL, dropout_forward, dropout_backward,
-                                            dropout_destroy};
-const struct dt_layer_ops dt_dropout2d_ops = {dropout2d_setup, NULL, dropout_forward,
+const struct dt_layer_ops dt_dropout_ops = {dropout_setup, dropout_init, dropout_forward,
+                                            dropout_backward, dropout_destroy};
+const struct dt_layer_ops dt_dropout2d_ops = {dropout2d_setup, dropout_init, dropout_forward,
                                               dropout_backward, dropout_destroy};

@@ -30,6 +30,14 @@ static int maxpool2d_setup(struct dt_layer *l, const struct dt_layer_spec *spec,
     if (rc < 0)
         return rc;
     l->out = (struct dt_shape){in.c, mp->g.oh, mp->g.ow};
+    l->scratch_bytes = (double)l->max_batch * (double)dt_shape_size(l->out) * sizeof(int32_t);
+    return 0; /* the indices at init, once the model's size has been checked (nn/model.c) */
+}
+
+static int maxpool2d_init(struct dt_layer *l, uint64_t seed)
+{
+    (void)seed;
+    struct maxpool *mp = l->state;
     mp->argmax = dt_alloc((size_t)l->max_batch * dt_shape_size(l->out), sizeof(int32_t));
     return mp->argmax ? 0 : dt_fail_context(-DT_ERUNTIME, "maxpool2d indices");
 }
@@ -153,5 +161,5 @@ static void maxpool2d_destroy(struct dt_layer *l)
     free(mp);
 }
 
-const struct dt_layer_ops dt_maxpool2d_ops = {maxpool2d_setup, NULL, maxpool2d_forward,
+const struct dt_layer_ops dt_maxpool2d_ops = {maxpool2d_setup, maxpool2d_init, maxpool2d_forward,
                                               maxpool2d_backward, maxpool2d_destroy};

@@ -15,8 +15,9 @@ struct dt_layer;
 
 struct dt_layer_ops {
     /* Checks the spec against the input shape, sets l->out and the number of trainable and
-     * buffer floats the layer needs (l->nparams, l->nbuffers) and scratch floats per sample.
-     * DT_EUSAGE with a message naming what does not fit. */
+     * buffer floats the layer needs (l->nparams, l->nbuffers) and the bytes of scratch init
+     * will allocate (l->scratch_bytes); allocates nothing batch-sized. DT_EUSAGE with a
+     * message naming what does not fit. */
     int (*setup)(struct dt_layer *l, const struct dt_layer_spec *spec, struct dt_shape in);
     /* Describes the layer's tensors (names relative to the layer, e.g. "weight") into the
      * model's tables and initialises parameters with PyTorch's default distribution. */
@@ -118,6 +119,10 @@ struct dt_layer {
     /* Backward's dx is dy itself (add): the model passes dy on unchanged and calls backward
      * with dx = NULL, saving a copy of the activation. */
     bool dx_is_dy;
+    /* Set by setup: bytes of scratch init will allocate for max_batch samples (im2col
+     * columns, pooling indices, dropout masks). Setup allocates nothing batch-sized, so the
+     * model counts this before any of it is touched (dt_model_estimate). */
+    double scratch_bytes;
     /* Inside a layer that owns sub-layers (add's projection): prefix of their tensor names,
      * e.g. "proj.0.", so they read "layers.<index>.proj.0.weight". */
     char name_prefix[16];

@@ -370,27 +370,58 @@ static void plan(struct dt_model *m)
         }
 }
 
-/* What the arenas and activations will take, checked before any of it is allocated: a layer
+/* What the arenas, activations and layer scratch will take, worked out from the layers' setup
+ * and the plan the way allocate_arenas and the layers' init will allocate them. */
+static void count_memory(const struct dt_model *m, struct dt_model_memory *out)
+{
+    const struct model_impl *impl = m->impl;
+    double batch = m->max_batch, act = 0, largest = (double)shape_size(m->input), scratch = 0;
+    for (int i = 0; i < m->nlayers; i++) {
+        const struct dt_layer *l = m->layers[i];
+        double n = (double)shape_size(l->out);
+        largest = n > largest ? n : largest;
+        if (!impl->in_place[i] && !l->add_fused)
+            act += n;
+        if (impl->referenced[i] && !impl->in_dy[i])
+            act += n; /* pending skip gradient */
+        scratch += l->scratch_bytes;
+    }
+    *out = (struct dt_model_memory){
+        .params = 4.0 * (double)m->nparams,
+        .grads = 4.0 * ((double)m->nparams + DT_MODEL_GRAD_SPARE + (double)m->nbuffers),
+        .activations = 4.0 * batch * (act + 2 * largest), /* + grad_a, grad_b */
+        .scratch = scratch,
+    };
+}
+
+double dt_model_memory_total(const struct dt_model_memory *mem)
+{
+    return mem->params + mem->grads + mem->activations + mem->scratch;
+}
+
+/* The estimate against the machine's physical memory, before any of it is allocated: a layer
  * list whose sizes multiply out to more than the machine holds is a config error with the
- * figures, not an out-of-memory failure half-way (or a dry run that swaps). */
+ * figures, not an out-of-memory failure half-way (or a dry run that swaps). `train` checks
+ * the whole run against the memory available before it gets here (train/setup.c). */
 static int check_size(const struct dt_model *m)
 {
-    double floats = 2.0 * (double)m->nparams + (double)m->nbuffers, act = 0;
-    for (int i = 0; i < m->nlayers; i++)
-        act += (double)shape_size(m->layers[i]->out);
-    floats += 3.0 * act * m->max_batch; /* outputs and the two gradient buffers, at most */
-    double bytes = 4.0 * floats;
+    double bytes = dt_model_memory_total(&m->memory);
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     double have = pages > 0 && page > 0 ? (double)pages * (double)page : 0;
     if (have > 0 && bytes > have)
         return dt_fail(DT_EUSAGE,
-                       "model needs %.1f GiB (%.3g parameters, %.3g activation floats per "
-                       "sample, batch %d): more than this machine's %.1f GiB",
-                       bytes / (1 << 30), (double)m->nparams, act, m->max_batch, have / (1 << 30));
+                       "model needs %.1f GiB at batch %d (%.3g parameters, %.1f GiB of "
+                       "activations, %.1f GiB of layer scratch): more than this machine's %.1f "
+                       "GiB",
+                       bytes / (1 << 30), m->max_batch, (double)m->nparams,
+                       m->memory.activations / (1 << 30), m->memory.scratch / (1 << 30),
+                       have / (1 << 30));
     return 0;
 }
 
-static int build(struct dt_model *m, const struct dt_layer_spec *specs, uint64_t seed)
+/* The layers set up and the plan made, nothing batch-sized allocated yet: m->memory says
+ * what the rest will take. */
+static int setup_all(struct dt_model *m, const struct dt_layer_spec *specs)
 {
     struct dt_shape shape = m->input;
     for (int i = 0; i < m->nlayers; i++) {
@@ -401,23 +432,33 @@ static int build(struct dt_model *m, const struct dt_layer_spec *specs, uint64_t
         m->nparams += m->layers[i]->nparams;
         m->nbuffers += m->layers[i]->nbuffers;
     }
-    int rc = check_size(m);
+    m->classes = (int)shape_size(shape);
+    plan(m);
+    count_memory(m, &m->memory);
+    return 0;
+}
+
+static int build(struct dt_model *m, const struct dt_layer_spec *specs, uint64_t seed)
+{
+    int rc = setup_all(m, specs);
     if (rc < 0)
         return rc;
-    plan(m);
+    rc = check_size(m);
+    if (rc < 0)
+        return rc;
     rc = allocate_arenas(m);
     if (rc < 0)
         return rc;
     rc = init_layers(m, seed);
     if (rc < 0)
         return rc;
-    m->classes = (int)shape_size(shape);
     m->output = ((struct model_impl *)m->impl)->act[m->nlayers - 1];
     return 0;
 }
 
-int dt_model_build(struct dt_model **out, const struct dt_layer_spec *specs, int nspecs,
-                   struct dt_shape input, int max_batch, enum dt_loss_kind loss, uint64_t seed)
+/* The model with its flag arrays, nothing set up. */
+static int model_new(struct dt_model **out, int nspecs, struct dt_shape input, int max_batch,
+                     enum dt_loss_kind loss)
 {
     *out = NULL;
     if (nspecs < 1 || nspecs > DT_MAX_PROFILE_LAYERS)
@@ -455,13 +496,38 @@ int dt_model_build(struct dt_model **out, const struct dt_layer_spec *specs, int
     m->input = input;
     m->max_batch = max_batch;
     m->loss = loss;
-    int rc = build(m, specs, seed);
+    *out = m;
+    return 0;
+}
+
+int dt_model_build(struct dt_model **out, const struct dt_layer_spec *specs, int nspecs,
+                   struct dt_shape input, int max_batch, enum dt_loss_kind loss, uint64_t seed)
+{
+    struct dt_model *m;
+    *out = NULL;
+    int rc = model_new(&m, nspecs, input, max_batch, loss);
+    if (rc < 0)
+        return rc;
+    rc = build(m, specs, seed);
     if (rc < 0) {
         dt_model_free(m);
         return rc;
     }
     *out = m;
     return 0;
+}
+
+int dt_model_estimate(const struct dt_layer_spec *specs, int nspecs, struct dt_shape input,
+                      int max_batch, enum dt_loss_kind loss, struct dt_model_memory *out)
+{
+    struct dt_model *m;
+    int rc = model_new(&m, nspecs, input, max_batch, loss);
+    if (rc == 0)
+        rc = setup_all(m, specs);
+    if (rc == 0)
+        *out = m->memory;
+    dt_model_free(m);
+    return rc;
 }
 
 int dt_model_set_grad_slice(struct dt_model *m, int slice)

@@ -68,6 +68,15 @@ struct dt_model_allreduce {
     int rank, size; /* this process's rank among the `size` that sum (batchnorm's exact sums) */
 };
 
+/* Bytes a model takes at its max_batch, worked out before any of it is allocated. */
+struct dt_model_memory {
+    double params;      /* the trainable parameters */
+    double grads;       /* their gradients and the non-trainable buffers */
+    double activations; /* every kept layer output, skip gradients, the two gradient buffers */
+    double scratch;     /* the layers' own: im2col columns, pooling indices, dropout masks */
+};
+double dt_model_memory_total(const struct dt_model_memory *mem);
+
 struct dt_model {
     int nlayers;
     struct dt_layer **layers;
@@ -93,7 +102,8 @@ struct dt_model {
     int grad_slice;
     struct dt_grad_tree grad_tree;
     double profile_fwd[DT_MAX_PROFILE_LAYERS], profile_bwd[DT_MAX_PROFILE_LAYERS];
-    bool profile; /* accumulate per-layer seconds into profile_* */
+    bool profile;                  /* accumulate per-layer seconds into profile_* */
+    struct dt_model_memory memory; /* what the build allocated, as counted before it did */
     void *impl;
 };
 
@@ -103,6 +113,11 @@ struct dt_model {
 int dt_model_build(struct dt_model **out, const struct dt_layer_spec *specs, int nspecs,
                    struct dt_shape input, int max_batch, enum dt_loss_kind loss, uint64_t seed);
 void dt_model_free(struct dt_model *m);
+
+/* What dt_model_build would allocate for these layers at max_batch, without allocating any of
+ * it: the layers are set up (shapes checked, the same errors as the build) and freed. */
+int dt_model_estimate(const struct dt_layer_spec *specs, int nspecs, struct dt_shape input,
+                      int max_batch, enum dt_loss_kind loss, struct dt_model_memory *out);
 
 /* Forward pass on `batch` samples (x: batch x c x h x w floats). Result in m->output. */
 int dt_model_forward(struct dt_model *m, const float *x, int batch,

@@ -16,12 +16,19 @@
  * then is the effective text written, so the text always reloads into an identical struct.
  *
  * libconfig 1.5 quirk worth knowing: an integer literal that does not fit 32 bits silently
- * wraps unless written with the L suffix (5000000000L). The writer always adds L to 64-bit
- * keys, and --set adds it for them too.
+ * wraps unless written with the L suffix (5000000000L). widen_integers rewrites such literals
+ * (in the file and in --set values) before libconfig reads them, so every integer key is
+ * range-checked on the value as written; the writer always adds L to 64-bit keys.
+ *
+ * Float keys are checked on the value as stored: a number that is not a normal 32-bit float
+ * (1e-320, 1e39) or that rounds to outside the key's range is refused (check_float). Keys
+ * used in double arithmetic at run time (the one_cycle factors, dist.timeout,
+ * checkpoint.every_minutes) are stored as doubles.
  */
 #include "train/config.h"
 
 #include <ctype.h>
+#include <float.h>
 #include <libconfig.h>
 #include <math.h>
 #include <stdarg.h>
@@ -165,12 +172,12 @@ static const struct key keys[] = {
     {"optimizer.schedule.warmup_epochs", T_INT, 0, "0", 0, 1000000, NULL,
      FIELD(optimizer.schedule.warmup_epochs), 0,
      "the same warmup given in epochs (x steps per epoch); not with warmup_steps"},
-    {"optimizer.schedule.pct_start", T_FLOAT, MIN_OPEN | MAX_OPEN, "0.3", 0, 1, NULL,
+    {"optimizer.schedule.pct_start", T_DOUBLE, MIN_OPEN | MAX_OPEN, "0.3", 0, 1, NULL,
      FIELD(optimizer.schedule.pct_start), 0,
      "one_cycle: fraction of the steps spent rising to optimizer.lr"},
-    {"optimizer.schedule.div_factor", T_FLOAT, MIN_OPEN, "25.0", 0, 1e9, NULL,
+    {"optimizer.schedule.div_factor", T_DOUBLE, MIN_OPEN, "25.0", 0, 1e9, NULL,
      FIELD(optimizer.schedule.div_factor), 0, "one_cycle: the first rate is lr / div_factor"},
-    {"optimizer.schedule.final_div_factor", T_FLOAT, MIN_OPEN, "10000.0", 0, 1e12, NULL,
+    {"optimizer.schedule.final_div_factor", T_DOUBLE, MIN_OPEN, "10000.0", 0, 1e12, NULL,
      FIELD(optimizer.schedule.final_div_factor), 0,
      "one_cycle: the last rate is lr / (div_factor x final_div_factor)"},
 
@@ -446,7 +453,106 @@ static int range_error(const char *where, const struct key *k, const char *got)
     return dt_fail(DT_EUSAGE, "%s: must be %s, got %s", where, range, got);
 }
 
+/* ---- integers wider than libconfig 1.5 reads them ---- */
+
+/* The value of an integer literal (decimal or 0x hex, optional sign, optional L), saturated at
+ * the 64-bit limits; false when `tok` is not one. */
+static bool integer_literal(const char *tok, size_t len, long long *out, bool *has_l)
+{
+    size_t i = 0;
+    bool neg = false;
+    if (i < len && (tok[i] == '-' || tok[i] == '+'))
+        neg = tok[i++] == '-';
+    *has_l = len > i && tok[len - 1] == 'L';
+    size_t end = len - *has_l;
+    bool hex = end - i > 2 && tok[i] == '0' && (tok[i + 1] == 'x' || tok[i + 1] == 'X');
+    if (hex)
+        i += 2;
+    if (i >= end)
+        return false;
+    unsigned long long mag = 0, limit = neg ? (unsigned long long)INT64_MAX + 1 : INT64_MAX;
+    for (; i < end; i++) {
+        int d = isdigit((unsigned char)tok[i])           ? tok[i] - '0'
+                : hex && isxdigit((unsigned char)tok[i]) ? tolower((unsigned char)tok[i]) - 'a' + 10
+                                                         : -1;
+        if (d < 0)
+            return false;
+        unsigned base = hex ? 16 : 10;
+        mag = mag > (limit - (unsigned)d) / base ? limit : mag * base + (unsigned)d;
+    }
+    *out = neg ? (mag > INT64_MAX ? INT64_MIN : -(long long)mag) : (long long)mag;
+    return true;
+}
+
+/* libconfig 1.5 keeps an integer literal without the L suffix in 32 bits, silently wrapped
+ * (epochs = 4294967297 reads as 1, batch_size = 0x100000020 as 32), and reads a hex literal
+ * with L modulo 2^64. So every integer literal that does not fit 32 bits, or has an L, is
+ * rewritten as its exact decimal value with L (saturated at the 64-bit limits, which no key
+ * accepts) before libconfig sees the text: keys are then range-checked on the value written.
+ * Comments and strings are left alone; no line changes, so messages keep their line numbers.
+ * malloc'd; NULL when out of memory. */
+static char *widen_integers(const char *text)
+{
+    size_t n = strlen(text), o = 0;
+    char *out = malloc(n * 2 + 32); /* a token grows to at most 21 characters + L */
+    if (!out)
+        return NULL;
+    for (size_t i = 0; i < n;) {
+        const char *p = text + i;
+        size_t len = 1;
+        if (*p == '"') { /* a string, with backslash escapes */
+            while (i + len < n && p[len] != '"')
+                len += p[len] == '\\' && i + len + 1 < n ? 2 : 1;
+            len += i + len < n;
+        } else if (*p == '#' || (p[0] == '/' && p[1] == '/')) {
+            while (i + len < n && p[len] != '\n')
+                len++;
+        } else if (p[0] == '/' && p[1] == '*') {
+            const char *close = strstr(p + 2, "*/");
+            len = close ? (size_t)(close - p) + 2 : n - i;
+        } else if (isalnum((unsigned char)*p) || *p == '_' || *p == '*' || *p == '.' ||
+                   ((*p == '-' || *p == '+') && (isdigit((unsigned char)p[1]) || p[1] == '.'))) {
+            /* a name or a number: letters, digits, '_', '*', '.', '-' inside names, and a
+             * sign only after the exponent's e of a decimal number */
+            bool name = isalpha((unsigned char)*p) || *p == '*';
+            while (i + len < n) {
+                char c = p[len];
+                if (isalnum((unsigned char)c) || c == '_' || c == '.' || c == '*' ||
+                    (name && c == '-') ||
+                    (!name && (c == '-' || c == '+') && (p[len - 1] == 'e' || p[len - 1] == 'E') &&
+                     !memchr(p, 'x', len) && !memchr(p, 'X', len)))
+                    len++;
+                else
+                    break;
+            }
+            long long v;
+            bool has_l;
+            if (!name && integer_literal(p, len, &v, &has_l) &&
+                (has_l || v > INT32_MAX || v < INT32_MIN)) {
+                o += (size_t)sprintf(out + o, "%lldL", v);
+                i += len;
+                continue;
+            }
+        }
+        memcpy(out + o, p, len);
+        o += len;
+        i += len;
+    }
+    out[o] = 0;
+    return out;
+}
+
 /* ---- storing one value ---- */
+
+/* `v` in the fewest digits that read back as exactly v (0.1, 0.9999999999, 1e-320). */
+static void shortest(char *out, size_t size, double v)
+{
+    for (int digits = 1; digits <= 17; digits++) {
+        snprintf(out, size, "%.*g", digits, v);
+        if (strtod(out, NULL) == v)
+            return;
+    }
+}
 
 static bool is_number(const config_setting_t *s)
 {
@@ -464,6 +570,31 @@ static double number_of(const config_setting_t *s)
 {
     return config_setting_type(s) == CONFIG_TYPE_FLOAT ? config_setting_get_float(s)
                                                        : (double)config_setting_get_int64(s);
+}
+
+/* A number given for a float key, as it will be stored: refused when the float is not the
+ * number any more in a way that matters. A nonzero value that becomes 0, a subnormal or
+ * infinity (1e-320, 1e39) is not representable; one that rounds to outside the key's range
+ * (p = 0.999999999 becomes 1, which is excluded) fails the range check on the stored value. */
+static int check_float(const struct key *k, double dv, float *out, const char *where,
+                       const char *got)
+{
+    float fv = (float)dv;
+    if (!in_range(k, dv))
+        return range_error(where, k, got);
+    if (dv != 0 && !isnormal(fv))
+        return dt_fail(DT_EUSAGE,
+                       "%s: %s is not representable as a 32-bit float (magnitudes from %g to "
+                       "%g, or 0)",
+                       where, got, (double)FLT_MIN, (double)FLT_MAX);
+    if (!in_range(k, (double)fv)) {
+        char range[96];
+        describe_range(range, sizeof range, k);
+        return dt_fail(DT_EUSAGE, "%s: %s rounds to %.9g as a 32-bit float, which is not %s", where,
+                       got, (double)fv, range);
+    }
+    *out = fv;
+    return 0;
 }
 
 static int store_floats(void *base, const struct key *k, const config_setting_t *s,
@@ -484,20 +615,22 @@ static int store_floats(void *base, const struct key *k, const config_setting_t 
             if (!is_number(e))
                 return dt_fail(DT_EUSAGE, "%s: element %d: expected a number, got %s", where, i,
                                type_name(e));
-            vals[i] = (float)number_of(e);
-            char got[48];
-            snprintf(got, sizeof got, "%g (element %d)", number_of(e), i);
-            if (!in_range(k, number_of(e)))
-                return range_error(where, k, got);
+            char got[64];
+            shortest(got, 32, number_of(e));
+            snprintf(got + strlen(got), sizeof got - strlen(got), " (element %d)", i);
+            int rc = check_float(k, number_of(e), &vals[i], where, got);
+            if (rc)
+                return rc;
         }
     } else if (is_number(s)) {
-        n = k->flags & FILLS ? cap : 1;
-        for (int i = 0; i < n; i++)
-            vals[i] = (float)number_of(s);
         char got[32];
-        snprintf(got, sizeof got, "%g", number_of(s));
-        if (!in_range(k, number_of(s)))
-            return range_error(where, k, got);
+        shortest(got, sizeof got, number_of(s));
+        int rc = check_float(k, number_of(s), &vals[0], where, got);
+        if (rc)
+            return rc;
+        n = k->flags & FILLS ? cap : 1; /* a scalar fills the list: size = 28 is [28, 28] */
+        for (int i = 1; i < n; i++)
+            vals[i] = vals[0];
     } else {
         return dt_fail(DT_EUSAGE, "%s: expected a list of numbers like [0.5], got %s", where,
                        type_name(s));
@@ -531,14 +664,16 @@ static int store_value(void *base, const struct key *k, const config_setting_t *
                        const char *where)
 {
     void *field = (char *)base + k->offset;
-    char got[48];
+    char got[80];
     switch (k->type) {
     case T_INT:
     case T_INT64:
         if (!is_integer(s))
             return dt_fail(DT_EUSAGE, "%s: expected an integer, got %s", where, type_name(s));
         long long iv = config_setting_get_int64(s);
-        snprintf(got, sizeof got, "%lld", iv);
+        /* widen_integers saturated a literal beyond 64 bits; no key's range reaches there */
+        snprintf(got, sizeof got, "%lld%s", iv,
+                 iv == INT64_MAX || iv == INT64_MIN ? " (the 64-bit limit, or beyond)" : "");
         if (!in_range(k, (double)iv))
             return range_error(where, k, got);
         if (k->type == T_INT)
@@ -551,13 +686,12 @@ static int store_value(void *base, const struct key *k, const config_setting_t *
         if (!is_number(s))
             return dt_fail(DT_EUSAGE, "%s: expected a number, got %s", where, type_name(s));
         double dv = number_of(s);
-        snprintf(got, sizeof got, "%g", dv);
+        shortest(got, sizeof got, dv);
+        if (k->type == T_FLOAT)
+            return check_float(k, dv, (float *)field, where, got);
         if (!in_range(k, dv))
             return range_error(where, k, got);
-        if (k->type == T_FLOAT)
-            *(float *)field = (float)dv;
-        else
-            *(double *)field = dv;
+        *(double *)field = dv;
         return 0;
     case T_BOOL:
         if (config_setting_type(s) != CONFIG_TYPE_BOOL)
@@ -775,16 +909,13 @@ static int parse_override_value(config_t *tmp, const struct key *k, const char *
     char *text = malloc(len + 16);
     if (!text)
         return dt_fail(DT_ERUNTIME, "%s: out of memory", where);
-    size_t sign = value[0] == '-';
-    bool digits = len > sign && strspn(value + sign, "0123456789") == len - sign;
-    snprintf(text, len + 16, "v = %s%s;", value, k->type == T_INT64 && digits ? "L" : "");
-    if (k->type == T_INT && digits &&
-        (strtoll(value, NULL, 10) > INT32_MAX || strtoll(value, NULL, 10) < INT32_MIN)) {
-        free(text);
-        return range_error(where, k, value);
-    }
-    int ok = config_read_string(tmp, text);
+    snprintf(text, len + 16, "v = %s;", value);
+    char *wide = widen_integers(text);
     free(text);
+    if (!wide)
+        return dt_fail(DT_ERUNTIME, "%s: out of memory", where);
+    int ok = config_read_string(tmp, wide);
+    free(wide);
     config_setting_t *root = config_root_setting(tmp);
     if (!ok || config_setting_length(root) != 1)
         return dt_fail(DT_EUSAGE, "%s: expected %s, got '%s'", where, expected(k), value);
@@ -1295,7 +1426,12 @@ static int load_all(struct load *ld, const char *text, const char *const *overri
     int rc = apply_defaults(cfg);
     if (rc)
         return rc;
-    if (!config_read_string(&ld->lc, text))
+    char *wide = widen_integers(text);
+    if (!wide)
+        return dt_fail(DT_ERUNTIME, "%s: out of memory", ld->file);
+    int ok = config_read_string(&ld->lc, wide);
+    free(wide);
+    if (!ok)
         return dt_fail(DT_EUSAGE, "%s:%d: %s", ld->file, config_error_line(&ld->lc),
                        config_error_text(&ld->lc));
     if ((rc = walk_group(ld, config_root_setting(&ld->lc), "")))
@@ -1362,7 +1498,7 @@ void dt_config_free(struct dt_config *cfg)
 
 static const char *type_label(const struct key *k)
 {
-    static const char *const names[] = {"int",  "int64",  "float",      "float",
+    static const char *const names[] = {"int",  "int64",  "float",      "double",
                                         "bool", "string", "float list", "layer list"};
     return names[k->type];
 }

@@ -65,7 +65,7 @@ struct dt_config {
             float min_lr;      /* cosine: floor */
             int warmup_steps;  /* linear warmup from 0 in front of any schedule */
             int warmup_epochs; /* the same in epochs */
-            float pct_start, div_factor, final_div_factor; /* one_cycle */
+            double pct_start, div_factor, final_div_factor; /* one_cycle (nn/schedule's doubles) */
         } schedule;
     } optimizer;
 

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "data/batch.h"
 #include "data/dataset.h"
 #include "nn/model.h"
 #include "train/rundir.h"
@@ -28,7 +29,8 @@ struct dry_run_facts {
     struct dt_model *model;
     size_t *train_hist, *test_hist;
     struct dt_job_steps steps;
-    bool dir_holds; /* checkpoint.dir already holds a run's checkpoints */
+    struct dt_run_memory memory; /* at the real per-rank batch, against what is available */
+    bool dir_holds;              /* checkpoint.dir already holds a run's checkpoints */
 };
 
 static char *counts_json(const size_t *counts, int n)
@@ -82,6 +84,8 @@ static int print_json(const struct dt_config *cfg, const struct dt_job_plan *p,
     dt_jw_int(&w, "global_batch", f->steps.global_batch);
     dt_jw_int(&w, "steps_per_epoch", f->steps.steps_per_epoch);
     dt_jw_int(&w, "epochs", cfg->train.epochs);
+    dt_jw_int(&w, "memory_bytes", (long long)f->memory.total);
+    dt_jw_int(&w, "memory_available_bytes", (long long)f->memory.available);
     dt_jw_end(&w, stdout);
 out:
     free(names);
@@ -113,6 +117,30 @@ static void print_network(const struct dt_model *m)
            m->nparams, (double)m->nparams / 1e6, (double)m->nparams * 4 / 1024);
 }
 
+/* "12.3 MiB" or "4.5 GiB" */
+static const char *size_text(char *buf, size_t size, double bytes)
+{
+    if (bytes >= (1 << 30))
+        snprintf(buf, size, "%.1f GiB", bytes / (1 << 30));
+    else
+        snprintf(buf, size, "%.1f MiB", bytes / (1 << 20));
+    return buf;
+}
+
+static void print_memory(const struct dt_run_memory *m)
+{
+    char total[32], avail[32], w[32], a[32], s[32], b[32];
+    double r = m->ranks;
+    printf("memory      %s estimated at batch %d per rank x %d (weights, gradients, optimizer "
+           "%s; activations %s; layer scratch %s; input batches %s), %s available (%s)\n",
+           size_text(total, sizeof total, m->total), m->batch, m->ranks,
+           size_text(w, sizeof w, r * (m->model.params + m->model.grads + m->optimizer)),
+           size_text(a, sizeof a, r * m->model.activations),
+           size_text(s, sizeof s, r * m->model.scratch), size_text(b, sizeof b, r * m->batches),
+           m->available > 0 ? size_text(avail, sizeof avail, m->available) : "?",
+           m->available_from);
+}
+
 static void print_summary(const struct dt_config *cfg, const struct dt_job_plan *p,
                           const struct dry_run_facts *f)
 {
@@ -138,11 +166,12 @@ static void print_summary(const struct dt_config *cfg, const struct dt_job_plan 
         printf("job         %d ranks on %d host%s\n", p->world, p->env.nodes,
                p->env.nodes == 1 ? "" : "s");
     printf("checkpoints %s (writable%s)\n", cfg->checkpoint.dir,
-           !f->dir_holds                   ? ""
+           !f->dir_holds                 ? ""
            : cfg->checkpoint.dir_default ? "; holds a run's checkpoints: a run writes to a fresh "
                                            "NAME-N unless --overwrite or --resume"
                                          : "; holds a run's checkpoints: a run needs --overwrite "
                                            "or --resume");
+    print_memory(&f->memory);
     print_network(f->model);
     printf("classes     %d\n", tr->classes);
     printf("  class  %-20s %8s %8s\n", "name", "train", "test");
@@ -163,6 +192,18 @@ int dt_dry_run(const struct dt_config *cfg, const struct dt_job_plan *plan, bool
         goto out;
     const struct dt_dataset *tr = &f.data.train;
     struct dt_shape in = {tr->c, tr->h, tr->w};
+    /* As train does before any batch-sized buffer exists: the run at its real per-rank batch
+     * against the memory available; then the augmentation the batcher would refuse. */
+    if ((rc = dt_run_memory(cfg, plan, tr, &f.memory)) ||
+        (rc = dt_run_check_memory(cfg, &f.memory)))
+        goto out;
+    struct dt_batcher batcher;
+    struct dt_batch_opts bo = dt_run_batch_opts(cfg);
+    if ((rc = dt_batcher_init(&batcher, tr, &bo))) {
+        rc = dt_fail_context(rc, "%s: data", cfg->path);
+        goto out;
+    }
+    /* the network table from a model of one sample: nothing of the real batch is allocated */
     if ((rc = dt_run_build_model(cfg, in, 1, tr->classes, &f.model)))
         goto out;
     if ((rc = dt_job_plan_steps(plan, cfg, tr->n, &f.steps)))

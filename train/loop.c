@@ -158,15 +158,7 @@ static int rank_setup(struct rank_state *st, const struct run *run)
         eval_batch = 1;
     int model_batch = max_count > eval_batch ? max_count : eval_batch;
 
-    struct dt_batch_opts bo = {
-        .mean = cfg->data.mean,
-        .nmean = cfg->data.nmean,
-        .std = cfg->data.std,
-        .nstd = cfg->data.nstd,
-        .hflip = cfg->data.hflip,
-        .crop_padding = cfg->data.crop_padding,
-        .seed = (uint64_t)cfg->train.seed,
-    };
+    struct dt_batch_opts bo = dt_run_batch_opts(cfg);
     if ((rc = dt_batcher_init(&st->batcher, train, &bo)))
         return dt_fail_context(rc, "%s: data", cfg->path);
 
@@ -774,6 +766,14 @@ int dt_train_run(const struct dt_config *cfg, const struct dt_train_options *opt
     int rc = dt_run_load_data(cfg, &data);
     if (rc)
         return rc;
+    /* Before any batch-sized buffer is allocated (or a rank forked): the whole run at its real
+     * per-rank batch against the memory available, as the dry run reports it. */
+    struct dt_run_memory mem;
+    if ((rc = dt_run_memory(cfg, opt->plan, &data.train, &mem)) ||
+        (rc = dt_run_check_memory(cfg, &mem))) {
+        dt_data_free(&data);
+        return rc;
+    }
     struct run run = {cfg, opt, &data, NULL, 0, dt_run_class_names_json(&data.train)};
     if (dt_job_plan_shares_memory(opt->plan)) {
         if ((rc = shared_weights_size(&run, &run.shared_floats))) {

@@ -180,8 +180,21 @@ int dt_run_load_data(const struct dt_config *cfg, struct dt_data *data)
     return rc;
 }
 
-int dt_run_build_model(const struct dt_config *cfg, struct dt_shape in, int max_batch,
-                       int classes, struct dt_model **out)
+struct dt_batch_opts dt_run_batch_opts(const struct dt_config *cfg)
+{
+    return (struct dt_batch_opts){
+        .mean = cfg->data.mean,
+        .nmean = cfg->data.nmean,
+        .std = cfg->data.std,
+        .nstd = cfg->data.nstd,
+        .hflip = cfg->data.hflip,
+        .crop_padding = cfg->data.crop_padding,
+        .seed = (uint64_t)cfg->train.seed,
+    };
+}
+
+int dt_run_build_model(const struct dt_config *cfg, struct dt_shape in, int max_batch, int classes,
+                       struct dt_model **out)
 {
     enum dt_loss_kind loss;
     int rc = dt_loss_kind_parse(cfg->loss.type, &loss);
@@ -196,6 +209,163 @@ int dt_run_build_model(const struct dt_config *cfg, struct dt_shape in, int max_
                        "%s: model: the last layer has %d outputs but the dataset has %d classes",
                        cfg->path, (*out)->classes, classes);
     return 0;
+}
+
+/* ---- memory ---- */
+
+/* The first number after `key` in the file, in its units; -1 when absent. */
+static double read_number(const char *path, const char *key)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    char line[256];
+    double v = -1;
+    size_t klen = strlen(key);
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, key, klen) == 0) {
+            char *end;
+            double x = strtod(line + klen, &end);
+            if (end != line + klen)
+                v = x;
+            break;
+        }
+    fclose(f);
+    return v;
+}
+
+/* Room left under a cgroup's memory limit, from `dir` up to `top`: the tightest of the limits
+ * on the way (a limit may sit on a parent). -1 when there is none. */
+static double cgroup_room(const char *dir, const char *top, const char *limit_file,
+                          const char *usage_file)
+{
+    char path[PATH_MAX + 64], d[PATH_MAX];
+    double best = -1;
+    snprintf(d, sizeof d, "%s", dir);
+    for (;;) {
+        snprintf(path, sizeof path, "%s/%s", d, limit_file);
+        double limit = read_number(path, ""); /* "max" reads as absent */
+        snprintf(path, sizeof path, "%s/%s", d, usage_file);
+        double used = read_number(path, "");
+        /* v1 writes "no limit" as a number near 2^63 */
+        if (limit > 0 && limit < 1e18) {
+            double room = limit - (used > 0 ? used : 0);
+            room = room > 0 ? room : 0;
+            best = best < 0 || room < best ? room : best;
+        }
+        char *slash = strrchr(d, '/');
+        if (strlen(d) <= strlen(top) || !slash)
+            break;
+        *slash = 0;
+    }
+    return best;
+}
+
+/* This process's cgroup path for the v2 hierarchy ("0::/x") or v1's memory controller. */
+static bool cgroup_path(bool v2, char *out, size_t size)
+{
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    if (!f)
+        return false;
+    char line[1024];
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = 0;
+        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (!c2)
+            continue;
+        *c2 = 0;
+        bool memory =
+            v2 ? strcmp(line, "0") == 0 && c1 + 1 == c2 : strstr(c1 + 1, "memory") != NULL;
+        if (memory) {
+            snprintf(out, size, "%s", strcmp(c2 + 1, "/") == 0 ? "" : c2 + 1);
+            found = true;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+double dt_run_memory_available(char *from, size_t size)
+{
+    double avail = read_number("/proc/meminfo", "MemAvailable:");
+    avail = avail >= 0 ? avail * 1024 : 0; /* kB */
+    char src[96] = "MemAvailable in /proc/meminfo";
+    char rel[512], dir[1100];
+    double room = -1;
+    if (cgroup_path(true, rel, sizeof rel)) {
+        snprintf(dir, sizeof dir, "/sys/fs/cgroup%s", rel);
+        room = cgroup_room(dir, "/sys/fs/cgroup", "memory.max", "memory.current");
+        if (room >= 0 && (avail <= 0 || room < avail))
+            snprintf(src, sizeof src, "room under the cgroup's memory.max");
+    }
+    /* a hybrid hierarchy lists "0::" too but keeps the memory controller in v1 */
+    if (room < 0 && cgroup_path(false, rel, sizeof rel)) {
+        snprintf(dir, sizeof dir, "/sys/fs/cgroup/memory%s", rel);
+        room = cgroup_room(dir, "/sys/fs/cgroup/memory", "memory.limit_in_bytes",
+                           "memory.usage_in_bytes");
+        if (room >= 0 && (avail <= 0 || room < avail))
+            snprintf(src, sizeof src, "room under the cgroup's memory.limit_in_bytes");
+    }
+    if (room >= 0 && (avail <= 0 || room < avail))
+        avail = room;
+    if (from)
+        snprintf(from, size, "%s", avail > 0 ? src : "unknown");
+    return avail;
+}
+
+int dt_run_memory(const struct dt_config *cfg, const struct dt_job_plan *plan,
+                  const struct dt_dataset *train, struct dt_run_memory *out)
+{
+    memset(out, 0, sizeof *out);
+    struct dt_job_steps steps;
+    int rc = dt_job_plan_steps(plan, cfg, train->n, &steps);
+    if (rc)
+        return rc;
+    /* as the ranks build it (train/loop.c): for the larger of the two batches */
+    int batch = steps.rank_batch, eval = cfg->train.eval_batch_size;
+    out->batch = eval > batch ? eval : batch;
+    out->ranks = plan->local_n > 0 ? plan->local_n : 1;
+    enum dt_loss_kind loss;
+    struct dt_shape in = {train->c, train->h, train->w};
+    rc = dt_loss_kind_parse(cfg->loss.type, &loss);
+    if (rc == 0)
+        rc = dt_model_estimate(cfg->model.layers, cfg->model.nlayers, in, out->batch, loss,
+                               &out->model);
+    if (rc)
+        return dt_fail_context(rc, "%s: model", cfg->path);
+    struct dt_optim *o = NULL;
+    if ((rc = dt_run_make_optimizer(&o, cfg, 1, NULL))) /* one element: its number of states */
+        return rc;
+    out->parameters = out->model.params / sizeof(float);
+    out->optimizer = out->model.params * (double)dt_optim_state_floats(o);
+    dt_optim_free(o);
+    double sample = (double)train->c * train->h * train->w;
+    out->batches = 2.0 * out->batch * (sample * sizeof(float) + 1);
+    double rank = dt_model_memory_total(&out->model) + out->batches;
+    if (dt_job_plan_shares_memory(plan)) /* one shared copy of the weights and the state */
+        out->total = out->ranks * (rank - out->model.params) + out->model.params + out->optimizer;
+    else
+        out->total = out->ranks * (rank + out->optimizer);
+    out->available = dt_run_memory_available(out->available_from, sizeof out->available_from);
+    return 0;
+}
+
+int dt_run_check_memory(const struct dt_config *cfg, const struct dt_run_memory *mem)
+{
+    if (mem->available <= 0 || mem->total <= mem->available)
+        return 0;
+    const double gib = 1 << 30;
+    return dt_fail(DT_EUSAGE,
+                   "%s: model needs %.1f GiB at batch %d per rank x %d rank%s (%.0f parameters; "
+                   "weights, gradients and optimizer state %.1f GiB, activations %.1f GiB, layer "
+                   "scratch %.1f GiB, input batches %.1f GiB): more than the %.1f GiB available "
+                   "(%s); lower train.batch_size or dist.instances",
+                   cfg->path, mem->total / gib, mem->batch, mem->ranks, mem->ranks == 1 ? "" : "s",
+                   mem->parameters,
+                   (mem->model.params + mem->model.grads + mem->optimizer) * mem->ranks / gib,
+                   mem->model.activations * mem->ranks / gib, mem->model.scratch * mem->ranks / gib,
+                   mem->batches * mem->ranks / gib, mem->available / gib, mem->available_from);
 }
 
 int dt_run_make_optimizer(struct dt_optim **out, const struct dt_config *cfg, size_t nparams,

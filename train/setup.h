@@ -6,6 +6,8 @@
 #include <stdbool.h>
 
 #include "train/config.h"
+#include "train/plan.h"
+#include "data/batch.h"
 #include "data/dataset.h"
 #include "nn/model.h"
 
@@ -27,11 +29,43 @@ struct dt_run_resume {
  * checkpoint stores so `predict` can name classes without the training data. */
 char *dt_run_class_names_json(const struct dt_dataset *d);
 
+/* The batcher's options from data.mean, data.std, data.hflip, data.crop_padding, train.seed:
+ * what training uses and the dry run checks (dt_batcher_init refuses a crop_padding not below
+ * the image size). */
+struct dt_batch_opts dt_run_batch_opts(const struct dt_config *cfg);
+
 /* The model and loss the config describes, for inputs of shape `in` and batches of up to
  * max_batch. classes > 0: DT_EUSAGE when the last layer has fewer outputs. Errors start
  * "CONFIG: model". */
-int dt_run_build_model(const struct dt_config *cfg, struct dt_shape in, int max_batch,
-                       int classes, struct dt_model **out);
+int dt_run_build_model(const struct dt_config *cfg, struct dt_shape in, int max_batch, int classes,
+                       struct dt_model **out);
+
+/* What a run takes in this process's memory (its ranks, their models at the real per-rank
+ * batch, the optimizer state, the input batches), worked out before anything batch-sized is
+ * allocated, and what the machine has available for it. */
+struct dt_run_memory {
+    int batch;                    /* samples each rank's model is built for */
+    int ranks;                    /* ranks this process runs (forked ranks on this host) */
+    double parameters;            /* the model's parameter count */
+    struct dt_model_memory model; /* one rank's model */
+    double optimizer;             /* optimizer state, each rank's or the one shared copy */
+    double batches;               /* one rank's input and label buffers (training, evaluation) */
+    double total;                 /* all of it, for every rank */
+    double available;             /* bytes available; 0 = unknown (no check) */
+    char available_from[96];      /* where `available` came from */
+};
+
+/* Works out `out` for a run of cfg on the job plan with training data of `train`'s shape.
+ * Fails as the model build would when the layers do not fit the input. */
+int dt_run_memory(const struct dt_config *cfg, const struct dt_job_plan *plan,
+                  const struct dt_dataset *train, struct dt_run_memory *out);
+/* DT_EUSAGE ("CONFIG: model needs X GiB at batch B ...: more than the Y GiB available (...)")
+ * when the run does not fit: the config asks for more than the machine has. */
+int dt_run_check_memory(const struct dt_config *cfg, const struct dt_run_memory *mem);
+/* Memory available to this process in bytes: MemAvailable from /proc/meminfo, or less when a
+ * cgroup (v2 memory.max, v1 memory.limit_in_bytes) leaves less room; 0 when neither can be
+ * read. `from` (may be NULL) names the source. */
+double dt_run_memory_available(char *from, size_t size);
 
 /* eval and predict without --data, from another directory: when cfg's data.dir (as the
  * checkpoint stored it, perhaps relative) is not there, the absolute path the checkpoint

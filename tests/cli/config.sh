@@ -80,6 +80,59 @@ bad "layer key not taken" 's/out_features = 10;/out_features = 10; kernel = 3;/'
 bad "unknown dataset" 's/"mnist"/"minst"/' \
     "bad.cfg:1: data.dataset: unknown dataset \"minst\" \(known: mnist, fashion-mnist"
 
+# Integers are range-checked on the value written, not what libconfig 1.5 wraps it to (32 bits
+# without L; hex modulo 2^32, or 2^64 with L); floats on the value stored (a 32-bit float).
+bad "integer wrapping 32 bits" 's/epochs = 1;/epochs = 4294967297;/' \
+    "bad.cfg:9: train.epochs: must be between 1 and 100000, got 4294967297$"
+bad "hex integer wrapping 32 bits" 's/batch_size = 32/batch_size = 0x100000020/' \
+    "bad.cfg:10: train.batch_size: must be between 1 and 1048576, got 4294967328$"
+bad "64-bit L integer beyond the range" 's/epochs = 1;/epochs = 1; seed = 0x1FFFFFFFFFFFFFFFFL;/' \
+    "bad.cfg:9: train.seed: must be between 0 and 9.2e\+18, got 9223372036854775807 \(the 64-bit limit, or beyond\)"
+bad "layer integer wrapping 32 bits" 's/out_features = 10;/out_features = 4294967306;/' \
+    "bad.cfg:5: model.layers.1.out_features: must be between 1 and 65536, got 4294967306$"
+bad "float list element that is 0 as a float" 's/"mnist";/"mnist"; std = [1e-320];/' \
+    "bad.cfg:1: data.std: 1e-320 \(element 0\) is not representable as a 32-bit float"
+bad "float that rounds out of its range" 's/out_features = 10;/out_features = 10; }, { type = "dropout"; p = 0.999999999;/' \
+    "bad.cfg:5: model.layers.2.p: 0.999999999 rounds to 1 as a 32-bit float, which is not in \[0, 1\)"
+run "$DTRAIN" train "$TMP/good.cfg" --set train.batch_size=0x100000020 --print-config
+expect_rc "hex --set wrapping 32 bits exits 2" 2
+expect_err "hex --set wrapping 32 bits named with its value" \
+    "^dtrain: error: --set train.batch_size: must be between 1 and 1048576, got 4294967328$"
+run "$DTRAIN" train "$TMP/good.cfg" --set train.epochs=-4294967295 --print-config
+expect_rc "negative --set wrapping 32 bits exits 2" 2
+expect_err "negative --set wrapping 32 bits named" "--set train.epochs: must be between 1 and 100000, got -4294967295$"
+run "$DTRAIN" train "$TMP/good.cfg" --set data.std=1e-320 --print-config
+expect_rc "std of 1e-320 exits 2" 2
+expect_err "std of 1e-320 named" "--set data.std: 1e-320 is not representable as a 32-bit float"
+run "$DTRAIN" train "$TMP/good.cfg" --set data.mean=1e39 --print-config
+expect_rc "mean beyond a float exits 2" 2
+expect_err "mean beyond a float named" "--set data.mean: 1e\+39 is not representable as a 32-bit float"
+run "$DTRAIN" train "$TMP/good.cfg" --set data.val_fraction=0.99999999 --print-config
+expect_rc "val_fraction rounding to 1 exits 2" 2
+expect_err "val_fraction rounding to 1 named" "--set data.val_fraction: 0.99999999 rounds to 1 as a 32-bit float"
+run "$DTRAIN" train "$TMP/good.cfg" --set optimizer.lr=1e-50 --print-config
+expect_rc "lr that is 0 as a float exits 2 (0 would mean the type's default)" 2
+expect_err "lr that is 0 as a float named" "--set optimizer.lr: 1e-50 is not representable"
+run "$DTRAIN" train "$TMP/good.cfg" --set optimizer.beta2=0.9999999999 --print-config
+expect_err "beta2 rounding to 1 shows the value given" "--set optimizer.beta2: 0.9999999999 rounds to 1"
+# values in range and representable: read exactly (64-bit integers without L, hex, doubles)
+run "$DTRAIN" train "$TMP/good.cfg" --set train.max_steps=4294967297 --set train.batch_size=0x40 \
+    --set optimizer.schedule.div_factor=1e-50 --set optimizer.schedule.pct_start=0.30000000000000004 \
+    --set dist.timeout=0.1234567890123 --set checkpoint.every_minutes=1e-300 --print-config
+expect_rc "wide integers and doubles in range exit 0" 0
+expect_out "64-bit key without L keeps its value" "max_steps = 4294967297L;"
+expect_out "hex integer in range read" "batch_size = 64;"
+expect_out "one_cycle div_factor kept as a double" "div_factor = 1e-50;"
+expect_out "one_cycle pct_start kept as a double" "pct_start = 0.30000000000000004;"
+expect_out "dist.timeout kept as a double" "timeout = 0.1234567890123;"
+expect_out "checkpoint.every_minutes kept as a double" "every_minutes = 1e-300;"
+printf 'data = { dataset = "mnist"; };\n# 4294967297 in a comment\nmodel = { name = "0x100000020 42949672970"; layers = ( { type = "flatten"; }, { type = "linear"; out_features = 10; } ); };\ntrain = { epochs = 2; batch_size = 0x20; seed = 5000000000L; };\n' >"$TMP/literals.cfg"
+run "$DTRAIN" train "$TMP/literals.cfg" --print-config
+expect_rc "integers in comments and strings left alone" 0
+expect_out "a string with digits unchanged" 'name = "0x100000020 42949672970";'
+expect_out "hex batch read" "batch_size = 32;"
+expect_out "L integer read" "seed = 5000000000L;"
+
 # bad overrides and flags
 run "$DTRAIN" train "$TMP/good.cfg" --set train.bach_size=3
 expect_rc "bad --set key exits 2" 2

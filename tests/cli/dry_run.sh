@@ -69,7 +69,49 @@ expect_out "two nodes: the job line" "^job +4 ranks on 2 hosts$"
 run "$DTRAIN" train configs/fashion-convnet.cfg --set data.dir=$FASHION --dry-run \
     --set model.layers.7.out_features=65536 --set model.layers.2.out_channels=65536
 expect_rc "absurd layer sizes: exit 2" 2
-expect_err "absurd layer sizes: the figures" "model needs [0-9.]+ GiB \(6.18e\+11 parameters, .*more than this machine's"
+expect_err "absurd layer sizes: the figures" "model needs [0-9.]+ GiB at batch 128 per rank x 1 rank \(618485514410 parameters; .*more than the [0-9.]+ GiB available"
+
+# Memory is sized at the real per-rank batch (not one sample) and compared with what is
+# available: the estimate is a line of the table and a field of the JSON.
+run "$DTRAIN" train configs/fashion-convnet.cfg --set data.dir=$FASHION --dry-run
+expect_out "memory: estimate at the real batch in the table" "^memory +[0-9.]+ MiB estimated at batch 128 per rank x 1 \(weights, gradients, optimizer [0-9.]+ MiB; activations [0-9.]+ MiB; layer scratch [0-9.]+ MiB; input batches [0-9.]+ MiB\), [0-9.]+ GiB available"
+run "$DTRAIN" train configs/fashion-convnet.cfg --set data.dir=$FASHION --dry-run --json \
+    --set train.batch_size=256
+check "memory: --json has the estimate, twice the activations at twice the batch" /usr/bin/python3 -c '
+import json, sys
+o = json.loads(open(sys.argv[1]).read())
+assert 50e6 < o["memory_bytes"] < 150e6, o["memory_bytes"]
+assert o["memory_available_bytes"] > 0
+' "$TMP/out"
+# A batch of 2^20 Fashion-MNIST images needs ~800 GB: refused with the figures, not called
+# valid. Nothing of it is allocated: the dry run is quick and stays small under a 4 GB cap.
+run sh -c "ulimit -v 4000000; exec timeout 60 '$DTRAIN' train configs/fashion-convnet.cfg \
+    --set data.dir=$FASHION --dry-run --set train.drop_last=false --set train.batch_size=1048576"
+expect_rc "model too big for memory at the real batch: exit 2" 2
+expect_err_lines "model too big: one line" 1
+expect_err "model too big: the estimate, the batch and what is available" "fashion-convnet.cfg: model needs [0-9.]+ GiB at batch 1048576 per rank x 1 rank \(300426 parameters; .*activations [0-9.]+ GiB, layer scratch [0-9.]+ GiB.*\): more than the [0-9.]+ GiB available \((MemAvailable in /proc/meminfo|room under the cgroup's memory.*)\); lower train.batch_size or dist.instances$"
+# Ranks multiply it: 2 forked ranks of 65536 samples each count twice.
+run "$DTRAIN" train configs/fashion-convnet.cfg --set data.dir=$FASHION --dry-run --instances 2 \
+    --set train.batch_per_instance=true --set train.drop_last=false --set train.batch_size=1048576
+expect_err "two ranks: counted per rank" "model needs [0-9.]+ GiB at batch 1048576 per rank x 2 ranks"
+# train makes the same check before any batch-sized buffer is allocated: under a 4 GB cap on
+# address space a buffer of the real batch could not even be reserved (exit 1, out of memory).
+run sh -c "ulimit -v 4000000; exec timeout 60 '$DTRAIN' train configs/fashion-convnet.cfg \
+    --set data.dir=$FASHION --set checkpoint.dir='$TMP/big' --set train.drop_last=false \
+    --set train.batch_size=1048576"
+expect_rc "train: model too big fails early with exit 2" 2
+expect_err "train: the same figures" "error: configs/fashion-convnet.cfg: model needs [0-9.]+ GiB at batch 1048576 per rank x 1 rank .*more than the [0-9.]+ GiB available"
+check "train: nothing written for a run that does not fit" sh -c "! ls '$TMP/big'/*.safetensors 2>/dev/null"
+
+# data.crop_padding not below the image size would crop windows of nothing but padding:
+# refused by the dry run as by train, naming the key and the size.
+run "$DTRAIN" train configs/fashion-convnet.cfg --set data.dir=$FASHION --dry-run \
+    --set data.crop_padding=28
+expect_rc "crop_padding = image size: exit 2" 2
+expect_err "crop_padding = image size: key and size named" "data.crop_padding: 28 must be 0 or more and below the image size 28x28"
+run "$DTRAIN" train configs/fashion-convnet.cfg --set data.dir=$FASHION --dry-run \
+    --set data.crop_padding=27
+expect_rc "crop_padding below the image size: exit 0" 0
 
 # Class names with terminal escapes (a hostile batches.meta.txt) print as '?', never raw.
 /usr/bin/python3 - "$TMP/cifar" "$TMP/esc" <<'PYEOF'

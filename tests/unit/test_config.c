@@ -198,6 +198,51 @@ static void test_reference_layer_defaults_match_nn(void **state)
     free(text);
 }
 
+/* Values are checked as they will be used: integers at their full width (libconfig 1.5 alone
+ * wraps 32 bits), floats as the 32-bit float stored, doubles kept exactly. */
+static void test_values_checked_as_stored(void **state)
+{
+    (void)state;
+    expect_edit_error("epochs = 2;", "epochs = 4294967298;",
+                      "t.cfg:21: train.epochs: must be between 1 and 100000, got 4294967298");
+    expect_edit_error("batch_size = 128;", "batch_size = 0x100000080;",
+                      "t.cfg:22: train.batch_size: must be between 1 and 1048576, got 4294967424");
+    expect_edit_error("seed = 5000000000L;", "seed = 0xFFFFFFFFFFFFFFFFL;",
+                      "t.cfg:23: train.seed: must be between 0 and 9.2e+18, got "
+                      "9223372036854775807 (the 64-bit limit, or beyond)");
+    expect_edit_error("std = [ 0.3069 ];", "std = [ 1e-320 ];",
+                      "t.cfg:5: data.std: 1e-320 (element 0) is not representable as a 32-bit "
+                      "float");
+    expect_edit_error("lr = 1;", "lr = 1e-46;",
+                      "t.cfg:19: optimizer.lr: 1e-46 is not representable as a 32-bit float");
+    const char *wrap[] = {"train.epochs=0x100000002"};
+    expect_usage_error(convnet, wrap, 1,
+                       "--set train.epochs: must be between 1 and 100000, got 4294967298");
+    const char *round[] = {"optimizer.beta1=0.99999999999"};
+    expect_usage_error(convnet, round, 1,
+                       "--set optimizer.beta1: 0.99999999999 rounds to 1 as a 32-bit float, "
+                       "which is not in [0, 1)");
+
+    const char *exact[] = {"train.max_steps=0x100000000", "train.batch_size=0x80",
+                           "optimizer.schedule.div_factor=1e-50",
+                           "optimizer.schedule.final_div_factor=123456789.123", "data.std=1.2e-38"};
+    struct dt_config cfg;
+    assert_int_equal(load(&cfg, convnet, exact, 5), 0);
+    assert_true(cfg.train.max_steps == 4294967296LL);
+    assert_int_equal(cfg.train.batch_size, 128);
+    assert_true(cfg.train.seed == 5000000000LL);
+    assert_true(cfg.optimizer.schedule.div_factor == 1e-50);
+    assert_true(cfg.optimizer.schedule.final_div_factor == 123456789.123);
+    assert_true(cfg.data.std[0] == 1.2e-38f);
+    /* the effective text reloads into the same values */
+    struct dt_config again;
+    assert_int_equal(load(&again, cfg.text, NULL, 0), 0);
+    assert_true(again.optimizer.schedule.div_factor == 1e-50);
+    assert_true(again.train.max_steps == 4294967296LL);
+    dt_config_free(&again);
+    dt_config_free(&cfg);
+}
+
 static void test_shipped_configs_load(void **state)
 {
     (void)state;
@@ -307,7 +352,7 @@ static void test_recipe_keys(void **state)
     assert_int_equal(load(&cfg, convnet, NULL, 0), 0);
     assert_true(cfg.loss.label_smoothing == 0.0f && cfg.optimizer.clip_grad_norm == 0.0f);
     assert_string_equal(cfg.optimizer.weight_decay_skip, "none");
-    assert_true(cfg.optimizer.schedule.pct_start == 0.3f);
+    assert_true(cfg.optimizer.schedule.pct_start == 0.3);
     assert_true(cfg.optimizer.schedule.div_factor == 25.0f);
     assert_true(cfg.optimizer.schedule.final_div_factor == 1e4f);
     dt_config_free(&cfg);
@@ -582,6 +627,7 @@ int main(void)
         cmocka_unit_test(test_effective_text_round_trips),
         cmocka_unit_test(test_file_load_and_overrides),
         cmocka_unit_test(test_reference_lists_every_key),
+        cmocka_unit_test(test_values_checked_as_stored),
         cmocka_unit_test(test_reference_layer_defaults_match_nn),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -447,6 +447,38 @@ static void test_profile_accumulates(void **state)
     dt_model_free(m);
 }
 
+/* The memory a model takes is known before any of it is allocated: dt_model_estimate sets
+ * the layers up and counts their scratch (im2col columns, pooling indices, dropout masks)
+ * without allocating a batch of anything, and the build allocates what it counted. */
+static void test_memory_estimate(void **state)
+{
+    (void)state;
+    enum dt_conv2d_algo old = dt_conv2d_force_algo(DT_CONV2D_GEMM);
+    struct dt_layer_spec s[5] = {conv_spec(4, 3, 1, 0), pool_spec("maxpool2d", 2, 0, 0),
+                                 dropout_spec("dropout", 0.5f), spec_of("flatten"),
+                                 linear_spec(10)};
+    struct dt_shape in = {1, 8, 8};
+    /* per sample: im2col 36 x (9 + 4) floats, 36 int32 indices, 36 mask bytes */
+    const double scratch = 36 * 13 * 4 + 36 * 4 + 36;
+    struct dt_model_memory est, huge;
+    assert_int_equal(dt_model_estimate(s, 5, in, 16, DT_LOSS_CROSS_ENTROPY, &est), 0);
+    assert_true(est.scratch == 16 * scratch);
+    assert_true(est.params == 4.0 * (4 * 9 + 4 + 36 * 10 + 10));
+    struct dt_model *m;
+    assert_int_equal(dt_model_build(&m, s, 5, in, 16, DT_LOSS_CROSS_ENTROPY, 1), 0);
+    assert_memory_equal(&m->memory, &est, sizeof est);
+    dt_model_free(m);
+    /* 2^30 samples: over 2 TB of scratch alone, counted, not allocated */
+    assert_int_equal(dt_model_estimate(s, 5, in, 1 << 30, DT_LOSS_CROSS_ENTROPY, &huge), 0);
+    assert_true(huge.scratch == (double)(1 << 30) * scratch);
+    assert_true(huge.activations == est.activations / 16 * (1 << 30));
+    assert_true(huge.params == est.params);
+    /* shape errors are the build's */
+    s[1] = pool_spec("maxpool2d", 9, 0, 0);
+    assert_int_equal(dt_model_estimate(s, 5, in, 16, DT_LOSS_CROSS_ENTROPY, &est), -DT_EUSAGE);
+    dt_conv2d_force_algo(old);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -464,6 +496,7 @@ int main(void)
         cmocka_unit_test(test_dropout_masks_follow_the_sample),
         cmocka_unit_test(test_batchnorm_running_stats),
         cmocka_unit_test(test_profile_accumulates),
+        cmocka_unit_test(test_memory_estimate),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
