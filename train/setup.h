@@ -30,8 +30,8 @@ char *dt_run_class_names_json(const struct dt_dataset *d);
 /* The model and loss the config describes, for inputs of shape `in` and batches of up to
  * max_batch. classes > 0: DT_EUSAGE when the last layer has fewer outputs. Errors start
  * "CONFIG: model". */
-int dt_run_build_model(const struct dt_config *cfg, struct dt_shape in, int max_batch,
-                       int classes, struct dt_model **out);
+int dt_run_build_model(const struct dt_config *cfg, struct dt_shape in, int max_batch, int classes,
+                       struct dt_model **out);
 
 /* eval and predict without --data, from another directory: when cfg's data.dir (as the
  * checkpoint stored it, perhaps relative) is not there, the absolute path the checkpoint
@@ -60,6 +60,11 @@ int dt_run_save_checkpoints(const struct dt_config *cfg, const struct dt_model *
 /* Loads weights (and optimizer state when o != NULL) and the run position. */
 int dt_run_load_checkpoint(const char *path, struct dt_model *m, struct dt_optim *o,
                            struct dt_run_resume *meta);
+
+/* Before a resume reads any data: path is a whole safetensors file whose run step and
+ * optimizer step agree (every training step is one optimizer step); DT_EDATA naming the file
+ * and both numbers otherwise. The rank's load checks the optimizer.step tensor itself too. */
+int dt_run_check_resume(const char *path);
 
 /* The config text stored in a checkpoint's metadata (malloc'd). DT_EDATA when absent. */
 int dt_run_checkpoint_config(const char *path, char **text);
