@@ -306,6 +306,25 @@ warn = [float(l.split()[0]) for l in lines if "warning: restart 1 of 5" in l]
 err = [float(l.split()[0]) for l in lines if "not restarting again" in l]
 assert len(warn) == 1 and len(err) == 1 and err[0] - warn[0] >= 1.0, lines
 ' "$TMP/times"
+    # SIGTERM while the job waits to restart: stops there (143) with a stop event, no restart
+    rm -f "$TMP/pid" "$TMP/out"
+    unshare -m sh -c "mount -t tmpfs -o size=256k tmpfs '$TMP/full' && echo \$\$ >'$TMP/pid' &&
+        exec $DTRAIN train $CFG $(echo $COMMON) --set train.max_steps=6 \
+        --set checkpoint.every_steps=2 --max-restarts 5 --json --quiet \
+        --set checkpoint.dir='\"$TMP/full\"'" >"$TMP/out" 2>"$TMP/err" &
+    pid=$!
+    i=0
+    while ! grep -qs '"event":"restart"' "$TMP/out" && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+    kill -TERM "$(cat "$TMP/pid")" # dtrain itself (exec'd by the shell that wrote its pid)
+    wait $pid
+    RC=$?
+    expect_rc "SIGTERM between restarts: exit 143" 143
+    check "... a stop event, no second attempt" /usr/bin/python3 -c '
+import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1])]
+assert [e["event"] for e in ev] == ["start", "restart", "stop"], ev
+assert ev[-1]["reason"] == "SIGTERM" and ev[-1]["checkpoint"] is None, ev[-1]
+' "$TMP/out"
 fi
 
 # ---- the watchdog: ranks that make no progress outside any collective ----
