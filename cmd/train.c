@@ -11,9 +11,12 @@
  *   --instances N -> dist.instances, --threads T -> dist.threads, --json -> log.json,
  *   --quiet -> log.quiet, --log-every N -> log.every, --profile -> log.profile.
  */
+#include <ctype.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cmd/cli.h"
 #include "cmd/cmd.h"
@@ -22,6 +25,7 @@
 #include "train/loop.h"
 #include "train/plan.h"
 #include "train/rundir.h"
+#include "train/setup.h"
 #include "util/err.h"
 #include "util/log.h"
 
@@ -178,38 +182,117 @@ static int parse_args(struct train_args *a, int argc, char **argv)
     return 0;
 }
 
-/* --resume auto: the newest complete checkpoint of the run, or a fresh start, so a requeued
- * job script needs no edits. */
+/* --resume auto: the newest checkpoint of the run, or a fresh start, so a requeued job script
+ * needs no edits. With best.safetensors but no last.safetensors (a run killed before its first
+ * last.safetensors, or one deleted) the run continues from best, and says so: the steps after
+ * it are trained again, on the same trajectory. */
 static const char *resolve_resume_auto(const struct dt_config *cfg, char *path, size_t size)
 {
-    bool found;
-    dt_run_dir_resume_auto(cfg, path, size, &found);
-    if (!found)
-        dt_log_info("--resume auto: no checkpoint in %s yet, starting from step 0",
-                    cfg->checkpoint.dir);
-    return found ? path : NULL;
+    switch (dt_run_dir_resume_auto(cfg, path, size)) {
+    case DT_RESUME_LAST:
+        return path;
+    case DT_RESUME_BEST:
+        dt_log_warn("--resume auto: %s has no last.safetensors; resuming from %s (the steps "
+                    "after it are trained again)",
+                    cfg->checkpoint.dir, path);
+        return path;
+    case DT_RESUME_FRESH:
+        break;
+    }
+    dt_log_info("--resume auto: no checkpoint in %s yet, starting from step 0",
+                cfg->checkpoint.dir);
+    return NULL;
 }
 
-static int claim_checkpoint_dir(struct dt_config *cfg, const struct train_args *a, bool resume)
+/* Settles checkpoint.dir without touching the disk; dt_train_run creates it once the data has
+ * loaded. */
+static int choose_checkpoint_dir(struct dt_config *cfg, const struct train_args *a, bool resume,
+                                 bool *moved)
 {
     char before[1024];
     snprintf(before, sizeof before, "%s", cfg->checkpoint.dir);
     struct dt_run_dir_opts o = {.resume = resume, .overwrite = a->overwrite};
-    bool moved;
-    int stale;
-    int rc = dt_run_dir_claim(cfg, &o, &moved, &stale);
+    int rc = dt_run_dir_choose(cfg, &o, moved);
     if (rc)
         return rc;
-    if (moved)
+    if (*moved)
         dt_log_info("%s holds another run's checkpoints (--overwrite replaces them, --resume "
                     "auto continues it): this run writes to %s",
                     before, cfg->checkpoint.dir);
-    if (stale)
-        dt_log_info("%s: removed %d temp file%s of a checkpoint write that never finished",
-                    cfg->checkpoint.dir, stale, stale == 1 ? "" : "s");
     dt_log_info("checkpoints: %s/last.safetensors%s", cfg->checkpoint.dir,
                 cfg->checkpoint.best ? " and best.safetensors" : "");
     return 0;
+}
+
+/* A job across hosts needs the user's token (dist/backend.c asks for it when the ranks start);
+ * checked here, before anything is created or read, so the mistake costs a second. */
+static int check_job_token(const struct dt_job_plan *p, const struct dt_job_opts *o)
+{
+    bool tcp = p->backend == DT_BACKEND_TCP || p->backend == DT_BACKEND_HIER;
+    bool whole_job_here = !p->per_rank && p->local_n == p->world;
+    if (!tcp || p->env.local_key[0] || whole_job_here)
+        return 0;
+    if (o->token_file)
+        return access(o->token_file, R_OK) == 0
+                   ? 0
+                   : dt_fail(DT_EUSAGE, "--token-file %s: cannot read the job token: %s",
+                             o->token_file, strerror(errno));
+    const char *env = getenv("DTRAIN_TOKEN");
+    if (!env || !*env)
+        return dt_fail(DT_EUSAGE, "no job token: set DTRAIN_TOKEN or pass --token-file (every "
+                                  "host of a multi-host job needs the same token)");
+    return 0;
+}
+
+/* Appends s to out, single-quoted unless every character is one a shell leaves alone. */
+static void shell_word(FILE *out, const char *s)
+{
+    bool plain = *s != '\0';
+    for (const char *c = s; *c && plain; c++)
+        plain = isalnum((unsigned char)*c) || strchr("%+,-./:=@_", *c);
+    if (plain) {
+        fputs(s, out);
+        return;
+    }
+    fputc('\'', out);
+    for (const char *c = s; *c; c++)
+        fputs(*c == '\'' ? "'\\''" : (char[2]){*c, 0}, out);
+    fputc('\'', out);
+}
+
+/* The command line that continues this run after a stop (the `stop` event's "resume"): this
+ * one with --resume PATH in place of any --resume, and the checkpoint.dir it moved to. */
+static char *resume_command(int argc, char **argv, const struct dt_config *cfg, bool moved)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    if (!out)
+        return NULL;
+    shell_word(out, program_invocation_name);
+    for (int i = 0; i < argc; i++) {
+        /* --resume X, --resume=X, and the abbreviations getopt takes (--res X) */
+        const char *eq = strchr(argv[i], '=');
+        size_t n = eq ? (size_t)(eq - argv[i]) : strlen(argv[i]);
+        if (n >= 5 && n <= 8 && !strncmp(argv[i], "--resume", n)) {
+            i += !eq;
+            continue;
+        }
+        fputc(' ', out);
+        shell_word(out, argv[i]);
+    }
+    if (moved) {
+        char set[1100];
+        snprintf(set, sizeof set, "checkpoint.dir=%s", cfg->checkpoint.dir);
+        fputs(" --set ", out);
+        shell_word(out, set);
+    }
+    char path[1100];
+    snprintf(path, sizeof path, "%s/last.safetensors", cfg->checkpoint.dir);
+    fputs(" --resume ", out);
+    shell_word(out, path);
+    fclose(out);
+    return text;
 }
 
 static int run_train(int argc, char **argv)
@@ -219,6 +302,7 @@ static int run_train(int argc, char **argv)
     dt_job_opts_init(&a.job);
     struct dt_config cfg;
     memset(&cfg, 0, sizeof cfg);
+    char *resume_cmd = NULL;
     int rc = parse_args(&a, argc, argv);
     if (rc || a.common.help || a.config_reference) {
         if (!rc && a.common.help)
@@ -247,17 +331,28 @@ static int run_train(int argc, char **argv)
         rc = dt_dry_run(&cfg, &plan, a.common.json);
         goto out;
     }
+    if ((rc = check_job_token(&plan, &a.job)))
+        goto out;
     char resume_path[1100];
     const char *resume = a.resume;
     if (resume && !strcmp(resume, "auto"))
         resume = resolve_resume_auto(&cfg, resume_path, sizeof resume_path);
-    /* Only the process of global rank 0 writes checkpoints, so it alone settles where. */
-    if (plan.rank_base == 0 && (rc = claim_checkpoint_dir(&cfg, &a, resume != NULL)))
+    if (resume && (rc = dt_run_check_resume(resume)))
         goto out;
-    struct dt_train_options opt = {
-        .resume = resume, .job = a.job, .plan = &plan, .max_restarts = a.max_restarts};
+    /* Only the process of global rank 0 writes checkpoints, so it alone settles where. */
+    bool leader = plan.rank_base == 0, moved = false;
+    if (leader && (rc = choose_checkpoint_dir(&cfg, &a, resume != NULL, &moved)))
+        goto out;
+    resume_cmd = resume_command(argc, argv, &cfg, moved); /* argv[0]: "train" */
+    struct dt_train_options opt = {.resume = resume,
+                                   .job = a.job,
+                                   .plan = &plan,
+                                   .max_restarts = a.max_restarts,
+                                   .create_dir = leader,
+                                   .resume_command = resume_cmd};
     rc = dt_train_run(&cfg, &opt);
 out:
+    free(resume_cmd);
     dt_config_free(&cfg);
     dt_cli_sets_free(&a.sets);
     dt_cli_sets_free(&a.flags);
@@ -290,11 +385,13 @@ const struct dt_command dt_cmd_train = {
         "      --profile        print per-layer forward/backward times at the end\n"
         "                       (sets log.profile)\n"
         "      --resume PATH    continue from the checkpoint PATH (same trajectory as an\n"
-        "                       uninterrupted run); auto = checkpoint.dir's last.safetensors\n"
-        "                       when there is one, else a fresh start (requeued jobs)\n"
+        "                       uninterrupted run); auto = checkpoint.dir's last.safetensors,\n"
+        "                       else its best.safetensors (with a warning), else a fresh start\n"
+        "                       (requeued jobs)\n"
         "      --max-restarts N when a rank dies or a collective fails, stop every rank and\n"
         "                       start again from the newest last.safetensors, up to N times\n"
-        "                       (torchrun's --max-restarts; default 0)\n"
+        "                       (torchrun's --max-restarts; default 0), waiting 1, 2, 4, ...\n"
+        "                       30 s before each; a failure that repeats is not restarted\n"
         "      --overwrite      replace the checkpoints of another run in checkpoint.dir\n"
         "                       (without it a derived runs/NAME moves on to runs/NAME-2, and\n"
         "                       a checkpoint.dir you named is refused)\n"

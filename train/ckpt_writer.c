@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "train/rundir.h"
 #include "util/err.h"
 #include "util/fileio.h"
 
@@ -55,7 +56,12 @@ static void *writer_main(void *arg)
         w->busy = true;
         pthread_mutex_unlock(&w->mu);
         /* the error text is per thread (util/err.c): copied out under the lock below */
-        int rc = dt_write_file_atomic(job->path, job->bytes, job->len);
+        /* under a temp name that says whose it is: train/rundir.h's sweep removes it if
+         * this process dies mid-write, and nothing it did not write */
+        char tmp[4200];
+        int rc = dt_run_dir_temp_path(job->path, tmp, sizeof tmp);
+        if (rc == 0)
+            rc = dt_write_file_atomic_as(job->path, tmp, job->bytes, job->len);
         pthread_mutex_lock(&w->mu);
         if (rc && !w->err_code) {
             w->err_code = dt_exit_code(rc);

@@ -1477,8 +1477,11 @@ int dt_config_load(struct dt_config *cfg, const char *path, const char *const *o
     size_t len;
     memset(cfg, 0, sizeof *cfg);
     int rc = dt_read_file(path, &text, &len);
-    if (rc)
-        return rc;
+    if (rc) { /* the file is part of the command line: a usage error, not a data one */
+        char why[600];
+        snprintf(why, sizeof why, "%s", dt_last_error());
+        return dt_fail(DT_EUSAGE, "%s", why);
+    }
     if (strlen(text) != len) {
         free(text);
         return dt_fail(DT_EUSAGE, "%s: not a text file (it contains a NUL byte)", path);

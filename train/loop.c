@@ -30,6 +30,8 @@
 #include "train/evaluate.h"
 #include "train/progress.h"
 #include "train/ranks.h"
+#include "train/restart.h"
+#include "train/rundir.h"
 #include "train/setup.h"
 #include "data/batch.h"
 #include "data/sampler.h"
@@ -363,6 +365,24 @@ struct loop {
     struct dt_ckpt_writer writer; /* rank 0's checkpoint files, written in the background */
 };
 
+/* Where a resumed run stands, in the epoch lines' numbering (epoch E/N counts from 1, its
+ * step S/M is the steps of it done). */
+static void log_resume_position(const struct loop *lp)
+{
+    int epochs = lp->run->cfg->train.epochs;
+    long long spe = lp->steps_per_epoch > 0 ? lp->steps_per_epoch : 1;
+    long long epoch = lp->step / spe, in_epoch = lp->step % spe;
+    const char *from = lp->run->opt->resume;
+    if (lp->step >= lp->total_steps)
+        dt_log_info("resuming from %s at step %lld: the end of the run", from, lp->step);
+    else if (in_epoch == 0)
+        dt_log_info("resuming from %s at step %lld: the start of epoch %lld/%d", from, lp->step,
+                    epoch + 1, epochs);
+    else
+        dt_log_info("resuming from %s at step %lld: epoch %lld/%d step %lld/%lld", from, lp->step,
+                    epoch + 1, epochs, in_epoch, spe);
+}
+
 /* --resume: weights, optimizer state and position from the checkpoint. A finished run resumed
  * again (a re-queued job, say) trains nothing, and reports the checkpoint's figures. */
 static int resume(struct loop *lp)
@@ -388,8 +408,7 @@ static int resume(struct loop *lp)
     if (r.has_best && r.best_on_val == lp->best.on_val)
         lp->best = (struct dt_best){.on_val = r.best_on_val, .any = true, .score = r.best_score};
     if (lp->leader && !lp->quiet)
-        dt_log_info("resuming from %s at step %lld (epoch %lld)", run->opt->resume, lp->step,
-                    lp->steps_per_epoch ? lp->step / lp->steps_per_epoch : 0);
+        log_resume_position(lp);
     if (lp->step < lp->total_steps)
         return 0;
     if (lp->leader && !lp->quiet)
@@ -577,17 +596,47 @@ static int end_epoch(struct loop *lp, int epoch, long long first, double epoch_s
     return report_epoch(lp, epoch, train_seconds);
 }
 
+/* --json: a stopped run's `stop` event, the last line on stdout: why, the step of the
+ * checkpoint it continues from (null when there is none), and the command that continues it. */
+static void emit_stop_json(const char *reason, long long step, const char *checkpoint,
+                           const char *resume_command)
+{
+    struct dt_json_writer w;
+    dt_jw_begin(&w, "stop");
+    dt_jw_str(&w, "reason", reason);
+    if (step >= 0)
+        dt_jw_int(&w, "step", step);
+    else
+        dt_jw_raw(&w, "step", "null");
+    if (checkpoint)
+        dt_jw_str(&w, "checkpoint", checkpoint);
+    else
+        dt_jw_raw(&w, "checkpoint", "null");
+    if (checkpoint && resume_command)
+        dt_jw_str(&w, "resume", resume_command);
+    else
+        dt_jw_raw(&w, "resume", "null");
+    dt_jw_end(&w, stdout);
+}
+
 /* The one line a stopped run prints: where it stopped and how to go on. Every rank stopped
  * after the same step, where rank 0 wrote last.safetensors. */
 static int report_stop(struct loop *lp)
 {
     const char *name = lp->stop == SIGINT ? "SIGINT" : lp->stop == SIGTERM ? "SIGTERM" : "SIGUSR1";
+    const struct dt_config *cfg = lp->run->cfg;
     if (lp->leader) {
         dt_progress_clear(&lp->progress);
         if (!lp->quiet)
             dt_log_info("stopped by %s at step %lld; continue from step %lld with --resume "
                         "%s/last.safetensors (or --resume auto)",
-                        name, lp->step, lp->saved_step, lp->run->cfg->checkpoint.dir);
+                        name, lp->step, lp->saved_step, cfg->checkpoint.dir);
+        if (cfg->log.json) {
+            char path[1100];
+            snprintf(path, sizeof path, "%s/last.safetensors", cfg->checkpoint.dir);
+            emit_stop_json(name, lp->step, lp->saved_step >= 0 ? path : NULL,
+                           lp->run->opt->resume_command);
+        }
     }
     return lp->stop == SIGINT ? -DT_EINTR : -DT_ETERM;
 }
@@ -715,7 +764,8 @@ out:;
     return rc ? rc : wrc;
 }
 
-static void emit_restart_json(int restart, int max, const char *reason, const char *resume)
+static void emit_restart_json(int restart, int max, const char *reason, const char *resume,
+                              double delay)
 {
     struct dt_json_writer w;
     dt_jw_begin(&w, "restart");
@@ -726,19 +776,61 @@ static void emit_restart_json(int restart, int max, const char *reason, const ch
         dt_jw_str(&w, "resume", resume);
     else
         dt_jw_raw(&w, "resume", "null");
+    dt_jw_num(&w, "delay_s", delay);
     dt_jw_end(&w, stdout);
+}
+
+/* A signal while the job waits to restart stops it there: no rank runs, so the checkpoint to
+ * continue from is whatever last.safetensors holds. */
+static int stopped_between_restarts(const struct run *run, const char *last)
+{
+    const struct dt_config *cfg = run->cfg;
+    int sig = stop_signal == SIGINT ? SIGINT : SIGTERM;
+    const char *name = sig == SIGINT ? "SIGINT" : stop_signal == SIGTERM ? "SIGTERM" : "SIGUSR1";
+    bool have = access(last, R_OK) == 0;
+    long long step = -1;
+    struct dt_checkpoint_meta meta = {0};
+    if (have && dt_checkpoint_read_meta(last, &meta) == 0) {
+        const char *v = dt_checkpoint_meta_get(&meta, "step");
+        step = v ? strtoll(v, NULL, 10) : -1;
+    }
+    dt_checkpoint_meta_free(&meta);
+    dt_clear_error();
+    if (!cfg->log.quiet)
+        dt_log_info("stopped by %s while waiting to restart; %s", name,
+                    have ? "continue with --resume auto (or the stop event's command)"
+                         : "no checkpoint was written yet");
+    if (cfg->log.json)
+        emit_stop_json(name, step, have ? last : NULL, run->opt->resume_command);
+    return sig == SIGINT ? -DT_EINTR : -DT_ETERM;
+}
+
+/* Sleeps `seconds` unless a stop signal comes first (true then). SIGUSR1 with on_usr1 =
+ * "continue" asks for a checkpoint, and with no rank running there is none to write. */
+static bool wait_to_restart(const struct dt_config *cfg, double seconds)
+{
+    for (double end = dt_now() + seconds; dt_now() < end;) {
+        if (stop_signal == SIGUSR1 && !strcmp(cfg->checkpoint.on_usr1, "continue"))
+            stop_signal = 0;
+        if (stop_signal)
+            return true;
+        usleep(20000);
+    }
+    return stop_signal != 0;
 }
 
 /* torchrun's --max-restarts: when a rank dies or a collective fails (a runtime failure; not a
  * signal, a config or a data error), every rank has been stopped; start the job again from the
- * newest last.safetensors (or from step 0), up to max_restarts times. Across hosts each host
- * restarts its own ranks and the rendezvous runs again. */
+ * newest last.safetensors (or from where it started), up to max_restarts times, after
+ * dt_restart_delay seconds (1, 2, 4, ... 30), and not again when the failure is the one the
+ * last restart ran into (train/restart.h). Across hosts each host restarts its own ranks and
+ * the rendezvous runs again. */
 static int run_with_restarts(struct run *run)
 {
     const struct dt_config *cfg = run->cfg;
     const struct dt_train_options *opt = run->opt;
     struct dt_train_options again = *opt;
-    char last[1100];
+    char last[1100], before[512] = "";
     snprintf(last, sizeof last, "%s/last.safetensors", cfg->checkpoint.dir);
     for (int restart = 0;; restart++) {
         if (run->shared) /* a fresh start must find zeroed optimizer state, as mmap gave it */
@@ -749,14 +841,65 @@ static int run_with_restarts(struct run *run)
             return rc;
         char reason[512];
         snprintf(reason, sizeof reason, "%s", dt_last_error());
+        if (restart > 0 && dt_restart_same_failure(reason, before))
+            return dt_fail(DT_ERUNTIME,
+                           "%s; the same failure again after restart %d of %d: not restarting "
+                           "again",
+                           reason, restart, opt->max_restarts);
+        snprintf(before, sizeof before, "%s", reason);
         again.resume = access(last, R_OK) == 0 ? last : opt->resume;
-        dt_log_warn("restart %d of %d after: %s; resuming from %s", restart + 1, opt->max_restarts,
-                    reason, again.resume ? again.resume : "step 0");
+        double delay = dt_restart_delay(restart + 1);
+        dt_log_warn("restart %d of %d after: %s; resuming from %s in %g s", restart + 1,
+                    opt->max_restarts, reason, again.resume ? again.resume : "step 0", delay);
         if (cfg->log.json)
-            emit_restart_json(restart + 1, opt->max_restarts, reason, again.resume);
+            emit_restart_json(restart + 1, opt->max_restarts, reason, again.resume, delay);
         dt_clear_error();
+        if (wait_to_restart(cfg, delay))
+            return stopped_between_restarts(run, last);
+        int stale = opt->create_dir ? dt_run_dir_sweep(cfg->checkpoint.dir) : 0;
+        if (stale)
+            dt_log_info("%s: removed %d temp file%s of the failed job's checkpoint write",
+                        cfg->checkpoint.dir, stale, stale == 1 ? "" : "s");
         run->opt = &again;
     }
+}
+
+/* --json: what the run is, before its first step: where it writes, what it reads, its shape. */
+static void emit_start_json(const struct run *run)
+{
+    const struct dt_config *cfg = run->cfg;
+    const struct dt_job_plan *p = run->opt->plan;
+    struct dt_json_writer w;
+    dt_jw_begin(&w, "start");
+    dt_jw_str(&w, "config", cfg->path);
+    dt_jw_str(&w, "checkpoint_dir", cfg->checkpoint.dir);
+    if (run->opt->resume)
+        dt_jw_str(&w, "resume", run->opt->resume);
+    else
+        dt_jw_raw(&w, "resume", "null");
+    dt_jw_int(&w, "train_samples", (long long)run->data->train.n);
+    dt_jw_int(&w, "val_samples", (long long)run->data->val.n);
+    dt_jw_int(&w, "test_samples", (long long)run->data->test.n);
+    dt_jw_int(&w, "classes", run->data->train.classes);
+    dt_jw_int(&w, "hosts", p->env.nodes);
+    dt_jw_int(&w, "instances", p->world);
+    dt_jw_int(&w, "threads", cfg->dist.threads);
+    dt_jw_str(&w, "backend", dt_backend_name(p->backend));
+    dt_jw_int(&w, "epochs", cfg->train.epochs);
+    dt_jw_str(&w, "precision", "fp32");
+    dt_jw_end(&w, stdout);
+}
+
+/* The leader's checkpoint.dir, made now that the data has loaded: a run that fails on its data
+ * leaves no empty directory behind. */
+static int create_run_dir(const struct dt_config *cfg, char *made, size_t made_size)
+{
+    int stale;
+    int rc = dt_run_dir_create(cfg, &stale, made, made_size);
+    if (rc == 0 && stale)
+        dt_log_info("%s: removed %d temp file%s of a checkpoint write that never finished",
+                    cfg->checkpoint.dir, stale, stale == 1 ? "" : "s");
+    return rc;
 }
 
 int dt_train_run(const struct dt_config *cfg, const struct dt_train_options *opt)
@@ -767,14 +910,19 @@ int dt_train_run(const struct dt_config *cfg, const struct dt_train_options *opt
     if (rc)
         return rc;
     /* Before any batch-sized buffer is allocated (or a rank forked): the whole run at its real
-     * per-rank batch against the memory available, as the dry run reports it. */
+     * per-rank batch against the memory available, as the dry run reports it. Then the run
+     * directory, only now that the data has loaded and the run fits. */
     struct dt_run_memory mem;
+    char made[1024] = "";
     if ((rc = dt_run_memory(cfg, opt->plan, &data.train, &mem)) ||
-        (rc = dt_run_check_memory(cfg, &mem))) {
+        (rc = dt_run_check_memory(cfg, &mem)) ||
+        (opt->create_dir && (rc = create_run_dir(cfg, made, sizeof made)))) {
         dt_data_free(&data);
         return rc;
     }
     struct run run = {cfg, opt, &data, NULL, 0, dt_run_class_names_json(&data.train)};
+    if (cfg->log.json && opt->plan->rank_base == 0)
+        emit_start_json(&run);
     if (dt_job_plan_shares_memory(opt->plan)) {
         if ((rc = shared_weights_size(&run, &run.shared_floats))) {
             free(run.class_names);
@@ -799,6 +947,8 @@ int dt_train_run(const struct dt_config *cfg, const struct dt_train_options *opt
     sigaction(SIGTERM, &sa, &old_term);
     sigaction(SIGUSR1, &sa, &old_usr1);
     rc = run_with_restarts(&run);
+    if (rc) /* failed before its first checkpoint: no empty run directory left behind */
+        dt_run_dir_remove_if_empty(cfg->checkpoint.dir, made);
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
     sigaction(SIGUSR1, &old_usr1, NULL);

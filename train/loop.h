@@ -10,10 +10,14 @@
 
 /* What `train` needs besides the config (the config's log.* keys hold the output options). */
 struct dt_train_options {
-    const char *resume;            /* checkpoint to continue from, or NULL */
-    struct dt_job_opts job;        /* multi-host flags, --verbose */
+    const char *resume;             /* checkpoint to continue from, or NULL */
+    struct dt_job_opts job;         /* multi-host flags, --verbose */
     const struct dt_job_plan *plan; /* made from cfg and job by dt_job_plan_make */
     int max_restarts;               /* restart a failed job this many times (torchrun's) */
+    bool create_dir;                /* this process writes checkpoints: create checkpoint.dir
+                                       (chosen by dt_run_dir_choose) once the data has loaded */
+    const char *resume_command;     /* the command line that continues the run, for the
+                                       `stop` event; NULL leaves it out */
 };
 
 int dt_train_run(const struct dt_config *cfg, const struct dt_train_options *opt);

@@ -33,8 +33,9 @@ static int missing_data(const struct dt_config *cfg, int rc)
     snprintf(msg, sizeof msg, "%s", dt_last_error());
     snprintf(dir, sizeof dir, "%s/%s", dt_data_root(), reg->name);
     bool default_dir = strcmp(dir, cfg->data.dir) == 0;
-    return dt_fail(DT_EDATA, "%s; `dtrain fetch %s%s%s` gets it, or point data.dir (eval: --data "
-                             "DIR) at a copy",
+    return dt_fail(DT_EDATA,
+                   "%s; `dtrain fetch %s%s%s` gets it, or point data.dir (eval: --data "
+                   "DIR) at a copy",
                    msg, reg->name, default_dir ? "" : " --dir ", default_dir ? "" : cfg->data.dir);
 }
 
@@ -69,8 +70,8 @@ static int load_folder(const struct dt_config *cfg, struct dt_data *data)
     if (rc)
         return rc;
     if (cfg->data.classes && data->train.classes != cfg->data.classes) {
-        rc = dt_fail(DT_EDATA, "%s/train: %d class folders, data.classes says %d",
-                     cfg->data.dir, data->train.classes, cfg->data.classes);
+        rc = dt_fail(DT_EDATA, "%s/train: %d class folders, data.classes says %d", cfg->data.dir,
+                     data->train.classes, cfg->data.classes);
         dt_data_free(data);
         return rc;
     }
@@ -78,8 +79,8 @@ static int load_folder(const struct dt_config *cfg, struct dt_data *data)
     for (int s = 0; s < 3; s++)
         if (splits[s]->skipped)
             dt_log_warn("skipped %zu bad image%s in %s (data.skip_bad); first: %s",
-                        splits[s]->skipped, splits[s]->skipped == 1 ? "" : "s",
-                        splits[s]->source, splits[s]->first_bad);
+                        splits[s]->skipped, splits[s]->skipped == 1 ? "" : "s", splits[s]->source,
+                        splits[s]->first_bad);
     return 0;
 }
 
@@ -466,16 +467,18 @@ static int save_one(const char *path, const struct dt_config *cfg, const struct 
     rc = rc ? rc : dt_checkpoint_meta_setf(&meta, "seed", "%lld", cfg->train.seed);
     rc = rc ? rc : dt_checkpoint_meta_setf(&meta, "best_accuracy", "%.17g", r->best_accuracy);
     if (r->has_best) {
-        rc = rc ? rc : dt_checkpoint_meta_set(&meta, "best_on",
-                                              r->best_on_val ? "val_accuracy" : "train_loss");
+        rc = rc ? rc
+                : dt_checkpoint_meta_set(&meta, "best_on",
+                                         r->best_on_val ? "val_accuracy" : "train_loss");
         rc = rc ? rc : dt_checkpoint_meta_setf(&meta, "best_score", "%.17g", r->best_score);
     }
     rc = rc ? rc : dt_checkpoint_meta_setf(&meta, "test_accuracy", "%.17g", r->test_accuracy);
     rc = rc ? rc : dt_checkpoint_meta_setf(&meta, "test_loss", "%.17g", r->test_loss);
     rc = rc ? rc : dt_checkpoint_meta_setf(&meta, "instances", "%d", cfg->dist.instances);
     /* What `predict` needs to use the model without the training data. */
-    rc = rc ? rc : dt_checkpoint_meta_setf(&meta, "input", "%dx%dx%d", m->input.c, m->input.h,
-                                          m->input.w);
+    rc = rc ? rc
+            : dt_checkpoint_meta_setf(&meta, "input", "%dx%dx%d", m->input.c, m->input.h,
+                                      m->input.w);
     if (!rc && r->class_names)
         rc = dt_checkpoint_meta_set(&meta, "class_names", r->class_names);
     /* Where the data was, absolute, so eval finds it from any directory. */
@@ -529,8 +532,8 @@ static int meta_count(const char *path, const struct dt_checkpoint_meta *meta, c
     errno = 0;
     long long n = v ? strtoll(v, &end, 10) : 0;
     if (v && (errno || end == v || *end || n < 0 || n > 1000000000000000LL))
-        return dt_fail(DT_EDATA, "%s: metadata %s is \"%.40s\", not a count from 0 to 1e15",
-                       path, key, v);
+        return dt_fail(DT_EDATA, "%s: metadata %s is \"%.40s\", not a count from 0 to 1e15", path,
+                       key, v);
     *out = n;
     return 0;
 }
@@ -544,6 +547,14 @@ int dt_run_load_checkpoint(const char *path, struct dt_model *m, struct dt_optim
         rc = meta_count(path, &meta, "step", &r->step);
         if (rc == 0)
             rc = meta_count(path, &meta, "epoch", &r->epoch);
+        /* Every training step is one optimizer step: a file where they differ (edited, or
+         * put together from two runs) would resume a trajectory that never existed. */
+        if (rc == 0 && o && dt_optim_steps(o) != (uint64_t)r->step)
+            rc = dt_fail(DT_EDATA,
+                         "%s: metadata step %lld but the optimizer has taken %llu steps "
+                         "(tensor optimizer.step): not a checkpoint a run wrote; cannot resume "
+                         "from it",
+                         path, r->step, (unsigned long long)dt_optim_steps(o));
         r->best_accuracy = meta_number(&meta, "best_accuracy");
         r->test_accuracy = meta_number(&meta, "test_accuracy");
         r->test_loss = meta_number(&meta, "test_loss");
@@ -553,6 +564,26 @@ int dt_run_load_checkpoint(const char *path, struct dt_model *m, struct dt_optim
         r->has_best = on && dt_checkpoint_meta_get(&meta, "best_score") && isfinite(r->best_score);
         r->best_on_val = on && !strcmp(on, "val_accuracy");
     }
+    dt_checkpoint_meta_free(&meta);
+    return rc;
+}
+
+int dt_run_check_resume(const char *path)
+{
+    struct dt_checkpoint_meta meta = {0};
+    int rc = dt_checkpoint_read_meta(path, &meta);
+    long long step = 0, optim_step = 0;
+    if (rc == 0)
+        rc = meta_count(path, &meta, "step", &step);
+    if (rc == 0 && dt_checkpoint_meta_get(&meta, "optimizer_step"))
+        rc = meta_count(path, &meta, "optimizer_step", &optim_step);
+    else if (rc == 0)
+        optim_step = step; /* the rank's load names the missing optimizer state */
+    if (rc == 0 && step != optim_step)
+        rc = dt_fail(DT_EDATA,
+                     "%s: metadata step %lld but optimizer_step %lld: not a checkpoint a run "
+                     "wrote; cannot resume from it",
+                     path, step, optim_step);
     dt_checkpoint_meta_free(&meta);
     return rc;
 }
@@ -587,8 +618,9 @@ int dt_run_config_for_checkpoint(struct dt_config *cfg, const char *checkpoint,
             line++;
         if (!strncmp(line, "@include", 8)) {
             free(text);
-            return dt_fail(DT_EDATA, "%s: the stored config has an @include; a checkpoint's "
-                                     "config must be self-contained (pass --config)",
+            return dt_fail(DT_EDATA,
+                           "%s: the stored config has an @include; a checkpoint's "
+                           "config must be self-contained (pass --config)",
                            checkpoint);
         }
     }

@@ -95,6 +95,11 @@ int dt_run_save_checkpoints(const struct dt_config *cfg, const struct dt_model *
 int dt_run_load_checkpoint(const char *path, struct dt_model *m, struct dt_optim *o,
                            struct dt_run_resume *meta);
 
+/* Before a resume reads any data: path is a whole safetensors file whose run step and
+ * optimizer step agree (every training step is one optimizer step); DT_EDATA naming the file
+ * and both numbers otherwise. The rank's load checks the optimizer.step tensor itself too. */
+int dt_run_check_resume(const char *path);
+
 /* The config text stored in a checkpoint's metadata (malloc'd). DT_EDATA when absent. */
 int dt_run_checkpoint_config(const char *path, char **text);
 

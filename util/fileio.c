@@ -5,6 +5,7 @@
 #include <libgen.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -65,13 +66,25 @@ int dt_mkdir_p(const char *dir)
 
 int dt_atomic_open(struct dt_atomic_file *af, const char *path)
 {
+    char tmp[sizeof af->tmp_path];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    return dt_atomic_open_as(af, path, tmp);
+}
+
+int dt_atomic_open_as(struct dt_atomic_file *af, const char *path, const char *tmp_path)
+{
     memset(af, 0, sizeof *af);
-    if (snprintf(af->path, sizeof af->path, "%s", path) >= (int)sizeof af->path)
+    if (snprintf(af->path, sizeof af->path, "%s", path) >= (int)sizeof af->path ||
+        snprintf(af->tmp_path, sizeof af->tmp_path, "%s", tmp_path) >= (int)sizeof af->tmp_path)
         return dt_fail(DT_ERUNTIME, "%s: path too long", path);
-    snprintf(af->tmp_path, sizeof af->tmp_path, "%s.tmp.%ld", path, (long)getpid());
     int fd = open(af->tmp_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
-        return dt_fail(DT_ERUNTIME, "%s: cannot create: %s", af->tmp_path, strerror(errno));
+        return dt_fail(DT_ERUNTIME, "%s: cannot create its temp file %s: %s", af->path,
+                       af->tmp_path, strerror(errno));
+    /* Held until the file is closed: a sweep of stale temp files that can take this lock knows
+     * the writer is gone (the kernel drops it with the process). Best effort: a filesystem
+     * without locks still gets its file. */
+    (void)flock(fd, LOCK_EX | LOCK_NB);
     af->f = fdopen(fd, "wb");
     if (!af->f) {
         close(fd);
@@ -124,8 +137,13 @@ void dt_atomic_abort(struct dt_atomic_file *af)
 
 int dt_write_file_atomic(const char *path, const void *data, size_t len)
 {
+    return dt_write_file_atomic_as(path, NULL, data, len);
+}
+
+int dt_write_file_atomic_as(const char *path, const char *tmp_path, const void *data, size_t len)
+{
     struct dt_atomic_file af;
-    int rc = dt_atomic_open(&af, path);
+    int rc = tmp_path ? dt_atomic_open_as(&af, path, tmp_path) : dt_atomic_open(&af, path);
     if (rc)
         return rc;
     if (len && fwrite(data, 1, len, af.f) != len) {

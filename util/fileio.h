@@ -21,11 +21,16 @@ int dt_read_file(const char *path, char **data, size_t *len);
 int dt_mkdir_p(const char *dir);
 
 int dt_atomic_open(struct dt_atomic_file *af, const char *path);
+/* The same under the caller's temp name (same directory as path, for the rename). The temp
+ * file is flock()ed LOCK_EX until commit or abort closes it (train/rundir.h's sweep tests it). */
+int dt_atomic_open_as(struct dt_atomic_file *af, const char *path, const char *tmp_path);
 /* Flushes, fsyncs, renames into place. On failure the temp file is removed. */
 int dt_atomic_commit(struct dt_atomic_file *af);
 /* Discards the temp file (on any error path before commit). Safe to call twice. */
 void dt_atomic_abort(struct dt_atomic_file *af);
 /* Convenience: write one buffer atomically. */
 int dt_write_file_atomic(const char *path, const void *data, size_t len);
+/* ... under tmp_path (NULL: "<path>.tmp.<pid>"). */
+int dt_write_file_atomic_as(const char *path, const char *tmp_path, const void *data, size_t len);
 
 #endif

@@ -37,18 +37,19 @@ o = json.loads(lines[-1])
 assert o["event"] == "error" and o["exit_code"] == int(sys.argv[2]) and o["message"], o
 ' "$TMP/out" "$2"
 }
-run "$DTRAIN" train configs/fashion-convnet.cfg --json --set data.dir='"/nonexistent"'
+# (checkpoint.dir under $TMP: no test writes runs/ into the source tree)
+run "$DTRAIN" train configs/fashion-convnet.cfg --json --set data.dir='"/nonexistent"' --set checkpoint.dir="$TMP/ck"
 expect_rc "train --json, missing data exits 3" 3
 json_error "train --json, missing data" 3
 expect_err "the error still goes to stderr" "file not found"
 expect_err "missing data: says how to get it" "file not found; \`dtrain fetch fashion-mnist --dir /nonexistent\` gets it, or point data.dir \(eval: --data DIR\) at a copy$"
-run "$DTRAIN" train configs/fashion-convnet.cfg --json --set train.epochs=-1
+run "$DTRAIN" train configs/fashion-convnet.cfg --json --set train.epochs=-1 --set checkpoint.dir="$TMP/ck"
 json_error "train --json, bad config value" 2
 run "$DTRAIN" eval /nonexistent.safetensors --json
 json_error "eval --json, missing checkpoint" 3
 run "$DTRAIN" bench configs/fashion-convnet.cfg --json --grid 2y2
 json_error "bench --json, bad grid" 2
-run "$DTRAIN" train configs/fashion-convnet.cfg --set data.dir='"/nonexistent"'
+run "$DTRAIN" train configs/fashion-convnet.cfg --set data.dir='"/nonexistent"' --set checkpoint.dir="$TMP/ck"
 check "without --json stdout stays empty" test ! -s "$TMP/out"
 
 finish

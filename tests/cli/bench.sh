@@ -106,7 +106,7 @@ expect_err "bad --grid named" "--grid: '2y2' is not a list"
 run "$DTRAIN" bench $CFG --steps 5 --epochs 1
 expect_rc "--steps with --epochs exits 2" 2
 run "$DTRAIN" bench "$TMP/none.cfg"
-expect_rc "missing config exits 3 before any run" 3
+expect_rc "missing config exits 2 (usage) before any run" 2
 if grep -q 'bench \[1/' "$TMP/err"; then fail "missing config: no run started" "$ERR"; else
     pass "missing config: no run started"; fi
 run "$DTRAIN" bench $CFG --set data.dir="$DATA" --set train.nonsense=1
@@ -230,7 +230,7 @@ expect_rc "a malformed DTRAIN_SOCKET_BUFFER exits 2" 2
 expect_err "a malformed DTRAIN_SOCKET_BUFFER: names the variable and the value" \
     "DTRAIN_SOCKET_BUFFER: expected a size.*got '12X'"
 DTRAIN_SOCKET_BUFFER=2G run "$DTRAIN" train configs/fashion-convnet.cfg --instances 2 --backend tcp \
-    --set data.dir=/usr/share/datasets/fashion-mnist
+    --set data.dir=/usr/share/datasets/fashion-mnist --set checkpoint.dir="$TMP/ck_sockbuf"
 expect_rc "train: DTRAIN_SOCKET_BUFFER above 1G exits 2" 2
 
 run "$DTRAIN" bench allreduce --backend hier --instances 3 --nodes 2

@@ -165,7 +165,7 @@ expect_err "no config named" "no config file given"
 run "$DTRAIN" train "$TMP/good.cfg" "$TMP/good.cfg"
 expect_rc "two configs exit 2" 2
 run "$DTRAIN" train "$TMP/missing.cfg"
-expect_rc "missing config file exits 3" 3
+expect_rc "missing config file exits 2 (usage)" 2
 expect_err "missing config file named" "missing.cfg"
 run "$DTRAIN" train --help
 expect_rc "train --help exits 0" 0

@@ -76,6 +76,34 @@ signal_then_resume "SIGUSR1 (on_usr1 = stop)" USR1 143 "$TMP/u1" --instances 2
 same "SIGUSR1 + resume gives the uninterrupted weights" "$TMP/full2/last.safetensors" \
     "$TMP/u1/last.safetensors"
 
+# --json --quiet: stdout alone tells a script what happened: a `start` event first, and on
+# SIGTERM a `stop` event whose command line continues the run to the uninterrupted weights.
+"$DTRAIN" train "$CFG" $COMMON $LONG --instances 2 --set checkpoint.dir="$TMP/js" --json --quiet \
+    >"$TMP/js.out" 2>"$TMP/js.err" &
+pid=$!
+i=0
+while [ ! -s "$TMP/js/last.safetensors" ] && [ $i -lt 300 ]; do sleep 0.05; i=$((i + 1)); done
+kill -TERM $pid
+wait $pid
+RC=$?
+expect_rc "--json --quiet, SIGTERM: exit 143" 143
+check "--json --quiet: start and stop events on stdout" /usr/bin/python3 -c '
+import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1])]
+s, e = ev[0], ev[-1]
+assert s["event"] == "start" and s["checkpoint_dir"] == sys.argv[2] and s["resume"] is None, s
+assert (s["train_samples"], s["val_samples"], s["test_samples"]) == (256, 0, 64), s
+assert (s["hosts"], s["instances"], s["threads"], s["precision"]) == (1, 2, 1, "fp32"), s
+assert e["event"] == "stop" and e["reason"] == "SIGTERM", e
+assert e["checkpoint"] == sys.argv[2] + "/last.safetensors" and e["step"] > 0, e
+assert "--resume " + sys.argv[2] + "/last.safetensors" in e["resume"], e
+open(sys.argv[3], "w").write(e["resume"] + "\n" + str(e["step"]) + "\n")
+' "$TMP/js.out" "$TMP/js" "$TMP/js.cmd"
+check "stop event: its step is the checkpoint's" test "$(step_of "$TMP/js/last.safetensors")" = "$(sed -n 2p "$TMP/js.cmd")"
+run sh -c "$(head -n 1 "$TMP/js.cmd")"
+expect_rc "the stop event's command line continues the run" 0
+same "... to the uninterrupted weights" "$TMP/full2/last.safetensors" "$TMP/js/last.safetensors"
+
 # --max-restarts: kill -9 of a rank mid-run; the job stops every rank, restarts from the newest
 # last.safetensors (every 5 steps here) and ends with the uninterrupted run's weights.
 "$DTRAIN" train "$CFG" $COMMON $LONG --instances 2 --set checkpoint.dir="$TMP/mr" \
@@ -115,6 +143,55 @@ run "$DTRAIN" train "$CFG" $COMMON --set train.max_steps=2 --set checkpoint.dir=
     --resume auto
 expect_rc "--resume auto with no checkpoint: exit 0" 0
 expect_err "--resume auto with no checkpoint: says it starts fresh" "no checkpoint in $TMP/fresh yet, starting from step 0"
+
+# --resume auto with best.safetensors but no last.safetensors (a run killed before its first
+# last.safetensors, or it was deleted): resumes from best, says so, and ends on the trajectory.
+run "$DTRAIN" train "$CFG" $COMMON --set train.epochs=1 --set checkpoint.dir="$TMP/bo" --quiet
+rm "$TMP/bo/last.safetensors"
+run "$DTRAIN" train "$CFG" $COMMON --set train.epochs=3 --set checkpoint.dir="$TMP/bo" --resume auto
+expect_rc "--resume auto with only best.safetensors: exit 0" 0
+expect_err "... warns that it resumes from best" "warning: --resume auto: $TMP/bo has no last.safetensors; resuming from $TMP/bo/best.safetensors \(the steps after it are trained again\)"
+expect_err "... in the epoch lines' numbering" "resuming from $TMP/bo/best.safetensors at step 8: the start of epoch 2/3$"
+same "... to the uninterrupted weights" "$TMP/u/last.safetensors" "$TMP/bo/last.safetensors"
+run "$DTRAIN" train "$CFG" $COMMON --set train.epochs=3 --set checkpoint.dir="$TMP/m" \
+    --set train.max_steps=13 --overwrite --quiet
+run "$DTRAIN" train "$CFG" $COMMON --set train.epochs=3 --set checkpoint.dir="$TMP/m" --resume auto
+expect_err "a mid-epoch resume says epoch and step as the progress lines do" "at step 13: epoch 2/3 step 5/8$"
+
+# A checkpoint whose run step disagrees with its optimizer's step count (here an edited "step"
+# in the header) is refused before anything runs, naming the file and both numbers.
+/usr/bin/python3 - "$TMP/u/last.safetensors" "$TMP/edited.safetensors" <<'PYEOF'
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+h = json.loads(raw[8:8 + n])
+h["__metadata__"]["step"] = "30"
+hb = json.dumps(h, separators=(",", ":")).encode()
+hb += b" " * (-len(hb) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(hb)) + hb + raw[8 + n:])
+PYEOF
+for n in 1 2; do
+    run "$DTRAIN" train "$CFG" $COMMON --instances $n --set train.epochs=5 \
+        --set checkpoint.dir="$TMP/ed$n" --resume "$TMP/edited.safetensors"
+    expect_rc "step edited, $n instance(s): exit 3" 3
+    expect_err "... names the file and both steps" "$TMP/edited.safetensors: metadata step 30 but optimizer_step 24"
+    expect_err_lines "... in one line, before anything else" 1
+done
+# and when the optimizer's count is edited alike, the tensor itself gives it away
+/usr/bin/python3 - "$TMP/edited.safetensors" <<'PYEOF'
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+h = json.loads(raw[8:8 + n])
+h["__metadata__"]["optimizer_step"] = "30"
+hb = json.dumps(h, separators=(",", ":")).encode()
+hb += b" " * (-len(hb) % 8)
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(hb)) + hb + raw[8 + n:])
+PYEOF
+run "$DTRAIN" train "$CFG" $COMMON --set train.epochs=5 --set checkpoint.dir="$TMP/ed3" \
+    --resume "$TMP/edited.safetensors"
+expect_rc "step and optimizer_step edited: exit 3" 3
+expect_err "... the optimizer.step tensor says 24" "$TMP/edited.safetensors: metadata step 30 but the optimizer has taken 24 steps"
 
 # ---- the best epoch survives a resume ----
 # One epoch with a validation split (5 steps of 32 samples), then resumed to two at
@@ -156,17 +233,49 @@ expect_rc "--overwrite replaces it" 0
 echo "a file" >"$TMP/afile"
 run "$DTRAIN" train "$CFG" --set data.dir="$TMP/nodata" --set checkpoint.dir="$TMP/afile/sub"
 expect_rc "unwritable checkpoint.dir: exit 1" 1
-expect_err "unwritable checkpoint.dir: named before any data is read" "$TMP/afile/sub.*Not a directory"
+expect_err "unwritable checkpoint.dir: named before any data is read" "checkpoint.dir $TMP/afile/sub: $TMP/afile is not a directory"
 run "$DTRAIN" train "$CFG" $COMMON --set checkpoint.dir="$TMP/afile/sub" --dry-run
 expect_rc "the dry run checks checkpoint.dir too" 1
 expect_err "the dry run names it" "checkpoint.dir $TMP/afile/sub: $TMP/afile is not a directory"
 
+# Temp files: only dtrain's own (".NAME.tmp.HOST.PID.START", a checkpoint's first bytes) whose
+# writer is gone are removed; a user's file that merely looks like a temp name stays.
 mkdir -p "$TMP/st"
-echo torn >"$TMP/st/last.safetensors.tmp.999999999"
+echo "my notes" >"$TMP/st/last.safetensors.tmp.999999999"
+host=$(hostname | sed 's/[^A-Za-z0-9_-]/_/g')
+sh -c 'exit 0' & dead=$!
+wait $dead
+cp "$TMP/u/last.safetensors" "$TMP/st/.last.safetensors.tmp.$host.$dead.1"
+truncate -s 100 "$TMP/st/.last.safetensors.tmp.$host.$dead.1" # torn mid-write
 run "$DTRAIN" train "$CFG" $COMMON --set train.max_steps=2 --set checkpoint.dir="$TMP/st"
 expect_rc "a crashed write's temp file: the run goes on" 0
 expect_err "a crashed write's temp file: removed, and said" "removed 1 temp file of a checkpoint write that never finished"
-check "a crashed write's temp file: gone" test ! -e "$TMP/st/last.safetensors.tmp.999999999"
+check "a crashed write's temp file: gone" test ! -e "$TMP/st/.last.safetensors.tmp.$host.$dead.1"
+check "a user's file named like an old temp file: kept" test -s "$TMP/st/last.safetensors.tmp.999999999"
+
+# A run that fails on its data leaves no run directory behind (and none in the current
+# directory): checkpoint.dir is made only once the data has loaded.
+mkdir -p "$TMP/nod"
+(cd "$TMP/nod" && "$DTRAIN" train "$CFG" --threads 1 --set data.dir="$TMP/nodata" --quiet)
+check "data error, derived directory: no runs/ made" test ! -e "$TMP/nod/runs"
+run "$DTRAIN" train "$CFG" --threads 1 --set data.dir="$TMP/nodata" --set checkpoint.dir="$TMP/nod/a/b"
+expect_rc "data error: exit 3" 3
+check "data error, named directory: not made" test ! -e "$TMP/nod/a"
+(cd "$TMP/cwd" && "$DTRAIN" train "$CFG" --threads 1 --set data.dir="$TMP/nodata" --quiet)
+check "data error beside a run's checkpoints: no empty runs/NAME-3" test ! -e "$TMP/cwd/runs/fashion-convnet-3"
+# ... and one that fails after the data (here: a multi-host job's rendezvous) removes what it made
+run env DTRAIN_TOKEN=t-$$ "$DTRAIN" train "$CFG" $COMMON --nodes 2 --node-rank 0 \
+    --master 127.0.0.1:1 --rendezvous-timeout 0.5 --set checkpoint.dir="$TMP/nod/c/d"
+check "a failed job: exit 1 or 2 ($RC)" test "$RC" -eq 1 -o "$RC" -eq 2
+check "a failed job: no empty directory left" test ! -e "$TMP/nod/c"
+
+# A multi-host job without its token is refused before anything is created.
+run env -u DTRAIN_TOKEN "$DTRAIN" train "$CFG" $COMMON --nodes 2 --node-rank 0 \
+    --master 127.0.0.1:1 --set checkpoint.dir="$TMP/tok"
+expect_rc "no job token: exit 2" 2
+expect_err "no job token: says what to set" "no job token: set DTRAIN_TOKEN or pass --token-file"
+check "no job token: no checkpoint directory made" test ! -e "$TMP/tok"
+expect_err_lines "no job token: one line" 1
 
 # Checkpoints are written by a background thread (train/ckpt_writer.c); a write that fails
 # there (a full disk, in a private mount namespace) still stops the run with exit 1 and the
@@ -179,6 +288,43 @@ if [ "$(id -u)" -eq 0 ] && unshare -m true 2>/dev/null; then
     expect_out "disk full under a checkpoint write: exit 1" "^rc=1$"
     expect_err "... names the file and the reason" "$TMP/full/last.safetensors.*No space left on device"
     check "... and leaves no temp file" sh -c "! grep -q tmp '$TMP/out'"
+    # --max-restarts on a failure that repeats: one restart, after a 1 s wait, then the run
+    # stops with the failure (not 5 restarts in half a second). stderr lines are timestamped as
+    # they come, to measure the wait.
+    unshare -m sh -c "mount -t tmpfs -o size=256k tmpfs '$TMP/full' && $DTRAIN train $CFG \
+        $(echo $COMMON) --set train.max_steps=6 --set checkpoint.every_steps=2 --max-restarts 5 \
+        --json --set checkpoint.dir='\"$TMP/full\"' >'$TMP/out'; echo rc=\$? >&2" 2>&1 |
+        while IFS= read -r l; do echo "$(date +%s.%N) $l"; done >"$TMP/times"
+    check "a repeating failure: exit 1" grep -q " rc=1$" "$TMP/times"
+    check "a repeating failure: one restart, not five" test "$(grep -c '"event":"restart"' "$TMP/out")" -eq 1
+    check "... the restart event says it waited 1 s" grep -q '"event":"restart","restart":1,"max_restarts":5,.*"delay_s":1}' "$TMP/out"
+    check "... then the run stops, saying why" grep -q "No space left on device; the same failure again after restart 1 of 5: not restarting again" "$TMP/times"
+    check "... and the attempts were >= 1 s apart" /usr/bin/python3 -c '
+import sys
+lines = open(sys.argv[1]).read().splitlines()
+warn = [float(l.split()[0]) for l in lines if "warning: restart 1 of 5" in l]
+err = [float(l.split()[0]) for l in lines if "not restarting again" in l]
+assert len(warn) == 1 and len(err) == 1 and err[0] - warn[0] >= 1.0, lines
+' "$TMP/times"
+    # SIGTERM while the job waits to restart: stops there (143) with a stop event, no restart
+    rm -f "$TMP/pid" "$TMP/out"
+    unshare -m sh -c "mount -t tmpfs -o size=256k tmpfs '$TMP/full' && echo \$\$ >'$TMP/pid' &&
+        exec $DTRAIN train $CFG $(echo $COMMON) --set train.max_steps=6 \
+        --set checkpoint.every_steps=2 --max-restarts 5 --json --quiet \
+        --set checkpoint.dir='\"$TMP/full\"'" >"$TMP/out" 2>"$TMP/err" &
+    pid=$!
+    i=0
+    while ! grep -qs '"event":"restart"' "$TMP/out" && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+    kill -TERM "$(cat "$TMP/pid")" # dtrain itself (exec'd by the shell that wrote its pid)
+    wait $pid
+    RC=$?
+    expect_rc "SIGTERM between restarts: exit 143" 143
+    check "... a stop event, no second attempt" /usr/bin/python3 -c '
+import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1])]
+assert [e["event"] for e in ev] == ["start", "restart", "stop"], ev
+assert ev[-1]["reason"] == "SIGTERM" and ev[-1]["checkpoint"] is None, ev[-1]
+' "$TMP/out"
 fi
 
 # ---- the watchdog: ranks that make no progress outside any collective ----

@@ -95,7 +95,7 @@ train "$TMP/r1" --set train.epochs=1
 expect_rc "1-epoch run exits 0" 0
 train "$TMP/r2" --set train.epochs=2 --resume "$TMP/r1/last.safetensors"
 expect_rc "resumed run exits 0" 0
-expect_err "resume is announced" "resuming from .*r1/last.safetensors at step 2 \(epoch 1\)"
+expect_err "resume is announced, epochs counted from 1" "resuming from .*r1/last.safetensors at step 2: the start of epoch 2/2$"
 expect_err "resumed run trains epoch 2 only" "^dtrain: epoch 2/2: "
 if grep -q "epoch 1/2" "$TMP/err"; then fail "resumed run skips epoch 1" "$ERR"; else pass "resumed run skips epoch 1"; fi
 same_tensors "1 epoch + resume for 1 = 2 epochs, bit for bit" "$TMP/a/last.safetensors" "$TMP/r2/last.safetensors"
@@ -149,11 +149,13 @@ run "$DTRAIN" train "$CFG" --threads 1 --set data.dir=$FASHION --set checkpoint.
     --set train.max_steps=20 --log-every 10 --json
 expect_rc "--json run exits 0" 0
 cp "$TMP/out" "$TMP/train.json"
-check "--json: every stdout line is a JSON event, step/epoch/final present" /usr/bin/python3 -c '
+check "--json: every stdout line is a JSON event, start/step/epoch/final present" /usr/bin/python3 -c '
 import json, sys
 ev = [json.loads(l) for l in open(sys.argv[1]).read().splitlines()]
 kinds = [e["event"] for e in ev]
-assert kinds == ["step", "step", "epoch", "final"], kinds
+assert kinds == ["start", "step", "step", "epoch", "final"], kinds
+s = ev.pop(0)
+assert s["train_samples"] == 60000 and s["test_samples"] == 10000 and s["precision"] == "fp32", s
 assert [e["step"] for e in ev[:2]] == [10, 20], ev[:2]
 assert ev[2]["epoch"] == 1 and ev[2]["step"] == 20 and 0 < ev[2]["test_accuracy"] <= 1
 f = ev[3]
