@@ -81,13 +81,38 @@ static int parse_args(int argc, char **argv, struct eval_args *a)
     return 0;
 }
 
+/* DIR as a libconfig string literal: quotes, backslashes and control characters (a newline)
+ * escaped, so any directory name reads back as itself. */
+static char *quote_libconfig(const char *s)
+{
+    char *q = malloc(4 * strlen(s) + 3), *o = q;
+    if (!q)
+        return NULL;
+    *o++ = '"';
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\') {
+            *o++ = '\\';
+            *o++ = *s;
+        } else if ((unsigned char)*s < 0x20) {
+            o += sprintf(o, "\\x%02x", (unsigned char)*s);
+        } else {
+            *o++ = *s;
+        }
+    }
+    *o++ = '"';
+    *o = 0;
+    return q;
+}
+
 /* --data DIR is one more override, after the --set ones. */
 static int load_config(struct eval_args *a, struct dt_config *cfg)
 {
     if (a->data_dir) {
-        char quoted[1100];
-        snprintf(quoted, sizeof quoted, "\"%s\"", a->data_dir);
+        char *quoted = quote_libconfig(a->data_dir);
+        if (!quoted)
+            return dt_fail(DT_ERUNTIME, "out of memory");
         int rc = dt_cli_sets_addf(&a->sets, "data.dir", quoted);
+        free(quoted);
         if (rc)
             return rc;
     }

@@ -41,6 +41,8 @@
 
 #define MAX_MIRRORS 32
 #define PATH_CAP    4096
+/* The cap on a file with no published size: three times the largest dataset file we know. */
+#define DT_FETCH_UNSIZED_MAX ((uint64_t)512 << 20)
 
 struct fetch_opts {
     const char *name, *dir, *from, *registry;
@@ -55,7 +57,8 @@ struct fetch_opts {
     int retries;
     double retry_delay;
     long connect_timeout, stall_timeout;
-    long deadline; /* --deadline, seconds per transfer; 0 = from the published size */
+    long deadline;     /* --deadline, seconds per transfer; 0 = from the published size */
+    uint64_t max_size; /* --max-size: the cap on a file whose size is not published */
 };
 
 /* Per-file state shared with the progress callback. */
@@ -401,17 +404,22 @@ static double backoff(const struct fetch_opts *o, int attempt)
 static int try_url(struct file_job *j, const char *url, char *errors, size_t cap)
 {
     /* Bounded by what the registry publishes: no more bytes than the file's size, and no
-     * longer than it takes at 50 KB/s plus a minute (a dripping body beats the stall check). */
-    long deadline = j->o->deadline ? j->o->deadline
-                    : j->f->size   ? 60 + (long)(j->f->size / 50000)
-                                   : 0;
+     * longer than it takes at 50 KB/s plus a minute (a dripping body beats the stall check).
+     * A file with no published size gets --max-size in its place for both. */
+    uint64_t max = j->f->size ? j->f->size : j->o->max_size;
+    long deadline = j->o->deadline ? j->o->deadline : 60 + (long)(max / 50000);
     struct dt_dl_options dl = {.connect_timeout_s = j->o->connect_timeout,
                                .stall_time_s = j->o->stall_timeout,
                                .stall_bytes_per_s = 1,
-                               .max_bytes = j->f->size,
+                               .max_bytes = max,
+                               .max_is_cap = !j->f->size,
                                .deadline_s = deadline,
                                .progress = on_progress,
                                .progress_ctx = j};
+    if (!j->f->size)
+        dt_log_info("%s: no published size: at most %llu bytes, within %ld s (--max-size, "
+                    "--deadline)",
+                    j->f->name, (unsigned long long)max, deadline);
     for (int attempt = 0; attempt <= j->o->retries; attempt++) {
         long long have = file_size(j->part);
         dt_log_info("%s: %s %s", j->f->name, have > 0 ? "resuming" : "downloading", url);
@@ -532,7 +540,8 @@ static int check_complete_part(struct file_job *j)
         return rc;
     }
     dt_clear_error();
-    if (j->f->size)
+    /* Of unknown size, one that reached --max-size cannot be resumed into anything valid. */
+    if (j->f->size || (uint64_t)have >= j->o->max_size)
         unlink(j->part);
     return 1;
 }
@@ -777,6 +786,7 @@ enum {
     OPT_CONNECT_TIMEOUT,
     OPT_STALL_TIMEOUT,
     OPT_DEADLINE,
+    OPT_MAX_SIZE,
     OPT_JSON,
     OPT_TRUST,
     OPT_SHA256,
@@ -802,6 +812,7 @@ static const struct option long_opts[] = {
     {"deadline", required_argument, NULL, OPT_DEADLINE},
     {"trust", no_argument, NULL, OPT_TRUST},
     {"sha256", required_argument, NULL, OPT_SHA256},
+    {"max-size", required_argument, NULL, OPT_MAX_SIZE},
     {NULL, 0, NULL, 0},
 };
 
@@ -843,6 +854,12 @@ static int parse_numeric_option(struct fetch_opts *o, int c, const char *arg)
     case OPT_DEADLINE:
         rc = parse_number("--deadline", arg, 1, 86400, &v);
         o->deadline = (long)v;
+        break;
+    case OPT_MAX_SIZE:
+        if (!(rc = parse_number("--max-size", arg, 1, 1e15, &v)) && v != floor(v))
+            rc = dt_fail(DT_EUSAGE, "fetch: --max-size expects a whole number of bytes, got '%s'",
+                         arg);
+        o->max_size = (uint64_t)v;
         break;
     }
     return rc;
@@ -1021,8 +1038,11 @@ static void json_error(const struct fetch_opts *o, int rc)
 
 static int run_fetch(int argc, char **argv)
 {
-    struct fetch_opts o = {
-        .retries = 3, .retry_delay = 1.0, .connect_timeout = 15, .stall_timeout = 30};
+    struct fetch_opts o = {.retries = 3,
+                           .retry_delay = 1.0,
+                           .connect_timeout = 15,
+                           .stall_timeout = 30,
+                           .max_size = DT_FETCH_UNSIZED_MAX};
     int help = 0;
     int rc = parse_args(&o, argc, argv, &help);
     if (!rc && help) {
@@ -1078,6 +1098,8 @@ const struct dt_command dt_cmd_fetch = {
         "      --stall-timeout S  give up on a transfer stalled this long (default 30)\n"
         "      --deadline S     give up on a transfer not done in S seconds (default: a\n"
         "                       minute plus the published size at 50 KB/s)\n"
+        "      --max-size BYTES  largest file accepted when the registry publishes no size\n"
+        "                       (default 512 MiB; also sets that file's default deadline)\n"
         "  -q, --quiet            print nothing but errors\n"
         "      --json             one JSON event per line on stdout\n"
         "\n"

@@ -19,6 +19,7 @@
 #include <openssl/evp.h>
 #include <zlib.h>
 
+#include "data/gzip.h"
 #include "util/err.h"
 #include "util/fileio.h"
 
@@ -32,6 +33,7 @@ struct hasher {
     int padding;     /* zero padding after the last member */
     int want_content;
     int started;
+    uint64_t content_limit; /* decompressed bytes, all members together */
     unsigned char out[CHUNK];
     struct dt_digests *d;
 };
@@ -84,6 +86,7 @@ static int hasher_init(struct hasher *h, int want_content, struct dt_digests *d)
 {
     memset(d, 0, sizeof *d);
     h->d = d;
+    h->content_limit = DT_GZ_MAX_BYTES;
     h->want_content = want_content;
     h->started = 0;
     h->inflating = 0;
@@ -160,6 +163,11 @@ static void feed_inflate(struct hasher *h, const unsigned char *data, size_t len
         h->d->content_size += produced;
         data += used;
         len -= used;
+        /* The count runs over every member: many small ones must not add up to gigabytes. */
+        if (h->d->content_size > h->content_limit) {
+            h->d->content_too_large = 1;
+            return stop_inflate(h);
+        }
         if (zr == Z_STREAM_END) {
             h->member_done = 1;
             h->d->gzip_ok = 1;
@@ -205,13 +213,22 @@ int dt_checksum_buffer(const void *data, size_t len, int want_content, struct dt
 
 int dt_checksum_file(const char *path, int want_content, struct dt_digests *out)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return dt_fail(DT_EDATA, "%s: cannot open: %s", path, strerror(errno));
+    return dt_checksum_file_limited(path, want_content, DT_GZ_MAX_BYTES, out);
+}
+
+int dt_checksum_file_limited(const char *path, int want_content, uint64_t max_content,
+                             struct dt_digests *out)
+{
+    FILE *f;
+    int rc = dt_open_regular(path, &f, NULL);
+    if (rc < 0)
+        return rc;
     struct hasher *h = malloc(sizeof *h);
     unsigned char *buf = malloc(CHUNK);
-    int rc = h && buf ? hasher_init(h, want_content, out)
-                      : dt_fail(DT_ERUNTIME, "%s: out of memory", path);
+    rc = h && buf ? hasher_init(h, want_content, out)
+                  : dt_fail(DT_ERUNTIME, "%s: out of memory", path);
+    if (!rc)
+        h->content_limit = max_content;
     size_t n;
     while (!rc && (n = fread(buf, 1, CHUNK, f)) > 0)
         hasher_update(h, buf, n);
@@ -262,9 +279,19 @@ static void describe_mismatch(const struct dt_reg_file *f, const struct dt_diges
                  d->content_sha256[0] ? d->content_sha256 : "(not a valid gzip stream)");
 }
 
+static int content_too_large(const struct dt_digests *d, const char *label)
+{
+    return dt_fail(DT_EDATA,
+                   "%s: gzip content inflates past the size limit (stopped after %llu bytes; not "
+                   "a dataset file)",
+                   label, (unsigned long long)d->content_size);
+}
+
 static int verify_unchecked(const struct dt_reg_file *f, const struct dt_digests *d,
                             const char *label)
 {
+    if (d->content_too_large)
+        return content_too_large(d, label);
     if (f->size && d->size != f->size)
         return dt_fail(DT_EDATA, "%s: size mismatch: expected %zu bytes, found %llu", label,
                        f->size, (unsigned long long)d->size);
@@ -292,6 +319,9 @@ int dt_checksum_verify(const char *path, const struct dt_reg_file *f, const char
     *match = match_published(f, &d);
     if (*match != DT_MATCH_NONE)
         return 0;
+    /* A trusted checksum vouches for the bytes, not for what they inflate to: the bound first. */
+    if (d.content_too_large)
+        return content_too_large(&d, label);
     char trusted[65];
     if (dt_trust_read(path, trusted) == 0 && dt_hex_equal(trusted, d.sha256)) {
         *match = DT_MATCH_TRUSTED;

@@ -20,6 +20,7 @@ struct dt_digests {
     uint64_t content_size;   /* decompressed bytes (gzip only) */
     int is_gzip;             /* starts with the gzip magic */
     int gzip_ok;             /* decompressed to its end with valid CRCs (gzip only) */
+    int content_too_large;   /* inflating stopped at the content limit (all members together) */
 };
 
 /* Which identity check accepted a file. */
@@ -38,6 +39,11 @@ const char *dt_match_name(enum dt_match m);
 /* Digests of a file in one pass. The content digest is computed only when want_content and the
  * file starts with the gzip magic. Returns 0, or -DT_EDATA naming the path (missing/unreadable). */
 int dt_checksum_file(const char *path, int want_content, struct dt_digests *out);
+/* The same with a cap on the decompressed content (dt_checksum_file uses DT_GZ_MAX_BYTES):
+ * content that inflates to more, counted over all gzip members, is not decompressed further;
+ * it leaves content_sha256 empty and sets content_too_large. Only a regular file is read. */
+int dt_checksum_file_limited(const char *path, int want_content, uint64_t max_content,
+                             struct dt_digests *out);
 /* The same for a memory buffer (tests, small files). */
 int dt_checksum_buffer(const void *data, size_t len, int want_content, struct dt_digests *out);
 

@@ -227,6 +227,18 @@ static int tar_read_extension(struct dt_tar *t, uint64_t size, uint64_t limit, c
     return 0;
 }
 
+/* A member's data must fit in what the archive can inflate to: a size near 2^64 would wrap the
+ * offset arithmetic (size plus padding) and read the next header from inside this data. */
+static int tar_check_size(struct dt_tar *t, const char *name, uint64_t size, uint64_t at)
+{
+    if (size <= dt_gz_plausible_size(t->gz))
+        return 0;
+    return dt_fail(DT_EDATA,
+                   "%s: tar member %s (header at offset %llu) claims %llu bytes, more than "
+                   "the archive can hold",
+                   dt_gz_path(t->gz), name, (unsigned long long)at, (unsigned long long)size);
+}
+
 /* Handles one non-empty header. Returns 1 when it starts a regular member. */
 static int tar_header(struct dt_tar *t, const uint8_t *h, uint64_t at, struct tar_override *o)
 {
@@ -263,11 +275,19 @@ static int tar_header(struct dt_tar *t, const uint8_t *h, uint64_t at, struct ta
             snprintf(t->name, sizeof(t->name), "%s", o->name);
         else
             tar_header_name(h, t->name, sizeof(t->name));
+        if ((rc = tar_check_size(t, t->name, o->have_size ? o->size : size, at)) < 0)
+            return rc;
         t->size = o->have_size ? o->size : size;
         t->remaining = t->size;
         t->padding = tar_pad(t->size);
         return 1;
     default: /* directories, links, global pax ('g'), GNU long link ('K'): skip */
+        if (o->have_name)
+            snprintf(t->name, sizeof(t->name), "%s", o->name);
+        else
+            tar_header_name(h, t->name, sizeof(t->name));
+        if ((rc = tar_check_size(t, t->name, size, at)) < 0)
+            return rc;
         memset(o, 0, sizeof(*o));
         return tar_skip(t, size + tar_pad(size), "skipped entry");
     }
@@ -333,6 +353,7 @@ struct cifar_load {
     const struct cifar_format *fmt;
     int classes;
     struct cifar_split train, test;
+    uint64_t max_bytes; /* the tar's decompressed size may not exceed this */
     uint8_t *chunk;
     char *meta; /* the class-name member's text */
     char found[CIFAR_MAX_TRAIN + 2][DT_TAR_NAME_MAX];
@@ -562,6 +583,7 @@ static int cifar_scan(struct cifar_load *L)
     int rc = dt_tar_open(&t, L->path);
     if (rc < 0)
         return rc;
+    dt_gz_set_limit(t.gz, L->max_bytes);
     while ((rc = dt_tar_next(&t)) == 1)
         if ((rc = cifar_member(L, &t)) < 0)
             break;
@@ -590,6 +612,12 @@ static void cifar_fill(struct dt_dataset *d, struct cifar_split *s, int classes)
 int dt_cifar_load(struct dt_data *out, const char *path, int cifar100, int classes,
                   int coarse_labels)
 {
+    return dt_cifar_load_limited(out, path, cifar100, classes, coarse_labels, DT_CIFAR_MAX_BYTES);
+}
+
+int dt_cifar_load_limited(struct dt_data *out, const char *path, int cifar100, int classes,
+                          int coarse_labels, uint64_t max_bytes)
+{
     struct cifar_format fmt;
     cifar_format_init(&fmt, cifar100, coarse_labels);
     memset(out, 0, sizeof(*out));
@@ -600,7 +628,7 @@ int dt_cifar_load(struct dt_data *out, const char *path, int cifar100, int class
         free(chunk);
         return dt_fail(DT_ERUNTIME, "%s: out of memory", path);
     }
-    *L = (struct cifar_load){.path = path, .fmt = &fmt, .chunk = chunk};
+    *L = (struct cifar_load){.path = path, .fmt = &fmt, .chunk = chunk, .max_bytes = max_bytes};
     L->classes = classes > 0 ? classes : fmt.classes;
     char **names = NULL;
     int rc = cifar_scan(L);

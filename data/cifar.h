@@ -45,8 +45,18 @@ const char *dt_tar_basename(const char *name);
 
 /* ---- CIFAR ---- */
 
+/* The most a CIFAR archive may inflate to, all gzip members together. The published archives
+ * inflate to 184 MB (176 MiB) each; a file that inflates to more is not one of them, and is
+ * refused before it costs more than this in time or memory. */
+#define DT_CIFAR_MAX_BYTES ((uint64_t)256 << 20)
+
 /* Loads both splits from the archive at `path`. cifar100 selects the format; classes 0 means
- * the format's own (10, 100, or 20 with coarse_labels). */
+ * the format's own (10, 100, or 20 with coarse_labels). A member whose size is more than the
+ * archive can hold (a size near 2^64 included) fails with DT_EDATA naming the archive and the
+ * member, whether the member is wanted or skipped. */
+int dt_cifar_load_limited(struct dt_data *out, const char *path, int cifar100, int classes,
+                          int coarse_labels, uint64_t max_bytes);
+/* dt_cifar_load_limited with DT_CIFAR_MAX_BYTES. */
 int dt_cifar_load(struct dt_data *out, const char *path, int cifar100, int classes,
                   int coarse_labels);
 

@@ -152,6 +152,15 @@ static enum dt_dl_failure classify_curl(CURLcode rc)
     }
 }
 
+/* A declared length over the limit fails before the body (CURLE_FILESIZE_EXCEEDED); on_body's
+ * count catches a body that declares none. Only from byte 0: a resumed request's answer may
+ * declare the whole file (a server ignoring Range), which must end in a restart instead. */
+static void set_max_size(struct transfer *t)
+{
+    curl_off_t max = t->resumed == 0 ? (curl_off_t)t->opt->max_bytes : 0;
+    curl_easy_setopt(t->curl, CURLOPT_MAXFILESIZE_LARGE, max);
+}
+
 /* Empties the part file so the next perform starts from byte 0. */
 static int restart_from_zero(struct transfer *t, const char *part_path)
 {
@@ -162,6 +171,7 @@ static int restart_from_zero(struct transfer *t, const char *part_path)
     t->refused_resume = 0;
     t->too_long = 0;
     curl_easy_setopt(t->curl, CURLOPT_RESUME_FROM_LARGE, (curl_off_t)0);
+    set_max_size(t);
     return 0;
 }
 
@@ -184,8 +194,13 @@ static int report(const struct transfer *t, CURLcode rc, long status, const char
         r->failure = DT_DL_FATAL;
         return dt_fail(DT_ERUNTIME, "%s: write failed: %s", part_path, strerror(t->write_errno));
     }
-    if (t->too_long) {
+    if (t->too_long || rc == CURLE_FILESIZE_EXCEEDED) {
         r->failure = DT_DL_NEXT;
+        if (t->opt->max_is_cap)
+            return dt_fail(DT_ERUNTIME,
+                           "%s: sends more than %llu bytes (no size published; --max-size "
+                           "raises the limit)",
+                           url, (unsigned long long)t->opt->max_bytes);
         return dt_fail(DT_ERUNTIME, "%s: sends more than the published %llu bytes", url,
                        (unsigned long long)t->opt->max_bytes);
     }
@@ -239,6 +254,7 @@ int dt_download(const char *url, const char *part_path, const struct dt_dl_optio
     char errbuf[CURL_ERROR_SIZE] = "";
     configure(&t, url, errbuf);
     curl_easy_setopt(t.curl, CURLOPT_RESUME_FROM_LARGE, (curl_off_t)t.resumed);
+    set_max_size(&t);
     CURLcode rc = curl_easy_perform(t.curl);
     long status = 0;
     curl_easy_getinfo(t.curl, CURLINFO_RESPONSE_CODE, &status);
@@ -255,6 +271,10 @@ int dt_download(const char *url, const char *part_path, const struct dt_dl_optio
     }
     if (!status_rc)
         status_rc = report(&t, rc, status, url, part_path, errbuf, result);
+    /* Past the cap of a file of unknown size, what was kept is not the start of a file we
+     * want: a resume would only go on past the cap. */
+    if ((t.too_long || rc == CURLE_FILESIZE_EXCEEDED) && opt->max_is_cap && ftruncate(t.fd, 0))
+        result->failure = DT_DL_FATAL;
     if (close(t.fd) != 0 && !status_rc) {
         result->failure = DT_DL_FATAL;
         status_rc = dt_fail(DT_ERUNTIME, "%s: write failed: %s", part_path, strerror(errno));

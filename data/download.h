@@ -27,7 +27,9 @@ struct dt_dl_options {
     long connect_timeout_s; /* CURLOPT_CONNECTTIMEOUT */
     long stall_time_s;      /* abort when below stall_bytes_per_s for this long */
     long stall_bytes_per_s; /* CURLOPT_LOW_SPEED_LIMIT */
-    uint64_t max_bytes;     /* the published size: a body longer than it is cut off (0 = none) */
+    uint64_t max_bytes;     /* a body longer than this is cut off (0 = none): the published
+                               size, or a cap when the size is unknown */
+    int max_is_cap;         /* max_bytes is a cap, not the published size (for the message) */
     long deadline_s;        /* the whole transfer, seconds (0 = none): a body dripping just
                                fast enough to beat the stall check still ends */
     dt_dl_progress_fn progress;

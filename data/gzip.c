@@ -18,6 +18,7 @@
 #include <zlib.h>
 
 #include "util/err.h"
+#include "util/fileio.h"
 
 #define GZ_INPUT_BYTES (256 * 1024)
 /* Deflate's worst-case expansion is about 1032:1 (a stream of maximal-length matches). */
@@ -32,6 +33,7 @@ struct dt_gz_reader {
     uint64_t out_offset;
     uint64_t in_offset; /* compressed bytes handed to zlib so far (for messages) */
     uint64_t file_size;
+    uint64_t limit; /* most bytes delivered, all members together (dt_gz_set_limit) */
     z_stream zs;
     char path[4096];
     uint8_t in[GZ_INPUT_BYTES];
@@ -65,21 +67,14 @@ static int gz_open_file(struct dt_gz_reader **out, const char *path, int plain)
         return dt_fail(DT_ERUNTIME, "%s: out of memory opening", path);
     snprintf(r->path, sizeof(r->path), "%s", path);
     r->plain = plain;
-    r->f = fopen(path, "rb");
-    if (!r->f) {
-        int e = errno;
+    r->limit = DT_GZ_MAX_BYTES;
+    uint64_t size;
+    int rc = dt_open_regular(path, &r->f, &size);
+    if (rc < 0) {
         free(r);
-        if (e == ENOENT)
-            return dt_fail(DT_EDATA, "%s: file not found", path);
-        return dt_fail(DT_EDATA, "%s: cannot open (%s)", path, strerror(e));
+        return rc;
     }
-    struct stat st;
-    if (fstat(fileno(r->f), &st) == 0 && S_ISDIR(st.st_mode)) {
-        fclose(r->f);
-        free(r);
-        return dt_fail(DT_EDATA, "%s: is a directory, expected a file", path);
-    }
-    r->file_size = fstat(fileno(r->f), &st) == 0 ? (uint64_t)st.st_size : 0;
+    r->file_size = size;
     *out = r;
     return 0;
 }
@@ -89,13 +84,25 @@ int dt_gz_open_plain(struct dt_gz_reader **out, const char *path)
     return gz_open_file(out, path, 1);
 }
 
-int dt_gz_open(struct dt_gz_reader **out, const char *path)
+/* force_gz: the data must be gzip; otherwise it is gzip when it starts with the magic. */
+static int gz_open(struct dt_gz_reader **out, const char *path, int force_gz)
 {
     struct dt_gz_reader *r;
     int rc = gz_open_file(&r, path, 0);
     if (rc < 0)
         return rc;
     rc = gz_refill(r);
+    if (rc == 0 && !force_gz && (r->zs.avail_in < 2 || r->in[0] != 0x1f || r->in[1] != 0x8b)) {
+        /* Plain data: hand what was read back to the file position (a regular file). */
+        if (fseeko(r->f, 0, SEEK_SET) != 0)
+            rc = gz_io_error(r);
+        r->zs.avail_in = 0;
+        r->plain = 1;
+        if (rc == 0) {
+            *out = r;
+            return 0;
+        }
+    }
     if (rc == 0 && r->zs.avail_in == 0)
         rc = dt_fail(DT_EDATA, "%s: not a gzip file (empty)", path);
     else if (rc == 0 && (r->zs.avail_in < 2 || r->in[0] != 0x1f || r->in[1] != 0x8b))
@@ -111,6 +118,16 @@ int dt_gz_open(struct dt_gz_reader **out, const char *path)
     r->zinit = 1;
     *out = r;
     return 0;
+}
+
+int dt_gz_open(struct dt_gz_reader **out, const char *path)
+{
+    return gz_open(out, path, 1);
+}
+
+int dt_gz_open_any(struct dt_gz_reader **out, const char *path)
+{
+    return gz_open(out, path, 0);
 }
 
 void dt_gz_close(struct dt_gz_reader *r)
@@ -136,7 +153,28 @@ uint64_t dt_gz_offset(const struct dt_gz_reader *r)
 size_t dt_gz_plausible_size(const struct dt_gz_reader *r)
 {
     uint64_t bound = r->plain ? r->file_size : r->file_size * GZ_MAX_RATIO + 65536;
-    return bound > DT_GZ_MAX_BYTES ? DT_GZ_MAX_BYTES : (size_t)bound;
+    return bound > r->limit ? (size_t)r->limit : (size_t)bound;
+}
+
+void dt_gz_set_limit(struct dt_gz_reader *r, uint64_t max_bytes)
+{
+    r->limit = max_bytes < DT_GZ_MAX_BYTES ? max_bytes : DT_GZ_MAX_BYTES;
+}
+
+uint64_t dt_gz_limit(const struct dt_gz_reader *r)
+{
+    return r->limit;
+}
+
+/* The limit counts what every member delivered, not what the current one did: many small
+ * members that each inflate to just under a limit must not add up to gigabytes. */
+static int gz_over_limit(struct dt_gz_reader *r)
+{
+    if (r->limit % (1 << 20) == 0)
+        return dt_fail(DT_EDATA, "%s: decompressed data exceeds the %llu MiB limit", r->path,
+                       (unsigned long long)(r->limit >> 20));
+    return dt_fail(DT_EDATA, "%s: decompressed data exceeds the %llu-byte limit", r->path,
+                   (unsigned long long)r->limit);
 }
 
 /* True when the rest of the file (from the input buffer on) is all zero bytes. */
@@ -214,6 +252,8 @@ static int gz_inflate_some(struct dt_gz_reader *r, uint8_t *buf, size_t len, siz
             return gz_truncated(r);
     }
     size_t want = len - *got;
+    if (want > r->limit - r->out_offset + 1) /* one byte past the limit tells "more" */
+        want = (size_t)(r->limit - r->out_offset + 1);
     r->zs.next_out = buf + *got;
     r->zs.avail_out = want > UINT_MAX ? UINT_MAX : (uInt)want;
     uInt before_in = r->zs.avail_in;
@@ -242,10 +282,15 @@ int dt_gz_read(struct dt_gz_reader *r, void *buf, size_t len, size_t *got)
 {
     uint8_t *out = buf;
     *got = 0;
+    if (r->out_offset > r->limit)
+        return gz_over_limit(r);
     while (*got < len && !r->done) {
         int rc = 0;
         if (r->plain) {
-            size_t n = fread(out + *got, 1, len - *got, r->f);
+            size_t want = len - *got;
+            if (want > r->limit - r->out_offset + 1)
+                want = (size_t)(r->limit - r->out_offset + 1);
+            size_t n = fread(out + *got, 1, want, r->f);
             if (n == 0 && ferror(r->f))
                 return gz_io_error(r);
             r->done = n == 0;
@@ -258,6 +303,8 @@ int dt_gz_read(struct dt_gz_reader *r, void *buf, size_t len, size_t *got)
         }
         if (rc < 0)
             return rc;
+        if (r->out_offset > r->limit)
+            return gz_over_limit(r);
     }
     return 0;
 }
@@ -309,12 +356,8 @@ static int gz_drain(struct dt_gz_reader *r, uint8_t **data, size_t *len)
         size += got;
         if (got < want)
             break;
-        if (size > DT_GZ_MAX_BYTES) {
-            free(buf);
-            return dt_fail(DT_EDATA, "%s: decompressed data exceeds the %zu MiB limit", r->path,
-                           DT_GZ_MAX_BYTES >> 20);
-        }
-        cap = cap * 2 > DT_GZ_MAX_BYTES + 1 ? DT_GZ_MAX_BYTES + 1 : cap * 2;
+        /* dt_gz_read fails past r->limit, so the buffer never needs more than limit + 1 */
+        cap = cap * 2 > r->limit + 1 ? (size_t)r->limit + 1 : cap * 2;
         uint8_t *grown = realloc(buf, cap);
         if (!grown)
             free(buf);
@@ -341,18 +384,10 @@ int dt_gz_read_all(const char *path, uint8_t **data, size_t *len)
 
 int dt_gz_read_any(const char *path, uint8_t **data, size_t *len)
 {
-    uint8_t magic[2] = {0, 0};
-    FILE *f = fopen(path, "rb");
-    if (f) {
-        size_t n = fread(magic, 1, 2, f);
-        fclose(f);
-        if (n == 2 && magic[0] == 0x1f && magic[1] == 0x8b)
-            return dt_gz_read_all(path, data, len);
-    }
     struct dt_gz_reader *r;
     *data = NULL;
     *len = 0;
-    int rc = dt_gz_open_plain(&r, path);
+    int rc = dt_gz_open_any(&r, path);
     if (rc < 0)
         return rc;
     rc = gz_drain(r, data, len);

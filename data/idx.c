@@ -47,20 +47,13 @@ static int idx_header(const char *path, const uint8_t *buf, size_t len, uint32_t
     return 0;
 }
 
-/* A .gz name must hold gzip data; any other name may hold either (told by the magic bytes). */
+/* A .gz name must hold gzip data; any other name may hold either (told by the magic bytes,
+ * read by the reader itself so that a FIFO or device is refused before anything reads it). */
 static int idx_open(const char *path, struct dt_gz_reader **r)
 {
     size_t n = strlen(path);
     bool gz = n > 3 && strcmp(path + n - 3, ".gz") == 0;
-    if (!gz) {
-        uint8_t magic[2] = {0, 0};
-        FILE *f = fopen(path, "rb");
-        if (f) {
-            gz = fread(magic, 1, 2, f) == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
-            fclose(f);
-        }
-    }
-    return gz ? dt_gz_open(r, path) : dt_gz_open_plain(r, path);
+    return gz ? dt_gz_open(r, path) : dt_gz_open_any(r, path);
 }
 
 /* The header alone (4 + 4 * ndims bytes), checked: magic, dimensions. */

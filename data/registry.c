@@ -404,7 +404,7 @@ int dt_registry_load(const char *path)
     dt_registry_unload();
     char *text;
     size_t len;
-    int rc = dt_read_file(path, &text, &len);
+    int rc = dt_read_file_max(path, DT_REGISTRY_FILE_MAX, &text, &len);
     if (rc)
         return dt_fail_context(-DT_EUSAGE, "registry file");
     struct dt_json *root = dt_json_parse(text, len);

@@ -43,9 +43,13 @@ const char *dt_registry_names(void);
  * dataset is the directory ROOT/NAME. */
 const char *dt_data_root(void);
 
+/* A registry file is a few KiB of JSON; one larger than this is refused unread. */
+#define DT_REGISTRY_FILE_MAX ((size_t)1 << 20)
+
 /* Loads a registry file: its entries replace built-in ones of the same name and the others are
- * appended. Returns 0, or -DT_EUSAGE naming the file and the offending key. Loading a second
- * file replaces the first. */
+ * appended. Returns 0, or -DT_EUSAGE naming the file and the offending key (or saying it is not
+ * a regular file, or larger than DT_REGISTRY_FILE_MAX). Loading a second file replaces the
+ * first. */
 int dt_registry_load(const char *path);
 /* Back to the built-in table only; frees what dt_registry_load allocated. */
 void dt_registry_unload(void);

@@ -56,9 +56,13 @@ int dt_auth_token_load(struct dt_auth_token *t, const char *token_file)
         dt_log_warn("token file %s is readable by other users (chmod 600 it)", token_file);
     char *data;
     size_t len;
-    int rc = dt_read_file(token_file, &data, &len);
-    if (rc < 0)
-        return dt_fail(DT_EUSAGE, "--token-file %s: cannot read the job token", token_file);
+    /* A token is at most DT_AUTH_TOKEN_MAX bytes: a file much larger is the wrong file. */
+    int rc = dt_read_file_max(token_file, DT_AUTH_TOKEN_FILE_MAX, &data, &len);
+    if (rc < 0) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", dt_last_error());
+        return dt_fail(DT_EUSAGE, "--token-file: cannot read the job token: %s", why);
+    }
     while (len > 0 && isspace((unsigned char)data[len - 1]))
         len--;
     rc = dt_auth_token_set(t, data, len, token_file);

@@ -27,6 +27,9 @@
 #define DT_AUTH_RESP_LEN  (4 + DT_AUTH_NONCE + DT_AUTH_MAC)
 #define DT_AUTH_OK_LEN    (4 + DT_AUTH_MAC)
 
+/* A token file larger than this is refused before it is read (token plus whitespace). */
+#define DT_AUTH_TOKEN_FILE_MAX 4096
+
 struct dt_auth_token {
     size_t len;
     uint8_t bytes[DT_AUTH_TOKEN_MAX];
@@ -39,8 +42,9 @@ int dt_auth_token_generate(char hex[2 * 32 + 1]);
  * than DT_AUTH_TOKEN_MAX. */
 int dt_auth_token_set(struct dt_auth_token *t, const void *bytes, size_t len, const char *what);
 /* From `token_file` (its bytes, trailing whitespace dropped; a warning when others can read
- * it) or, when token_file is NULL, from the DTRAIN_TOKEN environment variable. DT_EUSAGE when
- * neither gives a usable token. */
+ * it; a file that is not regular or is over DT_AUTH_TOKEN_FILE_MAX bytes is refused unread) or,
+ * when token_file is NULL, from the DTRAIN_TOKEN environment variable. DT_EUSAGE when neither
+ * gives a usable token. */
 int dt_auth_token_load(struct dt_auth_token *t, const char *token_file);
 
 struct dt_auth_server {

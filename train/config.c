@@ -1451,10 +1451,81 @@ static int load_all(struct load *ld, const char *text, const char *const *overri
     return 0;
 }
 
+/* Named settings ("key = value" or "key : value") in libconfig text, strings and comments
+ * skipped: a cheap count made before libconfig sees the text, because libconfig 1.5 checks
+ * each new setting against its group's earlier ones (20000 settings take seconds, 100000
+ * over a minute) and a real config has a few hundred at most. */
+static size_t count_settings(const char *p)
+{
+    size_t n = 0;
+    while (*p) {
+        if (*p == '"') {
+            for (p++; *p && *p != '"'; p++)
+                if (*p == '\\' && p[1])
+                    p++;
+        } else if (*p == '#' || (p[0] == '/' && p[1] == '/')) {
+            while (*p && *p != '\n')
+                p++;
+            continue;
+        } else if (p[0] == '/' && p[1] == '*') {
+            const char *end = strstr(p + 2, "*/");
+            p = end ? end + 1 : p + strlen(p) - 1;
+        } else if (*p == '=' || *p == ':') {
+            n++;
+        }
+        if (*p)
+            p++;
+    }
+    return n;
+}
+
+/* Adds the settings of `text` and of the files it @includes (libconfig reads those itself,
+ * unbounded: they get the same checks first, and count toward the same total). */
+static int count_with_includes(const char *name, const char *text, int code, int depth, size_t *n)
+{
+    if (strlen(text) > DT_CONFIG_MAX_BYTES)
+        return dt_fail(code, "%s: larger than %zu bytes", name, DT_CONFIG_MAX_BYTES);
+    *n += count_settings(text);
+    for (const char *line = text; line && depth < 10; line = strchr(line, '\n')) {
+        line += *line == '\n';
+        line += strspn(line, " \t");
+        const char *q = strncmp(line, "@include", 8) ? NULL : strchr(line, '"');
+        const char *end = q ? strchr(q + 1, '"') : NULL;
+        if (!end || memchr(q, '\n', (size_t)(end - q)))
+            continue;
+        char path[4096], *inc;
+        size_t len;
+        snprintf(path, sizeof path, "%.*s", (int)(end - q - 1), q + 1);
+        int rc = dt_read_file_max(path, DT_CONFIG_MAX_BYTES, &inc, &len);
+        if (rc)
+            return dt_fail_context(rc, "%s: @include", name);
+        rc = count_with_includes(path, inc, code, depth + 1, n);
+        free(inc);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+int dt_config_check_size(const char *name, const char *text, int code)
+{
+    size_t n = 0;
+    int rc = count_with_includes(name, text, code, 0, &n);
+    if (rc)
+        return rc;
+    if (n > DT_CONFIG_MAX_SETTINGS)
+        return dt_fail(code, "%s: %zu settings, more than the %d a config may have", name, n,
+                       DT_CONFIG_MAX_SETTINGS);
+    return 0;
+}
+
 int dt_config_load_string(struct dt_config *cfg, const char *name, const char *text,
                           const char *const *overrides, int noverrides)
 {
     memset(cfg, 0, sizeof *cfg);
+    int rc = dt_config_check_size(name, text, DT_EUSAGE);
+    if (rc)
+        return rc;
     set_string(cfg->path, sizeof cfg->path, name);
     struct load *ld = calloc(1, sizeof *ld);
     if (!ld)
@@ -1462,7 +1533,7 @@ int dt_config_load_string(struct dt_config *cfg, const char *name, const char *t
     ld->cfg = cfg;
     ld->file = cfg->path;
     config_init(&ld->lc);
-    int rc = load_all(ld, text, overrides, noverrides);
+    rc = load_all(ld, text, overrides, noverrides);
     config_destroy(&ld->lc);
     free(ld);
     if (rc)
@@ -1476,7 +1547,7 @@ int dt_config_load(struct dt_config *cfg, const char *path, const char *const *o
     char *text;
     size_t len;
     memset(cfg, 0, sizeof *cfg);
-    int rc = dt_read_file(path, &text, &len);
+    int rc = dt_read_file_max(path, DT_CONFIG_MAX_BYTES, &text, &len);
     if (rc) { /* the file is part of the command line: a usage error, not a data one */
         char why[600];
         snprintf(why, sizeof why, "%s", dt_last_error());

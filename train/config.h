@@ -109,15 +109,25 @@ struct dt_config {
     } log;
 };
 
+/* Bounds on a config's text, checked before libconfig parses it (its parse time grows with
+ * the square of the number of settings in a group). Real configs are a few KiB and a few
+ * hundred settings; a 128-layer model stays well under both. */
+#define DT_CONFIG_MAX_BYTES    ((size_t)1 << 20)
+#define DT_CONFIG_MAX_SETTINGS 5000
+
 /* Loads and validates `path`, then applies the overrides ("a.b=v", in order). On error returns
- * -DT_EUSAGE (or -DT_EDATA if the file cannot be read) with a "FILE:LINE: key: problem"
- * message. */
+ * -DT_EUSAGE (or -DT_EDATA if the file cannot be read, is not a regular file or is larger than
+ * DT_CONFIG_MAX_BYTES) with a "FILE:LINE: key: problem" message. */
 int dt_config_load(struct dt_config *cfg, const char *path, const char *const *overrides,
                    int noverrides);
-/* Same from text already in memory (`name` is used in messages): for checkpoints' metadata. */
+/* Same from text already in memory (`name` is used in messages): for checkpoints' metadata.
+ * Text over the bounds above fails with -DT_EUSAGE before it is parsed. */
 int dt_config_load_string(struct dt_config *cfg, const char *name, const char *text,
                           const char *const *overrides, int noverrides);
 void dt_config_free(struct dt_config *cfg);
+/* The bounds above for `text` named `name` in the message, the files it @includes (which must
+ * be regular files, each at most DT_CONFIG_MAX_BYTES) counted in: 0, or -code. */
+int dt_config_check_size(const char *name, const char *text, int code);
 
 /* Writes the README's config reference (every key, type, default, range, help) as Markdown. */
 void dt_config_print_reference(FILE *out);

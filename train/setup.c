@@ -626,7 +626,10 @@ int dt_run_config_for_checkpoint(struct dt_config *cfg, const char *checkpoint,
     }
     char name[1100];
     snprintf(name, sizeof name, "%s (stored config)", checkpoint);
-    rc = dt_config_load_string(cfg, name, text, overrides, n);
+    /* An oversized stored config is a damaged checkpoint (data), not a usage error. */
+    rc = dt_config_check_size(name, text, DT_EDATA);
+    if (!rc)
+        rc = dt_config_load_string(cfg, name, text, overrides, n);
     free(text);
     return rc;
 }

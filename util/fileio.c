@@ -11,39 +11,102 @@
 
 #include "util/err.h"
 
-int dt_read_file(const char *path, char **data, size_t *len)
+static const char *file_kind(mode_t mode)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    if (S_ISDIR(mode))
+        return "a directory";
+    if (S_ISFIFO(mode))
+        return "a FIFO (named pipe)";
+    if (S_ISCHR(mode))
+        return "a character device";
+    if (S_ISBLK(mode))
+        return "a block device";
+    if (S_ISSOCK(mode))
+        return "a socket";
+    return "a special file";
+}
+
+int dt_open_regular(const char *path, FILE **out, uint64_t *size)
+{
+    *out = NULL;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT)
+            return dt_fail(DT_EDATA, "%s: file not found", path);
         return dt_fail(DT_EDATA, "%s: cannot open: %s", path, strerror(errno));
-    size_t cap = 1 << 16, n = 0;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        return dt_fail(DT_EDATA, "%s: cannot stat: %s", path, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return dt_fail(DT_EDATA, "%s: is %s, not a regular file", path, file_kind(st.st_mode));
+    }
+    /* Back to blocking reads: O_NONBLOCK was only for the open of a FIFO. */
+    int flags = fcntl(fd, F_GETFL);
+    FILE *f = flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0 ? NULL : fdopen(fd, "rb");
+    if (!f) {
+        int e = errno;
+        close(fd);
+        return dt_fail(DT_EDATA, "%s: cannot open: %s", path, strerror(e));
+    }
+    if (size)
+        *size = (uint64_t)st.st_size;
+    *out = f;
+    return 0;
+}
+
+int dt_read_file_max(const char *path, size_t max_bytes, char **data, size_t *len)
+{
+    FILE *f;
+    uint64_t size;
+    int rc = dt_open_regular(path, &f, &size);
+    if (rc < 0)
+        return rc;
+    if (size > max_bytes) {
+        fclose(f);
+        return dt_fail(DT_EDATA, "%s: larger than %zu bytes", path, max_bytes);
+    }
+    /* The size is only a hint (the file may grow while read): read at most max_bytes + 1. */
+    size_t cap = (size_t)size + 1, n = 0;
     char *buf = malloc(cap + 1);
     while (buf) {
         size_t got = fread(buf + n, 1, cap - n, f);
         n += got;
-        if (n < cap)
+        if (n < cap || n > max_bytes)
             break;
-        char *bigger = realloc(buf, cap * 2 + 1);
+        size_t bigger_cap = cap * 2 > max_bytes + 1 ? max_bytes + 1 : cap * 2;
+        char *bigger = realloc(buf, bigger_cap + 1);
         if (!bigger) {
             free(buf);
             buf = NULL;
             break;
         }
         buf = bigger;
-        cap *= 2;
+        cap = bigger_cap;
     }
     int read_error = ferror(f);
     fclose(f);
     if (!buf)
         return dt_fail(DT_ERUNTIME, "%s: out of memory reading file", path);
-    if (read_error) {
+    if (read_error || n > max_bytes) {
         free(buf);
-        return dt_fail(DT_EDATA, "%s: read error", path);
+        if (read_error)
+            return dt_fail(DT_EDATA, "%s: read error", path);
+        return dt_fail(DT_EDATA, "%s: larger than %zu bytes", path, max_bytes);
     }
     buf[n] = 0;
     *data = buf;
     *len = n;
     return 0;
+}
+
+int dt_read_file(const char *path, char **data, size_t *len)
+{
+    return dt_read_file_max(path, DT_READ_FILE_MAX, data, len);
 }
 
 int dt_mkdir_p(const char *dir)

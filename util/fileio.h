@@ -7,6 +7,7 @@
 
 #include <stdio.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct dt_atomic_file {
     FILE *f;
@@ -14,8 +15,17 @@ struct dt_atomic_file {
     char tmp_path[4200];
 };
 
-/* Reads a whole file into a malloc'd buffer (NUL-terminated for convenience). DT_EDATA when
- * missing or unreadable, naming the path. */
+/* Opens a regular file for reading ("rb"); *size gets its size (may be NULL). Anything else
+ * (a directory, a FIFO, a device, a socket) is refused with DT_EDATA naming the path and what
+ * it is, without blocking: the open is O_NONBLOCK, so a FIFO with no writer cannot hang it. */
+int dt_open_regular(const char *path, FILE **f, uint64_t *size);
+/* Reads a whole regular file into a malloc'd buffer (NUL-terminated for convenience), refusing
+ * one larger than max_bytes ("PATH: larger than N bytes") so a wrong path (a log, /dev/zero, a
+ * disk image) costs nothing. DT_EDATA when missing, unreadable, not a regular file or too
+ * large, naming the path. */
+int dt_read_file_max(const char *path, size_t max_bytes, char **data, size_t *len);
+/* dt_read_file_max with DT_READ_FILE_MAX: for files whose size we do not police. */
+#define DT_READ_FILE_MAX ((size_t)1 << 30)
 int dt_read_file(const char *path, char **data, size_t *len);
 /* mkdir -p; DT_ERUNTIME naming the directory that could not be made. */
 int dt_mkdir_p(const char *dir);

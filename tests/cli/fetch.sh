@@ -81,6 +81,7 @@ datasets = [
     ds("tiny-slow", [u + "slow/"]),
     ds("tiny-endless", [u + "endless/"]),
     ds("tiny-drip", [u + "drip/"]),
+    ds("tiny-endless-nosize", [u + "endless/"], keys=("md5",)),
     ds("tiny-nosum", [u + "normal/"], keys=("size",)),
     ds("tiny-system", [u + "404/"], files=names[:2], system_dir=os.path.join(os.path.dirname(src), "sys")),
 ]
@@ -193,6 +194,20 @@ check "an endless body: no oversized .part left" sh -c "! find '$TMP/d/endless' 
 run timeout 30 "$DTRAIN" fetch tiny-drip --dir "$TMP/d/drip" $FAST --deadline 2
 expect_rc "a dripping body exits 1 (not a hang)" 1
 expect_err "a dripping body: the deadline named" "not done within the 2 s deadline"
+# a file with no published size: --max-size (default 512 MiB) caps it and sets its deadline
+run timeout 60 "$DTRAIN" fetch tiny-endless-nosize --dir "$TMP/d/endless-nosize" $FAST --max-size 100000
+expect_rc "an endless body of unknown size exits 1 (not a hang)" 1
+expect_err "unknown size: the bounds said" "no published size: at most 100000 bytes, within 62 s \(--max-size, --deadline\)"
+expect_err "unknown size: cut at --max-size" "endless/$F: sends more than 100000 bytes \(no size published; --max-size raises the limit\)"
+check "unknown size: the .part holds no more than --max-size" sh -c "! find '$TMP/d/endless-nosize' -name '*.part' -size +100000c | grep -q ."
+run timeout 60 "$DTRAIN" fetch tiny-endless-nosize --dir "$TMP/d/endless-nosize" $FAST --max-size 100000
+expect_err "unknown size, again: a full .part is started over, not resumed past the cap" "downloading http.*endless/$F"
+expect_err "unknown size, again: cut at --max-size" "sends more than 100000 bytes"
+run "$DTRAIN" fetch tiny-nosize --dir "$TMP/d/nosize-default" $FAST --force
+expect_rc "unknown size, default cap: a normal file downloads" 0
+expect_err "unknown size, default cap: 512 MiB within a minute plus 50 KB/s" "no published size: at most 536870912 bytes, within 10797 s"
+run "$DTRAIN" fetch tiny-nosize --max-size 1.5
+expect_rc "bad --max-size exits 2" 2
 run "$DTRAIN" fetch tiny-stall --dir "$TMP/d/stall" $FAST --stall-timeout 1
 expect_rc "stalled transfer exits 1" 1
 expect_err "stalled transfer explained" "too slow|timed out"
@@ -382,6 +397,17 @@ expect_rc "broken registry JSON exits 2" 2
 expect_err "broken registry JSON names the file" "badreg.json"
 run "$DTRAIN" fetch x --registry "$TMP/nonexistent.json"
 expect_rc "missing registry exits 2" 2
+mkfifo "$TMP/fiforeg.json"
+run timeout 20 "$DTRAIN" fetch --list --registry "$TMP/fiforeg.json"
+expect_rc "registry that is a FIFO exits 2 (not a hang)" 2
+expect_err "registry FIFO explained" "registry file: .*fiforeg.json: is a FIFO \(named pipe\), not a regular file"
+$PY -c 'import sys; open(sys.argv[1], "w").write("{\"datasets\": []}" + " " * (1 << 20))' "$TMP/bigreg.json"
+run "$DTRAIN" fetch --list --registry "$TMP/bigreg.json"
+expect_rc "registry over 1 MiB exits 2" 2
+expect_err "registry over 1 MiB explained" "bigreg.json: larger than 1048576 bytes"
+run timeout 20 "$DTRAIN" fetch --list --registry /dev/zero
+expect_rc "registry /dev/zero exits 2 (not read forever)" 2
+expect_err "registry /dev/zero explained" "/dev/zero: is a character device, not a regular file"
 : >"$TMP/plainfile"
 run "$DTRAIN" fetch tiny --dir "$TMP/plainfile/sub" $FAST
 expect_rc "directory under a file exits 1" 1

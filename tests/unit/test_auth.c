@@ -196,6 +196,41 @@ static void test_tokens(void **state)
     assert_non_null(strstr(dt_last_error(), "cannot read the job token"));
 }
 
+/* A --token-file that is not a token: a FIFO (its open would block forever) and a file far
+ * larger than a token (it is not read whole) are refused, naming the file and why. */
+static void test_token_file_is_bounded(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/dtrain-token-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char fifo[64], big[64], want[256];
+    snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+    snprintf(big, sizeof big, "%s/big", dir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    struct dt_auth_token t;
+    alarm(10); /* a blocking open would hang: fail instead */
+    assert_int_equal(dt_auth_token_load(&t, fifo), -DT_EUSAGE);
+    alarm(0);
+    snprintf(want, sizeof want,
+             "--token-file: cannot read the job token: %s: is a FIFO (named pipe), not a regular "
+             "file",
+             fifo);
+    assert_string_equal(dt_last_error(), want);
+    FILE *f = fopen(big, "w");
+    assert_non_null(f);
+    for (int i = 0; i < DT_AUTH_TOKEN_FILE_MAX + 1; i++)
+        fputc('a', f);
+    fclose(f);
+    chmod(big, 0600);
+    assert_int_equal(dt_auth_token_load(&t, big), -DT_EUSAGE);
+    snprintf(want, sizeof want, "--token-file: cannot read the job token: %s: larger than %d bytes",
+             big, DT_AUTH_TOKEN_FILE_MAX);
+    assert_string_equal(dt_last_error(), want);
+    unlink(fifo);
+    unlink(big);
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -205,6 +240,7 @@ int main(void)
         cmocka_unit_test(test_server_rank_is_bound),
         cmocka_unit_test(test_truncated_handshake_is_rejected),
         cmocka_unit_test(test_tokens),
+        cmocka_unit_test(test_token_file_is_bounded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -155,8 +156,49 @@ static void test_missing_file(void **state)
     (void)state;
     struct dt_digests d;
     assert_int_equal(dt_checksum_file("/nonexistent/x.gz", 1, &d), -DT_EDATA);
-    assert_string_equal(dt_last_error(),
-                        "/nonexistent/x.gz: cannot open: No such file or directory");
+    assert_string_equal(dt_last_error(), "/nonexistent/x.gz: file not found");
+}
+
+/* The content limit is a running total over all members: 64 members of 1000 zero bytes each
+ * stay under a 10000-byte limit one by one, not together. */
+static void test_content_limit_counts_all_members(void **state)
+{
+    (void)state;
+    static unsigned char zeros[1000], gz[64 * 1100];
+    size_t used = 0;
+    for (int i = 0; i < 64; i++)
+        gzip_member(zeros, sizeof zeros, gz, sizeof gz, &used);
+    char *path = temp_file(gz, used);
+    struct dt_digests d;
+    assert_int_equal(dt_checksum_file_limited(path, 1, 10000, &d), 0);
+    assert_true(d.content_too_large);
+    assert_false(d.gzip_ok);
+    assert_string_equal(d.content_sha256, "");
+    assert_true(d.content_size > 10000 && d.content_size < 64000);
+    assert_int_equal(d.size, used); /* the archive digests still cover the whole file */
+    assert_int_equal(dt_checksum_file_limited(path, 1, 64000, &d), 0);
+    assert_false(d.content_too_large);
+    assert_true(d.gzip_ok);
+    assert_int_equal(d.content_size, 64000);
+    unlink(path);
+    free(path);
+}
+
+static void test_fifo_is_refused(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/dtrain-checksum-fifo-XXXXXX";
+    assert_non_null(mkdtemp(path));
+    char fifo[64];
+    snprintf(fifo, sizeof fifo, "%s/f.gz", path);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    alarm(10); /* a blocking open would hang: fail instead */
+    struct dt_digests d;
+    assert_int_equal(dt_checksum_file(fifo, 1, &d), -DT_EDATA);
+    alarm(0);
+    assert_non_null(strstr(dt_last_error(), "is a FIFO (named pipe), not a regular file"));
+    unlink(fifo);
+    rmdir(path);
 }
 
 static void test_hex_equal(void **state)
@@ -254,6 +296,8 @@ int main(void)
         cmocka_unit_test(test_verify_reports_what_matched),
         cmocka_unit_test(test_verify_mismatch_shows_both),
         cmocka_unit_test(test_verify_without_checksum),
+        cmocka_unit_test(test_content_limit_counts_all_members),
+        cmocka_unit_test(test_fifo_is_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

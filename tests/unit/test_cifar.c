@@ -376,6 +376,74 @@ static void test_size_that_would_wrap(void **state)
     }
 }
 
+/* The same sizes on members that are skipped, not read (the directory entry, readme.html):
+ * their size plus padding must not wrap either, and the error names the member. */
+static void test_skipped_member_size_that_would_wrap(void **state)
+{
+    (void)state;
+    static const uint64_t sizes[] = {UINT64_MAX, UINT64_MAX - 100, (uint64_t)1 << 63};
+    static const char *const members[] = {"cifar-10-batches-bin/", "readme.html"};
+    for (size_t m = 0; m < 2; m++)
+        for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+            struct fx_buf tar = {0};
+            fx_cifar10_tar(&tar, "cifar-10-batches-bin", 2, 2, NULL);
+            size_t h = m == 0 ? 0 : header_of(&tar, members[m]);
+            memset(tar.p + h + 124, 0, 12);
+            tar.p[h + 124] = 0x80;
+            for (int i = 0; i < 8; i++)
+                tar.p[h + 124 + 4 + i] = (uint8_t)(sizes[k] >> (8 * (7 - i)));
+            fx_tar_checksum(tar.p + h);
+            fx_tar_end(&tar);
+            write_c10(&tar);
+            char want[256];
+            snprintf(want, sizeof want,
+                     "tar member cifar-10-batches-bin/%s (header at offset %zu) claims %llu bytes, "
+                     "more than the archive can hold",
+                     m == 0 ? "" : members[m], h, (unsigned long long)sizes[k]);
+            expect_error("cifar10", 0, want);
+        }
+}
+
+/* A gzip bomb made of many members: 300 tar members of 1 MiB of zeros (readme.html over and
+ * over: an unwanted member may repeat), each its own gzip member of about 1 KiB. Every member
+ * is small and plausible for the file; their sum passes the CIFAR limit (DT_CIFAR_MAX_BYTES,
+ * 256 MiB), so the archive is refused there instead of being inflated whole. The file is a
+ * few hundred KiB. */
+static void test_many_member_bomb(void **state)
+{
+    (void)state;
+    const size_t mib = 1 << 20, n = 300;
+    struct fx_buf zeros = {0}, member = {0}, tail = {0}, gz = {0};
+    fx_tar_header(&zeros, "cifar-10-batches-bin/readme.html", mib, '0');
+    fx_put_zeros(&zeros, mib);
+    fx_gzip_append(&member, zeros.p, zeros.n);
+    for (size_t i = 0; i < n; i++)
+        fx_put(&gz, member.p, member.n);
+    fx_cifar10_tar(&tail, "cifar-10-batches-bin", 2, 2, NULL);
+    fx_tar_end(&tail);
+    fx_gzip_append(&gz, tail.p, tail.n);
+    assert_true(gz.n < mib);
+    char path[600];
+    fx_path(path, sizeof path, dir, C10);
+    fx_write(path, gz.p, gz.n);
+    expect_error("cifar10", 0, "decompressed data exceeds the 256 MiB limit");
+
+    /* the limit is a parameter: the same archive without the bomb, under a small one */
+    struct fx_buf small = {0};
+    fx_gzip_append(&small, tail.p, tail.n);
+    fx_write(path, small.p, small.n);
+    struct dt_data d;
+    assert_int_equal(dt_cifar_load_limited(&d, path, 0, 0, 0, 20000), -DT_EDATA);
+    assert_non_null(strstr(dt_last_error(), "exceeds the 20000-byte limit"));
+    assert_int_equal(dt_cifar_load_limited(&d, path, 0, 0, 0, tail.n), 0);
+    dt_data_free(&d);
+    fx_free(&zeros);
+    fx_free(&member);
+    fx_free(&tail);
+    fx_free(&gz);
+    fx_free(&small);
+}
+
 static void test_truncated_tar(void **state)
 {
     (void)state;
@@ -462,6 +530,9 @@ static void test_mkdata_script(void **state)
         {"label-range", "out of range"},
         {"checksum", "bad tar header checksum"},
         {"tar-truncated", "truncated tar archive"},
+        {"skip-size", "claims 18446744073709551615 bytes, more than the archive can hold"},
+        {"bomb", "decompressed data exceeds the 256 MiB limit"},
+        {"fifo", "is a FIFO (named pipe), not a regular file"},
     };
     char sub[600];
     snprintf(sub, sizeof(sub), "%s/py", dir);
@@ -483,7 +554,9 @@ static void test_mkdata_script(void **state)
             char extra[64];
             snprintf(extra, sizeof(extra), "--corrupt %s", cases[i][0]);
             mkdata(kind, extra);
+            alarm(30); /* a FIFO that blocks, a bomb inflated whole: fail, do not hang */
             assert_int_equal(dt_data_load(&d, kind, sub, 0, 0), -DT_EDATA);
+            alarm(0);
             if (!strstr(dt_last_error(), cases[i][1]))
                 fail_msg("%s --corrupt %s: '%s' lacks '%s'", kind, cases[i][0], dt_last_error(),
                          cases[i][1]);
@@ -509,6 +582,8 @@ int main(void)
         cmocka_unit_test(test_bad_header_checksum),
         cmocka_unit_test(test_bad_size_field),
         cmocka_unit_test(test_size_that_would_wrap),
+        cmocka_unit_test(test_skipped_member_size_that_would_wrap),
+        cmocka_unit_test(test_many_member_bomb),
         cmocka_unit_test(test_truncated_tar),
         cmocka_unit_test(test_wrong_class_name_count),
         cmocka_unit_test(test_empty_dataset),

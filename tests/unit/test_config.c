@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "nn/layer_spec.h"
@@ -273,6 +274,94 @@ static void test_missing_file_is_a_data_error(void **state)
     struct dt_config cfg;
     assert_int_equal(dt_config_load(&cfg, "/nonexistent/x.cfg", NULL, 0), -DT_EDATA);
     assert_non_null(strstr(dt_last_error(), "/nonexistent/x.cfg"));
+}
+
+/* libconfig 1.5 takes time quadratic in the settings of a group (100000 take over a minute):
+ * a config with more than DT_CONFIG_MAX_SETTINGS, or more than DT_CONFIG_MAX_BYTES, is refused
+ * before libconfig sees it. '=' in comments and strings is not a setting. */
+static void test_oversized_config_is_refused_unparsed(void **state)
+{
+    (void)state;
+    const size_t n = 100000;
+    size_t cap = strlen(convnet) + n * 16 + 64, len = 0;
+    char *text = malloc(cap);
+    assert_non_null(text);
+    len += (size_t)snprintf(text, cap, "%sextra = {", convnet);
+    for (size_t i = 0; i < n; i++)
+        len += (size_t)snprintf(text + len, cap - len, " a%zu=1;", i);
+    snprintf(text + len, cap - len, " };\n");
+    struct dt_config cfg;
+    alarm(20); /* parsed, it would take over a minute: fail instead */
+    expect_usage_error(text, NULL, 0,
+                       "t.cfg: 100030 settings, more than the 5000 a config may have");
+    alarm(0);
+
+    /* the same count of '=' in a comment and a string is not settings */
+    len = (size_t)snprintf(text, cap, "%s# ", convnet);
+    memset(text + len, '=', n);
+    len += n;
+    len += (size_t)snprintf(text + len, cap - len, "\nlog = { every = 3; }; /* = = */ // = =\n");
+    assert_int_equal(load(&cfg, text, NULL, 0), 0);
+    assert_int_equal(cfg.log.every, 3);
+    dt_config_free(&cfg);
+
+    /* bytes: a comment that makes the text one byte over */
+    len = (size_t)snprintf(text, cap, "%s#", convnet);
+    char *big = malloc(DT_CONFIG_MAX_BYTES + 2);
+    assert_non_null(big);
+    memcpy(big, text, len);
+    memset(big + len, ' ', DT_CONFIG_MAX_BYTES + 1 - len);
+    big[DT_CONFIG_MAX_BYTES + 1] = 0;
+    char want[64];
+    snprintf(want, sizeof want, "t.cfg: larger than %zu bytes", DT_CONFIG_MAX_BYTES);
+    expect_usage_error(big, NULL, 0, want);
+    big[DT_CONFIG_MAX_BYTES - 1] = '\n'; /* exactly the limit loads */
+    big[DT_CONFIG_MAX_BYTES] = 0;
+    if (load(&cfg, big, NULL, 0) != 0)
+        fail_msg("%s", dt_last_error());
+    dt_config_free(&cfg);
+    free(big);
+    free(text);
+}
+
+/* A config path that is a FIFO is refused at once (its open would block forever). */
+static void test_fifo_config_is_refused(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/dtrain-test-config-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[64];
+    snprintf(path, sizeof path, "%s/x.cfg", dir);
+    assert_int_equal(mkfifo(path, 0600), 0);
+    struct dt_config cfg;
+    alarm(10);
+    assert_int_equal(dt_config_load(&cfg, path, NULL, 0), -DT_EDATA);
+    alarm(0);
+    assert_non_null(strstr(dt_last_error(), "x.cfg: is a FIFO (named pipe), not a regular file"));
+
+    /* libconfig reads an @include itself: the included file gets the same checks first */
+    char *text = malloc(strlen(convnet) + 200);
+    assert_non_null(text);
+    sprintf(text, "@include \"%s\"\n%s", path, convnet);
+    alarm(10);
+    assert_int_equal(load(&cfg, text, NULL, 0), -DT_EDATA);
+    alarm(0);
+    char want[256];
+    snprintf(want, sizeof want, "t.cfg: @include: %s: is a FIFO (named pipe), not a regular file",
+             path);
+    assert_string_equal(dt_last_error(), want);
+    unlink(path);
+    FILE *f = fopen(path, "w"); /* and its settings count toward the same total */
+    assert_non_null(f);
+    fputs("extra = {", f);
+    for (int i = 0; i < 6000; i++)
+        fprintf(f, " a%d = 1;", i);
+    fputs(" };\n", f);
+    fclose(f);
+    expect_usage_error(text, NULL, 0, "t.cfg: 6030 settings, more than the 5000");
+    free(text);
+    unlink(path);
+    rmdir(dir);
 }
 
 static void test_file_errors_name_file_line_and_key(void **state)
@@ -619,6 +708,8 @@ int main(void)
         cmocka_unit_test(test_optimizer_defaults_follow_the_type),
         cmocka_unit_test(test_shipped_configs_load),
         cmocka_unit_test(test_missing_file_is_a_data_error),
+        cmocka_unit_test(test_oversized_config_is_refused_unparsed),
+        cmocka_unit_test(test_fifo_config_is_refused),
         cmocka_unit_test(test_file_errors_name_file_line_and_key),
         cmocka_unit_test(test_recipe_keys),
         cmocka_unit_test(test_layer_errors),

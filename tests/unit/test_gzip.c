@@ -187,6 +187,75 @@ static void test_directory_is_not_a_file(void **state)
     rmdir(sub);
 }
 
+/* Members that each inflate to well under the limit must still be stopped once their sum
+ * passes it: the limit is a running total over the file, not per member. */
+static void test_limit_counts_all_members(void **state)
+{
+    (void)state;
+    uint8_t zeros[1000] = {0};
+    struct fx_buf gz = {0};
+    for (int i = 0; i < 64; i++)
+        fx_gzip_append(&gz, zeros, sizeof(zeros));
+    fx_write(path, gz.p, gz.n);
+    fx_free(&gz);
+    struct dt_gz_reader *r;
+    size_t got;
+    assert_int_equal(dt_gz_open(&r, path), 0);
+    dt_gz_set_limit(r, 10000);
+    assert_int_equal(dt_gz_limit(r), 10000);
+    assert_int_equal(dt_gz_plausible_size(r), 10000);
+    assert_int_equal(dt_gz_skip(r, 1 << 20, &got), -DT_EDATA);
+    assert_true(dt_gz_offset(r) <= 10001);
+    const char *msg = dt_last_error();
+    if (!strstr(msg, path) || !strstr(msg, "decompressed data exceeds the 10000-byte limit"))
+        fail_msg("message '%s'", msg);
+    /* a read after the failure fails again rather than reading on */
+    assert_int_equal(dt_gz_read(r, zeros, 10, &got), -DT_EDATA);
+    dt_gz_close(r);
+
+    /* exactly at the limit is fine: 10 members of 1000 bytes */
+    gz = (struct fx_buf){0};
+    for (int i = 0; i < 10; i++)
+        fx_gzip_append(&gz, zeros, sizeof(zeros));
+    fx_write(path, gz.p, gz.n);
+    fx_free(&gz);
+    assert_int_equal(dt_gz_open(&r, path), 0);
+    dt_gz_set_limit(r, 10000);
+    assert_int_equal(dt_gz_skip(r, 1 << 20, &got), 0);
+    assert_int_equal(got, 10000);
+    dt_gz_close(r);
+
+    /* the same limit applies to an uncompressed file read through the reader */
+    struct fx_buf plain = {0};
+    fx_put_zeros(&plain, 10001);
+    fx_write(path, plain.p, plain.n);
+    fx_free(&plain);
+    assert_int_equal(dt_gz_open_plain(&r, path), 0);
+    dt_gz_set_limit(r, 10000);
+    assert_int_equal(dt_gz_skip(r, 1 << 20, &got), -DT_EDATA);
+    assert_non_null(strstr(dt_last_error(), "exceeds the 10000-byte limit"));
+    dt_gz_close(r);
+}
+
+/* A FIFO with no writer would block a plain open(2) forever; alarm() turns a hang into a
+ * failure instead of a stuck test run. */
+static void test_fifo_is_refused(void **state)
+{
+    (void)state;
+    unlink(path);
+    assert_int_equal(mkfifo(path, 0600), 0);
+    alarm(10);
+    expect_error("is a FIFO (named pipe), not a regular file");
+    uint8_t *data;
+    size_t len;
+    assert_int_equal(dt_gz_read_any(path, &data, &len), -DT_EDATA);
+    assert_non_null(strstr(dt_last_error(), "is a FIFO"));
+    struct dt_gz_reader *r;
+    assert_int_equal(dt_gz_open_plain(&r, path), -DT_EDATA);
+    alarm(0);
+    unlink(path);
+}
+
 static void test_not_gzip(void **state)
 {
     (void)state;
@@ -294,6 +363,8 @@ int main(void)
         cmocka_unit_test(test_corrupt_deflate_data),
         cmocka_unit_test(test_bad_header_flags),
         cmocka_unit_test(test_trailing_garbage),
+        cmocka_unit_test(test_limit_counts_all_members),
+        cmocka_unit_test(test_fifo_is_refused),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -319,11 +319,17 @@ static void test_mkdata_script(void **state)
 {
     (void)state;
     static const char *cases[][2] = {
-        {"truncate", "truncated gzip data"}, {"crc", "CRC mismatch"},
-        {"not-gzip", "not a gzip file"},     {"bad-magic", "bad IDX magic"},
-        {"dims", "bytes of data, found"},    {"count", "labels, but"},
-        {"label-range", "out of range"},     {"missing", "file not found"},
+        {"truncate", "truncated gzip data"},
+        {"crc", "CRC mismatch"},
+        {"not-gzip", "not a gzip file"},
+        {"bad-magic", "bad IDX magic"},
+        {"dims", "bytes of data, found"},
+        {"count", "labels, but"},
+        {"label-range", "out of range"},
+        {"missing", "file not found"},
         {"empty", "empty dataset"},
+        {"fifo", "is a FIFO"},
+        {"fifo --plain", "t10k-labels-idx1-ubyte: is a FIFO (named pipe), not a regular file"},
     };
     char sub[600];
     struct dt_data d;
@@ -341,7 +347,9 @@ static void test_mkdata_script(void **state)
         char extra[64];
         snprintf(extra, sizeof(extra), "--corrupt %s", cases[i][0]);
         mkdata("py", extra);
+        alarm(30); /* a FIFO that blocks the open: fail, do not hang */
         assert_int_equal(dt_data_load(&d, "idx", sub, 10, 0), -DT_EDATA);
+        alarm(0);
         if (!strstr(dt_last_error(), cases[i][1]))
             fail_msg("--corrupt %s: '%s' lacks '%s'", cases[i][0], dt_last_error(), cases[i][1]);
     }

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "util/err.h"
@@ -126,6 +127,43 @@ static void test_atomic_write_replaces_whole_file(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* dt_read_file_max: a byte cap (exactly the cap is fine, one more is not), and only regular
+ * files: a FIFO would block the open or the read forever, /dev/zero would never end. */
+static void test_read_file_is_bounded(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/dtrain-test-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[300], fifo[300];
+    snprintf(path, sizeof path, "%s/file", dir);
+    snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+    char big[100];
+    memset(big, 'x', sizeof big);
+    assert_int_equal(dt_write_file_atomic(path, big, sizeof big), 0);
+    char *data;
+    size_t len;
+    assert_int_equal(dt_read_file_max(path, 100, &data, &len), 0);
+    assert_int_equal(len, 100);
+    free(data);
+    assert_int_equal(dt_read_file_max(path, 99, &data, &len), -DT_EDATA);
+    char want[400];
+    snprintf(want, sizeof want, "%s: larger than 99 bytes", path);
+    assert_string_equal(dt_last_error(), want);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    alarm(10); /* a blocking open would hang: fail instead */
+    assert_int_equal(dt_read_file_max(fifo, 100, &data, &len), -DT_EDATA);
+    alarm(0);
+    snprintf(want, sizeof want, "%s: is a FIFO (named pipe), not a regular file", fifo);
+    assert_string_equal(dt_last_error(), want);
+    assert_int_equal(dt_read_file_max("/dev/zero", 100, &data, &len), -DT_EDATA);
+    assert_string_equal(dt_last_error(), "/dev/zero: is a character device, not a regular file");
+    assert_int_equal(dt_read_file_max(dir, 100, &data, &len), -DT_EDATA);
+    assert_non_null(strstr(dt_last_error(), "is a directory, not a regular file"));
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -134,6 +172,7 @@ int main(void)
         cmocka_unit_test(test_json_writer_escapes),
         cmocka_unit_test(test_json_parser_rejects_garbage),
         cmocka_unit_test(test_atomic_write_replaces_whole_file),
+        cmocka_unit_test(test_read_file_is_bounded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
