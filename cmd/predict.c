@@ -382,9 +382,10 @@ static int collect_files(const struct predict_args *a, struct file_list *l)
             return dt_fail(DT_EDATA, "%s: cannot walk the directory", a->inputs[i]);
         if (rc == FTW_STOP)
             return -DT_ERUNTIME;
-        qsort(l->paths + first, l->n - first, sizeof *l->paths, compare_paths);
+        /* Empty first: with no file listed yet, l->paths is NULL, not a qsort argument. */
         if (l->n == first)
             return dt_fail(DT_EDATA, "%s: no .png, .jpg or .jpeg image in it", a->inputs[i]);
+        qsort(l->paths + first, l->n - first, sizeof *l->paths, compare_paths);
     }
     return 0;
 }
@@ -403,7 +404,8 @@ static int decode_chunk(const struct predictor *p, char *const *paths, size_t n,
         struct dt_image img = {0};
         int rc = dt_image_read_file(paths[i], &buf, &len);
         if (rc == 0)
-            rc = dt_image_decode(buf, len, paths[i], p->in.c, &img);
+            rc = dt_image_decode(buf, len, paths[i], p->in.c, (uint64_t)p->cfg.data.max_pixels,
+                                 &img);
         if (rc == 0)
             rc = dt_image_fit(&img, p->in.h, p->in.w, d->x + i * sample);
         free(buf);
