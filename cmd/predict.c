@@ -512,7 +512,9 @@ static int collect_files(const struct predict_args *a, struct file_list *l)
             snprintf(msg, sizeof msg, "%s: no .png, .jpg or .jpeg image in it", a->inputs[i]);
         if ((rc < 0 || l->n == first) && list_bad(l, a->inputs[i], msg))
             return -DT_ERUNTIME;
-        qsort(l->paths + first, l->n - first, sizeof *l->paths, compare_paths);
+        /* Nothing listed from it: l->paths may still be NULL, which is no qsort argument. */
+        if (l->n > first)
+            qsort(l->paths + first, l->n - first, sizeof *l->paths, compare_paths);
     }
     return 0;
 }
@@ -562,7 +564,8 @@ static int decode_chunk(const struct predictor *p, char *const *paths, size_t n,
         struct dt_image img = {0};
         int rc = dt_image_read_file(paths[i], &buf, &len);
         if (rc == 0)
-            rc = dt_image_decode(buf, len, paths[i], p->in.c, &img);
+            rc = dt_image_decode(buf, len, paths[i], p->in.c, (uint64_t)p->cfg.data.max_pixels,
+                                 &img);
         if (rc == 0)
             rc = dt_image_fit(&img, p->in.h, p->in.w, d->x + i * sample);
         free(buf);

@@ -14,6 +14,7 @@
 
 #include "data/image.h"
 #include "util/err.h"
+#include "util/printable.h"
 
 #define MAX_IMAGES ((size_t)1 << 31)
 
@@ -58,12 +59,17 @@ static int is_image_name(const char *name)
                    strcasecmp(dot, ".jpeg") == 0);
 }
 
+/* Messages name files through this: a name on disk may hold control characters. */
+#define SHOWN(s, buf) dt_printable((s), (buf), sizeof(buf))
+
 /* Sorted, non-hidden entries of `path`: sub-directories (want_dirs), or image names. */
 static int list_dir(const char *path, int want_dirs, struct names *out)
 {
+    char shown[DT_PRINTABLE_MAX];
     DIR *d = opendir(path);
     if (!d)
-        return dt_fail(DT_EDATA, "%s: cannot open directory: %s", path, strerror(errno));
+        return dt_fail(DT_EDATA, "%s: cannot open directory: %s", SHOWN(path, shown),
+                       strerror(errno));
     struct dirent *e;
     int rc = 0;
     while (!rc && (errno = 0, e = readdir(d))) {
@@ -78,7 +84,7 @@ static int list_dir(const char *path, int want_dirs, struct names *out)
              * this level are ignored, as ImageFolder does. */
             if (stat(sub, &st) != 0) {
                 if (errno == ELOOP)
-                    rc = dt_fail(DT_EDATA, "%s: symlink loop", sub);
+                    rc = dt_fail(DT_EDATA, "%s: symlink loop", SHOWN(sub, shown));
                 continue;
             }
             if (!S_ISDIR(st.st_mode))
@@ -87,10 +93,11 @@ static int list_dir(const char *path, int want_dirs, struct names *out)
             continue;
         }
         if (names_push(out, e->d_name))
-            rc = dt_fail(DT_ERUNTIME, "%s: out of memory listing it", path);
+            rc = dt_fail(DT_ERUNTIME, "%s: out of memory listing it", SHOWN(path, shown));
     }
     if (!rc && errno)
-        rc = dt_fail(DT_EDATA, "%s: cannot read directory: %s", path, strerror(errno));
+        rc =
+            dt_fail(DT_EDATA, "%s: cannot read directory: %s", SHOWN(path, shown), strerror(errno));
     closedir(d);
     if (!rc && out->n)
         qsort(out->v, out->n, sizeof *out->v, cmp_str);
@@ -107,7 +114,7 @@ static int decode_one(const char *path, const struct dt_folder_opts *o, int *h, 
     if (rc)
         return rc;
     struct dt_image img;
-    rc = dt_image_decode(buf, len, path, o->channels, &img);
+    rc = dt_image_decode(buf, len, path, o->channels, o->max_pixels, &img);
     free(buf);
     if (rc)
         return rc;
@@ -118,10 +125,11 @@ static int decode_one(const char *path, const struct dt_folder_opts *o, int *h, 
         return 1;
     }
     if (!o->h && (img.h != *h || img.w != *w)) {
+        char shown[DT_PRINTABLE_MAX];
         rc = dt_fail(DT_EDATA,
                      "%s: image is %dx%d but the first one is %dx%d; set data.size = [H, W] "
                      "to resize them all",
-                     path, img.h, img.w, *h, *w);
+                     SHOWN(path, shown), img.h, img.w, *h, *w);
     } else {
         rc = dt_image_fit(&img, *h, *w, slot);
     }
@@ -136,28 +144,30 @@ struct walk {
 
 static int walk_split(struct walk *wk, const char *root, char *const *classes, int nclasses)
 {
-    char path[4352];
+    char path[4352], shown[DT_PRINTABLE_MAX];
     for (int c = 0; c < nclasses; c++) {
         struct names files = {0};
         if ((size_t)snprintf(path, sizeof path, "%s/%s", root, classes[c]) >= sizeof path)
-            return dt_fail(DT_EDATA, "%s/%s: path too long", root, classes[c]);
+            return dt_fail(DT_EDATA, "%s: path too long", SHOWN(path, shown));
         int rc = list_dir(path, 0, &files);
         if (!rc && files.n == 0)
-            rc = dt_fail(DT_EDATA, "%s: class folder has no .png, .jpg or .jpeg images", path);
+            rc = dt_fail(DT_EDATA, "%s: class folder has no .png, .jpg or .jpeg images",
+                         SHOWN(path, shown));
         size_t before = wk->paths.n;
         for (size_t i = 0; !rc && i < files.n; i++) {
             char file[8704];
             if ((size_t)snprintf(file, sizeof file, "%s/%s", path, files.v[i]) >= sizeof file)
-                rc = dt_fail(DT_EDATA, "%s/%s: path too long", path, files.v[i]);
+                rc = dt_fail(DT_EDATA, "%s: path too long", SHOWN(file, shown));
             else if (names_push(&wk->paths, file) || wk->paths.n > MAX_IMAGES)
-                rc = dt_fail(DT_ERUNTIME, "%s: too many images or out of memory", root);
+                rc = dt_fail(DT_ERUNTIME, "%s: too many images or out of memory",
+                             SHOWN(root, shown));
         }
         names_free(&files);
         if (rc)
             return rc;
         uint8_t *l = realloc(wk->labels, wk->paths.n);
         if (!l)
-            return dt_fail(DT_ERUNTIME, "%s: out of memory", root);
+            return dt_fail(DT_ERUNTIME, "%s: out of memory", SHOWN(root, shown));
         wk->labels = l;
         memset(l + before, c, wk->paths.n - before);
     }
@@ -166,24 +176,30 @@ static int walk_split(struct walk *wk, const char *root, char *const *classes, i
 
 static int read_classes(const char *root, struct names *cls)
 {
+    char shown[DT_PRINTABLE_MAX];
     int rc = list_dir(root, 1, cls);
     if (!rc && cls->n == 0)
-        rc =
-            dt_fail(DT_EDATA, "%s: no class folders (expected %s/<class>/<image>.png)", root, root);
+        rc = dt_fail(DT_EDATA, "%s: no class folders (expected %s/<class>/<image>.png)",
+                     SHOWN(root, shown), shown);
     if (!rc && cls->n > DT_MAX_CLASSES)
-        rc = dt_fail(DT_EDATA, "%s: %zu class folders, at most %d are supported", root, cls->n,
-                     DT_MAX_CLASSES);
+        rc = dt_fail(DT_EDATA, "%s: %zu class folders, at most %d are supported",
+                     SHOWN(root, shown), cls->n, DT_MAX_CLASSES);
     return rc;
 }
 
+/* The on-disk names, byte for byte: names shown with '?' for control characters could
+ * agree while the folders differ. */
 static int same_classes(const char *root, const struct names *got, char *const *want, int n)
 {
+    char shown[DT_PRINTABLE_MAX], got_shown[DT_PRINTABLE_MAX], want_shown[DT_PRINTABLE_MAX];
     for (size_t i = 0; i < got->n && i < (size_t)n; i++)
         if (strcmp(got->v[i], want[i]) != 0)
-            return dt_fail(DT_EDATA, "%s: class folder '%s' where the training set has '%s'", root,
-                           got->v[i], want[i]);
+            return dt_fail(DT_EDATA, "%s: class folder '%s' where the training set has '%s'",
+                           SHOWN(root, shown), SHOWN(got->v[i], got_shown),
+                           SHOWN(want[i], want_shown));
     if (got->n != (size_t)n)
-        return dt_fail(DT_EDATA, "%s: %zu class folders, the training set has %d", root, got->n, n);
+        return dt_fail(DT_EDATA, "%s: %zu class folders, the training set has %d",
+                       SHOWN(root, shown), got->n, n);
     return 0;
 }
 
@@ -279,6 +295,7 @@ static void compact(struct dt_dataset *d, const uint8_t *bad)
 static int fill_split(struct dt_dataset *d, const char *root, const char *split, struct walk *wk,
                       const struct dt_folder_opts *o)
 {
+    char shown[DT_PRINTABLE_MAX];
     size_t n = wk->paths.n;
     d->h = o->h;
     d->w = o->w;
@@ -293,7 +310,7 @@ static int fill_split(struct dt_dataset *d, const char *root, const char *split,
             }
         }
         if (!d->h)
-            return dt_fail(DT_EDATA, "%s: no image could be decoded", root);
+            return dt_fail(DT_EDATA, "%s: no image could be decoded", SHOWN(root, shown));
     }
     d->c = o->channels;
     d->n = n;
@@ -303,7 +320,7 @@ static int fill_split(struct dt_dataset *d, const char *root, const char *split,
     uint8_t *bad = calloc(n, 1);
     if (!d->x || !bad) {
         free(bad);
-        return dt_fail(DT_ERUNTIME, "%s: out of memory for %zu images", root, n);
+        return dt_fail(DT_ERUNTIME, "%s: out of memory for %zu images", SHOWN(root, shown), n);
     }
     decode_all(d, wk, split, o, bad);
     size_t first = n;
@@ -320,31 +337,34 @@ static int fill_split(struct dt_dataset *d, const char *root, const char *split,
         free(scratch);
         if (!rc)
             rc = dt_fail(DT_EDATA, "%s: could not be decoded (transient read error?)",
-                         wk->paths.v[first]);
+                         SHOWN(wk->paths.v[first], shown));
         if (o->skip_bad) {
             snprintf(d->first_bad, sizeof d->first_bad, "%s", dt_last_error());
             dt_clear_error();
             rc = 0;
             compact(d, bad);
             if (d->n == 0)
-                rc = dt_fail(DT_EDATA, "%s: every image is bad (first: %s)", root, d->first_bad);
+                rc = dt_fail(DT_EDATA, "%s: every image is bad (first: %s)", SHOWN(root, shown),
+                             d->first_bad);
         }
     }
     free(bad);
     return rc;
 }
 
-int dt_folder_load_split(struct dt_dataset *d, const char *dir, const char *split,
-                         char *const *classes, int nclasses, const struct dt_folder_opts *o)
+/* One split, its class names as they are on disk (dt_folder_load compares the other splits'
+ * folders with them before they are made printable). */
+static int load_split(struct dt_dataset *d, const char *dir, const char *split,
+                      char *const *classes, int nclasses, const struct dt_folder_opts *o)
 {
     memset(d, 0, sizeof *d);
     if (o->channels != 1 && o->channels != 3)
         return dt_fail(DT_EUSAGE, "data.channels: %d, expected 1 or 3", o->channels);
     if ((o->h == 0) != (o->w == 0) || o->h < 0 || o->w < 0)
         return dt_fail(DT_EUSAGE, "data.size: %dx%d is not a size", o->h, o->w);
-    char root[4200];
+    char root[4200], shown[DT_PRINTABLE_MAX];
     if ((size_t)snprintf(root, sizeof root, "%s/%s", dir, split) >= sizeof root)
-        return dt_fail(DT_EUSAGE, "data.dir: '%s' is too long", dir);
+        return dt_fail(DT_EUSAGE, "data.dir: '%s' is too long", SHOWN(dir, shown));
     struct names cls = {0};
     struct walk wk = {0};
     int rc = read_classes(root, &cls);
@@ -357,8 +377,6 @@ int dt_folder_load_split(struct dt_dataset *d, const char *dir, const char *spli
     if (!rc) {
         d->classes = (int)cls.n;
         d->names = cls.v; /* the dataset owns them now */
-        for (int i = 0; i < d->classes; i++)
-            dt_class_name_sanitize(d->names[i]);
         cls.v = NULL;
         cls.n = 0;
         snprintf(d->source, sizeof d->source, "%s/%s/<class>/*", dir, split);
@@ -371,16 +389,34 @@ int dt_folder_load_split(struct dt_dataset *d, const char *dir, const char *spli
     return rc;
 }
 
+/* Class names are printed and logged: control characters become '?' (the files were opened
+ * by their real paths already). */
+static void printable_names(struct dt_dataset *d)
+{
+    for (int i = 0; d->names && i < d->classes; i++)
+        dt_class_name_sanitize(d->names[i]);
+}
+
+int dt_folder_load_split(struct dt_dataset *d, const char *dir, const char *split,
+                         char *const *classes, int nclasses, const struct dt_folder_opts *o)
+{
+    int rc = load_split(d, dir, split, classes, nclasses, o);
+    if (!rc)
+        printable_names(d);
+    return rc;
+}
+
 /* Without data.size each split takes its first image's size; they must agree. */
 static int same_size(const char *dir, const char *split, const struct dt_dataset *d,
                      const struct dt_dataset *train)
 {
     if (d->h == train->h && d->w == train->w)
         return 0;
+    char shown[DT_PRINTABLE_MAX];
     return dt_fail(DT_EDATA,
                    "%s/%s: images are %dx%d but the training images are %dx%d; set data.size "
                    "= [H, W] to resize them all",
-                   dir, split, d->h, d->w, train->h, train->w);
+                   SHOWN(dir, shown), split, d->h, d->w, train->h, train->w);
 }
 
 int dt_folder_load(struct dt_data *out, struct dt_dataset *val, const char *dir,
@@ -389,16 +425,16 @@ int dt_folder_load(struct dt_data *out, struct dt_dataset *val, const char *dir,
     memset(out, 0, sizeof *out);
     if (val)
         memset(val, 0, sizeof *val);
-    int rc = dt_folder_load_split(&out->train, dir, "train", NULL, 0, o);
+    int rc = load_split(&out->train, dir, "train", NULL, 0, o);
     if (!rc)
-        rc = dt_folder_load_split(&out->test, dir, "test", out->train.names, out->train.classes, o);
+        rc = load_split(&out->test, dir, "test", out->train.names, out->train.classes, o);
     if (!rc)
         rc = same_size(dir, "test", &out->test, &out->train);
     char vdir[4200];
     struct stat st;
     snprintf(vdir, sizeof vdir, "%s/val", dir);
     if (!rc && val && stat(vdir, &st) == 0 && S_ISDIR(st.st_mode)) {
-        rc = dt_folder_load_split(val, dir, "val", out->train.names, out->train.classes, o);
+        rc = load_split(val, dir, "val", out->train.names, out->train.classes, o);
         if (!rc)
             rc = same_size(dir, "val", val, &out->train);
     }
@@ -406,6 +442,11 @@ int dt_folder_load(struct dt_data *out, struct dt_dataset *val, const char *dir,
         dt_data_free(out);
         if (val)
             dt_dataset_free(val);
+        return rc;
     }
-    return rc;
+    printable_names(&out->train);
+    printable_names(&out->test);
+    if (val)
+        printable_names(val);
+    return 0;
 }

@@ -2,6 +2,12 @@
  *
  * Both libraries report errors by longjmp; each decoder keeps everything that must be freed
  * on that path in a struct reached through a pointer, so no local is clobbered by the jump.
+ *
+ * Untrusted files: the declared size is checked against the pixel budget after the header
+ * and before anything of that size is allocated (a 1.5 KB JPEG can declare 65500 x 65500),
+ * and a stream that ends early or holds data the decoder had to skip or guess is an error,
+ * not a partly grey image: libjpeg only warns about those, so its warnings are errors here
+ * except the few that lose no pixel (see jpeg_job_emit).
  */
 #include "data/image.h"
 
@@ -15,45 +21,54 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <jerror.h>
 #include <jpeglib.h>
 #include <png.h>
 
 #include "util/err.h"
+#include "util/printable.h"
 
 #define MAX_FILE_BYTES (256u << 20)
 #define MAX_SIDE       65535
+/* A progressive JPEG is decoded scan by scan, each a pass over the whole image: a small file
+ * of hundreds of near-empty scans multiplies the decoding cost the pixel budget bounds.
+ * Encoders write about 10; 500 leaves fifty times that room (djpeg has -maxscans for the
+ * same reason). */
+#define MAX_JPEG_SCANS 500
 
 int dt_image_read_file(const char *path, uint8_t **buf, size_t *len)
 {
     *buf = NULL;
     *len = 0;
+    char shown[DT_PRINTABLE_MAX];
+    dt_printable(path, shown, sizeof shown);
     /* O_NONBLOCK: opening a FIFO with no writer would otherwise wait forever. */
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0)
-        return dt_fail(DT_EDATA, "%s: cannot open: %s", path, strerror(errno));
+        return dt_fail(DT_EDATA, "%s: cannot open: %s", shown, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0) {
         int e = errno;
         close(fd);
-        return dt_fail(DT_EDATA, "%s: cannot stat: %s", path, strerror(e));
+        return dt_fail(DT_EDATA, "%s: cannot stat: %s", shown, strerror(e));
     }
     if (!S_ISREG(st.st_mode)) {
         close(fd);
-        return dt_fail(DT_EDATA, "%s: not a regular file (%s)", path,
+        return dt_fail(DT_EDATA, "%s: not a regular file (%s)", shown,
                        S_ISDIR(st.st_mode)    ? "a directory"
                        : S_ISFIFO(st.st_mode) ? "a FIFO"
                                               : "a device or socket");
     }
     if ((uint64_t)st.st_size > MAX_FILE_BYTES) {
         close(fd);
-        return dt_fail(DT_EDATA, "%s: %lld bytes is too large for an image (limit %u MiB)", path,
+        return dt_fail(DT_EDATA, "%s: %lld bytes is too large for an image (limit %u MiB)", shown,
                        (long long)st.st_size, MAX_FILE_BYTES >> 20);
     }
     size_t n = (size_t)st.st_size;
     uint8_t *b = malloc(n ? n : 1);
     if (!b) {
         close(fd);
-        return dt_fail(DT_ERUNTIME, "%s: out of memory", path);
+        return dt_fail(DT_ERUNTIME, "%s: out of memory", shown);
     }
     size_t got = 0;
     while (got < n) {
@@ -64,7 +79,7 @@ int dt_image_read_file(const char *path, uint8_t **buf, size_t *len)
             int e = r < 0 ? errno : 0;
             free(b);
             close(fd);
-            return dt_fail(DT_EDATA, "%s: read failed: %s", path,
+            return dt_fail(DT_EDATA, "%s: read failed: %s", shown,
                            e ? strerror(e) : "file shrank while reading");
         }
         got += (size_t)r;
@@ -72,6 +87,26 @@ int dt_image_read_file(const char *path, uint8_t **buf, size_t *len)
     close(fd);
     *buf = b;
     *len = n;
+    return 0;
+}
+
+/* The size a header declares against the budget, before anything that large is allocated.
+ * *bytes gets the decoded buffer's size, h x w x c one-byte samples, computed without
+ * overflow. `kind` is "PNG" or "JPEG". */
+static int check_budget(const char *name, const char *kind, uint64_t h, uint64_t w, int c,
+                        uint64_t max_pixels, size_t *bytes)
+{
+    uint64_t pixels;
+    if (h == 0 || w == 0)
+        return dt_fail(DT_EDATA, "%s: %s declares %llux%llu pixels, an empty image", name, kind,
+                       (unsigned long long)h, (unsigned long long)w);
+    if (__builtin_mul_overflow(h, w, &pixels) || pixels > max_pixels)
+        return dt_fail(
+            DT_EDATA, "%s: %s declares %llux%llu pixels, more than data.max_pixels = %llu", name,
+            kind, (unsigned long long)h, (unsigned long long)w, (unsigned long long)max_pixels);
+    if (pixels > SIZE_MAX || __builtin_mul_overflow((size_t)pixels, (size_t)c, bytes))
+        return dt_fail(DT_EDATA, "%s: %s of %llux%llu pixels does not fit in memory here", name,
+                       kind, (unsigned long long)h, (unsigned long long)w);
     return 0;
 }
 
@@ -86,6 +121,7 @@ struct png_job {
     png_infop info;
     uint8_t *px;
     png_bytep *rows;
+    size_t bytes; /* of px */
 };
 
 static void png_job_error(png_structp png, png_const_charp msg)
@@ -110,7 +146,7 @@ static void png_job_read(png_structp png, png_bytep out, png_size_t n)
     j->pos += n;
 }
 
-static int decode_png_job(struct png_job *j, const char *name, int channels,
+static int decode_png_job(struct png_job *j, const char *name, int channels, uint64_t max_pixels,
                           struct dt_image *out)
 {
     j->png = png_create_read_struct(PNG_LIBPNG_VER_STRING, j, png_job_error, png_job_warning);
@@ -140,8 +176,14 @@ static int decode_png_job(struct png_job *j, const char *name, int channels,
     int got = png_get_channels(j->png, j->info);
     if (got != 1 && got != 3)
         return dt_fail(DT_EDATA, "%s: PNG decodes to %d channels, expected 1 or 3", name, got);
-    size_t stride = (size_t)w * (size_t)got;
-    j->px = malloc(stride * h);
+    size_t stride = png_get_rowbytes(j->png, j->info);
+    int rc = check_budget(name, "PNG", h, w, got, max_pixels, &j->bytes);
+    if (rc)
+        return rc;
+    if (stride != (size_t)w * (size_t)got) /* 8-bit samples after the transforms above */
+        return dt_fail(DT_EDATA, "%s: PNG rows of %zu bytes, expected %zu", name, stride,
+                       (size_t)w * (size_t)got);
+    j->px = malloc(j->bytes);
     j->rows = malloc(sizeof *j->rows * h);
     if (!j->px || !j->rows)
         return dt_fail(DT_ERUNTIME, "%s: out of memory for %ux%u image", name, w, h);
@@ -157,14 +199,14 @@ static int decode_png_job(struct png_job *j, const char *name, int channels,
 }
 
 static int decode_png(const uint8_t *buf, size_t len, const char *name, int channels,
-                      struct dt_image *out)
+                      uint64_t max_pixels, struct dt_image *out)
 {
     struct png_job *j = calloc(1, sizeof *j);
     if (!j)
         return dt_fail(DT_ERUNTIME, "%s: out of memory", name);
     j->buf = buf;
     j->len = len;
-    int rc = decode_png_job(j, name, channels, out);
+    int rc = decode_png_job(j, name, channels, max_pixels, out);
     png_destroy_read_struct(&j->png, j->info ? &j->info : NULL, NULL);
     free(j->px);
     free(j->rows);
@@ -178,44 +220,80 @@ struct jpeg_job {
     struct jpeg_error_mgr pub;
     jmp_buf jmp;
     struct jpeg_decompress_struct cinfo;
+    struct jpeg_progress_mgr progress;
+    char msg[JMSG_LENGTH_MAX + 64];
     uint8_t *px;
+    size_t bytes; /* of px */
 };
 
 static void jpeg_job_error(j_common_ptr cinfo)
 {
     struct jpeg_job *j = (struct jpeg_job *)cinfo->err;
+    char what[JMSG_LENGTH_MAX];
+    cinfo->err->format_message(cinfo, what);
+    snprintf(j->msg, sizeof j->msg, "corrupt JPEG: %s", what);
     longjmp(j->jmp, 1);
 }
 
-static void jpeg_job_message(j_common_ptr cinfo)
+/* libjpeg reports a stream that ends early ("Premature end of JPEG file"), a segment cut
+ * short, a bad Huffman or arithmetic code and a lost restart marker as warnings and goes on,
+ * filling what it could not decode with grey: here they fail the image. Warnings that lose
+ * no pixel are let through: garbage bytes skipped between markers (some cameras pad their
+ * files), an unknown Adobe transform code or JFIF revision, a bad ICC marker (not used). */
+static void jpeg_job_emit(j_common_ptr cinfo, int level)
 {
-    (void)cinfo; /* warnings (premature end of data, extraneous bytes) are not printed */
+    if (level >= 0)
+        return; /* trace messages */
+    switch (cinfo->err->msg_code) {
+    case JWRN_EXTRANEOUS_DATA:
+    case JWRN_ADOBE_XFORM:
+    case JWRN_JFIF_MAJOR:
+    case JWRN_BOGUS_ICC:
+        return;
+    default:
+        jpeg_job_error(cinfo);
+    }
+}
+
+static void jpeg_job_progress(j_common_ptr cinfo)
+{
+    j_decompress_ptr d = (j_decompress_ptr)cinfo;
+    struct jpeg_job *j = (struct jpeg_job *)cinfo->err;
+    if (d->input_scan_number > MAX_JPEG_SCANS) {
+        snprintf(j->msg, sizeof j->msg, "JPEG has more than %d progressive scans", MAX_JPEG_SCANS);
+        longjmp(j->jmp, 1);
+    }
 }
 
 static int decode_jpeg_job(struct jpeg_job *j, const uint8_t *buf, size_t len, const char *name,
-                           int channels, struct dt_image *out)
+                           int channels, uint64_t max_pixels, struct dt_image *out)
 {
     j->cinfo.err = jpeg_std_error(&j->pub);
     j->pub.error_exit = jpeg_job_error;
-    j->pub.output_message = jpeg_job_message;
-    if (setjmp(j->jmp)) {
-        char msg[JMSG_LENGTH_MAX];
-        j->pub.format_message((j_common_ptr)&j->cinfo, msg);
-        return dt_fail(DT_EDATA, "%s: corrupt JPEG: %s", name, msg);
-    }
+    j->pub.emit_message = jpeg_job_emit;
+    if (setjmp(j->jmp))
+        return dt_fail(DT_EDATA, "%s: %s", name, j->msg);
     jpeg_create_decompress(&j->cinfo);
+    j->progress.progress_monitor = jpeg_job_progress;
+    j->cinfo.progress = &j->progress;
     jpeg_mem_src(&j->cinfo, buf, (unsigned long)len);
     jpeg_read_header(&j->cinfo, TRUE);
     if (j->cinfo.jpeg_color_space == JCS_CMYK || j->cinfo.jpeg_color_space == JCS_YCCK)
         return dt_fail(DT_EDATA, "%s: CMYK JPEG is not supported (convert it to RGB)", name);
+    /* Before jpeg_start_decompress: a progressive file gets its whole-image coefficient
+     * buffer there. */
+    int rc = check_budget(name, "JPEG", j->cinfo.image_height, j->cinfo.image_width, channels,
+                          max_pixels, &j->bytes);
+    if (rc)
+        return rc;
     j->cinfo.out_color_space = channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
     jpeg_start_decompress(&j->cinfo);
     size_t w = j->cinfo.output_width, h = j->cinfo.output_height;
     int c = j->cinfo.output_components;
-    if (w > MAX_SIDE || h > MAX_SIDE || c != channels)
-        return dt_fail(DT_EDATA, "%s: JPEG of %zux%zu with %d channels is not supported", name,
-                       w, h, c);
-    j->px = malloc(w * h * (size_t)c);
+    if (w > MAX_SIDE || h > MAX_SIDE || c != channels || w * h * (size_t)c != j->bytes)
+        return dt_fail(DT_EDATA, "%s: JPEG of %zux%zu with %d channels is not supported", name, h,
+                       w, c);
+    j->px = malloc(j->bytes);
     if (!j->px)
         return dt_fail(DT_ERUNTIME, "%s: out of memory for %zux%zu image", name, w, h);
     while (j->cinfo.output_scanline < h) {
@@ -232,12 +310,12 @@ static int decode_jpeg_job(struct jpeg_job *j, const uint8_t *buf, size_t len, c
 }
 
 static int decode_jpeg(const uint8_t *buf, size_t len, const char *name, int channels,
-                       struct dt_image *out)
+                       uint64_t max_pixels, struct dt_image *out)
 {
     struct jpeg_job *j = calloc(1, sizeof *j);
     if (!j)
         return dt_fail(DT_ERUNTIME, "%s: out of memory", name);
-    int rc = decode_jpeg_job(j, buf, len, name, channels, out);
+    int rc = decode_jpeg_job(j, buf, len, name, channels, max_pixels, out);
     jpeg_destroy_decompress(&j->cinfo);
     free(j->px);
     free(j);
@@ -262,18 +340,22 @@ static int to_gray(struct dt_image *img, const char *name)
     return 0;
 }
 
-int dt_image_decode(const uint8_t *buf, size_t len, const char *name, int channels,
-                    struct dt_image *out)
+int dt_image_decode(const uint8_t *buf, size_t len, const char *label, int channels,
+                    uint64_t max_pixels, struct dt_image *out)
 {
     static const uint8_t png_sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
     memset(out, 0, sizeof *out);
+    char name[DT_PRINTABLE_MAX];
+    dt_printable(label, name, sizeof name);
+    if (!max_pixels)
+        max_pixels = DT_IMAGE_MAX_PIXELS;
     if (channels != 1 && channels != 3)
         return dt_fail(DT_EUSAGE, "%s: %d channels requested, expected 1 or 3", name, channels);
     int rc;
     if (len >= 8 && memcmp(buf, png_sig, 8) == 0)
-        rc = decode_png(buf, len, name, channels, out);
+        rc = decode_png(buf, len, name, channels, max_pixels, out);
     else if (len >= 3 && buf[0] == 0xff && buf[1] == 0xd8 && buf[2] == 0xff)
-        rc = decode_jpeg(buf, len, name, channels, out);
+        rc = decode_jpeg(buf, len, name, channels, max_pixels, out);
     else
         return dt_fail(DT_EDATA, "%s: not a PNG or JPEG file (%s)", name,
                        len ? "unknown signature" : "empty");

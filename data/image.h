@@ -13,6 +13,11 @@
  * source pixels under a triangle of half-width max(1, 1/scale) source pixels centred on it,
  * separably (rows, then columns), rounded to the nearest integer. An image already H x W is
  * copied untouched.
+ *
+ * Files are untrusted: the size a header declares is checked against a pixel budget before
+ * anything that large is allocated, and a truncated or corrupt stream is an error rather
+ * than a partly decoded image (see image.c). Names in error messages have their control
+ * characters escaped (util/printable.h).
  */
 #ifndef DT_DATA_IMAGE_H
 #define DT_DATA_IMAGE_H
@@ -30,10 +35,16 @@ struct dt_image {
  * hang), refuses anything but a regular file, and caps the size at 256 MiB. */
 int dt_image_read_file(const char *path, uint8_t **buf, size_t *len);
 
+/* The default pixel budget (config key data.max_pixels): 2^26 = 67,108,864 pixels, 8192 x
+ * 8192, a 192 MiB RGB buffer. Above any camera's photo (61 MP at most today), just under
+ * PIL's decompression-bomb warning (89.5 MP). */
+#define DT_IMAGE_MAX_PIXELS ((uint64_t)1 << 26)
+
 /* Decodes a PNG or JPEG in memory into out (px malloc'd) with `channels` channels (1 or 3).
- * `name` only labels error messages. Returns 0 or -DT_EDATA. */
-int dt_image_decode(const uint8_t *buf, size_t len, const char *name, int channels,
-                    struct dt_image *out);
+ * An image that declares more than max_pixels pixels (0 = DT_IMAGE_MAX_PIXELS) fails before
+ * it is decoded. `label` only names the file in error messages. Returns 0 or -DT_EDATA. */
+int dt_image_decode(const uint8_t *buf, size_t len, const char *label, int channels,
+                    uint64_t max_pixels, struct dt_image *out);
 
 /* Scales and centre-crops img to h x w (see above) and writes it planar (CHW) into out,
  * h*w*img->c bytes. Returns 0, or -DT_ERUNTIME when out of memory. */

@@ -3,7 +3,8 @@
 #   unit:   each build/tests/test_* binary (cmocka); its "[  PASSED  ] N test(s)" and
 #           "[  FAILED  ] N test(s)" lines are counted.
 #           The kernel tests run again with DTRAIN_ISA=generic and avx2 where the CPU can.
-#   cli:    each tests/cli/*.sh (skipped with UNIT_ONLY=1); they print
+#   cli:    each tests/cli/*.sh (skipped with UNIT_ONLY=1, but for the scripts named in
+#           CLI_ALSO, e.g. CLI_ALSO=predict); they print
 #           "RESULT passed=N failed=M skipped=K" through tests/cli/lib.sh.
 # The PyTorch parity checks are unit tests (test_parity_*), which run tests/parity/*.py.
 # A binary or script that crashes or prints no result counts as one failure.
@@ -67,6 +68,10 @@ if [ -z "$UNIT_ONLY" ]; then
         case $t in */lib.sh) continue ;; esac
         [ -f "$t" ] || continue
         run_one "$t" cli sh "$t"
+    done
+else
+    for n in $CLI_ALSO; do
+        run_one "tests/cli/$n.sh" cli sh "tests/cli/$n.sh"
     done
 fi
 rm -rf "$log_dir"

@@ -104,6 +104,9 @@ static const struct key keys[] = {
      "which must agree"},
     {"data.skip_bad", T_BOOL, 0, "false", 0, 0, NULL, FIELD(data.skip_bad), 0,
      "folder: leave out (and count) images that cannot be decoded instead of failing"},
+    {"data.max_pixels", T_INT64, 0, "67108864L", 1, 4294836225.0, NULL, FIELD(data.max_pixels), 0,
+     "folder and predict: an image whose header declares more pixels (height x width) is bad, "
+     "refused before it is decoded; 2^26 = 8192 x 8192 (see docs/data.md)"},
     {"data.val_fraction", T_FLOAT, MAX_OPEN, "0.0", 0, 1, NULL, FIELD(data.val_fraction), 0,
      "share of the training set held out (stratified, by train.seed) to choose "
      "best.safetensors on; 0 = none (a folder's val/ is used when present)"},

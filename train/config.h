@@ -34,10 +34,11 @@ struct dt_config {
         int crop_padding; /* augmentation: random crop after zero padding (0 = off) */
         int channels;     /* folder: 1 or 3 (derived from mean/std when 0) */
         int nsize;
-        float size[2];      /* folder: [H, W] to fit every image to; [] = their own size */
-        int size_h, size_w; /* derived from size (0, 0 when []) */
-        bool skip_bad;      /* folder: leave out undecodable images instead of failing */
-        float val_fraction; /* share of the training set held out for validation (0 = none) */
+        float size[2];        /* folder: [H, W] to fit every image to; [] = their own size */
+        int size_h, size_w;   /* derived from size (0, 0 when []) */
+        bool skip_bad;        /* folder: leave out undecodable images instead of failing */
+        long long max_pixels; /* folder, predict: pixel budget of one image (h x w) */
+        float val_fraction;   /* share of the training set held out for validation (0 = none) */
     } data;
 
     struct {

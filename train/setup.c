@@ -57,6 +57,7 @@ static struct dt_folder_opts folder_opts(const struct dt_config *cfg, double *la
         .h = cfg->data.size_h,
         .w = cfg->data.size_w,
         .skip_bad = cfg->data.skip_bad,
+        .max_pixels = (uint64_t)cfg->data.max_pixels,
         .progress = dt_log_is_tty() ? show_decode_progress : NULL,
         .progress_ctx = last,
     };

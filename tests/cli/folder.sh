@@ -1,9 +1,14 @@
 # data.format = "folder": the same pixels as a PNG folder and as IDX train to bit-identical
-# weights; every kind of bad image fails with one line naming the file (exit 3) or, with
-# data.skip_bad, is counted; PNG colour types and sizes convert; config keys are checked.
+# weights; every kind of bad image (corrupt, truncated, a header declaring more pixels than
+# data.max_pixels) fails with one line naming the file (exit 3) or, with data.skip_bad, is
+# counted; PNG colour types and sizes convert; class folders named with control characters
+# load; config keys are checked.
 . tests/cli/lib.sh
 
 PY=/usr/bin/python3
+# JPEG fixtures: no Python JPEG encoder here, so a small libjpeg program (tests/fixtures).
+cc -o "$TMP/mkjpeg" tests/fixtures/mkjpeg.c -ljpeg || exit 1
+MKJPEG="$TMP/mkjpeg"
 CFG="$(pwd)/configs/fashion-convnet.cfg"
 FASHION=/usr/share/datasets/fashion-mnist
 $PY bench/make_folder.py "$FASHION" "$TMP/f" --limit 256 --idx-out "$TMP/idx"
@@ -85,13 +90,18 @@ bad() {
     rm -rf "$TMP/bad"
     cp -r "$M" "$TMP/bad"
     (cd "$TMP/bad" && eval "$1")
-    run "$DTRAIN" train "$CFG" --overwrite --threads 1 --set data.dataset=\"shapes\" --set data.format=\"folder\" \
+    # timeout: a decompression bomb once took 16 s and 4 GB here; it must be refused at once.
+    run timeout 60 "$DTRAIN" train "$CFG" --overwrite --threads 1 --set data.dataset=\"shapes\" --set data.format=\"folder\" \
         --set data.dir="$TMP/bad" --set 'data.size=[28,28]' --set checkpoint.dir="$TMP/ck_bad" \
         --set train.batch_size=2 $2
 }
 for c in "corrupt PNG|printf '\211PNG\r\n\032\nrubbish' > train/cat/z.png|train/cat/z.png: corrupt PNG" \
          "corrupt JPEG|printf '\377\330\377\340rubbish' > train/cat/z.jpg|train/cat/z.jpg: corrupt JPEG" \
          "truncated PNG|head -c 60 train/cat/b.PNG > train/cat/z.png|train/cat/z.png: corrupt PNG" \
+         "truncated JPEG|$MKJPEG z 64 64 3 && head -c \$((\$(wc -c <z) / 2)) z > train/cat/z.jpg && rm z|train/cat/z.jpg: corrupt JPEG: Premature end of JPEG file" \
+         "JPEG declaring 65500x65500|$MKJPEG train/cat/z.jpg 28 28 1 declare=65500x65500|train/cat/z.jpg: JPEG declares 65500x65500 pixels, more than data.max_pixels = 67108864" \
+         "progressive RGB JPEG declaring 65500x65500|$MKJPEG train/dog/z.jpg 28 28 3 progressive declare=65500x65500|train/dog/z.jpg: JPEG declares 65500x65500 pixels, more than data.max_pixels" \
+         "corrupt PNG named with an escape|printf '\\211PNG\\r\\n\\032\\nxx' > \"\$(printf 'train/cat/z\\033[2J.png')\"|train/cat/z\\\\x1b\\[2J.png: corrupt PNG" \
          "not an image|echo hello > train/dog/z.jpeg|train/dog/z.jpeg: not a PNG or JPEG" \
          "empty file|: > train/dog/z.png|train/dog/z.png: not a PNG or JPEG file \(empty\)" \
          "directory named .png|mkdir train/dog/z.png|train/dog/z.png: not a regular file \(a directory\)" \
@@ -108,10 +118,27 @@ for c in "corrupt PNG|printf '\211PNG\r\n\032\nrubbish' > train/cat/z.png|train/
     expect_rc "$name: exit 3" 3
     expect_err "$name: names the file" "${rest#*|}"
     expect_err_lines "$name: one line" 1
+    check "$name: no raw escape in the message" sh -c "! grep -q \"\$(printf '\\033')\" '$TMP/err'"
 done
-bad "printf 'rubbish' > train/cat/z.png && mkfifo train/dog/y.png" "--set data.skip_bad=true"
-expect_rc "skip_bad: a corrupt PNG and a FIFO are left out" 0
-expect_err "...and counted, naming the first" "skipped 2 bad images in .*/train/<class>/\*.*cat/z.png"
+bad "printf 'rubbish' > train/cat/z.png && mkfifo train/dog/y.png && $MKJPEG train/dog/x.jpg 8 8 1 declare=65500x65500" "--set data.skip_bad=true"
+expect_rc "skip_bad: a corrupt PNG, a FIFO and a JPEG bomb are left out" 0
+expect_err "...and counted, naming the first" "skipped 3 bad images in .*/train/<class>/\*.*cat/z.png"
+bad ": " "--set data.max_pixels=783"
+expect_rc "data.max_pixels below 28x28 = 784: exit 3" 3
+expect_err "...names the first image and the limit" "train/cat/a.png: PNG declares 28x28 pixels, more than data.max_pixels = 783"
+bad ": " "--set data.max_pixels=784"
+expect_rc "data.max_pixels = 784: the 40x30 image is bad, exit 3" 3
+expect_err "...names it" "train/cat/b.PNG: PNG declares 40x30 pixels, more than data.max_pixels = 784"
+
+# ---- class folders named with control characters load (shown with '?') ----
+bad "mv train/cat \"\$(printf 'train/ca\\001t')\" && mv test/cat \"\$(printf 'test/ca\\001t')\"" "--quiet --set data.classes=2"
+expect_rc "a class folder named with a control character, in train and test: exit 0" 0
+check "...the checkpoint's class names show it as '?'" $PY -c '
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n, = struct.unpack("<Q", b[:8])
+assert json.loads(json.loads(b[8:8 + n])["__metadata__"]["class_names"]) == ["ca?t", "dog"]
+' "$TMP/ck_bad/last.safetensors"
 
 # ---- validation split: data.val_fraction (any format) or a folder's val/ ----
 run "$DTRAIN" train "$CFG" --overwrite --threads 1 --json --set data.dir="$TMP/idx" --set checkpoint.dir="$TMP/ck_val" \
@@ -142,7 +169,9 @@ for c in "data.size=[28]|data.size.*expected \[H, W\]" \
          "data.size=[28.5,28.0]|data.size.*whole number" \
          "data.size=[0,28]|data.size" \
          "data.channels=2|data.channels.*expected 1 \(gray\) or 3" \
-         "data.channels=5|data.channels"; do
+         "data.channels=5|data.channels" \
+         "data.max_pixels=0|data.max_pixels" \
+         "data.max_pixels=5000000000L|data.max_pixels"; do
     train_folder "$TMP/ck_cfg" --set data.dir="$M" --set "${c%%|*}"
     expect_rc "${c%%|*}: exit 2" 2
     expect_err "${c%%|*}: says why" "${c#*|}"

@@ -1,7 +1,9 @@
 # `dtrain predict`: images in, classes out. A PNG folder made from an IDX fixture (in the
 # folder's order, bench/make_folder.py --idx-out) gives, image for image, the classes and
 # probabilities the IDX split gives, and the accuracy they imply is what `dtrain eval` reports.
-# Bad input of every kind is one line and exit 3.
+# Bad input of every kind is one line and exit 3: corrupt, truncated, or a header declaring
+# more pixels than data.max_pixels (refused before decoding). `make check-asan` runs this
+# script against the ASan build, so predict's decode and forward paths are checked there.
 . tests/cli/lib.sh
 
 PY=/usr/bin/python3
@@ -47,6 +49,34 @@ run "$DTRAIN" predict "$CK" "$TMP/bad.png"
 expect_rc "corrupt PNG: exit 3" 3
 expect_err_lines "corrupt PNG: one line" 1
 expect_err "corrupt PNG: names the file" "$TMP/bad.png"
+cc -o "$TMP/mkjpeg" tests/fixtures/mkjpeg.c -ljpeg || exit 1
+"$TMP/mkjpeg" "$TMP/ok.jpg" 200 200 1
+run "$DTRAIN" predict "$CK" "$TMP/ok.jpg"
+expect_rc "a JPEG: exit 0" 0
+size=$(wc -c <"$TMP/ok.jpg")
+head -c $((size * 2 / 3)) "$TMP/ok.jpg" >"$TMP/cut.jpg"
+run "$DTRAIN" predict "$CK" "$TMP/ok.jpg" "$TMP/cut.jpg"
+expect_rc "a truncated JPEG: exit 3 (it once predicted on the grey-padded half)" 3
+expect_err_lines "a truncated JPEG: one line" 1
+expect_err "a truncated JPEG: names the file and what libjpeg said" "$TMP/cut.jpg: corrupt JPEG: Premature end of JPEG file"
+"$TMP/mkjpeg" "$TMP/bomb.jpg" 28 28 1 declare=65500x65500
+"$TMP/mkjpeg" "$TMP/bombp.jpg" 28 28 3 progressive declare=65500x65500
+for f in bomb bombp; do
+    # timeout: the baseline one took 17 s and 4.3 GB before the budget existed.
+    run timeout 60 "$DTRAIN" predict "$CK" "$TMP/$f.jpg"
+    expect_rc "$f.jpg declaring 65500x65500: exit 3" 3
+    expect_err_lines "$f.jpg: one line" 1
+    expect_err "$f.jpg: names the file, the declared size and the limit" "$TMP/$f.jpg: JPEG declares 65500x65500 pixels, more than data.max_pixels = 67108864"
+done
+run "$DTRAIN" predict "$CK" "$TMP/ok.jpg" --set data.max_pixels=39999
+expect_rc "--set data.max_pixels below the image's 200x200: exit 3" 3
+expect_err "...names the limit" "ok.jpg: JPEG declares 200x200 pixels, more than data.max_pixels = 39999"
+esc=$(printf '\033')
+cp "$TMP/bad.png" "$TMP/bad${esc}[2J.png"
+run "$DTRAIN" predict "$CK" "$TMP/bad${esc}[2J.png"
+expect_rc "a corrupt PNG named with an escape sequence: exit 3" 3
+expect_err "...its name shown escaped" 'bad\\x1b\[2J.png: corrupt PNG'
+check "...and no raw escape reaches the terminal" sh -c "! grep -q '$esc' '$TMP/err'"
 mkdir "$TMP/empty"
 run "$DTRAIN" predict "$CK" "$TMP/empty"
 expect_rc "a directory without images: exit 3" 3

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Runs every libFuzzer harness built in build-fuzz/fuzz for SECONDS each (default 60), from a
 # seed corpus made here (valid files from the project's own generators, the shipped configs,
-# and the valid frames/checkpoints the harnesses write themselves with FUZZ_SEED_DIR), and
+# and the valid frames/checkpoints/images the harnesses write themselves with FUZZ_SEED_DIR), and
 # prints one line per target: executions, seconds, new corpus entries, and any finding. A
 # finding (crash, leak, timeout, sanitizer report) leaves its input in build-fuzz/findings and
 # fails the run. `make fuzz FUZZ_SECONDS=600` is the long run; CI runs it for a few seconds.
@@ -14,7 +14,8 @@ trap 'rm -rf "$CORPUS"' EXIT
 mkdir -p "$OUT/findings"
 
 # Seeds. The idx and cifar harnesses gzip their input themselves: they get raw bytes.
-mkdir -p "$CORPUS/json" "$CORPUS/config" "$CORPUS/idx" "$CORPUS/cifar" "$CORPUS/checkpoint" "$CORPUS/wire"
+mkdir -p "$CORPUS/json" "$CORPUS/config" "$CORPUS/idx" "$CORPUS/cifar" "$CORPUS/checkpoint" "$CORPUS/wire" \
+    "$CORPUS/image"
 printf '{"a":[1,2.5e3,"x\\u00e9"],"b":{"c":null,"d":true}}' >"$CORPUS/json/object"
 printf '{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]}' >"$CORPUS/json/entry"
 cp configs/*.cfg "$CORPUS/config/"
