@@ -37,7 +37,7 @@ expect_err "size 2^64-1: archive and member named" "wrap/cifar-10-binary.tar.gz:
 # ---- config files
 mkfifo "$TMP/fifo.cfg"
 run timeout 20 "$DTRAIN" train "$TMP/fifo.cfg" --dry-run
-expect_rc "config that is a FIFO exits 3 (not a hang)" 3
+expect_rc "config that is a FIFO exits 2 (a usage error, not a hang)" 2
 expect_err "config FIFO explained" "fifo.cfg: is a FIFO \(named pipe\), not a regular file"
 $PY - "$CFG" "$TMP/many.cfg" <<'EOF'
 import sys
@@ -52,7 +52,7 @@ import sys
 open(sys.argv[2], "w").write(open(sys.argv[1]).read() + "#" + " " * (1 << 20) + "\n")
 EOF
 run "$DTRAIN" train "$TMP/big.cfg" --dry-run
-expect_rc "config over 1 MiB exits 3" 3
+expect_rc "config over 1 MiB exits 2 (a usage error)" 2
 expect_err "config over 1 MiB explained" "big.cfg: larger than 1048576 bytes"
 
 # ---- eval --data DIR: the name reaches libconfig as a string literal, escaped

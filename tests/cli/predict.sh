@@ -56,9 +56,13 @@ expect_rc "a JPEG: exit 0" 0
 size=$(wc -c <"$TMP/ok.jpg")
 head -c $((size * 2 / 3)) "$TMP/ok.jpg" >"$TMP/cut.jpg"
 run "$DTRAIN" predict "$CK" "$TMP/ok.jpg" "$TMP/cut.jpg"
-expect_rc "a truncated JPEG: exit 3 (it once predicted on the grey-padded half)" 3
-expect_err_lines "a truncated JPEG: one line" 1
+expect_rc "a truncated JPEG next to a good one: the good one predicted, exit 0" 0
+check "...one prediction line, none for the truncated file (it once predicted on the grey-padded half)" \
+    sh -c "test \"\$(wc -l <'$TMP/out')\" -eq 1 && ! grep -q cut.jpg '$TMP/out'"
+expect_err_lines "a truncated JPEG: one error line" 1
 expect_err "a truncated JPEG: names the file and what libjpeg said" "$TMP/cut.jpg: corrupt JPEG: Premature end of JPEG file"
+run "$DTRAIN" predict "$CK" "$TMP/ok.jpg" "$TMP/cut.jpg" --strict
+expect_rc "a truncated JPEG under --strict: exit 3" 3
 "$TMP/mkjpeg" "$TMP/bomb.jpg" 28 28 1 declare=65500x65500
 "$TMP/mkjpeg" "$TMP/bombp.jpg" 28 28 3 progressive declare=65500x65500
 for f in bomb bombp; do

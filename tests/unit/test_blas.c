@@ -14,12 +14,17 @@
 
 #include "nn/blas.h"
 
-static const struct dt_cpu_features SSE = {DT_CPU_INTEL, false, false, false, false},
-                                    AVX = {DT_CPU_INTEL, true, false, false, false},
-                                    AVX2_INTEL = {DT_CPU_INTEL, true, true, true, false},
-                                    AVX2_AMD = {DT_CPU_AMD, true, true, true, false},
-                                    AVX512 = {DT_CPU_INTEL, true, true, true, true},
-                                    AVX512_AMD = {DT_CPU_AMD, true, true, true, true};
+/* Designated: the struct gains fields (bf16, AMX) that these tables do not care about. */
+static const struct dt_cpu_features SSE = {.vendor = DT_CPU_INTEL},
+                                    AVX = {.vendor = DT_CPU_INTEL, .avx = true},
+                                    AVX2_INTEL = {.vendor = DT_CPU_INTEL, .avx = true,
+                                                  .avx2 = true, .fma = true},
+                                    AVX2_AMD = {.vendor = DT_CPU_AMD, .avx = true, .avx2 = true,
+                                                .fma = true},
+                                    AVX512 = {.vendor = DT_CPU_INTEL, .avx = true, .avx2 = true,
+                                              .fma = true, .avx512 = true},
+                                    AVX512_AMD = {.vendor = DT_CPU_AMD, .avx = true, .avx2 = true,
+                                                  .fma = true, .avx512 = true};
 
 static void test_core_choice_table(void **state)
 {

@@ -268,11 +268,12 @@ static void test_shipped_configs_load(void **state)
     dt_config_free(&cfg);
 }
 
-static void test_missing_file_is_a_data_error(void **state)
+/* The config file is part of the command line: a missing one is a usage error (exit 2). */
+static void test_missing_file_is_a_usage_error(void **state)
 {
     (void)state;
     struct dt_config cfg;
-    assert_int_equal(dt_config_load(&cfg, "/nonexistent/x.cfg", NULL, 0), -DT_EDATA);
+    assert_int_equal(dt_config_load(&cfg, "/nonexistent/x.cfg", NULL, 0), -DT_EUSAGE);
     assert_non_null(strstr(dt_last_error(), "/nonexistent/x.cfg"));
 }
 
@@ -335,7 +336,7 @@ static void test_fifo_config_is_refused(void **state)
     assert_int_equal(mkfifo(path, 0600), 0);
     struct dt_config cfg;
     alarm(10);
-    assert_int_equal(dt_config_load(&cfg, path, NULL, 0), -DT_EDATA);
+    assert_int_equal(dt_config_load(&cfg, path, NULL, 0), -DT_EUSAGE);
     alarm(0);
     assert_non_null(strstr(dt_last_error(), "x.cfg: is a FIFO (named pipe), not a regular file"));
 
@@ -707,7 +708,7 @@ int main(void)
         cmocka_unit_test(test_good_config_loads_values_defaults_and_derived),
         cmocka_unit_test(test_optimizer_defaults_follow_the_type),
         cmocka_unit_test(test_shipped_configs_load),
-        cmocka_unit_test(test_missing_file_is_a_data_error),
+        cmocka_unit_test(test_missing_file_is_a_usage_error),
         cmocka_unit_test(test_oversized_config_is_refused_unparsed),
         cmocka_unit_test(test_fifo_config_is_refused),
         cmocka_unit_test(test_file_errors_name_file_line_and_key),
