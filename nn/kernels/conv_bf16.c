@@ -35,7 +35,8 @@ int dt_conv_bf16_geometry(const struct dt_conv_shape *s, struct dt_conv_bf16_geo
     g->c16 = (s->c + 15) / 16 * 16;
     /* The odd copy's last pair starts at qrow - 1 + the largest shift. */
     g->pairs = (g->qrow + (s->kh - 1) * g->wp + s->kw - 1) / 2 + 1;
-    g->dyq = (size_t)s->k * g->qrow;
+    /* A tiles read dY in place, 16 channel rows at a time: rows up to the next 16 are zero. */
+    g->dyq = (size_t)((s->k + 15) / 16 * 16) * g->qrow;
     g->xt = (size_t)g->pairs * g->c16 * 2;
     g->dwt = (size_t)s->k * s->kh * s->kw * g->c16;
     return 0;

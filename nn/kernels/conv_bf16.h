@@ -42,7 +42,7 @@ struct dt_conv_bf16_geom {
     int qrow;   /* dY row length: q rounded up to 32 (one A tile's depth) */
     int c16;    /* channels rounded up to 16 (one B tile's width) */
     int pairs;  /* position pairs of each position-pair copy of the input */
-    size_t dyq; /* bf16 elements of one sample's dY rows: k * qrow */
+    size_t dyq; /* bf16 elements of one sample's dY rows: k (to a multiple of 16) * qrow */
     size_t xt;  /* bf16 elements of one position-pair copy: pairs * c16 * 2 */
     size_t dwt; /* floats of the gradient in tap-major order: k * kh * kw * c16 */
 };
