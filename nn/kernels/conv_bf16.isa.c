@@ -61,19 +61,7 @@ void DT_ISA_FN(dt_conv_bf16_forward)(const struct dt_conv_shape *s,
             int at = qt * 16 + ij / s->kw * g->wp + ij % s->kw;
             const dt_bf16 *b0 = xv + ((size_t)cb * 16 * g->positions + at) * 2;
             size_t ka = (size_t)kt * TILE_ELEMS;
-            TILE_LOAD(4, a0 + ka, 64);
-            TILE_LOAD(6, b0, plane);
-            TILE_DPBF16(0, 4, 6);
-            if (two_q) {
-                TILE_LOAD(7, b0 + 32, plane);
-                TILE_DPBF16(1, 4, 7);
-            }
-            if (two_m) {
-                TILE_LOAD(5, a1 + ka, 64);
-                TILE_DPBF16(2, 5, 6);
-                if (two_q)
-                    TILE_DPBF16(3, 5, 7);
-            }
+            tile_step_2x2(a0 + ka, a1 + ka, 64, b0, b0 + 32, plane, two_m, two_q);
         }
         float *y0 = yq + (size_t)mt * 16 * g->qpad + qt * 16, *y1 = y0 + (size_t)16 * g->qpad;
         int rows0 = s->k - mt * 16, rows1 = rows0 - 16;
@@ -130,19 +118,8 @@ void DT_ISA_FN(dt_conv_bf16_weight_grad)(const struct dt_conv_shape *s,
             const dt_bf16 *x = copy + i * g->xt;
             for (int q = 0; q < g->qrow; q += 32) {
                 const dt_bf16 *b0 = x + ((size_t)((q + shift) / 2) * g->c16 + ct * 16) * 2;
-                TILE_LOAD(4, a0 + q, astride);
-                TILE_LOAD(6, b0, bstride);
-                TILE_DPBF16(0, 4, 6);
-                if (two_c) {
-                    TILE_LOAD(7, b0 + 32, bstride);
-                    TILE_DPBF16(1, 4, 7);
-                }
-                if (two_m) {
-                    TILE_LOAD(5, a0 + (size_t)16 * g->qrow + q, astride);
-                    TILE_DPBF16(2, 5, 6);
-                    if (two_c)
-                        TILE_DPBF16(3, 5, 7);
-                }
+                tile_step_2x2(a0 + q, a0 + (size_t)16 * g->qrow + q, astride, b0, b0 + 32, bstride,
+                              two_m, two_c);
             }
         }
         STORE_ROWS(0, rows0, y0, taps * g->c16);

@@ -66,19 +66,7 @@ static void block(int m, int n, int kt_count, const dt_bf16 *a, const dt_bf16 *b
         C_IN(3, m0 + 16, n0 + 16);
     for (int kt = 0; kt < kt_count; kt++) {
         size_t at = (size_t)kt * TILE_ELEMS;
-        TILE_LOAD(4, a0 + at, 64);
-        TILE_LOAD(6, b0 + at, 64);
-        TILE_DPBF16(0, 4, 6);
-        if (two_n) {
-            TILE_LOAD(7, b1 + at, 64);
-            TILE_DPBF16(1, 4, 7);
-        }
-        if (two_m) {
-            TILE_LOAD(5, a1 + at, 64);
-            TILE_DPBF16(2, 5, 6);
-            if (two_n)
-                TILE_DPBF16(3, 5, 7);
-        }
+        tile_step_2x2(a0 + at, a1 + at, 64, b0 + at, b1 + at, 64, two_m, two_n);
     }
     C_OUT(0, m0, n0);
     if (two_n)

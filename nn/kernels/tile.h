@@ -16,6 +16,7 @@
 #ifndef DT_NN_KERNELS_TILE_H
 #define DT_NN_KERNELS_TILE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -82,5 +83,29 @@ static inline void ctile_dpbf16(int c, int a, int b)
 #else
 #error "nn/kernels/tile.h: compile with -DDT_ISA_AMX or -DDT_ISA_CTILE (see the Makefile)"
 #endif
+
+/* One 32-deep step of a block of up to 2 x 2 accumulators, tiles 0 1 / 2 3 (rows x columns):
+ * A tiles from a0 (and a1 for the second row) at stride sa into tiles 4-5, B tiles from b0
+ * (and b1 for the second column) at stride sb into 6-7. Four loads feed four products, the
+ * most eight tiles allow; a missing second row or column is skipped (edges of the output). */
+__attribute__((always_inline)) static inline void tile_step_2x2(const void *a0, const void *a1,
+                                                                long sa, const void *b0,
+                                                                const void *b1, long sb,
+                                                                bool two_rows, bool two_cols)
+{
+    TILE_LOAD(4, a0, sa);
+    TILE_LOAD(6, b0, sb);
+    TILE_DPBF16(0, 4, 6);
+    if (two_cols) {
+        TILE_LOAD(7, b1, sb);
+        TILE_DPBF16(1, 4, 7);
+    }
+    if (two_rows) {
+        TILE_LOAD(5, a1, sa);
+        TILE_DPBF16(2, 5, 6);
+        if (two_cols)
+            TILE_DPBF16(3, 5, 7);
+    }
+}
 
 #endif

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <jpeglib.h>
+#include "tests/fixtures/jpeg_encode.h"
 #include <png.h>
 
 #include "data/image.h"
@@ -76,31 +76,11 @@ static void seed_png(const char *dir, const char *name, int h, int w, int color,
 
 static void seed_jpeg(const char *dir, const char *name, int h, int w, int c, int progressive)
 {
-    struct jpeg_compress_struct ci;
-    struct jpeg_error_mgr jerr;
-    unsigned char *out = NULL;
     unsigned long len = 0;
     uint8_t *px = malloc((size_t)h * w * c);
     for (size_t i = 0; i < (size_t)h * w * c; i++)
         px[i] = (uint8_t)(i * 7 + i / (size_t)w);
-    ci.err = jpeg_std_error(&jerr);
-    jpeg_create_compress(&ci);
-    jpeg_mem_dest(&ci, &out, &len);
-    ci.image_width = (JDIMENSION)w;
-    ci.image_height = (JDIMENSION)h;
-    ci.input_components = c;
-    ci.in_color_space = c == 1 ? JCS_GRAYSCALE : JCS_RGB;
-    jpeg_set_defaults(&ci);
-    jpeg_set_quality(&ci, 75, TRUE);
-    if (progressive)
-        jpeg_simple_progression(&ci);
-    jpeg_start_compress(&ci, TRUE);
-    while (ci.next_scanline < ci.image_height) {
-        JSAMPROW row = px + (size_t)ci.next_scanline * w * c;
-        jpeg_write_scanlines(&ci, &row, 1);
-    }
-    jpeg_finish_compress(&ci);
-    jpeg_destroy_compress(&ci);
+    unsigned char *out = fx_jpeg_encode(px, h, w, c, 75, progressive, &len);
     seed_write(dir, name, (uint8_t)(c == 3 ? 0x05 : 0x04), out, len);
     free(out);
     free(px);

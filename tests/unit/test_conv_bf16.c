@@ -4,7 +4,7 @@
  * bound of test_gemm_bf16.c: |y - exact| <= 2 (K + 1) 2^-24 sum |x w|, K = C kh kw. Shapes cover
  * channel counts below, at and above a 32-channel tile row, plane widths whose padded rows
  * do not fill a 16-position tile, 1x1 and 5x5 kernels, no padding, and output channels that
- * do not fill a 16-wide tile. */
+ * do not fill a 16-wide tile; the two backward products the same way. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -72,55 +72,11 @@ static double check_conv(enum dt_bf16_path p, struct dt_conv_shape s, bool bias)
     return worst;
 }
 
-static void run_shapes(enum dt_bf16_path p)
-{
-    const char *why;
-    if (!dt_bf16_path_available(p, &why)) {
-        print_message("skip %s path: %s\n", dt_bf16_path_name(p), why);
-        skip();
-    }
-    static const struct dt_conv_shape shapes[] = {
-        {1, 3, 32, 32, 16, 3, 3, 1, 1},  /* ResNet's stem: 3 channels in a 32-wide row */
-        {1, 16, 32, 32, 16, 3, 3, 1, 1}, /* stage 1 */
-        {1, 32, 16, 16, 32, 3, 3, 1, 1}, /* stage 2 */
-        {1, 64, 8, 8, 64, 3, 3, 1, 1},   /* stage 3: a padded row of 10 positions */
-        {1, 40, 7, 9, 20, 3, 3, 1, 1},   /* channels over one row, outputs under two tiles */
-        {1, 5, 6, 11, 7, 5, 5, 1, 2},    /* 5x5 */
-        {1, 33, 5, 5, 17, 1, 1, 1, 0},   /* 1x1 */
-        {1, 8, 9, 9, 3, 3, 3, 1, 0},     /* no padding */
-    };
-    double worst = 0;
-    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
-        double r = check_conv(p, shapes[i], i % 2);
-        if (r > 1)
-            fail_msg("%s: shape %zu off by %.2f times the bound", dt_bf16_path_name(p), i, r);
-        worst = r > worst ? r : worst;
-    }
-    print_message("%s: worst error %.3f of the bound\n", dt_bf16_path_name(p), worst);
-}
-
-static void test_reference_path(void **state)
-{
-    (void)state;
-    run_shapes(DT_BF16_REFERENCE);
-}
-
-static void test_ctile_path(void **state)
-{
-    (void)state;
-    run_shapes(DT_BF16_CTILE);
-}
-
-static void test_amx_path(void **state)
-{
-    (void)state;
-    run_shapes(DT_BF16_AMX);
-}
-
 /* dX through the forward kernel (transposed, rotated weights) against
  * dX[c][ih][iw] = sum over k, i, j of dY[k][ih + pad - i][iw + pad - j] W[k][c][i][j]. */
-static double check_input_grad(enum dt_bf16_path p, struct dt_conv_shape s)
+static double check_input_grad(enum dt_bf16_path p, struct dt_conv_shape s, bool variant)
 {
+    (void)variant;
     struct dt_conv_shape t;
     struct dt_conv_bf16_geom g;
     dt_conv_bf16_input_grad_shape(&s, &t);
@@ -165,33 +121,10 @@ static double check_input_grad(enum dt_bf16_path p, struct dt_conv_shape s)
     return worst;
 }
 
-static void test_input_gradient_through_the_forward_kernel(void **state)
-{
-    (void)state;
-    static const struct dt_conv_shape shapes[] = {
-        {1, 16, 32, 32, 16, 3, 3, 1, 1}, {1, 64, 8, 8, 64, 3, 3, 1, 1},
-        {1, 40, 7, 9, 20, 3, 3, 1, 1},   {1, 5, 6, 11, 7, 5, 5, 1, 2},
-        {1, 8, 9, 9, 3, 3, 3, 1, 0},
-    };
-    for (enum dt_bf16_path p = 0; p < DT_BF16_PATH_COUNT; p++) {
-        const char *why;
-        if (!dt_bf16_path_available(p, &why)) {
-            print_message("skip %s path: %s\n", dt_bf16_path_name(p), why);
-            continue;
-        }
-        double worst = 0;
-        for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
-            worst = fmax(worst, check_input_grad(p, shapes[i]));
-        print_message("%s input gradient: worst error %.3f of the bound\n", dt_bf16_path_name(p),
-                      worst);
-        assert_true(worst <= 1);
-    }
-}
-
-/* dW over 3 samples, accumulated onto a non-zero start, against
+/* dW over 3 samples, accumulated onto a non-zero start or not, against
  * dW[k][c][i][j] = start + sum over samples, oh, ow of dY[k][oh][ow] X[c][oh + i - pad][ow + j -
  * pad]. */
-static double check_weight_grad(enum dt_bf16_path p, struct dt_conv_shape s)
+static double check_weight_grad(enum dt_bf16_path p, struct dt_conv_shape s, bool accumulate)
 {
     enum { N = 3 };
     struct dt_conv_bf16_geom g;
@@ -211,15 +144,16 @@ static double check_weight_grad(enum dt_bf16_path p, struct dt_conv_shape s)
         dt_conv_bf16_dy_rows(&s, &g, dy + n * sy, dyq + n * g.dyq);
         dt_conv_bf16_position_pairs(&s, &g, x + n * sx, even + n * g.xt, odd + n * g.xt);
     }
-    /* The accumulation start, laid out as the kernel keeps it. */
+    /* The accumulation start, laid out as the kernel keeps it (or garbage it must not read). */
     int taps = s.kh * s.kw;
     for (size_t i = 0; i < g.dwt; i++)
-        dwt[i] = 0;
+        dwt[i] = accumulate ? 0 : NAN;
     for (int k = 0; k < s.k; k++)
         for (int c = 0; c < s.c; c++)
             for (int t = 0; t < taps; t++)
-                dwt[((size_t)k * taps + t) * g.c16 + c] = start[((size_t)k * s.c + c) * taps + t];
-    dt_conv_bf16_weight_grad_on(p, &s, &g, N, dyq, even, odd, dwt, true);
+                dwt[((size_t)k * taps + t) * g.c16 + c] =
+                    accumulate ? start[((size_t)k * s.c + c) * taps + t] : NAN;
+    dt_conv_bf16_weight_grad_on(p, &s, &g, N, dyq, even, odd, dwt, accumulate);
     dt_conv_bf16_weight_grad_unpack(&s, &g, dwt, dw);
     double worst = 0;
     for (int k = 0; k < s.k; k++)
@@ -227,7 +161,7 @@ static double check_weight_grad(enum dt_bf16_path p, struct dt_conv_shape s)
             for (int i = 0; i < s.kh; i++)
                 for (int j = 0; j < s.kw; j++) {
                     size_t at = (((size_t)k * s.c + c) * s.kh + i) * s.kw + j;
-                    double exact = start[at], mag = fabs(exact);
+                    double exact = accumulate ? start[at] : 0, mag = fabs(exact);
                     for (int n = 0; n < N; n++)
                         for (int oh = 0; oh < g.oh; oh++)
                             for (int ow = 0; ow < g.ow; ow++) {
@@ -241,33 +175,62 @@ static double check_weight_grad(enum dt_bf16_path p, struct dt_conv_shape s)
                                 mag += fabs(v);
                             }
                     double bound = 2.0 * (N * g.qrow + 2) * 0x1p-24 * mag + 1e-30;
-                    worst = fmax(worst, fabs(dw[at] - exact) / bound);
+                    double r = isnan(dw[at]) ? INFINITY : fabs(dw[at] - exact) / bound;
+                    worst = fmax(worst, r);
                 }
     free(x), free(dy), free(dw), free(start), free(dwt), free(dyq), free(even), free(odd);
     return worst;
 }
 
+/* The shapes every product is checked on: channel counts below, at and above a 32-channel
+ * tile row, padded rows that do not fill a 16-position tile, 1x1 and 5x5 kernels, no padding,
+ * and output channels that do not fill a 16-wide tile. */
+static const struct dt_conv_shape shapes[] = {
+    {1, 3, 32, 32, 16, 3, 3, 1, 1},  /* ResNet's stem: 3 channels in a 32-wide row */
+    {1, 16, 32, 32, 16, 3, 3, 1, 1}, /* stage 1 */
+    {1, 32, 16, 16, 32, 3, 3, 1, 1}, /* stage 2 */
+    {1, 64, 8, 8, 64, 3, 3, 1, 1},   /* stage 3: a padded row of 10 positions */
+    {1, 40, 7, 9, 20, 3, 3, 1, 1},   /* channels over one row, outputs under two tiles */
+    {1, 5, 6, 11, 7, 5, 5, 1, 2},    /* 5x5 */
+    {1, 33, 5, 5, 17, 1, 1, 1, 0},   /* 1x1 */
+    {1, 8, 9, 9, 3, 3, 3, 1, 0},     /* no padding */
+};
+
+/* Every shape through `check` on one path (alternating its variant: bias, accumulation),
+ * skipped with the reason printed where this CPU lacks the path. */
+static void each_shape(enum dt_bf16_path p, const char *what,
+                       double (*check)(enum dt_bf16_path, struct dt_conv_shape, bool))
+{
+    const char *why;
+    if (!dt_bf16_path_available(p, &why)) {
+        print_message("skip %s %s: %s\n", dt_bf16_path_name(p), what, why);
+        skip();
+    }
+    double worst = 0;
+    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
+        double r = check(p, shapes[i], i % 2);
+        if (r > 1)
+            fail_msg("%s %s: shape %zu off by %.2f times the bound", dt_bf16_path_name(p), what, i,
+                     r);
+        worst = fmax(worst, r);
+    }
+    print_message("%s %s: worst error %.3f of the bound\n", dt_bf16_path_name(p), what, worst);
+}
+
+/* One test per product and path: the path is the test's prestate. */
+static void test_forward(void **state)
+{
+    each_shape(*(enum dt_bf16_path *)*state, "forward", check_conv);
+}
+
+static void test_input_gradient(void **state)
+{
+    each_shape(*(enum dt_bf16_path *)*state, "input gradient", check_input_grad);
+}
+
 static void test_weight_gradient(void **state)
 {
-    (void)state;
-    static const struct dt_conv_shape shapes[] = {
-        {1, 16, 32, 32, 16, 3, 3, 1, 1}, {1, 64, 8, 8, 64, 3, 3, 1, 1},
-        {1, 40, 7, 9, 20, 3, 3, 1, 1},   {1, 5, 6, 11, 7, 5, 5, 1, 2},
-        {1, 33, 5, 5, 17, 1, 1, 1, 0},   {1, 8, 9, 9, 3, 3, 3, 1, 0},
-    };
-    for (enum dt_bf16_path p = 0; p < DT_BF16_PATH_COUNT; p++) {
-        const char *why;
-        if (!dt_bf16_path_available(p, &why)) {
-            print_message("skip %s path: %s\n", dt_bf16_path_name(p), why);
-            continue;
-        }
-        double worst = 0;
-        for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
-            worst = fmax(worst, check_weight_grad(p, shapes[i]));
-        print_message("%s weight gradient: worst error %.3f of the bound\n", dt_bf16_path_name(p),
-                      worst);
-        assert_true(worst <= 1);
-    }
+    each_shape(*(enum dt_bf16_path *)*state, "weight gradient", check_weight_grad);
 }
 
 static void test_unsupported_shapes_are_refused(void **state)
@@ -282,12 +245,17 @@ static void test_unsupported_shapes_are_refused(void **state)
 
 int main(void)
 {
+    static enum dt_bf16_path paths[] = {DT_BF16_REFERENCE, DT_BF16_CTILE, DT_BF16_AMX};
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_reference_path),
-        cmocka_unit_test(test_ctile_path),
-        cmocka_unit_test(test_amx_path),
-        cmocka_unit_test(test_input_gradient_through_the_forward_kernel),
-        cmocka_unit_test(test_weight_gradient),
+        cmocka_unit_test_prestate(test_forward, &paths[0]),
+        cmocka_unit_test_prestate(test_forward, &paths[1]),
+        cmocka_unit_test_prestate(test_forward, &paths[2]),
+        cmocka_unit_test_prestate(test_input_gradient, &paths[0]),
+        cmocka_unit_test_prestate(test_input_gradient, &paths[1]),
+        cmocka_unit_test_prestate(test_input_gradient, &paths[2]),
+        cmocka_unit_test_prestate(test_weight_gradient, &paths[0]),
+        cmocka_unit_test_prestate(test_weight_gradient, &paths[1]),
+        cmocka_unit_test_prestate(test_weight_gradient, &paths[2]),
         cmocka_unit_test(test_unsupported_shapes_are_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 #include <cmocka.h>
 
-#include <jpeglib.h>
+#include "tests/fixtures/jpeg_encode.h"
 #include <png.h>
 
 #include "data/folder.h"
@@ -25,32 +25,10 @@
 #include "util/err.h"
 #include "util/printable.h"
 
-/* A JPEG of an h x w image with c channels, in memory; progressive when asked. */
 static unsigned char *jpeg_opts(const uint8_t *px, int h, int w, int c, int progressive,
                                 unsigned long *len)
 {
-    struct jpeg_compress_struct ci;
-    struct jpeg_error_mgr jerr;
-    unsigned char *out = NULL;
-    ci.err = jpeg_std_error(&jerr);
-    jpeg_create_compress(&ci);
-    jpeg_mem_dest(&ci, &out, len);
-    ci.image_width = (JDIMENSION)w;
-    ci.image_height = (JDIMENSION)h;
-    ci.input_components = c;
-    ci.in_color_space = c == 1 ? JCS_GRAYSCALE : JCS_RGB;
-    jpeg_set_defaults(&ci);
-    jpeg_set_quality(&ci, 100, TRUE);
-    if (progressive)
-        jpeg_simple_progression(&ci);
-    jpeg_start_compress(&ci, TRUE);
-    while (ci.next_scanline < ci.image_height) {
-        JSAMPROW row = (JSAMPROW)(px + (size_t)ci.next_scanline * (size_t)w * (size_t)c);
-        jpeg_write_scanlines(&ci, &row, 1);
-    }
-    jpeg_finish_compress(&ci);
-    jpeg_destroy_compress(&ci);
-    return out;
+    return fx_jpeg_encode(px, h, w, c, 100, progressive, len);
 }
 
 static unsigned char *jpeg_of(const uint8_t *px, int h, int w, int c, unsigned long *len)
