@@ -313,6 +313,8 @@ static int trust_part(struct file_job *j, const char *label, enum dt_match *m)
     int rc = check_vouched(j, j->part, label, &d);
     if (rc)
         return rc;
+    if (d.content_too_large) /* what the registry check said is the cause: not a corrupt stream */
+        return dt_fail(DT_EDATA, "%s; not trusted", registry);
     if (d.is_gzip && !d.gzip_ok)
         return dt_fail(DT_EDATA, "%s: corrupt gzip stream (truncated or bad CRC); not trusted",
                        label);

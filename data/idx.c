@@ -88,8 +88,8 @@ static int idx_read_payload(struct dt_gz_reader *r, const char *path, uint64_t n
         rc = dt_fail(DT_EDATA, "%s: dims %s need %llu bytes of data, found %zu", path, dims_text,
                      (unsigned long long)need, got);
     else if (rc == 0 && extra)
-        rc = dt_fail(DT_EDATA, "%s: dims %s need %llu bytes of data, found more", path,
-                     dims_text, (unsigned long long)need);
+        rc = dt_fail(DT_EDATA, "%s: dims %s need %llu bytes of data, found more", path, dims_text,
+                     (unsigned long long)need);
     if (rc < 0) {
         free(buf);
         return rc;

@@ -26,6 +26,7 @@
 #include <png.h>
 
 #include "util/err.h"
+#include "util/fileio.h"
 #include "util/printable.h"
 
 #define MAX_FILE_BYTES (256u << 20)
@@ -38,56 +39,10 @@
 
 int dt_image_read_file(const char *path, uint8_t **buf, size_t *len)
 {
-    *buf = NULL;
-    *len = 0;
-    char shown[DT_PRINTABLE_MAX];
-    dt_printable(path, shown, sizeof shown);
-    /* O_NONBLOCK: opening a FIFO with no writer would otherwise wait forever. */
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0)
-        return dt_fail(DT_EDATA, "%s: cannot open: %s", shown, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        close(fd);
-        return dt_fail(DT_EDATA, "%s: cannot stat: %s", shown, strerror(e));
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return dt_fail(DT_EDATA, "%s: not a regular file (%s)", shown,
-                       S_ISDIR(st.st_mode)    ? "a directory"
-                       : S_ISFIFO(st.st_mode) ? "a FIFO"
-                                              : "a device or socket");
-    }
-    if ((uint64_t)st.st_size > MAX_FILE_BYTES) {
-        close(fd);
-        return dt_fail(DT_EDATA, "%s: %lld bytes is too large for an image (limit %u MiB)", shown,
-                       (long long)st.st_size, MAX_FILE_BYTES >> 20);
-    }
-    size_t n = (size_t)st.st_size;
-    uint8_t *b = malloc(n ? n : 1);
-    if (!b) {
-        close(fd);
-        return dt_fail(DT_ERUNTIME, "%s: out of memory", shown);
-    }
-    size_t got = 0;
-    while (got < n) {
-        ssize_t r = read(fd, b + got, n - got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0) {
-            int e = r < 0 ? errno : 0;
-            free(b);
-            close(fd);
-            return dt_fail(DT_EDATA, "%s: read failed: %s", shown,
-                           e ? strerror(e) : "file shrank while reading");
-        }
-        got += (size_t)r;
-    }
-    close(fd);
-    *buf = b;
-    *len = n;
-    return 0;
+    char *data;
+    int rc = dt_read_file_max(path, MAX_FILE_BYTES, &data, len);
+    *buf = rc ? NULL : (uint8_t *)data;
+    return rc;
 }
 
 /* The size a header declares against the budget, before anything that large is allocated.
@@ -186,7 +141,7 @@ static int decode_png_job(struct png_job *j, const char *name, int channels, uin
     j->px = malloc(j->bytes);
     j->rows = malloc(sizeof *j->rows * h);
     if (!j->px || !j->rows)
-        return dt_fail(DT_ERUNTIME, "%s: out of memory for %ux%u image", name, w, h);
+        return dt_fail(DT_ERUNTIME, "%s: out of memory for a %ux%u (HxW) image", name, h, w);
     for (png_uint_32 r = 0; r < h; r++)
         j->rows[r] = j->px + r * stride;
     png_read_image(j->png, j->rows);

@@ -344,8 +344,9 @@ static int parse_dataset(const char *path, const struct dt_json *dj, int index,
     for (const char *c = d->name; *c && plain; c++)
         plain = isalnum((unsigned char)*c) || *c == '-' || *c == '_' || *c == '.';
     if (!plain)
-        return bad(path, "\"name\" must be 1-64 letters, digits, '-', '_' or '.', not starting "
-                         "with '.'",
+        return bad(path,
+                   "\"name\" must be 1-64 letters, digits, '-', '_' or '.', not starting "
+                   "with '.'",
                    where);
     if ((rc = get_string(path, dj, "format", where, 1, &d->format)))
         return rc;

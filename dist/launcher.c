@@ -55,8 +55,9 @@ struct child {
 
 /* One rank's heartbeat, in a page shared with the parent. */
 struct beat {
-    _Atomic double at; /* dt_now() of the last beat (or of the fork) */
-    _Atomic long step; /* the step it reported; -1 before the first */
+    _Atomic double at;  /* dt_now() of the last beat (or of the fork) */
+    _Atomic long step;  /* the step it reported; -1 before the first */
+    _Atomic bool armed; /* set up: stall_timeout applies, not setup_timeout */
 };
 
 /* The child's own slot (NULL in the parent and in processes not started by dt_launch_run). */
@@ -71,8 +72,10 @@ void dt_launch_beat(long step)
 
 void dt_launch_alive(void)
 {
-    if (my_beat)
+    if (my_beat) {
         atomic_store_explicit(&my_beat->at, dt_now(), memory_order_relaxed);
+        atomic_store_explicit(&my_beat->armed, true, memory_order_relaxed);
+    }
 }
 
 /* Threads of this process, from /proc/self/task; -1 when it cannot be read. */
@@ -205,26 +208,32 @@ static void reap(struct supervisor *s)
     }
 }
 
-/* The first live rank with no heartbeat for stall_timeout seconds fails the job. */
+/* The first live rank with no heartbeat for its limit fails the job: stall_timeout once it
+ * has beaten, setup_timeout before (a rendezvous across hosts may legitimately take long). */
 static void check_stalls(struct supervisor *s)
 {
-    if (s->o->stall_timeout <= 0 || s->aborted || s->stop_signal)
+    if (s->aborted || s->stop_signal)
         return;
     double now = dt_now();
     for (int r = 0; r < s->o->n; r++) {
         struct child *k = &s->kids[r];
+        bool armed = atomic_load(&s->beats[r].armed);
+        double limit = armed ? s->o->stall_timeout : s->o->setup_timeout;
         double idle = now - atomic_load(&s->beats[r].at);
-        if (k->pid <= 0 || k->done || idle < s->o->stall_timeout)
+        if (k->pid <= 0 || k->done || limit <= 0 || idle < limit)
             continue;
         long step = atomic_load(&s->beats[r].step);
-        char last[48] = "before its first step";
-        if (step >= 0)
-            snprintf(last, sizeof last, "after step %ld", step);
+        char last[64] = "while setting up; the rendezvous timeout + dist.timeout";
+        if (armed)
+            snprintf(last, sizeof last,
+                     step >= 0 ? "after step %ld; dist.timeout"
+                               : "before its first step; dist.timeout",
+                     step);
         s->failed_rank = r;
         char name[96];
         rank_name(s->o, r, k->pid, name, sizeof name);
-        snprintf(s->reason, sizeof s->reason, "%s made no progress for %.1f s (%s; dist.timeout)",
-                 name, idle, last);
+        snprintf(s->reason, sizeof s->reason, "%s made no progress for %.1f s (%s)", name, idle,
+                 last);
         begin_teardown(s, s->reason);
         return;
     }
@@ -330,6 +339,7 @@ int dt_launch_run(const struct dt_launch_opts *o)
     for (int r = 0; r < o->n; r++) {
         atomic_init(&s.beats[r].at, dt_now());
         atomic_init(&s.beats[r].step, -1);
+        atomic_init(&s.beats[r].armed, false);
         pid_t pid = fork();
         if (pid == 0)
             run_child(o, r, parent, &old_mask, s.beats);

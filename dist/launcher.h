@@ -11,8 +11,9 @@
  *   - SIGINT/SIGTERM to the parent: forwarded to the children, which stop cleanly at a step
  *     boundary; the same grace/SIGKILL rules; returns DT_EINTR / DT_ETERM;
  *   - every child exits 0: returns 0.
- *   - a child makes no progress (no dt_launch_beat) for stall_timeout seconds: a failure as
- *     above, "rank R (pid P) made no progress for S s (after step N; dist.timeout)";
+ *   - a child makes no progress (no dt_launch_beat or dt_launch_alive) for stall_timeout
+ *     seconds once it has beaten, or setup_timeout before: a failure as above, "rank R (pid P)
+ *     made no progress for S s (after step N; dist.timeout)";
  * All children are reaped before it returns: no orphans.
  *
  * It refuses (DT_ERUNTIME) to fork while threads started since the program began are alive
@@ -27,7 +28,8 @@ struct dt_launch_opts {
     void (*on_failure)(void *arg, const char *reason); /* may be NULL; called once */
     void *arg;
     double grace;         /* seconds between SIGTERM and SIGKILL; 0 -> 2 */
-    double stall_timeout; /* seconds without a heartbeat that fail a rank; 0 = no watchdog */
+    double stall_timeout; /* seconds without a heartbeat that fail a set-up rank; 0 = none */
+    double setup_timeout; /* the same before a rank's first heartbeat; 0 = no limit */
     /* How messages and the ranks' log tags name rank r: global rank rank_base + r, and in a
      * job of several hosts also "(host H, local r)". Zero: one host, ranks 0..n-1. */
     int rank_base, host, hosts;
@@ -38,7 +40,8 @@ int dt_launch_run(const struct dt_launch_opts *o);
 /* In a rank: "I am alive and at this step" (a relaxed store; cheap enough for every step).
  * Does nothing outside a rank forked by dt_launch_run. */
 void dt_launch_beat(long step);
-/* The same without a step (evaluation batches, long set-up work). */
+/* The same without a step: a rank calls it when its set-up is done (from then on
+ * stall_timeout applies), and in long work that is not a step (evaluation batches). */
 void dt_launch_alive(void);
 
 /* 0, or DT_ERUNTIME when threads started since the program began are still running. */

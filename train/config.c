@@ -18,7 +18,8 @@
  * libconfig 1.5 quirk worth knowing: an integer literal that does not fit 32 bits silently
  * wraps unless written with the L suffix (5000000000L). widen_integers rewrites such literals
  * (in the file and in --set values) before libconfig reads them, so every integer key is
- * range-checked on the value as written; the writer always adds L to 64-bit keys.
+ * range-checked on the value as written (not in @include'd files, which libconfig reads
+ * itself); the writer always adds L to 64-bit keys.
  *
  * Float keys are checked on the value as stored: a number that is not a normal 32-bit float
  * (1e-320, 1e39) or that rounds to outside the key's range is refused (check_float). Keys

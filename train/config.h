@@ -117,8 +117,9 @@ struct dt_config {
 #define DT_CONFIG_MAX_SETTINGS 5000
 
 /* Loads and validates `path`, then applies the overrides ("a.b=v", in order). On error returns
- * -DT_EUSAGE (or -DT_EDATA if the file cannot be read, is not a regular file or is larger than
- * DT_CONFIG_MAX_BYTES) with a "FILE:LINE: key: problem" message. */
+ * -DT_EUSAGE with a "FILE:LINE: key: problem" message, also when the file cannot be read, is
+ * not a regular file or is larger than DT_CONFIG_MAX_BYTES (the file is part of the command
+ * line); an @include'd file that cannot be read is -DT_EDATA. */
 int dt_config_load(struct dt_config *cfg, const char *path, const char *const *overrides,
                    int noverrides);
 /* Same from text already in memory (`name` is used in messages): for checkpoints' metadata.
@@ -127,7 +128,8 @@ int dt_config_load_string(struct dt_config *cfg, const char *name, const char *t
                           const char *const *overrides, int noverrides);
 void dt_config_free(struct dt_config *cfg);
 /* The bounds above for `text` named `name` in the message, the files it @includes (which must
- * be regular files, each at most DT_CONFIG_MAX_BYTES) counted in: 0, or -code. */
+ * be regular files, each at most DT_CONFIG_MAX_BYTES) counted in: 0, or -code; an @include'd
+ * file that cannot be read is -DT_EDATA whatever `code` is. */
 int dt_config_check_size(const char *name, const char *text, int code);
 
 /* Writes the README's config reference (every key, type, default, range, help) as Markdown. */

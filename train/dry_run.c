@@ -98,8 +98,7 @@ out:
  * the totals. */
 static void print_network(const struct dt_model *m)
 {
-    printf("network     %-4s %-14s %-22s %-14s %10s\n", "#", "layer", "detail", "output",
-           "params");
+    printf("network     %-4s %-14s %-22s %-14s %10s\n", "#", "layer", "detail", "output", "params");
     printf("            %-4s %-14s %-22s %dx%dx%d\n", "", "input", "", m->input.c, m->input.h,
            m->input.w);
     for (int i = 0; i < m->nlayers; i++) {
@@ -110,8 +109,7 @@ static void print_network(const struct dt_model *m)
             snprintf(shape, sizeof shape, "%d", s.out.c);
         else
             snprintf(shape, sizeof shape, "%dx%dx%d", s.out.c, s.out.h, s.out.w);
-        printf("            %-4d %-14s %-22s %-14s %10zu\n", i, s.type, s.detail, shape,
-               s.nparams);
+        printf("            %-4d %-14s %-22s %-14s %10zu\n", i, s.type, s.detail, shape, s.nparams);
     }
     printf("            %d layers, %zu parameters (%.2f M, %.1f KiB as float32)\n", m->nlayers,
            m->nparams, (double)m->nparams / 1e6, (double)m->nparams * 4 / 1024);

@@ -753,6 +753,7 @@ static int rank_main(struct dt_comm *comm, void *arg)
     dt_progress_init(&lp.progress, lp.quiet, cfg->log.every, cfg->train.epochs,
                      (long)lp.steps_per_epoch);
     lp.run_start = lp.last_save = dt_now();
+    dt_launch_alive(); /* set up: from here the watchdog gives dist.timeout per step */
     rc = train_epochs(&lp);
     if (rc == 0 && lp.leader)
         report_final(&lp);
@@ -782,15 +783,17 @@ static void emit_restart_json(int restart, int max, const char *reason, const ch
 
 /* A signal while the job waits to restart stops it there: no rank runs, so the checkpoint to
  * continue from is whatever last.safetensors holds. */
-static int stopped_between_restarts(const struct run *run, const char *last)
+/* `from` is the checkpoint the next attempt would have resumed from: the run's own
+ * last.safetensors, or the --resume checkpoint it began with, or NULL. */
+static int stopped_between_restarts(const struct run *run, const char *from)
 {
     const struct dt_config *cfg = run->cfg;
     int sig = stop_signal == SIGINT ? SIGINT : SIGTERM;
     const char *name = sig == SIGINT ? "SIGINT" : stop_signal == SIGTERM ? "SIGTERM" : "SIGUSR1";
-    bool have = access(last, R_OK) == 0;
+    bool have = from && access(from, R_OK) == 0;
     long long step = -1;
     struct dt_checkpoint_meta meta = {0};
-    if (have && dt_checkpoint_read_meta(last, &meta) == 0) {
+    if (have && dt_checkpoint_read_meta(from, &meta) == 0) {
         const char *v = dt_checkpoint_meta_get(&meta, "step");
         step = v ? strtoll(v, NULL, 10) : -1;
     }
@@ -801,7 +804,7 @@ static int stopped_between_restarts(const struct run *run, const char *last)
                     have ? "continue with --resume auto (or the stop event's command)"
                          : "no checkpoint was written yet");
     if (cfg->log.json)
-        emit_stop_json(name, step, have ? last : NULL, run->opt->resume_command);
+        emit_stop_json(name, step, have ? from : NULL, run->opt->resume_command);
     return sig == SIGINT ? -DT_EINTR : -DT_ETERM;
 }
 
@@ -855,7 +858,7 @@ static int run_with_restarts(struct run *run)
             emit_restart_json(restart + 1, opt->max_restarts, reason, again.resume, delay);
         dt_clear_error();
         if (wait_to_restart(cfg, delay))
-            return stopped_between_restarts(run, last);
+            return stopped_between_restarts(run, again.resume);
         int stale = opt->create_dir ? dt_run_dir_sweep(cfg->checkpoint.dir) : 0;
         if (stale)
             dt_log_info("%s: removed %d temp file%s of the failed job's checkpoint write",
@@ -910,19 +913,14 @@ int dt_train_run(const struct dt_config *cfg, const struct dt_train_options *opt
     if (rc)
         return rc;
     /* Before any batch-sized buffer is allocated (or a rank forked): the whole run at its real
-     * per-rank batch against the memory available, as the dry run reports it. Then the run
-     * directory, only now that the data has loaded and the run fits. */
+     * per-rank batch against the memory available, as the dry run reports it. */
     struct dt_run_memory mem;
-    char made[1024] = "";
     if ((rc = dt_run_memory(cfg, opt->plan, &data.train, &mem)) ||
-        (rc = dt_run_check_memory(cfg, &mem)) ||
-        (opt->create_dir && (rc = create_run_dir(cfg, made, sizeof made)))) {
+        (rc = dt_run_check_memory(cfg, &mem))) {
         dt_data_free(&data);
         return rc;
     }
     struct run run = {cfg, opt, &data, NULL, 0, dt_run_class_names_json(&data.train)};
-    if (cfg->log.json && opt->plan->rank_base == 0)
-        emit_start_json(&run);
     if (dt_job_plan_shares_memory(opt->plan)) {
         if ((rc = shared_weights_size(&run, &run.shared_floats))) {
             free(run.class_names);
@@ -939,6 +937,18 @@ int dt_train_run(const struct dt_config *cfg, const struct dt_train_options *opt
         }
         run.shared = p;
     }
+    /* The run directory and the start event last: the data has loaded, the run fits and its
+     * shared memory exists, so nothing before the ranks can fail after them. */
+    char made[1024] = "";
+    if (opt->create_dir && (rc = create_run_dir(cfg, made, sizeof made))) {
+        if (run.shared)
+            munmap(run.shared, run.shared_floats * sizeof(float));
+        free(run.class_names);
+        dt_data_free(&data);
+        return rc;
+    }
+    if (cfg->log.json && opt->plan->rank_base == 0)
+        emit_start_json(&run);
     struct sigaction sa = {.sa_handler = on_stop_signal};
     sigemptyset(&sa.sa_mask);
     struct sigaction old_int, old_term, old_usr1;

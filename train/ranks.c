@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "dist/launcher.h"
+#include "dist/tcp.h"
 #include "dist/topology.h"
 #include "nn/blas.h"
 #include "nn/isa.h"
@@ -187,12 +188,16 @@ int dt_run_ranks(const struct dt_config *cfg, const struct dt_job_plan *plan,
         goto out;
     }
     /* The watchdog's limit is the collectives': ranks that stall outside any collective (in
-     * computation, say) fail after the same time a stalled peer would. */
+     * computation, say) fail after the same time a stalled peer would. Until a rank's set-up
+     * is done (a rendezvous across hosts among it) it has the rendezvous's time on top. */
+    double rdv =
+        j.o->rendezvous_timeout > 0 ? j.o->rendezvous_timeout : DT_TCP_DEFAULT_RENDEZVOUS_TIMEOUT;
     struct dt_launch_opts lo = {.n = plan->local_n,
                                 .rank_main = run_rank,
                                 .on_failure = abort_job,
                                 .arg = &j,
                                 .stall_timeout = j.cfg->dist.timeout,
+                                .setup_timeout = j.cfg->dist.timeout + rdv,
                                 .rank_base = plan->rank_base,
                                 .host = plan->env.node_rank,
                                 .hosts = plan->env.nodes};

@@ -247,20 +247,25 @@ int dt_run_dir_choose(struct dt_config *cfg, const struct dt_run_dir_opts *o, bo
     return dt_run_dir_check(cfg, &holds);
 }
 
+/* "a/b//" -> "a/b" ("/" stays): the walks below cut one component per slash. */
+static void strip_trailing_slashes(char *p)
+{
+    size_t n = strlen(p);
+    while (n > 1 && p[n - 1] == '/')
+        p[--n] = '\0';
+}
+
 /* The outermost directory of dir that does not exist yet ("" when dir exists). */
 static void first_missing(const char *dir, char *out, size_t size)
 {
     char at[1024];
     snprintf(at, sizeof at, "%s", dir);
+    strip_trailing_slashes(at);
     out[0] = '\0';
     struct stat st;
     while (at[0] && stat(at, &st) != 0) {
         snprintf(out, size, "%s", at);
         char *slash = strrchr(at, '/');
-        while (slash && slash > at && slash[1] == '\0') { /* "a/b/" */
-            *slash = '\0';
-            slash = strrchr(at, '/');
-        }
         if (!slash || slash == at)
             break;
         *slash = '\0';
@@ -286,6 +291,7 @@ void dt_run_dir_remove_if_empty(const char *dir, const char *made)
         return;
     char at[1024];
     snprintf(at, sizeof at, "%s", dir);
+    strip_trailing_slashes(at);
     size_t top = strlen(made);
     while (strlen(at) >= top && rmdir(at) == 0) {
         char *slash = strrchr(at, '/');

@@ -263,7 +263,30 @@ static double cgroup_room(const char *dir, const char *top, const char *limit_fi
     return best;
 }
 
-/* This process's cgroup path for the v2 hierarchy ("0::/x") or v1's memory controller. */
+bool dt_cgroup_memory_path(const char *line, bool v2, char *out, size_t size)
+{
+    const char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+    if (!c2)
+        return false;
+    bool match = false;
+    if (v2) {
+        match = c1 == line + 1 && line[0] == '0' && c2 == c1 + 1; /* "0::PATH" */
+    } else { /* "ID:CONTROLLER,CONTROLLER:PATH" with "memory" among the controllers */
+        for (const char *t = c1 + 1; t < c2 && !match;) {
+            size_t n = strcspn(t, ",:");
+            match = n == 6 && strncmp(t, "memory", 6) == 0;
+            t += n + 1;
+        }
+    }
+    if (!match)
+        return false;
+    const char *path = c2 + 1;
+    int len = (int)strcspn(path, "\n");
+    snprintf(out, size, "%.*s", len == 1 && path[0] == '/' ? 0 : len, path);
+    return true;
+}
+
+/* This process's cgroup path for the v2 hierarchy or v1's memory controller. */
 static bool cgroup_path(bool v2, char *out, size_t size)
 {
     FILE *f = fopen("/proc/self/cgroup", "r");
@@ -271,19 +294,8 @@ static bool cgroup_path(bool v2, char *out, size_t size)
         return false;
     char line[1024];
     bool found = false;
-    while (!found && fgets(line, sizeof line, f)) {
-        line[strcspn(line, "\n")] = 0;
-        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-        if (!c2)
-            continue;
-        *c2 = 0;
-        bool memory =
-            v2 ? strcmp(line, "0") == 0 && c1 + 1 == c2 : strstr(c1 + 1, "memory") != NULL;
-        if (memory) {
-            snprintf(out, size, "%s", strcmp(c2 + 1, "/") == 0 ? "" : c2 + 1);
-            found = true;
-        }
-    }
+    while (!found && fgets(line, sizeof line, f))
+        found = dt_cgroup_memory_path(line, v2, out, size);
     fclose(f);
     return found;
 }

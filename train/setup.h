@@ -66,6 +66,10 @@ int dt_run_check_memory(const struct dt_config *cfg, const struct dt_run_memory 
  * cgroup (v2 memory.max, v1 memory.limit_in_bytes) leaves less room; 0 when neither can be
  * read. `from` (may be NULL) names the source. */
 double dt_run_memory_available(char *from, size_t size);
+/* One line of /proc/self/cgroup: true when it is the v2 hierarchy's ("0::PATH"), or with
+ * v2 false a v1 hierarchy that has the memory controller ("4:memory:PATH"); out gets PATH,
+ * "" for the root. */
+bool dt_cgroup_memory_path(const char *line, bool v2, char *out, size_t size);
 
 /* eval and predict without --data, from another directory: when cfg's data.dir (as the
  * checkpoint stored it, perhaps relative) is not there, the absolute path the checkpoint

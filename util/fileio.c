@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "util/err.h"
+#include "util/printable.h"
 
 static const char *file_kind(mode_t mode)
 {
@@ -29,21 +30,23 @@ static const char *file_kind(mode_t mode)
 int dt_open_regular(const char *path, FILE **out, uint64_t *size)
 {
     *out = NULL;
+    char shown[DT_PRINTABLE_MAX]; /* a name with control characters stays one line */
+    dt_printable(path, shown, sizeof shown);
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
         if (errno == ENOENT)
-            return dt_fail(DT_EDATA, "%s: file not found", path);
-        return dt_fail(DT_EDATA, "%s: cannot open: %s", path, strerror(errno));
+            return dt_fail(DT_EDATA, "%s: file not found", shown);
+        return dt_fail(DT_EDATA, "%s: cannot open: %s", shown, strerror(errno));
     }
     struct stat st;
     if (fstat(fd, &st) != 0) {
         int e = errno;
         close(fd);
-        return dt_fail(DT_EDATA, "%s: cannot stat: %s", path, strerror(e));
+        return dt_fail(DT_EDATA, "%s: cannot stat: %s", shown, strerror(e));
     }
     if (!S_ISREG(st.st_mode)) {
         close(fd);
-        return dt_fail(DT_EDATA, "%s: is %s, not a regular file", path, file_kind(st.st_mode));
+        return dt_fail(DT_EDATA, "%s: is %s, not a regular file", shown, file_kind(st.st_mode));
     }
     /* Back to blocking reads: O_NONBLOCK was only for the open of a FIFO. */
     int flags = fcntl(fd, F_GETFL);
@@ -51,7 +54,7 @@ int dt_open_regular(const char *path, FILE **out, uint64_t *size)
     if (!f) {
         int e = errno;
         close(fd);
-        return dt_fail(DT_EDATA, "%s: cannot open: %s", path, strerror(e));
+        return dt_fail(DT_EDATA, "%s: cannot open: %s", shown, strerror(e));
     }
     if (size)
         *size = (uint64_t)st.st_size;
@@ -63,12 +66,14 @@ int dt_read_file_max(const char *path, size_t max_bytes, char **data, size_t *le
 {
     FILE *f;
     uint64_t size;
+    char shown[DT_PRINTABLE_MAX];
+    dt_printable(path, shown, sizeof shown);
     int rc = dt_open_regular(path, &f, &size);
     if (rc < 0)
         return rc;
     if (size > max_bytes) {
         fclose(f);
-        return dt_fail(DT_EDATA, "%s: larger than %zu bytes", path, max_bytes);
+        return dt_fail(DT_EDATA, "%s: larger than %zu bytes", shown, max_bytes);
     }
     /* The size is only a hint (the file may grow while read): read at most max_bytes + 1. */
     size_t cap = (size_t)size + 1, n = 0;
@@ -91,12 +96,12 @@ int dt_read_file_max(const char *path, size_t max_bytes, char **data, size_t *le
     int read_error = ferror(f);
     fclose(f);
     if (!buf)
-        return dt_fail(DT_ERUNTIME, "%s: out of memory reading file", path);
+        return dt_fail(DT_ERUNTIME, "%s: out of memory reading file", shown);
     if (read_error || n > max_bytes) {
         free(buf);
         if (read_error)
-            return dt_fail(DT_EDATA, "%s: read error", path);
-        return dt_fail(DT_EDATA, "%s: larger than %zu bytes", path, max_bytes);
+            return dt_fail(DT_EDATA, "%s: read error", shown);
+        return dt_fail(DT_EDATA, "%s: larger than %zu bytes", shown, max_bytes);
     }
     buf[n] = 0;
     *data = buf;

@@ -24,7 +24,7 @@ int dt_open_regular(const char *path, FILE **f, uint64_t *size);
  * disk image) costs nothing. DT_EDATA when missing, unreadable, not a regular file or too
  * large, naming the path. */
 int dt_read_file_max(const char *path, size_t max_bytes, char **data, size_t *len);
-/* dt_read_file_max with DT_READ_FILE_MAX: for files whose size we do not police. */
+/* dt_read_file_max with DT_READ_FILE_MAX (1 GiB): for files with no tighter bound of their own. */
 #define DT_READ_FILE_MAX ((size_t)1 << 30)
 int dt_read_file(const char *path, char **data, size_t *len);
 /* mkdir -p; DT_ERUNTIME naming the directory that could not be made. */

@@ -96,16 +96,29 @@ void dt_conv_bf16_pack_weights_input_grad(const struct dt_conv_shape *t,
 void dt_conv_bf16_pad_input(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
                             const float *x, dt_bf16 *xv)
 {
-    memset(xv, 0, g->xv * sizeof *xv);
-    size_t plane = (size_t)s->h * s->w;
-    for (int c = 0; c < s->c; c++) {
-        const float *src = x + c * plane;
-        dt_bf16 *pair = xv + (size_t)(c / 2) * g->positions * 2 + c % 2;
+    size_t plane = (size_t)s->h * s->w, pair_plane = (size_t)g->positions * 2;
+    /* A pair plane's top padding rows, each row's side padding and the tail are zero; the
+     * image rows are written whole, both channels of a pair together (contiguous stores). */
+    for (int p = 0; p < g->cpad / 2; p++) {
+        dt_bf16 *pp = xv + p * pair_plane;
+        const float *c0 = 2 * p < s->c ? x + 2 * p * plane : NULL;
+        const float *c1 = 2 * p + 1 < s->c ? x + (2 * p + 1) * plane : NULL;
+        size_t top = (size_t)s->pad * g->wp * 2;
+        memset(pp, 0, top * sizeof *pp);
         for (int h = 0; h < s->h; h++) {
-            dt_bf16 *out = pair + ((size_t)(h + s->pad) * g->wp + s->pad) * 2;
-            for (int w = 0; w < s->w; w++)
-                out[2 * w] = dt_bf16_from_f32(src[h * s->w + w]);
+            dt_bf16 *row = pp + top + (size_t)h * g->wp * 2;
+            memset(row, 0, (size_t)s->pad * 2 * sizeof *row);
+            dt_bf16 *out = row + s->pad * 2;
+            const float *r0 = c0 ? c0 + (size_t)h * s->w : NULL;
+            const float *r1 = c1 ? c1 + (size_t)h * s->w : NULL;
+            for (int w = 0; w < s->w; w++) {
+                out[2 * w] = r0 ? dt_bf16_from_f32(r0[w]) : 0;
+                out[2 * w + 1] = r1 ? dt_bf16_from_f32(r1[w]) : 0;
+            }
+            memset(out + 2 * s->w, 0, (size_t)(g->wp - s->w - s->pad) * 2 * sizeof *out);
         }
+        size_t written = top + (size_t)s->h * g->wp * 2;
+        memset(pp + written, 0, (pair_plane - written) * sizeof *pp);
     }
 }
 
@@ -133,26 +146,29 @@ void dt_conv_bf16_dy_rows(const struct dt_conv_shape *s, const struct dt_conv_bf
                                dyq + (size_t)k * g->qrow + (size_t)oh * g->wp, (size_t)g->ow);
 }
 
-/* The padded input's value at flattened position pos (zero outside the image). */
-static float padded_at(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
-                       const float *x, int c, int pos)
-{
-    int h = pos / g->wp - s->pad, w = pos % g->wp - s->pad;
-    return h >= 0 && h < s->h && w >= 0 && w < s->w ? x[((size_t)c * s->h + h) * s->w + w] : 0.0f;
-}
-
 void dt_conv_bf16_position_pairs(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
                                  const float *x, dt_bf16 *even, dt_bf16 *odd)
 {
-    int end = g->hp * g->wp;
-    for (int pp = 0; pp < g->pairs; pp++)
-        for (int c = 0; c < g->c16; c++)
-            for (int half = 0; half < 2; half++) {
-                int pe = 2 * pp + half, po = pe + 1;
-                size_t at = ((size_t)pp * g->c16 + c) * 2 + half;
-                even[at] = dt_bf16_from_f32(c < s->c && pe < end ? padded_at(s, g, x, c, pe) : 0);
-                odd[at] = dt_bf16_from_f32(c < s->c && po < end ? padded_at(s, g, x, c, po) : 0);
+    /* Padding is zero in both copies; each image pixel lands once in each. Positions walk the
+     * image row by row and the channels innermost, so the writes of one position are adjacent
+     * (a position pair holds its channels side by side). */
+    memset(even, 0, g->xt * sizeof *even);
+    memset(odd, 0, g->xt * sizeof *odd);
+    size_t plane = (size_t)s->h * s->w;
+    for (int h = 0; h < s->h; h++)
+        for (int w = 0; w < s->w; w++) {
+            int pos = (h + s->pad) * g->wp + w + s->pad;
+            dt_bf16 *e = even + ((size_t)(pos / 2) * g->c16) * 2 + pos % 2;
+            dt_bf16 *o = pos > 0 ? odd + ((size_t)((pos - 1) / 2) * g->c16) * 2 + (pos - 1) % 2
+                                 : NULL;
+            const float *px = x + (size_t)h * s->w + w;
+            for (int c = 0; c < s->c; c++) {
+                dt_bf16 v = dt_bf16_from_f32(px[c * plane]);
+                e[2 * c] = v;
+                if (o)
+                    o[2 * c] = v;
             }
+        }
 }
 
 static void weight_grad_reference(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,

@@ -104,8 +104,8 @@ for c in "corrupt PNG|printf '\211PNG\r\n\032\nrubbish' > train/cat/z.png|train/
          "corrupt PNG named with an escape|printf '\\211PNG\\r\\n\\032\\nxx' > \"\$(printf 'train/cat/z\\033[2J.png')\"|train/cat/z\\\\x1b\\[2J.png: corrupt PNG" \
          "not an image|echo hello > train/dog/z.jpeg|train/dog/z.jpeg: not a PNG or JPEG" \
          "empty file|: > train/dog/z.png|train/dog/z.png: not a PNG or JPEG file \(empty\)" \
-         "directory named .png|mkdir train/dog/z.png|train/dog/z.png: not a regular file \(a directory\)" \
-         "FIFO named .png|mkfifo train/dog/z.png|train/dog/z.png: not a regular file \(a FIFO\)" \
+         "directory named .png|mkdir train/dog/z.png|train/dog/z.png: is a directory, not a regular file" \
+         "FIFO named .png|mkfifo train/dog/z.png|train/dog/z.png: is a FIFO \(named pipe\), not a regular file" \
          "symlink loop as image|ln -s z.png train/dog/z.png|train/dog/z.png: cannot open: .*symbolic links" \
          "symlink loop as class|ln -s loop train/loop|train/loop: symlink loop" \
          "class folder without images|mkdir train/emu && echo x > train/emu/a.txt|train/emu: class folder has no" \

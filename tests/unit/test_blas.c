@@ -15,16 +15,13 @@
 #include "nn/blas.h"
 
 /* Designated: the struct gains fields (bf16, AMX) that these tables do not care about. */
-static const struct dt_cpu_features SSE = {.vendor = DT_CPU_INTEL},
-                                    AVX = {.vendor = DT_CPU_INTEL, .avx = true},
-                                    AVX2_INTEL = {.vendor = DT_CPU_INTEL, .avx = true,
-                                                  .avx2 = true, .fma = true},
-                                    AVX2_AMD = {.vendor = DT_CPU_AMD, .avx = true, .avx2 = true,
-                                                .fma = true},
-                                    AVX512 = {.vendor = DT_CPU_INTEL, .avx = true, .avx2 = true,
-                                              .fma = true, .avx512 = true},
-                                    AVX512_AMD = {.vendor = DT_CPU_AMD, .avx = true, .avx2 = true,
-                                                  .fma = true, .avx512 = true};
+static const struct dt_cpu_features
+    SSE = {.vendor = DT_CPU_INTEL},
+    AVX = {.vendor = DT_CPU_INTEL, .avx = true},
+    AVX2_INTEL = {.vendor = DT_CPU_INTEL, .avx = true, .avx2 = true, .fma = true},
+    AVX2_AMD = {.vendor = DT_CPU_AMD, .avx = true, .avx2 = true, .fma = true},
+    AVX512 = {.vendor = DT_CPU_INTEL, .avx = true, .avx2 = true, .fma = true, .avx512 = true},
+    AVX512_AMD = {.vendor = DT_CPU_AMD, .avx = true, .avx2 = true, .fma = true, .avx512 = true};
 
 static void test_core_choice_table(void **state)
 {
@@ -60,8 +57,8 @@ static void test_core_choice_table(void **state)
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         char why[160];
         const char *pick = dt_blas_core_choice(rows[i].core, rows[i].cpu, why, sizeof why);
-        if ((pick == NULL) != (rows[i].pick == NULL) ||
-            (pick && strcmp(pick, rows[i].pick) != 0) || !strstr(why, rows[i].why))
+        if ((pick == NULL) != (rows[i].pick == NULL) || (pick && strcmp(pick, rows[i].pick) != 0) ||
+            !strstr(why, rows[i].why))
             fail_msg("row %zu (%s): picked %s, '%s'", i, rows[i].core ? rows[i].core : "NULL",
                      pick ? pick : "nothing", why);
     }

@@ -170,10 +170,14 @@ static void test_reference_layer_defaults_match_nn(void **state)
     const struct {
         const char *key, *nn_value;
     } rows[] = {
-        {"stride", d.stride == 0 ? "unset" : "?"}, {"padding", padding},
-        {"bias", d.bias ? "true" : "false"},     {"algo", algo},
-        {"p", expect_p},                         {"eps", expect_eps},
-        {"momentum", expect_momentum},           {"affine", d.affine ? "true" : "false"},
+        {"stride", d.stride == 0 ? "unset" : "?"},
+        {"padding", padding},
+        {"bias", d.bias ? "true" : "false"},
+        {"algo", algo},
+        {"p", expect_p},
+        {"eps", expect_eps},
+        {"momentum", expect_momentum},
+        {"affine", d.affine ? "true" : "false"},
     };
     const char *layer_table = strstr(text, "| Layer key |");
     assert_non_null(layer_table);
@@ -702,6 +706,27 @@ static void test_reference_lists_every_key(void **state)
     free(buf);
 }
 
+/* /proc/self/cgroup lines: the memory check must find a v2 limit (once it never did: the
+ * "0::" test compared "0:" with "0") and a v1 memory controller among others. */
+static void test_cgroup_lines(void **state)
+{
+    (void)state;
+    char path[64];
+    assert_true(dt_cgroup_memory_path("0::/kubepods/pod1/c2\n", true, path, sizeof path));
+    assert_string_equal(path, "/kubepods/pod1/c2");
+    assert_true(dt_cgroup_memory_path("0::/\n", true, path, sizeof path));
+    assert_string_equal(path, "");
+    assert_false(dt_cgroup_memory_path("4:memory:/slurm/job1\n", true, path, sizeof path));
+    assert_false(dt_cgroup_memory_path("1:name=systemd:/x\n", true, path, sizeof path));
+    assert_true(dt_cgroup_memory_path("4:memory:/slurm/job1\n", false, path, sizeof path));
+    assert_string_equal(path, "/slurm/job1");
+    assert_true(dt_cgroup_memory_path("7:cpu,memory:/a\n", false, path, sizeof path));
+    assert_string_equal(path, "/a");
+    assert_false(dt_cgroup_memory_path("3:memory_other:/a\n", false, path, sizeof path));
+    assert_false(dt_cgroup_memory_path("0::/x\n", false, path, sizeof path));
+    assert_false(dt_cgroup_memory_path("garbage", true, path, sizeof path));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -720,6 +745,7 @@ int main(void)
         cmocka_unit_test(test_file_load_and_overrides),
         cmocka_unit_test(test_reference_lists_every_key),
         cmocka_unit_test(test_values_checked_as_stored),
+        cmocka_unit_test(test_cgroup_lines),
         cmocka_unit_test(test_reference_layer_defaults_match_nn),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -31,7 +31,7 @@ struct board {
     int mode;
 };
 
-enum { ALL_OK, RANK1_EXITS_3, RANK2_KILLED, STUBBORN, SLEEPERS, RANK1_STALLS };
+enum { ALL_OK, RANK1_EXITS_3, RANK2_KILLED, STUBBORN, SLEEPERS, RANK1_STALLS, NEVER_SET_UP };
 
 static struct board *board;
 
@@ -61,6 +61,14 @@ static int rank_main(int rank, void *arg)
     case SLEEPERS:
         pause();
         return -DT_ETERM;
+    case NEVER_SET_UP: /* rank 0 sets up and steps; rank 1 never finishes its set-up */
+        if (rank == 1)
+            pause();
+        dt_launch_alive();
+        for (long step = 0;; step++) {
+            dt_launch_beat(step);
+            usleep(10000);
+        }
     case RANK1_STALLS: /* both beat; rank 1 stops after step 7, outside any collective */
         for (long step = 0;; step++) {
             if (rank == 1 && step > 7)
@@ -80,7 +88,7 @@ static void on_failure(void *arg, const char *reason)
     snprintf(board->reason, sizeof board->reason, "%s", reason);
 }
 
-static int launch_watched(int n, int mode, double grace, double stall_timeout)
+static int launch_setup(int n, int mode, double grace, double stall_timeout, double setup_timeout)
 {
     memset(board, 0, sizeof *board);
     board->mode = mode;
@@ -88,8 +96,14 @@ static int launch_watched(int n, int mode, double grace, double stall_timeout)
                                .rank_main = rank_main,
                                .on_failure = on_failure,
                                .grace = grace,
-                               .stall_timeout = stall_timeout};
+                               .stall_timeout = stall_timeout,
+                               .setup_timeout = setup_timeout};
     return dt_launch_run(&o);
+}
+
+static int launch_watched(int n, int mode, double grace, double stall_timeout)
+{
+    return launch_setup(n, mode, grace, stall_timeout, 0);
 }
 
 static int launch(int n, int mode, double grace)
@@ -167,6 +181,20 @@ static void test_stalled_rank_is_caught_by_the_watchdog(void **state)
     assert_int_equal(board->failures, 1);
 }
 
+/* Before its first heartbeat a rank has setup_timeout (a rendezvous may take long), not the
+ * per-step stall_timeout, and a rank that never sets up is still caught. */
+static void test_setup_has_its_own_limit(void **state)
+{
+    (void)state;
+    double t0 = dt_now();
+    int rc = launch_setup(2, NEVER_SET_UP, 0.3, 0.2, 1.0);
+    double took = dt_now() - t0;
+    assert_int_equal(rc, -DT_ERUNTIME);
+    assert_true(took >= 1.0 && took < 5.0);
+    assert_non_null(strstr(dt_last_error(), "rank 1"));
+    assert_non_null(strstr(dt_last_error(), "while setting up"));
+}
+
 static void *idle_thread(void *arg)
 {
     return arg;
@@ -218,6 +246,7 @@ int main(void)
         cmocka_unit_test(test_sigterm_to_supervisor_stops_every_rank),
         cmocka_unit_test(test_zero_ranks_is_a_usage_error),
         cmocka_unit_test(test_stalled_rank_is_caught_by_the_watchdog),
+        cmocka_unit_test(test_setup_has_its_own_limit),
         cmocka_unit_test(test_joined_threads_do_not_block_the_fork),
         cmocka_unit_test(test_openmp_pool_before_fork_is_refused),
     };

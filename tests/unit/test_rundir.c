@@ -165,6 +165,14 @@ static void test_choose_touches_nothing_create_makes_it(void **state)
     assert_string_equal(made, ""); /* there already: nothing made, nothing to remove */
     dt_run_dir_remove_if_empty(cfg.checkpoint.dir, made);
     assert_true(there(dir, "runs/x"));
+    /* a checkpoint.dir with trailing slashes: the parents it made go too */
+    struct dt_config slashed = cfg;
+    snprintf(slashed.checkpoint.dir, sizeof slashed.checkpoint.dir, "%s/new/y//", dir);
+    assert_int_equal(dt_run_dir_create(&slashed, &stale, made, sizeof made), 0);
+    snprintf(want, sizeof want, "%s/new", dir);
+    assert_string_equal(made, want);
+    dt_run_dir_remove_if_empty(slashed.checkpoint.dir, made);
+    assert_false(there(dir, "new"));
 
     /* --resume auto: last, else best, else a fresh start */
     char path[1200];
