@@ -101,19 +101,29 @@ void dt_conv_bf16_pad_input(const struct dt_conv_shape *s, const struct dt_conv_
      * image rows are written whole, both channels of a pair together (contiguous stores). */
     for (int p = 0; p < g->cpad / 2; p++) {
         dt_bf16 *pp = xv + p * pair_plane;
-        const float *c0 = 2 * p < s->c ? x + 2 * p * plane : NULL;
-        const float *c1 = 2 * p + 1 < s->c ? x + (2 * p + 1) * plane : NULL;
+        if (2 * p >= s->c) { /* channel padding up to cpad: the whole pair plane is zero */
+            memset(pp, 0, pair_plane * sizeof *pp);
+            continue;
+        }
+        const float *c0 = x + 2 * p * plane, *c1 = 2 * p + 1 < s->c ? c0 + plane : NULL;
         size_t top = (size_t)s->pad * g->wp * 2;
         memset(pp, 0, top * sizeof *pp);
         for (int h = 0; h < s->h; h++) {
             dt_bf16 *row = pp + top + (size_t)h * g->wp * 2;
             memset(row, 0, (size_t)s->pad * 2 * sizeof *row);
             dt_bf16 *out = row + s->pad * 2;
-            const float *r0 = c0 ? c0 + (size_t)h * s->w : NULL;
-            const float *r1 = c1 ? c1 + (size_t)h * s->w : NULL;
-            for (int w = 0; w < s->w; w++) {
-                out[2 * w] = r0 ? dt_bf16_from_f32(r0[w]) : 0;
-                out[2 * w + 1] = r1 ? dt_bf16_from_f32(r1[w]) : 0;
+            const float *r0 = c0 + (size_t)h * s->w;
+            if (c1) {
+                const float *r1 = c1 + (size_t)h * s->w;
+                for (int w = 0; w < s->w; w++) {
+                    out[2 * w] = dt_bf16_from_f32(r0[w]);
+                    out[2 * w + 1] = dt_bf16_from_f32(r1[w]);
+                }
+            } else { /* an odd channel count's last pair */
+                for (int w = 0; w < s->w; w++) {
+                    out[2 * w] = dt_bf16_from_f32(r0[w]);
+                    out[2 * w + 1] = 0;
+                }
             }
             memset(out + 2 * s->w, 0, (size_t)(g->wp - s->w - s->pad) * 2 * sizeof *out);
         }
