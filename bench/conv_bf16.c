@@ -11,7 +11,9 @@
  * compaction of the padded-width output to NCHW (a consumer reading that layout skips it).
  * "tiles x" is fp32 over the tiles alone, "all x" over all three parts. Weights are packed
  * once, outside the timing, as the optimizer step would. Medians of `repeats` runs.
- * Under each shape, the two backward products the same way ("in" = their operand layouts:
+ * Under each shape: the forward product in the channels-last layout (its "in" a transpose
+ * that a channels-last network would not need; its output stays channels-last), then the two
+ * backward products the same way ("in" = their operand layouts:
  * dY rows and the position-pair copies of X for the weight gradient, dY in pair planes for
  * the input gradient, which runs through the forward kernel; its compaction is not timed). */
 #include <omp.h>
@@ -130,7 +132,11 @@ int main(int argc, char **argv)
         dt_bf16 *wt = aligned_alloc(64, (gt.wpack * 2 + 63) / 64 * 64);
         float *dwt = floats(g.dwt), *dxq = floats(gt.yq * batch);
         dt_conv_bf16_pack_weights_input_grad(&t, &gt, w, wt);
-        double w32[64], wlay[64], w16[64], i32[64], ilay[64], i16[64];
+        dt_bf16 *xc = aligned_alloc(64, (g.xv * 2 * batch + 63) / 64 * 64);
+        dt_bf16 *wcl = aligned_alloc(64, (g.wpack * 2 + 63) / 64 * 64);
+        float *yc = floats(g.ycl * batch);
+        dt_conv_bf16_pack_weights_cl(&s, &g, w, wcl);
+        double w32[64], wlay[64], w16[64], i32[64], ilay[64], i16[64], clay[64], c16[64];
         for (int r = 0; r < n; r++) {
             double t0 = dt_now();
             int rc = wino
@@ -156,19 +162,31 @@ int main(int argc, char **argv)
             for (int i = 0; i < batch; i++)
                 dt_conv_bf16_forward_on(path, &t, &gt, dyv + i * gt.xv, wt, dxq + i * gt.yq);
             double t6 = dt_now();
+#pragma omp parallel for
+            for (int i = 0; i < batch; i++)
+                dt_conv_bf16_pad_input_cl(&s, &g, x + i * sx, xc + i * g.xv);
+            double t7 = dt_now();
+#pragma omp parallel for
+            for (int i = 0; i < batch; i++)
+                dt_conv_bf16_forward_cl_on(path, &s, &g, xc + i * g.xv, wcl, yc + i * g.ycl);
+            double t8 = dt_now();
+            clay[r] = t7 - t6, c16[r] = t8 - t7;
             if (rc)
                 return 1;
             w32[r] = t1 - t0, wlay[r] = t2 - t1, w16[r] = t3 - t2;
             i32[r] = t4 - t3, ilay[r] = t5 - t4, i16[r] = t6 - t5;
         }
-        double a = median(w32, n), bb = median(wlay, n), c = median(w16, n);
+        double a = m32, bb = median(clay, n), c = median(c16, n);
+        printf("  %-22s %9.2f %9.2f %9.2f %9s %7.1fx %7.1fx %6.0f\n", "forward, channels-last",
+               1e3 * a, 1e3 * bb, 1e3 * c, "", a / c, a / (bb + c), flops / c / 1e9);
+        a = median(w32, n), bb = median(wlay, n), c = median(w16, n);
         printf("  %-22s %9.2f %9.2f %9.2f %9s %7.1fx %7.1fx\n", "weight gradient", 1e3 * a,
                1e3 * bb, 1e3 * c, "", a / c, a / (bb + c));
         a = median(i32, n), bb = median(ilay, n), c = median(i16, n);
         printf("  %-22s %9.2f %9.2f %9.2f %9s %7.1fx %7.1fx\n", "input gradient", 1e3 * a, 1e3 * bb,
                1e3 * c, "", a / c, a / (bb + c));
         free(dy), free(dx), free(dw), free(db), free(dyq), free(ev), free(od), free(dyv);
-        free(wt), free(dwt), free(dxq);
+        free(wt), free(dwt), free(dxq), free(xc), free(wcl), free(yc);
         free(x), free(w), free(b), free(y), free(scratch), free(xv), free(wp), free(yq);
     }
     return 0;

@@ -31,6 +31,7 @@ int dt_conv_bf16_geometry(const struct dt_conv_shape *s, struct dt_conv_bf16_geo
     g->xv = (size_t)g->cpad * g->positions;
     g->yq = (size_t)s->k * g->qpad;
     g->wpack = dt_bf16_packed_a_size(s->k, s->kh * s->kw * g->cpad);
+    g->ycl = (size_t)((s->k + 15) / 16 * 16) * g->qpad;
     g->qrow = (g->q + 31) / 32 * 32;
     g->c16 = (s->c + 15) / 16 * 16;
     /* The odd copy's last pair starts at qrow - 1 + the largest shift. */
@@ -132,6 +133,64 @@ void dt_conv_bf16_pad_input(const struct dt_conv_shape *s, const struct dt_conv_
     }
 }
 
+void dt_conv_bf16_pack_weights_cl(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
+                                  const float *w, dt_bf16 *wp)
+{
+    int cb_count = g->cpad / 32, kt_count = s->kh * s->kw * cb_count;
+    int nt_count = (s->k + 15) / 16;
+    for (int nt = 0; nt < nt_count; nt++)
+        for (int kt = 0; kt < kt_count; kt++, wp += TILE_ELEMS) {
+            int ij = kt / cb_count, c0 = kt % cb_count * 32;
+            int i = ij / s->kw, j = ij % s->kw;
+            for (int p = 0; p < 16; p++)
+                for (int col = 0; col < 16; col++)
+                    for (int half = 0; half < 2; half++) {
+                        int c = c0 + 2 * p + half, k = nt * 16 + col;
+                        float v = c < s->c && k < s->k
+                                      ? w[(((size_t)k * s->c + c) * s->kh + i) * s->kw + j]
+                                      : 0.0f;
+                        wp[p * 32 + col * 2 + half] = dt_bf16_from_f32(v);
+                    }
+        }
+}
+
+void dt_conv_bf16_pad_input_cl(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
+                               const float *x, dt_bf16 *xc)
+{
+    memset(xc, 0, g->xv * sizeof *xc);
+    size_t plane = (size_t)s->h * s->w;
+    for (int h = 0; h < s->h; h++)
+        for (int w = 0; w < s->w; w++) {
+            size_t pos = (size_t)(h + s->pad) * g->wp + w + s->pad;
+            for (int c = 0; c < s->c; c++)
+                xc[((size_t)(c / 32) * g->positions + pos) * 32 + c % 32] =
+                    dt_bf16_from_f32(x[c * plane + (size_t)h * s->w + w]);
+        }
+}
+
+void dt_conv_bf16_compact_cl(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
+                             const float *yc, const float *b, float *y)
+{
+    for (int k = 0; k < s->k; k++) {
+        float bias = b ? b[k] : 0.0f;
+        const float *blk = yc + (size_t)(k / 16) * g->qpad * 16 + k % 16;
+        for (int oh = 0; oh < g->oh; oh++)
+            for (int ow = 0; ow < g->ow; ow++)
+                y[((size_t)k * g->oh + oh) * g->ow + ow] =
+                    blk[((size_t)oh * g->wp + ow) * 16] + bias;
+    }
+}
+
+void dt_conv_bf16_forward_cl_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
+                                const struct dt_conv_bf16_geom *g, const dt_bf16 *xc,
+                                const dt_bf16 *wp, float *yc)
+{
+    if (p == DT_BF16_AMX)
+        dt_conv_bf16_forward_cl_amx(s, g, xc, wp, yc);
+    else
+        dt_conv_bf16_forward_cl_ctile(s, g, xc, wp, yc);
+}
+
 void dt_conv_bf16_compact(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
                           const float *yq, const float *b, float *y)
 {
@@ -169,8 +228,8 @@ void dt_conv_bf16_position_pairs(const struct dt_conv_shape *s, const struct dt_
         for (int w = 0; w < s->w; w++) {
             int pos = (h + s->pad) * g->wp + w + s->pad;
             dt_bf16 *e = even + ((size_t)(pos / 2) * g->c16) * 2 + pos % 2;
-            dt_bf16 *o = pos > 0 ? odd + ((size_t)((pos - 1) / 2) * g->c16) * 2 + (pos - 1) % 2
-                                 : NULL;
+            dt_bf16 *o =
+                pos > 0 ? odd + ((size_t)((pos - 1) / 2) * g->c16) * 2 + (pos - 1) % 2 : NULL;
             const float *px = x + (size_t)h * s->w + w;
             for (int c = 0; c < s->c; c++) {
                 dt_bf16 v = dt_bf16_from_f32(px[c * plane]);

@@ -37,7 +37,8 @@ struct dt_conv_bf16_geom {
     int positions; /* positions of each pair plane of the input (tail included) */
     size_t xv;     /* bf16 elements of one sample's converted input: cpad * positions */
     size_t yq;     /* floats of one sample's padded-width output: k * qpad */
-    size_t wpack;  /* bf16 elements of the packed weights */
+    size_t wpack;  /* bf16 elements of the packed weights (either variant) */
+    size_t ycl;    /* floats of one sample's channels-last output: k (to 16) * qpad */
     /* The weight gradient's operands (dt_conv_bf16_weight_grad): */
     int qrow;   /* dY row length: q rounded up to 32 (one A tile's depth) */
     int c16;    /* channels rounded up to 16 (one B tile's width) */
@@ -102,11 +103,33 @@ void dt_conv_bf16_weight_grad_unpack(const struct dt_conv_shape *s,
                                      const struct dt_conv_bf16_geom *g, const float *dwt,
                                      float *dw);
 
+/* Channels-last variant of the forward product, the layout a channels-last bf16 network would
+ * keep between layers: the input as xc[cpad / 32][positions][32] (one position's 32 channels
+ * of a block side by side), read as A (16 positions x 32 channels: 16 consecutive 64-byte rows,
+ * one 1 KB run); the weights packed as B (gemm_bf16.h's layout, K in (i, j, c) order); the
+ * output as yc[K16 / 16][qpad][16] fp32 (16 channels of one position side by side), stored
+ * with one contiguous tile store. Sizes: g->xv for xc, g->ycl for yc, g->wpack for the
+ * weights. pad_input_cl and compact_cl convert from and to NCHW for tests and benchmarks. */
+void dt_conv_bf16_pack_weights_cl(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
+                                  const float *w, dt_bf16 *wp);
+void dt_conv_bf16_pad_input_cl(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
+                               const float *x, dt_bf16 *xc);
+void dt_conv_bf16_compact_cl(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
+                             const float *yc, const float *b, float *y);
+/* On path p (ctile or amx; the reference path runs the ctile build). */
+void dt_conv_bf16_forward_cl_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
+                                const struct dt_conv_bf16_geom *g, const dt_bf16 *xc,
+                                const dt_bf16 *wp, float *yc);
+
 /* The per-ISA builds of conv_bf16.isa.c. */
 void dt_conv_bf16_forward_amx(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
                               const dt_bf16 *xv, const dt_bf16 *wp, float *yq);
 void dt_conv_bf16_forward_ctile(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
                                 const dt_bf16 *xv, const dt_bf16 *wp, float *yq);
+void dt_conv_bf16_forward_cl_amx(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
+                                 const dt_bf16 *xc, const dt_bf16 *wp, float *yc);
+void dt_conv_bf16_forward_cl_ctile(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
+                                   const dt_bf16 *xc, const dt_bf16 *wp, float *yc);
 void dt_conv_bf16_weight_grad_amx(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
                                   int n, const dt_bf16 *dyq, const dt_bf16 *even,
                                   const dt_bf16 *odd, float *dwt, bool accumulate);

@@ -131,3 +131,45 @@ void DT_ISA_FN(dt_conv_bf16_weight_grad)(const struct dt_conv_shape *s,
             STORE_ROWS(3, rows1, y1 + 16, taps * g->c16);
     }
 }
+
+/* Channels-last forward (conv_bf16.h): A = 16 positions x 32 channels read in place from xc
+ * (one contiguous 1 KB run), B = the packed weights, blocks of 2 x 2 accumulator tiles (32
+ * positions x 32 output channels), each stored as one contiguous 1 KB run of yc. */
+void DT_ISA_FN(dt_conv_bf16_forward_cl)(const struct dt_conv_shape *s,
+                                        const struct dt_conv_bf16_geom *g, const dt_bf16 *xc,
+                                        const dt_bf16 *wp, float *yc)
+{
+    int cb_count = g->cpad / 32, kt_count = s->kh * s->kw * cb_count;
+    int qt_count = g->qpad / 16, nt_count = (s->k + 15) / 16;
+    int qb = (qt_count + 1) / 2, nb = (nt_count + 1) / 2;
+#pragma omp parallel for schedule(static) if (!omp_in_parallel() && qb * nb > 1 &&                 \
+                                              (double)g->q * s->k * kt_count * 32 > 4e6)
+    for (int blk = 0; blk < qb * nb; blk++) {
+        TILE_BEGIN();
+        int qt = 2 * (blk % qb), nt = 2 * (blk / qb);
+        bool two_q = qt + 1 < qt_count, two_n = nt + 1 < nt_count;
+        const dt_bf16 *b0 = wp + (size_t)nt * kt_count * TILE_ELEMS;
+        const dt_bf16 *b1 = b0 + (size_t)kt_count * TILE_ELEMS;
+        TILE_ZERO(0);
+        TILE_ZERO(1);
+        TILE_ZERO(2);
+        TILE_ZERO(3);
+        for (int kt = 0; kt < kt_count; kt++) {
+            int ij = kt / cb_count, cb = kt % cb_count;
+            int at = qt * 16 + ij / s->kw * g->wp + ij % s->kw;
+            const dt_bf16 *a0 = xc + ((size_t)cb * g->positions + at) * 32;
+            size_t kb = (size_t)kt * TILE_ELEMS;
+            tile_step_2x2(a0, a0 + 16 * 32, 64, b0 + kb, b1 + kb, 64, two_q, two_n);
+        }
+        /* Accumulator (q tile, n tile) = 16 positions x 16 channels: yc's block of 16
+         * channels, 16 consecutive positions, 64 bytes each. */
+        float *y00 = yc + ((size_t)nt * g->qpad + (size_t)qt * 16) * 16;
+        TILE_STORE(0, y00, 64);
+        if (two_n)
+            TILE_STORE(1, y00 + (size_t)g->qpad * 16, 64);
+        if (two_q)
+            TILE_STORE(2, y00 + 256, 64);
+        if (two_q && two_n)
+            TILE_STORE(3, y00 + (size_t)g->qpad * 16 + 256, 64);
+    }
+}

@@ -25,7 +25,8 @@ static float uniform(void)
     return (float)((rng >> 40) * (1.0 / (1 << 23))) - 1.0f;
 }
 
-static double check_conv(enum dt_bf16_path p, struct dt_conv_shape s, bool bias)
+/* The forward product in the pair-plane layout, or channels-last (cl). */
+static double check_conv_layout(enum dt_bf16_path p, struct dt_conv_shape s, bool bias, bool cl)
 {
     struct dt_conv_bf16_geom g;
     assert_int_equal(dt_conv_bf16_geometry(&s, &g), 0);
@@ -42,11 +43,18 @@ static double check_conv(enum dt_bf16_path p, struct dt_conv_shape s, bool bias)
     for (size_t i = 0; i < ny; i++)
         y[i] = NAN; /* every output must be written */
     dt_bf16 *xv = malloc(g.xv * 2), *wp = malloc(g.wpack * 2);
-    float *yq = malloc(g.yq * 4);
-    dt_conv_bf16_pad_input(&s, &g, x, xv);
-    dt_conv_bf16_pack_weights(&s, &g, w, wp);
-    dt_conv_bf16_forward_on(p, &s, &g, xv, wp, yq);
-    dt_conv_bf16_compact(&s, &g, yq, bias ? b : NULL, y);
+    float *yq = malloc((cl ? g.ycl : g.yq) * 4);
+    if (cl) {
+        dt_conv_bf16_pad_input_cl(&s, &g, x, xv);
+        dt_conv_bf16_pack_weights_cl(&s, &g, w, wp);
+        dt_conv_bf16_forward_cl_on(p, &s, &g, xv, wp, yq);
+        dt_conv_bf16_compact_cl(&s, &g, yq, bias ? b : NULL, y);
+    } else {
+        dt_conv_bf16_pad_input(&s, &g, x, xv);
+        dt_conv_bf16_pack_weights(&s, &g, w, wp);
+        dt_conv_bf16_forward_on(p, &s, &g, xv, wp, yq);
+        dt_conv_bf16_compact(&s, &g, yq, bias ? b : NULL, y);
+    }
     double worst = 0;
     for (int k = 0; k < s.k; k++)
         for (int oh = 0; oh < g.oh; oh++)
@@ -74,6 +82,16 @@ static double check_conv(enum dt_bf16_path p, struct dt_conv_shape s, bool bias)
 
 /* dX through the forward kernel (transposed, rotated weights) against
  * dX[c][ih][iw] = sum over k, i, j of dY[k][ih + pad - i][iw + pad - j] W[k][c][i][j]. */
+static double check_conv(enum dt_bf16_path p, struct dt_conv_shape s, bool bias)
+{
+    return check_conv_layout(p, s, bias, false);
+}
+
+static double check_conv_cl(enum dt_bf16_path p, struct dt_conv_shape s, bool bias)
+{
+    return check_conv_layout(p, s, bias, true);
+}
+
 static double check_input_grad(enum dt_bf16_path p, struct dt_conv_shape s, bool variant)
 {
     (void)variant;
@@ -223,6 +241,11 @@ static void test_forward(void **state)
     each_shape(*(enum dt_bf16_path *)*state, "forward", check_conv);
 }
 
+static void test_forward_channels_last(void **state)
+{
+    each_shape(*(enum dt_bf16_path *)*state, "forward, channels-last", check_conv_cl);
+}
+
 static void test_input_gradient(void **state)
 {
     each_shape(*(enum dt_bf16_path *)*state, "input gradient", check_input_grad);
@@ -250,6 +273,8 @@ int main(void)
         cmocka_unit_test_prestate(test_forward, &paths[0]),
         cmocka_unit_test_prestate(test_forward, &paths[1]),
         cmocka_unit_test_prestate(test_forward, &paths[2]),
+        cmocka_unit_test_prestate(test_forward_channels_last, &paths[1]),
+        cmocka_unit_test_prestate(test_forward_channels_last, &paths[2]),
         cmocka_unit_test_prestate(test_input_gradient, &paths[0]),
         cmocka_unit_test_prestate(test_input_gradient, &paths[1]),
         cmocka_unit_test_prestate(test_input_gradient, &paths[2]),
