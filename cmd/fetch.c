@@ -257,16 +257,19 @@ static int copy_fd(int in, int out, const char *src, const char *dst)
 /* Copies src over the part file (never appends: a local copy is cheap to redo). */
 static int copy_to_part(const char *src, const char *part)
 {
-    int in = open(src, O_RDONLY | O_CLOEXEC);
-    if (in < 0)
-        return dt_fail(DT_EDATA, "%s: cannot open: %s", src, strerror(errno));
+    /* The shared opener: a source replaced by a FIFO or a device since it was checked is
+     * refused, not waited on. */
+    FILE *in;
+    int rc = dt_open_regular(src, &in, NULL);
+    if (rc)
+        return rc;
     int out = open(part, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (out < 0) {
-        close(in);
+        fclose(in);
         return dt_fail(DT_ERUNTIME, "%s: cannot write: %s", part, strerror(errno));
     }
-    int rc = copy_fd(in, out, src, part);
-    close(in);
+    rc = copy_fd(fileno(in), out, src, part);
+    fclose(in);
     if (close(out) != 0 && !rc)
         rc = dt_fail(DT_ERUNTIME, "%s: write failed: %s", part, strerror(errno));
     if (rc)

@@ -5,7 +5,6 @@
 #include <errno.h>
 #include <stdatomic.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +12,7 @@
 #include <sys/stat.h>
 
 #include "data/image.h"
+#include "util/cpu.h"
 #include "util/err.h"
 #include "util/printable.h"
 
@@ -240,12 +240,6 @@ static void *decode_worker(void *arg)
     return NULL;
 }
 
-static int usable_cpus(void)
-{
-    cpu_set_t set;
-    return sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0 ? CPU_COUNT(&set) : 1;
-}
-
 /* Decodes every path into d->x on o->threads threads (the calling one included, which also
  * reports progress); marks failures in bad[]. */
 static void decode_all(struct dt_dataset *d, const struct walk *wk, const char *split,
@@ -256,7 +250,7 @@ static void decode_all(struct dt_dataset *d, const struct walk *wk, const char *
         .d = d, .wk = wk, .o = o, .bad = bad, .sample = dt_dataset_sample_bytes(d)};
     atomic_init(&j.next, 0);
     atomic_init(&j.done, 0);
-    int threads = o->threads > 0 ? o->threads : usable_cpus();
+    int threads = o->threads > 0 ? o->threads : dt_cpu_usable();
     if ((size_t)threads > n / DECODE_CHUNK + 1)
         threads = (int)(n / DECODE_CHUNK + 1);
     pthread_t *tid = threads > 1 ? calloc((size_t)threads - 1, sizeof *tid) : NULL;

@@ -79,6 +79,7 @@
 #endif
 
 #include "util/clock.h"
+#include "util/cpu.h"
 #include "util/err.h"
 
 #define LINE         64
@@ -216,15 +217,6 @@ static size_t pick_chunk(int size, size_t chunk_bytes)
     return chunk;
 }
 
-static int online_cpus(void)
-{
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0)
-        return CPU_COUNT(&set);
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
-}
-
 static int open_unique(char *name)
 {
     for (int attempt = 0; attempt < 16; attempt++) {
@@ -310,7 +302,7 @@ int dt_shm_segment_create(struct dt_shm_segment **out, int size, size_t chunk_by
     h->seg_max = seg_max;
     h->set_floats = set_floats;
     h->timeout = timeout > 0 ? timeout : DEFAULT_TIMEOUT;
-    h->cpus = (uint32_t)online_cpus();
+    h->cpus = (uint32_t)dt_cpu_usable();
     if (!atomic_flag_test_and_set(&atexit_registered))
         atexit(unlink_all_at_exit);
     *out = seg;

@@ -1,7 +1,9 @@
 #include "util/cpu.h"
 
 #include <cpuid.h>
+#include <sched.h>
 #include <string.h>
+#include <unistd.h>
 
 /* XCR0: which register states the OS saves; AVX needs SSE+AVX (bits 1-2), AVX-512 also the
  * opmask and upper-ZMM states (bits 5-7). */
@@ -47,4 +49,13 @@ void dt_cpu_features_read(struct dt_cpu_features *f)
     if (a >= 1)
         __cpuid_count(7, 1, a1, b1, c1, d1);
     f->avx512_bf16 = f->avx512 && (a1 & (1u << 5)); /* CPUID.7.1:EAX bit 5 */
+}
+
+int dt_cpu_usable(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+        return CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
 }

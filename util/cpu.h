@@ -19,4 +19,8 @@ struct dt_cpu_features {
 /* This CPU (and this OS: AVX state enabled in XCR0). */
 void dt_cpu_features_read(struct dt_cpu_features *f);
 
+/* CPUs this process may run on: its affinity mask (a taskset, a Slurm allocation), else the
+ * online processors; at least 1. */
+int dt_cpu_usable(void);
+
 #endif

@@ -43,27 +43,42 @@ int dt_conv_bf16_geometry(const struct dt_conv_shape *s, struct dt_conv_bf16_geo
     return 0;
 }
 
-/* Packs w as A for the shape s (K = s->k outputs, C = s->c inputs). `transposed`: w is the
- * weights of the convolution this one is the input gradient of, [C][K][kh][kw], taken
- * transposed and rotated by 180 degrees. */
+/* K step kt of a packed weight matrix: kernel tap (i, j) and the first of its 32 channels. */
+static void tap_of(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g, int kt, int *i,
+                   int *j, int *c0)
+{
+    int cb_count = g->cpad / 32, ij = kt / cb_count;
+    *i = ij / s->kw;
+    *j = ij % s->kw;
+    *c0 = kt % cb_count * 32;
+}
+
+/* Weight (output k, input c, tap i, j) of the convolution s as bf16, zero in the padding of k
+ * and c. `transposed`: w is the weights of the convolution s is the input gradient of,
+ * [C][K][kh][kw], taken transposed and rotated by 180 degrees. */
+static dt_bf16 tap_weight(const struct dt_conv_shape *s, const float *w, bool transposed, int k,
+                          int c, int i, int j)
+{
+    if (k >= s->k || c >= s->c)
+        return 0;
+    size_t at = transposed
+                    ? (((size_t)c * s->k + k) * s->kh + s->kh - 1 - i) * s->kw + s->kw - 1 - j
+                    : (((size_t)k * s->c + c) * s->kh + i) * s->kw + j;
+    return dt_bf16_from_f32(w[at]);
+}
+
+/* Packs the weights as A: output channels are rows, (i, j, c) the depth. */
 static void pack_weights(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
                          const float *w, bool transposed, dt_bf16 *wp)
 {
-    int cb_count = g->cpad / 32, kt_count = s->kh * s->kw * cb_count;
-    int mt_count = (s->k + 15) / 16;
+    int kt_count = s->kh * s->kw * (g->cpad / 32), mt_count = (s->k + 15) / 16;
     for (int mt = 0; mt < mt_count; mt++)
         for (int kt = 0; kt < kt_count; kt++, wp += TILE_ELEMS) {
-            int ij = kt / cb_count, c0 = kt % cb_count * 32;
-            int i = ij / s->kw, j = ij % s->kw;
+            int i, j, c0;
+            tap_of(s, g, kt, &i, &j, &c0);
             for (int r = 0; r < 16; r++)
-                for (int col = 0; col < 32; col++) {
-                    int k = mt * 16 + r, c = c0 + col;
-                    size_t at = transposed
-                                    ? (((size_t)c * s->k + k) * s->kh + s->kh - 1 - i) * s->kw +
-                                          s->kw - 1 - j
-                                    : (((size_t)k * s->c + c) * s->kh + i) * s->kw + j;
-                    wp[r * 32 + col] = dt_bf16_from_f32(c < s->c && k < s->k ? w[at] : 0.0f);
-                }
+                for (int col = 0; col < 32; col++)
+                    wp[r * 32 + col] = tap_weight(s, w, transposed, mt * 16 + r, c0 + col, i, j);
         }
 }
 
@@ -136,21 +151,16 @@ void dt_conv_bf16_pad_input(const struct dt_conv_shape *s, const struct dt_conv_
 void dt_conv_bf16_pack_weights_cl(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
                                   const float *w, dt_bf16 *wp)
 {
-    int cb_count = g->cpad / 32, kt_count = s->kh * s->kw * cb_count;
-    int nt_count = (s->k + 15) / 16;
+    int kt_count = s->kh * s->kw * (g->cpad / 32), nt_count = (s->k + 15) / 16;
     for (int nt = 0; nt < nt_count; nt++)
         for (int kt = 0; kt < kt_count; kt++, wp += TILE_ELEMS) {
-            int ij = kt / cb_count, c0 = kt % cb_count * 32;
-            int i = ij / s->kw, j = ij % s->kw;
+            int i, j, c0;
+            tap_of(s, g, kt, &i, &j, &c0);
             for (int p = 0; p < 16; p++)
                 for (int col = 0; col < 16; col++)
-                    for (int half = 0; half < 2; half++) {
-                        int c = c0 + 2 * p + half, k = nt * 16 + col;
-                        float v = c < s->c && k < s->k
-                                      ? w[(((size_t)k * s->c + c) * s->kh + i) * s->kw + j]
-                                      : 0.0f;
-                        wp[p * 32 + col * 2 + half] = dt_bf16_from_f32(v);
-                    }
+                    for (int half = 0; half < 2; half++)
+                        wp[p * 32 + col * 2 + half] =
+                            tap_weight(s, w, false, nt * 16 + col, c0 + 2 * p + half, i, j);
         }
 }
 
@@ -289,13 +299,14 @@ void dt_conv_bf16_weight_grad_unpack(const struct dt_conv_shape *s,
 static void forward_reference(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
                               const dt_bf16 *xv, const dt_bf16 *wp, float *yq)
 {
-    int cb_count = g->cpad / 32, kt_count = s->kh * s->kw * cb_count;
+    int kt_count = s->kh * s->kw * (g->cpad / 32);
     for (int k = 0; k < s->k; k++)
         for (int q = 0; q < g->qpad; q++) {
             float sum = 0;
             for (int kt = 0; kt < kt_count; kt++) {
-                int ij = kt / cb_count, c0 = kt % cb_count * 32;
-                int at = q + ij / s->kw * g->wp + ij % s->kw;
+                int i, j, c0;
+                tap_of(s, g, kt, &i, &j, &c0);
+                int at = q + i * g->wp + j;
                 const dt_bf16 *a = wp + ((size_t)(k / 16) * kt_count + kt) * TILE_ELEMS;
                 for (int c = 0; c < 32; c++) {
                     int ch = c0 + c;
