@@ -4,6 +4,7 @@
 #include "nn/loss.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "util/err.h"
@@ -19,13 +20,31 @@ int dt_loss_kind_parse(const char *name, enum dt_loss_kind *out)
     return 0;
 }
 
-static int row_argmax(const float *row, int classes)
+int dt_argmax(const float *row, int classes)
 {
     int best = 0;
     for (int k = 1; k < classes; k++)
         if (row[k] > row[best])
             best = k;
     return best;
+}
+
+int dt_label_rank(const float *row, int classes, int label)
+{
+    int rank = 0;
+    for (int k = 0; k < classes; k++)
+        rank += row[k] > row[label] || (row[k] == row[label] && k < label);
+    return rank;
+}
+
+void dt_loss_probabilities(enum dt_loss_kind kind, const float *row, int classes, double *prob)
+{
+    bool log_probs = kind == DT_LOSS_NLL;
+    double max = row[dt_argmax(row, classes)], sum = 0;
+    for (int k = 0; k < classes; k++)
+        sum += prob[k] = exp(log_probs ? row[k] : row[k] - max);
+    for (int k = 0; k < classes && !log_probs; k++)
+        prob[k] /= sum;
 }
 
 /* log(sum(exp(row))) with the maximum factored out. */
@@ -58,7 +77,7 @@ double dt_loss_sum(enum dt_loss_kind kind, float smoothing, const float *out, in
             sum += NAN;
             continue;
         }
-        int best = row_argmax(row, classes);
+        int best = dt_argmax(row, classes);
         ok += best == label;
         if (kind == DT_LOSS_CROSS_ENTROPY && smoothing != 0)
             sum += row_logsumexp(row, classes, row[best]) - (1.0 - smoothing) * row[label] -
@@ -85,7 +104,7 @@ int dt_loss_grad(enum dt_loss_kind kind, float smoothing, const float *out, int 
         const float *row = out + (size_t)b * classes;
         float *d = dout + (size_t)b * classes;
         if (kind == DT_LOSS_CROSS_ENTROPY) {
-            float max = row[row_argmax(row, classes)];
+            float max = row[dt_argmax(row, classes)];
             double s = 0;
             for (int k = 0; k < classes; k++)
                 s += exp((double)row[k] - max);

@@ -21,6 +21,15 @@
 /* "nll" or "cross_entropy" -> the kind; DT_EUSAGE naming the valid ones otherwise. */
 int dt_loss_kind_parse(const char *name, enum dt_loss_kind *out);
 
+/* The index of the row's largest output, the first one on a tie: the predicted class. */
+int dt_argmax(const float *row, int classes);
+/* How many classes rank above `label` in the row (a higher output, or the same output and a
+ * lower index, as dt_argmax breaks ties): 0 = predicted, < k = within the top k. */
+int dt_label_rank(const float *row, int classes, int label);
+/* The row as class probabilities: exp of log-probabilities for nll (a log_softmax layer
+ * last), the softmax of the logits for cross_entropy. */
+void dt_loss_probabilities(enum dt_loss_kind kind, const float *row, int classes, double *prob);
+
 /* Sum of per-sample losses; *correct counts argmax(out[b]) == label_b (first maximum wins).
  * A label >= classes contributes NaN to the sum and is never correct. */
 double dt_loss_sum(enum dt_loss_kind kind, float smoothing, const float *out, int classes,

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "dist/launcher.h"
+#include "nn/loss.h"
 #include "util/alloc.h"
 #include "util/err.h"
 
@@ -56,15 +57,6 @@ void dt_eval_scratch_free(struct dt_eval_scratch *s)
     memset(s, 0, sizeof *s);
 }
 
-static int argmax(const float *row, int n)
-{
-    int best = 0;
-    for (int i = 1; i < n; i++)
-        if (row[i] > row[best])
-            best = i;
-    return best;
-}
-
 int dt_evaluate(struct dt_model *m, const struct dt_dataset *d, const struct dt_batcher *b,
                 struct dt_eval_scratch *s, struct dt_comm *comm, struct dt_eval_result *r)
 {
@@ -90,7 +82,7 @@ int dt_evaluate(struct dt_model *m, const struct dt_dataset *d, const struct dt_
         r->sums[1] += (float)correct;
         r->sums[2] += (float)count;
         for (int i = 0; i < count; i++) {
-            int pred = argmax(m->output + (size_t)i * m->classes, m->classes);
+            int pred = dt_argmax(m->output + (size_t)i * m->classes, m->classes);
             if (s->y[i] < classes && pred < classes)
                 r->sums[3 + (size_t)s->y[i] * classes + pred] += 1.0f;
         }
