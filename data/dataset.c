@@ -26,6 +26,10 @@ void dt_dataset_free(struct dt_dataset *d)
         for (int i = 0; i < d->classes; i++)
             free(d->names[i]);
     free(d->names);
+    if (d->files)
+        for (size_t i = 0; i < d->n; i++)
+            free(d->files[i]);
+    free(d->files);
     memset(d, 0, sizeof(*d));
 }
 
@@ -83,6 +87,39 @@ int dt_data_load_test(struct dt_dataset *test, const char *kind, const char *dir
     memset(&both.test, 0, sizeof both.test);
     dt_data_free(&both);
     return 0;
+}
+
+static const char *const split_names[] = {"train", "val", "test"};
+_Static_assert(sizeof split_names / sizeof split_names[0] == DT_SPLIT_COUNT,
+               "a name for every enum dt_split");
+
+const char *dt_split_name(enum dt_split s)
+{
+    return s < DT_SPLIT_COUNT ? split_names[s] : "?";
+}
+
+int dt_split_parse(const char *what, const char *name, enum dt_split *out)
+{
+    for (int s = 0; s < DT_SPLIT_COUNT; s++)
+        if (!strcmp(name, split_names[s])) {
+            *out = (enum dt_split)s;
+            return 0;
+        }
+    return dt_fail(DT_EUSAGE, "%s: expected train, val or test, got '%s'", what, name);
+}
+
+const struct dt_dataset *dt_data_split(const struct dt_data *d, enum dt_split s)
+{
+    return s == DT_SPLIT_TRAIN ? &d->train : s == DT_SPLIT_VAL ? &d->val : &d->test;
+}
+
+const char *dt_dataset_sample_name(const struct dt_dataset *d, enum dt_split split, size_t i,
+                                   char *buf, size_t size)
+{
+    if (d->files && d->files[i])
+        return d->files[i];
+    snprintf(buf, size, "%s#%zu", dt_split_name(split), i);
+    return buf;
 }
 
 void dt_class_name_sanitize(char *name)

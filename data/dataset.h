@@ -22,6 +22,9 @@ struct dt_dataset {
     char source[512]; /* what was read, for summaries: "dir/train-images-idx3-ubyte.gz, ..." */
     size_t skipped;       /* image folders with skip_bad: bad files left out */
     char first_bad[512]; /* ...and the first one's error, for the report */
+    /* n sample file names relative to the data directory ("test/cat/0001.png"), for data
+     * read from one file per sample (image folders); NULL for archives (IDX, CIFAR). */
+    char **files;
 };
 
 /* The two splits a training run uses. */
@@ -29,6 +32,18 @@ struct dt_data {
     struct dt_dataset train, test;
     struct dt_dataset val; /* held out of training to choose the best epoch; n = 0 when none */
 };
+
+/* A split by name (eval --split, predict --split), parsed once where the command line is read. */
+enum dt_split { DT_SPLIT_TRAIN, DT_SPLIT_VAL, DT_SPLIT_TEST, DT_SPLIT_COUNT };
+/* "train", "val", "test". */
+const char *dt_split_name(enum dt_split s);
+/* The name -> the split; -DT_EUSAGE naming `what` (the option) and the valid names otherwise. */
+int dt_split_parse(const char *what, const char *name, enum dt_split *out);
+/* That split of d. */
+const struct dt_dataset *dt_data_split(const struct dt_data *d, enum dt_split s);
+/* How sample i is named in reports: its file (d->files) or, for an archive, "SPLIT#i". */
+const char *dt_dataset_sample_name(const struct dt_dataset *d, enum dt_split split, size_t i,
+                                   char *buf, size_t size);
 
 size_t dt_dataset_sample_bytes(const struct dt_dataset *d);
 void dt_dataset_free(struct dt_dataset *d);

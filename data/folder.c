@@ -274,11 +274,14 @@ static void compact(struct dt_dataset *d, const uint8_t *bad)
 {
     size_t sample = dt_dataset_sample_bytes(d), k = 0;
     for (size_t i = 0; i < d->n; i++) {
-        if (bad[i])
+        if (bad[i]) {
+            free(d->files[i]);
             continue;
+        }
         if (k != i) {
             memmove(d->x + k * sample, d->x + i * sample, sample);
             d->y[k] = d->y[i];
+            d->files[k] = d->files[i];
         }
         k++;
     }
@@ -311,8 +314,14 @@ static int fill_split(struct dt_dataset *d, const char *root, const char *split,
     d->y = wk->labels;
     wk->labels = NULL;
     d->x = malloc(n * dt_dataset_sample_bytes(d));
+    d->files = calloc(n + 1, sizeof *d->files);
+    /* Each sample's name for reports: its path below the data directory ("test/cat/1.png"). */
+    size_t below_dir = strlen(root) - strlen(split);
+    bool named = d->files != NULL;
+    for (size_t i = 0; named && i < n; i++)
+        named = (d->files[i] = strdup(wk->paths.v[i] + below_dir)) != NULL;
     uint8_t *bad = calloc(n, 1);
-    if (!d->x || !bad) {
+    if (!d->x || !named || !bad) {
         free(bad);
         return dt_fail(DT_ERUNTIME, "%s: out of memory for %zu images", SHOWN(root, shown), n);
     }

@@ -29,6 +29,8 @@ static int like(const struct dt_dataset *src, size_t n, struct dt_dataset *d)
             if (src->names[i] && !(d->names[i] = strdup(src->names[i])))
                 return dt_fail(DT_ERUNTIME, "out of memory");
     }
+    if (src->files && !(d->files = calloc(n + 1, sizeof *d->files)))
+        return dt_fail(DT_ERUNTIME, "out of memory");
     return 0;
 }
 
@@ -68,9 +70,8 @@ int dt_dataset_split(const struct dt_dataset *src, double fraction, uint64_t see
     free(idx);
     int rc = 0;
     if (nval == 0 || nval == n)
-        rc = dt_fail(DT_EDATA,
-                     "%s: data.val_fraction %g of %zu samples leaves %s empty", src->source,
-                     fraction, n, nval == 0 ? "the validation split" : "training");
+        rc = dt_fail(DT_EDATA, "%s: data.val_fraction %g of %zu samples leaves %s empty",
+                     src->source, fraction, n, nval == 0 ? "the validation split" : "training");
     if (!rc)
         rc = like(src, n - nval, train);
     if (!rc)
@@ -82,9 +83,12 @@ int dt_dataset_split(const struct dt_dataset *src, double fraction, uint64_t see
             size_t *k = to_val[i] ? &b : &a;
             memcpy(d->x + *k * sample, src->x + i * sample, sample);
             d->y[*k] = src->y[i];
+            if (src->files && src->files[i] && !(d->files[*k] = strdup(src->files[i])))
+                rc = dt_fail(DT_ERUNTIME, "out of memory");
             ++*k;
         }
-    } else {
+    }
+    if (rc) {
         dt_dataset_free(train);
         dt_dataset_free(val);
     }
