@@ -1,6 +1,6 @@
 /* `dtrain eval CHECKPOINT`: rebuilds the model a checkpoint was trained with (its config text
- * is in the checkpoint's metadata, or --config), loads the weights and reports test loss,
- * accuracy, per-class accuracy and the confusion matrix, as text or one JSON object. */
+ * is in the checkpoint's metadata, or --config), loads the weights, evaluates one split
+ * (train/evaluate.h) and prints the report (train/eval_report.h) as text or one JSON object. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,20 +8,30 @@
 #include "cmd/cli.h"
 #include "cmd/cmd.h"
 #include "train/config.h"
+#include "train/eval_errors.h"
+#include "train/eval_report.h"
 #include "train/evaluate.h"
 #include "train/setup.h"
 #include "data/batch.h"
 #include "util/err.h"
-#include "util/json.h"
 #include "util/log.h"
 
 static const char eval_help[] =
     "usage: dtrain eval CHECKPOINT [options]\n"
     "\n"
-    "Evaluates a checkpoint on the test split of its dataset: loss, accuracy, per-class\n"
-    "accuracy with class names, and the confusion matrix (rows: true class, columns: predicted).\n"
+    "Evaluates a checkpoint on a split of its dataset (the test split unless --split): loss,\n"
+    "accuracy, top-k accuracy, per-class samples, accuracy, precision, recall and F1 with\n"
+    "class names and their macro average, and the confusion matrix (rows: true class,\n"
+    "columns: predicted).\n"
     "\n"
     "options:\n"
+    "      --split S        evaluate the train, val or test split (default test; val is the\n"
+    "                       folder's val/ or the data.val_fraction held out of train)\n"
+    "      --top-k K        also report top-K accuracy (default 5 when the model has more\n"
+    "                       than 5 classes)\n"
+    "      --errors N       list the N misclassified samples with the highest probability on\n"
+    "                       a wrong class: file (image folders; archives: SPLIT#index), true\n"
+    "                       and predicted class with their probabilities\n"
     "      --config CFG     build the model from CFG instead of the checkpoint's stored\n"
     "                       config\n"
     "      --data DIR       read the dataset from DIR (overrides data.dir)\n"
@@ -30,15 +40,18 @@ static const char eval_help[] =
     "                       means all usable cores)\n" DT_CLI_COMMON_HELP "\n"
     "exit codes: 0 ok, 2 usage or config error, 3 missing/corrupt data or checkpoint\n";
 
-#define EVAL_USAGE "usage: dtrain eval CHECKPOINT [--config CFG] [--data DIR] [--json]"
+#define EVAL_USAGE "usage: dtrain eval CHECKPOINT [--split S] [--top-k K] [--errors N] [--json]"
 
-enum { OPT_CONFIG = DT_OPT_COMMAND_BASE, OPT_DATA, OPT_THREADS };
+enum { OPT_CONFIG = DT_OPT_COMMAND_BASE, OPT_DATA, OPT_THREADS, OPT_SPLIT, OPT_TOP_K, OPT_ERRORS };
 
 struct eval_args {
     const char *checkpoint, *config, *data_dir;
     struct dt_cli_common common;
     struct dt_cli_sets sets;
     int threads;
+    enum dt_split split;
+    int top_k;  /* 0: the default */
+    int errors; /* 0: no list */
 };
 
 static int take_option(void *ctx, int opt, const char *arg)
@@ -55,6 +68,12 @@ static int take_option(void *ctx, int opt, const char *arg)
         return dt_cli_sets_add(&a->sets, arg);
     case OPT_THREADS:
         return dt_cli_parse_int("--threads", arg, 1, 1024, &a->threads);
+    case OPT_SPLIT:
+        return dt_split_parse("--split", arg, &a->split);
+    case OPT_TOP_K:
+        return dt_cli_parse_int("--top-k", arg, 1, DT_MAX_CLASSES, &a->top_k);
+    case OPT_ERRORS:
+        return dt_cli_parse_int("--errors", arg, 1, 100000, &a->errors);
     default:
         return dt_fail(DT_EUSAGE, "internal error: option %d not handled; %s", opt, EVAL_USAGE);
     }
@@ -68,6 +87,9 @@ static int parse_args(int argc, char **argv, struct eval_args *a)
         {"data", required_argument, NULL, OPT_DATA},
         {"set", required_argument, NULL, DT_OPT_SET},
         {"threads", required_argument, NULL, OPT_THREADS},
+        {"split", required_argument, NULL, OPT_SPLIT},
+        {"top-k", required_argument, NULL, OPT_TOP_K},
+        {"errors", required_argument, NULL, OPT_ERRORS},
         {NULL, 0, NULL, 0},
     };
     int rc = dt_cli_getopt(argc, argv, options, &a->common, take_option, a, EVAL_USAGE);
@@ -120,93 +142,11 @@ static int load_config(struct eval_args *a, struct dt_config *cfg)
                                         (const char *const *)a->sets.items, a->sets.n);
 }
 
-static void print_report(const struct dt_dataset *test, const struct dt_eval_result *r,
-                         const char *checkpoint)
-{
-    int k = r->classes;
-    char buf[32];
-    printf("checkpoint %s\n", checkpoint);
-    printf("test samples %.0f  loss %.4f  accuracy %.2f%%\n\n", r->sums[2], dt_eval_loss(r),
-           100 * dt_eval_accuracy(r));
-    printf("%-14s %8s %9s\n", "class", "samples", "accuracy");
-    for (int i = 0; i < k; i++) {
-        float total = 0;
-        for (int j = 0; j < k; j++)
-            total += dt_eval_confusion(r, i, j);
-        printf("%-14s %8.0f %8.2f%%\n", dt_dataset_class_name(test, i, buf, sizeof buf), total,
-               total > 0 ? 100 * dt_eval_confusion(r, i, i) / total : 0.0);
-    }
-    printf("\nconfusion matrix (rows: true class, columns: predicted)\n%14s", "");
-    for (int j = 0; j < k; j++)
-        printf(" %5d", j);
-    printf("\n");
-    for (int i = 0; i < k; i++) {
-        printf("%2d %-11.11s", i, dt_dataset_class_name(test, i, buf, sizeof buf));
-        for (int j = 0; j < k; j++)
-            printf(" %5.0f", dt_eval_confusion(r, i, j));
-        printf("\n");
-    }
-}
-
-static void print_json(const struct dt_dataset *test, const struct dt_eval_result *r,
-                       const char *checkpoint)
-{
-    int k = r->classes;
-    char buf[32];
-    struct dt_json_writer per, conf, w;
-    /* Arrays are built with the writer's escaping and spliced in raw. */
-    memset(&per, 0, sizeof per);
-    memset(&conf, 0, sizeof conf);
-    dt_jw_begin(&w, "eval");
-    dt_jw_str(&w, "checkpoint", checkpoint);
-    dt_jw_num(&w, "samples", r->sums[2]);
-    dt_jw_num(&w, "test_loss", dt_eval_loss(r));
-    dt_jw_num(&w, "test_accuracy", dt_eval_accuracy(r));
-    /* Grown as written: a class name (a folder's, a CIFAR meta line) has no length limit, so
-     * no per-class budget can hold every name (a fixed one was overrun by long names). */
-    char *classes = NULL, *matrix = NULL;
-    size_t clen = 0, mlen = 0;
-    FILE *cf = open_memstream(&classes, &clen), *mf = open_memstream(&matrix, &mlen);
-    if (cf && mf) {
-        fputs("[", cf);
-        fputs("[", mf);
-        for (int i = 0; i < k; i++) {
-            float total = 0;
-            for (int j = 0; j < k; j++)
-                total += dt_eval_confusion(r, i, j);
-            struct dt_json_writer item;
-            dt_jw_begin(&item, NULL);
-            dt_jw_str(&item, "name", dt_dataset_class_name(test, i, buf, sizeof buf));
-            dt_jw_num(&item, "samples", total);
-            dt_jw_num(&item, "accuracy", total > 0 ? dt_eval_confusion(r, i, i) / total : 0.0);
-            char *s = dt_jw_finish(&item);
-            fprintf(cf, "%s%s", i ? "," : "", s ? s : "{}");
-            free(s);
-            fprintf(mf, "%s[", i ? "," : "");
-            for (int j = 0; j < k; j++)
-                fprintf(mf, "%s%.0f", j ? "," : "", dt_eval_confusion(r, i, j));
-            fputs("]", mf);
-        }
-        fputs("]", cf);
-        fputs("]", mf);
-    }
-    if (cf)
-        fclose(cf);
-    if (mf)
-        fclose(mf);
-    if (cf && mf && classes && matrix) {
-        dt_jw_raw(&w, "classes", classes);
-        dt_jw_raw(&w, "confusion", matrix);
-    }
-    free(classes);
-    free(matrix);
-    dt_jw_end(&w, stdout);
-}
-
 static int run_eval(int argc, char **argv)
 {
     struct eval_args a;
     memset(&a, 0, sizeof a);
+    a.split = DT_SPLIT_TEST;
     struct dt_config cfg;
     memset(&cfg, 0, sizeof cfg);
     int rc = parse_args(argc, argv, &a);
@@ -227,8 +167,10 @@ static int run_eval(int argc, char **argv)
     struct dt_batcher batcher;
     struct dt_eval_scratch scratch;
     struct dt_eval_result result;
+    struct dt_eval_errors errors;
     memset(&scratch, 0, sizeof scratch);
     memset(&result, 0, sizeof result);
+    memset(&errors, 0, sizeof errors);
     struct dt_comm *comm = dt_comm_single();
     if (!comm) {
         rc = dt_fail(DT_ERUNTIME, "out of memory");
@@ -240,7 +182,7 @@ static int run_eval(int argc, char **argv)
     dt_nn_set_threads(cfg.dist.threads);
     if (!a.data_dir)
         dt_run_locate_data(&cfg, a.checkpoint);
-    if ((rc = dt_run_load_test(&cfg, &data)))
+    if ((rc = dt_run_load_split(&cfg, a.split, &data)))
         goto out;
     const struct dt_dataset *test = &data;
     struct dt_batch_opts bo = {
@@ -265,13 +207,24 @@ static int run_eval(int argc, char **argv)
     if ((rc = dt_eval_scratch_init(&scratch, batch, (size_t)test->c * test->h * test->w)) ||
         (rc = dt_eval_result_init(&result, test->classes)))
         goto out;
+    if (a.top_k > model->classes) {
+        rc = dt_fail(DT_EUSAGE, "--top-k %d: the model has %d classes", a.top_k, model->classes);
+        goto out;
+    }
+    result.top_k = a.top_k ? a.top_k : model->classes > 5 ? 5 : 0;
+    if (a.errors && (rc = dt_eval_errors_init(&errors, a.errors, model->classes)))
+        goto out;
+    result.errors = a.errors ? &errors : NULL;
     if ((rc = dt_evaluate(model, test, &batcher, &scratch, comm, &result)))
         goto out;
+    struct dt_eval_report report = {
+        .checkpoint = a.checkpoint, .split = a.split, .data = test, .result = &result};
     if (a.common.json)
-        print_json(test, &result, a.checkpoint);
+        dt_eval_print_json(&report, stdout);
     else if (!a.common.quiet)
-        print_report(test, &result, a.checkpoint);
+        dt_eval_print_text(&report, stdout);
 out:
+    dt_eval_errors_free(&errors);
     dt_eval_result_free(&result);
     dt_eval_scratch_free(&scratch);
     dt_model_free(model);
@@ -285,7 +238,7 @@ out:
 
 const struct dt_command dt_cmd_eval = {
     .name = "eval",
-    .summary = "evaluate a checkpoint on the test set",
+    .summary = "evaluate a checkpoint on the test set (or --split train|val)",
     .help = eval_help,
     .run = run_eval,
 };

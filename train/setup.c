@@ -182,6 +182,27 @@ int dt_run_load_data(const struct dt_config *cfg, struct dt_data *data)
     return rc;
 }
 
+int dt_run_load_split(const struct dt_config *cfg, enum dt_split split, struct dt_dataset *out)
+{
+    if (split == DT_SPLIT_TEST)
+        return dt_run_load_test(cfg, out);
+    struct dt_data data;
+    memset(out, 0, sizeof *out);
+    int rc = dt_run_load_data(cfg, &data);
+    if (rc)
+        return rc;
+    struct dt_dataset *want = split == DT_SPLIT_TRAIN ? &data.train : &data.val;
+    if (want->n == 0)
+        rc = dt_fail(DT_EDATA,
+                     "%s: no val split (an image folder's val/, or data.val_fraction held out "
+                     "of train)",
+                     cfg->data.dir);
+    else
+        *out = *want, memset(want, 0, sizeof *want);
+    dt_data_free(&data);
+    return rc;
+}
+
 struct dt_batch_opts dt_run_batch_opts(const struct dt_config *cfg)
 {
     return (struct dt_batch_opts){

@@ -79,6 +79,11 @@ void dt_run_locate_data(struct dt_config *cfg, const char *checkpoint);
 /* The test split alone (eval): no training data needed. */
 int dt_run_load_test(const struct dt_config *cfg, struct dt_dataset *test);
 
+/* One split alone (eval --split): test as dt_run_load_test; train or val through
+ * dt_run_load_data (val: the folder's val/ or data.val_fraction), DT_EDATA when the config
+ * makes no val split. */
+int dt_run_load_split(const struct dt_config *cfg, enum dt_split split, struct dt_dataset *out);
+
 /* Loads the config's datasets from data.dir and fills class names from the registry. */
 int dt_run_load_data(const struct dt_config *cfg, struct dt_data *data);
 /* storage: NULL, or zeroed memory for the optimizer's state arrays (see dt_optim_create_in). */
