@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "dist/hier.h"
-#include "dist/mpi_comm.h"
+#include "dist/mpi.h"
 #include "dist/rdvfile.h"
 #include "dist/shm.h"
 #include "dist/tcp.h"

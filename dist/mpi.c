@@ -2,7 +2,7 @@
  * MPI_Barrier on MPI_COMM_WORLD. Compiled in only with -DDTRAIN_MPI=1 (`make MPI=1`), so the
  * normal build neither needs nor links MPI. Counts are int in MPI, so large buffers go in
  * slices. Timeouts are MPI's business here (the runtime aborts the job when a rank dies). */
-#include "dist/mpi_comm.h"
+#include "dist/mpi.h"
 
 #include "util/err.h"
 

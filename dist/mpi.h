@@ -1,7 +1,7 @@
 /* The MPI communicator (optional build: `make MPI=1`, which compiles with mpicc and defines
  * DTRAIN_MPI). Without it, dt_mpi_comm_create() reports that MPI support is not built in. */
-#ifndef DT_DIST_MPI_COMM_H
-#define DT_DIST_MPI_COMM_H
+#ifndef DT_DIST_MPI_H
+#define DT_DIST_MPI_H
 
 #include "dist/comm.h"
 

@@ -21,7 +21,7 @@
  * Every mode produces raw per-rank CPU sequences (`threads` long, possibly repeating when
  * wrapped); finish_plan() turns them into sorted distinct sets and computes `oversubscribed`.
  */
-#include "dist/topology.h"
+#include "dist/pin.h"
 
 #include <errno.h>
 #include <sched.h>

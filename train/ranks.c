@@ -6,7 +6,7 @@
 
 #include "dist/launcher.h"
 #include "dist/tcp.h"
-#include "dist/topology.h"
+#include "dist/pin.h"
 #include "nn/blas.h"
 #include "nn/isa.h"
 #include "nn/model.h"

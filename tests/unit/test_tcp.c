@@ -23,7 +23,7 @@
 #include <unistd.h>
 
 #include "dist/auth.h"
-#include "dist/mpi_comm.h"
+#include "dist/mpi.h"
 #include "dist/rendezvous.h"
 #include "dist/tcp.h"
 #include "dist/wire.h"

@@ -15,7 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "dist/topology.h"
+#include "dist/pin.h"
 #include "util/err.h"
 #include "util/fileio.h"
 
