@@ -1,16 +1,13 @@
-/* dt_data_load and the small helpers of struct dt_dataset (see dataset.h).
- *
- * This file only dispatches on the format name and owns the dataset's memory rules: x, y,
- * names and every name string are malloc'd and freed here, whatever reader filled them.
- */
+/* The small helpers of struct dt_dataset (see dataset.h), and the dataset's memory rules: x,
+ * y, names, files and every string in them are malloc'd and freed here, whatever reader
+ * filled them. The format readers (idx.c, cifar.c, folder.c) include this module; the
+ * dispatch on the format name that includes them is data/load.c, so no circle. */
 #include "data/dataset.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "data/cifar.h"
-#include "data/idx.h"
 #include "util/err.h"
 
 size_t dt_dataset_sample_bytes(const struct dt_dataset *d)
@@ -46,47 +43,6 @@ void dt_dataset_histogram(const struct dt_dataset *d, size_t *hist)
     for (size_t i = 0; i < d->n; i++)
         if (d->y[i] < d->classes)
             hist[d->y[i]]++;
-}
-
-int dt_data_load(struct dt_data *out, const char *kind, const char *dir, int classes,
-                 int coarse_labels)
-{
-    memset(out, 0, sizeof(*out));
-    if (classes < 0 || classes > DT_MAX_CLASSES)
-        return dt_fail(DT_EUSAGE, "data.classes: %d is out of range (0 to %d)", classes,
-                       DT_MAX_CLASSES);
-    if (strcmp(kind, "idx") == 0)
-        return dt_idx_load(out, dir, classes);
-    int cifar100 = strcmp(kind, "cifar100") == 0;
-    if (!cifar100 && strcmp(kind, "cifar10") != 0)
-        return dt_fail(DT_EUSAGE,
-                       "data.format: unknown dataset format '%s' (expected idx, "
-                       "cifar10 or cifar100)",
-                       kind);
-    char path[4200];
-    snprintf(path, sizeof(path), "%s/%s", dir,
-             cifar100 ? "cifar-100-binary.tar.gz" : "cifar-10-binary.tar.gz");
-    return dt_cifar_load(out, path, cifar100, classes, coarse_labels);
-}
-
-int dt_data_load_test(struct dt_dataset *test, const char *kind, const char *dir, int classes,
-                      int coarse_labels)
-{
-    memset(test, 0, sizeof *test);
-    if (strcmp(kind, "idx") == 0) {
-        if (classes < 0 || classes > DT_MAX_CLASSES)
-            return dt_fail(DT_EUSAGE, "data.classes: %d is out of range (0 to %d)", classes,
-                           DT_MAX_CLASSES);
-        return dt_idx_load_test(test, dir, classes);
-    }
-    struct dt_data both;
-    int rc = dt_data_load(&both, kind, dir, classes, coarse_labels);
-    if (rc)
-        return rc;
-    *test = both.test;
-    memset(&both.test, 0, sizeof both.test);
-    dt_data_free(&both);
-    return 0;
 }
 
 static const char *const split_names[] = {"train", "val", "test"};

@@ -18,9 +18,9 @@ struct dt_dataset {
     uint8_t *x;  /* n * c * h * w bytes, NCHW */
     uint8_t *y;  /* n labels, each < classes */
     int classes;
-    char **names;     /* classes class names (NULL entries allowed), or NULL */
-    char source[512]; /* what was read, for summaries: "dir/train-images-idx3-ubyte.gz, ..." */
-    size_t skipped;       /* image folders with skip_bad: bad files left out */
+    char **names;        /* classes class names (NULL entries allowed), or NULL */
+    char source[512];    /* what was read, for summaries: "dir/train-images-idx3-ubyte.gz, ..." */
+    size_t skipped;      /* image folders with skip_bad: bad files left out */
     char first_bad[512]; /* ...and the first one's error, for the report */
     /* n sample file names relative to the data directory ("test/cat/0001.png"), for data
      * read from one file per sample (image folders); NULL for archives (IDX, CIFAR). */
@@ -50,21 +50,6 @@ void dt_dataset_free(struct dt_dataset *d);
 void dt_data_free(struct dt_data *d);
 /* Counts per class into hist[classes]. */
 void dt_dataset_histogram(const struct dt_dataset *d, size_t *hist);
-
-/* Loads the train and test splits of a dataset kind from `dir`:
- *   kind "idx"      train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz,
- *                   t10k-images-idx3-ubyte.gz, t10k-labels-idx1-ubyte.gz (MNIST family)
- *   kind "cifar10"  cifar-10-binary.tar.gz
- *   kind "cifar100" cifar-100-binary.tar.gz (fine labels unless coarse_labels)
- * `classes` is the expected class count (labels must be below it); 0 means the format's own.
- * Returns 0, or -DT_EDATA with a one-line message naming the file and the problem. */
-int dt_data_load(struct dt_data *out, const char *kind, const char *dir, int classes,
-                 int coarse_labels);
-
-/* The test split alone, for evaluation: IDX reads only the t10k files; a CIFAR archive holds
- * both splits, so the training half is read and dropped. */
-int dt_data_load_test(struct dt_dataset *test, const char *kind, const char *dir, int classes,
-                      int coarse_labels);
 
 /* Control characters (terminal escapes, newlines) in a class name read from a file or a
  * directory name become '?', in place: names are printed to terminals and logs. */

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "data/folder.h"
+#include "data/load.h"
 #include "data/registry.h"
 #include "data/split.h"
 #include "dist/topology.h"

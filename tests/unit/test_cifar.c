@@ -10,6 +10,7 @@
 
 #include "data/cifar.h"
 #include "data/dataset.h"
+#include "data/load.h"
 #include "tests/unit/fixtures.h"
 #include "util/err.h"
 

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "data/dataset.h"
+#include "data/load.h"
 #include "util/clock.h"
 #include "util/err.h"
 

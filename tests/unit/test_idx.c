@@ -9,6 +9,7 @@
 
 #include "data/dataset.h"
 #include "data/idx.h"
+#include "data/load.h"
 #include "tests/unit/fixtures.h"
 #include "util/err.h"
 

@@ -1,5 +1,6 @@
 /* data/split: the validation split is stratified, disjoint, order-keeping, the same for the
- * same seed and different for another; bad fractions and empty sides are refused. */
+ * same seed and different for another; file names travel with their samples; bad fractions
+ * and empty sides are refused. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -98,10 +99,47 @@ static void test_refusals(void **state)
     dt_dataset_free(&src);
 }
 
+/* An image folder's samples keep their file names in both parts (eval --errors names them). */
+static void test_file_names_follow(void **state)
+{
+    (void)state;
+    struct dt_dataset src, tr, va;
+    make(&src, 40, 4);
+    src.files = calloc(src.n, sizeof *src.files);
+    for (size_t i = 0; i < src.n; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "train/%zu.png", i);
+        src.files[i] = strdup(name);
+    }
+    assert_int_equal(dt_dataset_split(&src, 0.25, 3, &tr, &va), 0);
+    const struct dt_dataset *parts[2] = {&tr, &va};
+    for (int p = 0; p < 2; p++) {
+        assert_non_null(parts[p]->files);
+        for (size_t i = 0; i < parts[p]->n; i++) {
+            char want[32], buf[32];
+            snprintf(want, sizeof want, "train/%zu.png", index_of(parts[p], i));
+            assert_string_equal(parts[p]->files[i], want);
+            assert_string_equal(dt_dataset_sample_name(parts[p], DT_SPLIT_VAL, i, buf, sizeof buf),
+                                want);
+        }
+    }
+    dt_dataset_free(&src);
+    dt_dataset_free(&va);
+    /* Without file names (an archive) a sample is named by its split and index. */
+    for (size_t i = 0; i < tr.n; i++)
+        free(tr.files[i]);
+    free(tr.files);
+    tr.files = NULL;
+    char buf[32];
+    assert_string_equal(dt_dataset_sample_name(&tr, DT_SPLIT_TRAIN, 5, buf, sizeof buf), "train#5");
+    dt_dataset_free(&tr);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stratified_disjoint_ordered),
+        cmocka_unit_test(test_file_names_follow),
         cmocka_unit_test(test_deterministic_per_seed),
         cmocka_unit_test(test_refusals),
     };
