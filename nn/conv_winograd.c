@@ -31,34 +31,24 @@
  * Work is partitioned by sample over the OpenMP team; the weight gradient keeps one dU per thread
  * and sums them in thread order, so results depend only on the thread count.
  *
- * When Winograd pays (dt_conv_winograd_preferred). Measured on this project's Zen 5 VM, one
- * thread, forward + both gradients at batch 128 against the direct kernels (ms, Winograd vs
- * direct, 26x26 input unless noted): 16->32 5.1 vs 13.1; 8->32 4.0 vs 6.8; 8->16 2.6 vs 3.4;
- * 16->8 2.9 vs 3.2; 4->32 3.8 vs 4.1; 16->16 3.2 vs 6.4; but 3->32 3.8 vs 3.7, 6->16 2.6 vs 2.7,
- * 8->8 2.4 vs 1.8, 4->16 2.5 vs 2.1 and 1->16 2.4 vs 1.6: channels are padded to 16 lanes, and
- * with few of them the transforms cost more than the products save. 32->64 with pad 1 wins at
- * every size from 16x16 (9.3 vs 23.9) down to 2x2 (2.9 vs 5.0), because the direct kernels'
- * backward is slow on small planes. The rule: C >= 8, K >= 8 and C * K >= 128.
+ * When Winograd pays (dt_conv_winograd_preferred): channels are padded to 16 lanes, and with
+ * few of them the transforms cost more than the products save; small planes favour it, as the
+ * direct kernels' backward is slow there. The rule: C >= 8, K >= 8 and C * K >= 128 (the
+ * measurements behind it: BENCHMARKS.md, "Where Winograd pays").
  *
  * Stride 2. A stride-2 conv's output is every other pixel of the stride-1 output with the same
  * padding: y2[i][j] = y1[2i][2j]. So the kernels compute the stride-1 grid and pick those
  * pixels as they transpose back to NCHW. The backward spreads dy onto the stride-1 grid with
  * zeros between, which is exactly the adjoint of that pick, and runs unchanged. That is 4x the
  * arithmetic a stride-2 conv needs, and still faster than im2col + sgemm (the only other path
- * for stride 2) on ResNet-20's stride-2 convs, forward + backward per step at batch 128, 1
- * thread: 16->32 32x32 10.2 vs 20.4 ms, 32->64 16x16 7.5 vs 15.3 (AVX-512); 18.5 vs 25.3 and
- * 14.9 vs 18.5 (AVX2). The rule at stride 2, either width, is the AVX-512 stride-1 rule: the
- * waste needs enough channels to pay for itself.
+ * for stride 2) on ResNet-20's stride-2 convs (BENCHMARKS.md). The rule at stride 2, either
+ * width, is the AVX-512 stride-1 rule: the waste needs enough channels to pay for itself.
  *
  * Widths. The kernels (nn/winograd_kernels.inc) are built at 16 lanes (AVX-512) and at 8 (AVX2
  * + FMA); the layout stays padded to 16 channels, each block walked as two 8-lane halves, and
  * both builds give the same bits. Without AVX-512 the direct kernels' 8-lane loops are slower
  * than im2col + sgemm, so there Winograd's rival is sgemm, and it wins at every shape measured
- * (2-core AMD EPYC Zen 4 VM, DTRAIN_ISA=avx2, OpenBLAS Haswell kernels, batch 128, 1 thread,
- * ms Winograd vs im2col + sgemm, forward / weight gradient / input gradient): ConvNet 16->32
- * 3.5 / 3.7 / 3.5 vs 21.5 / 24.2 / 27.7; CIFAR 32->64 pad 1 1.3 / 1.3 / 1.3 vs 5.9 / 6.4 / 8.4;
- * 3->32 pad 1 0.9 / 0.9 / 1.4 vs 1.8 / 2.7 / 2.2; even 1->16 1.7 / 1.5 vs 1.7 / 2.8 (a first
- * layer: no input gradient). The rule at 8 lanes: C * K >= 16.
+ * (BENCHMARKS.md). The rule at 8 lanes: C * K >= 16.
  */
 #include "nn/conv_winograd.h"
 
