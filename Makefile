@@ -110,8 +110,8 @@ test:
 
 # Unit tests under AddressSanitizer + UndefinedBehaviorSanitizer, in a separate build tree,
 # and tests/cli/predict.sh against dtrain-asan: predict's file walk, decode and forward pass
-# live in cmd/predict.c, reachable only through the command (the folder loader and the
-# decoders are covered by test_image).
+# (train/predict*.c) are reached through the command (the folder loader and the decoders are
+# covered by test_image).
 check-asan:
 	@$(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -fno-omit-frame-pointer \
 	  -fsanitize=address,undefined -fno-sanitize-recover=undefined" \
