@@ -52,6 +52,7 @@ enum {
     OPT_CPU_LIST,
     OPT_OVERWRITE,
     OPT_MAX_RESTARTS,
+    OPT_TRACE,
 };
 
 struct train_args {
@@ -62,6 +63,7 @@ struct train_args {
     bool print_config, dry_run, config_reference, overwrite;
     int max_restarts;
     const char *resume;
+    const char *trace; /* --trace FILE */
     struct dt_job_opts job;
 };
 
@@ -132,6 +134,11 @@ static int take_flag(void *ctx, int opt, const char *arg)
         return 0;
     case OPT_MAX_RESTARTS:
         return dt_cli_parse_int("--max-restarts", arg, 0, 1000, &a->max_restarts);
+    case OPT_TRACE:
+        if (!*arg)
+            return dt_fail(DT_EUSAGE, "--trace: expected a file name; %s", TRAIN_USAGE);
+        a->trace = arg;
+        return 0;
     default:
         return dt_fail(DT_EUSAGE, "internal error: option %d not handled; %s", opt, TRAIN_USAGE);
     }
@@ -162,6 +169,7 @@ static int parse_args(struct train_args *a, int argc, char **argv)
         {"cpu-list", required_argument, NULL, OPT_CPU_LIST},
         {"overwrite", no_argument, NULL, OPT_OVERWRITE},
         {"max-restarts", required_argument, NULL, OPT_MAX_RESTARTS},
+        {"trace", required_argument, NULL, OPT_TRACE},
         {NULL, 0, NULL, 0},
     };
     int rc = dt_cli_getopt(argc, argv, longopts, &a->common, take_flag, a, TRAIN_USAGE);
@@ -349,7 +357,8 @@ static int run_train(int argc, char **argv)
                                    .plan = &plan,
                                    .max_restarts = a.max_restarts,
                                    .create_dir = leader,
-                                   .resume_command = resume_cmd};
+                                   .resume_command = resume_cmd,
+                                   .trace = a.trace};
     rc = dt_train_run(&cfg, &opt);
 out:
     free(resume_cmd);
@@ -382,8 +391,12 @@ const struct dt_command dt_cmd_train = {
         "                       and exit without training\n"
         "      --log-every N    progress line every N steps when stderr is not a terminal;\n"
         "                       0 = once per epoch (sets log.every)\n"
-        "      --profile        print per-layer forward/backward times at the end\n"
-        "                       (sets log.profile)\n"
+        "      --profile        print per-layer forward/backward times at the end, then the\n"
+        "                       run's totals of data, forward, backward, all-reduce wait,\n"
+        "                       optimizer, checkpoint and eval seconds (sets log.profile)\n"
+        "      --trace FILE     write a Chrome trace (Perfetto, chrome://tracing) of the run:\n"
+        "                       a track per rank and thread with steps, layers, all-reduce,\n"
+        "                       optimizer, data, evaluation and checkpoint spans\n"
         "      --resume PATH    continue from the checkpoint PATH (same trajectory as an\n"
         "                       uninterrupted run); auto = checkpoint.dir's last.safetensors,\n"
         "                       else its best.safetensors (with a warning), else a fresh start\n"

@@ -33,6 +33,8 @@
 #include "train/restart.h"
 #include "train/rundir.h"
 #include "train/setup.h"
+#include "train/timing.h"
+#include "train/trace.h"
 #include "data/batch.h"
 #include "data/sampler.h"
 #include "dist/comm.h"
@@ -73,6 +75,7 @@ struct run {
     float *shared;
     size_t shared_floats;
     char *class_names; /* JSON, stored in every checkpoint for `predict` */
+    double clock_base; /* dt_now() at the start: the trace's time 0 for every rank */
 };
 
 /* Everything one rank owns during training. */
@@ -92,7 +95,27 @@ struct rank_state {
     float stats[3];            /* loss sum, correct, samples of this epoch, whole job */
     float job[T_FLOATS];       /* the last step's reduced tail */
     size_t shard_lo, shard_hi; /* the slice of the shared weights this rank updates */
+    struct dt_timing timing;   /* where this rank's time goes (train/timing.h) */
+    struct dt_trace *trace;    /* --trace: this rank's events; NULL when off */
+    long long step;            /* the step being trained, for the trace's args */
 };
+
+/* The end of a span of kind k that began at t0, named `name` in the trace (NULL: the kind's
+ * name): its seconds to the timing, its event to the trace. Returns the time read, the next
+ * span's start: one clock read per span. */
+static double span_end_as(struct rank_state *st, enum dt_time_kind k, const char *name, double t0)
+{
+    double t1 = dt_now();
+    dt_timing_add(&st->timing, k, t1 - t0);
+    dt_trace_span(st->trace, DT_TRACE_MAIN, dt_time_kind_category(k),
+                  name ? name : dt_time_kind_trace_name(k), t0, t1, st->step);
+    return t1;
+}
+
+static double span_end(struct rank_state *st, enum dt_time_kind k, double t0)
+{
+    return span_end_as(st, k, NULL, t0);
+}
 
 static double peak_rss_mb(void)
 {
@@ -224,12 +247,14 @@ static int train_step(struct rank_state *st, const struct run *run, uint64_t epo
 {
     const struct dt_dataset *train = &run->data->train;
     int count, global_count;
+    double t_start = dt_now(), t = t_start;
     int rc = dt_sampler_batch(&st->sampler, epoch, step, st->idx, &count, &global_count);
     if (rc)
         return rc;
     dt_batch_assemble(&st->batcher, train, st->idx, count, epoch, 1, st->x, st->y);
     for (int i = 0; i < count; i++)
         st->ids[i] = st->idx[i];
+    t = span_end(st, DT_TIME_DATA, t);
     struct dt_forward_ctx ctx = {
         .training = true,
         .seed = (uint64_t)run->cfg->train.seed,
@@ -241,9 +266,11 @@ static int train_step(struct rank_state *st, const struct run *run, uint64_t epo
     double loss_sum = 0;
     int correct = 0;
     dt_model_loss(st->model, st->y, count, &loss_sum, &correct);
+    t = span_end(st, DT_TIME_FORWARD, t);
     float scale = global_count > 0 ? 1.0f / (float)global_count : 0.0f;
     if ((rc = dt_model_backward(st->model, st->y, count, scale)))
         return rc;
+    t = span_end(st, DT_TIME_BACKWARD, t);
     size_t n = st->model->nparams;
     float *tail = st->model->grads + n;
     int sig = stop_signal;
@@ -256,20 +283,29 @@ static int train_step(struct rank_state *st, const struct run *run, uint64_t epo
     tail[T_DUE] = due;
     if ((rc = st->comm->allreduce_sum(st->comm, st->model->grads, n + T_FLOATS)))
         return rc;
+    t = span_end(st, DT_TIME_ALLREDUCE, t);
     memcpy(st->job, tail, sizeof st->job);
     for (int i = 0; i < 3; i++)
         st->stats[i] += tail[T_LOSS + i];
     /* Every rank holds the same summed gradients, so every rank clips them identically. */
     if (run->cfg->optimizer.clip_grad_norm > 0)
         dt_clip_grad_norm(st->model->grads, n, run->cfg->optimizer.clip_grad_norm);
-    if (!run->shared)
-        return dt_optim_step(st->optim, st->model->params, st->model->grads, st->model->nparams,
-                             lr);
-    /* Shared weights: each rank updates its own slice; the barrier publishes every slice
-     * before anyone's next forward reads the weights. */
-    rc = dt_optim_step_range(st->optim, st->model->params, st->model->grads, st->shard_lo,
-                             st->shard_hi, lr);
-    return rc ? rc : st->comm->barrier(st->comm);
+    if (!run->shared) {
+        rc = dt_optim_step(st->optim, st->model->params, st->model->grads, st->model->nparams,
+                           lr);
+        t = span_end(st, DT_TIME_OPTIMIZER, t);
+    } else {
+        /* Shared weights: each rank updates its own slice; the barrier publishes every slice
+         * before anyone's next forward reads the weights. */
+        rc = dt_optim_step_range(st->optim, st->model->params, st->model->grads, st->shard_lo,
+                                 st->shard_hi, lr);
+        t = span_end(st, DT_TIME_OPTIMIZER, t);
+        if (rc == 0)
+            rc = st->comm->barrier(st->comm);
+        t = span_end_as(st, DT_TIME_ALLREDUCE, "barrier", t);
+    }
+    dt_trace_span(st->trace, DT_TRACE_MAIN, "step", "step", t_start, t, st->step);
+    return rc;
 }
 
 /* Moves this rank's weights into the job's shared copy (rank 0's values, which every rank
@@ -307,9 +343,20 @@ static int shared_weights_size(const struct run *run, size_t *floats)
     return rc;
 }
 
+/* "time_rank0" and "time_slowest": where the time went (train/timing.h). */
+static void add_times_json(struct dt_json_writer *w, const struct dt_timing_report *times)
+{
+    char *mine = dt_timing_json(times->rank0, -1);
+    char *slow = dt_timing_json(times->slowest_s, times->slowest);
+    dt_jw_raw(w, "time_rank0", mine ? mine : "null");
+    dt_jw_raw(w, "time_slowest", slow ? slow : "null");
+    free(mine);
+    free(slow);
+}
+
 static void emit_epoch_json(const struct run *run, const struct rank_state *st, int epoch,
                             long long step, double train_loss, double train_acc, double seconds,
-                            double samples, float lr)
+                            double samples, float lr, const struct dt_timing_report *times)
 {
     struct dt_json_writer w;
     dt_jw_begin(&w, "epoch");
@@ -327,6 +374,7 @@ static void emit_epoch_json(const struct run *run, const struct rank_state *st, 
     dt_jw_num(&w, "test_accuracy", dt_eval_accuracy(&st->result));
     dt_jw_num(&w, "seconds", seconds);
     dt_jw_num(&w, "samples_per_s", seconds > 0 ? samples / seconds : 0);
+    add_times_json(&w, times);
     dt_jw_end(&w, stdout);
 }
 
@@ -441,7 +489,7 @@ static int save_step_checkpoint(struct loop *lp)
 {
     if (!lp->leader || lp->saved_step == lp->step)
         return 0;
-    const struct rank_state *st = lp->st;
+    struct rank_state *st = lp->st;
     struct dt_run_resume meta = {.step = lp->step,
                                  .epoch = lp->step / lp->steps_per_epoch,
                                  .best_accuracy = lp->best_acc,
@@ -451,8 +499,10 @@ static int save_step_checkpoint(struct loop *lp)
                                  .best_score = lp->best.score,
                                  .test_loss = dt_eval_loss(&st->result),
                                  .class_names = lp->run->class_names};
+    double t0 = dt_now();
     int rc = dt_run_save_checkpoints(lp->run->cfg, st->model, st->optim, &meta, true, false,
                                      &lp->writer);
+    span_end(lp->st, DT_TIME_CHECKPOINT, t0);
     if (rc == 0) {
         lp->saved_step = lp->step;
         lp->last_save = dt_now();
@@ -500,6 +550,7 @@ static int run_epoch(struct loop *lp, int epoch, double epoch_start)
     while (lp->step < end && !lp->stop) {
         lp->lr = dt_run_lr(cfg, lp->step, lp->steps_per_epoch, lp->total_steps);
         size_t in_epoch = (size_t)(lp->step % lp->steps_per_epoch);
+        st->step = lp->step;
         int rc =
             train_step(st, lp->run, (uint64_t)epoch, in_epoch, lp->lr, timed_checkpoint_due(lp));
         if (rc)
@@ -522,7 +573,8 @@ static int run_epoch(struct loop *lp, int epoch, double epoch_start)
 }
 
 /* Rank 0 after an epoch's evaluation: the epoch line and event, best and last checkpoints. */
-static int report_epoch(struct loop *lp, int epoch, double train_seconds)
+static int report_epoch(struct loop *lp, int epoch, double train_seconds,
+                        const struct dt_timing_report *times)
 {
     const struct dt_config *cfg = lp->run->cfg;
     struct rank_state *st = lp->st;
@@ -536,15 +588,17 @@ static int report_epoch(struct loop *lp, int epoch, double train_seconds)
         snprintf(val_part, sizeof val_part, " | val loss %.4f acc %.2f%%",
                  dt_eval_loss(&st->val_result), 100 * val_acc);
     dt_progress_clear(&lp->progress);
+    char time_part[200];
+    dt_timing_format(times, st->comm->size, time_part, sizeof time_part);
     if (!lp->quiet)
         dt_log_info("epoch %d/%d: train loss %.4f acc %.2f%%%s | test loss %.4f acc %.2f%% | "
-                    "%.1f s, %.0f samples/s",
+                    "%.1f s, %.0f samples/s%s",
                     epoch + 1, cfg->train.epochs, train_loss, 100 * train_acc, val_part,
                     dt_eval_loss(&st->result), 100 * test_acc, train_seconds,
-                    st->stats[2] / train_seconds);
+                    st->stats[2] / train_seconds, time_part);
     if (cfg->log.json)
         emit_epoch_json(lp->run, st, epoch, lp->step, train_loss, train_acc, train_seconds,
-                        st->stats[2], lp->lr);
+                        st->stats[2], lp->lr, times);
     bool best = dt_best_update(&lp->best, val_acc, train_loss);
     if (test_acc > lp->best_acc)
         lp->best_acc = test_acc;
@@ -563,8 +617,10 @@ static int report_epoch(struct loop *lp, int epoch, double train_seconds)
                                  .best_score = lp->best.score,
                                  .test_loss = dt_eval_loss(&st->result),
                                  .class_names = lp->run->class_names};
+    double t0 = dt_now();
     int rc = dt_run_save_checkpoints(cfg, st->model, st->optim, &meta, due,
                                      best && cfg->checkpoint.best, &lp->writer);
+    span_end(st, DT_TIME_CHECKPOINT, t0);
     if (rc == 0 && due)
         lp->saved_step = step;
     if (rc == 0 && best && cfg->checkpoint.best)
@@ -584,16 +640,22 @@ static int end_epoch(struct loop *lp, int epoch, long long first, double epoch_s
     lp->run_steps += lp->step - first;
     st->model->profile = false; /* the profile is per training step: eval is not in it */
     int rc = 0;
+    double t0 = dt_now();
     const struct dt_dataset *val = &lp->run->data->val;
     if (val->n)
         rc = dt_evaluate(st->model, val, &st->batcher, &st->eval, st->comm, &st->val_result);
     if (rc == 0)
         rc = dt_evaluate(st->model, &lp->run->data->test, &st->batcher, &st->eval, st->comm,
                          &st->result);
+    span_end(st, DT_TIME_EVAL, t0);
     st->model->profile = cfg->log.profile;
+    struct dt_timing_report times;
+    if (rc == 0) /* every rank, as every collective */
+        rc = dt_timing_gather(&st->timing, st->comm, false, &times);
+    dt_trace_flush(st->trace); /* a rank killed later loses at most one epoch's events */
     if (rc || !lp->leader)
         return rc;
-    return report_epoch(lp, epoch, train_seconds);
+    return report_epoch(lp, epoch, train_seconds, &times);
 }
 
 /* --json: a stopped run's `stop` event, the last line on stdout: why, the step of the
@@ -642,13 +704,15 @@ static int report_stop(struct loop *lp)
 }
 
 /* Rank 0 at the end: the profile and the `final` event. */
-static void report_final(const struct loop *lp)
+static void report_final(const struct loop *lp, const struct dt_timing_report *times)
 {
     const struct dt_config *cfg = lp->run->cfg;
     const struct rank_state *st = lp->st;
     double seconds = dt_now() - lp->run_start;
-    if (cfg->log.profile)
+    if (cfg->log.profile) {
         print_profile(st->model, lp->run_steps);
+        dt_timing_print_profile(times, st->comm->size, lp->run_steps);
+    }
     if (!cfg->log.json)
         return;
     struct dt_json_writer w;
@@ -667,6 +731,7 @@ static void report_final(const struct loop *lp)
     dt_jw_num(&w, "test_accuracy", dt_eval_accuracy(&st->result));
     dt_jw_num(&w, "best_test_accuracy", lp->best_acc);
     dt_jw_num(&w, "peak_rss_mb", peak_rss_mb());
+    add_times_json(&w, times);
     dt_jw_str(&w, "checkpoint_dir", cfg->checkpoint.dir);
     /* The files this run wrote, so a pipeline need not guess runs/NAME-N. */
     dt_jw_raw(&w, "checkpoints",
@@ -717,10 +782,30 @@ static int train_epochs(struct loop *lp)
             return rc;
     }
     /* everything the run reports as written is on disk before it says so */
+    double t0 = dt_now();
     int rc = dt_ckpt_writer_wait(&lp->writer);
+    span_end(lp->st, DT_TIME_CHECKPOINT, t0);
     if (rc)
         return rc;
     return lp->stop ? report_stop(lp) : 0;
+}
+
+/* --trace: this rank's part of the trace, the checkpoint writer's thread included. */
+static int open_trace(struct rank_state *st, const struct run *run, struct dt_ckpt_writer *w)
+{
+    if (!run->opt->trace)
+        return 0;
+    st->trace = malloc(sizeof *st->trace);
+    if (!st->trace)
+        return dt_fail(DT_ERUNTIME, "--trace: out of memory");
+    int rc = dt_trace_open(st->trace, run->opt->trace, st->comm->rank, run->clock_base);
+    if (rc) {
+        free(st->trace);
+        st->trace = NULL;
+        return rc;
+    }
+    w->trace = st->trace;
+    return 0;
 }
 
 static int rank_main(struct dt_comm *comm, void *arg)
@@ -737,7 +822,11 @@ static int rank_main(struct dt_comm *comm, void *arg)
     lp.quiet = cfg->log.quiet || !lp.leader;
     dt_ckpt_writer_init(&lp.writer);
     dt_best_init(&lp.best, run->data->val.n > 0);
-    int rc = rank_setup(&st, run);
+    int rc = open_trace(&st, run, &lp.writer);
+    if (rc == 0)
+        rc = rank_setup(&st, run);
+    if (rc == 0)
+        rc = dt_trace_attach_model(st.trace, st.model);
     if (rc)
         goto out;
     lp.steps_per_epoch = (long long)dt_sampler_steps(&st.sampler);
@@ -755,14 +844,20 @@ static int rank_main(struct dt_comm *comm, void *arg)
     lp.run_start = lp.last_save = dt_now();
     dt_launch_alive(); /* set up: from here the watchdog gives dist.timeout per step */
     rc = train_epochs(&lp);
+    struct dt_timing_report times;
+    if (rc == 0) /* every rank: the run's totals */
+        rc = dt_timing_gather(&st.timing, comm, true, &times);
     if (rc == 0 && lp.leader)
-        report_final(&lp);
+        report_final(&lp, &times);
     else if (rc == 0)
         report_host_done(&lp);
 out:;
     int wrc = dt_ckpt_writer_close(&lp.writer); /* on an error path too: no torn half-queue */
+    /* what was recorded is kept on an error path too: the parent merges it */
+    int trc = dt_trace_close(st.trace);
+    free(st.trace);
     rank_teardown(&st);
-    return rc ? rc : wrc;
+    return rc ? rc : wrc ? wrc : trc;
 }
 
 static void emit_restart_json(int restart, int max, const char *reason, const char *resume,
@@ -893,6 +988,35 @@ static void emit_start_json(const struct run *run)
     dt_jw_end(&w, stdout);
 }
 
+/* --trace: the parts of this process's ranks merged into one file (FILE where rank 0 runs, else
+ * FILE.rank<R>.json after the host's first rank R: each host writes its own). */
+static int merge_trace(const struct run *run, int run_rc)
+{
+    const struct dt_job_plan *p = run->opt->plan;
+    const char *file = run->opt->trace;
+    char other[4200];
+    const char *out = file;
+    if (p->rank_base != 0) {
+        snprintf(other, sizeof other, "%s.rank%d.json", file, p->rank_base);
+        out = other;
+    }
+    char why[1024];
+    snprintf(why, sizeof why, "%s", dt_last_error());
+    long events = dt_trace_merge(file, out, p->rank_base, p->local_n);
+    if (events < 0 && run_rc) { /* the run's own failure stays the one said */
+        dt_log_warn("%s", dt_last_error());
+        dt_fail(dt_exit_code(run_rc), "%s", why);
+        return run_rc;
+    }
+    if (events < 0)
+        return (int)events;
+    if (!run->cfg->log.quiet)
+        dt_log_info("trace: %ld events in %s (open it in https://ui.perfetto.dev or "
+                    "chrome://tracing)",
+                    events, out);
+    return 0;
+}
+
 /* The leader's checkpoint.dir, made now that the data has loaded: a run that fails on its data
  * leaves no empty directory behind. */
 static int create_run_dir(const struct dt_config *cfg, char *made, size_t made_size)
@@ -920,7 +1044,7 @@ int dt_train_run(const struct dt_config *cfg, const struct dt_train_options *opt
         dt_data_free(&data);
         return rc;
     }
-    struct run run = {cfg, opt, &data, NULL, 0, dt_run_class_names_json(&data.train)};
+    struct run run = {cfg, opt, &data, NULL, 0, dt_run_class_names_json(&data.train), dt_now()};
     if (dt_job_plan_shares_memory(opt->plan)) {
         if ((rc = shared_weights_size(&run, &run.shared_floats))) {
             free(run.class_names);
@@ -956,7 +1080,13 @@ int dt_train_run(const struct dt_config *cfg, const struct dt_train_options *opt
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
     sigaction(SIGUSR1, &sa, &old_usr1);
+    if (opt->trace)
+        dt_trace_prepare(opt->trace, opt->plan->rank_base, opt->plan->local_n);
     rc = run_with_restarts(&run);
+    if (opt->trace) { /* a failed run's trace too: what was recorded */
+        int trc = merge_trace(&run, rc);
+        rc = rc ? rc : trc;
+    }
     if (rc) /* failed before its first checkpoint: no empty run directory left behind */
         dt_run_dir_remove_if_empty(cfg->checkpoint.dir, made);
     sigaction(SIGINT, &old_int, NULL);
