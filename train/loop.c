@@ -27,6 +27,7 @@
 
 #include "train/best.h"
 #include "train/ckpt_writer.h"
+#include "train/early_stop.h"
 #include "train/evaluate.h"
 #include "train/progress.h"
 #include "train/ranks.h"
@@ -411,6 +412,8 @@ struct loop {
     bool wrote_best;              /* best.safetensors was written by this run */
     double last_save;             /* when rank 0 last wrote last.safetensors (every_minutes) */
     struct dt_ckpt_writer writer; /* rank 0's checkpoint files, written in the background */
+    struct dt_early_stop es;      /* train.early_stop's state (train/early_stop.h) */
+    bool early_stopped;           /* every rank agreed: no epoch after this one */
 };
 
 /* Where a resumed run stands, in the epoch lines' numbering (epoch E/N counts from 1, its
@@ -438,7 +441,7 @@ static int resume(struct loop *lp)
     const struct run *run = lp->run;
     struct rank_state *st = lp->st;
     struct dt_comm *comm = st->comm;
-    struct dt_run_resume r;
+    struct dt_run_resume r = {.early_stop = &lp->es};
     /* Shared weights: rank 0 alone writes the shared optimizer state; the others take its
      * step count. */
     bool own_state = !run->shared || comm->rank == 0;
@@ -457,6 +460,18 @@ static int resume(struct loop *lp)
         lp->best = (struct dt_best){.on_val = r.best_on_val, .any = true, .score = r.best_score};
     if (lp->leader && !lp->quiet)
         log_resume_position(lp);
+    if (dt_early_stop_due(&lp->es)) { /* the counter came with the checkpoint */
+        lp->early_stopped = true;
+        if (lp->leader && !lp->quiet) {
+            char why[300];
+            dt_early_stop_describe(&lp->es, why, sizeof why);
+            dt_log_info("the run stopped early (%s): nothing left to train (raise "
+                        "train.early_stop.patience to go on); evaluating the checkpoint",
+                        why);
+        }
+        return dt_evaluate(st->model, &run->data->test, &st->batcher, &st->eval, comm,
+                           &st->result);
+    }
     if (lp->step < lp->total_steps)
         return 0;
     if (lp->leader && !lp->quiet)
@@ -498,7 +513,8 @@ static int save_step_checkpoint(struct loop *lp)
                                  .best_on_val = lp->best.on_val,
                                  .best_score = lp->best.score,
                                  .test_loss = dt_eval_loss(&st->result),
-                                 .class_names = lp->run->class_names};
+                                 .class_names = lp->run->class_names,
+                                 .early_stop = &lp->es};
     double t0 = dt_now();
     int rc = dt_run_save_checkpoints(lp->run->cfg, st->model, st->optim, &meta, true, false,
                                      &lp->writer);
@@ -604,8 +620,9 @@ static int report_epoch(struct loop *lp, int epoch, double train_seconds,
         lp->best_acc = test_acc;
     long long step = lp->step, spe = lp->steps_per_epoch;
     bool epoch_done = step % spe == 0;
-    bool due = step >= lp->total_steps || (cfg->checkpoint.every > 0 && epoch_done &&
-                                           (step / spe) % cfg->checkpoint.every == 0);
+    bool due = step >= lp->total_steps || lp->early_stopped ||
+               (cfg->checkpoint.every > 0 && epoch_done &&
+                (step / spe) % cfg->checkpoint.every == 0);
     if (!due && !(best && cfg->checkpoint.best))
         return 0;
     struct dt_run_resume meta = {.step = step,
@@ -616,7 +633,8 @@ static int report_epoch(struct loop *lp, int epoch, double train_seconds,
                                  .best_on_val = lp->best.on_val,
                                  .best_score = lp->best.score,
                                  .test_loss = dt_eval_loss(&st->result),
-                                 .class_names = lp->run->class_names};
+                                 .class_names = lp->run->class_names,
+                                 .early_stop = &lp->es};
     double t0 = dt_now();
     int rc = dt_run_save_checkpoints(cfg, st->model, st->optim, &meta, due,
                                      best && cfg->checkpoint.best, &lp->writer);
@@ -625,6 +643,24 @@ static int report_epoch(struct loop *lp, int epoch, double train_seconds,
         lp->saved_step = step;
     if (rc == 0 && best && cfg->checkpoint.best)
         lp->wrote_best = true;
+    return rc;
+}
+
+/* Every rank scores the epoch on the job's figures; rank 0's verdict is the one all follow, so
+ * no rank can go on into an epoch the others skip. */
+static int decide_early_stop(struct loop *lp, int epoch)
+{
+    const struct rank_state *st = lp->st;
+    double seen = st->stats[2] > 0 ? st->stats[2] : 1;
+    struct dt_epoch_scores e = {.train_loss = st->stats[0] / seen,
+                                .train_accuracy = st->stats[1] / seen};
+    if (lp->run->data->val.n) {
+        e.val_accuracy = dt_eval_accuracy(&st->val_result);
+        e.val_loss = dt_eval_loss(&st->val_result);
+    }
+    int stop = dt_early_stop_update(&lp->es, &e, epoch + 1);
+    int rc = st->comm->broadcast(st->comm, &stop, sizeof stop, 0);
+    lp->early_stopped = rc == 0 && stop;
     return rc;
 }
 
@@ -652,6 +688,8 @@ static int end_epoch(struct loop *lp, int epoch, long long first, double epoch_s
     struct dt_timing_report times;
     if (rc == 0) /* every rank, as every collective */
         rc = dt_timing_gather(&st->timing, st->comm, false, &times);
+    if (rc == 0 && dt_early_stop_enabled(&lp->es))
+        rc = decide_early_stop(lp, epoch);
     dt_trace_flush(st->trace); /* a rank killed later loses at most one epoch's events */
     if (rc || !lp->leader)
         return rc;
@@ -703,6 +741,26 @@ static int report_stop(struct loop *lp)
     return lp->stop == SIGINT ? -DT_EINTR : -DT_ETERM;
 }
 
+/* "early_stop": the rule, where the metric stands and, when it stopped the run, why. */
+static void add_early_stop_json(struct dt_json_writer *w, const struct dt_early_stop *es,
+                                const char *reason)
+{
+    struct dt_json_writer o = {0};
+    dt_json_escape_to(&o, reason ? reason : "");
+    char text[700];
+    char best[40] = "null";
+    if (es->any)
+        snprintf(best, sizeof best, "%.9g", es->best);
+    snprintf(text, sizeof text,
+             "{\"metric\":\"%s\",\"patience\":%d,\"min_delta\":%.9g,\"best\":%s,"
+             "\"best_epoch\":%d,\"epochs_without_improvement\":%d,\"stopped\":%s,"
+             "\"reason\":%s}",
+             dt_es_metric_name(es->metric), es->patience, es->min_delta, best, es->best_epoch,
+             es->bad_epochs, reason ? "true" : "false", reason && o.buf ? o.buf : "null");
+    free(o.buf);
+    dt_jw_raw(w, "early_stop", text);
+}
+
 /* Rank 0 at the end: the profile and the `final` event. */
 static void report_final(const struct loop *lp, const struct dt_timing_report *times)
 {
@@ -713,6 +771,13 @@ static void report_final(const struct loop *lp, const struct dt_timing_report *t
         print_profile(st->model, lp->run_steps);
         dt_timing_print_profile(times, st->comm->size, lp->run_steps);
     }
+    char why[300] = "";
+    if (lp->early_stopped)
+        dt_early_stop_describe(&lp->es, why, sizeof why);
+    if (lp->early_stopped && !lp->quiet)
+        dt_log_info("early stop after epoch %lld/%d: %s; %s/last.safetensors holds step %lld",
+                    lp->step / lp->steps_per_epoch + (lp->step % lp->steps_per_epoch != 0),
+                    cfg->train.epochs, why, cfg->checkpoint.dir, lp->step);
     if (!cfg->log.json)
         return;
     struct dt_json_writer w;
@@ -725,6 +790,13 @@ static void report_final(const struct loop *lp, const struct dt_timing_report *t
     dt_jw_bool(&w, "batch_per_instance", cfg->train.batch_per_instance);
     dt_jw_bool(&w, "split_invariant", cfg->dist.split_invariant);
     dt_jw_int(&w, "steps", lp->step);
+    /* why the run ended: all its epochs, train.max_steps, or train.early_stop */
+    dt_jw_str(&w, "stop_reason",
+              lp->early_stopped                                            ? "early_stop"
+              : lp->step >= lp->steps_per_epoch * (long long)cfg->train.epochs ? "epochs"
+                                                                              : "max_steps");
+    if (dt_early_stop_enabled(&lp->es))
+        add_early_stop_json(&w, &lp->es, lp->early_stopped ? why : NULL);
     dt_jw_num(&w, "seconds", seconds);
     dt_jw_num(&w, "samples_per_s", seconds > 0 ? lp->run_samples / seconds : 0);
     dt_jw_num(&w, "test_loss", dt_eval_loss(&st->result));
@@ -769,7 +841,7 @@ static void report_host_done(const struct loop *lp)
 
 static int train_epochs(struct loop *lp)
 {
-    while (lp->step < lp->total_steps && !lp->stop) {
+    while (lp->step < lp->total_steps && !lp->stop && !lp->early_stopped) {
         int epoch = (int)(lp->step / lp->steps_per_epoch);
         memset(lp->st->stats, 0, sizeof lp->st->stats);
         dt_progress_epoch_start(&lp->progress);
@@ -822,6 +894,7 @@ static int rank_main(struct dt_comm *comm, void *arg)
     lp.quiet = cfg->log.quiet || !lp.leader;
     dt_ckpt_writer_init(&lp.writer);
     dt_best_init(&lp.best, run->data->val.n > 0);
+    dt_early_stop_init(&lp.es, &cfg->train.early_stop);
     int rc = open_trace(&st, run, &lp.writer);
     if (rc == 0)
         rc = rank_setup(&st, run);
@@ -1036,6 +1109,14 @@ int dt_train_run(const struct dt_config *cfg, const struct dt_train_options *opt
     int rc = dt_run_load_data(cfg, &data);
     if (rc)
         return rc;
+    if (dt_es_metric_needs_val(cfg->train.early_stop.metric) && data.val.n == 0) {
+        dt_data_free(&data);
+        return dt_fail(DT_EUSAGE,
+                       "%s: train.early_stop.metric: %s needs a validation split, and %s has "
+                       "none (set data.val_fraction, or use train_loss)",
+                       cfg->path, dt_es_metric_name(cfg->train.early_stop.metric),
+                       cfg->data.dir);
+    }
     /* Before any batch-sized buffer is allocated (or a rank forked): the whole run at its real
      * per-rank batch against the memory available, as the dry run reports it. */
     struct dt_run_memory mem;
