@@ -48,6 +48,7 @@
 #include "util/alloc.h"
 #include "util/clock.h"
 #include "util/err.h"
+#include "util/fileio.h"
 #include "util/json.h"
 #include "util/log.h"
 
@@ -1090,6 +1091,22 @@ static int merge_trace(const struct run *run, int run_rc)
     return 0;
 }
 
+/* The run directory keeps how --instances/--threads auto chose the shape. */
+static int write_probe_json(const struct dt_config *cfg, const char *json)
+{
+    char path[1100];
+    snprintf(path, sizeof path, "%s/probe.json", cfg->checkpoint.dir);
+    size_t len = strlen(json);
+    char *text = malloc(len + 2);
+    if (!text)
+        return dt_fail(DT_ERUNTIME, "out of memory");
+    memcpy(text, json, len);
+    memcpy(text + len, "\n", 2);
+    int rc = dt_write_file_atomic(path, text, len + 1);
+    free(text);
+    return rc;
+}
+
 /* The leader's checkpoint.dir, made now that the data has loaded: a run that fails on its data
  * leaves no empty directory behind. */
 static int create_run_dir(const struct dt_config *cfg, char *made, size_t made_size)
@@ -1146,6 +1163,13 @@ int dt_train_run(const struct dt_config *cfg, const struct dt_train_options *opt
      * shared memory exists, so nothing before the ranks can fail after them. */
     char made[1024] = "";
     if (opt->create_dir && (rc = create_run_dir(cfg, made, sizeof made))) {
+        if (run.shared)
+            munmap(run.shared, run.shared_floats * sizeof(float));
+        free(run.class_names);
+        dt_data_free(&data);
+        return rc;
+    }
+    if (opt->probe_json && opt->create_dir && (rc = write_probe_json(cfg, opt->probe_json))) {
         if (run.shared)
             munmap(run.shared, run.shared_floats * sizeof(float));
         free(run.class_names);
