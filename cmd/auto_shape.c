@@ -96,21 +96,27 @@ static void usable_cpu_list(char *out, int size)
 static char *cache_key(const struct dt_config *cfg, const struct dt_auto_shape_opts *o, int cpus,
                        const char *cpu_model)
 {
-    static char model[1 << 16];
-    group_text(cfg->text, "model", model, sizeof model);
+    size_t cap = strlen(cfg->text) + 1;
+    char *model = malloc(cap);
+    if (!model)
+        return NULL;
+    group_text(cfg->text, "model", model, cap);
     char cpuset[512];
     usable_cpu_list(cpuset, sizeof cpuset);
     const char *isa = getenv("DTRAIN_ISA");
     char *key = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&key, &len);
-    if (!f)
+    if (!f) {
+        free(model);
         return NULL;
+    }
     fprintf(f, "dtrain %s; cpu %s; cpus %s (%d used); isa %s; ", DTRAIN_VERSION, cpu_model,
             cpuset, cpus, isa && *isa ? isa : "auto");
     fprintf(f, "model %016llx; optimizer %s; batch %d%s; ", (unsigned long long)fnv1a(model),
             cfg->optimizer.type, cfg->train.batch_size,
             cfg->train.batch_per_instance ? " per instance" : "");
+    free(model);
     fprintf(f, "data %s %s c%d %dx%d%s%s; ", cfg->data.dataset, cfg->data.format,
             cfg->data.channels, cfg->data.size_h, cfg->data.size_w,
             strcmp(cfg->data.format, "folder") ? "" : " ",
