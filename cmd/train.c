@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cmd/auto_shape.h"
 #include "cmd/cli.h"
 #include "cmd/cmd.h"
 #include "train/config.h"
@@ -52,6 +53,9 @@ enum {
     OPT_CPU_LIST,
     OPT_OVERWRITE,
     OPT_MAX_RESTARTS,
+    OPT_TRACE,
+    OPT_PROBE_AGAIN,
+    OPT_CORES,
 };
 
 struct train_args {
@@ -62,6 +66,9 @@ struct train_args {
     bool print_config, dry_run, config_reference, overwrite;
     int max_restarts;
     const char *resume;
+    const char *trace; /* --trace FILE */
+    bool auto_instances, auto_threads, probe_again; /* --instances/--threads auto */
+    int cores;                                      /* --cores: CPUs the auto shapes divide */
     struct dt_job_opts job;
 };
 
@@ -74,13 +81,26 @@ static int take_flag(void *ctx, int opt, const char *arg)
     case DT_OPT_SET:
         return dt_cli_sets_add(&a->sets, arg);
     case OPT_INSTANCES:
-        if (!(rc = dt_cli_parse_int("--instances", arg, 1, 1024, &n)))
-            rc = dt_cli_sets_addf(&a->flags, "dist.instances", arg);
-        return rc;
+        if ((a->auto_instances = !strcmp(arg, "auto")))
+            return 0;
+        if (dt_cli_parse_int("--instances", arg, 1, 1024, &n))
+            return dt_fail(DT_EUSAGE, "--instances: expected a count from 1 to 1024 or auto, got "
+                                      "'%s'",
+                           arg);
+        return dt_cli_sets_addf(&a->flags, "dist.instances", arg);
     case OPT_THREADS:
-        if (!(rc = dt_cli_parse_int("--threads", arg, 0, 1024, &n)))
-            rc = dt_cli_sets_addf(&a->flags, "dist.threads", arg);
-        return rc;
+        if ((a->auto_threads = !strcmp(arg, "auto")))
+            return 0;
+        if (dt_cli_parse_int("--threads", arg, 0, 1024, &n))
+            return dt_fail(DT_EUSAGE, "--threads: expected a count from 0 to 1024 or auto, got "
+                                      "'%s'",
+                           arg);
+        return dt_cli_sets_addf(&a->flags, "dist.threads", arg);
+    case OPT_PROBE_AGAIN:
+        a->probe_again = true;
+        return 0;
+    case OPT_CORES:
+        return dt_cli_parse_int("--cores", arg, 1, 4096, &a->cores);
     case OPT_LOG_EVERY:
         if (!(rc = dt_cli_parse_int("--log-every", arg, 0, 1000000000, &n)))
             rc = dt_cli_sets_addf(&a->flags, "log.every", arg);
@@ -132,6 +152,11 @@ static int take_flag(void *ctx, int opt, const char *arg)
         return 0;
     case OPT_MAX_RESTARTS:
         return dt_cli_parse_int("--max-restarts", arg, 0, 1000, &a->max_restarts);
+    case OPT_TRACE:
+        if (!*arg)
+            return dt_fail(DT_EUSAGE, "--trace: expected a file name; %s", TRAIN_USAGE);
+        a->trace = arg;
+        return 0;
     default:
         return dt_fail(DT_EUSAGE, "internal error: option %d not handled; %s", opt, TRAIN_USAGE);
     }
@@ -162,6 +187,9 @@ static int parse_args(struct train_args *a, int argc, char **argv)
         {"cpu-list", required_argument, NULL, OPT_CPU_LIST},
         {"overwrite", no_argument, NULL, OPT_OVERWRITE},
         {"max-restarts", required_argument, NULL, OPT_MAX_RESTARTS},
+        {"trace", required_argument, NULL, OPT_TRACE},
+        {"probe-again", no_argument, NULL, OPT_PROBE_AGAIN},
+        {"cores", required_argument, NULL, OPT_CORES},
         {NULL, 0, NULL, 0},
     };
     int rc = dt_cli_getopt(argc, argv, longopts, &a->common, take_flag, a, TRAIN_USAGE);
@@ -244,6 +272,46 @@ static int check_job_token(const struct dt_job_plan *p, const struct dt_job_opts
     return 0;
 }
 
+/* --instances auto / --threads auto: the probe (or its cache) picks the shape, which then
+ * enters the config as dist.instances and dist.threads, so the plan, --print-config and the
+ * checkpoints see it like any other value. One host's job only: with several hosts or an
+ * outside launcher every host would have to agree on it. */
+static int apply_auto_shape(struct train_args *a, struct dt_config *cfg, struct dt_job_plan *plan,
+                            char **probe_json)
+{
+    if (plan->per_rank || plan->env.nodes > 1)
+        return dt_fail(DT_EUSAGE, "--%s auto: probes the shapes of a job on this host; with "
+                                  "several hosts or %s give --instances and --threads",
+                       a->auto_instances ? "instances" : "threads",
+                       plan->per_rank ? plan->env.source : "--nodes");
+    struct dt_auto_shape_opts o = {.config = a->config,
+                                   .sets = a->sets.items,
+                                   .nsets = a->sets.n,
+                                   .auto_instances = a->auto_instances,
+                                   .auto_threads = a->auto_threads,
+                                   .cores = a->cores,
+                                   .again = a->probe_again,
+                                   .quiet = cfg->log.quiet,
+                                   .json = cfg->log.json};
+    struct dt_auto_shape shape;
+    int rc = dt_auto_shape_choose(cfg, &o, &shape);
+    if (rc)
+        return rc;
+    *probe_json = shape.json;
+    char v[16];
+    snprintf(v, sizeof v, "%d", shape.instances);
+    if ((rc = dt_cli_sets_addf(&a->sets, "dist.instances", v)))
+        return rc;
+    snprintf(v, sizeof v, "%d", shape.threads);
+    if ((rc = dt_cli_sets_addf(&a->sets, "dist.threads", v)))
+        return rc;
+    dt_config_free(cfg);
+    memset(cfg, 0, sizeof *cfg);
+    if ((rc = dt_config_load(cfg, a->config, (const char *const *)a->sets.items, a->sets.n)))
+        return rc;
+    return dt_job_plan_make(plan, cfg, &a->job);
+}
+
 /* Appends s to out, single-quoted unless every character is one a shell leaves alone. */
 static void shell_word(FILE *out, const char *s)
 {
@@ -302,7 +370,7 @@ static int run_train(int argc, char **argv)
     dt_job_opts_init(&a.job);
     struct dt_config cfg;
     memset(&cfg, 0, sizeof cfg);
-    char *resume_cmd = NULL;
+    char *resume_cmd = NULL, *probe_json = NULL;
     int rc = parse_args(&a, argc, argv);
     if (rc || a.common.help || a.config_reference) {
         if (!rc && a.common.help)
@@ -325,6 +393,10 @@ static int run_train(int argc, char **argv)
     a.job.verbose = a.common.verbose;
     struct dt_job_plan plan;
     if ((rc = dt_job_plan_make(&plan, &cfg, &a.job)))
+        goto out;
+    /* before the plan's thread count replaces dist.threads = 0 ("divide the CPUs") */
+    if ((a.auto_instances || a.auto_threads) && !a.dry_run &&
+        (rc = apply_auto_shape(&a, &cfg, &plan, &probe_json)))
         goto out;
     cfg.dist.threads = plan.threads;
     if (a.dry_run) {
@@ -349,10 +421,13 @@ static int run_train(int argc, char **argv)
                                    .plan = &plan,
                                    .max_restarts = a.max_restarts,
                                    .create_dir = leader,
-                                   .resume_command = resume_cmd};
+                                   .resume_command = resume_cmd,
+                                   .trace = a.trace,
+                                   .probe_json = probe_json};
     rc = dt_train_run(&cfg, &opt);
 out:
     free(resume_cmd);
+    free(probe_json);
     dt_config_free(&cfg);
     dt_cli_sets_free(&a.sets);
     dt_cli_sets_free(&a.flags);
@@ -382,8 +457,12 @@ const struct dt_command dt_cmd_train = {
         "                       and exit without training\n"
         "      --log-every N    progress line every N steps when stderr is not a terminal;\n"
         "                       0 = once per epoch (sets log.every)\n"
-        "      --profile        print per-layer forward/backward times at the end\n"
-        "                       (sets log.profile)\n"
+        "      --profile        print per-layer forward/backward times at the end, then the\n"
+        "                       run's totals of data, forward, backward, all-reduce wait,\n"
+        "                       optimizer, checkpoint and eval seconds (sets log.profile)\n"
+        "      --trace FILE     write a Chrome trace (Perfetto, chrome://tracing) of the run:\n"
+        "                       a track per rank and thread with steps, layers, all-reduce,\n"
+        "                       optimizer, data, evaluation and checkpoint spans\n"
         "      --resume PATH    continue from the checkpoint PATH (same trajectory as an\n"
         "                       uninterrupted run); auto = checkpoint.dir's last.safetensors,\n"
         "                       else its best.safetensors (with a warning), else a fresh start\n"

@@ -602,6 +602,16 @@ static void point_skip(struct dt_model *m, struct dt_layer *l)
     l->skip_x = l->skip_from >= 0 ? impl->act[l->skip_from] : impl->input;
 }
 
+/* Layer i's span since t0: into --profile's sums and to the layer hook (a trace). */
+static void layer_timed(struct dt_model *m, int i, bool backward, double t0)
+{
+    double t1 = dt_now();
+    if (m->profile)
+        (backward ? m->profile_bwd : m->profile_fwd)[i] += t1 - t0;
+    if (m->layer_hook.fn)
+        m->layer_hook.fn(m->layer_hook.ctx, i, backward, t0, t1);
+}
+
 /* Layer i's forward on samples [first, first + count) of the batch; x is the layer's input
  * for the whole batch. */
 static void forward_layer(struct dt_model *m, int i, const float *x, int first, int count,
@@ -609,7 +619,8 @@ static void forward_layer(struct dt_model *m, int i, const float *x, int first, 
 {
     struct model_impl *impl = m->impl;
     struct dt_layer *l = m->layers[i];
-    double t0 = m->profile ? dt_now() : 0;
+    bool timed = m->profile || m->layer_hook.fn;
+    double t0 = timed ? dt_now() : 0;
     /* a conv with a fused pool writes the pool's output, a batchnorm with a fused add the
      * add's (nn/layers.h) */
     struct dt_layer *out = l->pool_fused ? l->pool_fused : l->add_fused ? l->add_fused : l;
@@ -620,8 +631,8 @@ static void forward_layer(struct dt_model *m, int i, const float *x, int first, 
     float *y = impl->act[l->pool_fused ? i + 2 : l->add_fused ? i + 1 : i];
     l->kind->ops->forward(l, x + (size_t)first * shape_size(l->in),
                           y + (size_t)first * shape_size(out->out), count, ctx);
-    if (m->profile)
-        m->profile_fwd[i] += dt_now() - t0;
+    if (timed)
+        layer_timed(m, i, false, t0);
 }
 
 /* A chunked run from layer i (plan_chunked_run): every layer on one chunk of samples, then
@@ -721,7 +732,8 @@ int dt_model_backward(struct dt_model *m, const uint8_t *labels, int batch, floa
         if (impl->skip_bwd[i]) /* dy passes through unchanged */
             continue;
         const float *x = i > 0 ? impl->act[i - 1] : impl->input;
-        double t0 = m->profile ? dt_now() : 0;
+        bool timed = m->profile || m->layer_hook.fn;
+        double t0 = timed ? dt_now() : 0;
         bool pass = l->dx_is_dy || l->grad_in_below, give_dx = i > impl->first_param && !pass;
         /* the relu below runs in this backward: what its output received goes in with it */
         l->below_extra =
@@ -729,8 +741,8 @@ int dt_model_backward(struct dt_model *m, const uint8_t *labels, int batch, floa
         l->kind->ops->backward(l, x, impl->act[i], dy, give_dx ? dx : NULL, batch);
         if (l->below_extra)
             impl->pending_live[i - 1] = false; /* taken: the relu's step must not add it */
-        if (m->profile)
-            m->profile_bwd[i] += dt_now() - t0;
+        if (timed)
+            layer_timed(m, i, true, t0);
         if (l->skip_dx)
             impl->pending_live[l->skip_from] = true;
         if (pass)

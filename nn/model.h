@@ -77,6 +77,13 @@ struct dt_model_memory {
 };
 double dt_model_memory_total(const struct dt_model_memory *mem);
 
+/* Called after a layer's forward (or backward) with its start and end times (dt_now seconds),
+ * on the thread that runs the model; a chunked forward calls it once per chunk. */
+struct dt_model_layer_hook {
+    void (*fn)(void *ctx, int layer, bool backward, double t0, double t1);
+    void *ctx;
+};
+
 struct dt_model {
     int nlayers;
     struct dt_layer **layers;
@@ -103,6 +110,7 @@ struct dt_model {
     struct dt_grad_tree grad_tree;
     double profile_fwd[DT_MAX_PROFILE_LAYERS], profile_bwd[DT_MAX_PROFILE_LAYERS];
     bool profile;                  /* accumulate per-layer seconds into profile_* */
+    struct dt_model_layer_hook layer_hook; /* told each layer's span when fn is set (a trace) */
     struct dt_model_memory memory; /* what the build allocated, as counted before it did */
     void *impl;
 };

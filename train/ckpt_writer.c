@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include "train/rundir.h"
+#include "train/trace.h"
+#include "util/clock.h"
 #include "util/err.h"
 #include "util/fileio.h"
 
@@ -59,9 +61,12 @@ static void *writer_main(void *arg)
         /* under a temp name that says whose it is: train/rundir.h's sweep removes it if
          * this process dies mid-write, and nothing it did not write */
         char tmp[4200];
+        double t0 = dt_now();
         int rc = dt_run_dir_temp_path(job->path, tmp, sizeof tmp);
         if (rc == 0)
             rc = dt_write_file_atomic_as(job->path, tmp, job->bytes, job->len);
+        dt_trace_span(w->trace, DT_TRACE_WRITER, "checkpoint", "checkpoint write", t0, dt_now(),
+                      -1);
         pthread_mutex_lock(&w->mu);
         if (rc && !w->err_code) {
             w->err_code = dt_exit_code(rc);

@@ -18,6 +18,8 @@
 
 struct dt_ckpt_job;
 
+struct dt_trace;
+
 struct dt_ckpt_writer {
     pthread_mutex_t mu;
     pthread_cond_t wake, idle;
@@ -26,6 +28,7 @@ struct dt_ckpt_writer {
     struct dt_ckpt_job *head, *tail;
     int err_code;   /* first failed write since the last report, 0 if none */
     char err[1024]; /* its message */
+    struct dt_trace *trace; /* --trace: each file write as a span of the writer's track */
 };
 
 void dt_ckpt_writer_init(struct dt_ckpt_writer *w);

@@ -200,6 +200,17 @@ static const struct key keys[] = {
      "drop the final partial batch of each epoch"},
     {"train.eval_batch_size", T_INT, 0, "0", 0, MAX_BATCH, NULL, FIELD(train.eval_batch_size), 0,
      "batch used for evaluation; 0 = as in training"},
+    {"train.early_stop.metric", T_STRING, 0, "\"none\"", 0, 0, NULL,
+     FIELD(train.early_stop.metric_name), 0,
+     "stop training when this stops improving: val_accuracy, val_loss (both need a validation "
+     "split), train_loss, train_accuracy; none = off (train/early_stop.h)"},
+    {"train.early_stop.patience", T_INT, 0, "5", 1, 1000000, NULL,
+     FIELD(train.early_stop.patience), 0,
+     "epochs in a row without improvement before training stops"},
+    {"train.early_stop.min_delta", T_DOUBLE, 0, "0.0", 0, 1e9, NULL,
+     FIELD(train.early_stop.min_delta), 0,
+     "an epoch improves when it beats the best by more than this (higher accuracy, lower "
+     "loss)"},
 
     {"dist.instances", T_INT, 0, "1", 1, MAX_INSTANCE, NULL, FIELD(dist.instances), 0,
      "processes (ranks) training together; --instances overrides"},
@@ -1202,6 +1213,16 @@ static int check_cross_keys(struct load *ld)
         return dt_fail(DT_EUSAGE,
                        "%s: one_cycle has its own warmup (pct_start); remove the linear warmup",
                        where);
+    }
+    /* a folder may bring its own val/ split: the run checks that once the data is read */
+    char problem[300];
+    const char *es_key =
+        dt_early_stop_resolve(&cfg->train.early_stop,
+                              cfg->data.val_fraction > 0 || !strcmp(cfg->data.format, "folder"),
+                              problem, sizeof problem);
+    if (es_key) {
+        key_where(ld, es_key, where, sizeof where);
+        return dt_fail(DT_EUSAGE, "%s: %s", where, problem);
     }
     const char *cpus = cfg->dist.cpu_list;
     if (strspn(cpus, "0123456789,-") != strlen(cpus)) {

@@ -13,6 +13,7 @@
 #include <stdio.h>
 
 #include "nn/layer_spec.h"
+#include "train/early_stop.h"
 
 #define DT_MAX_LAYERS   128
 #define DT_MAX_CHANNELS 4
@@ -78,6 +79,7 @@ struct dt_config {
         long long max_steps; /* stop after this many steps in total (0 = no limit) */
         bool drop_last;      /* drop the final partial batch of an epoch */
         int eval_batch_size;
+        struct dt_early_stop_config early_stop; /* train/early_stop.h */
     } train;
 
     struct {

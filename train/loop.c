@@ -27,12 +27,15 @@
 
 #include "train/best.h"
 #include "train/ckpt_writer.h"
+#include "train/early_stop.h"
 #include "train/evaluate.h"
 #include "train/progress.h"
 #include "train/ranks.h"
 #include "train/restart.h"
 #include "train/rundir.h"
 #include "train/setup.h"
+#include "train/timing.h"
+#include "train/trace.h"
 #include "data/batch.h"
 #include "data/sampler.h"
 #include "dist/comm.h"
@@ -45,6 +48,7 @@
 #include "util/alloc.h"
 #include "util/clock.h"
 #include "util/err.h"
+#include "util/fileio.h"
 #include "util/json.h"
 #include "util/log.h"
 
@@ -73,6 +77,7 @@ struct run {
     float *shared;
     size_t shared_floats;
     char *class_names; /* JSON, stored in every checkpoint for `predict` */
+    double clock_base; /* dt_now() at the start: the trace's time 0 for every rank */
 };
 
 /* Everything one rank owns during training. */
@@ -92,7 +97,27 @@ struct rank_state {
     float stats[3];            /* loss sum, correct, samples of this epoch, whole job */
     float job[T_FLOATS];       /* the last step's reduced tail */
     size_t shard_lo, shard_hi; /* the slice of the shared weights this rank updates */
+    struct dt_timing timing;   /* where this rank's time goes (train/timing.h) */
+    struct dt_trace *trace;    /* --trace: this rank's events; NULL when off */
+    long long step;            /* the step being trained, for the trace's args */
 };
+
+/* The end of a span of kind k that began at t0, named `name` in the trace (NULL: the kind's
+ * name): its seconds to the timing, its event to the trace. Returns the time read, the next
+ * span's start: one clock read per span. */
+static double span_end_as(struct rank_state *st, enum dt_time_kind k, const char *name, double t0)
+{
+    double t1 = dt_now();
+    dt_timing_add(&st->timing, k, t1 - t0);
+    dt_trace_span(st->trace, DT_TRACE_MAIN, dt_time_kind_category(k),
+                  name ? name : dt_time_kind_trace_name(k), t0, t1, st->step);
+    return t1;
+}
+
+static double span_end(struct rank_state *st, enum dt_time_kind k, double t0)
+{
+    return span_end_as(st, k, NULL, t0);
+}
 
 static double peak_rss_mb(void)
 {
@@ -224,12 +249,14 @@ static int train_step(struct rank_state *st, const struct run *run, uint64_t epo
 {
     const struct dt_dataset *train = &run->data->train;
     int count, global_count;
+    double t_start = dt_now(), t = t_start;
     int rc = dt_sampler_batch(&st->sampler, epoch, step, st->idx, &count, &global_count);
     if (rc)
         return rc;
     dt_batch_assemble(&st->batcher, train, st->idx, count, epoch, 1, st->x, st->y);
     for (int i = 0; i < count; i++)
         st->ids[i] = st->idx[i];
+    t = span_end(st, DT_TIME_DATA, t);
     struct dt_forward_ctx ctx = {
         .training = true,
         .seed = (uint64_t)run->cfg->train.seed,
@@ -241,9 +268,11 @@ static int train_step(struct rank_state *st, const struct run *run, uint64_t epo
     double loss_sum = 0;
     int correct = 0;
     dt_model_loss(st->model, st->y, count, &loss_sum, &correct);
+    t = span_end(st, DT_TIME_FORWARD, t);
     float scale = global_count > 0 ? 1.0f / (float)global_count : 0.0f;
     if ((rc = dt_model_backward(st->model, st->y, count, scale)))
         return rc;
+    t = span_end(st, DT_TIME_BACKWARD, t);
     size_t n = st->model->nparams;
     float *tail = st->model->grads + n;
     int sig = stop_signal;
@@ -256,20 +285,29 @@ static int train_step(struct rank_state *st, const struct run *run, uint64_t epo
     tail[T_DUE] = due;
     if ((rc = st->comm->allreduce_sum(st->comm, st->model->grads, n + T_FLOATS)))
         return rc;
+    t = span_end(st, DT_TIME_ALLREDUCE, t);
     memcpy(st->job, tail, sizeof st->job);
     for (int i = 0; i < 3; i++)
         st->stats[i] += tail[T_LOSS + i];
     /* Every rank holds the same summed gradients, so every rank clips them identically. */
     if (run->cfg->optimizer.clip_grad_norm > 0)
         dt_clip_grad_norm(st->model->grads, n, run->cfg->optimizer.clip_grad_norm);
-    if (!run->shared)
-        return dt_optim_step(st->optim, st->model->params, st->model->grads, st->model->nparams,
-                             lr);
-    /* Shared weights: each rank updates its own slice; the barrier publishes every slice
-     * before anyone's next forward reads the weights. */
-    rc = dt_optim_step_range(st->optim, st->model->params, st->model->grads, st->shard_lo,
-                             st->shard_hi, lr);
-    return rc ? rc : st->comm->barrier(st->comm);
+    if (!run->shared) {
+        rc = dt_optim_step(st->optim, st->model->params, st->model->grads, st->model->nparams,
+                           lr);
+        t = span_end(st, DT_TIME_OPTIMIZER, t);
+    } else {
+        /* Shared weights: each rank updates its own slice; the barrier publishes every slice
+         * before anyone's next forward reads the weights. */
+        rc = dt_optim_step_range(st->optim, st->model->params, st->model->grads, st->shard_lo,
+                                 st->shard_hi, lr);
+        t = span_end(st, DT_TIME_OPTIMIZER, t);
+        if (rc == 0)
+            rc = st->comm->barrier(st->comm);
+        t = span_end_as(st, DT_TIME_ALLREDUCE, "barrier", t);
+    }
+    dt_trace_span(st->trace, DT_TRACE_MAIN, "step", "step", t_start, t, st->step);
+    return rc;
 }
 
 /* Moves this rank's weights into the job's shared copy (rank 0's values, which every rank
@@ -307,9 +345,20 @@ static int shared_weights_size(const struct run *run, size_t *floats)
     return rc;
 }
 
+/* "time_rank0" and "time_slowest": where the time went (train/timing.h). */
+static void add_times_json(struct dt_json_writer *w, const struct dt_timing_report *times)
+{
+    char *mine = dt_timing_json(times->rank0, -1);
+    char *slow = dt_timing_json(times->slowest_s, times->slowest);
+    dt_jw_raw(w, "time_rank0", mine ? mine : "null");
+    dt_jw_raw(w, "time_slowest", slow ? slow : "null");
+    free(mine);
+    free(slow);
+}
+
 static void emit_epoch_json(const struct run *run, const struct rank_state *st, int epoch,
                             long long step, double train_loss, double train_acc, double seconds,
-                            double samples, float lr)
+                            double samples, float lr, const struct dt_timing_report *times)
 {
     struct dt_json_writer w;
     dt_jw_begin(&w, "epoch");
@@ -327,6 +376,7 @@ static void emit_epoch_json(const struct run *run, const struct rank_state *st, 
     dt_jw_num(&w, "test_accuracy", dt_eval_accuracy(&st->result));
     dt_jw_num(&w, "seconds", seconds);
     dt_jw_num(&w, "samples_per_s", seconds > 0 ? samples / seconds : 0);
+    add_times_json(&w, times);
     dt_jw_end(&w, stdout);
 }
 
@@ -363,6 +413,8 @@ struct loop {
     bool wrote_best;              /* best.safetensors was written by this run */
     double last_save;             /* when rank 0 last wrote last.safetensors (every_minutes) */
     struct dt_ckpt_writer writer; /* rank 0's checkpoint files, written in the background */
+    struct dt_early_stop es;      /* train.early_stop's state (train/early_stop.h) */
+    bool early_stopped;           /* every rank agreed: no epoch after this one */
 };
 
 /* Where a resumed run stands, in the epoch lines' numbering (epoch E/N counts from 1, its
@@ -390,7 +442,7 @@ static int resume(struct loop *lp)
     const struct run *run = lp->run;
     struct rank_state *st = lp->st;
     struct dt_comm *comm = st->comm;
-    struct dt_run_resume r;
+    struct dt_run_resume r = {.early_stop = &lp->es};
     /* Shared weights: rank 0 alone writes the shared optimizer state; the others take its
      * step count. */
     bool own_state = !run->shared || comm->rank == 0;
@@ -409,6 +461,18 @@ static int resume(struct loop *lp)
         lp->best = (struct dt_best){.on_val = r.best_on_val, .any = true, .score = r.best_score};
     if (lp->leader && !lp->quiet)
         log_resume_position(lp);
+    if (dt_early_stop_due(&lp->es)) { /* the counter came with the checkpoint */
+        lp->early_stopped = true;
+        if (lp->leader && !lp->quiet) {
+            char why[300];
+            dt_early_stop_describe(&lp->es, why, sizeof why);
+            dt_log_info("the run stopped early (%s): nothing left to train (raise "
+                        "train.early_stop.patience to go on); evaluating the checkpoint",
+                        why);
+        }
+        return dt_evaluate(st->model, &run->data->test, &st->batcher, &st->eval, comm,
+                           &st->result);
+    }
     if (lp->step < lp->total_steps)
         return 0;
     if (lp->leader && !lp->quiet)
@@ -441,7 +505,7 @@ static int save_step_checkpoint(struct loop *lp)
 {
     if (!lp->leader || lp->saved_step == lp->step)
         return 0;
-    const struct rank_state *st = lp->st;
+    struct rank_state *st = lp->st;
     struct dt_run_resume meta = {.step = lp->step,
                                  .epoch = lp->step / lp->steps_per_epoch,
                                  .best_accuracy = lp->best_acc,
@@ -450,9 +514,12 @@ static int save_step_checkpoint(struct loop *lp)
                                  .best_on_val = lp->best.on_val,
                                  .best_score = lp->best.score,
                                  .test_loss = dt_eval_loss(&st->result),
-                                 .class_names = lp->run->class_names};
+                                 .class_names = lp->run->class_names,
+                                 .early_stop = &lp->es};
+    double t0 = dt_now();
     int rc = dt_run_save_checkpoints(lp->run->cfg, st->model, st->optim, &meta, true, false,
                                      &lp->writer);
+    span_end(lp->st, DT_TIME_CHECKPOINT, t0);
     if (rc == 0) {
         lp->saved_step = lp->step;
         lp->last_save = dt_now();
@@ -500,6 +567,7 @@ static int run_epoch(struct loop *lp, int epoch, double epoch_start)
     while (lp->step < end && !lp->stop) {
         lp->lr = dt_run_lr(cfg, lp->step, lp->steps_per_epoch, lp->total_steps);
         size_t in_epoch = (size_t)(lp->step % lp->steps_per_epoch);
+        st->step = lp->step;
         int rc =
             train_step(st, lp->run, (uint64_t)epoch, in_epoch, lp->lr, timed_checkpoint_due(lp));
         if (rc)
@@ -522,7 +590,8 @@ static int run_epoch(struct loop *lp, int epoch, double epoch_start)
 }
 
 /* Rank 0 after an epoch's evaluation: the epoch line and event, best and last checkpoints. */
-static int report_epoch(struct loop *lp, int epoch, double train_seconds)
+static int report_epoch(struct loop *lp, int epoch, double train_seconds,
+                        const struct dt_timing_report *times)
 {
     const struct dt_config *cfg = lp->run->cfg;
     struct rank_state *st = lp->st;
@@ -536,22 +605,25 @@ static int report_epoch(struct loop *lp, int epoch, double train_seconds)
         snprintf(val_part, sizeof val_part, " | val loss %.4f acc %.2f%%",
                  dt_eval_loss(&st->val_result), 100 * val_acc);
     dt_progress_clear(&lp->progress);
+    char time_part[200];
+    dt_timing_format(times, st->comm->size, time_part, sizeof time_part);
     if (!lp->quiet)
         dt_log_info("epoch %d/%d: train loss %.4f acc %.2f%%%s | test loss %.4f acc %.2f%% | "
-                    "%.1f s, %.0f samples/s",
+                    "%.1f s, %.0f samples/s%s",
                     epoch + 1, cfg->train.epochs, train_loss, 100 * train_acc, val_part,
                     dt_eval_loss(&st->result), 100 * test_acc, train_seconds,
-                    st->stats[2] / train_seconds);
+                    st->stats[2] / train_seconds, time_part);
     if (cfg->log.json)
         emit_epoch_json(lp->run, st, epoch, lp->step, train_loss, train_acc, train_seconds,
-                        st->stats[2], lp->lr);
+                        st->stats[2], lp->lr, times);
     bool best = dt_best_update(&lp->best, val_acc, train_loss);
     if (test_acc > lp->best_acc)
         lp->best_acc = test_acc;
     long long step = lp->step, spe = lp->steps_per_epoch;
     bool epoch_done = step % spe == 0;
-    bool due = step >= lp->total_steps || (cfg->checkpoint.every > 0 && epoch_done &&
-                                           (step / spe) % cfg->checkpoint.every == 0);
+    bool due = step >= lp->total_steps || lp->early_stopped ||
+               (cfg->checkpoint.every > 0 && epoch_done &&
+                (step / spe) % cfg->checkpoint.every == 0);
     if (!due && !(best && cfg->checkpoint.best))
         return 0;
     struct dt_run_resume meta = {.step = step,
@@ -562,13 +634,34 @@ static int report_epoch(struct loop *lp, int epoch, double train_seconds)
                                  .best_on_val = lp->best.on_val,
                                  .best_score = lp->best.score,
                                  .test_loss = dt_eval_loss(&st->result),
-                                 .class_names = lp->run->class_names};
+                                 .class_names = lp->run->class_names,
+                                 .early_stop = &lp->es};
+    double t0 = dt_now();
     int rc = dt_run_save_checkpoints(cfg, st->model, st->optim, &meta, due,
                                      best && cfg->checkpoint.best, &lp->writer);
+    span_end(st, DT_TIME_CHECKPOINT, t0);
     if (rc == 0 && due)
         lp->saved_step = step;
     if (rc == 0 && best && cfg->checkpoint.best)
         lp->wrote_best = true;
+    return rc;
+}
+
+/* Every rank scores the epoch on the job's figures; rank 0's verdict is the one all follow, so
+ * no rank can go on into an epoch the others skip. */
+static int decide_early_stop(struct loop *lp, int epoch)
+{
+    const struct rank_state *st = lp->st;
+    double seen = st->stats[2] > 0 ? st->stats[2] : 1;
+    struct dt_epoch_scores e = {.train_loss = st->stats[0] / seen,
+                                .train_accuracy = st->stats[1] / seen};
+    if (lp->run->data->val.n) {
+        e.val_accuracy = dt_eval_accuracy(&st->val_result);
+        e.val_loss = dt_eval_loss(&st->val_result);
+    }
+    int stop = dt_early_stop_update(&lp->es, &e, epoch + 1);
+    int rc = st->comm->broadcast(st->comm, &stop, sizeof stop, 0);
+    lp->early_stopped = rc == 0 && stop;
     return rc;
 }
 
@@ -584,16 +677,24 @@ static int end_epoch(struct loop *lp, int epoch, long long first, double epoch_s
     lp->run_steps += lp->step - first;
     st->model->profile = false; /* the profile is per training step: eval is not in it */
     int rc = 0;
+    double t0 = dt_now();
     const struct dt_dataset *val = &lp->run->data->val;
     if (val->n)
         rc = dt_evaluate(st->model, val, &st->batcher, &st->eval, st->comm, &st->val_result);
     if (rc == 0)
         rc = dt_evaluate(st->model, &lp->run->data->test, &st->batcher, &st->eval, st->comm,
                          &st->result);
+    span_end(st, DT_TIME_EVAL, t0);
     st->model->profile = cfg->log.profile;
+    struct dt_timing_report times;
+    if (rc == 0) /* every rank, as every collective */
+        rc = dt_timing_gather(&st->timing, st->comm, false, &times);
+    if (rc == 0 && dt_early_stop_enabled(&lp->es))
+        rc = decide_early_stop(lp, epoch);
+    dt_trace_flush(st->trace); /* a rank killed later loses at most one epoch's events */
     if (rc || !lp->leader)
         return rc;
-    return report_epoch(lp, epoch, train_seconds);
+    return report_epoch(lp, epoch, train_seconds, &times);
 }
 
 /* --json: a stopped run's `stop` event, the last line on stdout: why, the step of the
@@ -641,14 +742,43 @@ static int report_stop(struct loop *lp)
     return lp->stop == SIGINT ? -DT_EINTR : -DT_ETERM;
 }
 
+/* "early_stop": the rule, where the metric stands and, when it stopped the run, why. */
+static void add_early_stop_json(struct dt_json_writer *w, const struct dt_early_stop *es,
+                                const char *reason)
+{
+    struct dt_json_writer o = {0};
+    dt_json_escape_to(&o, reason ? reason : "");
+    char text[700];
+    char best[40] = "null";
+    if (es->any)
+        snprintf(best, sizeof best, "%.9g", es->best);
+    snprintf(text, sizeof text,
+             "{\"metric\":\"%s\",\"patience\":%d,\"min_delta\":%.9g,\"best\":%s,"
+             "\"best_epoch\":%d,\"epochs_without_improvement\":%d,\"stopped\":%s,"
+             "\"reason\":%s}",
+             dt_es_metric_name(es->metric), es->patience, es->min_delta, best, es->best_epoch,
+             es->bad_epochs, reason ? "true" : "false", reason && o.buf ? o.buf : "null");
+    free(o.buf);
+    dt_jw_raw(w, "early_stop", text);
+}
+
 /* Rank 0 at the end: the profile and the `final` event. */
-static void report_final(const struct loop *lp)
+static void report_final(const struct loop *lp, const struct dt_timing_report *times)
 {
     const struct dt_config *cfg = lp->run->cfg;
     const struct rank_state *st = lp->st;
     double seconds = dt_now() - lp->run_start;
-    if (cfg->log.profile)
+    if (cfg->log.profile) {
         print_profile(st->model, lp->run_steps);
+        dt_timing_print_profile(times, st->comm->size, lp->run_steps);
+    }
+    char why[300] = "";
+    if (lp->early_stopped)
+        dt_early_stop_describe(&lp->es, why, sizeof why);
+    if (lp->early_stopped && !lp->quiet)
+        dt_log_info("early stop after epoch %lld/%d: %s; %s/last.safetensors holds step %lld",
+                    lp->step / lp->steps_per_epoch + (lp->step % lp->steps_per_epoch != 0),
+                    cfg->train.epochs, why, cfg->checkpoint.dir, lp->step);
     if (!cfg->log.json)
         return;
     struct dt_json_writer w;
@@ -661,12 +791,20 @@ static void report_final(const struct loop *lp)
     dt_jw_bool(&w, "batch_per_instance", cfg->train.batch_per_instance);
     dt_jw_bool(&w, "split_invariant", cfg->dist.split_invariant);
     dt_jw_int(&w, "steps", lp->step);
+    /* why the run ended: all its epochs, train.max_steps, or train.early_stop */
+    dt_jw_str(&w, "stop_reason",
+              lp->early_stopped                                            ? "early_stop"
+              : lp->step >= lp->steps_per_epoch * (long long)cfg->train.epochs ? "epochs"
+                                                                              : "max_steps");
+    if (dt_early_stop_enabled(&lp->es))
+        add_early_stop_json(&w, &lp->es, lp->early_stopped ? why : NULL);
     dt_jw_num(&w, "seconds", seconds);
     dt_jw_num(&w, "samples_per_s", seconds > 0 ? lp->run_samples / seconds : 0);
     dt_jw_num(&w, "test_loss", dt_eval_loss(&st->result));
     dt_jw_num(&w, "test_accuracy", dt_eval_accuracy(&st->result));
     dt_jw_num(&w, "best_test_accuracy", lp->best_acc);
     dt_jw_num(&w, "peak_rss_mb", peak_rss_mb());
+    add_times_json(&w, times);
     dt_jw_str(&w, "checkpoint_dir", cfg->checkpoint.dir);
     /* The files this run wrote, so a pipeline need not guess runs/NAME-N. */
     dt_jw_raw(&w, "checkpoints",
@@ -704,7 +842,7 @@ static void report_host_done(const struct loop *lp)
 
 static int train_epochs(struct loop *lp)
 {
-    while (lp->step < lp->total_steps && !lp->stop) {
+    while (lp->step < lp->total_steps && !lp->stop && !lp->early_stopped) {
         int epoch = (int)(lp->step / lp->steps_per_epoch);
         memset(lp->st->stats, 0, sizeof lp->st->stats);
         dt_progress_epoch_start(&lp->progress);
@@ -717,10 +855,30 @@ static int train_epochs(struct loop *lp)
             return rc;
     }
     /* everything the run reports as written is on disk before it says so */
+    double t0 = dt_now();
     int rc = dt_ckpt_writer_wait(&lp->writer);
+    span_end(lp->st, DT_TIME_CHECKPOINT, t0);
     if (rc)
         return rc;
     return lp->stop ? report_stop(lp) : 0;
+}
+
+/* --trace: this rank's part of the trace, the checkpoint writer's thread included. */
+static int open_trace(struct rank_state *st, const struct run *run, struct dt_ckpt_writer *w)
+{
+    if (!run->opt->trace)
+        return 0;
+    st->trace = malloc(sizeof *st->trace);
+    if (!st->trace)
+        return dt_fail(DT_ERUNTIME, "--trace: out of memory");
+    int rc = dt_trace_open(st->trace, run->opt->trace, st->comm->rank, run->clock_base);
+    if (rc) {
+        free(st->trace);
+        st->trace = NULL;
+        return rc;
+    }
+    w->trace = st->trace;
+    return 0;
 }
 
 static int rank_main(struct dt_comm *comm, void *arg)
@@ -737,7 +895,12 @@ static int rank_main(struct dt_comm *comm, void *arg)
     lp.quiet = cfg->log.quiet || !lp.leader;
     dt_ckpt_writer_init(&lp.writer);
     dt_best_init(&lp.best, run->data->val.n > 0);
-    int rc = rank_setup(&st, run);
+    dt_early_stop_init(&lp.es, &cfg->train.early_stop);
+    int rc = open_trace(&st, run, &lp.writer);
+    if (rc == 0)
+        rc = rank_setup(&st, run);
+    if (rc == 0)
+        rc = dt_trace_attach_model(st.trace, st.model);
     if (rc)
         goto out;
     lp.steps_per_epoch = (long long)dt_sampler_steps(&st.sampler);
@@ -755,14 +918,20 @@ static int rank_main(struct dt_comm *comm, void *arg)
     lp.run_start = lp.last_save = dt_now();
     dt_launch_alive(); /* set up: from here the watchdog gives dist.timeout per step */
     rc = train_epochs(&lp);
+    struct dt_timing_report times;
+    if (rc == 0) /* every rank: the run's totals */
+        rc = dt_timing_gather(&st.timing, comm, true, &times);
     if (rc == 0 && lp.leader)
-        report_final(&lp);
+        report_final(&lp, &times);
     else if (rc == 0)
         report_host_done(&lp);
 out:;
     int wrc = dt_ckpt_writer_close(&lp.writer); /* on an error path too: no torn half-queue */
+    /* what was recorded is kept on an error path too: the parent merges it */
+    int trc = dt_trace_close(st.trace);
+    free(st.trace);
     rank_teardown(&st);
-    return rc ? rc : wrc;
+    return rc ? rc : wrc ? wrc : trc;
 }
 
 static void emit_restart_json(int restart, int max, const char *reason, const char *resume,
@@ -893,6 +1062,51 @@ static void emit_start_json(const struct run *run)
     dt_jw_end(&w, stdout);
 }
 
+/* --trace: the parts of this process's ranks merged into one file (FILE where rank 0 runs, else
+ * FILE.rank<R>.json after the host's first rank R: each host writes its own). */
+static int merge_trace(const struct run *run, int run_rc)
+{
+    const struct dt_job_plan *p = run->opt->plan;
+    const char *file = run->opt->trace;
+    char other[4200];
+    const char *out = file;
+    if (p->rank_base != 0) {
+        snprintf(other, sizeof other, "%s.rank%d.json", file, p->rank_base);
+        out = other;
+    }
+    char why[1024];
+    snprintf(why, sizeof why, "%s", dt_last_error());
+    long events = dt_trace_merge(file, out, p->rank_base, p->local_n);
+    if (events < 0 && run_rc) { /* the run's own failure stays the one said */
+        dt_log_warn("%s", dt_last_error());
+        dt_fail(dt_exit_code(run_rc), "%s", why);
+        return run_rc;
+    }
+    if (events < 0)
+        return (int)events;
+    if (!run->cfg->log.quiet)
+        dt_log_info("trace: %ld events in %s (open it in https://ui.perfetto.dev or "
+                    "chrome://tracing)",
+                    events, out);
+    return 0;
+}
+
+/* The run directory keeps how --instances/--threads auto chose the shape. */
+static int write_probe_json(const struct dt_config *cfg, const char *json)
+{
+    char path[1100];
+    snprintf(path, sizeof path, "%s/probe.json", cfg->checkpoint.dir);
+    size_t len = strlen(json);
+    char *text = malloc(len + 2);
+    if (!text)
+        return dt_fail(DT_ERUNTIME, "out of memory");
+    memcpy(text, json, len);
+    memcpy(text + len, "\n", 2);
+    int rc = dt_write_file_atomic(path, text, len + 1);
+    free(text);
+    return rc;
+}
+
 /* The leader's checkpoint.dir, made now that the data has loaded: a run that fails on its data
  * leaves no empty directory behind. */
 static int create_run_dir(const struct dt_config *cfg, char *made, size_t made_size)
@@ -912,6 +1126,14 @@ int dt_train_run(const struct dt_config *cfg, const struct dt_train_options *opt
     int rc = dt_run_load_data(cfg, &data);
     if (rc)
         return rc;
+    if (dt_es_metric_needs_val(cfg->train.early_stop.metric) && data.val.n == 0) {
+        dt_data_free(&data);
+        return dt_fail(DT_EUSAGE,
+                       "%s: train.early_stop.metric: %s needs a validation split, and %s has "
+                       "none (set data.val_fraction, or use train_loss)",
+                       cfg->path, dt_es_metric_name(cfg->train.early_stop.metric),
+                       cfg->data.dir);
+    }
     /* Before any batch-sized buffer is allocated (or a rank forked): the whole run at its real
      * per-rank batch against the memory available, as the dry run reports it. */
     struct dt_run_memory mem;
@@ -920,7 +1142,7 @@ int dt_train_run(const struct dt_config *cfg, const struct dt_train_options *opt
         dt_data_free(&data);
         return rc;
     }
-    struct run run = {cfg, opt, &data, NULL, 0, dt_run_class_names_json(&data.train)};
+    struct run run = {cfg, opt, &data, NULL, 0, dt_run_class_names_json(&data.train), dt_now()};
     if (dt_job_plan_shares_memory(opt->plan)) {
         if ((rc = shared_weights_size(&run, &run.shared_floats))) {
             free(run.class_names);
@@ -947,6 +1169,13 @@ int dt_train_run(const struct dt_config *cfg, const struct dt_train_options *opt
         dt_data_free(&data);
         return rc;
     }
+    if (opt->probe_json && opt->create_dir && (rc = write_probe_json(cfg, opt->probe_json))) {
+        if (run.shared)
+            munmap(run.shared, run.shared_floats * sizeof(float));
+        free(run.class_names);
+        dt_data_free(&data);
+        return rc;
+    }
     if (cfg->log.json && opt->plan->rank_base == 0)
         emit_start_json(&run);
     struct sigaction sa = {.sa_handler = on_stop_signal};
@@ -956,7 +1185,13 @@ int dt_train_run(const struct dt_config *cfg, const struct dt_train_options *opt
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
     sigaction(SIGUSR1, &sa, &old_usr1);
+    if (opt->trace)
+        dt_trace_prepare(opt->trace, opt->plan->rank_base, opt->plan->local_n);
     rc = run_with_restarts(&run);
+    if (opt->trace) { /* a failed run's trace too: what was recorded */
+        int trc = merge_trace(&run, rc);
+        rc = rc ? rc : trc;
+    }
     if (rc) /* failed before its first checkpoint: no empty run directory left behind */
         dt_run_dir_remove_if_empty(cfg->checkpoint.dir, made);
     sigaction(SIGINT, &old_int, NULL);

@@ -18,6 +18,9 @@ struct dt_train_options {
                                        (chosen by dt_run_dir_choose) once the data has loaded */
     const char *resume_command;     /* the command line that continues the run, for the
                                        `stop` event; NULL leaves it out */
+    const char *trace;              /* --trace FILE: a Chrome trace of the run, or NULL */
+    const char *probe_json;         /* --instances/--threads auto: the probe's result, written
+                                       to checkpoint.dir/probe.json; NULL = none */
 };
 
 int dt_train_run(const struct dt_config *cfg, const struct dt_train_options *opt);

@@ -18,6 +18,7 @@
 #include "nn/optim.h"
 #include "nn/schedule.h"
 #include "train/ckpt_writer.h"
+#include "train/early_stop.h"
 #include "util/clock.h"
 #include "util/err.h"
 #include "util/fileio.h"
@@ -507,6 +508,8 @@ static int save_one(const char *path, const struct dt_config *cfg, const struct 
                                          r->best_on_val ? "val_accuracy" : "train_loss");
         rc = rc ? rc : dt_checkpoint_meta_setf(&meta, "best_score", "%.17g", r->best_score);
     }
+    if (!rc && r->early_stop)
+        rc = dt_early_stop_save(r->early_stop, &meta);
     rc = rc ? rc : dt_checkpoint_meta_setf(&meta, "test_accuracy", "%.17g", r->test_accuracy);
     rc = rc ? rc : dt_checkpoint_meta_setf(&meta, "test_loss", "%.17g", r->test_loss);
     rc = rc ? rc : dt_checkpoint_meta_setf(&meta, "instances", "%d", cfg->dist.instances);
@@ -598,6 +601,8 @@ int dt_run_load_checkpoint(const char *path, struct dt_model *m, struct dt_optim
         r->best_score = meta_number(&meta, "best_score");
         r->has_best = on && dt_checkpoint_meta_get(&meta, "best_score") && isfinite(r->best_score);
         r->best_on_val = on && !strcmp(on, "val_accuracy");
+        if (r->early_stop)
+            dt_early_stop_load(r->early_stop, &meta);
     }
     dt_checkpoint_meta_free(&meta);
     return rc;

@@ -15,6 +15,8 @@ struct dt_optim;
 struct dt_ckpt_writer;
 
 /* What a checkpoint records about where the run stands. */
+struct dt_early_stop;
+
 struct dt_run_resume {
     long long step, epoch;
     double best_accuracy, test_accuracy, test_loss;
@@ -23,6 +25,9 @@ struct dt_run_resume {
      * replace it with a worse epoch: has_best, on validation accuracy or on training loss. */
     bool has_best, best_on_val;
     double best_score;
+    /* Early stopping's state (train/early_stop.h): saved from it, and loaded into it when the
+     * checkpoint's metric is the run's; NULL = none. */
+    struct dt_early_stop *early_stop;
 };
 
 /* The dataset's class names as a JSON array (malloc'd; NULL when out of memory): what a

@@ -407,15 +407,7 @@ static const struct dt_bench_col step_cols[NCOLS] = {
     {"runs", "runs", DT_BENCH_INT, NULL, true},
 };
 
-struct sweep_row {
-    struct dt_bench_combo combo;
-    bool ok;
-    char error[ERROR_CAP];
-    double unit_s, samples_s, lo, hi, loss, accuracy;
-    int runs;
-};
-
-static void measure_combo(struct sweep_row *row, const struct dt_bench_sweep_opts *o,
+static void measure_combo(struct dt_bench_sweep_row *row, const struct dt_bench_sweep_opts *o,
                           struct progress *p, const char *ckpt_dir, const struct dt_config *cfg)
 {
     const struct run_events init = {.t_warm = NAN,
@@ -467,7 +459,7 @@ static void measure_combo(struct sweep_row *row, const struct dt_bench_sweep_opt
     row->accuracy = acc;
 }
 
-static const struct sweep_row *find_row(const struct sweep_row *rows, int n, int instances,
+static const struct dt_bench_sweep_row *find_row(const struct dt_bench_sweep_row *rows, int n, int instances,
                                         int threads)
 {
     for (int i = 0; i < n; i++)
@@ -476,19 +468,19 @@ static const struct sweep_row *find_row(const struct sweep_row *rows, int n, int
     return NULL;
 }
 
-static int fill_table(struct dt_bench_table *t, const struct sweep_row *rows, int n,
+static int fill_table(struct dt_bench_table *t, const struct dt_bench_sweep_row *rows, int n,
                       const struct dt_bench_sweep_opts *o)
 {
     /* Speedup over 1 x C (1 x 1 for the thread sweep), else over the first row that ran. */
-    const struct sweep_row *base = find_row(rows, n, 1, o->threads_only ? 1 : o->cores);
+    const struct dt_bench_sweep_row *base = find_row(rows, n, 1, o->threads_only ? 1 : o->cores);
     for (int i = 0; i < n && !base; i++)
         if (rows[i].ok)
             base = &rows[i];
     /* Efficiency: samples/s per core against 1 x 1's, or against the baseline's per core. */
-    const struct sweep_row *single = find_row(rows, n, 1, 1);
-    const struct sweep_row *eff = single ? single : base;
+    const struct dt_bench_sweep_row *single = find_row(rows, n, 1, 1);
+    const struct dt_bench_sweep_row *eff = single ? single : base;
     for (int i = 0; i < n; i++) {
-        const struct sweep_row *r = &rows[i];
+        const struct dt_bench_sweep_row *r = &rows[i];
         struct dt_bench_cell c[NCOLS];
         memset(c, 0, sizeof c);
         c[COL_INSTANCES].num = r->combo.instances;
@@ -523,7 +515,7 @@ static int remove_entry(const char *path, const struct stat *sb, int flag, struc
     return 0;
 }
 
-static void report_progress_row(const struct progress *p, const struct sweep_row *row,
+static void report_progress_row(const struct progress *p, const struct dt_bench_sweep_row *row,
                                 const struct dt_bench_sweep_opts *o)
 {
     if (!p->show)
@@ -540,8 +532,10 @@ static void report_progress_row(const struct progress *p, const struct sweep_row
     fflush(stderr);
 }
 
-int dt_bench_sweep(const struct dt_bench_sweep_opts *o, const struct dt_bench_machine *m)
+int dt_bench_sweep_measure(const struct dt_bench_sweep_opts *o, struct dt_bench_sweep_row *rows,
+                           int *done_out)
 {
+    *done_out = 0;
     /* A config or --set that every run would refuse is a usage error, not N failed rows. */
     struct dt_config cfg;
     memset(&cfg, 0, sizeof cfg);
@@ -554,12 +548,6 @@ int dt_bench_sweep(const struct dt_bench_sweep_opts *o, const struct dt_bench_ma
     if (!mkdtemp(ckpt_dir)) {
         dt_config_free(&cfg);
         return dt_fail(DT_ERUNTIME, "bench: cannot create a temporary directory: %m");
-    }
-    struct sweep_row *rows = calloc((size_t)o->ncombos, sizeof *rows);
-    if (!rows) {
-        rmdir(ckpt_dir);
-        dt_config_free(&cfg);
-        return dt_fail(DT_ERUNTIME, "out of memory");
     }
     stop_signal = 0;
     struct sigaction sa = {.sa_handler = on_stop_signal}, old_int, old_term;
@@ -587,7 +575,24 @@ int dt_bench_sweep(const struct dt_bench_sweep_opts *o, const struct dt_bench_ma
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
     nftw(ckpt_dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+    dt_config_free(&cfg);
+    *done_out = done;
+    if (stop_signal)
+        return stop_signal == SIGINT ? -DT_EINTR : -DT_ETERM;
+    return 0;
+}
 
+int dt_bench_sweep(const struct dt_bench_sweep_opts *o, const struct dt_bench_machine *m)
+{
+    struct dt_bench_sweep_row *rows = calloc((size_t)o->ncombos, sizeof *rows);
+    if (!rows)
+        return dt_fail(DT_ERUNTIME, "out of memory");
+    int done = 0;
+    int stopped = dt_bench_sweep_measure(o, rows, &done);
+    if (stopped && stopped != -DT_EINTR && stopped != -DT_ETERM) {
+        free(rows);
+        return stopped;
+    }
     char what[600];
     if (o->epochs > 0)
         snprintf(what, sizeof what, "%s, %d epoch%s per run, %d run%s each", o->config, o->epochs,
@@ -625,11 +630,10 @@ int dt_bench_sweep(const struct dt_bench_sweep_opts *o, const struct dt_bench_ma
     }
     dt_bench_table_free(&t);
     free(rows);
-    dt_config_free(&cfg);
-    if (!rc && stop_signal) {
+    if (!rc && stopped) {
         dt_log_info("bench: stopped by %s after %d of %d combinations",
-                    stop_signal == SIGINT ? "SIGINT" : "SIGTERM", done, o->ncombos);
-        rc = stop_signal == SIGINT ? -DT_EINTR : -DT_ETERM;
+                    stopped == -DT_EINTR ? "SIGINT" : "SIGTERM", done, o->ncombos);
+        rc = stopped;
     } else if (!rc && done > 0 && succeeded == 0) {
         rc = dt_fail(DT_ERUNTIME, "bench: all %d combinations failed", done);
     }

@@ -147,7 +147,7 @@ run "$DTRAIN" train "$TMP/good.cfg" --set novalue
 expect_rc "--set without = exits 2" 2
 run "$DTRAIN" train "$TMP/good.cfg" --instances 0
 expect_rc "--instances 0 exits 2" 2
-expect_err "--instances 0 named" "--instances: expected an integer between 1 and 1024, got '0'"
+expect_err "--instances 0 named" "--instances: expected a count from 1 to 1024 or auto, got '0'"
 run "$DTRAIN" train "$TMP/good.cfg" --threads x
 expect_rc "--threads x exits 2" 2
 
