@@ -186,15 +186,21 @@ static inline float at_shifted(const struct geometry *g, int y, int x)
     return at_crop(g, sy, sx);
 }
 
-static inline float at_shifted_or(const struct geometry *g, int y, int x, float fill)
+/* What the rotation reads: the shifted image materialised in `buf` (h x w floats), or, for
+ * images too large for the stack buffer, computed on demand. The same floats either way. */
+static inline float at_rotation_source(const struct geometry *g, const float *buf, int y, int x,
+                                       float fill)
 {
-    return y >= 0 && y < g->h && x >= 0 && x < g->w ? at_shifted(g, y, x) : fill;
+    if (y < 0 || y >= g->h || x < 0 || x >= g->w)
+        return fill;
+    return buf ? buf[(size_t)y * g->w + x] : at_shifted(g, y, x);
 }
 
 /* Output (i, j) rotated by the draw's angle about the image centre: the source point is the
  * output point turned back, read bilinearly; neighbours outside the image are `fill` (what
  * torchvision's rotate blends in through its mask). Zero-weight neighbours are not read. */
-static void rotate_plane(const struct geometry *g, float cs, float sn, float fill, float *out)
+static void rotate_plane(const struct geometry *g, const float *buf, float cs, float sn,
+                         float fill, float *out)
 {
     float cy = 0.5f * (float)(g->h - 1), cx = 0.5f * (float)(g->w - 1);
     for (int i = 0; i < g->h; i++) {
@@ -205,17 +211,21 @@ static void rotate_plane(const struct geometry *g, float cs, float sn, float fil
             float fu = floorf(u), fv = floorf(v);
             int x0 = (int)fu, y0 = (int)fv;
             float lx = u - fu, ly = v - fv;
-            float acc = (1.0f - ly) * (1.0f - lx) * at_shifted_or(g, y0, x0, fill);
+            float acc = (1.0f - ly) * (1.0f - lx) * at_rotation_source(g, buf, y0, x0, fill);
             if (lx > 0)
-                acc += (1.0f - ly) * lx * at_shifted_or(g, y0, x0 + 1, fill);
+                acc += (1.0f - ly) * lx * at_rotation_source(g, buf, y0, x0 + 1, fill);
             if (ly > 0)
-                acc += ly * (1.0f - lx) * at_shifted_or(g, y0 + 1, x0, fill);
+                acc += ly * (1.0f - lx) * at_rotation_source(g, buf, y0 + 1, x0, fill);
             if (lx > 0 && ly > 0)
-                acc += ly * lx * at_shifted_or(g, y0 + 1, x0 + 1, fill);
+                acc += ly * lx * at_rotation_source(g, buf, y0 + 1, x0 + 1, fill);
             out[(size_t)i * g->w + j] = acc;
         }
     }
 }
+
+/* Planes up to this many values (128 x 128) are materialised before a rotation reads each
+ * value four times; the buffer lives on the assembling thread's stack (64 KiB). */
+enum { ROTATE_BUFFER = 128 * 128 };
 
 static void geometry(const struct dt_augment_opts *o, const struct dt_augment_draw *d,
                      const struct dt_augment_image *im, const uint8_t *src, float *dst)
@@ -231,16 +241,18 @@ static void geometry(const struct dt_augment_opts *o, const struct dt_augment_dr
     };
     double rad = (double)d->angle * (M_PI / 180.0);
     float cs = (float)cos(rad), sn = (float)sin(rad);
+    float buf[d->angle != 0 && plane <= ROTATE_BUFFER ? plane : 1];
     for (int ch = 0; ch < im->c; ch++) {
         g.plane = src + ch * plane;
         float *out = dst + ch * plane;
-        if (d->angle != 0) {
-            rotate_plane(&g, cs, sn, (float)(o ? o->rotate_fill : 0), out);
-            continue;
-        }
-        for (int i = 0; i < im->h; i++)
-            for (int j = 0; j < im->w; j++)
-                out[(size_t)i * im->w + j] = at_shifted(&g, i, j);
+        bool rotate = d->angle != 0, buffered = rotate && plane <= ROTATE_BUFFER;
+        float *shifted = buffered ? buf : out;
+        if (!rotate || buffered)
+            for (int i = 0; i < im->h; i++)
+                for (int j = 0; j < im->w; j++)
+                    shifted[(size_t)i * im->w + j] = at_shifted(&g, i, j);
+        if (rotate)
+            rotate_plane(&g, buffered ? buf : NULL, cs, sn, (float)(o ? o->rotate_fill : 0), out);
     }
 }
 

@@ -79,6 +79,24 @@ static void test_rotation_by_90_degrees(void **state)
     assert_true(out[0] > 60 && out[0] <= 200.001f); /* mostly fill */
 }
 
+/* Above 128 x 128 the rotation reads its source on demand instead of from a stack buffer: the
+ * same turn, the same result. */
+static void test_rotation_of_a_large_plane(void **state)
+{
+    (void)state;
+    enum { N = 131 };
+    static uint8_t src[N * N];
+    static float out[N * N];
+    pattern(src, sizeof src);
+    struct dt_augment_image im = {1, N, N, zeros, unit_std};
+    struct dt_augment_draw d = identity(N, N);
+    d.angle = -90; /* clockwise: what was on the left is now on top */
+    dt_augment_apply(NULL, &d, &im, src, out);
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < N; j++)
+            assert_float_equal(out[i * N + j], src[(N - 1 - j) * N + i], 1e-2);
+}
+
 static void test_resized_crop_is_bilinear(void **state)
 {
     (void)state;
@@ -355,6 +373,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_identity_is_exact),
         cmocka_unit_test(test_rotation_by_90_degrees),
+        cmocka_unit_test(test_rotation_of_a_large_plane),
         cmocka_unit_test(test_resized_crop_is_bilinear),
         cmocka_unit_test(test_flip_and_padded_crop_in_the_chain),
         cmocka_unit_test(test_colour_factors),
