@@ -46,10 +46,8 @@ int dt_augment_check(const struct dt_augment_opts *o, const char **key, char *wh
     return 0;
 }
 
-int dt_augment_check_shape(const struct dt_augment_opts *o, int c, int h, int w)
+int dt_augment_check_channels(const struct dt_augment_opts *o, int c)
 {
-    (void)h;
-    (void)w;
     if (o && o->saturation > 0 && c != 3)
         return dt_fail(DT_EUSAGE,
                        "data.augment.saturation: %g needs RGB images (3 channels), the data has %d",

@@ -56,8 +56,8 @@ bool dt_augment_enabled(const struct dt_augment_opts *o);
  * *key set to the offending key's full path and `why` to what is wrong. */
 int dt_augment_check(const struct dt_augment_opts *o, const char **key, char *why, size_t size);
 
-/* Checks against the data's shape: saturation needs 3 channels. DT_EUSAGE with the key. */
-int dt_augment_check_shape(const struct dt_augment_opts *o, int c, int h, int w);
+/* Checks against the data's channel count: saturation needs 3. DT_EUSAGE with the key. */
+int dt_augment_check_channels(const struct dt_augment_opts *o, int c);
 
 /* Draws this module's part of d (d->pad, oy, ox, flip are left alone) for an h x w image,
  * in a fixed order, only for the transforms that are on. */

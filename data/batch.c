@@ -50,7 +50,7 @@ int dt_batcher_init(struct dt_batcher *b, const struct dt_dataset *d, const stru
         b->std[ch] = std;
     }
     if (o->augment && dt_augment_enabled(o->augment)) {
-        int rc = dt_augment_check_shape(o->augment, d->c, d->h, d->w);
+        int rc = dt_augment_check_channels(o->augment, d->c);
         if (rc)
             return rc;
         b->aug = *o->augment;

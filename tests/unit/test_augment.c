@@ -276,9 +276,9 @@ static void test_checks(void **state)
     assert_string_equal(why, "expected [min, max], got 1 value");
     o = defaults();
     o.saturation = 0.2f;
-    assert_int_equal(dt_augment_check_shape(&o, 1, 28, 28), -DT_EUSAGE);
+    assert_int_equal(dt_augment_check_channels(&o, 1), -DT_EUSAGE);
     assert_non_null(strstr(dt_last_error(), "data.augment.saturation: 0.2 needs RGB images"));
-    assert_int_equal(dt_augment_check_shape(&o, 3, 28, 28), 0);
+    assert_int_equal(dt_augment_check_channels(&o, 3), 0);
     assert_false(dt_augment_enabled(&(struct dt_augment_opts){0}));
     assert_true(dt_augment_enabled(&o));
 }
