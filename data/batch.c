@@ -46,6 +46,15 @@ int dt_batcher_init(struct dt_batcher *b, const struct dt_dataset *d, const stru
                            ch);
         for (int v = 0; v < 256; v++)
             b->lut[ch][v] = ((float)v / 255.0f - mean) / std;
+        b->mean[ch] = mean;
+        b->std[ch] = std;
+    }
+    if (o->augment && dt_augment_enabled(o->augment)) {
+        int rc = dt_augment_check_channels(o->augment, d->c);
+        if (rc)
+            return rc;
+        b->aug = *o->augment;
+        b->augment_on = true;
     }
     b->c = d->c;
     b->h = d->h;
@@ -56,15 +65,33 @@ int dt_batcher_init(struct dt_batcher *b, const struct dt_dataset *d, const stru
     return 0;
 }
 
+/* The first draws of a sample's generator, as they were before data.augment existed. */
+static void draw_crop_flip(const struct dt_batcher *b, struct dt_rng *r, int *oy, int *ox,
+                           int *flip)
+{
+    int p = b->crop_padding;
+    *oy = p ? (int)dt_rng_below(r, (uint64_t)(2 * p + 1)) : p;
+    *ox = p ? (int)dt_rng_below(r, (uint64_t)(2 * p + 1)) : p;
+    *flip = b->hflip ? dt_rng_uniform(r) < 0.5f : 0;
+}
+
 void dt_batch_augment_params(const struct dt_batcher *b, uint64_t epoch, uint32_t sample, int *oy,
                              int *ox, int *flip)
 {
     struct dt_rng r;
     dt_rng_init(&r, dt_rng_key(b->seed, DT_RNG_AUGMENT, epoch, sample));
-    int p = b->crop_padding;
-    *oy = p ? (int)dt_rng_below(&r, (uint64_t)(2 * p + 1)) : p;
-    *ox = p ? (int)dt_rng_below(&r, (uint64_t)(2 * p + 1)) : p;
-    *flip = b->hflip ? dt_rng_uniform(&r) < 0.5f : 0;
+    draw_crop_flip(b, &r, oy, ox, flip);
+}
+
+void dt_batch_sample_draw(const struct dt_batcher *b, uint64_t epoch, uint32_t sample,
+                          struct dt_augment_draw *d)
+{
+    struct dt_rng r;
+    dt_rng_init(&r, dt_rng_key(b->seed, DT_RNG_AUGMENT, epoch, sample));
+    d->pad = b->crop_padding;
+    draw_crop_flip(b, &r, &d->oy, &d->ox, &d->flip);
+    struct dt_augment_opts none = {0};
+    dt_augment_draw(b->augment_on ? &b->aug : &none, &r, b->h, b->w, d);
 }
 
 static void batch_plain(const struct dt_batcher *b, const uint8_t *src, float *dst)
@@ -109,11 +136,20 @@ void dt_batch_assemble(const struct dt_batcher *b, const struct dt_dataset *d, c
                        int count, uint64_t epoch, int augment, float *x, uint8_t *y)
 {
     size_t sample = dt_dataset_sample_bytes(d);
+    bool full = augment && b->augment_on;
     augment = augment && (b->hflip || b->crop_padding);
+    struct dt_augment_image im = {b->c, b->h, b->w, b->mean, b->std};
+#pragma omp parallel for schedule(static) if (full && count > 1)
     for (int k = 0; k < count; k++) {
         const uint8_t *src = d->x + (size_t)idx[k] * sample;
         float *dst = x + (size_t)k * sample;
         y[k] = d->y[idx[k]];
+        if (full) {
+            struct dt_augment_draw draw;
+            dt_batch_sample_draw(b, epoch, idx[k], &draw);
+            dt_augment_apply(&b->aug, &draw, &im, src, dst);
+            continue;
+        }
         int oy, ox, flip;
         if (augment)
             dt_batch_augment_params(b, epoch, idx[k], &oy, &ox, &flip);

@@ -9,12 +9,18 @@
  * space) followed by RandomHorizontalFlip(0.5). Its random numbers come from
  * dt_rng_key(seed, DT_RNG_AUGMENT, epoch, sample index): the same image gets the same crop and
  * flip in an epoch whichever rank processes it and however many ranks there are.
+ *
+ * The data.augment transforms (data/augment.h: resized crop, rotation, colour jitter, erasing)
+ * draw from the same per-sample generator after the crop and flip, so turning them on leaves
+ * those draws as they were. A batch with them on is assembled by the rank's OpenMP threads,
+ * one sample per iteration: a sample's values never depend on the thread or the batch.
  */
 #ifndef DT_DATA_BATCH_H
 #define DT_DATA_BATCH_H
 
 #include <stdint.h>
 
+#include "data/augment.h"
 #include "data/dataset.h"
 
 #define DT_BATCH_MAX_CHANNELS 4
@@ -26,18 +32,23 @@ struct dt_batch_opts {
     int nstd;
     int hflip;        /* random horizontal flip */
     int crop_padding; /* random crop after zero padding by this many pixels (0 = off) */
+    const struct dt_augment_opts *augment; /* data.augment; NULL = none */
     uint64_t seed;
 };
 
 struct dt_batcher {
     int c, h, w;
     int hflip, crop_padding;
+    bool augment_on; /* any of aug's transforms */
+    struct dt_augment_opts aug;
     uint64_t seed;
+    float mean[DT_BATCH_MAX_CHANNELS], std[DT_BATCH_MAX_CHANNELS];
     float lut[DT_BATCH_MAX_CHANNELS][256];
 };
 
 /* Prepares for batches of dataset d's shape. DT_EUSAGE for a mean/std count other than 0, 1
- * or c, a non-positive std, too many channels, or padding not below the image size. */
+ * or c, a non-positive std, too many channels, padding not below the image size, or an
+ * augmentation the data's shape cannot take (saturation without 3 channels). */
 int dt_batcher_init(struct dt_batcher *b, const struct dt_dataset *d,
                     const struct dt_batch_opts *opts);
 
@@ -50,5 +61,9 @@ void dt_batch_assemble(const struct dt_batcher *b, const struct dt_dataset *d, c
  * applies, exposed for tests and for anyone reproducing a batch. */
 void dt_batch_augment_params(const struct dt_batcher *b, uint64_t epoch, uint32_t sample, int *oy,
                              int *ox, int *flip);
+
+/* Everything a sample gets in an epoch, the crop and flip above included. */
+void dt_batch_sample_draw(const struct dt_batcher *b, uint64_t epoch, uint32_t sample,
+                          struct dt_augment_draw *d);
 
 #endif

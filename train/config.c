@@ -51,6 +51,7 @@ enum key_type { T_INT, T_INT64, T_FLOAT, T_DOUBLE, T_BOOL, T_STRING, T_FLOATS, T
 #define MIN_OPEN 2u /* value must be strictly greater than min */
 #define MAX_OPEN 4u /* value must be strictly less than max */
 #define FILLS    8u /* T_FLOATS: one number, not a list, stands for every element ([S, S]) */
+#define AUTO     16u /* T_FLOATS: the string "auto" is allowed (count DT_CONFIG_AUTO) */
 
 struct key {
     const char *path;
@@ -87,11 +88,12 @@ static const struct key keys[] = {
      "expected number of classes; 0 = the format's own"},
     {"data.coarse_labels", T_BOOL, 0, "false", 0, 0, NULL, FIELD(data.coarse_labels), 0,
      "cifar100 only: use the 20 coarse labels instead of the 100 fine ones"},
-    {"data.mean", T_FLOATS, 0, "[]", -INF, INF, NULL, LIST(data.mean, data.nmean),
-     "per-channel mean subtracted after x/255: 1 value or one per channel; [] = 0"},
-    {"data.std", T_FLOATS, MIN_OPEN, "[]", 0, INF, NULL, LIST(data.std, data.nstd),
+    {"data.mean", T_FLOATS, AUTO, "[]", -INF, INF, NULL, LIST(data.mean, data.nmean),
+     "per-channel mean subtracted after x/255: 1 value or one per channel; [] = 0; \"auto\" = "
+     "computed over the training images and stored in the checkpoint"},
+    {"data.std", T_FLOATS, MIN_OPEN | AUTO, "[]", 0, INF, NULL, LIST(data.std, data.nstd),
      "per-channel standard deviation divided by after the mean: 1 value or one per channel; "
-     "[] = 1"},
+     "[] = 1; \"auto\" = computed over the training images (population std)"},
     {"data.hflip", T_BOOL, 0, "false", 0, 0, NULL, FIELD(data.hflip), 0,
      "augmentation: flip training images horizontally with probability 1/2"},
     {"data.crop_padding", T_INT, 0, "0", 0, 64, NULL, FIELD(data.crop_padding), 0,
@@ -111,6 +113,38 @@ static const struct key keys[] = {
     {"data.val_fraction", T_FLOAT, MAX_OPEN, "0.0", 0, 1, NULL, FIELD(data.val_fraction), 0,
      "share of the training set held out (stratified, by train.seed) to choose "
      "best.safetensors on; 0 = none (a folder's val/ is used when present)"},
+    {"data.augment.resized_crop", T_BOOL, 0, "false", 0, 0, NULL,
+     FIELD(data.augment.resized_crop), 0,
+     "augmentation: torchvision RandomResizedCrop to the image size (crop_scale, crop_ratio)"},
+    {"data.augment.crop_scale", T_FLOATS, MIN_OPEN, "[0.08, 1.0]", 0, 1, NULL,
+     LIST(data.augment.crop_scale, data.augment.ncrop_scale),
+     "resized_crop: [min, max] share of the image's area the crop box covers"},
+    {"data.augment.crop_ratio", T_FLOATS, MIN_OPEN, "[0.75, 1.3333334]", 0, 100, NULL,
+     LIST(data.augment.crop_ratio, data.augment.ncrop_ratio),
+     "resized_crop: [min, max] width / height of the crop box (drawn log-uniformly)"},
+    {"data.augment.rotate", T_FLOAT, 0, "0.0", 0, 180, NULL, FIELD(data.augment.rotate), 0,
+     "augmentation: rotate by an angle uniform in [-rotate, rotate] degrees (bilinear); 0 = off"},
+    {"data.augment.rotate_fill", T_INT, 0, "0", 0, 255, NULL, FIELD(data.augment.rotate_fill), 0,
+     "rotate: pixel value (0..255, before normalization) of the corners brought in"},
+    {"data.augment.brightness", T_FLOAT, 0, "0.0", 0, 100, NULL, FIELD(data.augment.brightness),
+     0, "augmentation: multiply pixels by a factor uniform in [max(0, 1-v), 1+v]; 0 = off"},
+    {"data.augment.contrast", T_FLOAT, 0, "0.0", 0, 100, NULL, FIELD(data.augment.contrast), 0,
+     "augmentation: blend with the image's mean grey by a factor uniform in [max(0, 1-v), 1+v]"},
+    {"data.augment.saturation", T_FLOAT, 0, "0.0", 0, 100, NULL, FIELD(data.augment.saturation),
+     0, "augmentation, RGB only: blend with each pixel's grey by a factor uniform in "
+        "[max(0, 1-v), 1+v]"},
+    {"data.augment.erase", T_FLOAT, 0, "0.0", 0, 1, NULL, FIELD(data.augment.erase), 0,
+     "augmentation: probability of torchvision RandomErasing (erase_scale, erase_ratio, "
+     "erase_value); 0 = off"},
+    {"data.augment.erase_scale", T_FLOATS, MIN_OPEN, "[0.02, 0.33]", 0, 1, NULL,
+     LIST(data.augment.erase_scale, data.augment.nerase_scale),
+     "erase: [min, max] share of the image's area erased"},
+    {"data.augment.erase_ratio", T_FLOATS, MIN_OPEN, "[0.3, 3.3]", 0, 100, NULL,
+     LIST(data.augment.erase_ratio, data.augment.nerase_ratio),
+     "erase: [min, max] height / width of the rectangle (drawn log-uniformly)"},
+    {"data.augment.erase_value", T_FLOAT, 0, "0.0", -INF, INF, NULL,
+     FIELD(data.augment.erase_value), 0,
+     "erase: the value written, in normalized units (0 = the mean)"},
 
     {"model.name", T_STRING, 0, "\"\"", 0, 0, NULL, FIELD(model.name), 0,
      "free text shown in logs"},
@@ -620,6 +654,12 @@ static int store_floats(void *base, const struct key *k, const config_setting_t 
     float vals[DT_MAX_CHANNELS];
     if (cap > DT_MAX_CHANNELS) /* vals bounds every list key, whatever its field holds */
         cap = DT_MAX_CHANNELS;
+    if ((k->flags & AUTO) && config_setting_type(s) == CONFIG_TYPE_STRING &&
+        !strcmp(config_setting_get_string(s), "auto")) {
+        memset(dst, 0, k->size);
+        *(int *)((char *)base + k->count_offset) = DT_CONFIG_AUTO;
+        return 0;
+    }
     if (config_setting_is_array(s) || config_setting_is_list(s)) {
         n = config_setting_length(s);
         if (n > cap)
@@ -647,8 +687,8 @@ static int store_floats(void *base, const struct key *k, const config_setting_t 
         for (int i = 1; i < n; i++)
             vals[i] = vals[0];
     } else {
-        return dt_fail(DT_EUSAGE, "%s: expected a list of numbers like [0.5], got %s", where,
-                       type_name(s));
+        return dt_fail(DT_EUSAGE, "%s: expected a list of numbers like [0.5]%s, got %s", where,
+                       k->flags & AUTO ? " or \"auto\"" : "", type_name(s));
     }
     memset(dst, 0, k->size);
     memcpy(dst, vals, (size_t)n * sizeof(float));
@@ -913,7 +953,8 @@ static const char *expected(const struct key *k)
 static int parse_override_value(config_t *tmp, const struct key *k, const char *value,
                                 const char *where, config_setting_t **out)
 {
-    if (k->type == T_STRING && value[0] != '"') {
+    bool bare_auto = (k->flags & AUTO) && !strcmp(value, "auto");
+    if ((k->type == T_STRING || bare_auto) && value[0] != '"') {
         config_setting_t *s = config_setting_add(config_root_setting(tmp), "v", CONFIG_TYPE_STRING);
         if (!s || !config_setting_set_string(s, value))
             return dt_fail(DT_EUSAGE, "%s: cannot store \"%s\"", where, value);
@@ -1224,6 +1265,12 @@ static int check_cross_keys(struct load *ld)
         key_where(ld, es_key, where, sizeof where);
         return dt_fail(DT_EUSAGE, "%s: %s", where, problem);
     }
+    const char *bad;
+    char why[200];
+    if (dt_augment_check(&cfg->data.augment, &bad, why, sizeof why)) {
+        key_where(ld, bad, where, sizeof where);
+        return dt_fail(DT_EUSAGE, "%s: %s", where, why);
+    }
     const char *cpus = cfg->dist.cpu_list;
     if (strspn(cpus, "0123456789,-") != strlen(cpus)) {
         key_where(ld, "dist.cpu_list", where, sizeof where);
@@ -1335,6 +1382,10 @@ static void put_value(struct text *t, const void *base, const struct key *k)
         break;
     case T_FLOATS: {
         int n = *(const int *)((const char *)base + k->count_offset);
+        if (n == DT_CONFIG_AUTO) {
+            put(t, "\"auto\"");
+            break;
+        }
         put(t, "[");
         for (int i = 0; i < n; i++) {
             put(t, "%s", i ? ", " : " ");
@@ -1615,6 +1666,8 @@ static void print_allowed(FILE *out, const struct key *k)
     } else if (k->type == T_FLOATS) {
         fputs("1 value or one per channel", out);
     }
+    if (k->flags & AUTO)
+        fputs(", or \"auto\"", out);
 }
 
 static void print_row(FILE *out, const struct key *k, bool layer_key)

@@ -12,11 +12,15 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "data/augment.h"
 #include "nn/layer_spec.h"
 #include "train/early_stop.h"
 
 #define DT_MAX_LAYERS   128
 #define DT_MAX_CHANNELS 4
+/* data.nmean / data.nstd of data.mean = "auto" / data.std = "auto": computed from the training
+ * images (train/norm_stats.h) before anything normalizes. */
+#define DT_CONFIG_AUTO (-1)
 
 struct dt_config {
     char path[1024]; /* the file it came from */
@@ -40,6 +44,7 @@ struct dt_config {
         bool skip_bad;        /* folder: leave out undecodable images instead of failing */
         long long max_pixels; /* folder, predict: pixel budget of one image (h x w) */
         float val_fraction;   /* share of the training set held out for validation (0 = none) */
+        struct dt_augment_opts augment; /* data.augment.*: owned by data/augment.h */
     } data;
 
     struct {

@@ -11,6 +11,7 @@
 #include "data/batch.h"
 #include "data/dataset.h"
 #include "nn/model.h"
+#include "train/norm_stats.h"
 #include "train/rundir.h"
 #include "train/setup.h"
 #include "util/err.h"
@@ -182,6 +183,7 @@ int dt_dry_run(const struct dt_config *cfg, const struct dt_job_plan *plan, bool
 {
     struct dry_run_facts f;
     memset(&f, 0, sizeof f);
+    struct dt_config *resolved = NULL;
     /* The checkpoint directory first, as a run checks it before reading any data. */
     int rc = dt_run_dir_check(cfg, &f.dir_holds);
     if (rc == 0)
@@ -195,8 +197,11 @@ int dt_dry_run(const struct dt_config *cfg, const struct dt_job_plan *plan, bool
     if ((rc = dt_run_memory(cfg, plan, tr, &f.memory)) ||
         (rc = dt_run_check_memory(cfg, &f.memory)))
         goto out;
+    /* data.mean/std = "auto": computed and shown as train would */
+    if ((rc = dt_run_stats_resolve(cfg, tr, &resolved)))
+        goto out;
     struct dt_batcher batcher;
-    struct dt_batch_opts bo = dt_run_batch_opts(cfg);
+    struct dt_batch_opts bo = dt_run_batch_opts(resolved ? resolved : cfg);
     if ((rc = dt_batcher_init(&batcher, tr, &bo))) {
         rc = dt_fail_context(rc, "%s: data", cfg->path);
         goto out;
@@ -219,6 +224,7 @@ int dt_dry_run(const struct dt_config *cfg, const struct dt_job_plan *plan, bool
     else
         print_summary(cfg, plan, &f);
 out:
+    free(resolved);
     free(f.train_hist);
     free(f.test_hist);
     if (f.model)

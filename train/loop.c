@@ -29,6 +29,7 @@
 #include "train/ckpt_writer.h"
 #include "train/early_stop.h"
 #include "train/evaluate.h"
+#include "train/norm_stats.h"
 #include "train/progress.h"
 #include "train/ranks.h"
 #include "train/restart.h"
@@ -1053,6 +1054,15 @@ static void emit_start_json(const struct run *run)
     dt_jw_int(&w, "val_samples", (long long)run->data->val.n);
     dt_jw_int(&w, "test_samples", (long long)run->data->test.n);
     dt_jw_int(&w, "classes", run->data->train.classes);
+    /* the normalization in effect: data.mean/std = "auto" resolved (train/norm_stats.h) */
+    char *mean = dt_run_stats_json(cfg->data.mean, cfg->data.nmean);
+    char *std = dt_run_stats_json(cfg->data.std, cfg->data.nstd);
+    if (mean && std) {
+        dt_jw_raw(&w, "data_mean", mean);
+        dt_jw_raw(&w, "data_std", std);
+    }
+    free(mean);
+    free(std);
     dt_jw_int(&w, "hosts", p->env.nodes);
     dt_jw_int(&w, "instances", p->world);
     dt_jw_int(&w, "threads", cfg->dist.threads);
@@ -1119,13 +1129,12 @@ static int create_run_dir(const struct dt_config *cfg, char *made, size_t made_s
     return rc;
 }
 
-int dt_train_run(const struct dt_config *cfg, const struct dt_train_options *opt)
+/* The run once its data has loaded (and data.mean/std = "auto" are resolved in cfg). */
+static int train_loaded(const struct dt_config *cfg, const struct dt_train_options *opt,
+                        struct dt_data *loaded)
 {
-    struct dt_data data;
-    memset(&data, 0, sizeof data);
-    int rc = dt_run_load_data(cfg, &data);
-    if (rc)
-        return rc;
+    struct dt_data data = *loaded;
+    int rc;
     if (dt_es_metric_needs_val(cfg->train.early_stop.metric) && data.val.n == 0) {
         dt_data_free(&data);
         return dt_fail(DT_EUSAGE,
@@ -1201,5 +1210,22 @@ int dt_train_run(const struct dt_config *cfg, const struct dt_train_options *opt
         munmap(run.shared, run.shared_floats * sizeof(float));
     free(run.class_names);
     dt_data_free(&data);
+    return rc;
+}
+
+int dt_train_run(const struct dt_config *cfg, const struct dt_train_options *opt)
+{
+    struct dt_data data;
+    memset(&data, 0, sizeof data);
+    int rc = dt_run_load_data(cfg, &data);
+    if (rc)
+        return rc;
+    struct dt_config *resolved;
+    if ((rc = dt_run_stats_resolve(cfg, &data.train, &resolved))) {
+        dt_data_free(&data);
+        return rc;
+    }
+    rc = train_loaded(resolved ? resolved : cfg, opt, &data);
+    free(resolved);
     return rc;
 }

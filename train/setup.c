@@ -19,6 +19,7 @@
 #include "nn/schedule.h"
 #include "train/ckpt_writer.h"
 #include "train/early_stop.h"
+#include "train/norm_stats.h"
 #include "util/clock.h"
 #include "util/err.h"
 #include "util/fileio.h"
@@ -214,6 +215,7 @@ struct dt_batch_opts dt_run_batch_opts(const struct dt_config *cfg)
         .nstd = cfg->data.nstd,
         .hflip = cfg->data.hflip,
         .crop_padding = cfg->data.crop_padding,
+        .augment = &cfg->data.augment,
         .seed = (uint64_t)cfg->train.seed,
     };
 }
@@ -519,6 +521,7 @@ static int save_one(const char *path, const struct dt_config *cfg, const struct 
                                       m->input.w);
     if (!rc && r->class_names)
         rc = dt_checkpoint_meta_set(&meta, "class_names", r->class_names);
+    rc = rc ? rc : dt_run_stats_to_meta(cfg, &meta); /* data.mean/std = "auto" in eval */
     /* Where the data was, absolute, so eval finds it from any directory. */
     char abs[PATH_MAX];
     if (!rc && realpath(cfg->data.dir, abs))
@@ -646,8 +649,10 @@ int dt_run_checkpoint_config(const char *path, char **text)
 int dt_run_config_for_checkpoint(struct dt_config *cfg, const char *checkpoint,
                                  const char *config_file, const char *const *overrides, int n)
 {
-    if (config_file)
-        return dt_config_load(cfg, config_file, overrides, n);
+    if (config_file) {
+        int rc = dt_config_load(cfg, config_file, overrides, n);
+        return rc ? rc : dt_run_stats_from_checkpoint(cfg, checkpoint);
+    }
     char *text = NULL;
     int rc = dt_run_checkpoint_config(checkpoint, &text);
     if (rc)
@@ -671,7 +676,7 @@ int dt_run_config_for_checkpoint(struct dt_config *cfg, const char *checkpoint,
     if (!rc)
         rc = dt_config_load_string(cfg, name, text, overrides, n);
     free(text);
-    return rc;
+    return rc ? rc : dt_run_stats_from_checkpoint(cfg, checkpoint);
 }
 
 /* CPUs this run may use: those of dist.cpu_list when given, else the affinity mask (taskset,
