@@ -187,7 +187,7 @@ static int open_model(struct predictor *p, const struct predict_args *a)
     dt_checkpoint_meta_free(&meta);
     if (rc)
         return rc;
-    p->log_probs = !strcmp(p->cfg.loss.type, "nll");
+    p->log_probs = p->cfg.loss.type == DT_LOSS_NLL;
     size_t sample = (size_t)p->in.c * p->in.h * p->in.w;
     p->x = dt_alloc((size_t)BATCH * sample, sizeof(float));
     p->y = dt_alloc(BATCH, 1);

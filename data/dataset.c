@@ -44,6 +44,9 @@ void dt_dataset_histogram(const struct dt_dataset *d, size_t *hist)
             hist[d->y[i]]++;
 }
 
+static const char *const format_names[] = {"", "idx", "cifar10", "cifar100", "folder"};
+const struct dt_names dt_data_format_names = DT_NAMES(format_names);
+
 int dt_data_load(struct dt_data *out, const char *kind, const char *dir, int classes,
                  int coarse_labels)
 {

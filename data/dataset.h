@@ -10,7 +10,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "util/names.h"
+
 #define DT_MAX_CLASSES 256
+
+/* data.format's values: "" (the registry's format for the dataset), "idx", "cifar10",
+ * "cifar100", "folder". */
+extern const struct dt_names dt_data_format_names;
 
 struct dt_dataset {
     size_t n;    /* samples */

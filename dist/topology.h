@@ -30,6 +30,8 @@
 
 #include <stdbool.h>
 
+#include "util/names.h"
+
 #define DT_TOPO_MAX_CPUS 4096
 
 struct dt_cpu {
@@ -49,6 +51,9 @@ struct dt_topology {
 };
 
 enum dt_pin_mode { DT_PIN_CORES, DT_PIN_SOCKETS, DT_PIN_NONE, DT_PIN_LIST };
+#define DT_PIN_MODE_COUNT (DT_PIN_LIST + 1)
+/* dist.pin's names: "cores", "sockets", "none" (a list is not named: dist.cpu_list). */
+extern const struct dt_names dt_pin_mode_names;
 
 struct dt_pin_plan {
     enum dt_pin_mode mode;
