@@ -116,9 +116,11 @@ void dt_optim_config_defaults(struct dt_optim_config *cfg, enum dt_optim_type ty
 static int check_config(const struct dt_optim_config *c)
 {
     const char *t = dt_optim_type_name(c->type);
-    if ((int)c->type < 0 || (int)c->type >= DT_OPTIM_COUNT)
-        return dt_fail(DT_EUSAGE, "optimizer type %d is not one of sgd, adam, adamw, adadelta",
-                       (int)c->type);
+    if ((int)c->type < 0 || (int)c->type >= DT_OPTIM_COUNT) {
+        char valid[96];
+        dt_names_join(&dt_optim_type_names, valid, sizeof valid);
+        return dt_fail(DT_EUSAGE, "optimizer type %d is not one of %s", (int)c->type, valid);
+    }
     if (!(c->lr >= 0))
         return dt_fail(DT_EUSAGE, "%s: invalid learning rate %g (expected >= 0)", t, c->lr);
     if (!(c->weight_decay >= 0))

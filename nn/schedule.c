@@ -54,10 +54,11 @@ const char *dt_schedule_type_name(enum dt_schedule_type type)
 
 int dt_schedule_validate(const struct dt_schedule *s)
 {
-    if ((int)s->type < 0 || (int)s->type >= NTYPES)
-        return dt_fail(DT_EUSAGE,
-                       "schedule type %d is not one of constant, step, cosine, one_cycle",
-                       (int)s->type);
+    if ((int)s->type < 0 || (int)s->type >= NTYPES) {
+        char valid[96];
+        dt_names_join(&dt_schedule_type_names, valid, sizeof valid);
+        return dt_fail(DT_EUSAGE, "schedule type %d is not one of %s", (int)s->type, valid);
+    }
     if (!(s->lr >= 0))
         return dt_fail(DT_EUSAGE, "schedule: invalid lr %g (expected >= 0)", s->lr);
     if (s->warmup_steps < 0)
