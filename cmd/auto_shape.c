@@ -18,6 +18,7 @@
 #include "util/fileio.h"
 #include "util/json.h"
 #include "util/log.h"
+#include "util/names.h"
 
 #define MAX_SHAPES 64
 
@@ -114,16 +115,18 @@ static char *cache_key(const struct dt_config *cfg, const struct dt_auto_shape_o
     fprintf(f, "dtrain %s; cpu %s; cpus %s (%d used); isa %s; ", DTRAIN_VERSION, cpu_model,
             cpuset, cpus, isa && *isa ? isa : "auto");
     fprintf(f, "model %016llx; optimizer %s; batch %d%s; ", (unsigned long long)fnv1a(model),
-            cfg->optimizer.type, cfg->train.batch_size,
+            dt_names_name(&dt_optim_type_names, cfg->optimizer.type), cfg->train.batch_size,
             cfg->train.batch_per_instance ? " per instance" : "");
     free(model);
     fprintf(f, "data %s %s c%d %dx%d%s%s; ", cfg->data.dataset, cfg->data.format,
             cfg->data.channels, cfg->data.size_h, cfg->data.size_w,
             strcmp(cfg->data.format, "folder") ? "" : " ",
             strcmp(cfg->data.format, "folder") ? "" : cfg->data.dir);
-    fprintf(f, "dist %s %s%s pin %s [%s]; ", cfg->dist.backend, cfg->dist.batchnorm,
-            cfg->dist.split_invariant ? " split_invariant" : "", cfg->dist.pin,
-            cfg->dist.cpu_list);
+    fprintf(f, "dist %s %s%s pin %s [%s]; ",
+            dt_names_name(&dt_backend_request_names, cfg->dist.backend),
+            dt_names_name(&dt_bn_stats_names, cfg->dist.batchnorm),
+            cfg->dist.split_invariant ? " split_invariant" : "",
+            dt_names_name(&dt_pin_mode_names, cfg->dist.pin), cfg->dist.cpu_list);
     bool free_t = o->auto_threads || cfg->dist.threads == 0;
     if (o->auto_instances && free_t)
         fprintf(f, "search instances x threads");

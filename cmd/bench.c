@@ -38,31 +38,30 @@ enum {
     OPT_TIMEOUT,
     OPT_BACKEND,
     OPT_INSTANCES,
-    OPT_NODES,
     OPT_MIN_BYTES,
     OPT_MAX_BYTES,
     OPT_ITERS,
     OPT_NO_PIN,
-    OPT_MASTER,
-    OPT_NODE_RANK,
-    OPT_IFACE,
-    OPT_RENDEZVOUS_TIMEOUT,
 };
 
 struct bench_args {
     struct dt_cli_common common;
     struct dt_cli_sets sets;
     const char *target; /* CONFIG or "allreduce" */
-    int cores, steps, warmup, epochs, repeat, instances, nodes, iters, node_rank;
+    int cores, steps, warmup, epochs, repeat, instances, iters;
     bool threads_only, steps_given, no_pin;
-    const char *grid, *csv, *plot, *backend, *master, *iface;
-    double timeout, rendezvous_timeout;
+    const char *grid, *csv, *plot, *backend;
+    struct dt_cli_launch launch; /* --nodes (also hier's simulated hosts), --master, ... */
+    double timeout;
     size_t min_bytes, max_bytes;
 };
 
 static int take_option(void *ctx, int opt, const char *arg)
 {
     struct bench_args *a = ctx;
+    int rc;
+    if (dt_cli_launch_option(&a->launch, opt, arg, &rc))
+        return rc;
     switch (opt) {
     case DT_OPT_SET:
         return dt_cli_sets_add(&a->sets, arg);
@@ -98,8 +97,6 @@ static int take_option(void *ctx, int opt, const char *arg)
         return 0;
     case OPT_INSTANCES:
         return dt_cli_parse_int("--instances", arg, 1, 1024, &a->instances);
-    case OPT_NODES:
-        return dt_cli_parse_int("--nodes", arg, 1, 1024, &a->nodes);
     case OPT_MIN_BYTES:
         return dt_parse_bytes("--min-bytes", arg, (size_t)16 << 30, &a->min_bytes);
     case OPT_MAX_BYTES:
@@ -109,17 +106,6 @@ static int take_option(void *ctx, int opt, const char *arg)
     case OPT_NO_PIN:
         a->no_pin = true;
         return 0;
-    case OPT_MASTER:
-        a->master = arg;
-        return 0;
-    case OPT_NODE_RANK:
-        return dt_cli_parse_int("--node-rank", arg, 0, 1023, &a->node_rank);
-    case OPT_IFACE:
-        a->iface = arg;
-        return 0;
-    case OPT_RENDEZVOUS_TIMEOUT:
-        return dt_cli_parse_double("--rendezvous-timeout", arg, 0.001, 86400,
-                                   &a->rendezvous_timeout);
     default:
         return dt_fail(DT_EUSAGE, "internal error: option %d not handled; %s", opt, BENCH_USAGE);
     }
@@ -142,15 +128,11 @@ static int parse_args(struct bench_args *a, int argc, char **argv)
         {"timeout", required_argument, NULL, OPT_TIMEOUT},
         {"backend", required_argument, NULL, OPT_BACKEND},
         {"instances", required_argument, NULL, OPT_INSTANCES},
-        {"nodes", required_argument, NULL, OPT_NODES},
         {"min-bytes", required_argument, NULL, OPT_MIN_BYTES},
         {"max-bytes", required_argument, NULL, OPT_MAX_BYTES},
         {"iters", required_argument, NULL, OPT_ITERS},
         {"no-pin", no_argument, NULL, OPT_NO_PIN},
-        {"master", required_argument, NULL, OPT_MASTER},
-        {"node-rank", required_argument, NULL, OPT_NODE_RANK},
-        {"iface", required_argument, NULL, OPT_IFACE},
-        {"rendezvous-timeout", required_argument, NULL, OPT_RENDEZVOUS_TIMEOUT},
+        DT_CLI_LAUNCH_LONGOPTS,
         {NULL, 0, NULL, 0},
     };
     int rc = dt_cli_getopt(argc, argv, longopts, &a->common, take_option, a, BENCH_USAGE);
@@ -174,12 +156,12 @@ static int run_sweep(struct bench_args *a, const struct dt_bench_machine *m)
                        a->grid ? "--grid and --threads-only exclude each other"
                                : "--steps and --epochs exclude each other",
                        BENCH_USAGE);
-    if (a->backend || a->instances || a->nodes || a->min_bytes || a->max_bytes || a->iters ||
-        a->no_pin || a->master || a->iface || a->node_rank >= 0 || a->rendezvous_timeout > 0)
+    if (a->backend || a->instances || a->min_bytes || a->max_bytes || a->iters || a->no_pin ||
+        dt_cli_launch_given(&a->launch))
         return dt_fail(DT_EUSAGE,
                        "bench: --backend, --instances, --nodes, --min-bytes, --max-bytes, "
-                       "--iters, --no-pin, --master, --node-rank, --iface and --rendezvous-timeout "
-                       "belong to 'bench allreduce'; %s",
+                       "--iters, --no-pin, --master, --node-rank, --iface, --token-file and "
+                       "--rendezvous-timeout belong to 'bench allreduce'; %s",
                        BENCH_USAGE);
     struct dt_bench_sweep_opts o = {
         .config = a->target,
@@ -221,27 +203,29 @@ static int run_allreduce(struct bench_args *a, const struct dt_bench_machine *m)
     struct dt_bench_allreduce_opts o = {
         .backend = a->backend ? a->backend : "shm",
         .instances = a->instances ? a->instances : (m->cores > 1 ? m->cores : 2),
-        .nodes = a->nodes ? a->nodes : 2,
+        .nodes = a->launch.nodes ? a->launch.nodes : 2,
         .min_bytes = a->min_bytes ? a->min_bytes : 1024,
         .max_bytes = a->max_bytes ? a->max_bytes : (size_t)64 << 20,
         .iters = a->iters,
         .no_pin = a->no_pin,
         .timeout = a->timeout > 0 ? a->timeout : 60,
-        .rendezvous_timeout = a->rendezvous_timeout > 0 ? a->rendezvous_timeout : 30,
+        .rendezvous_timeout = a->launch.rendezvous_timeout > 0 ? a->launch.rendezvous_timeout : 30,
         .out = {a->common.json, a->common.quiet, a->common.verbose, a->csv, a->plot},
     };
-    if (a->master || a->node_rank >= 0 || a->iface) {
-        if (strcmp(o.backend, "tcp") || !a->master || a->node_rank < 0 || !a->nodes || a->instances)
+    const struct dt_cli_launch *l = &a->launch;
+    if (l->master || l->node_rank >= 0 || l->iface || l->token_file) {
+        if (strcmp(o.backend, "tcp") || !l->master || l->node_rank < 0 || !l->nodes || a->instances)
             return dt_fail(DT_EUSAGE,
                            "bench allreduce: across hosts, give --backend tcp --nodes M "
                            "--node-rank K --master HOST:PORT (one rank per host, no "
                            "--instances); %s",
                            BENCH_USAGE);
-        if (a->node_rank >= a->nodes)
+        if (l->node_rank >= l->nodes)
             return dt_fail(DT_EUSAGE, "bench allreduce: --node-rank %d is not in 0..%d",
-                           a->node_rank, a->nodes - 1);
-        o.master = a->master, o.iface = a->iface, o.node_rank = a->node_rank;
-        o.instances = a->nodes;
+                           l->node_rank, l->nodes - 1);
+        o.master = l->master, o.iface = l->iface, o.token_file = l->token_file;
+        o.node_rank = l->node_rank;
+        o.instances = l->nodes;
     }
     if (o.min_bytes > o.max_bytes)
         return dt_fail(DT_EUSAGE, "bench allreduce: --min-bytes %zu is larger than --max-bytes %zu",
@@ -254,7 +238,7 @@ static int run_bench(int argc, char **argv)
     struct bench_args a;
     memset(&a, 0, sizeof a);
     a.warmup = -1;
-    a.node_rank = -1;
+    dt_cli_launch_init(&a.launch);
     int rc = parse_args(&a, argc, argv);
     if (!rc && a.common.help)
         fputs(dt_cmd_bench.help, stdout);
@@ -312,9 +296,10 @@ const struct dt_command dt_cmd_bench = {
         "                       apply as in train\n"
         "      --no-pin         leave the ranks unpinned (default: one core each, as\n"
         "                       `train` and mpirun place them)\n"
-        "      --nodes M --node-rank K --master HOST:PORT [--iface NAME]\n"
+        "      --nodes M --node-rank K --master HOST:PORT [--iface NAME] [--token-file F]\n"
         "                       tcp across real hosts: run one `dtrain bench allreduce`\n"
-        "                       per host (rank K of M; DTRAIN_TOKEN set alike on all);\n"
+        "                       per host (rank K of M; DTRAIN_TOKEN or --token-file alike\n"
+        "                       on all);\n"
         "                       rank 0 listens on PORT and prints the table\n"
         "  Columns: bytes, us (median latency), algbw_GBs (bytes / time) and busbw_GBs\n"
         "  (algbw x 2(n-1)/n, the nccl-tests convention), check.\n"

@@ -88,6 +88,45 @@ int dt_cli_parse_double(const char *name, const char *arg, double lo, double hi,
     return 0;
 }
 
+void dt_cli_launch_init(struct dt_cli_launch *l)
+{
+    memset(l, 0, sizeof *l);
+    l->node_rank = -1;
+}
+
+bool dt_cli_launch_option(struct dt_cli_launch *l, int opt, const char *arg, int *rc)
+{
+    *rc = 0;
+    switch (opt) {
+    case DT_OPT_NODES:
+        *rc = dt_cli_parse_int("--nodes", arg, 1, 65536, &l->nodes);
+        return true;
+    case DT_OPT_NODE_RANK:
+        *rc = dt_cli_parse_int("--node-rank", arg, 0, 65535, &l->node_rank);
+        return true;
+    case DT_OPT_MASTER:
+        l->master = arg;
+        return true;
+    case DT_OPT_IFACE:
+        l->iface = arg;
+        return true;
+    case DT_OPT_TOKEN_FILE:
+        l->token_file = arg;
+        return true;
+    case DT_OPT_RENDEZVOUS_TIMEOUT:
+        *rc = dt_cli_parse_double("--rendezvous-timeout", arg, 0.001, 86400,
+                                  &l->rendezvous_timeout);
+        return true;
+    default:
+        return false;
+    }
+}
+
+bool dt_cli_launch_given(const struct dt_cli_launch *l)
+{
+    return l->nodes || l->node_rank >= 0 || l->master || l->iface || l->token_file ||
+           l->rendezvous_timeout > 0;
+}
 
 static int sets_push(struct dt_cli_sets *sets, char *item)
 {

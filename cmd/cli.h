@@ -20,6 +20,12 @@
 enum {
     DT_OPT_JSON = 0x100,
     DT_OPT_SET,
+    DT_OPT_NODES, /* the launch flags (struct dt_cli_launch) */
+    DT_OPT_NODE_RANK,
+    DT_OPT_MASTER,
+    DT_OPT_IFACE,
+    DT_OPT_TOKEN_FILE,
+    DT_OPT_RENDEZVOUS_TIMEOUT,
     DT_OPT_COMMAND_BASE = 0x200,
 };
 
@@ -66,6 +72,33 @@ int dt_cli_bad_option(int opt, char **argv, const char *usage);
 int dt_cli_parse_int(const char *name, const char *arg, long min, long max, int *out);
 /* The same for a number (seconds, rates) in [lo, hi]. */
 int dt_cli_parse_double(const char *name, const char *arg, double lo, double hi, double *out);
+
+/* The flags of a job across hosts, shared by `train` and `bench allreduce` so both take the
+ * same spellings and ranges: --nodes M (1..65536), --node-rank K (0..65535), --master
+ * HOST:PORT, --iface NAME, --token-file F, --rendezvous-timeout S (0.001..86400 s). */
+struct dt_cli_launch {
+    int nodes;                 /* 0 when not given */
+    int node_rank;             /* -1 when not given */
+    const char *master, *iface, *token_file; /* NULL when not given */
+    double rendezvous_timeout; /* 0 when not given */
+};
+
+#define DT_CLI_LAUNCH_LONGOPTS                                                                     \
+    {"nodes", required_argument, NULL, DT_OPT_NODES},                                              \
+        {"node-rank", required_argument, NULL, DT_OPT_NODE_RANK},                                  \
+        {"master", required_argument, NULL, DT_OPT_MASTER},                                        \
+        {"iface", required_argument, NULL, DT_OPT_IFACE},                                          \
+        {"token-file", required_argument, NULL, DT_OPT_TOKEN_FILE},                                \
+    {                                                                                              \
+        "rendezvous-timeout", required_argument, NULL, DT_OPT_RENDEZVOUS_TIMEOUT                   \
+    }
+
+void dt_cli_launch_init(struct dt_cli_launch *l);
+/* True when `opt` is a launch flag: its value is then checked and recorded, *rc set to 0 or
+ * the DT_EUSAGE naming the flag. */
+bool dt_cli_launch_option(struct dt_cli_launch *l, int opt, const char *arg, int *rc);
+/* Whether any launch flag was given. */
+bool dt_cli_launch_given(const struct dt_cli_launch *l);
 
 /* Collected KEY=VALUE overrides, in command-line order; the strings are owned. */
 struct dt_cli_sets {

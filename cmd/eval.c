@@ -176,10 +176,7 @@ static int run_eval(int argc, char **argv)
         rc = dt_fail(DT_ERUNTIME, "out of memory");
         goto out;
     }
-    if (a.threads)
-        cfg.dist.threads = a.threads;
-    cfg.dist.threads = dt_run_threads(&cfg, 1);
-    dt_nn_set_threads(cfg.dist.threads);
+    dt_nn_set_threads(a.threads ? a.threads : dt_run_threads(&cfg, 1));
     if (!a.data_dir)
         dt_run_locate_data(&cfg, a.checkpoint);
     if ((rc = dt_run_load_split(&cfg, a.split, &data)))

@@ -41,12 +41,6 @@ enum {
     OPT_PROFILE,
     OPT_RESUME,
     OPT_CONFIG_REFERENCE,
-    OPT_NODES,
-    OPT_NODE_RANK,
-    OPT_MASTER,
-    OPT_IFACE,
-    OPT_TOKEN_FILE,
-    OPT_RENDEZVOUS_TIMEOUT,
     OPT_TIMEOUT,
     OPT_BACKEND,
     OPT_PIN,
@@ -69,7 +63,7 @@ struct train_args {
     const char *trace; /* --trace FILE */
     bool auto_instances, auto_threads, probe_again; /* --instances/--threads auto */
     int cores;                                      /* --cores: CPUs the auto shapes divide */
-    struct dt_job_opts job;
+    struct dt_cli_launch launch; /* --nodes, --master, ... */
 };
 
 static int take_flag(void *ctx, int opt, const char *arg)
@@ -77,6 +71,8 @@ static int take_flag(void *ctx, int opt, const char *arg)
     struct train_args *a = ctx;
     int n;
     int rc = 0;
+    if (dt_cli_launch_option(&a->launch, opt, arg, &rc))
+        return rc;
     switch (opt) {
     case DT_OPT_SET:
         return dt_cli_sets_add(&a->sets, arg);
@@ -119,22 +115,6 @@ static int take_flag(void *ctx, int opt, const char *arg)
     case OPT_CONFIG_REFERENCE:
         a->config_reference = true;
         return 0;
-    case OPT_NODES:
-        return dt_cli_parse_int("--nodes", arg, 1, 65536, &a->job.launch.nodes);
-    case OPT_NODE_RANK:
-        return dt_cli_parse_int("--node-rank", arg, 0, 65535, &a->job.launch.node_rank);
-    case OPT_MASTER:
-        a->job.launch.master = arg;
-        return 0;
-    case OPT_IFACE:
-        a->job.iface = arg;
-        return 0;
-    case OPT_TOKEN_FILE:
-        a->job.token_file = arg;
-        return 0;
-    case OPT_RENDEZVOUS_TIMEOUT:
-        return dt_cli_parse_double("--rendezvous-timeout", arg, 0.001, 86400,
-                                   &a->job.rendezvous_timeout);
     case OPT_TIMEOUT: {
         double t;
         return (rc = dt_cli_parse_double("--timeout", arg, 0.001, 86400, &t))
@@ -175,12 +155,7 @@ static int parse_args(struct train_args *a, int argc, char **argv)
         {"profile", no_argument, NULL, OPT_PROFILE},
         {"resume", required_argument, NULL, OPT_RESUME},
         {"config-reference", no_argument, NULL, OPT_CONFIG_REFERENCE},
-        {"nodes", required_argument, NULL, OPT_NODES},
-        {"node-rank", required_argument, NULL, OPT_NODE_RANK},
-        {"master", required_argument, NULL, OPT_MASTER},
-        {"iface", required_argument, NULL, OPT_IFACE},
-        {"token-file", required_argument, NULL, OPT_TOKEN_FILE},
-        {"rendezvous-timeout", required_argument, NULL, OPT_RENDEZVOUS_TIMEOUT},
+        DT_CLI_LAUNCH_LONGOPTS,
         {"timeout", required_argument, NULL, OPT_TIMEOUT},
         {"backend", required_argument, NULL, OPT_BACKEND},
         {"pin", required_argument, NULL, OPT_PIN},
@@ -232,22 +207,20 @@ static const char *resolve_resume_auto(const struct dt_config *cfg, char *path, 
     return NULL;
 }
 
-/* Settles checkpoint.dir without touching the disk; dt_train_run creates it once the data has
- * loaded. */
-static int choose_checkpoint_dir(struct dt_config *cfg, const struct train_args *a, bool resume,
-                                 bool *moved)
+/* Settles the run's checkpoint directory (into dir) without touching the disk; dt_train_run
+ * creates it once the data has loaded. */
+static int choose_checkpoint_dir(const struct dt_config *cfg, const struct train_args *a,
+                                 bool resume, char *dir, size_t size, bool *moved)
 {
-    char before[1024];
-    snprintf(before, sizeof before, "%s", cfg->checkpoint.dir);
     struct dt_run_dir_opts o = {.resume = resume, .overwrite = a->overwrite};
-    int rc = dt_run_dir_choose(cfg, &o, moved);
+    int rc = dt_run_dir_choose(cfg, &o, dir, size, moved);
     if (rc)
         return rc;
     if (*moved)
         dt_log_info("%s holds another run's checkpoints (--overwrite replaces them, --resume "
                     "auto continues it): this run writes to %s",
-                    before, cfg->checkpoint.dir);
-    dt_log_info("checkpoints: %s/last.safetensors%s", cfg->checkpoint.dir,
+                    cfg->checkpoint.dir, dir);
+    dt_log_info("checkpoints: %s/last.safetensors%s", dir,
                 cfg->checkpoint.best ? " and best.safetensors" : "");
     return 0;
 }
@@ -256,8 +229,8 @@ static int choose_checkpoint_dir(struct dt_config *cfg, const struct train_args 
  * checked here, before anything is created or read, so the mistake costs a second. */
 static int check_job_token(const struct dt_job_plan *p, const struct dt_job_opts *o)
 {
-    bool tcp = p->backend == DT_BACKEND_TCP || p->backend == DT_BACKEND_HIER;
-    bool whole_job_here = !p->per_rank && p->local_n == p->world;
+    bool tcp = p->job.backend == DT_BACKEND_TCP || p->job.backend == DT_BACKEND_HIER;
+    bool whole_job_here = !p->job.per_rank && p->job.local_n == p->job.world;
     if (!tcp || p->env.local_key[0] || whole_job_here)
         return 0;
     if (o->token_file)
@@ -276,14 +249,14 @@ static int check_job_token(const struct dt_job_plan *p, const struct dt_job_opts
  * enters the config as dist.instances and dist.threads, so the plan, --print-config and the
  * checkpoints see it like any other value. One host's job only: with several hosts or an
  * outside launcher every host would have to agree on it. */
-static int apply_auto_shape(struct train_args *a, struct dt_config *cfg, struct dt_job_plan *plan,
-                            char **probe_json)
+static int apply_auto_shape(struct train_args *a, const struct dt_job_opts *job,
+                            struct dt_config *cfg, struct dt_job_plan *plan, char **probe_json)
 {
-    if (plan->per_rank || plan->env.nodes > 1)
+    if (plan->job.per_rank || plan->env.nodes > 1)
         return dt_fail(DT_EUSAGE, "--%s auto: probes the shapes of a job on this host; with "
                                   "several hosts or %s give --instances and --threads",
                        a->auto_instances ? "instances" : "threads",
-                       plan->per_rank ? plan->env.source : "--nodes");
+                       plan->job.per_rank ? plan->env.source : "--nodes");
     struct dt_auto_shape_opts o = {.config = a->config,
                                    .sets = a->sets.items,
                                    .nsets = a->sets.n,
@@ -309,7 +282,7 @@ static int apply_auto_shape(struct train_args *a, struct dt_config *cfg, struct 
     memset(cfg, 0, sizeof *cfg);
     if ((rc = dt_config_load(cfg, a->config, (const char *const *)a->sets.items, a->sets.n)))
         return rc;
-    return dt_job_plan_make(plan, cfg, &a->job);
+    return dt_job_plan_make(plan, cfg, job);
 }
 
 /* Appends s to out, single-quoted unless every character is one a shell leaves alone. */
@@ -330,7 +303,7 @@ static void shell_word(FILE *out, const char *s)
 
 /* The command line that continues this run after a stop (the `stop` event's "resume"): this
  * one with --resume PATH in place of any --resume, and the checkpoint.dir it moved to. */
-static char *resume_command(int argc, char **argv, const struct dt_config *cfg, bool moved)
+static char *resume_command(int argc, char **argv, const char *dir, bool moved)
 {
     char *text = NULL;
     size_t len = 0;
@@ -351,12 +324,12 @@ static char *resume_command(int argc, char **argv, const struct dt_config *cfg, 
     }
     if (moved) {
         char set[1100];
-        snprintf(set, sizeof set, "checkpoint.dir=%s", cfg->checkpoint.dir);
+        snprintf(set, sizeof set, "checkpoint.dir=%s", dir);
         fputs(" --set ", out);
         shell_word(out, set);
     }
     char path[1100];
-    snprintf(path, sizeof path, "%s/last.safetensors", cfg->checkpoint.dir);
+    snprintf(path, sizeof path, "%s/last.safetensors", dir);
     fputs(" --resume ", out);
     shell_word(out, path);
     fclose(out);
@@ -367,7 +340,7 @@ static int run_train(int argc, char **argv)
 {
     struct train_args a;
     memset(&a, 0, sizeof a);
-    dt_job_opts_init(&a.job);
+    dt_cli_launch_init(&a.launch);
     struct dt_config cfg;
     memset(&cfg, 0, sizeof cfg);
     char *resume_cmd = NULL, *probe_json = NULL;
@@ -390,20 +363,27 @@ static int run_train(int argc, char **argv)
         fputs(cfg.text, stdout);
         goto out;
     }
-    a.job.verbose = a.common.verbose;
+    struct dt_job_opts job;
+    dt_job_opts_init(&job);
+    job.verbose = a.common.verbose;
+    if (a.launch.nodes)
+        job.launch.nodes = a.launch.nodes;
+    job.launch.node_rank = a.launch.node_rank;
+    job.launch.master = a.launch.master;
+    job.iface = a.launch.iface;
+    job.token_file = a.launch.token_file;
+    job.rendezvous_timeout = a.launch.rendezvous_timeout;
     struct dt_job_plan plan;
-    if ((rc = dt_job_plan_make(&plan, &cfg, &a.job)))
+    if ((rc = dt_job_plan_make(&plan, &cfg, &job)))
         goto out;
-    /* before the plan's thread count replaces dist.threads = 0 ("divide the CPUs") */
     if ((a.auto_instances || a.auto_threads) && !a.dry_run &&
-        (rc = apply_auto_shape(&a, &cfg, &plan, &probe_json)))
+        (rc = apply_auto_shape(&a, &job, &cfg, &plan, &probe_json)))
         goto out;
-    cfg.dist.threads = plan.threads;
     if (a.dry_run) {
         rc = dt_dry_run(&cfg, &plan, a.common.json);
         goto out;
     }
-    if ((rc = check_job_token(&plan, &a.job)))
+    if ((rc = check_job_token(&plan, &job)))
         goto out;
     char resume_path[1100];
     const char *resume = a.resume;
@@ -412,13 +392,16 @@ static int run_train(int argc, char **argv)
     if (resume && (rc = dt_run_check_resume(resume)))
         goto out;
     /* Only the process of global rank 0 writes checkpoints, so it alone settles where. */
-    bool leader = plan.rank_base == 0, moved = false;
-    if (leader && (rc = choose_checkpoint_dir(&cfg, &a, resume != NULL, &moved)))
+    bool leader = plan.job.rank_base == 0, moved = false;
+    char dir[sizeof cfg.checkpoint.dir];
+    snprintf(dir, sizeof dir, "%s", cfg.checkpoint.dir);
+    if (leader && (rc = choose_checkpoint_dir(&cfg, &a, resume != NULL, dir, sizeof dir, &moved)))
         goto out;
-    resume_cmd = resume_command(argc, argv, &cfg, moved); /* argv[0]: "train" */
+    resume_cmd = resume_command(argc, argv, dir, moved); /* argv[0]: "train" */
     struct dt_train_options opt = {.resume = resume,
-                                   .job = a.job,
+                                   .job = job,
                                    .plan = &plan,
+                                   .checkpoint_dir = dir,
                                    .max_restarts = a.max_restarts,
                                    .create_dir = leader,
                                    .resume_command = resume_cmd,

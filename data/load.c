@@ -8,6 +8,9 @@
 #include "data/idx.h"
 #include "util/err.h"
 
+static const char *const format_names[] = {"", "idx", "cifar10", "cifar100", "folder"};
+const struct dt_names dt_data_format_names = DT_NAMES(format_names);
+
 int dt_data_load(struct dt_data *out, const char *kind, const char *dir, int classes,
                  int coarse_labels)
 {

@@ -5,6 +5,11 @@
 #define DT_DATA_LOAD_H
 
 #include "data/dataset.h"
+#include "util/names.h"
+
+/* data.format's values: "" (the registry's format for the dataset), "idx", "cifar10",
+ * "cifar100", "folder" (the last is data/folder.h's loader, not dispatched here). */
+extern const struct dt_names dt_data_format_names;
 
 /* Loads the train and test splits of a dataset kind from `dir`:
  *   kind "idx"      train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz,

@@ -34,42 +34,55 @@ int dt_backend_parse(const char *name, enum dt_backend *out)
     return dt_fail(DT_EUSAGE, "unknown backend '%s' (valid: single, shm, tcp, hier, mpi)", name);
 }
 
-int dt_backend_choose(const char *name, const struct dt_backend_shape *s, enum dt_backend *out)
+static const char *const request_names[] = {
+    [DT_BACKEND_REQUEST_AUTO] = "auto", [DT_BACKEND_REQUEST_SHM] = "shm",
+    [DT_BACKEND_REQUEST_TCP] = "tcp",   [DT_BACKEND_REQUEST_HIER] = "hier",
+    [DT_BACKEND_REQUEST_MPI] = "mpi",
+};
+_Static_assert(sizeof request_names / sizeof request_names[0] == DT_BACKEND_REQUEST_COUNT,
+               "one name per backend request");
+const struct dt_names dt_backend_request_names = DT_NAMES(request_names);
+
+int dt_backend_choose(enum dt_backend_request request, struct dt_backend_job *j)
 {
-    bool one_host = s->nodes == 1 && !s->per_rank;
-    if (!strcmp(name, "auto")) {
-        if (s->world == 1)
-            *out = DT_BACKEND_SINGLE;
+    const char *name = dt_names_name(&dt_backend_request_names, (int)request);
+    const char *launcher = j->launcher ? j->launcher : "flags";
+    bool one_host = j->nodes == 1 && !j->per_rank;
+    switch (request) {
+    case DT_BACKEND_REQUEST_AUTO:
+        if (j->world == 1)
+            j->backend = DT_BACKEND_SINGLE;
         else if (one_host)
-            *out = DT_BACKEND_SHM;
+            j->backend = DT_BACKEND_SHM;
         else
-            *out = s->per_rank ? DT_BACKEND_TCP : DT_BACKEND_HIER;
+            j->backend = j->per_rank ? DT_BACKEND_TCP : DT_BACKEND_HIER;
         return 0;
-    }
-    if (!strcmp(name, "mpi")) {
-        if (!s->per_rank || strcmp(s->source, "ompi"))
+    case DT_BACKEND_REQUEST_MPI:
+        if (!j->per_rank || strcmp(launcher, "ompi"))
             return dt_fail(DT_EUSAGE, "dist.backend mpi: start dtrain with mpirun, one process "
                                       "per rank (found no Open MPI environment)");
-        *out = DT_BACKEND_MPI;
+        j->backend = DT_BACKEND_MPI;
         return 0;
-    }
-    if (!strcmp(name, "tcp")) {
-        *out = DT_BACKEND_TCP;
-    } else if (!strcmp(name, "shm") || !strcmp(name, "hier")) {
-        if (s->per_rank)
+    case DT_BACKEND_REQUEST_TCP:
+        j->backend = DT_BACKEND_TCP;
+        break;
+    case DT_BACKEND_REQUEST_SHM:
+    case DT_BACKEND_REQUEST_HIER:
+        if (j->per_rank)
             return dt_fail(DT_EUSAGE,
                            "dist.backend %s: ranks started by %s do not share a parent; use tcp "
                            "or mpi, or start one dtrain per host with --instances",
-                           name, s->source);
-        if (!strcmp(name, "shm") && !one_host)
+                           name, launcher);
+        if (request == DT_BACKEND_REQUEST_SHM && !one_host)
             return dt_fail(DT_EUSAGE, "dist.backend shm: the job spans %d hosts; use hier or tcp",
-                           s->nodes);
-        *out = one_host ? DT_BACKEND_SHM : DT_BACKEND_HIER;
-    } else {
-        return dt_fail(DT_EUSAGE, "dist.backend: unknown backend '%s'", name);
+                           j->nodes);
+        j->backend = one_host ? DT_BACKEND_SHM : DT_BACKEND_HIER;
+        break;
+    default:
+        return dt_fail(DT_EUSAGE, "dist.backend: unknown backend request %d", (int)request);
     }
-    if (s->world == 1)
-        *out = DT_BACKEND_SINGLE;
+    if (j->world == 1)
+        j->backend = DT_BACKEND_SINGLE;
     return 0;
 }
 

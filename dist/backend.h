@@ -19,8 +19,22 @@
 #include "dist/auth.h"
 #include "dist/comm.h"
 #include "dist/launch_env.h"
+#include "util/names.h"
 
 enum dt_backend { DT_BACKEND_SINGLE, DT_BACKEND_SHM, DT_BACKEND_TCP, DT_BACKEND_HIER, DT_BACKEND_MPI };
+
+/* What a job asks for (dist.backend): auto or a backend by name. Never single, which a
+ * one-rank job gets whatever it asks. */
+enum dt_backend_request {
+    DT_BACKEND_REQUEST_AUTO,
+    DT_BACKEND_REQUEST_SHM,
+    DT_BACKEND_REQUEST_TCP,
+    DT_BACKEND_REQUEST_HIER,
+    DT_BACKEND_REQUEST_MPI
+};
+#define DT_BACKEND_REQUEST_COUNT (DT_BACKEND_REQUEST_MPI + 1)
+/* "auto", "shm", "tcp", "hier", "mpi" */
+extern const struct dt_names dt_backend_request_names;
 
 #define DT_BACKEND_MAX_GROUPS 1024
 
@@ -28,29 +42,26 @@ const char *dt_backend_name(enum dt_backend b);
 /* A backend by its name ("auto" is not one); DT_EUSAGE listing the names otherwise. */
 int dt_backend_parse(const char *name, enum dt_backend *out);
 
-/* What decides the automatic choice and what an explicit one must fit. */
-struct dt_backend_shape {
-    int world;          /* ranks in the job */
-    int nodes;          /* hosts */
-    bool per_rank;      /* an outside launcher started every rank (mpirun, srun, torchrun) */
-    const char *source; /* the launcher: "ompi", "slurm", ... (messages, mpi check) */
-};
+struct dt_backend_job;
 
-/* `name` is "auto" or a backend name. auto: single for one rank, shm on one host, tcp for
- * ranks started one per process, hier across hosts. DT_EUSAGE with a one-line reason when the
- * name is unknown or does not fit the shape. A one-rank job always runs single (except mpi). */
-int dt_backend_choose(const char *name, const struct dt_backend_shape *shape,
-                      enum dt_backend *out);
+/* Sets j->backend from the request and the job's shape (world, nodes, per_rank, launcher).
+ * auto: single for one rank, shm on one host, tcp for ranks started one per process, hier
+ * across hosts. DT_EUSAGE with a one-line reason when the request does not fit the shape. A
+ * one-rank job always runs single (except mpi). */
+int dt_backend_choose(enum dt_backend_request request, struct dt_backend_job *j);
 
 /* The environment's say: DTRAIN_SOCKET_BUFFER (bytes, at most 1G; 0 when unset) and
  * DTRAIN_SOCKET_IFNAME (NULL when unset). DT_EUSAGE for a malformed size. */
 int dt_backend_env(int *sockbuf, const char **iface);
 
 /* One process's share of a job and the resources its ranks inherit. Fill the fields above
- * `prepared` (dt_backend_job_init first), call dt_backend_prepare in the parent, then
- * dt_backend_join in each rank (forked or this process), dt_backend_release in the parent. */
+ * `prepared` (dt_backend_job_init first; they are the job's description, train's job plan
+ * holds one), call dt_backend_prepare in the parent, then dt_backend_join in each rank
+ * (forked or this process), dt_backend_release in the parent. */
 struct dt_backend_job {
     enum dt_backend backend;
+    const char *launcher; /* who started the ranks: "flags", "ompi", "slurm", ... (messages,
+                             the mpi check); NULL = "flags" */
     int world;      /* ranks in the job */
     int rank_base;  /* global rank of this process's local rank 0 */
     int local_n;    /* ranks this process runs (forks) */

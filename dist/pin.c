@@ -32,14 +32,22 @@
 
 #define MAX_RANK_ENTRIES (1 << 22) /* instances x threads: far past any machine, still small */
 
+/* An explicit list is given as the list itself (dist.cpu_list, a digit first), not by name. */
+static const char *const mode_names[] = {
+    [DT_PIN_CORES] = "cores",
+    [DT_PIN_SOCKETS] = "sockets",
+    [DT_PIN_NONE] = "none",
+    [DT_PIN_LIST] = NULL,
+};
+_Static_assert(sizeof mode_names / sizeof mode_names[0] == DT_PIN_MODE_COUNT,
+               "one entry per pin mode");
+const struct dt_names dt_pin_mode_names = DT_NAMES(mode_names);
+
 int dt_pin_mode_parse(const char *s, enum dt_pin_mode *mode, const char *what)
 {
-    if (strcmp(s, "cores") == 0)
-        *mode = DT_PIN_CORES;
-    else if (strcmp(s, "sockets") == 0)
-        *mode = DT_PIN_SOCKETS;
-    else if (strcmp(s, "none") == 0)
-        *mode = DT_PIN_NONE;
+    int v = dt_names_find(&dt_pin_mode_names, s);
+    if (v >= 0)
+        *mode = (enum dt_pin_mode)v;
     else if (s[0] >= '0' && s[0] <= '9')
         *mode = DT_PIN_LIST;
     else

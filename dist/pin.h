@@ -24,8 +24,12 @@
 #include <stdbool.h>
 
 #include "dist/topology.h"
+#include "util/names.h"
 
 enum dt_pin_mode { DT_PIN_CORES, DT_PIN_SOCKETS, DT_PIN_NONE, DT_PIN_LIST };
+#define DT_PIN_MODE_COUNT (DT_PIN_LIST + 1)
+/* dist.pin's names: "cores", "sockets", "none" (a list is not named: dist.cpu_list). */
+extern const struct dt_names dt_pin_mode_names;
 
 struct dt_pin_plan {
     enum dt_pin_mode mode;

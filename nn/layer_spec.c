@@ -2,6 +2,11 @@
 
 #include <string.h>
 
+static const char *const algo_names[] = {"auto", "gemm", "direct", "winograd"};
+const struct dt_names dt_layer_algo_names = DT_NAMES(algo_names);
+static const char *const shortcut_names[] = {"identity", "projection"};
+const struct dt_names dt_layer_shortcut_names = DT_NAMES(shortcut_names);
+
 void dt_layer_spec_defaults(struct dt_layer_spec *s)
 {
     memset(s, 0, sizeof *s);

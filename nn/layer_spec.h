@@ -9,6 +9,8 @@
 
 #include <stdbool.h>
 
+#include "util/names.h"
+
 struct dt_layer_spec {
     char type[32];    /* "conv2d", "linear", "relu", ... */
     int out_channels; /* conv2d */
@@ -29,6 +31,11 @@ struct dt_layer_spec {
     bool batchnorm;   /* add with projection: a batchnorm2d after the 1x1 conv (default true) */
     int line;         /* line in the config file, for error messages (0 if unknown) */
 };
+
+/* The values `algo` and `shortcut` may take: "auto", "gemm", "direct", "winograd";
+ * "identity", "projection" (the config refuses others). */
+extern const struct dt_names dt_layer_algo_names;
+extern const struct dt_names dt_layer_shortcut_names;
 
 /* Sets every field to its default (type left empty). */
 void dt_layer_spec_defaults(struct dt_layer_spec *s);

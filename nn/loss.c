@@ -9,14 +9,22 @@
 
 #include "util/err.h"
 
+static const char *const kind_names[] = {
+    [DT_LOSS_NLL] = "nll",
+    [DT_LOSS_CROSS_ENTROPY] = "cross_entropy",
+};
+_Static_assert(sizeof kind_names / sizeof kind_names[0] == DT_LOSS_COUNT, "one name per loss");
+const struct dt_names dt_loss_kind_names = DT_NAMES(kind_names);
+
 int dt_loss_kind_parse(const char *name, enum dt_loss_kind *out)
 {
-    if (!strcmp(name, "nll"))
-        *out = DT_LOSS_NLL;
-    else if (!strcmp(name, "cross_entropy"))
-        *out = DT_LOSS_CROSS_ENTROPY;
-    else
-        return dt_fail(DT_EUSAGE, "unknown loss \"%s\" (valid: nll, cross_entropy)", name);
+    int v = dt_names_find(&dt_loss_kind_names, name);
+    if (v < 0) {
+        char valid[64];
+        dt_names_join(&dt_loss_kind_names, valid, sizeof valid);
+        return dt_fail(DT_EUSAGE, "unknown loss \"%s\" (valid: %s)", name, valid);
+    }
+    *out = (enum dt_loss_kind)v;
     return 0;
 }
 

@@ -17,6 +17,10 @@
 #include <stdint.h>
 
 #include "nn/model.h"
+#include "util/names.h"
+
+/* loss.type's names: "nll", "cross_entropy" (enum dt_loss_kind is nn/model.h's). */
+extern const struct dt_names dt_loss_kind_names;
 
 /* "nll" or "cross_entropy" -> the kind; DT_EUSAGE naming the valid ones otherwise. */
 int dt_loss_kind_parse(const char *name, enum dt_loss_kind *out);

@@ -182,10 +182,11 @@ static int setup_layer(struct dt_model *m, int i, const struct dt_layer_spec *sp
     return 0;
 }
 
-static int allocate_arenas(struct dt_model *m)
+static int allocate_arenas(struct dt_model *m, float *params)
 {
     struct model_impl *impl = m->impl;
-    m->params = dt_alloc(m->nparams ? m->nparams : 1, sizeof(float));
+    m->params_external = params != NULL;
+    m->params = params ? params : dt_alloc(m->nparams ? m->nparams : 1, sizeof(float));
     m->grads = dt_alloc(m->nparams + DT_MODEL_GRAD_SPARE, sizeof(float));
     m->buffers = dt_alloc(m->nbuffers ? m->nbuffers : 1, sizeof(float));
     impl->tensor_cap = MAX_PARAM_TENSORS * m->nlayers;
@@ -438,15 +439,19 @@ static int setup_all(struct dt_model *m, const struct dt_layer_spec *specs)
     return 0;
 }
 
-static int build(struct dt_model *m, const struct dt_layer_spec *specs, uint64_t seed)
+static int build(struct dt_model *m, const struct dt_layer_spec *specs, uint64_t seed,
+                 float *params, size_t capacity)
 {
     int rc = setup_all(m, specs);
     if (rc < 0)
         return rc;
+    if (params && m->nparams > capacity)
+        return dt_fail(DT_ERUNTIME, "model has %zu parameters, its storage holds %zu", m->nparams,
+                       capacity);
     rc = check_size(m);
     if (rc < 0)
         return rc;
-    rc = allocate_arenas(m);
+    rc = allocate_arenas(m, params);
     if (rc < 0)
         return rc;
     rc = init_layers(m, seed);
@@ -503,12 +508,19 @@ static int model_new(struct dt_model **out, int nspecs, struct dt_shape input, i
 int dt_model_build(struct dt_model **out, const struct dt_layer_spec *specs, int nspecs,
                    struct dt_shape input, int max_batch, enum dt_loss_kind loss, uint64_t seed)
 {
+    return dt_model_build_in(out, specs, nspecs, input, max_batch, loss, seed, NULL, 0);
+}
+
+int dt_model_build_in(struct dt_model **out, const struct dt_layer_spec *specs, int nspecs,
+                      struct dt_shape input, int max_batch, enum dt_loss_kind loss, uint64_t seed,
+                      float *params, size_t capacity)
+{
     struct dt_model *m;
     *out = NULL;
     int rc = model_new(&m, nspecs, input, max_batch, loss);
     if (rc < 0)
         return rc;
-    rc = build(m, specs, seed);
+    rc = build(m, specs, seed, params, capacity);
     if (rc < 0) {
         dt_model_free(m);
         return rc;
@@ -780,3 +792,11 @@ void dt_model_layer_summary(const struct dt_model *m, int i, struct dt_layer_sum
         snprintf(out->detail + n, sizeof out->detail - n, " pad %d", s->padding);
     }
 }
+
+static const char *const bn_stats_names[] = {
+    [DT_BN_STATS_SYNC] = "sync",
+    [DT_BN_STATS_PER_INSTANCE] = "per_instance",
+};
+_Static_assert(sizeof bn_stats_names / sizeof bn_stats_names[0] == DT_BN_STATS_COUNT,
+               "one name per batchnorm statistics mode");
+const struct dt_names dt_bn_stats_names = DT_NAMES(bn_stats_names);

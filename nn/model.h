@@ -17,6 +17,7 @@
 
 #include "nn/grad_tree.h"
 #include "nn/layer_spec.h"
+#include "util/names.h"
 
 #define DT_MAX_PROFILE_LAYERS 128
 
@@ -36,6 +37,7 @@ struct dt_tensor_info {
 };
 
 enum dt_loss_kind { DT_LOSS_NLL, DT_LOSS_CROSS_ENTROPY };
+#define DT_LOSS_COUNT (DT_LOSS_CROSS_ENTROPY + 1)
 
 /* What a forward pass needs to know besides the input. Randomness (dropout) is keyed by
  * (seed, epoch, global sample index), never by rank, so N instances compute the same math. */
@@ -67,6 +69,13 @@ struct dt_model_allreduce {
     int rc;
     int rank, size; /* this process's rank among the `size` that sum (batchnorm's exact sums) */
 };
+
+/* dist.batchnorm: batchnorm2d's training statistics over the global batch (the allreduce
+ * above, torch SyncBatchNorm) or over each process's own samples (DDP without it). */
+enum dt_bn_stats { DT_BN_STATS_SYNC, DT_BN_STATS_PER_INSTANCE };
+#define DT_BN_STATS_COUNT (DT_BN_STATS_PER_INSTANCE + 1)
+/* "sync", "per_instance" */
+extern const struct dt_names dt_bn_stats_names;
 
 /* Bytes a model takes at its max_batch, worked out before any of it is allocated. */
 struct dt_model_memory {
@@ -120,6 +129,14 @@ struct dt_model {
  * config line) when shapes do not fit. */
 int dt_model_build(struct dt_model **out, const struct dt_layer_spec *specs, int nspecs,
                    struct dt_shape input, int max_batch, enum dt_loss_kind loss, uint64_t seed);
+/* The same with the parameter arena in caller-owned storage of `capacity` floats (the ranks
+ * of one host build their models straight into one shared copy; every rank writes the same
+ * initial values, so the caller orders the builds before anything else writes there). The
+ * model does not free params. DT_ERUNTIME when the parameters do not fit. params NULL =
+ * dt_model_build. */
+int dt_model_build_in(struct dt_model **out, const struct dt_layer_spec *specs, int nspecs,
+                      struct dt_shape input, int max_batch, enum dt_loss_kind loss, uint64_t seed,
+                      float *params, size_t capacity);
 void dt_model_free(struct dt_model *m);
 
 /* What dt_model_build would allocate for these layers at max_batch, without allocating any of

@@ -57,22 +57,33 @@ static const char *const type_names[] = {
     [DT_OPTIM_ADAMW] = "adamw",
     [DT_OPTIM_ADADELTA] = "adadelta",
 };
-#define NTYPES (int)(sizeof type_names / sizeof type_names[0])
+_Static_assert(sizeof type_names / sizeof type_names[0] == DT_OPTIM_COUNT,
+               "one name per optimizer type");
+const struct dt_names dt_optim_type_names = DT_NAMES(type_names);
+
+static const char *const decay_skip_names[] = {
+    [DT_DECAY_SKIP_NONE] = "none",
+    [DT_DECAY_SKIP_BIAS_AND_NORM] = "bias_and_norm",
+};
+_Static_assert(sizeof decay_skip_names / sizeof decay_skip_names[0] == DT_DECAY_SKIP_COUNT,
+               "one name per weight_decay_skip value");
+const struct dt_names dt_decay_skip_names = DT_NAMES(decay_skip_names);
 
 int dt_optim_type_parse(const char *name, enum dt_optim_type *type)
 {
-    for (int i = 0; i < NTYPES; i++) {
-        if (strcmp(name, type_names[i]) == 0) {
-            *type = (enum dt_optim_type)i;
-            return 0;
-        }
+    int v = dt_names_find(&dt_optim_type_names, name);
+    if (v < 0) {
+        char valid[96];
+        dt_names_join(&dt_optim_type_names, valid, sizeof valid);
+        return dt_fail(DT_EUSAGE, "unknown optimizer \"%s\" (valid: %s)", name, valid);
     }
-    return dt_fail(DT_EUSAGE, "unknown optimizer \"%s\" (valid: sgd, adam, adamw, adadelta)", name);
+    *type = (enum dt_optim_type)v;
+    return 0;
 }
 
 const char *dt_optim_type_name(enum dt_optim_type type)
 {
-    return (int)type >= 0 && (int)type < NTYPES ? type_names[type] : "unknown";
+    return dt_names_name(&dt_optim_type_names, (int)type);
 }
 
 void dt_optim_config_defaults(struct dt_optim_config *cfg, enum dt_optim_type type)
@@ -105,9 +116,11 @@ void dt_optim_config_defaults(struct dt_optim_config *cfg, enum dt_optim_type ty
 static int check_config(const struct dt_optim_config *c)
 {
     const char *t = dt_optim_type_name(c->type);
-    if ((int)c->type < 0 || (int)c->type >= NTYPES)
-        return dt_fail(DT_EUSAGE, "optimizer type %d is not one of sgd, adam, adamw, adadelta",
-                       (int)c->type);
+    if ((int)c->type < 0 || (int)c->type >= DT_OPTIM_COUNT) {
+        char valid[96];
+        dt_names_join(&dt_optim_type_names, valid, sizeof valid);
+        return dt_fail(DT_EUSAGE, "optimizer type %d is not one of %s", (int)c->type, valid);
+    }
     if (!(c->lr >= 0))
         return dt_fail(DT_EUSAGE, "%s: invalid learning rate %g (expected >= 0)", t, c->lr);
     if (!(c->weight_decay >= 0))
@@ -168,6 +181,13 @@ static void name_states(struct dt_optim *o)
         add_state(o, "acc_delta");
         break;
     }
+}
+
+int dt_optim_state_count(const struct dt_optim_config *cfg)
+{
+    struct dt_optim o = {.cfg = *cfg};
+    name_states(&o);
+    return o.nstates;
 }
 
 int dt_optim_create(struct dt_optim **out, const struct dt_optim_config *cfg, size_t n)

@@ -15,7 +15,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "util/names.h"
+
 enum dt_optim_type { DT_OPTIM_SGD, DT_OPTIM_ADAM, DT_OPTIM_ADAMW, DT_OPTIM_ADADELTA };
+#define DT_OPTIM_COUNT (DT_OPTIM_ADADELTA + 1)
+/* optimizer.type's names: "sgd", "adam", "adamw", "adadelta". */
+extern const struct dt_names dt_optim_type_names;
+
+/* optimizer.weight_decay_skip: which parameters weight decay leaves alone. */
+enum dt_decay_skip { DT_DECAY_SKIP_NONE, DT_DECAY_SKIP_BIAS_AND_NORM };
+#define DT_DECAY_SKIP_COUNT (DT_DECAY_SKIP_BIAS_AND_NORM + 1)
+/* "none", "bias_and_norm" */
+extern const struct dt_names dt_decay_skip_names;
 
 /* Hyper-parameters, in double like PyTorch's Python floats; each update converts a derived
  * coefficient (1 - beta1, -lr, ...) to float exactly where torch does. Fields that the chosen
@@ -45,6 +56,9 @@ struct dt_optim;
 /* "sgd", "adam", "adamw", "adadelta" -> type; DT_EUSAGE listing the valid names otherwise. */
 int dt_optim_type_parse(const char *name, enum dt_optim_type *type);
 const char *dt_optim_type_name(enum dt_optim_type type);
+/* The state arrays `cfg` needs (momentum_buffer, exp_avg, ...): what the optimizer allocates,
+ * known before it exists (the parent sizes the ranks' shared copy with it). */
+int dt_optim_state_count(const struct dt_optim_config *cfg);
 /* PyTorch's defaults for `type` (lr included: 0.01 sgd... see docs/optim.md). */
 void dt_optim_config_defaults(struct dt_optim_config *cfg, enum dt_optim_type type);
 

@@ -30,31 +30,35 @@ static const char *const type_names[] = {
     [DT_SCHEDULE_COSINE] = "cosine",
     [DT_SCHEDULE_ONE_CYCLE] = "one_cycle",
 };
-#define NTYPES (int)(sizeof type_names / sizeof type_names[0])
+_Static_assert(sizeof type_names / sizeof type_names[0] == DT_SCHEDULE_COUNT,
+               "one name per schedule type");
+const struct dt_names dt_schedule_type_names = DT_NAMES(type_names);
+#define NTYPES DT_SCHEDULE_COUNT
 
 int dt_schedule_type_parse(const char *name, enum dt_schedule_type *type)
 {
-    for (int i = 0; i < NTYPES; i++) {
-        if (strcmp(name, type_names[i]) == 0) {
-            *type = (enum dt_schedule_type)i;
-            return 0;
-        }
+    int v = dt_names_find(&dt_schedule_type_names, name);
+    if (v < 0) {
+        char valid[96];
+        dt_names_join(&dt_schedule_type_names, valid, sizeof valid);
+        return dt_fail(DT_EUSAGE, "unknown schedule \"%s\" (valid: %s)", name, valid);
     }
-    return dt_fail(DT_EUSAGE, "unknown schedule \"%s\" (valid: constant, step, cosine, one_cycle)",
-                   name);
+    *type = (enum dt_schedule_type)v;
+    return 0;
 }
 
 const char *dt_schedule_type_name(enum dt_schedule_type type)
 {
-    return (int)type >= 0 && (int)type < NTYPES ? type_names[type] : "unknown";
+    return dt_names_name(&dt_schedule_type_names, (int)type);
 }
 
 int dt_schedule_validate(const struct dt_schedule *s)
 {
-    if ((int)s->type < 0 || (int)s->type >= NTYPES)
-        return dt_fail(DT_EUSAGE,
-                       "schedule type %d is not one of constant, step, cosine, one_cycle",
-                       (int)s->type);
+    if ((int)s->type < 0 || (int)s->type >= NTYPES) {
+        char valid[96];
+        dt_names_join(&dt_schedule_type_names, valid, sizeof valid);
+        return dt_fail(DT_EUSAGE, "schedule type %d is not one of %s", (int)s->type, valid);
+    }
     if (!(s->lr >= 0))
         return dt_fail(DT_EUSAGE, "schedule: invalid lr %g (expected >= 0)", s->lr);
     if (s->warmup_steps < 0)

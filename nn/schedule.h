@@ -8,12 +8,17 @@
 #ifndef DT_NN_SCHEDULE_H
 #define DT_NN_SCHEDULE_H
 
+#include "util/names.h"
+
 enum dt_schedule_type {
     DT_SCHEDULE_CONSTANT,
     DT_SCHEDULE_STEP,
     DT_SCHEDULE_COSINE,
     DT_SCHEDULE_ONE_CYCLE
 };
+#define DT_SCHEDULE_COUNT (DT_SCHEDULE_ONE_CYCLE + 1)
+/* optimizer.schedule.type's names: "constant", "step", "cosine", "one_cycle". */
+extern const struct dt_names dt_schedule_type_names;
 
 struct dt_schedule {
     enum dt_schedule_type type;

@@ -39,13 +39,17 @@
 #include <string.h>
 
 #include "data/dataset.h"
+#include "data/load.h"
 #include "data/registry.h"
 #include "nn/layers.h"
 #include "nn/optim.h"
 #include "util/err.h"
 #include "util/fileio.h"
+#include "util/names.h"
 
-enum key_type { T_INT, T_INT64, T_FLOAT, T_DOUBLE, T_BOOL, T_STRING, T_FLOATS, T_LAYERS };
+/* T_ENUM: a string in the file, one of `names`, stored as the value of the module's enum;
+ * T_STRING with `names`: a string that must be one of them, stored as it is. */
+enum key_type { T_INT, T_INT64, T_FLOAT, T_DOUBLE, T_BOOL, T_STRING, T_FLOATS, T_LAYERS, T_ENUM };
 
 #define REQUIRED 1u /* no default: the file or a --set must give it */
 #define MIN_OPEN 2u /* value must be strictly greater than min */
@@ -59,13 +63,16 @@ struct key {
     unsigned flags;
     const char *def;     /* default in libconfig syntax; NULL when REQUIRED */
     double min, max;     /* numbers and list elements: allowed range */
-    const char *choices; /* strings: "a|b|c"; NULL = free text */
+    const struct dt_names *names; /* T_ENUM, and T_STRING's allowed values (NULL = free) */
     size_t offset, size; /* the field (strings: buffer size, lists: capacity in bytes) */
     size_t count_offset; /* T_FLOATS: the int that receives the element count */
     const char *help;
 };
 
 #define FIELD(f)     offsetof(struct dt_config, f), sizeof(((struct dt_config *)0)->f)
+/* An enum field, stored as an int (what every enum of these tables is). */
+#define ENUM(f)                                                                                    \
+    offsetof(struct dt_config, f), sizeof(int) / (sizeof(((struct dt_config *)0)->f) == sizeof(int))
 #define LIST(f, n)   FIELD(f), offsetof(struct dt_config, n)
 #define INF          HUGE_VAL
 #define MAX_BATCH    1048576
@@ -77,7 +84,7 @@ static const struct key keys[] = {
     {"data.dataset", T_STRING, REQUIRED, NULL, 0, 0, NULL, FIELD(data.dataset), 0,
      "registry name (mnist, fashion-mnist, kmnist, cifar10, cifar100) or any name for "
      "your own files when data.format is given"},
-    {"data.format", T_STRING, 0, "\"\"", 0, 0, "|idx|cifar10|cifar100|folder", FIELD(data.format),
+    {"data.format", T_STRING, 0, "\"\"", 0, 0, &dt_data_format_names, FIELD(data.format),
      0,
      "file format; empty = the registry's format for data.dataset; folder = "
      "DIR/train/<class>/*.png|jpg and DIR/test/<class>/* (see docs/data.md)"},
@@ -152,15 +159,15 @@ static const struct key keys[] = {
      "list of layer groups, input to output: ( { type = \"conv2d\"; out_channels = 16; "
      "kernel = 3; }, ... ); see the layer table below"},
 
-    {"loss.type", T_STRING, 0, "\"cross_entropy\"", 0, 0, "nll|cross_entropy", FIELD(loss.type), 0,
+    {"loss.type", T_ENUM, 0, "\"cross_entropy\"", 0, 0, &dt_loss_kind_names, ENUM(loss.type), 0,
      "nll expects log-probabilities (end the model with log_softmax); cross_entropy takes "
      "raw scores"},
     {"loss.label_smoothing", T_FLOAT, 0, "0.0", 0, 1, NULL, FIELD(loss.label_smoothing), 0,
      "cross_entropy only: target (1 - eps) on the label + eps / classes on every class, as "
      "torch.nn.CrossEntropyLoss(label_smoothing=eps)"},
 
-    {"optimizer.type", T_STRING, 0, "\"sgd\"", 0, 0, "sgd|adam|adamw|adadelta",
-     FIELD(optimizer.type), 0, "update rule, as in torch.optim"},
+    {"optimizer.type", T_ENUM, 0, "\"sgd\"", 0, 0, &dt_optim_type_names,
+     ENUM(optimizer.type), 0, "update rule, as in torch.optim"},
     {"optimizer.lr", T_FLOAT, 0, "0.0", 0, 10, NULL, FIELD(optimizer.lr), 0,
      "learning rate; 0 = PyTorch's default for the type (sgd 0.01, adam/adamw 0.001, "
      "adadelta 1.0)"},
@@ -173,8 +180,8 @@ static const struct key keys[] = {
      "default (adamw 0.01, the others 0)"},
     {"optimizer.nesterov", T_BOOL, 0, "false", 0, 0, NULL, FIELD(optimizer.nesterov), 0,
      "sgd: Nesterov momentum"},
-    {"optimizer.weight_decay_skip", T_STRING, 0, "\"none\"", 0, 0, "none|bias_and_norm",
-     FIELD(optimizer.weight_decay_skip), 0,
+    {"optimizer.weight_decay_skip", T_ENUM, 0, "\"none\"", 0, 0, &dt_decay_skip_names,
+     ENUM(optimizer.weight_decay_skip), 0,
      "none = decay every parameter (torch's single group); bias_and_norm = no decay for "
      "one-dimensional parameters (biases, batchnorm weight and bias), as a second torch "
      "parameter group with weight_decay 0"},
@@ -193,8 +200,8 @@ static const struct key keys[] = {
      "adadelta)"},
     {"optimizer.rho", T_FLOAT, 0, "0.9", 0, 1, NULL, FIELD(optimizer.rho), 0,
      "adadelta: running-average decay"},
-    {"optimizer.schedule.type", T_STRING, 0, "\"constant\"", 0, 0, "constant|step|cosine|one_cycle",
-     FIELD(optimizer.schedule.type), 0,
+    {"optimizer.schedule.type", T_ENUM, 0, "\"constant\"", 0, 0, &dt_schedule_type_names,
+     ENUM(optimizer.schedule.type), 0,
      "learning-rate schedule over epochs: constant, step (x gamma every step_size epochs) "
      "or cosine (to min_lr at the last step), each per step; one_cycle = torch OneCycleLR "
      "(cos, no momentum cycling) with optimizer.lr as max_lr"},
@@ -251,7 +258,7 @@ static const struct key keys[] = {
     {"dist.threads", T_INT, 0, "0", 0, 1024, NULL, FIELD(dist.threads), 0,
      "compute threads per instance; 0 = the available cores divided among the instances; "
      "--threads overrides"},
-    {"dist.batchnorm", T_STRING, 0, "\"sync\"", 0, 0, "sync|per_instance", FIELD(dist.batchnorm), 0,
+    {"dist.batchnorm", T_ENUM, 0, "\"sync\"", 0, 0, &dt_bn_stats_names, ENUM(dist.batchnorm), 0,
      "batchnorm2d training statistics: sync = over the global batch of all instances "
      "(torch SyncBatchNorm; the instance count does not change the maths), per_instance = "
      "each instance's own batch (DDP without SyncBatchNorm)"},
@@ -259,10 +266,10 @@ static const struct key keys[] = {
      "sum weight gradients over eighths of the global batch in a fixed tree, so that 1, 2, 4 or "
      "8 instances on one host compute the same bits (costs speed, most with large linear "
      "layers)"},
-    {"dist.backend", T_STRING, 0, "\"auto\"", 0, 0, "auto|shm|tcp|hier|mpi", FIELD(dist.backend), 0,
+    {"dist.backend", T_ENUM, 0, "\"auto\"", 0, 0, &dt_backend_request_names, ENUM(dist.backend), 0,
      "gradient all-reduce: shared memory on one host, tcp across hosts, hier = both, mpi "
      "(when built with MPI=1); auto picks"},
-    {"dist.pin", T_STRING, 0, "\"cores\"", 0, 0, "cores|sockets|none", FIELD(dist.pin), 0,
+    {"dist.pin", T_ENUM, 0, "\"cores\"", 0, 0, &dt_pin_mode_names, ENUM(dist.pin), 0,
      "pin each instance to its own range of cores, to a socket, or not at all"},
     {"dist.cpu_list", T_STRING, 0, "\"\"", 0, 0, NULL, FIELD(dist.cpu_list), 0,
      "explicit cores to use, like \"0-7,16-23\" (overrides pin)"},
@@ -281,8 +288,8 @@ static const struct key keys[] = {
      0, "also write last.safetensors every M minutes of training (rank 0's clock); 0 = off"},
     {"checkpoint.best", T_BOOL, 0, "true", 0, 0, NULL, FIELD(checkpoint.best), 0,
      "also keep best.safetensors, by test accuracy"},
-    {"checkpoint.on_usr1", T_STRING, 0, "\"stop\"", 0, 0, "stop|continue",
-     FIELD(checkpoint.on_usr1), 0,
+    {"checkpoint.on_usr1", T_ENUM, 0, "\"stop\"", 0, 0, &dt_usr1_action_names,
+     ENUM(checkpoint.on_usr1), 0,
      "SIGUSR1 (e.g. Slurm's --signal=B:USR1@90): every rank stops at one step, rank 0 writes "
      "last.safetensors, then stop (exit 143) or continue training"},
 
@@ -312,7 +319,7 @@ static const struct key layer_keys[] = {
      "step; unset = 1 for conv2d, the kernel size for pools"},
     {"padding", T_INT, 0, "0", 0, 64, NULL, LFIELD(padding), 0, "zero padding on each side"},
     {"bias", T_BOOL, 0, "true", 0, 0, NULL, LFIELD(bias), 0, "learn an additive bias"},
-    {"algo", T_STRING, 0, "\"auto\"", 0, 0, "auto|gemm|direct|winograd", LFIELD(algo), 0,
+    {"algo", T_STRING, 0, "\"auto\"", 0, 0, &dt_layer_algo_names, LFIELD(algo), 0,
      "convolution algorithm; auto = the fastest for the shape (docs/kernels.md); an algorithm "
      "that cannot run the shape falls back to direct, then gemm"},
     {"p", T_FLOAT, MAX_OPEN, "0.5", 0, 1, NULL, LFIELD(p), 0, "drop probability"},
@@ -323,7 +330,7 @@ static const struct key layer_keys[] = {
     {"from", T_INT, REQUIRED, NULL, -64, -2, NULL, LFIELD(from), 0,
      "add, concat: the layer whose output joins this layer's input, counted back from this "
      "layer (-2 = two layers back; Darknet's [shortcut] from)"},
-    {"shortcut", T_STRING, 0, "\"identity\"", 0, 0, "identity|projection", LFIELD(shortcut), 0,
+    {"shortcut", T_STRING, 0, "\"identity\"", 0, 0, &dt_layer_shortcut_names, LFIELD(shortcut), 0,
      "add: identity (shapes equal) or projection (1x1 conv with the stride that fits, then "
      "batchnorm2d)"},
     {"batchnorm", T_BOOL, 0, "true", 0, 0, NULL, LFIELD(batchnorm), 0,
@@ -389,25 +396,6 @@ static const char *type_name(const config_setting_t *s)
     }
 }
 
-static int edit_distance(const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b);
-    if (la > 63 || lb > 63)
-        return 99;
-    int d[64][64];
-    for (size_t i = 0; i <= la; i++)
-        d[i][0] = (int)i;
-    for (size_t j = 0; j <= lb; j++)
-        d[0][j] = (int)j;
-    for (size_t i = 1; i <= la; i++)
-        for (size_t j = 1; j <= lb; j++) {
-            int sub = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
-            int del = d[i - 1][j] + 1, ins = d[i][j - 1] + 1;
-            d[i][j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
-        }
-    return d[la][lb];
-}
-
 static const char *last_component(const char *path)
 {
     const char *dot = strrchr(path, '.');
@@ -425,7 +413,7 @@ static const char *suggest_key(const char *path)
         if (strcmp(last_component(keys[i].path), last_component(path)) == 0 ||
             (len >= 4 && strncmp(keys[i].path, path, len) == 0))
             return keys[i].path;
-        int d = edit_distance(path, keys[i].path);
+        int d = dt_edit_distance(path, keys[i].path);
         if (d < best_d) {
             best_d = d;
             best = keys[i].path;
@@ -440,36 +428,6 @@ static int unknown_key(const char *where, const char *path)
     if (s)
         return dt_fail(DT_EUSAGE, "%s: unknown key (did you mean %s?)", where, s);
     return dt_fail(DT_EUSAGE, "%s: unknown key (see docs/config.md for the keys)", where);
-}
-
-/* "a|b|c" contains `s` as one of its words. */
-static bool in_choices(const char *choices, const char *s)
-{
-    size_t len = strlen(s);
-    for (const char *p = choices;;) {
-        const char *bar = strchr(p, '|');
-        size_t n = bar ? (size_t)(bar - p) : strlen(p);
-        if (n == len && strncmp(p, s, n) == 0)
-            return true;
-        if (!bar)
-            return false;
-        p = bar + 1;
-    }
-}
-
-static void describe_choices(char *out, size_t size, const char *choices)
-{
-    size_t o = 0;
-    for (const char *p = choices; *p && o + 4 < size; p++) {
-        if (*p == '|') {
-            if (p == choices)
-                o += (size_t)snprintf(out + o, size - o, "\"\"");
-            o += (size_t)snprintf(out + o, size - o, ", ");
-        } else {
-            out[o++] = *p;
-        }
-    }
-    out[o] = 0;
 }
 
 static void describe_range(char *out, size_t size, const struct key *k)
@@ -696,21 +654,34 @@ static int store_floats(void *base, const struct key *k, const config_setting_t 
     return 0;
 }
 
+/* "must be one of a, b, c, got "x"", with the likely meant one when x is a typo of it. */
+static int not_a_choice(const struct key *k, const char *v, const char *where)
+{
+    char allowed[160], hint[96] = "";
+    dt_names_join(k->names, allowed, sizeof allowed);
+    const char *meant = dt_names_suggest(k->names, v);
+    if (meant)
+        snprintf(hint, sizeof hint, " (did you mean %s?)", meant);
+    return dt_fail(DT_EUSAGE, "%s: must be one of %s, got \"%s\"%s", where, allowed, v, hint);
+}
+
+/* T_STRING and T_ENUM: the text checked (length, names) and stored as text or as the value. */
 static int store_string(void *base, const struct key *k, const config_setting_t *s,
                         const char *where)
 {
     if (config_setting_type(s) != CONFIG_TYPE_STRING)
         return dt_fail(DT_EUSAGE, "%s: expected a string, got %s", where, type_name(s));
     const char *v = config_setting_get_string(s);
-    if (strlen(v) >= k->size)
+    if (k->type == T_STRING && strlen(v) >= k->size)
         return dt_fail(DT_EUSAGE, "%s: at most %zu characters, got %zu", where, k->size - 1,
                        strlen(v));
-    if (k->choices && !in_choices(k->choices, v)) {
-        char allowed[128];
-        describe_choices(allowed, sizeof allowed, k->choices);
-        return dt_fail(DT_EUSAGE, "%s: must be one of %s, got \"%s\"", where, allowed, v);
-    }
-    set_string((char *)base + k->offset, k->size, v);
+    int value = k->names ? dt_names_find(k->names, v) : 0;
+    if (value < 0)
+        return not_a_choice(k, v, where);
+    if (k->type == T_ENUM)
+        *(int *)((char *)base + k->offset) = value;
+    else
+        set_string((char *)base + k->offset, k->size, v);
     return 0;
 }
 
@@ -754,6 +725,7 @@ static int store_value(void *base, const struct key *k, const config_setting_t *
         *(bool *)field = config_setting_get_bool(s) != 0;
         return 0;
     case T_STRING:
+    case T_ENUM:
         return store_string(base, k, s, where);
     case T_FLOATS:
         return store_floats(base, k, s, where);
@@ -939,6 +911,7 @@ static const char *expected(const struct key *k)
     case T_BOOL:
         return "true or false";
     case T_STRING:
+    case T_ENUM:
         return "a string";
     case T_FLOATS:
         return "a list of numbers like [0.5]";
@@ -954,7 +927,7 @@ static int parse_override_value(config_t *tmp, const struct key *k, const char *
                                 const char *where, config_setting_t **out)
 {
     bool bare_auto = (k->flags & AUTO) && !strcmp(value, "auto");
-    if ((k->type == T_STRING || bare_auto) && value[0] != '"') {
+    if ((k->type == T_STRING || k->type == T_ENUM || bare_auto) && value[0] != '"') {
         config_setting_t *s = config_setting_add(config_root_setting(tmp), "v", CONFIG_TYPE_STRING);
         if (!s || !config_setting_set_string(s, value))
             return dt_fail(DT_EUSAGE, "%s: cannot store \"%s\"", where, value);
@@ -1211,13 +1184,8 @@ static bool given(const struct load *ld, const char *path)
 static void derive_optimizer(struct load *ld)
 {
     struct dt_config *cfg = ld->cfg;
-    enum dt_optim_type type;
-    if (dt_optim_type_parse(cfg->optimizer.type, &type)) {
-        dt_clear_error(); /* cannot happen: the key's choices were checked */
-        return;
-    }
     struct dt_optim_config d;
-    dt_optim_config_defaults(&d, type);
+    dt_optim_config_defaults(&d, cfg->optimizer.type);
     if (cfg->optimizer.lr == 0)
         cfg->optimizer.lr = (float)d.lr;
     if (cfg->optimizer.eps == 0)
@@ -1230,22 +1198,22 @@ static int check_cross_keys(struct load *ld)
 {
     struct dt_config *cfg = ld->cfg;
     char where[1400];
-    if (!strcmp(cfg->optimizer.schedule.type, "cosine") &&
+    if (cfg->optimizer.schedule.type == DT_SCHEDULE_COSINE &&
         cfg->optimizer.schedule.min_lr > cfg->optimizer.lr) {
         key_where(ld, "optimizer.schedule.min_lr", where, sizeof where);
         return dt_fail(DT_EUSAGE, "%s: %g is above optimizer.lr %g", where,
                        cfg->optimizer.schedule.min_lr, cfg->optimizer.lr);
     }
-    if (cfg->loss.label_smoothing != 0 && strcmp(cfg->loss.type, "cross_entropy")) {
+    if (cfg->loss.label_smoothing != 0 && cfg->loss.type != DT_LOSS_CROSS_ENTROPY) {
         key_where(ld, "loss.label_smoothing", where, sizeof where);
         return dt_fail(DT_EUSAGE, "%s: %g needs loss.type \"cross_entropy\" (found \"%s\")", where,
-                       cfg->loss.label_smoothing, cfg->loss.type);
+                       cfg->loss.label_smoothing, dt_names_name(&dt_loss_kind_names, cfg->loss.type));
     }
     if (cfg->optimizer.schedule.warmup_epochs > 0 && cfg->optimizer.schedule.warmup_steps > 0) {
         key_where(ld, "optimizer.schedule.warmup_epochs", where, sizeof where);
         return dt_fail(DT_EUSAGE, "%s: give warmup_epochs or warmup_steps, not both", where);
     }
-    if (!strcmp(cfg->optimizer.schedule.type, "one_cycle") &&
+    if (cfg->optimizer.schedule.type == DT_SCHEDULE_ONE_CYCLE &&
         (cfg->optimizer.schedule.warmup_epochs > 0 || cfg->optimizer.schedule.warmup_steps > 0)) {
         key_where(ld,
                   cfg->optimizer.schedule.warmup_steps > 0 ? "optimizer.schedule.warmup_steps"
@@ -1379,6 +1347,9 @@ static void put_value(struct text *t, const void *base, const struct key *k)
         break;
     case T_STRING:
         put_string(t, field);
+        break;
+    case T_ENUM:
+        put_string(t, dt_names_name(k->names, *(const int *)field));
         break;
     case T_FLOATS: {
         int n = *(const int *)((const char *)base + k->count_offset);
@@ -1648,16 +1619,16 @@ void dt_config_free(struct dt_config *cfg)
 
 static const char *type_label(const struct key *k)
 {
-    static const char *const names[] = {"int",  "int64",  "float",      "double",
-                                        "bool", "string", "float list", "layer list"};
+    static const char *const names[] = {"int",    "int64",      "float",      "double", "bool",
+                                        "string", "float list", "layer list", "string"};
     return names[k->type];
 }
 
 static void print_allowed(FILE *out, const struct key *k)
 {
     char buf[160];
-    if (k->choices) {
-        describe_choices(buf, sizeof buf, k->choices);
+    if (k->names) {
+        dt_names_join(k->names, buf, sizeof buf);
         fputs(buf, out);
     } else if (k->type == T_INT || k->type == T_INT64 || k->type == T_FLOAT ||
                k->type == T_DOUBLE || (k->type == T_FLOATS && k->min > -INF)) {

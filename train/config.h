@@ -13,8 +13,20 @@
 #include <stdio.h>
 
 #include "data/augment.h"
+#include "dist/backend.h"
+#include "dist/pin.h"
 #include "nn/layer_spec.h"
+#include "nn/loss.h"
+#include "nn/model.h"
+#include "nn/optim.h"
+#include "nn/schedule.h"
 #include "train/early_stop.h"
+
+/* checkpoint.on_usr1: what SIGUSR1 does after the checkpoint it asks for; train/loop.c acts
+ * on it and holds the names ("stop", "continue"). */
+enum dt_usr1_action { DT_USR1_STOP, DT_USR1_CONTINUE };
+#define DT_USR1_ACTION_COUNT (DT_USR1_CONTINUE + 1)
+extern const struct dt_names dt_usr1_action_names;
 
 #define DT_MAX_LAYERS   128
 #define DT_MAX_CHANNELS 4
@@ -54,19 +66,19 @@ struct dt_config {
     } model;
 
     struct {
-        char type[32];         /* nll | cross_entropy */
+        enum dt_loss_kind type; /* nll | cross_entropy */
         float label_smoothing; /* cross_entropy: eps in [0, 1] */
     } loss;
 
     struct {
-        char type[32]; /* sgd | adam | adamw | adadelta */
+        enum dt_optim_type type; /* sgd | adam | adamw | adadelta */
         float lr, momentum, dampening, weight_decay;
         bool nesterov, amsgrad;
         float beta1, beta2, eps, rho;
-        char weight_decay_skip[16]; /* none | bias_and_norm */
+        enum dt_decay_skip weight_decay_skip; /* none | bias_and_norm */
         float clip_grad_norm;       /* global L2 norm limit; 0 = off */
         struct {
-            char type[32];     /* constant | step | cosine | one_cycle */
+            enum dt_schedule_type type; /* constant | step | cosine | one_cycle */
             int step_size;     /* step: epochs between decays */
             float gamma;       /* step: decay factor */
             float min_lr;      /* cosine: floor */
@@ -90,10 +102,10 @@ struct dt_config {
     struct {
         int instances;
         int threads;
-        char backend[16];     /* auto | shm | tcp | hier | mpi */
-        char batchnorm[16];   /* sync | per_instance */
+        enum dt_backend_request backend; /* auto | shm | tcp | hier | mpi */
+        enum dt_bn_stats batchnorm;      /* sync | per_instance */
         bool split_invariant; /* weight gradients in a fixed tree of batch slices */
-        char pin[16];         /* cores | sockets | none */
+        enum dt_pin_mode pin; /* cores | sockets | none (list: cpu_list) */
         char cpu_list[256];   /* explicit list like "0-7,16-23" (overrides pin) */
         double timeout;       /* seconds a collective may wait for a peer */
     } dist;
@@ -106,7 +118,7 @@ struct dt_config {
         int every_steps;      /* also every N optimizer steps, mid-epoch (0 = off) */
         double every_minutes; /* also every M minutes of training, mid-epoch (0 = off) */
         bool best;            /* also keep best.safetensors by test accuracy */
-        char on_usr1[16];     /* SIGUSR1: "stop" (checkpoint, exit 143) or "continue" */
+        enum dt_usr1_action on_usr1; /* SIGUSR1: stop (checkpoint, exit 143) or continue */
     } checkpoint;
 
     struct {

@@ -80,8 +80,8 @@ static int print_json(const struct dt_config *cfg, const struct dt_job_plan *p,
     dt_jw_int(&w, "parameters", (long long)f->model->nparams);
     dt_jw_int(&w, "outputs", f->model->classes);
     dt_jw_int(&w, "instances", cfg->dist.instances);
-    dt_jw_int(&w, "ranks", p->world);
-    dt_jw_int(&w, "threads", cfg->dist.threads);
+    dt_jw_int(&w, "ranks", p->job.world);
+    dt_jw_int(&w, "threads", p->threads);
     dt_jw_int(&w, "global_batch", f->steps.global_batch);
     dt_jw_int(&w, "steps_per_epoch", f->steps.steps_per_epoch);
     dt_jw_int(&w, "epochs", cfg->train.epochs);
@@ -154,15 +154,15 @@ static void print_summary(const struct dt_config *cfg, const struct dt_job_plan 
     printf("test        %zu samples, %dx%dx%d\n", te->n, te->c, te->h, te->w);
     printf("model       %d layers, %dx%dx%d -> %d outputs, %zu parameters, loss %s\n",
            cfg->model.nlayers, tr->c, tr->h, tr->w, f->model->classes, f->model->nparams,
-           cfg->loss.type);
-    printf("optimizer   %s, lr %g\n", cfg->optimizer.type, cfg->optimizer.lr);
+           dt_names_name(&dt_loss_kind_names, cfg->loss.type));
+    printf("optimizer   %s, lr %g\n", dt_optim_type_name(cfg->optimizer.type), cfg->optimizer.lr);
     printf("run         %d instance%s x %d thread%s, batch %d global (%d per instance), "
            "%lld steps per epoch, %d epoch%s\n",
-           cfg->dist.instances, cfg->dist.instances > 1 ? "s" : "", cfg->dist.threads,
-           cfg->dist.threads == 1 ? "" : "s", f->steps.global_batch, f->steps.rank_batch,
+           cfg->dist.instances, cfg->dist.instances > 1 ? "s" : "", p->threads,
+           p->threads == 1 ? "" : "s", f->steps.global_batch, f->steps.rank_batch,
            f->steps.steps_per_epoch, cfg->train.epochs, cfg->train.epochs > 1 ? "s" : "");
-    if (p->world != cfg->dist.instances)
-        printf("job         %d ranks on %d host%s\n", p->world, p->env.nodes,
+    if (p->job.world != cfg->dist.instances)
+        printf("job         %d ranks on %d host%s\n", p->job.world, p->env.nodes,
                p->env.nodes == 1 ? "" : "s");
     printf("checkpoints %s (writable%s)\n", cfg->checkpoint.dir,
            !f->dir_holds                 ? ""

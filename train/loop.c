@@ -15,7 +15,6 @@
 #include "train/loop.h"
 
 #include <errno.h>
-#include <malloc.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -53,6 +52,14 @@
 #include "util/json.h"
 #include "util/log.h"
 
+static const char *const usr1_action_names[] = {
+    [DT_USR1_STOP] = "stop",
+    [DT_USR1_CONTINUE] = "continue",
+};
+_Static_assert(sizeof usr1_action_names / sizeof usr1_action_names[0] == DT_USR1_ACTION_COUNT,
+               "one name per SIGUSR1 action");
+const struct dt_names dt_usr1_action_names = DT_NAMES(usr1_action_names);
+
 /* Set by SIGINT, SIGTERM or SIGUSR1 in this process. Process-wide by nature: signals are. A
  * rank never acts on its own flag: it rides with the step's gradients (struct step_tail), so
  * every rank stops, or checkpoints, after the same step. */
@@ -73,6 +80,8 @@ struct run {
     const struct dt_config *cfg;
     const struct dt_train_options *opt;
     struct dt_data *data;
+    const char *dir;             /* the checkpoint directory (opt->checkpoint_dir) */
+    struct dt_schedule schedule; /* the learning rate of every step, made once */
     /* One host, forked ranks: the parameters and the optimizer state, one copy in memory
      * shared by every rank (MAP_SHARED before the fork); NULL otherwise. */
     float *shared;
@@ -190,8 +199,11 @@ static int rank_setup(struct rank_state *st, const struct run *run)
     if ((rc = dt_batcher_init(&st->batcher, train, &bo)))
         return dt_fail_context(rc, "%s: data", cfg->path);
 
+    /* Shared weights: the parameters are built straight into the job's shared copy, with the
+     * optimizer state after them (zeroed by mmap); never a private copy. */
     struct dt_shape in = {train->c, train->h, train->w};
-    if ((rc = dt_run_build_model(cfg, in, model_batch, train->classes, &st->model)))
+    if ((rc = dt_run_build_model_in(cfg, in, model_batch, train->classes, run->shared,
+                                    run->shared_floats, &st->model)))
         return rc;
     st->model->profile = cfg->log.profile;
     /* weight gradients in a fixed tree of batch slices: the same bits for 1, 2, 4 or 8
@@ -199,15 +211,13 @@ static int rank_setup(struct rank_state *st, const struct run *run)
     if (cfg->dist.split_invariant &&
         (rc = dt_model_set_grad_slice(st->model, dt_grad_slice(cfg->train.batch_size))))
         return rc;
-    if (comm->size > 1 && !strcmp(cfg->dist.batchnorm, "sync")) {
+    if (comm->size > 1 && cfg->dist.batchnorm == DT_BN_STATS_SYNC) {
         st->model->allreduce.sum = comm_sum;
         st->model->allreduce.ctx = comm;
         st->model->allreduce.rank = comm->rank;
         st->model->allreduce.size = comm->size;
     }
 
-    /* Shared weights: the optimizer state lives in the shared copy from the start (zeroed by
-     * mmap), right after the parameters; never allocated per rank. */
     float *state = run->shared ? run->shared + st->model->nparams : NULL;
     if ((rc = dt_run_make_optimizer(&st->optim, cfg, st->model->nparams, state)) ||
         (rc = dt_run_skip_decay(cfg, st->model, st->optim)))
@@ -311,39 +321,16 @@ static int train_step(struct rank_state *st, const struct run *run, uint64_t epo
     return rc;
 }
 
-/* Moves this rank's weights into the job's shared copy (rank 0's values, which every rank
- * holds anyway: same seed, same checkpoint) and picks the slice of weights and optimizer state
- * it updates, cut at 64-byte boundaries so no two ranks write one cache line. */
-static int share_weights(struct rank_state *st, const struct run *run)
+/* Shared weights: the slice of weights and optimizer state this rank updates, cut at 64-byte
+ * boundaries so no two ranks write one cache line; the barrier orders every rank's set-up
+ * writes to the shared copy (the same values from each) before anyone trains on it. */
+static int share_weights(struct rank_state *st)
 {
     size_t n = st->model->nparams;
-    dt_model_move_params(st->model, run->shared, st->comm->rank == 0);
     size_t r = (size_t)st->comm->rank, size = (size_t)st->comm->size;
     st->shard_lo = (n * r / size) & ~(size_t)15;
     st->shard_hi = r + 1 == size ? n : (n * (r + 1) / size) & ~(size_t)15;
-    malloc_trim(0); /* give the private copy's pages back: the point was not to hold them */
     return st->comm->barrier(st->comm);
-}
-
-/* The floats a shared copy of the weights and optimizer state needs: a throwaway model built in
- * the parent, before the fork, so the mapping can be inherited. */
-static int shared_weights_size(const struct run *run, size_t *floats)
-{
-    const struct dt_config *cfg = run->cfg;
-    const struct dt_dataset *train = &run->data->train;
-    struct dt_shape in = {train->c, train->h, train->w};
-    struct dt_model *m = NULL;
-    struct dt_optim *o = NULL;
-    int rc = dt_run_build_model(cfg, in, 1, 0, &m);
-    if (rc == 0)
-        rc = dt_run_make_optimizer(&o, cfg, 1, NULL); /* one element: its number of states */
-    if (rc == 0)
-        *floats = m->nparams * (1 + dt_optim_state_floats(o));
-    dt_optim_free(o);
-    if (m)
-        dt_model_free(m);
-    malloc_trim(0); /* or every rank would inherit the throwaway model's pages */
-    return rc;
 }
 
 /* "time_rank0" and "time_slowest": where the time went (train/timing.h). */
@@ -518,7 +505,8 @@ static int save_step_checkpoint(struct loop *lp)
                                  .class_names = lp->run->class_names,
                                  .early_stop = &lp->es};
     double t0 = dt_now();
-    int rc = dt_run_save_checkpoints(lp->run->cfg, st->model, st->optim, &meta, true, false,
+    int rc = dt_run_save_checkpoints(lp->run->cfg, lp->run->dir, st->model, st->optim, &meta, true,
+                                     false,
                                      &lp->writer);
     span_end(lp->st, DT_TIME_CHECKPOINT, t0);
     if (rc == 0) {
@@ -537,7 +525,7 @@ static int after_step(struct loop *lp)
     int sig = job[T_INT] > 0 ? SIGINT : job[T_TERM] > 0 ? SIGTERM : job[T_USR1] > 0 ? SIGUSR1 : 0;
     bool due = job[T_DUE] > 0 ||
                (cfg->checkpoint.every_steps > 0 && lp->step % cfg->checkpoint.every_steps == 0);
-    if (sig == SIGUSR1 && !strcmp(cfg->checkpoint.on_usr1, "continue")) {
+    if (sig == SIGUSR1 && cfg->checkpoint.on_usr1 == DT_USR1_CONTINUE) {
         if (stop_signal == SIGUSR1)
             stop_signal = 0; /* served: this rank's request is the checkpoint below */
         if (lp->leader && !lp->quiet) {
@@ -566,7 +554,7 @@ static int run_epoch(struct loop *lp, int epoch, double epoch_start)
     if (end > lp->total_steps)
         end = lp->total_steps;
     while (lp->step < end && !lp->stop) {
-        lp->lr = dt_run_lr(cfg, lp->step, lp->steps_per_epoch, lp->total_steps);
+        lp->lr = dt_run_lr(&lp->run->schedule, lp->step, lp->steps_per_epoch, lp->total_steps);
         size_t in_epoch = (size_t)(lp->step % lp->steps_per_epoch);
         st->step = lp->step;
         int rc =
@@ -638,7 +626,7 @@ static int report_epoch(struct loop *lp, int epoch, double train_seconds,
                                  .class_names = lp->run->class_names,
                                  .early_stop = &lp->es};
     double t0 = dt_now();
-    int rc = dt_run_save_checkpoints(cfg, st->model, st->optim, &meta, due,
+    int rc = dt_run_save_checkpoints(cfg, lp->run->dir, st->model, st->optim, &meta, due,
                                      best && cfg->checkpoint.best, &lp->writer);
     span_end(st, DT_TIME_CHECKPOINT, t0);
     if (rc == 0 && due)
@@ -732,10 +720,10 @@ static int report_stop(struct loop *lp)
         if (!lp->quiet)
             dt_log_info("stopped by %s at step %lld; continue from step %lld with --resume "
                         "%s/last.safetensors (or --resume auto)",
-                        name, lp->step, lp->saved_step, cfg->checkpoint.dir);
+                        name, lp->step, lp->saved_step, lp->run->dir);
         if (cfg->log.json) {
             char path[1100];
-            snprintf(path, sizeof path, "%s/last.safetensors", cfg->checkpoint.dir);
+            snprintf(path, sizeof path, "%s/last.safetensors", lp->run->dir);
             emit_stop_json(name, lp->step, lp->saved_step >= 0 ? path : NULL,
                            lp->run->opt->resume_command);
         }
@@ -779,7 +767,7 @@ static void report_final(const struct loop *lp, const struct dt_timing_report *t
     if (lp->early_stopped && !lp->quiet)
         dt_log_info("early stop after epoch %lld/%d: %s; %s/last.safetensors holds step %lld",
                     lp->step / lp->steps_per_epoch + (lp->step % lp->steps_per_epoch != 0),
-                    cfg->train.epochs, why, cfg->checkpoint.dir, lp->step);
+                    cfg->train.epochs, why, lp->run->dir, lp->step);
     if (!cfg->log.json)
         return;
     struct dt_json_writer w;
@@ -787,7 +775,7 @@ static void report_final(const struct loop *lp, const struct dt_timing_report *t
     dt_jw_str(&w, "impl", "dtrain");
     dt_jw_str(&w, "config", cfg->path);
     dt_jw_int(&w, "instances", st->comm->size);
-    dt_jw_int(&w, "threads", cfg->dist.threads);
+    dt_jw_int(&w, "threads", lp->run->opt->plan->threads);
     dt_jw_int(&w, "batch_size", cfg->train.batch_size);
     dt_jw_bool(&w, "batch_per_instance", cfg->train.batch_per_instance);
     dt_jw_bool(&w, "split_invariant", cfg->dist.split_invariant);
@@ -806,7 +794,7 @@ static void report_final(const struct loop *lp, const struct dt_timing_report *t
     dt_jw_num(&w, "best_test_accuracy", lp->best_acc);
     dt_jw_num(&w, "peak_rss_mb", peak_rss_mb());
     add_times_json(&w, times);
-    dt_jw_str(&w, "checkpoint_dir", cfg->checkpoint.dir);
+    dt_jw_str(&w, "checkpoint_dir", lp->run->dir);
     /* The files this run wrote, so a pipeline need not guess runs/NAME-N. */
     dt_jw_raw(&w, "checkpoints",
               lp->saved_step >= 0 && lp->wrote_best ? "[\"last.safetensors\",\"best.safetensors\"]"
@@ -825,20 +813,20 @@ static void report_host_done(const struct loop *lp)
     const struct dt_comm *c = lp->st->comm;
     if (lp->run->cfg->log.quiet || p->env.node_rank <= 0)
         return;
-    if (p->per_rank) { /* every rank its own process: local rank 0 speaks for the host */
+    if (p->job.per_rank) { /* every rank its own process: local rank 0 speaks for the host */
         if (p->env.local_rank == 0)
-            dt_log_info("host %d: %d rank%s finished, %lld steps", p->env.node_rank, p->host_ranks,
-                        p->host_ranks == 1 ? "" : "s", lp->step);
+            dt_log_info("host %d: %d rank%s finished, %lld steps", p->env.node_rank, p->job.host_ranks,
+                        p->job.host_ranks == 1 ? "" : "s", lp->step);
         return;
     }
-    if (c->rank != p->rank_base)
+    if (c->rank != p->job.rank_base)
         return;
-    if (p->local_n == 1)
-        dt_log_info("host %d: rank %d finished, %lld steps", p->env.node_rank, p->rank_base,
+    if (p->job.local_n == 1)
+        dt_log_info("host %d: rank %d finished, %lld steps", p->env.node_rank, p->job.rank_base,
                     lp->step);
     else
-        dt_log_info("host %d: ranks %d-%d finished, %lld steps", p->env.node_rank, p->rank_base,
-                    p->rank_base + p->local_n - 1, lp->step);
+        dt_log_info("host %d: ranks %d-%d finished, %lld steps", p->env.node_rank, p->job.rank_base,
+                    p->job.rank_base + p->job.local_n - 1, lp->step);
 }
 
 static int train_epochs(struct loop *lp)
@@ -900,6 +888,10 @@ static int rank_main(struct dt_comm *comm, void *arg)
     int rc = open_trace(&st, run, &lp.writer);
     if (rc == 0)
         rc = rank_setup(&st, run);
+    /* Shared weights: every rank has written the initial weights (the same values) before any
+     * resume loads others over them. */
+    if (rc == 0 && run->shared)
+        rc = comm->barrier(comm);
     if (rc == 0)
         rc = dt_trace_attach_model(st.trace, st.model);
     if (rc)
@@ -912,7 +904,7 @@ static int rank_main(struct dt_comm *comm, void *arg)
         goto out;
     if ((rc = verify_identical_weights(comm, st.model)))
         goto out;
-    if (run->shared && (rc = share_weights(&st, run)))
+    if (run->shared && (rc = share_weights(&st)))
         goto out;
     dt_progress_init(&lp.progress, lp.quiet, cfg->log.every, cfg->train.epochs,
                      (long)lp.steps_per_epoch);
@@ -983,7 +975,7 @@ static int stopped_between_restarts(const struct run *run, const char *from)
 static bool wait_to_restart(const struct dt_config *cfg, double seconds)
 {
     for (double end = dt_now() + seconds; dt_now() < end;) {
-        if (stop_signal == SIGUSR1 && !strcmp(cfg->checkpoint.on_usr1, "continue"))
+        if (stop_signal == SIGUSR1 && cfg->checkpoint.on_usr1 == DT_USR1_CONTINUE)
             stop_signal = 0;
         if (stop_signal)
             return true;
@@ -1004,7 +996,7 @@ static int run_with_restarts(struct run *run)
     const struct dt_train_options *opt = run->opt;
     struct dt_train_options again = *opt;
     char last[1100], before[512] = "";
-    snprintf(last, sizeof last, "%s/last.safetensors", cfg->checkpoint.dir);
+    snprintf(last, sizeof last, "%s/last.safetensors", run->dir);
     for (int restart = 0;; restart++) {
         if (run->shared) /* a fresh start must find zeroed optimizer state, as mmap gave it */
             memset(run->shared, 0, run->shared_floats * sizeof(float));
@@ -1029,10 +1021,10 @@ static int run_with_restarts(struct run *run)
         dt_clear_error();
         if (wait_to_restart(cfg, delay))
             return stopped_between_restarts(run, again.resume);
-        int stale = opt->create_dir ? dt_run_dir_sweep(cfg->checkpoint.dir) : 0;
+        int stale = opt->create_dir ? dt_run_dir_sweep(run->dir) : 0;
         if (stale)
             dt_log_info("%s: removed %d temp file%s of the failed job's checkpoint write",
-                        cfg->checkpoint.dir, stale, stale == 1 ? "" : "s");
+                        run->dir, stale, stale == 1 ? "" : "s");
         run->opt = &again;
     }
 }
@@ -1045,7 +1037,7 @@ static void emit_start_json(const struct run *run)
     struct dt_json_writer w;
     dt_jw_begin(&w, "start");
     dt_jw_str(&w, "config", cfg->path);
-    dt_jw_str(&w, "checkpoint_dir", cfg->checkpoint.dir);
+    dt_jw_str(&w, "checkpoint_dir", run->dir);
     if (run->opt->resume)
         dt_jw_str(&w, "resume", run->opt->resume);
     else
@@ -1064,9 +1056,9 @@ static void emit_start_json(const struct run *run)
     free(mean);
     free(std);
     dt_jw_int(&w, "hosts", p->env.nodes);
-    dt_jw_int(&w, "instances", p->world);
-    dt_jw_int(&w, "threads", cfg->dist.threads);
-    dt_jw_str(&w, "backend", dt_backend_name(p->backend));
+    dt_jw_int(&w, "instances", p->job.world);
+    dt_jw_int(&w, "threads", p->threads);
+    dt_jw_str(&w, "backend", dt_backend_name(p->job.backend));
     dt_jw_int(&w, "epochs", cfg->train.epochs);
     dt_jw_str(&w, "precision", "fp32");
     dt_jw_end(&w, stdout);
@@ -1080,13 +1072,13 @@ static int merge_trace(const struct run *run, int run_rc)
     const char *file = run->opt->trace;
     char other[4200];
     const char *out = file;
-    if (p->rank_base != 0) {
-        snprintf(other, sizeof other, "%s.rank%d.json", file, p->rank_base);
+    if (p->job.rank_base != 0) {
+        snprintf(other, sizeof other, "%s.rank%d.json", file, p->job.rank_base);
         out = other;
     }
     char why[1024];
     snprintf(why, sizeof why, "%s", dt_last_error());
-    long events = dt_trace_merge(file, out, p->rank_base, p->local_n);
+    long events = dt_trace_merge(file, out, p->job.rank_base, p->job.local_n);
     if (events < 0 && run_rc) { /* the run's own failure stays the one said */
         dt_log_warn("%s", dt_last_error());
         dt_fail(dt_exit_code(run_rc), "%s", why);
@@ -1102,10 +1094,10 @@ static int merge_trace(const struct run *run, int run_rc)
 }
 
 /* The run directory keeps how --instances/--threads auto chose the shape. */
-static int write_probe_json(const struct dt_config *cfg, const char *json)
+static int write_probe_json(const char *dir, const char *json)
 {
     char path[1100];
-    snprintf(path, sizeof path, "%s/probe.json", cfg->checkpoint.dir);
+    snprintf(path, sizeof path, "%s/probe.json", dir);
     size_t len = strlen(json);
     char *text = malloc(len + 2);
     if (!text)
@@ -1119,13 +1111,13 @@ static int write_probe_json(const struct dt_config *cfg, const char *json)
 
 /* The leader's checkpoint.dir, made now that the data has loaded: a run that fails on its data
  * leaves no empty directory behind. */
-static int create_run_dir(const struct dt_config *cfg, char *made, size_t made_size)
+static int create_run_dir(const char *dir, char *made, size_t made_size)
 {
     int stale;
-    int rc = dt_run_dir_create(cfg, &stale, made, made_size);
+    int rc = dt_run_dir_create(dir, &stale, made, made_size);
     if (rc == 0 && stale)
-        dt_log_info("%s: removed %d temp file%s of a checkpoint write that never finished",
-                    cfg->checkpoint.dir, stale, stale == 1 ? "" : "s");
+        dt_log_info("%s: removed %d temp file%s of a checkpoint write that never finished", dir,
+                    stale, stale == 1 ? "" : "s");
     return rc;
 }
 
@@ -1151,13 +1143,22 @@ static int train_loaded(const struct dt_config *cfg, const struct dt_train_optio
         dt_data_free(&data);
         return rc;
     }
-    struct run run = {cfg, opt, &data, NULL, 0, dt_run_class_names_json(&data.train), dt_now()};
+    struct run run = {.cfg = cfg,
+                      .opt = opt,
+                      .data = &data,
+                      .dir = opt->checkpoint_dir ? opt->checkpoint_dir : cfg->checkpoint.dir,
+                      .clock_base = dt_now()};
+    struct dt_job_steps steps;
+    if ((rc = dt_job_plan_steps(opt->plan, cfg, data.train.n, &steps)) ||
+        (rc = dt_run_schedule(cfg, steps.steps_per_epoch, &run.schedule))) {
+        dt_data_free(&data);
+        return rc;
+    }
+    run.class_names = dt_run_class_names_json(&data.train);
     if (dt_job_plan_shares_memory(opt->plan)) {
-        if ((rc = shared_weights_size(&run, &run.shared_floats))) {
-            free(run.class_names);
-            dt_data_free(&data);
-            return rc;
-        }
+        /* Sized from the layer list (dt_run_memory's estimate): nothing is built here, so the
+         * parent starts no thread before the fork and holds no model the ranks inherit. */
+        run.shared_floats = (size_t)((mem.model.params + mem.optimizer) / sizeof(float));
         void *p = mmap(NULL, run.shared_floats * sizeof(float), PROT_READ | PROT_WRITE,
                        MAP_SHARED | MAP_ANONYMOUS, -1, 0);
         if (p == MAP_FAILED) {
@@ -1171,21 +1172,21 @@ static int train_loaded(const struct dt_config *cfg, const struct dt_train_optio
     /* The run directory and the start event last: the data has loaded, the run fits and its
      * shared memory exists, so nothing before the ranks can fail after them. */
     char made[1024] = "";
-    if (opt->create_dir && (rc = create_run_dir(cfg, made, sizeof made))) {
+    if (opt->create_dir && (rc = create_run_dir(run.dir, made, sizeof made))) {
         if (run.shared)
             munmap(run.shared, run.shared_floats * sizeof(float));
         free(run.class_names);
         dt_data_free(&data);
         return rc;
     }
-    if (opt->probe_json && opt->create_dir && (rc = write_probe_json(cfg, opt->probe_json))) {
+    if (opt->probe_json && opt->create_dir && (rc = write_probe_json(run.dir, opt->probe_json))) {
         if (run.shared)
             munmap(run.shared, run.shared_floats * sizeof(float));
         free(run.class_names);
         dt_data_free(&data);
         return rc;
     }
-    if (cfg->log.json && opt->plan->rank_base == 0)
+    if (cfg->log.json && opt->plan->job.rank_base == 0)
         emit_start_json(&run);
     struct sigaction sa = {.sa_handler = on_stop_signal};
     sigemptyset(&sa.sa_mask);
@@ -1195,14 +1196,14 @@ static int train_loaded(const struct dt_config *cfg, const struct dt_train_optio
     sigaction(SIGTERM, &sa, &old_term);
     sigaction(SIGUSR1, &sa, &old_usr1);
     if (opt->trace)
-        dt_trace_prepare(opt->trace, opt->plan->rank_base, opt->plan->local_n);
+        dt_trace_prepare(opt->trace, opt->plan->job.rank_base, opt->plan->job.local_n);
     rc = run_with_restarts(&run);
     if (opt->trace) { /* a failed run's trace too: what was recorded */
         int trc = merge_trace(&run, rc);
         rc = rc ? rc : trc;
     }
     if (rc) /* failed before its first checkpoint: no empty run directory left behind */
-        dt_run_dir_remove_if_empty(cfg->checkpoint.dir, made);
+        dt_run_dir_remove_if_empty(run.dir, made);
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
     sigaction(SIGUSR1, &old_usr1, NULL);

@@ -14,8 +14,10 @@ struct dt_train_options {
     struct dt_job_opts job;         /* multi-host flags, --verbose */
     const struct dt_job_plan *plan; /* made from cfg and job by dt_job_plan_make */
     int max_restarts;               /* restart a failed job this many times (torchrun's) */
-    bool create_dir;                /* this process writes checkpoints: create checkpoint.dir
-                                       (chosen by dt_run_dir_choose) once the data has loaded */
+    const char *checkpoint_dir;     /* where checkpoints go: dt_run_dir_choose's choice (rank 0's
+                                       process), else the config's checkpoint.dir */
+    bool create_dir;                /* this process writes checkpoints: create checkpoint_dir
+                                       once the data has loaded */
     const char *resume_command;     /* the command line that continues the run, for the
                                        `stop` event; NULL leaves it out */
     const char *trace;              /* --trace FILE: a Chrome trace of the run, or NULL */

@@ -32,15 +32,18 @@ struct dt_job_opts {
 
 void dt_job_opts_init(struct dt_job_opts *o);
 
+/* The job: made once from the config and the command line, read by everything after (the dry
+ * run, the ranks, their loop), never written back into the config. `job` is at once the
+ * job's shape and the backend's description of it (dist/backend.h): dt_run_ranks prepares a
+ * copy of it for each start of the ranks, nothing is copied field by field. */
 struct dt_job_plan {
     struct dt_launch_env env;
-    bool per_rank;   /* an outside launcher started every rank: this process is one, no fork */
-    int world;       /* ranks in the job */
-    int local_n;     /* ranks this process runs */
-    int host_ranks;  /* ranks on this host (pinning divides the host among them) */
-    int rank_base;   /* global rank of this process's local rank 0 */
-    int threads;     /* per rank: dist.threads, or the usable CPUs / host_ranks when 0 */
-    enum dt_backend backend;
+    /* job.per_rank: an outside launcher started every rank, this process is one, no fork;
+     * job.world: ranks in the job; job.local_n: ranks this process runs; job.host_ranks:
+     * ranks on this host (pinning divides the host among them); job.rank_base: the global
+     * rank of this process's local rank 0; job.backend: the transport */
+    struct dt_backend_job job;
+    int threads; /* per rank: dist.threads, or the usable CPUs / host_ranks when 0 */
 };
 
 /* DT_EUSAGE naming the flag, variable or key when they do not fit together. */

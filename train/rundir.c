@@ -27,17 +27,16 @@ static bool holds_checkpoints(const char *dir)
     return file_exists(dir, "last.safetensors") || file_exists(dir, "best.safetensors");
 }
 
-/* The first runs/NAME-N (N >= 2) that holds no checkpoints. */
-static int next_free_dir(struct dt_config *cfg)
+/* The first runs/NAME-N (N >= 2) that holds no checkpoints, into out. */
+static int next_free_dir(const char *base, char *out, size_t size)
 {
-    char base[1024], dir[1100];
-    snprintf(base, sizeof base, "%s", cfg->checkpoint.dir);
+    char dir[1100];
     for (int n = 2; n < 100000; n++) {
         snprintf(dir, sizeof dir, "%s-%d", base, n);
         if (!holds_checkpoints(dir)) {
-            if (strlen(dir) >= sizeof cfg->checkpoint.dir)
+            if (strlen(dir) >= size)
                 return dt_fail(DT_EUSAGE, "checkpoint.dir: %s is too long", dir);
-            memcpy(cfg->checkpoint.dir, dir, strlen(dir) + 1); /* length checked above */
+            memcpy(out, dir, strlen(dir) + 1); /* length checked above */
             return 0;
         }
     }
@@ -227,10 +226,16 @@ int dt_run_dir_sweep(const char *dir)
 
 /* ---- the directory ---- */
 
-int dt_run_dir_choose(struct dt_config *cfg, const struct dt_run_dir_opts *o, bool *moved)
+static int check_dir(const char *checkpoint_dir, bool *holds);
+
+int dt_run_dir_choose(const struct dt_config *cfg, const struct dt_run_dir_opts *o, char *out,
+                      size_t size, bool *moved)
 {
     *moved = false;
     const char *dir = cfg->checkpoint.dir;
+    if (strlen(dir) >= size)
+        return dt_fail(DT_EUSAGE, "checkpoint.dir: %s is too long", dir);
+    memcpy(out, dir, strlen(dir) + 1);
     if (!o->resume && !o->overwrite && holds_checkpoints(dir)) {
         if (!cfg->checkpoint.dir_default)
             return dt_fail(DT_EUSAGE,
@@ -238,13 +243,13 @@ int dt_run_dir_choose(struct dt_config *cfg, const struct dt_run_dir_opts *o, bo
                            "replaces them, --resume auto continues that run, or set another "
                            "checkpoint.dir",
                            dir);
-        int rc = next_free_dir(cfg);
+        int rc = next_free_dir(dir, out, size);
         if (rc)
             return rc;
         *moved = true;
     }
     bool holds;
-    return dt_run_dir_check(cfg, &holds);
+    return check_dir(out, &holds);
 }
 
 /* "a/b//" -> "a/b" ("/" stays): the walks below cut one component per slash. */
@@ -272,16 +277,16 @@ static void first_missing(const char *dir, char *out, size_t size)
     }
 }
 
-int dt_run_dir_create(const struct dt_config *cfg, int *stale, char *made, size_t made_size)
+int dt_run_dir_create(const char *dir, int *stale, char *made, size_t made_size)
 {
     *stale = 0;
-    first_missing(cfg->checkpoint.dir, made, made_size);
-    int rc = dt_mkdir_p(cfg->checkpoint.dir);
+    first_missing(dir, made, made_size);
+    int rc = dt_mkdir_p(dir);
     if (rc)
         return rc;
-    if ((rc = probe_write(cfg->checkpoint.dir)))
+    if ((rc = probe_write(dir)))
         return rc;
-    *stale = dt_run_dir_sweep(cfg->checkpoint.dir);
+    *stale = dt_run_dir_sweep(dir);
     return 0;
 }
 
@@ -303,8 +308,13 @@ void dt_run_dir_remove_if_empty(const char *dir, const char *made)
 
 int dt_run_dir_check(const struct dt_config *cfg, bool *holds)
 {
+    return check_dir(cfg->checkpoint.dir, holds);
+}
+
+static int check_dir(const char *checkpoint_dir, bool *holds)
+{
     char dir[1024];
-    snprintf(dir, sizeof dir, "%s", cfg->checkpoint.dir);
+    snprintf(dir, sizeof dir, "%s", checkpoint_dir);
     *holds = holds_checkpoints(dir);
     /* The nearest directory that exists decides: it must let us create what is missing. */
     for (;;) {
@@ -312,10 +322,10 @@ int dt_run_dir_check(const struct dt_config *cfg, bool *holds)
         if (stat(dir, &st) == 0) {
             if (!S_ISDIR(st.st_mode))
                 return dt_fail(DT_ERUNTIME, "checkpoint.dir %s: %s is not a directory",
-                               cfg->checkpoint.dir, dir);
+                               checkpoint_dir, dir);
             if (access(dir, W_OK | X_OK) != 0)
                 return dt_fail(DT_ERUNTIME, "checkpoint.dir %s: cannot write there: %s",
-                               cfg->checkpoint.dir, strerror(errno));
+                               checkpoint_dir, strerror(errno));
             return 0;
         }
         char *slash = strrchr(dir, '/');

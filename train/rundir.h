@@ -16,19 +16,20 @@ struct dt_run_dir_opts {
     bool overwrite; /* --overwrite: replacing another run's checkpoints is intended */
 };
 
-/* For the process that writes checkpoints (global rank 0's), with no side effect. When
- * checkpoint.dir holds another run's last/best checkpoint and neither resume nor overwrite is
- * set: a derived runs/NAME moves on to the first free runs/NAME-2, -3, ... (cfg->checkpoint.dir
- * is changed; *moved set), a directory the config named is refused with DT_EUSAGE saying what
- * to pass. Then the directory, or its nearest existing parent, must be writable (DT_ERUNTIME
- * as dt_run_dir_check). */
-int dt_run_dir_choose(struct dt_config *cfg, const struct dt_run_dir_opts *o, bool *moved);
+/* For the process that writes checkpoints (global rank 0's), with no side effect: the
+ * directory the run writes to, into out (the config stays as loaded). checkpoint.dir, unless
+ * it holds another run's last/best checkpoint and neither resume nor overwrite is set: then a
+ * derived runs/NAME moves on to the first free runs/NAME-2, -3, ... (*moved set), a directory
+ * the config named is refused with DT_EUSAGE saying what to pass. Then the directory, or its
+ * nearest existing parent, must be writable (DT_ERUNTIME as dt_run_dir_check). */
+int dt_run_dir_choose(const struct dt_config *cfg, const struct dt_run_dir_opts *o, char *out,
+                      size_t size, bool *moved);
 
 /* After the data has loaded: makes the chosen directory, writes and removes a probe file
  * (DT_ERUNTIME naming the directory and the system's reason), then dt_run_dir_sweep
  * (*stale counts the files it removed). made: the outermost directory this call created, ""
  * when the directory was there already. */
-int dt_run_dir_create(const struct dt_config *cfg, int *stale, char *made, size_t made_size);
+int dt_run_dir_create(const char *dir, int *stale, char *made, size_t made_size);
 
 /* A run that failed before writing anything: removes dir and its parents up to `made` (from
  * dt_run_dir_create) while they are empty, so no empty run directory is left behind. */

@@ -223,11 +223,14 @@ struct dt_batch_opts dt_run_batch_opts(const struct dt_config *cfg)
 int dt_run_build_model(const struct dt_config *cfg, struct dt_shape in, int max_batch, int classes,
                        struct dt_model **out)
 {
-    enum dt_loss_kind loss;
-    int rc = dt_loss_kind_parse(cfg->loss.type, &loss);
-    if (rc == 0)
-        rc = dt_model_build(out, cfg->model.layers, cfg->model.nlayers, in, max_batch, loss,
-                            (uint64_t)cfg->train.seed);
+    return dt_run_build_model_in(cfg, in, max_batch, classes, NULL, 0, out);
+}
+
+int dt_run_build_model_in(const struct dt_config *cfg, struct dt_shape in, int max_batch,
+                          int classes, float *params, size_t capacity, struct dt_model **out)
+{
+    int rc = dt_model_build_in(out, cfg->model.layers, cfg->model.nlayers, in, max_batch,
+                               cfg->loss.type, (uint64_t)cfg->train.seed, params, capacity);
     if (rc)
         return dt_fail_context(rc, "%s: model", cfg->path);
     (*out)->label_smoothing = cfg->loss.label_smoothing;
@@ -364,21 +367,16 @@ int dt_run_memory(const struct dt_config *cfg, const struct dt_job_plan *plan,
     /* as the ranks build it (train/loop.c): for the larger of the two batches */
     int batch = steps.rank_batch, eval = cfg->train.eval_batch_size;
     out->batch = eval > batch ? eval : batch;
-    out->ranks = plan->local_n > 0 ? plan->local_n : 1;
-    enum dt_loss_kind loss;
+    out->ranks = plan->job.local_n > 0 ? plan->job.local_n : 1;
     struct dt_shape in = {train->c, train->h, train->w};
-    rc = dt_loss_kind_parse(cfg->loss.type, &loss);
-    if (rc == 0)
-        rc = dt_model_estimate(cfg->model.layers, cfg->model.nlayers, in, out->batch, loss,
-                               &out->model);
+    rc = dt_model_estimate(cfg->model.layers, cfg->model.nlayers, in, out->batch, cfg->loss.type,
+                           &out->model);
     if (rc)
         return dt_fail_context(rc, "%s: model", cfg->path);
-    struct dt_optim *o = NULL;
-    if ((rc = dt_run_make_optimizer(&o, cfg, 1, NULL))) /* one element: its number of states */
-        return rc;
+    struct dt_optim_config oc;
+    dt_run_optim_config(cfg, &oc);
     out->parameters = out->model.params / sizeof(float);
-    out->optimizer = out->model.params * (double)dt_optim_state_floats(o);
-    dt_optim_free(o);
+    out->optimizer = out->model.params * (double)dt_optim_state_count(&oc);
     double sample = (double)train->c * train->h * train->w;
     out->batches = 2.0 * out->batch * (sample * sizeof(float) + 1);
     double rank = dt_model_memory_total(&out->model) + out->batches;
@@ -407,31 +405,32 @@ int dt_run_check_memory(const struct dt_config *cfg, const struct dt_run_memory 
                    mem->batches * mem->ranks / gib, mem->available / gib, mem->available_from);
 }
 
+void dt_run_optim_config(const struct dt_config *cfg, struct dt_optim_config *oc)
+{
+    dt_optim_config_defaults(oc, cfg->optimizer.type);
+    oc->lr = cfg->optimizer.lr;
+    oc->weight_decay = cfg->optimizer.weight_decay;
+    oc->momentum = cfg->optimizer.momentum;
+    oc->dampening = cfg->optimizer.dampening;
+    oc->nesterov = cfg->optimizer.nesterov;
+    oc->beta1 = cfg->optimizer.beta1;
+    oc->beta2 = cfg->optimizer.beta2;
+    oc->amsgrad = cfg->optimizer.amsgrad;
+    oc->eps = cfg->optimizer.eps;
+    oc->rho = cfg->optimizer.rho;
+}
+
 int dt_run_make_optimizer(struct dt_optim **out, const struct dt_config *cfg, size_t nparams,
                           float *storage)
 {
     struct dt_optim_config oc;
-    enum dt_optim_type type;
-    int rc = dt_optim_type_parse(cfg->optimizer.type, &type);
-    if (rc)
-        return rc;
-    dt_optim_config_defaults(&oc, type);
-    oc.lr = cfg->optimizer.lr;
-    oc.weight_decay = cfg->optimizer.weight_decay;
-    oc.momentum = cfg->optimizer.momentum;
-    oc.dampening = cfg->optimizer.dampening;
-    oc.nesterov = cfg->optimizer.nesterov;
-    oc.beta1 = cfg->optimizer.beta1;
-    oc.beta2 = cfg->optimizer.beta2;
-    oc.amsgrad = cfg->optimizer.amsgrad;
-    oc.eps = cfg->optimizer.eps;
-    oc.rho = cfg->optimizer.rho;
+    dt_run_optim_config(cfg, &oc);
     return dt_optim_create_in(out, &oc, nparams, storage);
 }
 
 int dt_run_skip_decay(const struct dt_config *cfg, const struct dt_model *m, struct dt_optim *o)
 {
-    if (strcmp(cfg->optimizer.weight_decay_skip, "bias_and_norm"))
+    if (cfg->optimizer.weight_decay_skip != DT_DECAY_SKIP_BIAS_AND_NORM)
         return 0;
     /* Tensors come in arena order; one-dimensional ones are biases and norm scales/shifts. */
     for (int t = 0; t < m->ntensors; t++) {
@@ -445,12 +444,10 @@ int dt_run_skip_decay(const struct dt_config *cfg, const struct dt_model *m, str
     return 0;
 }
 
-static int schedule_from_config(const struct dt_config *cfg, struct dt_schedule *s)
+int dt_run_schedule(const struct dt_config *cfg, long long steps_per_epoch, struct dt_schedule *s)
 {
     memset(s, 0, sizeof *s);
-    int rc = dt_schedule_type_parse(cfg->optimizer.schedule.type, &s->type);
-    if (rc)
-        return rc;
+    s->type = cfg->optimizer.schedule.type;
     s->lr = cfg->optimizer.lr;
     s->step_size = cfg->optimizer.schedule.step_size;
     s->gamma = cfg->optimizer.schedule.gamma;
@@ -459,19 +456,16 @@ static int schedule_from_config(const struct dt_config *cfg, struct dt_schedule 
     s->pct_start = cfg->optimizer.schedule.pct_start;
     s->div_factor = cfg->optimizer.schedule.div_factor;
     s->final_div_factor = cfg->optimizer.schedule.final_div_factor;
-    return dt_schedule_validate(s);
+    s->warmup_steps += (long)cfg->optimizer.schedule.warmup_epochs * (long)steps_per_epoch;
+    int rc = dt_schedule_validate(s);
+    return rc ? dt_fail_context(rc, "%s: optimizer.schedule", cfg->path) : 0;
 }
 
-float dt_run_lr(const struct dt_config *cfg, long long step, long long steps_per_epoch,
+float dt_run_lr(const struct dt_schedule *s, long long step, long long steps_per_epoch,
                 long long total_steps)
 {
-    struct dt_schedule s;
-    /* The config loader validated the schedule; a failure here cannot happen. */
-    if (schedule_from_config(cfg, &s))
-        return cfg->optimizer.lr;
-    s.warmup_steps += (long)cfg->optimizer.schedule.warmup_epochs * (long)steps_per_epoch;
     long epoch = steps_per_epoch > 0 ? (long)(step / steps_per_epoch) : 0;
-    return (float)dt_schedule_lr(&s, (long)step, epoch, (long)total_steps);
+    return (float)dt_schedule_lr(s, (long)step, epoch, (long)total_steps);
 }
 
 char *dt_run_class_names_json(const struct dt_dataset *d)
@@ -536,21 +530,21 @@ static int save_one(const char *path, const struct dt_config *cfg, const struct 
     return rc ? rc : dt_ckpt_writer_submit(w, path, bytes, len); /* takes bytes */
 }
 
-int dt_run_save_checkpoints(const struct dt_config *cfg, const struct dt_model *m,
+int dt_run_save_checkpoints(const struct dt_config *cfg, const char *dir, const struct dt_model *m,
                             const struct dt_optim *o, const struct dt_run_resume *meta, bool last,
                             bool best, struct dt_ckpt_writer *w)
 {
-    int rc = dt_mkdir_p(cfg->checkpoint.dir);
+    int rc = dt_mkdir_p(dir);
     if (rc)
         return rc;
     char path[1200];
     if (last) {
-        snprintf(path, sizeof path, "%s/last.safetensors", cfg->checkpoint.dir);
+        snprintf(path, sizeof path, "%s/last.safetensors", dir);
         if ((rc = save_one(path, cfg, m, o, meta, w)))
             return rc;
     }
     if (best) {
-        snprintf(path, sizeof path, "%s/best.safetensors", cfg->checkpoint.dir);
+        snprintf(path, sizeof path, "%s/best.safetensors", dir);
         if ((rc = save_one(path, cfg, m, o, meta, w)))
             return rc;
     }

@@ -10,6 +10,8 @@
 #include "data/batch.h"
 #include "data/dataset.h"
 #include "nn/model.h"
+#include "nn/optim.h"
+#include "nn/schedule.h"
 
 struct dt_optim;
 struct dt_ckpt_writer;
@@ -44,6 +46,10 @@ struct dt_batch_opts dt_run_batch_opts(const struct dt_config *cfg);
  * "CONFIG: model". */
 int dt_run_build_model(const struct dt_config *cfg, struct dt_shape in, int max_batch, int classes,
                        struct dt_model **out);
+/* The same with the parameters built straight into caller-owned storage of `capacity` floats
+ * (dt_model_build_in: the ranks of one host share one copy); params NULL = the model's own. */
+int dt_run_build_model_in(const struct dt_config *cfg, struct dt_shape in, int max_batch,
+                          int classes, float *params, size_t capacity, struct dt_model **out);
 
 /* What a run takes in this process's memory (its ranks, their models at the real per-rank
  * batch, the optimizer state, the input batches), worked out before anything batch-sized is
@@ -96,13 +102,19 @@ int dt_run_load_data(const struct dt_config *cfg, struct dt_data *data);
 int dt_run_skip_decay(const struct dt_config *cfg, const struct dt_model *m, struct dt_optim *o);
 int dt_run_make_optimizer(struct dt_optim **out, const struct dt_config *cfg, size_t nparams,
                           float *storage);
+/* The optimizer the config describes (nn/optim's settings, type defaults under the keys). */
+void dt_run_optim_config(const struct dt_config *cfg, struct dt_optim_config *oc);
+/* The run's learning-rate schedule, made once: optimizer.schedule, its warmup_epochs counted
+ * in this job's steps per epoch. DT_EUSAGE naming the config when it is not valid. */
+int dt_run_schedule(const struct dt_config *cfg, long long steps_per_epoch,
+                    struct dt_schedule *out);
 /* Learning rate at a global step (pure function: resume reproduces it exactly). */
-float dt_run_lr(const struct dt_config *cfg, long long step, long long steps_per_epoch,
+float dt_run_lr(const struct dt_schedule *s, long long step, long long steps_per_epoch,
                 long long total_steps);
-/* Queues last.safetensors (when `last`) and best.safetensors (when `best`) under
- * checkpoint.dir on w, which writes each atomically from its thread (the tensors are copied
+/* Queues last.safetensors (when `last`) and best.safetensors (when `best`) under dir (the
+ * run's checkpoint directory, dt_run_dir_choose's) on w, which writes each atomically from its thread (the tensors are copied
  * before this returns, so training may go on). */
-int dt_run_save_checkpoints(const struct dt_config *cfg, const struct dt_model *m,
+int dt_run_save_checkpoints(const struct dt_config *cfg, const char *dir, const struct dt_model *m,
                             const struct dt_optim *o, const struct dt_run_resume *meta, bool last,
                             bool best, struct dt_ckpt_writer *w);
 /* Loads weights (and optimizer state when o != NULL) and the run position. */

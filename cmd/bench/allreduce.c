@@ -273,6 +273,7 @@ static int run_forked(struct ar_job *j)
     b->world = b->local_n = b->host_ranks = o->instances;
     b->nodes = b->groups = hier ? o->nodes : 1;
     b->iface = o->iface;
+    b->token_file = o->token_file;
     b->timeout = o->timeout;
     b->rendezvous_timeout = o->rendezvous_timeout;
     if ((rc = dt_backend_prepare(b)))
@@ -328,6 +329,7 @@ static int run_across_hosts(struct ar_job *j, bool *is_root)
     b->per_rank = true; /* this process is the host's one rank: no fork */
     b->master_host = j->master_host;
     b->iface = o->iface;
+    b->token_file = o->token_file;
     b->timeout = o->timeout;
     b->rendezvous_timeout = o->rendezvous_timeout;
     struct dt_comm *c = NULL;

@@ -152,6 +152,7 @@ struct dt_bench_allreduce_opts {
     /* Across real hosts (tcp only): this process is rank node_rank of `nodes`, one per host,
      * meeting at master (HOST:PORT), authenticated by DTRAIN_TOKEN; NULL for a forked job. */
     const char *master, *iface;
+    const char *token_file; /* --token-file; NULL = DTRAIN_TOKEN */
     int node_rank;
     double rendezvous_timeout; /* seconds every rank has to arrive (tcp, hier) */
     struct dt_bench_output out;

@@ -221,6 +221,16 @@ run "$DTRAIN" bench allreduce --backend tcp --nodes 2 --node-rank 0 --master 127
 expect_rc "--master without a port exits 2" 2
 run "$DTRAIN" bench configs/fashion-convnet.cfg --master 127.0.0.1:1
 expect_rc "--master with a training sweep exits 2" 2
+# the launch flags are train's (cmd/cli.c): the same names and ranges, --token-file included
+env -u DTRAIN_TOKEN "$DTRAIN" bench allreduce --backend tcp --nodes 2 --node-rank 0 \
+    --master 127.0.0.1:$port --token-file "$TMP/no-such-token" >/dev/null 2>"$TMP/err"
+RC=$? ERR=$(cat "$TMP/err")
+expect_err "across hosts with --token-file: reads that file" "no-such-token"
+run "$DTRAIN" bench allreduce --backend tcp --nodes 70000 --node-rank 0 --master 127.0.0.1:1
+expect_rc "--nodes beyond train's range exits 2" 2
+expect_err "--nodes beyond the range: names it" "--nodes: expected an integer between 1 and 65536"
+run "$DTRAIN" bench configs/fashion-convnet.cfg --token-file "$TMP/t"
+expect_err "--token-file with a training sweep: belongs to allreduce" "belong to 'bench allreduce'"
 DTRAIN_SOCKET_BUFFER=256K run "$DTRAIN" bench allreduce --backend tcp --instances 2 \
     --min-bytes 4 --max-bytes 8K --iters 10 --json
 expect_rc "DTRAIN_SOCKET_BUFFER=256K: exits 0" 0

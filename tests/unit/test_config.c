@@ -104,8 +104,8 @@ static void test_good_config_loads_values_defaults_and_derived(void **state)
     assert_true(cfg.model.layers[3].p == 0.1f);
     assert_int_equal(lin->out_features, 10);
     assert_false(lin->bias);
-    assert_string_equal(cfg.loss.type, "nll");
-    assert_string_equal(cfg.optimizer.type, "adadelta");
+    assert_int_equal(cfg.loss.type, DT_LOSS_NLL);
+    assert_int_equal(cfg.optimizer.type, DT_OPTIM_ADADELTA);
     assert_true(cfg.optimizer.lr == 1.0f);   /* an integer is fine for a float key */
     assert_true(cfg.optimizer.eps == 1e-6f); /* adadelta's own default */
     assert_int_equal(cfg.train.epochs, 2);
@@ -113,7 +113,7 @@ static void test_good_config_loads_values_defaults_and_derived(void **state)
     assert_true(cfg.train.seed == 5000000000LL);
     assert_false(cfg.train.batch_per_instance);
     assert_int_equal(cfg.dist.instances, 1);
-    assert_string_equal(cfg.dist.backend, "auto");
+    assert_int_equal(cfg.dist.backend, DT_BACKEND_REQUEST_AUTO);
     assert_true(cfg.dist.timeout == 300.0);
     assert_string_equal(cfg.checkpoint.dir, "runs/t");
     assert_int_equal(cfg.log.every, 100);
@@ -263,7 +263,7 @@ static void test_shipped_configs_load(void **state)
     struct dt_config cfg;
     assert_int_equal(dt_config_load(&cfg, "configs/cifar10-cnn.cfg", NULL, 0), 0);
     assert_string_equal(cfg.data.format, "cifar10");
-    assert_string_equal(cfg.loss.type, "cross_entropy");
+    assert_int_equal(cfg.loss.type, DT_LOSS_CROSS_ENTROPY);
     assert_true(cfg.train.batch_per_instance);
     assert_int_equal(cfg.model.layers[0].padding, 1);
     assert_int_equal(cfg.model.nlayers, 9);
@@ -435,9 +435,9 @@ static void test_recipe_keys(void **state)
     struct dt_config cfg;
     assert_int_equal(load(&cfg, convnet, sets, 9), 0);
     assert_true(cfg.loss.label_smoothing == 0.1f);
-    assert_string_equal(cfg.optimizer.weight_decay_skip, "bias_and_norm");
+    assert_int_equal(cfg.optimizer.weight_decay_skip, DT_DECAY_SKIP_BIAS_AND_NORM);
     assert_true(cfg.optimizer.clip_grad_norm == 2.5f);
-    assert_string_equal(cfg.optimizer.schedule.type, "one_cycle");
+    assert_int_equal(cfg.optimizer.schedule.type, DT_SCHEDULE_ONE_CYCLE);
     assert_true(cfg.optimizer.schedule.pct_start == 0.25f);
     assert_true(cfg.optimizer.schedule.div_factor == 10.0f);
     assert_true(cfg.optimizer.schedule.final_div_factor == 100.0f);
@@ -445,15 +445,17 @@ static void test_recipe_keys(void **state)
     /* defaults: everything off, torch's OneCycleLR defaults */
     assert_int_equal(load(&cfg, convnet, NULL, 0), 0);
     assert_true(cfg.loss.label_smoothing == 0.0f && cfg.optimizer.clip_grad_norm == 0.0f);
-    assert_string_equal(cfg.optimizer.weight_decay_skip, "none");
+    assert_int_equal(cfg.optimizer.weight_decay_skip, DT_DECAY_SKIP_NONE);
     assert_true(cfg.optimizer.schedule.pct_start == 0.3);
     assert_true(cfg.optimizer.schedule.div_factor == 25.0f);
     assert_true(cfg.optimizer.schedule.final_div_factor == 1e4f);
     dt_config_free(&cfg);
     /* one_cycle through the run's rate: starts at lr / div_factor, ends at lr / 1000 */
     assert_int_equal(load(&cfg, convnet, sets, 9), 0);
-    assert_true(fabs(dt_run_lr(&cfg, 0, 10, 100) - cfg.optimizer.lr / 10) < 1e-7);
-    assert_true(fabs(dt_run_lr(&cfg, 99, 10, 100) - cfg.optimizer.lr / 1000) < 1e-9);
+    struct dt_schedule sched, sched_steps;
+    assert_int_equal(dt_run_schedule(&cfg, 10, &sched), 0);
+    assert_true(fabs(dt_run_lr(&sched, 0, 10, 100) - cfg.optimizer.lr / 10) < 1e-7);
+    assert_true(fabs(dt_run_lr(&sched, 99, 10, 100) - cfg.optimizer.lr / 1000) < 1e-9);
     dt_config_free(&cfg);
     /* warmup_epochs = the same warmup in steps, at the run's steps per epoch */
     const char *epochs[] = {"optimizer.schedule.type=\"cosine\"",
@@ -463,9 +465,11 @@ static void test_recipe_keys(void **state)
     struct dt_config by_steps;
     assert_int_equal(load(&cfg, convnet, epochs, 2), 0);
     assert_int_equal(load(&by_steps, convnet, steps, 2), 0);
+    assert_int_equal(dt_run_schedule(&cfg, 5, &sched), 0);
+    assert_int_equal(dt_run_schedule(&by_steps, 5, &sched_steps), 0);
     for (long long k = 0; k < 40; k++)
-        assert_true(dt_run_lr(&cfg, k, 5, 40) == dt_run_lr(&by_steps, k, 5, 40));
-    assert_true(dt_run_lr(&cfg, 0, 5, 40) == cfg.optimizer.lr / 10);
+        assert_true(dt_run_lr(&sched, k, 5, 40) == dt_run_lr(&sched_steps, k, 5, 40));
+    assert_true(dt_run_lr(&sched, 0, 5, 40) == cfg.optimizer.lr / 10);
     dt_config_free(&cfg);
     dt_config_free(&by_steps);
 
@@ -727,6 +731,60 @@ static void test_cgroup_lines(void **state)
     assert_false(dt_cgroup_memory_path("garbage", true, path, sizeof path));
 }
 
+/* Every enum key: each name its module's table gives loads as that value and is written back
+ * as the same name (the effective text reloads into the same struct); a typo is refused with
+ * the table's names and the one it most likely meant. */
+struct enum_key {
+    const char *path;
+    const struct dt_names *names;
+    size_t offset;
+};
+
+static void test_enum_keys_from_tables(void **state)
+{
+    (void)state;
+    const struct enum_key keys[] = {
+        {"loss.type", &dt_loss_kind_names, offsetof(struct dt_config, loss.type)},
+        {"optimizer.type", &dt_optim_type_names, offsetof(struct dt_config, optimizer.type)},
+        {"optimizer.weight_decay_skip", &dt_decay_skip_names,
+         offsetof(struct dt_config, optimizer.weight_decay_skip)},
+        {"optimizer.schedule.type", &dt_schedule_type_names,
+         offsetof(struct dt_config, optimizer.schedule.type)},
+        {"dist.backend", &dt_backend_request_names, offsetof(struct dt_config, dist.backend)},
+        {"dist.batchnorm", &dt_bn_stats_names, offsetof(struct dt_config, dist.batchnorm)},
+        {"dist.pin", &dt_pin_mode_names, offsetof(struct dt_config, dist.pin)},
+        {"checkpoint.on_usr1", &dt_usr1_action_names,
+         offsetof(struct dt_config, checkpoint.on_usr1)},
+    };
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+        int named = 0;
+        for (int v = 0; v < keys[k].names->count; v++) {
+            const char *name = keys[k].names->names[v];
+            if (!name)
+                continue; /* not selectable by name (dist.pin's list) */
+            named++;
+            char set[128];
+            snprintf(set, sizeof set, "%s=%s", keys[k].path, name);
+            const char *sets[] = {set, "loss.label_smoothing=0"};
+            struct dt_config cfg, again;
+            if (load(&cfg, convnet, sets, 2) != 0)
+                fail_msg("%s: %s", set, dt_last_error());
+            assert_int_equal(*(const int *)((const char *)&cfg + keys[k].offset), v);
+            assert_int_equal(dt_config_load_string(&again, "t.cfg", cfg.text, NULL, 0), 0);
+            assert_int_equal(*(const int *)((const char *)&again + keys[k].offset), v);
+            assert_string_equal(again.text, cfg.text);
+            dt_config_free(&again);
+            dt_config_free(&cfg);
+        }
+        assert_true(named >= 2);
+    }
+    expect_set_error("optimizer.type=adamm", "--set optimizer.type: must be one of sgd, adam, "
+                                             "adamw, adadelta, got \"adamm\" (did you mean adam?)");
+    expect_set_error("dist.backend=shmm", "(did you mean shm?)");
+    expect_set_error("dist.backend=single", "must be one of auto, shm, tcp, hier, mpi, got");
+    expect_set_error("dist.pin=list", "must be one of cores, sockets, none, got \"list\"");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -747,6 +805,7 @@ int main(void)
         cmocka_unit_test(test_values_checked_as_stored),
         cmocka_unit_test(test_cgroup_lines),
         cmocka_unit_test(test_reference_layer_defaults_match_nn),
+        cmocka_unit_test(test_enum_keys_from_tables),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

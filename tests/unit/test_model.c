@@ -479,10 +479,41 @@ static void test_memory_estimate(void **state)
     dt_conv2d_force_algo(old);
 }
 
+/* Built straight into caller storage (the ranks' shared copy): the same initial weights as a
+ * model of its own, sized by dt_model_estimate with nothing built, left alone by the free;
+ * storage too small for the parameters is refused. */
+static void test_build_in_storage(void **state)
+{
+    (void)state;
+    struct dt_layer_spec s[16];
+    int n = convnet_specs(s);
+    struct dt_model_memory mem;
+    assert_int_equal(dt_model_estimate(s, n, MNIST, 4, DT_LOSS_NLL, &mem), 0);
+    size_t floats = (size_t)(mem.params / sizeof(float));
+    float *storage = malloc((floats + 1) * sizeof(float));
+    assert_non_null(storage);
+    storage[floats] = 12345.0f;
+    struct dt_model *own, *in;
+    assert_int_equal(dt_model_build(&own, s, n, MNIST, 4, DT_LOSS_NLL, 7), 0);
+    assert_int_equal(dt_model_build_in(&in, s, n, MNIST, 2, DT_LOSS_NLL, 7, storage, floats), 0);
+    assert_int_equal(own->nparams, floats);
+    assert_ptr_equal(in->params, storage);
+    assert_memory_equal(own->params, storage, floats * sizeof(float));
+    assert_true(storage[floats] == 12345.0f); /* nothing written past the parameters */
+    dt_model_free(in);
+    dt_model_free(own);
+    assert_true(storage[0] == storage[0]); /* still ours to read: the model did not free it */
+    assert_int_equal(dt_model_build_in(&in, s, n, MNIST, 2, DT_LOSS_NLL, 7, storage, floats - 1),
+                     -DT_ERUNTIME);
+    assert_null(in);
+    free(storage);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_convnet_size_and_names),
+        cmocka_unit_test(test_build_in_storage),
         cmocka_unit_test(test_cifar_cnn_size),
         cmocka_unit_test(test_batchnorm_tensors),
         cmocka_unit_test(test_build_errors_name_the_layer),

@@ -141,12 +141,14 @@ static void test_choose_touches_nothing_create_makes_it(void **state)
     snprintf(cfg.checkpoint.dir, sizeof cfg.checkpoint.dir, "%s/runs/x", dir);
     struct dt_run_dir_opts o = {0};
     bool moved = true;
-    assert_int_equal(dt_run_dir_choose(&cfg, &o, &moved), 0);
+    char chosen[1024];
+    assert_int_equal(dt_run_dir_choose(&cfg, &o, chosen, sizeof chosen, &moved), 0);
     assert_false(moved);
+    assert_string_equal(chosen, cfg.checkpoint.dir);
     assert_false(there(dir, "runs")); /* nothing made before the data has loaded */
     int stale = -1;
     char made[1024];
-    assert_int_equal(dt_run_dir_create(&cfg, &stale, made, sizeof made), 0);
+    assert_int_equal(dt_run_dir_create(cfg.checkpoint.dir, &stale, made, sizeof made), 0);
     assert_int_equal(stale, 0);
     assert_true(there(dir, "runs/x"));
     char want[1100];
@@ -156,19 +158,19 @@ static void test_choose_touches_nothing_create_makes_it(void **state)
     dt_run_dir_remove_if_empty(cfg.checkpoint.dir, made);
     assert_false(there(dir, "runs"));
     assert_true(there(dir, ""));
-    assert_int_equal(dt_run_dir_create(&cfg, &stale, made, sizeof made), 0);
+    assert_int_equal(dt_run_dir_create(cfg.checkpoint.dir, &stale, made, sizeof made), 0);
     put(cfg.checkpoint.dir, "keep", "k", 1);
     dt_run_dir_remove_if_empty(cfg.checkpoint.dir, made);
     assert_true(there(dir, "runs/x/keep"));
     unlink(strcat(strcpy(want, cfg.checkpoint.dir), "/keep"));
-    assert_int_equal(dt_run_dir_create(&cfg, &stale, made, sizeof made), 0);
+    assert_int_equal(dt_run_dir_create(cfg.checkpoint.dir, &stale, made, sizeof made), 0);
     assert_string_equal(made, ""); /* there already: nothing made, nothing to remove */
     dt_run_dir_remove_if_empty(cfg.checkpoint.dir, made);
     assert_true(there(dir, "runs/x"));
     /* a checkpoint.dir with trailing slashes: the parents it made go too */
     struct dt_config slashed = cfg;
     snprintf(slashed.checkpoint.dir, sizeof slashed.checkpoint.dir, "%s/new/y//", dir);
-    assert_int_equal(dt_run_dir_create(&slashed, &stale, made, sizeof made), 0);
+    assert_int_equal(dt_run_dir_create(slashed.checkpoint.dir, &stale, made, sizeof made), 0);
     snprintf(want, sizeof want, "%s/new", dir);
     assert_string_equal(made, want);
     dt_run_dir_remove_if_empty(slashed.checkpoint.dir, made);
@@ -186,9 +188,11 @@ static void test_choose_touches_nothing_create_makes_it(void **state)
 
     /* a derived directory holding a run moves on to -2, still without making it */
     cfg.checkpoint.dir_default = true;
-    assert_int_equal(dt_run_dir_choose(&cfg, &o, &moved), 0);
+    struct dt_config before = cfg;
+    assert_int_equal(dt_run_dir_choose(&cfg, &o, chosen, sizeof chosen, &moved), 0);
     assert_true(moved);
-    assert_non_null(strstr(cfg.checkpoint.dir, "runs/x-2"));
+    assert_non_null(strstr(chosen, "runs/x-2"));
+    assert_memory_equal(&before, &cfg, sizeof cfg); /* the config is never written */
     assert_false(there(dir, "runs/x-2"));
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
