@@ -9,8 +9,8 @@
 #include <string.h>
 
 #include "cmd/cmd.h"
-#include "nn/blas.h"
-#include "nn/isa.h"
+#include "nn/kernels/fp32/blas.h"
+#include "nn/kernels/isa.h"
 #include "util/err.h"
 #include "util/json.h"
 #include "util/log.h"

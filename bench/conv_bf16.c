@@ -20,9 +20,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "nn/conv_direct.h"
-#include "nn/conv_winograd.h"
-#include "nn/kernels/conv_bf16.h"
+#include "nn/kernels/fp32/conv_direct.h"
+#include "nn/kernels/fp32/conv_winograd.h"
+#include "nn/kernels/bf16/conv_bf16.h"
 #include "util/clock.h"
 #include "util/cpu.h"
 

@@ -24,9 +24,9 @@
 #include <cblas.h>
 #include <omp.h>
 
-#include "nn/conv_direct.h"
-#include "nn/isa.h"
-#include "nn/conv_winograd.h"
+#include "nn/kernels/fp32/conv_direct.h"
+#include "nn/kernels/isa.h"
+#include "nn/kernels/fp32/conv_winograd.h"
 #include "util/err.h"
 
 struct bench_case {

@@ -53,9 +53,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nn/blas.h"
-#include "nn/conv_direct.h"
-#include "nn/conv_winograd.h"
+#include "nn/kernels/fp32/blas.h"
+#include "nn/kernels/fp32/conv_direct.h"
+#include "nn/kernels/fp32/conv_winograd.h"
 #include "nn/init.h"
 #include "nn/layer_common.h"
 #include "util/alloc.h"

@@ -4,7 +4,7 @@
  * another BLAS build, nn/blas.c keeps BLAS to one thread and splits GEMMs itself. */
 #include <omp.h>
 
-#include "nn/blas.h"
+#include "nn/kernels/fp32/blas.h"
 #include "nn/model.h"
 
 void dt_nn_set_threads(int threads)

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nn/blas.h"
+#include "nn/kernels/fp32/blas.h"
 
 /* Designated: the struct gains fields (bf16, AMX) that these tables do not care about. */
 static const struct dt_cpu_features

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nn/conv_direct.h"
+#include "nn/kernels/fp32/conv_direct.h"
 #include "util/err.h"
 #include "tests/unit/conv_fixture.h"
 #include "util/rng.h"

@@ -18,9 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nn/conv_direct.h"
-#include "nn/conv_winograd.h"
-#include "nn/isa.h"
+#include "nn/kernels/fp32/conv_direct.h"
+#include "nn/kernels/fp32/conv_winograd.h"
+#include "nn/kernels/isa.h"
 #include "util/err.h"
 #include "tests/unit/conv_fixture.h"
 #include "util/rng.h"

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nn/isa.h"
+#include "nn/kernels/isa.h"
 
 static void test_parse_names(void **state)
 {

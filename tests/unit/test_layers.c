@@ -10,7 +10,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "nn/isa.h"
+#include "nn/kernels/isa.h"
 #include "nn/layers.h"
 #include "nn/loss.h"
 #include "nn/model.h"

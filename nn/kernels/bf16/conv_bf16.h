@@ -24,8 +24,8 @@
 
 #include <stddef.h>
 
-#include "nn/conv_direct.h" /* struct dt_conv_shape */
-#include "nn/kernels/gemm_bf16.h"
+#include "nn/kernels/fp32/conv_direct.h" /* struct dt_conv_shape */
+#include "nn/kernels/bf16/gemm_bf16.h"
 
 /* Derived sizes of a stride-1 shape. */
 struct dt_conv_bf16_geom {

@@ -19,7 +19,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "nn/kernels/bf16.h"
+#include "nn/kernels/bf16/bf16.h"
 
 enum dt_bf16_path { DT_BF16_REFERENCE, DT_BF16_CTILE, DT_BF16_AMX, DT_BF16_PATH_COUNT };
 

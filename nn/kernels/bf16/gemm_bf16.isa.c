@@ -5,9 +5,9 @@
  * two B tiles (6-7) per 32-deep step: 4 loads feed 4 products, the most the 8 tiles allow.
  * Edge blocks (fewer than 32 rows or columns of tiles) use the same code with the missing
  * tiles skipped; tiles that hang over C's edge go through a 16 x 16 buffer. */
-#include "nn/kernels/gemm_bf16.h"
+#include "nn/kernels/bf16/gemm_bf16.h"
 #include "nn/kernels/isa_fn.h"
-#include "nn/kernels/tile.h"
+#include "nn/kernels/bf16/tile.h"
 
 #define TILE_ELEMS 512 /* bf16 per packed tile */
 

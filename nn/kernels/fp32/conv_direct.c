@@ -24,11 +24,14 @@
  *    lanes once at the end, so the result depends only on the thread count.
  *
  * Padding is done by copying a sample into a zero-bordered scratch plane (cheap next to the
- * O(taps) work per pixel) so the inner loops never test bounds. The AVX-512 code is compiled
- * with a target attribute and chosen at run time, so sanitizer builds without -march=native
- * still exercise it; the portable path is plain loops that the compiler may vectorise.
+ * O(taps) work per pixel) so the inner loops never test bounds.
+ *
+ * This file holds the shapes, the checks, the scratch layout, the threads and the choice of
+ * build; the per-sample kernels are conv_direct.isa.c, built per instruction set (generic,
+ * avx2, avx512) and picked with nn/kernels/isa.c, so sanitizer builds without -march=native
+ * still exercise the AVX-512 one.
  */
-#include "nn/conv_direct.h"
+#include "nn/kernels/fp32/conv_direct.h"
 
 #include <limits.h>
 #include <stdint.h>
@@ -36,44 +39,31 @@
 
 #include <omp.h>
 
-#include "nn/isa.h"
-#include "nn/simd.h"
+#include "nn/kernels/isa.h"
+#include "nn/kernels/fp32/conv_direct_impl.h"
+#include "nn/kernels/fp32/simd.h"
 #include "util/err.h"
-
-enum {
-    FWD_MAX_KB = 12, /* forward channels per register block (x 2 pixel vectors) */
-    WGT_MAX_KB = 4,  /* weight-gradient channels per block */
-    WGT_MAX_TB = 6,  /* weight-gradient taps per block */
-    MAX_SEGS = 20,   /* output rows one 16-pixel vector can touch, wp >= 1: <= 16 + 2 */
-};
-
-static bool simd_allowed = true;
 
 bool dt_conv_direct_allow_simd(bool allow)
 {
-    bool was = simd_allowed;
-    simd_allowed = allow;
-    return was;
+    return dt_isa_allow_conv_vectors(allow);
 }
 
 bool dt_conv_direct_uses_simd(void)
 {
-#if DT_HAVE_AVX512
-    return simd_allowed && dt_isa_get() == DT_ISA_AVX512;
-#else
-    return false;
-#endif
+    return dt_isa_build(DT_KERNEL_CONV_DIRECT) == DT_ISA_AVX512;
 }
 
 int dt_conv_simd_lanes(void)
 {
-#if DT_HAVE_AVX512
-    if (simd_allowed && dt_isa_get() == DT_ISA_AVX512)
+    switch (dt_isa_build(DT_KERNEL_WINOGRAD)) {
+    case DT_ISA_AVX512:
         return 16;
-    if (simd_allowed && dt_isa_get() == DT_ISA_AVX2)
+    case DT_ISA_AVX2:
         return 8;
-#endif
-    return 0;
+    default:
+        return 0;
+    }
 }
 
 /* ---- shape bookkeeping ---------------------------------------------------------------- */
@@ -108,17 +98,6 @@ bool dt_conv_direct_supported(const struct dt_conv_shape *s)
            fits_int(1, s->c, s->h + 2LL * s->pad, s->w + 2LL * s->pad) &&
            fits_int(1, s->k, oh + 2LL * ph, ow + 2LL * pw);
 }
-
-/* Per-call geometry derived once from the public shape. */
-struct geom {
-    int n, c, h, w, k, kh, kw, pad;
-    int oh, ow, hp, wp; /* output size; padded input size */
-    int taps;           /* c * kh * kw */
-    int q;              /* extended pixel count (oh-1)*wp + ow */
-    size_t shared;      /* floats of packed weights at the start of scratch */
-    size_t pad_floats;  /* padded input copy, 0 when pad == 0 */
-    size_t per_thread;  /* floats of scratch per thread */
-};
 
 static struct geom geom_of(const struct dt_conv_shape *s)
 {
@@ -200,13 +179,6 @@ static const float *pad_planes(const float *x, int ch, int h, int w, int ph, int
     return buf;
 }
 
-/* Output-channel block size: the fewest blocks of at most `max`, balanced. */
-static int block_size(int total, int max)
-{
-    int blocks = (total + max - 1) / max;
-    return (total + blocks - 1) / blocks;
-}
-
 /* Packs weights as [block][tap][kb] for blocks of kbs output channels (the last may be
  * smaller). The natural weights are [out][in][kh][kw]; with `transpose_flip` the operand is
  * instead w'[c][k][i][j] = w[k][c][kh-1-i][kw-1-j] (out = c, in = k), the input gradient's. */
@@ -231,335 +203,21 @@ static void pack_weights(const float *w, int k, int c, int kh, int kw, bool tran
     }
 }
 
-/* One sample's forward-style convolution of a padded input (the forward and the input
- * gradient both reduce to this). */
-struct plane_conv {
-    const float *in; /* [ci][hp][wp] */
-    int ci, hp, wp, kh, kw;
-    const float *wpk; /* packed with block_size(ko, FWD_MAX_KB), or 1 for the portable path */
-    const float *bias;
-    int ko, oh, ow, relu;
-    float *out; /* [ko][oh][ow] */
-};
-
-static inline __attribute__((always_inline)) void conv_sample_loops(const struct plane_conv *p)
+/* One sample through the build isa.c chose for this call. */
+static void conv_sample(enum dt_isa build, const struct plane_conv *p)
 {
-    size_t plane = (size_t)p->hp * p->wp, oplane = (size_t)p->oh * p->ow;
-    int taps = p->ci * p->kh * p->kw;
-    for (int o = 0; o < p->ko; o++) {
-        float *y = p->out + o * oplane;
-        float b = p->bias ? p->bias[o] : 0.0f;
-        for (size_t i = 0; i < oplane; i++)
-            y[i] = b;
-        const float *wt = p->wpk + (size_t)o * taps;
-        for (int c = 0; c < p->ci; c++)
-            for (int i = 0; i < p->kh; i++)
-                for (int j = 0; j < p->kw; j++) {
-                    float wv = *wt++;
-                    for (int r = 0; r < p->oh; r++) {
-                        const float *xr = p->in + c * plane + (size_t)(r + i) * p->wp + j;
-                        float *yr = y + (size_t)r * p->ow;
-                        for (int col = 0; col < p->ow; col++)
-                            yr[col] += wv * xr[col];
-                    }
-                }
-        if (p->relu)
-            for (size_t i = 0; i < oplane; i++)
-                y[i] = y[i] > 0.0f ? y[i] : 0.0f;
-    }
-}
-
-static void conv_sample_portable(const struct plane_conv *p)
-{
-    conv_sample_loops(p);
-}
-
-#if DT_HAVE_AVX512
-/* The AVX2 path: the same loops vectorised 8 wide (the row loop is a plain axpy). Results
- * match the generic path exactly: -std=c11 keeps mul and add separate (no contraction). */
-static __attribute__((target("avx2,fma"))) void conv_sample_avx2(const struct plane_conv *p)
-{
-    conv_sample_loops(p);
-}
-#else
-static void conv_sample_avx2(const struct plane_conv *p)
-{
-    conv_sample_loops(p);
-}
-#endif
-
-/* Sums, for each weight, one sample's dy * x over pixels into part[k][taps]. */
-static void weight_sample_portable(const struct geom *g, const float *in, const float *dy,
-                                   float *part)
-{
-    size_t plane = (size_t)g->hp * g->wp, oplane = (size_t)g->oh * g->ow;
-    for (int k = 0; k < g->k; k++)
-        for (int t = 0; t < g->taps; t++) {
-            int c = t / (g->kh * g->kw), r = t % (g->kh * g->kw);
-            const float *x = in + c * plane + (size_t)(r / g->kw) * g->wp + r % g->kw;
-            const float *d = dy + k * oplane;
-            float sum = 0.0f;
-            for (int row = 0; row < g->oh; row++)
-                for (int col = 0; col < g->ow; col++)
-                    sum += d[row * g->ow + col] * x[(size_t)row * g->wp + col];
-            part[(size_t)k * g->taps + t] += sum;
-        }
-}
-
-#if DT_HAVE_AVX512
-
-static uint16_t lane_mask(int valid)
-{
-    if (valid <= 0)
-        return 0;
-    return valid >= LANES ? 0xffff : (uint16_t)((1u << valid) - 1);
-}
-
-/* Where the `valid` lanes of the vector at extended index qs go in the [oh][ow] output: one
- * (offset, mask) per output row it touches, junk columns masked off. */
-struct seg {
-    int off;
-    uint16_t mask;
-};
-
-static int row_segments(int qs, int valid, int wp, int ow, struct seg *seg)
-{
-    int n = 0;
-    valid = valid < LANES ? valid : LANES;
-    for (int r = qs / wp; valid > 0 && r * wp < qs + valid; r++) {
-        int lo = r * wp - qs, hi = r * wp + ow - qs;
-        lo = lo < 0 ? 0 : lo;
-        hi = hi > valid ? valid : hi;
-        if (hi > lo) {
-            seg[n].off = qs - r * (wp - ow);
-            seg[n].mask = (uint16_t)(lane_mask(hi) & ~lane_mask(lo));
-            n++;
-        }
-    }
-    return n;
-}
-
-struct fwd_tile_at {
-    int q;
-    uint16_t m0, m1;
-    int n0, n1;
-    struct seg s0[MAX_SEGS], s1[MAX_SEGS];
-};
-
-INLINE SIMD void fwd_tile(const struct plane_conv *p, const float *wblk, const float *bias,
-                          float *out, const struct fwd_tile_at *at, const int kb)
-{
-    __m512 a0[FWD_MAX_KB], a1[FWD_MAX_KB];
-#pragma GCC unroll 12
-    for (int b = 0; b < kb; b++) {
-        a0[b] = bias ? _mm512_set1_ps(bias[b]) : _mm512_setzero_ps();
-        a1[b] = a0[b];
-    }
-    size_t plane = (size_t)p->hp * p->wp;
-    const float *wt = wblk;
-    for (int c = 0; c < p->ci; c++)
-        for (int i = 0; i < p->kh; i++) {
-            const float *row = p->in + c * plane + (size_t)i * p->wp + at->q;
-            for (int j = 0; j < p->kw; j++) {
-                __m512 x0 = _mm512_maskz_loadu_ps(at->m0, row + j);
-                __m512 x1 = _mm512_maskz_loadu_ps(at->m1, row + j + LANES);
-#pragma GCC unroll 12
-                for (int b = 0; b < kb; b++) {
-                    __m512 wv = _mm512_set1_ps(wt[b]);
-                    a0[b] = _mm512_fmadd_ps(wv, x0, a0[b]);
-                    a1[b] = _mm512_fmadd_ps(wv, x1, a1[b]);
-                }
-                wt += kb;
-            }
-        }
-    size_t oplane = (size_t)p->oh * p->ow;
-#pragma GCC unroll 12
-    for (int b = 0; b < kb; b++) {
-        if (p->relu) {
-            a0[b] = _mm512_max_ps(a0[b], _mm512_setzero_ps());
-            a1[b] = _mm512_max_ps(a1[b], _mm512_setzero_ps());
-        }
-        float *o = out + b * oplane;
-        for (int s = 0; s < at->n0; s++)
-            _mm512_mask_storeu_ps(o + at->s0[s].off, at->s0[s].mask, a0[b]);
-        for (int s = 0; s < at->n1; s++)
-            _mm512_mask_storeu_ps(o + at->s1[s].off, at->s1[s].mask, a1[b]);
-    }
-}
-
-static SIMD void fwd_tile_any(const struct plane_conv *p, const float *wblk, const float *bias,
-                              float *out, const struct fwd_tile_at *at, int kb)
-{
-    switch (kb) {
-#define FWD_CASE(n)                                                                                \
-    case n:                                                                                        \
-        fwd_tile(p, wblk, bias, out, at, n);                                                       \
+    switch (build) {
+    case DT_ISA_AVX512:
+        dt_conv_direct_sample_avx512(p);
         break;
-        FWD_CASE(1)
-        FWD_CASE(2)
-        FWD_CASE(3)
-        FWD_CASE(4)
-        FWD_CASE(5)
-        FWD_CASE(6)
-        FWD_CASE(7)
-        FWD_CASE(8)
-        FWD_CASE(9)
-        FWD_CASE(10)
-        FWD_CASE(11)
-        FWD_CASE(12)
-#undef FWD_CASE
+    case DT_ISA_AVX2:
+        dt_conv_direct_sample_avx2(p);
+        break;
     default:
+        dt_conv_direct_sample_generic(p);
         break;
     }
 }
-
-static void conv_sample_simd(const struct plane_conv *p)
-{
-    int q_end = (p->oh - 1) * p->wp + p->ow;
-    int taps = p->ci * p->kh * p->kw;
-    int kbs = block_size(p->ko, FWD_MAX_KB);
-    size_t oplane = (size_t)p->oh * p->ow;
-    struct fwd_tile_at at;
-    for (int q = 0; q < q_end; q += 2 * LANES) {
-        at.q = q;
-        at.m0 = lane_mask(q_end - q);
-        at.m1 = lane_mask(q_end - q - LANES);
-        at.n0 = row_segments(q, q_end - q, p->wp, p->ow, at.s0);
-        at.n1 = row_segments(q + LANES, q_end - q - LANES, p->wp, p->ow, at.s1);
-        for (int o0 = 0; o0 < p->ko; o0 += kbs) {
-            int kb = p->ko - o0 < kbs ? p->ko - o0 : kbs;
-            fwd_tile_any(p, p->wpk + (size_t)o0 * taps, p->bias ? p->bias + o0 : NULL,
-                         p->out + o0 * oplane, &at, kb);
-        }
-    }
-}
-
-/* acc[b][t] (vectors at pv + b*pv_stride + t*16) += sum over the extended pixels of
- * dye[b][q] * x[off[t] + q]. */
-INLINE SIMD void wgt_tile(const float *dye, size_t dstride, int q_end, const float *in,
-                          const int *off, float *pv, size_t pv_stride, const int kb, const int tb)
-{
-    __m512 acc[WGT_MAX_KB][WGT_MAX_TB];
-    const float *xp[WGT_MAX_TB];
-#pragma GCC unroll 6
-    for (int t = 0; t < tb; t++)
-        xp[t] = in + off[t];
-#pragma GCC unroll 4
-    for (int b = 0; b < kb; b++)
-#pragma GCC unroll 6
-        for (int t = 0; t < tb; t++)
-            acc[b][t] = _mm512_loadu_ps(pv + b * pv_stride + t * LANES);
-    int q = 0;
-    for (; q + LANES <= q_end; q += LANES) {
-        __m512 d[WGT_MAX_KB];
-#pragma GCC unroll 4
-        for (int b = 0; b < kb; b++)
-            d[b] = _mm512_loadu_ps(dye + b * dstride + q);
-#pragma GCC unroll 6
-        for (int t = 0; t < tb; t++) {
-            __m512 x = _mm512_loadu_ps(xp[t] + q);
-            /* keep x in a register: gcc otherwise folds this load into each of the kb FMAs,
-             * quadrupling the (mostly cache-line-splitting) loads and halving the speed */
-            __asm__("" : "+v"(x));
-#pragma GCC unroll 4
-            for (int b = 0; b < kb; b++)
-                acc[b][t] = _mm512_fmadd_ps(d[b], x, acc[b][t]);
-        }
-    }
-    if (q < q_end) {
-        __mmask16 m = lane_mask(q_end - q);
-        __m512 d[WGT_MAX_KB];
-#pragma GCC unroll 4
-        for (int b = 0; b < kb; b++)
-            d[b] = _mm512_maskz_loadu_ps(m, dye + b * dstride + q);
-#pragma GCC unroll 6
-        for (int t = 0; t < tb; t++) {
-            __m512 x = _mm512_maskz_loadu_ps(m, xp[t] + q);
-#pragma GCC unroll 4
-            for (int b = 0; b < kb; b++)
-                acc[b][t] = _mm512_fmadd_ps(d[b], x, acc[b][t]);
-        }
-    }
-#pragma GCC unroll 4
-    for (int b = 0; b < kb; b++)
-#pragma GCC unroll 6
-        for (int t = 0; t < tb; t++)
-            _mm512_storeu_ps(pv + b * pv_stride + t * LANES, acc[b][t]);
-}
-
-static SIMD void wgt_tile_any(const float *dye, size_t dstride, int q_end, const float *in,
-                              const int *off, float *pv, size_t pv_stride, int kb, int tb)
-{
-    switch ((kb - 1) * WGT_MAX_TB + tb - 1) {
-#define WGT_CASE(b, t)                                                                             \
-    case ((b)-1) * WGT_MAX_TB + (t)-1:                                                             \
-        wgt_tile(dye, dstride, q_end, in, off, pv, pv_stride, b, t);                               \
-        break;
-#define WGT_ROW(b)                                                                                 \
-    WGT_CASE(b, 1) WGT_CASE(b, 2) WGT_CASE(b, 3) WGT_CASE(b, 4) WGT_CASE(b, 5) WGT_CASE(b, 6)
-        WGT_ROW(1)
-        WGT_ROW(2)
-        WGT_ROW(3)
-        WGT_ROW(4)
-#undef WGT_ROW
-#undef WGT_CASE
-    default:
-        break;
-    }
-}
-
-/* One sample's weight-gradient contribution; dye is dy in the extended layout [k][q_end]. */
-static void weight_sample_simd(const struct geom *g, const float *in, const float *dye, float *pv)
-{
-    size_t plane = (size_t)g->hp * g->wp;
-    int khw = g->kh * g->kw;
-    int kbs = block_size(g->k, WGT_MAX_KB), tbs = block_size(g->taps, WGT_MAX_TB);
-    size_t pv_stride = (size_t)g->taps * LANES;
-    size_t dstride = round_lanes((size_t)g->q);
-    for (int t0 = 0; t0 < g->taps; t0 += tbs) {
-        int tb = g->taps - t0 < tbs ? g->taps - t0 : tbs;
-        int off[WGT_MAX_TB];
-        for (int t = 0; t < tb; t++) {
-            int c = (t0 + t) / khw, r = (t0 + t) % khw;
-            off[t] = (int)(c * plane) + (r / g->kw) * g->wp + r % g->kw;
-        }
-        for (int k0 = 0; k0 < g->k; k0 += kbs) {
-            int kb = g->k - k0 < kbs ? g->k - k0 : kbs;
-            wgt_tile_any(dye + (size_t)k0 * dstride, dstride, g->q, in, off,
-                         pv + (size_t)k0 * pv_stride + (size_t)t0 * LANES, pv_stride, kb, tb);
-        }
-    }
-}
-
-/* dw[i] += lane sum of the threads' vectors, added in thread order. */
-static SIMD void reduce_lanes_simd(const float *pv0, size_t thread_stride, int threads, size_t i,
-                                   float *dw)
-{
-    __m512 v = _mm512_loadu_ps(pv0 + i * LANES);
-    for (int t = 1; t < threads; t++)
-        v = _mm512_add_ps(v, _mm512_loadu_ps(pv0 + t * thread_stride + i * LANES));
-    dw[i] += _mm512_reduce_add_ps(v);
-}
-
-#else /* !DT_HAVE_AVX512: never called, uses_simd() is false */
-
-static void conv_sample_simd(const struct plane_conv *p)
-{
-    conv_sample_portable(p);
-}
-
-static void weight_sample_simd(const struct geom *g, const float *in, const float *dye, float *pv)
-{
-    (void)g, (void)in, (void)dye, (void)pv;
-}
-
-static void reduce_lanes_simd(const float *pv0, size_t thread_stride, int threads, size_t i,
-                              float *dw)
-{
-    (void)pv0, (void)thread_stride, (void)threads, (void)i, (void)dw;
-}
-
-#endif
 
 /* ---- public kernels ------------------------------------------------------------------- */
 
@@ -571,8 +229,10 @@ int dt_conv_direct_forward(const struct dt_conv_shape *s, const float *x, const 
     if (rc)
         return rc;
     struct geom g = geom_of(s);
-    bool simd = dt_conv_direct_uses_simd(), avx2 = !simd && dt_isa_get() == DT_ISA_AVX2;
-    pack_weights(w, g.k, g.c, g.kh, g.kw, false, simd ? block_size(g.k, FWD_MAX_KB) : 1, scratch);
+    enum dt_isa build = dt_isa_build(DT_KERNEL_CONV_DIRECT);
+    bool blocked = build == DT_ISA_AVX512;
+    pack_weights(w, g.k, g.c, g.kh, g.kw, false, blocked ? block_size(g.k, FWD_MAX_KB) : 1,
+                 scratch);
     float *thread_base = scratch + g.shared;
 #pragma omp parallel num_threads(threads)
     {
@@ -593,12 +253,7 @@ int dt_conv_direct_forward(const struct dt_conv_shape *s, const float *x, const 
                 .ow = g.ow,
                 .relu = relu,
                 .out = y + (size_t)n * g.k * g.oh * g.ow};
-            if (simd)
-                conv_sample_simd(&p);
-            else if (avx2)
-                conv_sample_avx2(&p);
-            else
-                conv_sample_portable(&p);
+            conv_sample(build, &p);
         }
     }
     return 0;
@@ -611,8 +266,10 @@ int dt_conv_direct_backward_input(const struct dt_conv_shape *s, const float *dy
     if (rc)
         return rc;
     struct geom g = geom_of(s);
-    bool simd = dt_conv_direct_uses_simd(), avx2 = !simd && dt_isa_get() == DT_ISA_AVX2;
-    pack_weights(w, g.k, g.c, g.kh, g.kw, true, simd ? block_size(g.c, FWD_MAX_KB) : 1, scratch);
+    enum dt_isa build = dt_isa_build(DT_KERNEL_CONV_DIRECT);
+    bool blocked = build == DT_ISA_AVX512;
+    pack_weights(w, g.k, g.c, g.kh, g.kw, true, blocked ? block_size(g.c, FWD_MAX_KB) : 1,
+                 scratch);
     int ph = g.kh - 1 - g.pad, pw = g.kw - 1 - g.pad;
     float *thread_base = scratch + g.shared;
 #pragma omp parallel num_threads(threads)
@@ -634,12 +291,7 @@ int dt_conv_direct_backward_input(const struct dt_conv_shape *s, const float *dy
                 .ow = g.w,
                 .relu = 0,
                 .out = dx + (size_t)n * g.c * g.h * g.w};
-            if (simd)
-                conv_sample_simd(&p);
-            else if (avx2)
-                conv_sample_avx2(&p);
-            else
-                conv_sample_portable(&p);
+            conv_sample(build, &p);
         }
     }
     return 0;
@@ -699,7 +351,7 @@ int dt_conv_direct_backward_weight(const struct dt_conv_shape *s, const float *x
     if (rc)
         return rc;
     struct geom g = geom_of(s);
-    bool simd = dt_conv_direct_uses_simd();
+    bool simd = dt_isa_build(DT_KERNEL_CONV_DIRECT_WEIGHT) == DT_ISA_AVX512;
     size_t nw = (size_t)g.k * g.taps, oplane = (size_t)g.oh * g.ow;
     float *thread_base = scratch + g.shared;
 #pragma omp parallel num_threads(threads)
@@ -717,9 +369,9 @@ int dt_conv_direct_backward_weight(const struct dt_conv_shape *s, const float *x
                 ws.db[k] += sum_floats(dyn + k * oplane, oplane);
             if (simd) {
                 extend_dy(&g, dyn, ws.dye);
-                weight_sample_simd(&g, in, ws.dye, ws.acc);
+                dt_conv_direct_weight_sample_avx512(&g, in, ws.dye, ws.acc);
             } else {
-                weight_sample_portable(&g, in, dyn, ws.acc);
+                dt_conv_direct_weight_sample_generic(&g, in, dyn, ws.acc);
             }
         }
 #pragma omp barrier
@@ -727,7 +379,7 @@ int dt_conv_direct_backward_weight(const struct dt_conv_shape *s, const float *x
 #pragma omp for schedule(static)
         for (size_t i = 0; i < nw; i++) {
             if (simd) {
-                reduce_lanes_simd(acc0, g.per_thread, team, i, dw);
+                dt_conv_direct_weight_reduce_avx512(acc0, g.per_thread, team, i, dw);
             } else {
                 float sum = 0.0f;
                 for (int t = 0; t < team; t++)

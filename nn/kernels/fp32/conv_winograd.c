@@ -60,7 +60,7 @@
  * 3->32 pad 1 0.9 / 0.9 / 1.4 vs 1.8 / 2.7 / 2.2; even 1->16 1.7 / 1.5 vs 1.7 / 2.8 (a first
  * layer: no input gradient). The rule at 8 lanes: C * K >= 16.
  */
-#include "nn/conv_winograd.h"
+#include "nn/kernels/fp32/conv_winograd.h"
 
 #include <limits.h>
 #include <stdint.h>
@@ -68,7 +68,8 @@
 
 #include <omp.h>
 
-#include "nn/winograd_impl.h"
+#include "nn/kernels/fp32/winograd_impl.h"
+#include "nn/kernels/isa.h"
 #include "util/err.h"
 
 enum {
@@ -81,7 +82,7 @@ enum {
 
 bool dt_conv_winograd_supported(const struct dt_conv_shape *s)
 {
-    if (!DT_HAVE_AVX512 || !s || s->n < 1 || s->c < 1 || s->h < 1 || s->w < 1 || s->k < 1)
+    if (!s || s->n < 1 || s->c < 1 || s->h < 1 || s->w < 1 || s->k < 1)
         return false;
     if (s->kh != 3 || s->kw != 3 || (s->stride != 1 && s->stride != 2) ||
         (s->pad != 0 && s->pad != 1))
@@ -165,11 +166,8 @@ static int check_call(const struct dt_conv_shape *s, size_t have, int threads, c
 /* The kernels of the path in use; supported() has checked there is one. */
 static const struct wg_kernels *kernels(void)
 {
-#if DT_HAVE_AVX512
-    return dt_conv_simd_lanes() == 16 ? &dt_winograd_avx512 : &dt_winograd_avx2;
-#else
-    return NULL;
-#endif
+    return dt_isa_build(DT_KERNEL_WINOGRAD) == DT_ISA_AVX512 ? &dt_winograd_avx512
+                                                             : &dt_winograd_avx2;
 }
 
 /* ---- public kernels ------------------------------------------------------------------- */

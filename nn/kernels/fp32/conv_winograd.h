@@ -25,8 +25,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "nn/bn_grad.h"
-#include "nn/conv_direct.h" /* struct dt_conv_shape */
+#include "nn/kernels/fp32/bn_grad.h"
+#include "nn/kernels/fp32/conv_direct.h" /* struct dt_conv_shape */
 
 /* True when the kernels handle this shape on this CPU: all sizes positive, a 3x3 kernel,
  * stride 1 or 2, pad 0 or 1, a non-empty output, tensors small enough for int indexing, and

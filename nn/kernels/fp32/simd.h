@@ -1,13 +1,10 @@
-/* What the hand-written kernels (nn/conv_direct.c, nn/conv_winograd.c) share: the AVX-512
- * switch, the vector width their buffers are padded to, and the int-size check.
- *
- * The kernels are compiled with a target attribute rather than -mavx512f, so one binary (and
- * the sanitizer builds, which do not use -march=native) carries them and picks them at run time
- * (dt_conv_direct_uses_simd()). DT_HAVE_AVX512 is 0 where the compiler cannot emit them; the
- * callers then keep only their portable paths. Include this only from .c files of nn/.
+/* What the hand-written fp32 conv kernels (conv_direct, conv_winograd) share: the vector
+ * width their buffers are padded to, the int-size check, and INLINE. Which instruction set a
+ * kernel is built for is the Makefile's business (ISA sets, nn/kernels/isa_fn.h), so nothing
+ * here depends on it. Include this only from nn/kernels/fp32/.
  */
-#ifndef DT_NN_SIMD_H
-#define DT_NN_SIMD_H
+#ifndef DT_NN_KERNELS_FP32_SIMD_H
+#define DT_NN_KERNELS_FP32_SIMD_H
 
 #include <limits.h>
 #include <stdbool.h>
@@ -31,13 +28,7 @@ static inline bool fits_int(long long a, long long b, long long c, long long d)
            !__builtin_mul_overflow(p, d, &p) && p <= INT_MAX;
 }
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#define DT_HAVE_AVX512 1
-#include <immintrin.h>
-#define SIMD   __attribute__((target("avx512f")))
+/* For small helpers the hot loops must inline whatever the compiler's estimate says. */
 #define INLINE static inline __attribute__((always_inline))
-#else
-#define DT_HAVE_AVX512 0
-#endif
 
 #endif
