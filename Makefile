@@ -12,7 +12,7 @@ VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 # BLAS: Debian's OpenMP build of OpenBLAS, named explicitly with an rpath to its directory, so
 # the binary runs it (one thread pool shared with our loops) even when update-alternatives
 # points libopenblas.so.0 at the pthread build, as installing the latter does. Without the
-# OpenMP build, whatever `pkg-config openblas` gives; nn/blas.c then keeps BLAS to one thread
+# OpenMP build, whatever `pkg-config openblas` gives; nn/kernels/fp32/blas.c then keeps BLAS to one thread
 # and splits GEMMs over dtrain's own.
 MULTIARCH  := $(shell $(CC) -print-multiarch 2>/dev/null)
 BLAS_OMP   := /usr/lib/$(MULTIARCH)/openblas-openmp

@@ -68,7 +68,8 @@ static void emit_error_event(int code, const char *message)
 
 int main(int argc, char **argv)
 {
-    /* First: may re-execute dtrain with OpenBLAS kernels that fit this CPU (nn/blas.h). */
+    /* First: may re-execute dtrain with OpenBLAS kernels that fit this CPU
+     * (nn/kernels/fp32/blas.h). */
     dt_blas_select_kernels(argv);
     char isa_err[160];
     if (dt_isa_init_env(isa_err, sizeof isa_err)) {

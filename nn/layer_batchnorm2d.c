@@ -175,8 +175,8 @@ static bool exact_sum(struct dt_layer *l, double *v, size_t n)
     return true;
 }
 
-static void normalise(const struct dt_layer *l, const struct dt_bn_loops *k, const float *x, float *y,
-                      int batch, int ch)
+static void normalise(const struct dt_layer *l, const struct dt_bn_loops *k, const float *x,
+                      float *y, int batch, int ch)
 {
     const struct batchnorm *bn = l->state;
     float gamma = bn->affine ? l->params[ch] : 1.0f;
@@ -299,8 +299,9 @@ static void channel_terms(const struct dt_layer *l, int ch, double n, float t[3]
 }
 
 /* Channel ch's input gradient from the sums in grad_sums, taken over n elements. */
-static void channel_input_grad(const struct dt_layer *l, const struct dt_bn_loops *k, const float *x,
-                               const float *dy, float *dx, int batch, int ch, double n)
+static void channel_input_grad(const struct dt_layer *l, const struct dt_bn_loops *k,
+                               const float *x, const float *dy, float *dx, int batch, int ch,
+                               double n)
 {
     const struct batchnorm *bn = l->state;
     float t[3];

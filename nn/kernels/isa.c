@@ -62,7 +62,8 @@ int dt_isa_parse(const char *name, enum dt_isa *isa, char *err, size_t errlen)
             *isa = (enum dt_isa)i;
             return 0;
         }
-    snprintf(err, errlen, "DTRAIN_ISA: unknown instruction set '%s' (expected generic, avx2 or avx512)",
+    snprintf(err, errlen,
+             "DTRAIN_ISA: unknown instruction set '%s' (expected generic, avx2 or avx512)",
              name ? name : "");
     return -2;
 }
@@ -109,8 +110,8 @@ const char *dt_isa_name(void)
 
 enum dt_isa dt_isa_build(enum dt_kernel_family f)
 {
-    bool conv = f == DT_KERNEL_CONV_DIRECT || f == DT_KERNEL_CONV_DIRECT_WEIGHT ||
-                f == DT_KERNEL_WINOGRAD;
+    bool conv =
+        f == DT_KERNEL_CONV_DIRECT || f == DT_KERNEL_CONV_DIRECT_WEIGHT || f == DT_KERNEL_WINOGRAD;
     if (conv && !conv_vectors)
         return f == DT_KERNEL_WINOGRAD ? DT_ISA_NONE : DT_ISA_GENERIC;
     return builds[f][dt_isa_get()];

@@ -1,5 +1,5 @@
-/* nn/blas.c: the choice of OpenBLAS kernels for every kind of core OpenBLAS may report and
- * every CPU level (fake core names and cpuid bits), and dt_sgemm's split over dtrain's threads
+/* nn/kernels/fp32/blas.c: the choice of OpenBLAS kernels for every kind of core OpenBLAS may report
+ * and every CPU level (fake core names and cpuid bits), and dt_sgemm's split over dtrain's threads
  * computing what one GEMM call does, for every transposition and both split directions. */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,4 +1,4 @@
-/* nn/isa.c: parsing DTRAIN_ISA names, refusing unknown names and paths this CPU lacks, and
+/* nn/kernels/isa.c: parsing DTRAIN_ISA names, refusing unknown names and paths this CPU lacks, and
  * the choice from the environment (unset: the widest path the CPU runs). */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,4 +1,4 @@
-/* The bf16 GEMM over the tile vocabulary (nn/kernels/tile.h), built once per implementation
+/* The bf16 GEMM over the tile vocabulary (nn/kernels/bf16/tile.h), built once per implementation
  * (the Makefile compiles every *.isa.c with -DDT_ISA_<X>; DT_ISA_FN names the function).
  *
  * Blocking: 2 x 2 accumulator tiles (tiles 0-3, a 32 x 32 block of C), two A tiles (4-5) and

@@ -8,8 +8,8 @@
  *   TILE_DPBF16(c, a, b)      c[m][n] += sum over k of a[m][2k]*b[k][n][0] + a[m][2k+1]*b[k][n][1]
  *   TILE_BEGIN()              configure this thread's tiles (once; cheap after that)
  *
- * A kernel source (nn/kernels/NAME.isa.c) is compiled once per implementation: DT_BUILD_AMX maps
- * the operations to the AMX instructions (tile numbers must be constants), DT_BUILD_CTILE to
+ * A kernel source (nn/kernels/bf16/NAME.isa.c) is compiled once per implementation: DT_BUILD_AMX
+ * maps the operations to the AMX instructions (tile numbers must be constants), DT_BUILD_CTILE to
  * plain C on per-thread arrays with the same arithmetic in fp32. The C build runs on every
  * machine, so the blocking and packing logic above the vocabulary is tested everywhere, not
  * only where AMX exists; the two builds then differ only in these five operations. */
@@ -81,7 +81,7 @@ static inline void ctile_dpbf16(int c, int a, int b)
 #define TILE_BEGIN()               ((void)0)
 
 #else
-#error "nn/kernels/tile.h: compile with -DDT_BUILD_AMX or -DDT_BUILD_CTILE (see the Makefile)"
+#error "nn/kernels/bf16/tile.h: compile with -DDT_BUILD_AMX or -DDT_BUILD_CTILE (see the Makefile)"
 #endif
 
 /* One 32-deep step of a block of up to 2 x 2 accumulators, tiles 0 1 / 2 3 (rows x columns):

@@ -1,10 +1,11 @@
 /* batchnorm2d's four passes over the activations, built once per instruction set (generic:
  * the binary's x86-64-v2; avx2: AVX2 + FMA; avx512: AVX-512 F/BW/VL/DQ, Makefile), each build's
- * functions named by DT_ISA_FN and gathered in its table dt_bn_loops_<isa> (batchnorm.h). They are most of batchnorm's time, and batchnorm is
- * a quarter of a ResNet step: the v2 build converts and adds 2 doubles per instruction, the
- * AVX2 and AVX-512 builds 4 and 8 (measured: batchnorm 100-105 -> 75 ms per ResNet-20 step at
- * one thread, docs/kernels.md). Every build gives the same bits: each double lane adds in order,
- * and ISO C (-std=c11) keeps GCC from contracting a * b + c into an FMA.
+ * functions named by DT_ISA_FN and gathered in its table dt_bn_loops_<isa> (batchnorm.h). They are
+ * most of batchnorm's time, and batchnorm is a quarter of a ResNet step: the v2 build converts and
+ * adds 2 doubles per instruction, the AVX2 and AVX-512 builds 4 and 8 (measured: batchnorm 100-105
+ * -> 75 ms per ResNet-20 step at one thread, docs/kernels.md). Every build gives the same bits:
+ * each double lane adds in order, and ISO C (-std=c11) keeps GCC from contracting a * b + c into an
+ * FMA.
  *
  * affine and input_grad walk the samples last to first. Without a reduction they follow the
  * sums over the same channel (nn/layer_batchnorm2d.c), which read its planes first to last,
@@ -122,5 +123,5 @@ static void DT_ISA_FN(input_grad)(const float *x, const float *dy, float *dx, si
     }
 }
 
-const struct dt_bn_loops DT_ISA_FN(dt_bn_loops) = {DT_ISA_FN(moments), DT_ISA_FN(grad_sums), DT_ISA_FN(affine),
-                                           DT_ISA_FN(input_grad)};
+const struct dt_bn_loops DT_ISA_FN(dt_bn_loops) = {DT_ISA_FN(moments), DT_ISA_FN(grad_sums),
+                                                   DT_ISA_FN(affine), DT_ISA_FN(input_grad)};

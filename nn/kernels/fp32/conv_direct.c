@@ -268,8 +268,7 @@ int dt_conv_direct_backward_input(const struct dt_conv_shape *s, const float *dy
     struct geom g = geom_of(s);
     enum dt_isa build = dt_isa_build(DT_KERNEL_CONV_DIRECT);
     bool blocked = build == DT_ISA_AVX512;
-    pack_weights(w, g.k, g.c, g.kh, g.kw, true, blocked ? block_size(g.c, FWD_MAX_KB) : 1,
-                 scratch);
+    pack_weights(w, g.k, g.c, g.kh, g.kw, true, blocked ? block_size(g.c, FWD_MAX_KB) : 1, scratch);
     int ph = g.kh - 1 - g.pad, pw = g.kw - 1 - g.pad;
     float *thread_base = scratch + g.shared;
 #pragma omp parallel num_threads(threads)

@@ -51,7 +51,7 @@ void DT_ISA_FN(dt_conv_direct_sample)(const struct plane_conv *p)
 #if defined(DT_BUILD_GENERIC)
 /* Sums, for each weight, one sample's dy * x over pixels into part[k][taps]. */
 void DT_ISA_FN(dt_conv_direct_weight_sample)(const struct geom *g, const float *in, const float *dy,
-                                              float *part)
+                                             float *part)
 {
     size_t plane = (size_t)g->hp * g->wp, oplane = (size_t)g->oh * g->ow;
     for (int k = 0; k < g->k; k++)
@@ -109,8 +109,8 @@ struct fwd_tile_at {
     struct seg s0[MAX_SEGS], s1[MAX_SEGS];
 };
 
-INLINE void fwd_tile(const struct plane_conv *p, const float *wblk, const float *bias,
-                          float *out, const struct fwd_tile_at *at, const int kb)
+INLINE void fwd_tile(const struct plane_conv *p, const float *wblk, const float *bias, float *out,
+                     const struct fwd_tile_at *at, const int kb)
 {
     __m512 a0[FWD_MAX_KB], a1[FWD_MAX_KB];
 #pragma GCC unroll 12
@@ -150,8 +150,9 @@ INLINE void fwd_tile(const struct plane_conv *p, const float *wblk, const float 
     }
 }
 
-static void DT_ISA_FN(fwd_tile_any)(const struct plane_conv *p, const float *wblk, const float *bias,
-                              float *out, const struct fwd_tile_at *at, int kb)
+static void DT_ISA_FN(fwd_tile_any)(const struct plane_conv *p, const float *wblk,
+                                    const float *bias, float *out, const struct fwd_tile_at *at,
+                                    int kb)
 {
     switch (kb) {
 #define FWD_CASE(n)                                                                                \
@@ -191,16 +192,17 @@ void DT_ISA_FN(dt_conv_direct_sample)(const struct plane_conv *p)
         at.n1 = DT_ISA_FN(row_segments)(q + LANES, q_end - q - LANES, p->wp, p->ow, at.s1);
         for (int o0 = 0; o0 < p->ko; o0 += kbs) {
             int kb = p->ko - o0 < kbs ? p->ko - o0 : kbs;
-            DT_ISA_FN(fwd_tile_any)(p, p->wpk + (size_t)o0 * taps, p->bias ? p->bias + o0 : NULL,
-                         p->out + o0 * oplane, &at, kb);
+            DT_ISA_FN(fwd_tile_any)
+            (p, p->wpk + (size_t)o0 * taps, p->bias ? p->bias + o0 : NULL, p->out + o0 * oplane,
+             &at, kb);
         }
     }
 }
 
 /* acc[b][t] (vectors at pv + b*pv_stride + t*16) += sum over the extended pixels of
  * dye[b][q] * x[off[t] + q]. */
-INLINE void wgt_tile(const float *dye, size_t dstride, int q_end, const float *in,
-                          const int *off, float *pv, size_t pv_stride, const int kb, const int tb)
+INLINE void wgt_tile(const float *dye, size_t dstride, int q_end, const float *in, const int *off,
+                     float *pv, size_t pv_stride, const int kb, const int tb)
 {
     __m512 acc[WGT_MAX_KB][WGT_MAX_TB];
     const float *xp[WGT_MAX_TB];
@@ -251,7 +253,7 @@ INLINE void wgt_tile(const float *dye, size_t dstride, int q_end, const float *i
 }
 
 static void DT_ISA_FN(wgt_tile_any)(const float *dye, size_t dstride, int q_end, const float *in,
-                              const int *off, float *pv, size_t pv_stride, int kb, int tb)
+                                    const int *off, float *pv, size_t pv_stride, int kb, int tb)
 {
     switch ((kb - 1) * WGT_MAX_TB + tb - 1) {
 #define WGT_CASE(b, t)                                                                             \
@@ -272,8 +274,8 @@ static void DT_ISA_FN(wgt_tile_any)(const float *dye, size_t dstride, int q_end,
 }
 
 /* One sample's weight-gradient contribution; dye is dy in the extended layout [k][q_end]. */
-void DT_ISA_FN(dt_conv_direct_weight_sample)(const struct geom *g, const float *in, const float *dye,
-                                              float *pv)
+void DT_ISA_FN(dt_conv_direct_weight_sample)(const struct geom *g, const float *in,
+                                             const float *dye, float *pv)
 {
     size_t plane = (size_t)g->hp * g->wp;
     int khw = g->kh * g->kw;
@@ -289,15 +291,16 @@ void DT_ISA_FN(dt_conv_direct_weight_sample)(const struct geom *g, const float *
         }
         for (int k0 = 0; k0 < g->k; k0 += kbs) {
             int kb = g->k - k0 < kbs ? g->k - k0 : kbs;
-            DT_ISA_FN(wgt_tile_any)(dye + (size_t)k0 * dstride, dstride, g->q, in, off,
-                         pv + (size_t)k0 * pv_stride + (size_t)t0 * LANES, pv_stride, kb, tb);
+            DT_ISA_FN(wgt_tile_any)
+            (dye + (size_t)k0 * dstride, dstride, g->q, in, off,
+             pv + (size_t)k0 * pv_stride + (size_t)t0 * LANES, pv_stride, kb, tb);
         }
     }
 }
 
 /* dw[i] += lane sum of the threads' vectors, added in thread order. */
 void DT_ISA_FN(dt_conv_direct_weight_reduce)(const float *pv0, size_t thread_stride, int threads,
-                                              size_t i, float *dw)
+                                             size_t i, float *dw)
 {
     __m512 v = _mm512_loadu_ps(pv0 + i * LANES);
     for (int t = 1; t < threads; t++)

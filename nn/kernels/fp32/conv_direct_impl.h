@@ -26,7 +26,6 @@ struct geom {
     size_t per_thread;  /* floats of scratch per thread */
 };
 
-
 /* Output-channel block size: the fewest blocks of at most `max`, balanced. */
 static inline int block_size(int total, int max)
 {

@@ -50,7 +50,8 @@
  * 14.9 vs 18.5 (AVX2). The rule at stride 2, either width, is the AVX-512 stride-1 rule: the
  * waste needs enough channels to pay for itself.
  *
- * Widths. The kernels (nn/winograd_kernels.inc) are built at 16 lanes (AVX-512) and at 8 (AVX2
+ * Widths. The kernels (nn/kernels/fp32/conv_winograd.isa.c) are built at 16 lanes (AVX-512) and at
+ * 8 (AVX2
  * + FMA); the layout stays padded to 16 channels, each block walked as two 8-lane halves, and
  * both builds give the same bits. Without AVX-512 the direct kernels' 8-lane loops are slower
  * than im2col + sgemm, so there Winograd's rival is sgemm, and it wins at every shape measured

@@ -118,8 +118,8 @@ INLINE void load_rows(VEC r[W], const float *p, size_t stride, int nr, int nx)
 /* load_rows of a batchnorm's output gradient dy through its backward bn, x (laid out as dy)
  * its input: channel c0 + i's row is struct dt_bn_grad's float operations, in its order. Row
  * by row, so no second array of W vectors competes for the registers. */
-INLINE void load_rows_bn(VEC r[W], const float *dy, const float *x, size_t stride, int nr,
-                                int nx, const struct dt_bn_grad *bn, int c0)
+INLINE void load_rows_bn(VEC r[W], const float *dy, const float *x, size_t stride, int nr, int nx,
+                         const struct dt_bn_grad *bn, int c0)
 {
 #pragma GCC unroll 16
     for (int i = 0; i < W; i++) {
@@ -143,7 +143,8 @@ INLINE void load_rows_bn(VEC r[W], const float *dy, const float *x, size_t strid
  * output gradient and bn->x its input (laid out as src), and what is stored is the
  * batchnorm's input gradient. */
 static void DT_ISA_FN(to_channels_last)(const float *src, int ch, int h, int w, float *dst, int dh,
-                                    int dw, int dc, int off, int step, const struct dt_bn_grad *bn)
+                                        int dw, int dc, int off, int step,
+                                        const struct dt_bn_grad *bn)
 {
     size_t row = (size_t)dw * dc, plane = (size_t)h * w;
     if (step != 1)
@@ -195,7 +196,7 @@ struct store {
  * pixels like to_channels_last. Without anything in st it only moves bits (it also carries
  * int32 pool indices). */
 static void DT_ISA_FN(from_channels_last)(const float *src, int sw, int sc, int off, int step,
-                                      float *dst, int ch, int h, int w, const struct store *st)
+                                          float *dst, int ch, int h, int w, const struct store *st)
 {
     size_t plane = (size_t)h * w;
     const float *bias = st->bias, *mask = st->mask, *extra = st->extra;
@@ -249,7 +250,8 @@ static void DT_ISA_FN(from_channels_last)(const float *src, int sw, int sc, int 
 /* ---- tile transforms ------------------------------------------------------------------ */
 
 /* V[t][p][c16] = B^T d B for the nb tiles from t0 (d read from the channels-last input). */
-static void DT_ISA_FN(input_transform)(const struct geom *g, const float *in, int t0, int nb, float *v)
+static void DT_ISA_FN(input_transform)(const struct geom *g, const float *in, int t0, int nb,
+                                       float *v)
 {
     size_t pstride = (size_t)g->c16, row = (size_t)g->wi * g->c16;
     for (int t = 0; t < nb; t++) {
@@ -281,7 +283,8 @@ static void DT_ISA_FN(input_transform)(const struct geom *g, const float *in, in
  * order (t0 from 0): a tile's first 2 rows (columns) were written by the tile above (to the
  * left) unless it is in the first row (column), and the rest is its own, so `in` needs no
  * clearing first. Fresh elements are stored as 0 + value, the same bits as a cleared plane. */
-static void DT_ISA_FN(input_adjoint)(const struct geom *g, const float *v, int t0, int nb, float *in)
+static void DT_ISA_FN(input_adjoint)(const struct geom *g, const float *v, int t0, int nb,
+                                     float *in)
 {
     size_t pstride = (size_t)g->c16, row = (size_t)g->wi * g->c16;
     for (int t = 0; t < nb; t++) {
@@ -313,7 +316,7 @@ static void DT_ISA_FN(input_adjoint)(const struct geom *g, const float *v, int t
 
 /* out[4x4 block of tile] = A^T M A for the nb tiles from t0. */
 static void DT_ISA_FN(output_transform)(const struct geom *g, const float *m, int t0, int nb,
-                                    float *out)
+                                        float *out)
 {
     size_t pstride = (size_t)g->k16, row = (size_t)g->wo * g->k16;
     for (int t = 0; t < nb; t++) {
@@ -344,7 +347,7 @@ static void DT_ISA_FN(output_transform)(const struct geom *g, const float *m, in
  * [ho/2][wo/2][k16] the maxima, idx (same layout, int32) each winner's index in its [oh][ow]
  * output plane. The same float operations per element as the unpooled path. */
 static void DT_ISA_FN(output_transform_pool2)(const struct geom *g, const float *m, int t0, int nb,
-                                          const float *bias, int relu, float *val, int32_t *idx)
+                                              const float *bias, int relu, float *val, int32_t *idx)
 {
     size_t pstride = (size_t)g->k16, prow = (size_t)(g->wo / 2) * g->k16;
     for (int t = 0; t < nb; t++) {
@@ -387,7 +390,8 @@ static void DT_ISA_FN(output_transform_pool2)(const struct geom *g, const float 
 }
 
 /* dM[t][p][k16] = A dY A^T for the nb tiles from t0: the adjoint of output_transform. */
-static void DT_ISA_FN(output_adjoint)(const struct geom *g, const float *out, int t0, int nb, float *m)
+static void DT_ISA_FN(output_adjoint)(const struct geom *g, const float *out, int t0, int nb,
+                                      float *m)
 {
     size_t pstride = (size_t)g->k16, row = (size_t)g->wo * g->k16;
     for (int t = 0; t < nb; t++) {
@@ -434,9 +438,8 @@ static void DT_ISA_FN(ahead_step)(struct ahead *a)
  * The sum starts from zero and is added to c once: the weight gradient accumulates a batch's
  * thousands of tiles, and one long chain of FMAs onto the same accumulator lost an order of
  * magnitude of precision (8.7e-5 of max |dw| at batch 128, now as good as direct). */
-INLINE void gemm_block(const float *a, size_t ars, size_t aqs, const float *b, size_t bs,
-                              int nq, float *c, size_t cs, bool accumulate, const int rb,
-                              const int vb)
+INLINE void gemm_block(const float *a, size_t ars, size_t aqs, const float *b, size_t bs, int nq,
+                       float *c, size_t cs, bool accumulate, const int rb, const int vb)
 {
     VEC acc[MAX_RB][MAX_VB];
 #pragma GCC unroll 12
@@ -475,8 +478,9 @@ static int DT_ISA_FN(max_rows)(int vb)
     return rows[vb];
 }
 
-static void DT_ISA_FN(gemm_block_any)(const float *a, size_t ars, size_t aqs, const float *b, size_t bs,
-                                  int nq, float *c, size_t cs, bool accumulate, int rb, int vb)
+static void DT_ISA_FN(gemm_block_any)(const float *a, size_t ars, size_t aqs, const float *b,
+                                      size_t bs, int nq, float *c, size_t cs, bool accumulate,
+                                      int rb, int vb)
 {
     switch ((vb - 1) * MAX_RB + rb - 1) {
 #define GEMM_CASE(v, r)                                                                            \
@@ -507,8 +511,8 @@ static int DT_ISA_FN(block_size)(int total, int max)
 }
 
 /* c[rows][W vecs] (+)= a[rows][nq] x b[nq][W vecs], a addressed with strides (ars, aqs). */
-static void DT_ISA_FN(gemm)(const float *a, size_t ars, size_t aqs, int rows, const float *b, size_t bs,
-                        int nq, int vecs, float *c, size_t cs, bool accumulate)
+static void DT_ISA_FN(gemm)(const float *a, size_t ars, size_t aqs, int rows, const float *b,
+                            size_t bs, int nq, int vecs, float *c, size_t cs, bool accumulate)
 {
     int vbs = DT_ISA_FN(block_size)(vecs, MAX_VB);
     for (int v0 = 0; v0 < vecs; v0 += vbs) {
@@ -516,8 +520,9 @@ static void DT_ISA_FN(gemm)(const float *a, size_t ars, size_t aqs, int rows, co
         int rbs = DT_ISA_FN(block_size)(rows, DT_ISA_FN(max_rows)(vb));
         for (int r0 = 0; r0 < rows; r0 += rbs) {
             int rb = rows - r0 < rbs ? rows - r0 : rbs;
-            DT_ISA_FN(gemm_block_any)(a + r0 * ars, ars, aqs, b + v0 * W, bs, nq, c + r0 * cs + v0 * W, cs,
-                           accumulate, rb, vb);
+            DT_ISA_FN(gemm_block_any)
+            (a + r0 * ars, ars, aqs, b + v0 * W, bs, nq, c + r0 * cs + v0 * W, cs, accumulate, rb,
+             vb);
         }
     }
 }
@@ -527,7 +532,8 @@ static void DT_ISA_FN(gemm)(const float *a, size_t ars, size_t aqs, int rows, co
 /* u[p][o][i16] = (G w G^T)[p] for the operand w[k][c][3][3] viewed as out o / in i: with
  * `transpose` false o = c, i = k (the forward's U, vectorised along k); with it o = k, i = c
  * (the input gradient's U^T, vectorised along c). Lanes past the channel count are zero. */
-static void DT_ISA_FN(transform_filter)(const struct geom *g, const float *w, bool transpose, float *u)
+static void DT_ISA_FN(transform_filter)(const struct geom *g, const float *w, bool transpose,
+                                        float *u)
 {
     int outs = transpose ? g->k : g->c, ins = transpose ? g->c : g->k;
     int outs16 = transpose ? g->k16 : g->c16, ins16 = transpose ? g->c16 : g->k16;
@@ -562,7 +568,7 @@ static void DT_ISA_FN(transform_filter)(const struct geom *g, const float *w, bo
 
 /* dw[k][c][3][3] += (G^T dU G) for dU [POS][c16][k16]; channels c in [c0, c1). */
 static void DT_ISA_FN(weight_from_domain)(const struct geom *g, const float *du, int c0, int c1,
-                                      float *dw)
+                                          float *dw)
 {
     size_t pstride = (size_t)g->c16 * g->k16;
     for (int c = c0; c < c1; c++)
@@ -595,8 +601,8 @@ static void DT_ISA_FN(weight_from_domain)(const struct geom *g, const float *du,
 /* One sample's forward; with argmax, pooled 2x2 (y is then the pooled output). Runs ahead's
  * prefetch. */
 static void DT_ISA_FN(forward_sample)(const struct geom *g, const float *x, const float *u,
-                                  const float *b, float *y, int32_t *argmax, int relu,
-                                  const struct wscratch *ws, struct ahead *ahead)
+                                      const float *b, float *y, int32_t *argmax, int relu,
+                                      const struct wscratch *ws, struct ahead *ahead)
 {
     DT_ISA_FN(to_channels_last)(x, g->c, g->h, g->w, ws->in, g->hi, g->wi, g->c16, g->pad, 1, NULL);
     size_t vrow = (size_t)POS * g->c16, mrow = (size_t)POS * g->k16;
@@ -606,8 +612,9 @@ static void DT_ISA_FN(forward_sample)(const struct geom *g, const float *x, cons
         int nb = g->tiles - t0 < g->nt ? g->tiles - t0 : g->nt;
         DT_ISA_FN(input_transform)(g, ws->in, t0, nb, ws->v);
         for (int p = 0; p < POS; p++) {
-            DT_ISA_FN(gemm)(ws->v + (size_t)p * g->c16, vrow, 1, nb, u + (size_t)p * g->c16 * g->k16, g->k16,
-                 g->c, g->k16 / W, ws->m + (size_t)p * g->k16, mrow, false);
+            DT_ISA_FN(gemm)
+            (ws->v + (size_t)p * g->c16, vrow, 1, nb, u + (size_t)p * g->c16 * g->k16, g->k16, g->c,
+             g->k16 / W, ws->m + (size_t)p * g->k16, mrow, false);
             DT_ISA_FN(ahead_step)(ahead);
         }
         if (argmax)
@@ -617,13 +624,16 @@ static void DT_ISA_FN(forward_sample)(const struct geom *g, const float *x, cons
     }
     if (!argmax) {
         struct store st = {.bias = b, .relu = relu};
-        DT_ISA_FN(from_channels_last)(ws->out, g->wo, g->k16, 0, g->step, y, g->k, g->yh, g->yw, &st);
+        DT_ISA_FN(from_channels_last)
+        (ws->out, g->wo, g->k16, 0, g->step, y, g->k, g->yh, g->yw, &st);
         return;
     }
     const struct store bits = {0};
-    DT_ISA_FN(from_channels_last)(ws->out, g->wo / 2, g->k16, 0, 1, y, g->k, g->oh / 2, g->ow / 2, &bits);
-    DT_ISA_FN(from_channels_last)((const float *)idx, g->wo / 2, g->k16, 0, 1, (float *)argmax, g->k,
-                       g->oh / 2, g->ow / 2, &bits);
+    DT_ISA_FN(from_channels_last)
+    (ws->out, g->wo / 2, g->k16, 0, 1, y, g->k, g->oh / 2, g->ow / 2, &bits);
+    DT_ISA_FN(from_channels_last)
+    ((const float *)idx, g->wo / 2, g->k16, 0, 1, (float *)argmax, g->k, g->oh / 2, g->ow / 2,
+     &bits);
 }
 
 /* db += the sums of the nb tiles' dy, read off dM: position (1, 1) of A dY A^T is the sum of
@@ -648,9 +658,9 @@ static void DT_ISA_FN(bias_sums)(const struct geom *g, const float *m, int nb, f
  * sample) one sample's block made the weight gradient's GEMMs 4 rows deep, and the dU
  * accumulator's traffic, not the products, set its speed. */
 static void DT_ISA_FN(backward_samples)(const struct geom *g, const float *x, const float *dy,
-                                    const struct dt_bn_grad *bn, const float *ut, bool bias,
-                                    float *dx, const float *mask, const float *extra,
-                                    const struct wscratch *ws, int count, struct ahead *ahead)
+                                        const struct dt_bn_grad *bn, const float *ut, bool bias,
+                                        float *dx, const float *mask, const float *extra,
+                                        const struct wscratch *ws, int count, struct ahead *ahead)
 {
     size_t vrow = (size_t)POS * g->c16, mrow = (size_t)POS * g->k16;
     size_t in_sample = (size_t)g->c * g->h * g->w, out_sample = (size_t)g->k * g->yh * g->yw;
@@ -660,14 +670,16 @@ static void DT_ISA_FN(backward_samples)(const struct geom *g, const float *x, co
             /* a sample's planes are converted at its first block (count > 1: its only one) */
             if (t0 == 0) {
                 struct dt_bn_grad part;
-                DT_ISA_FN(to_channels_last)(dy + s * out_sample, g->k, g->yh, g->yw, ws->out, g->ho, g->wo,
-                                 g->k16, 0, g->step, dt_bn_grad_from(bn, s * out_sample, &part));
+                DT_ISA_FN(to_channels_last)
+                (dy + s * out_sample, g->k, g->yh, g->yw, ws->out, g->ho, g->wo, g->k16, 0, g->step,
+                 dt_bn_grad_from(bn, s * out_sample, &part));
             }
             DT_ISA_FN(output_adjoint)(g, ws->out, t0, nb, ws->m + s * nb * mrow);
             if (x) {
                 if (t0 == 0)
-                    DT_ISA_FN(to_channels_last)(x + s * in_sample, g->c, g->h, g->w, ws->in, g->hi, g->wi,
-                                     g->c16, g->pad, 1, NULL);
+                    DT_ISA_FN(to_channels_last)
+                (x + s * in_sample, g->c, g->h, g->w, ws->in, g->hi, g->wi, g->c16, g->pad, 1,
+                 NULL);
                 DT_ISA_FN(input_transform)(g, ws->in, t0, nb, ws->v + s * nb * vrow);
             }
         }
@@ -676,15 +688,17 @@ static void DT_ISA_FN(backward_samples)(const struct geom *g, const float *x, co
             DT_ISA_FN(bias_sums)(g, ws->m, rows, ws->db);
         if (x)
             for (int p = 0; p < POS; p++) {
-                DT_ISA_FN(gemm)(ws->v + (size_t)p * g->c16, 1, vrow, g->c, ws->m + (size_t)p * g->k16, mrow,
-                     rows, g->k16 / W, ws->acc + (size_t)p * g->c16 * g->k16, g->k16, true);
+                DT_ISA_FN(gemm)
+                (ws->v + (size_t)p * g->c16, 1, vrow, g->c, ws->m + (size_t)p * g->k16, mrow, rows,
+                 g->k16 / W, ws->acc + (size_t)p * g->c16 * g->k16, g->k16, true);
                 DT_ISA_FN(ahead_step)(ahead);
             }
         if (!dx)
             continue;
         for (int p = 0; p < POS; p++) {
-            DT_ISA_FN(gemm)(ws->m + (size_t)p * g->k16, mrow, 1, rows, ut + (size_t)p * g->k16 * g->c16,
-                 g->c16, g->k, g->c16 / W, ws->v + (size_t)p * g->c16, vrow, false);
+            DT_ISA_FN(gemm)
+            (ws->m + (size_t)p * g->k16, mrow, 1, rows, ut + (size_t)p * g->k16 * g->c16, g->c16,
+             g->k, g->c16 / W, ws->v + (size_t)p * g->c16, vrow, false);
             DT_ISA_FN(ahead_step)(ahead);
         }
         for (int s = 0; s < count; s++) {
@@ -692,8 +706,8 @@ static void DT_ISA_FN(backward_samples)(const struct geom *g, const float *x, co
             if (t0 + nb == g->tiles) {
                 struct store st = {.mask = mask ? mask + s * in_sample : NULL,
                                    .extra = extra ? extra + s * in_sample : NULL};
-                DT_ISA_FN(from_channels_last)(ws->din, g->wi, g->c16, g->pad, 1, dx + s * in_sample, g->c,
-                                   g->h, g->w, &st);
+                DT_ISA_FN(from_channels_last)
+                (ws->din, g->wi, g->c16, g->pad, 1, dx + s * in_sample, g->c, g->h, g->w, &st);
             }
         }
     }
@@ -702,7 +716,7 @@ static void DT_ISA_FN(backward_samples)(const struct geom *g, const float *x, co
 /* Sums the threads' dU and bias partials in thread order into thread 0's, elements
  * [i0, i1) of the adjacent acc and db sections. */
 static void DT_ISA_FN(reduce_threads)(const struct geom *g, float *scratch, int team, size_t i0,
-                                  size_t i1)
+                                      size_t i1)
 {
     struct wscratch w0 = wscratch_of(g, scratch, 0);
     for (size_t i = i0; i < i1; i += W) {

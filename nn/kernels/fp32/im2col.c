@@ -15,8 +15,8 @@ struct geom {
 
 static struct geom geom_of(const struct dt_conv_shape *s)
 {
-    struct geom g = {.c = s->c, .h = s->h, .w = s->w, .k = s->kh, .stride = s->stride,
-                     .pad = s->pad};
+    struct geom g = {
+        .c = s->c, .h = s->h, .w = s->w, .k = s->kh, .stride = s->stride, .pad = s->pad};
     g.oh = (s->h + 2 * s->pad - s->kh) / s->stride + 1;
     g.ow = (s->w + 2 * s->pad - s->kw) / s->stride + 1;
     g.ckk = g.c * g.k * g.k;

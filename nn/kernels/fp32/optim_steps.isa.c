@@ -24,7 +24,8 @@ struct adam_k {
 
 /* torch: d_p = g (+ wd * p); buf = d_p on the first step, else buf * momentum + (1 - dampening)
  * * d_p; d_p = nesterov ? d_p + momentum * buf : buf; p = p + (-lr) * d_p. */
-static void DT_ISA_FN(sgd_step)(const struct dt_optim_config *c, float *const *state, uint64_t steps, float *restrict p, const float *restrict g,
+static void DT_ISA_FN(sgd_step)(const struct dt_optim_config *c, float *const *state,
+                                uint64_t steps, float *restrict p, const float *restrict g,
                                 size_t n, double lr)
 {
     const float wd = (float)c->weight_decay, neg_lr = (float)-lr;
@@ -56,9 +57,9 @@ static void DT_ISA_FN(sgd_step)(const struct dt_optim_config *c, float *const *s
 /* One Adam element; the flags are compile-time constants at every call, so each loop below is
  * specialised and vectorises. */
 static inline __attribute__((always_inline)) void
-DT_ISA_FN(adam_elem)(float *restrict p, const float *restrict g, float *restrict m, float *restrict v,
-               float *restrict vmax, size_t i, bool adamw, bool l2, bool amsgrad,
-               const struct adam_k *k)
+DT_ISA_FN(adam_elem)(float *restrict p, const float *restrict g, float *restrict m,
+                     float *restrict v, float *restrict vmax, size_t i, bool adamw, bool l2,
+                     bool amsgrad, const struct adam_k *k)
 {
     float pi = adamw ? p[i] * k->shrink : p[i];
     float gi = l2 ? fmaf(pi, k->wd, g[i]) : g[i];
@@ -80,10 +81,11 @@ DT_ISA_FN(adam_elem)(float *restrict p, const float *restrict g, float *restrict
 #define ADAM_LOOP(adamw, l2, amsgrad)                                                              \
     do {                                                                                           \
         _Pragma("omp parallel for simd if (n >= PARALLEL_MIN)") for (size_t i = 0; i < n; i++)     \
-            DT_ISA_FN(adam_elem)(p, g, m, v, vmax, i, adamw, l2, amsgrad, &k);                           \
+            DT_ISA_FN(adam_elem)(p, g, m, v, vmax, i, adamw, l2, amsgrad, &k);                     \
     } while (0)
 
-static void DT_ISA_FN(adam_step)(const struct dt_optim_config *c, float *const *state, uint64_t steps, float *restrict p, const float *restrict g,
+static void DT_ISA_FN(adam_step)(const struct dt_optim_config *c, float *const *state,
+                                 uint64_t steps, float *restrict p, const float *restrict g,
                                  size_t n, double lr)
 {
     const double t = (double)steps; /* already counts this step */
@@ -115,8 +117,8 @@ static void DT_ISA_FN(adam_step)(const struct dt_optim_config *c, float *const *
  * p = p + (-lr) * delta. */
 static inline __attribute__((always_inline)) void
 DT_ISA_FN(adadelta_elem)(float *restrict p, const float *restrict g, float *restrict sa,
-                   float *restrict ad, size_t i, bool decay, float wd, float neg_lr, float rho,
-                   float keep, float eps)
+                         float *restrict ad, size_t i, bool decay, float wd, float neg_lr,
+                         float rho, float keep, float eps)
 {
     float gi = decay ? fmaf(p[i], wd, g[i]) : g[i];
     float s = fmaf(keep * gi, gi, sa[i] * rho);
@@ -131,11 +133,12 @@ DT_ISA_FN(adadelta_elem)(float *restrict p, const float *restrict g, float *rest
 #define ADADELTA_LOOP(decay)                                                                       \
     do {                                                                                           \
         _Pragma("omp parallel for simd if (n >= PARALLEL_MIN)") for (size_t i = 0; i < n; i++)     \
-            DT_ISA_FN(adadelta_elem)(p, g, sa, ad, i, decay, wd, neg_lr, rho, keep, eps);                \
+            DT_ISA_FN(adadelta_elem)(p, g, sa, ad, i, decay, wd, neg_lr, rho, keep, eps);          \
     } while (0)
 
-static void DT_ISA_FN(adadelta_step)(const struct dt_optim_config *c, float *const *state, float *restrict p, const float *restrict g,
-                                     size_t n, double lr)
+static void DT_ISA_FN(adadelta_step)(const struct dt_optim_config *c, float *const *state,
+                                     float *restrict p, const float *restrict g, size_t n,
+                                     double lr)
 {
     const float wd = (float)c->weight_decay, neg_lr = (float)-lr;
     const float rho = (float)c->rho, keep = (float)(1.0 - c->rho), eps = (float)c->eps;
@@ -146,8 +149,9 @@ static void DT_ISA_FN(adadelta_step)(const struct dt_optim_config *c, float *con
         ADADELTA_LOOP(false);
 }
 
-void DT_ISA_FN(dt_optim_update)(const struct dt_optim_config *c, float *const *state, uint64_t steps, float *params,
-                                 const float *grads, size_t n, double lr)
+void DT_ISA_FN(dt_optim_update)(const struct dt_optim_config *c, float *const *state,
+                                uint64_t steps, float *params, const float *grads, size_t n,
+                                double lr)
 {
     switch (c->type) {
     case DT_OPTIM_SGD:

@@ -97,27 +97,27 @@ INLINE void pool_step(VEC *mx, VECI *best, VEC v, int i)
 
 #elif defined(DT_BUILD_AVX2)
 
-#define W            8
-#define VEC          __m256
-#define VECI         __m256i
-#define LOAD         _mm256_loadu_ps
-#define STORE        _mm256_storeu_ps
-#define ZERO         _mm256_setzero_ps
-#define SET1         _mm256_set1_ps
-#define ADD          _mm256_add_ps
-#define SUB          _mm256_sub_ps
-#define MUL          _mm256_mul_ps
-#define FMA          _mm256_fmadd_ps
-#define FNMA         _mm256_fnmadd_ps
-#define MAXV         _mm256_max_ps
-#define SET1I        _mm256_set1_epi32
-#define STOREI(p, v) _mm256_storeu_si256((__m256i *)(void *)(p), v)
+#define W              8
+#define VEC            __m256
+#define VECI           __m256i
+#define LOAD           _mm256_loadu_ps
+#define STORE          _mm256_storeu_ps
+#define ZERO           _mm256_setzero_ps
+#define SET1           _mm256_set1_ps
+#define ADD            _mm256_add_ps
+#define SUB            _mm256_sub_ps
+#define MUL            _mm256_mul_ps
+#define FMA            _mm256_fmadd_ps
+#define FNMA           _mm256_fnmadd_ps
+#define MAXV           _mm256_max_ps
+#define SET1I          _mm256_set1_epi32
+#define STOREI(p, v)   _mm256_storeu_si256((__m256i *)(void *)(p), v)
 
 /* v where m > 0, else +0: a relu's backward mask */
 #define KEEP_POS(v, m) _mm256_and_ps(_mm256_cmp_ps(m, ZERO(), _CMP_GT_OQ), v)
 
 /* registers: 16 ymm, 12 of them accumulators */
-#define MAX_VB 3
+#define MAX_VB         3
 #define ROWS_OF_VB                                                                                 \
     {                                                                                              \
         0, 12, 6, 4                                                                                \
