@@ -12,7 +12,7 @@ VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 # BLAS: Debian's OpenMP build of OpenBLAS, named explicitly with an rpath to its directory, so
 # the binary runs it (one thread pool shared with our loops) even when update-alternatives
 # points libopenblas.so.0 at the pthread build, as installing the latter does. Without the
-# OpenMP build, whatever `pkg-config openblas` gives; nn/blas.c then keeps BLAS to one thread
+# OpenMP build, whatever `pkg-config openblas` gives; nn/kernels/fp32/blas.c then keeps BLAS to one thread
 # and splits GEMMs over dtrain's own.
 MULTIARCH  := $(shell $(CC) -print-multiarch 2>/dev/null)
 BLAS_OMP   := /usr/lib/$(MULTIARCH)/openblas-openmp
@@ -25,8 +25,8 @@ BLAS_LIBS   := $(shell pkg-config --libs openblas)
 endif
 
 # One binary for any x86-64-v2 CPU (2009 on): the wide kernels (conv AVX-512/AVX2, the
-# optimizer's FMA loops) carry their own target attributes and are picked at run time
-# (nn/isa.h, DTRAIN_ISA), so a binary built on one node runs on every node of a cluster.
+# optimizer's FMA loops) are built per instruction set (the kernel room, below) and picked at
+# run time (nn/kernels/isa.h, DTRAIN_ISA), so a binary built on one node runs on every node of a cluster.
 # Measured as fast as -march=native on the reference models (BENCHMARKS.md, issue 16);
 # `make NATIVE=1` still builds for the build host alone.
 ifeq ($(NATIVE),1)
@@ -47,19 +47,32 @@ endif
 
 BUILD   ?= build
 LIB_SRC := $(sort $(filter-out %.isa.c,$(wildcard util/*.c data/*.c nn/*.c nn/kernels/*.c \
-                                         dist/*.c train/*.c cmd/*.c cmd/bench/*.c)))
+                                         nn/kernels/*/*.c dist/*.c train/*.c cmd/*.c cmd/bench/*.c)))
 
-# Kernels written once and built per instruction set: each nn/kernels/*.isa.c is compiled
-# once per entry of ISA_BUILDS with that entry's flags, and DT_ISA_FN (nn/kernels/isa_fn.h)
-# gives every build its own symbol names. "ctile" is plain C (the tile vocabulary of
-# nn/kernels/tile.h emulated) and runs anywhere; "amx" is called only where nn/kernels/amx.c
-# finds AMX in the CPU and Linux grants the tile state.
-ISA_BUILDS      := ctile amx
-ISA_FLAGS_ctile := -DDT_ISA_CTILE
-ISA_FLAGS_amx   := -DDT_ISA_AMX -mamx-tile -mamx-bf16 -mavx512f -mavx512bw -mavx512vl \
-                   -mavx512dq -mavx512bf16
-ISA_SRC := $(sort $(wildcard nn/kernels/*.isa.c))
-ISA_OBJ := $(foreach isa,$(ISA_BUILDS),$(ISA_SRC:%.isa.c=$(BUILD)/%.$(isa).o))
+# The kernel room (nn/kernels/, docs/kernels.md). A kernel written once and built per
+# instruction set is nn/kernels/<family>/NAME.isa.c: it is compiled once per ISA of its ISA set,
+# with -DDT_BUILD_<X> and ISA_FLAGS_<isa>, into $(BUILD)/.../NAME.<isa>.o, and DT_ISA_FN
+# (nn/kernels/isa_fn.h) gives every build its own symbol names; nn/kernels/isa.c picks the build
+# that runs. A file's ISA set is ISA_SET_<NAME> where one is set here, else its folder's:
+#   fp32/: generic (the binary's own x86-64-v2), avx2 (AVX2 + FMA), avx512 (AVX-512F);
+#   bf16/: ctile (plain C, the tile vocabulary of nn/kernels/bf16/tile.h emulated; runs
+#          anywhere) and amx (called only where nn/kernels/bf16/amx.c finds AMX in the CPU and
+#          Linux grants the tile state).
+# The flags are the ones the kernels' target attributes had, so each build's code is the same.
+ISA_SET_fp32          := generic avx2 avx512
+ISA_SET_bf16          := ctile amx
+ISA_SET_conv_winograd := avx2 avx512   # intrinsics at 8 and 16 lanes; no generic build
+ISA_SET_optim_steps   := generic avx2  # the AVX-512 path runs the avx2 build (isa.c)
+ISA_FLAGS_generic := -DDT_BUILD_GENERIC
+ISA_FLAGS_avx2    := -DDT_BUILD_AVX2 -mavx2 -mfma
+ISA_FLAGS_avx512  := -DDT_BUILD_AVX512 -mavx512f
+ISA_FLAGS_ctile   := -DDT_BUILD_CTILE
+ISA_FLAGS_amx     := -DDT_BUILD_AMX -mamx-tile -mamx-bf16 -mavx512f -mavx512bw -mavx512vl \
+                     -mavx512dq -mavx512bf16
+ISA_BUILDS := $(sort $(ISA_SET_fp32) $(ISA_SET_bf16))
+ISA_SRC    := $(sort $(wildcard nn/kernels/*/*.isa.c))
+isa_set     = $(or $(ISA_SET_$(notdir $(1:.isa.c=))),$(ISA_SET_$(notdir $(patsubst %/,%,$(dir $(1))))))
+ISA_OBJ    := $(foreach src,$(ISA_SRC),$(foreach isa,$(call isa_set,$(src)),$(BUILD)/$(src:.isa.c=.$(isa).o)))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(ISA_OBJ)
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
@@ -92,8 +105,12 @@ $$(BUILD)/%.$(1).o: %.isa.c
 endef
 $(foreach isa,$(ISA_BUILDS),$(eval $(call isa_rule,$(isa))))
 
-# sqrtf in the optimizer loops vectorises only without errno (see nn/optim.c).
+# sqrtf in the optimizer loops vectorises only without errno (nn/kernels/fp32/optim_steps.isa.c);
+# nn/optim.c keeps the flag it was always built with.
+$(BUILD)/nn/kernels/fp32/optim_steps.%.o: CFLAGS += -fno-math-errno
 $(BUILD)/nn/optim.o: CFLAGS += -fno-math-errno
+# batchnorm's AVX-512 loops convert and mask with AVX-512 BW/VL/DQ as well as F.
+$(BUILD)/nn/kernels/fp32/batchnorm.avx512.o: CFLAGS += -mavx512bw -mavx512vl -mavx512dq
 
 $(BUILD)/tests/%: tests/unit/%.c $(LIB_OBJ)
 	@mkdir -p $(dir $@)
@@ -139,7 +156,8 @@ build-fuzz/fuzz/%: tests/fuzz/%.c tests/fuzz/fuzz_common.h $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests/fuzz -fsanitize=fuzzer $(LDFLAGS) -o $@ $< $(LIB_OBJ) $(LDLIBS)
 
-# Kernel benchmarks linked from the same objects as dtrain (bench/Makefile has the older ones).
+# Kernel benchmarks (bench/conv_kernels.c, bench/conv_bf16.c) linked from the same objects as
+# dtrain; bench/Makefile forwards here.
 $(BUILD)/bench/%: bench/%.c $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB_OBJ) $(LDLIBS)

@@ -9,8 +9,8 @@
 #include <string.h>
 
 #include "cmd/cmd.h"
-#include "nn/blas.h"
-#include "nn/isa.h"
+#include "nn/kernels/fp32/blas.h"
+#include "nn/kernels/isa.h"
 #include "util/err.h"
 #include "util/json.h"
 #include "util/log.h"
@@ -68,7 +68,8 @@ static void emit_error_event(int code, const char *message)
 
 int main(int argc, char **argv)
 {
-    /* First: may re-execute dtrain with OpenBLAS kernels that fit this CPU (nn/blas.h). */
+    /* First: may re-execute dtrain with OpenBLAS kernels that fit this CPU
+     * (nn/kernels/fp32/blas.h). */
     dt_blas_select_kernels(argv);
     char isa_err[160];
     if (dt_isa_init_env(isa_err, sizeof isa_err)) {

@@ -1,4 +1,4 @@
-/* bf16 convolution forward (nn/kernels/conv_bf16.h) against dtrain's fp32 kernels on the
+/* bf16 convolution forward (nn/kernels/bf16/conv_bf16.h) against dtrain's fp32 kernels on the
  * reference models' stride-1 shapes, one batch at a time, one thread unless OMP_NUM_THREADS
  * says otherwise:
  *
@@ -20,9 +20,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "nn/conv_direct.h"
-#include "nn/conv_winograd.h"
-#include "nn/kernels/conv_bf16.h"
+#include "nn/kernels/fp32/conv_direct.h"
+#include "nn/kernels/fp32/conv_winograd.h"
+#include "nn/kernels/bf16/conv_bf16.h"
 #include "util/clock.h"
 #include "util/cpu.h"
 

@@ -1,5 +1,5 @@
-/* Benchmark: nn/conv_direct and nn/conv_winograd kernels against im2col + OpenBLAS sgemm, side
- * by side in one run.
+/* Benchmark: nn/kernels/fp32/conv_direct and nn/kernels/fp32/conv_winograd kernels against im2col +
+ * OpenBLAS sgemm, side by side in one run.
  *
  * Times forward, weight gradient and input gradient of the reference models' convolutions
  * (ConvNet at batch 128, CIFAR CNN at batch 32) with 1 and 2 threads and prints the median of
@@ -24,9 +24,9 @@
 #include <cblas.h>
 #include <omp.h>
 
-#include "nn/conv_direct.h"
-#include "nn/isa.h"
-#include "nn/conv_winograd.h"
+#include "nn/kernels/fp32/conv_direct.h"
+#include "nn/kernels/isa.h"
+#include "nn/kernels/fp32/conv_winograd.h"
 #include "util/err.h"
 
 struct bench_case {
@@ -325,7 +325,8 @@ int main(int argc, char **argv)
     }
     /* OpenBLAS would start its own threads under a 1-thread OpenMP team (not "in parallel") */
     openblas_set_num_threads(1);
-    printf("direct kernels: %s path (DTRAIN_ISA=%s); ms and GF/s: median of %d repeats, best: GF/s of the fastest; "
+    printf("direct kernels: %s path (DTRAIN_ISA=%s); ms and GF/s: median of %d repeats, best: GF/s "
+           "of the fastest; "
            "GFLOP = 2*N*K*C*kh*kw*OH*OW / time (Winograd: the direct equivalent)\n",
            dt_conv_direct_uses_simd() ? "AVX-512" : "portable", dt_isa_name(), repeats);
     printf("%-28s %3s %-7s %20s   %20s   %20s %7s %7s %8s\n", "", "", "", "---- direct ----",

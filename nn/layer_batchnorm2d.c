@@ -35,7 +35,7 @@
 #include <string.h>
 
 #include "nn/init.h"
-#include "nn/isa.h"
+#include "nn/kernels/fp32/batchnorm.h"
 #include "nn/layer_common.h"
 #include "util/alloc.h"
 
@@ -110,66 +110,6 @@ static int batchnorm2d_init(struct dt_layer *l, uint64_t seed)
     return 0;
 }
 
-/* Sums over one channel's planes in double, in LANES independent accumulators: one running
- * double sum has a 4-cycle dependency per element, which made batchnorm a third of a ResNet
- * step; separate lanes vectorize (each lane adds in order, so no -ffast-math is needed) and
- * keep the result independent of the thread count. */
-#define LANES 8
-
-static double lanes_total(const double *acc)
-{
-    double s = 0;
-    for (int k = 0; k < LANES; k++)
-        s += acc[k];
-    return s;
-}
-
-struct bn_loops {
-    void (*moments)(const float *x, size_t n, size_t sample, int batch, double shift, double *sum,
-                    double *sum_sq);
-    void (*grad_sums)(const float *x, const float *dy, size_t n, size_t sample, int batch,
-                      double mean, double *sum_dy, double *sum_dy_xm);
-    void (*affine)(const float *x, float *y, size_t n, size_t sample, int batch, float scale,
-                   float shift, bool relu, const float *skip);
-    void (*input_grad)(const float *x, const float *dy, float *dx, size_t n, size_t sample,
-                       int batch, float mean, float invstd, float k, float mean_dy,
-                       float mean_dy_xhat);
-};
-
-#define SFX(name) name##_generic
-#define KATTR
-#include "nn/batchnorm_loops.inc"
-#undef SFX
-#undef KATTR
-#if defined(__x86_64__) && defined(__GNUC__)
-#define SFX(name) name##_avx2
-#define KATTR     __attribute__((target("avx2,fma")))
-#include "nn/batchnorm_loops.inc"
-#undef SFX
-#undef KATTR
-#define SFX(name) name##_avx512
-#define KATTR     __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
-#include "nn/batchnorm_loops.inc"
-#undef SFX
-#undef KATTR
-#endif
-
-/* The loops of the instruction-set path in use (nn/isa.h). */
-static const struct bn_loops *loops(void)
-{
-#if defined(__x86_64__) && defined(__GNUC__)
-    switch (dt_isa_get()) {
-    case DT_ISA_AVX512:
-        return &loops_avx512;
-    case DT_ISA_AVX2:
-        return &loops_avx2;
-    default:
-        break;
-    }
-#endif
-    return &loops_generic;
-}
-
 /* Channel ch's first plane in activation p, NULL for none (an empty share's collective calls
  * pass NULL tensors, and NULL + offset is undefined). A macro: p may be const or not. */
 #define AT_CHANNEL(bn, p, ch) ((p) ? (p) + (size_t)(ch) * (bn)->plane : NULL)
@@ -235,8 +175,8 @@ static bool exact_sum(struct dt_layer *l, double *v, size_t n)
     return true;
 }
 
-static void normalise(const struct dt_layer *l, const struct bn_loops *k, const float *x, float *y,
-                      int batch, int ch)
+static void normalise(const struct dt_layer *l, const struct dt_bn_loops *k, const float *x,
+                      float *y, int batch, int ch)
 {
     const struct batchnorm *bn = l->state;
     float gamma = bn->affine ? l->params[ch] : 1.0f;
@@ -281,7 +221,7 @@ static void forward_train(struct dt_layer *l, const float *x, float *y, int batc
     const float *run_mean = l->buffers;
     double *st = bn->stats, local = (double)batch * bn->plane;
     int c = bn->c;
-    const struct bn_loops *k = loops();
+    const struct dt_bn_loops *k = dt_bn_loops();
     bool global = reduces(l);
 #pragma omp parallel for if (local * c > DT_PARALLEL_MIN)
     for (int ch = 0; ch < c; ch++) {
@@ -319,7 +259,7 @@ static void batchnorm2d_forward(struct dt_layer *l, const float *x, float *y, in
     bn->n = 0;
     const float *run_mean = l->buffers, *run_var = l->buffers + bn->c;
     double n = (double)batch * bn->plane;
-    const struct bn_loops *k = loops();
+    const struct dt_bn_loops *k = dt_bn_loops();
 #pragma omp parallel for if (n * bn->c > DT_PARALLEL_MIN)
     for (int ch = 0; ch < bn->c; ch++) {
         bn->mean[ch] = run_mean[ch];
@@ -330,7 +270,7 @@ static void batchnorm2d_forward(struct dt_layer *l, const float *x, float *y, in
 
 /* Channel ch's two gradient sums over this process's batch, sum dy and sum dy xhat, into
  * grad_sums, and gamma's and beta's gradients from them. */
-static void channel_sums(struct dt_layer *l, const struct bn_loops *k, const float *x,
+static void channel_sums(struct dt_layer *l, const struct dt_bn_loops *k, const float *x,
                          const float *dy, int batch, int ch)
 {
     struct batchnorm *bn = l->state;
@@ -359,8 +299,9 @@ static void channel_terms(const struct dt_layer *l, int ch, double n, float t[3]
 }
 
 /* Channel ch's input gradient from the sums in grad_sums, taken over n elements. */
-static void channel_input_grad(const struct dt_layer *l, const struct bn_loops *k, const float *x,
-                               const float *dy, float *dx, int batch, int ch, double n)
+static void channel_input_grad(const struct dt_layer *l, const struct dt_bn_loops *k,
+                               const float *x, const float *dy, float *dx, int batch, int ch,
+                               double n)
 {
     const struct batchnorm *bn = l->state;
     float t[3];
@@ -405,7 +346,7 @@ static void batchnorm2d_backward(struct dt_layer *l, const float *x, const float
     double local = (double)batch * bn->plane;
     double n = bn->training ? bn->n : local;
     bool global = bn->training && reduces(l);
-    const struct bn_loops *k = loops();
+    const struct dt_bn_loops *k = dt_bn_loops();
 #pragma omp parallel for if (local * bn->c > DT_PARALLEL_MIN)
     for (int ch = 0; ch < bn->c; ch++) {
         channel_sums(l, k, x, dy, batch, ch);

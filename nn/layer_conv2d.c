@@ -53,9 +53,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nn/blas.h"
-#include "nn/conv_direct.h"
-#include "nn/conv_winograd.h"
+#include "nn/kernels/fp32/blas.h"
+#include "nn/kernels/fp32/conv_direct.h"
+#include "nn/kernels/fp32/conv_winograd.h"
+#include "nn/kernels/fp32/im2col.h"
 #include "nn/init.h"
 #include "nn/layer_common.h"
 #include "util/alloc.h"
@@ -280,85 +281,6 @@ static int conv2d_init(struct dt_layer *l, uint64_t seed)
     return 0;
 }
 
-/* Output columns [lo, hi) whose input column ox*stride - pad + kx lies inside [0, w). */
-static void valid_range(const struct conv *cv, int kx, int *lo, int *hi)
-{
-    int off = kx - cv->pad; /* ix = ox * stride + off */
-    *lo = off >= 0 ? 0 : (-off + cv->stride - 1) / cv->stride;
-    *hi = cv->w - off <= 0 ? 0 : (cv->w - off - 1) / cv->stride + 1;
-    if (*hi > cv->ow)
-        *hi = cv->ow;
-    if (*lo > *hi)
-        *lo = *hi;
-}
-
-/* col[(c, ky, kx)][b*P + oy*OW + ox] = x[b][c][oy*s - pad + ky][ox*s - pad + kx], 0 outside. */
-static void im2col(const struct conv *cv, const float *x, float *col, int batch)
-{
-    size_t n = (size_t)batch * cv->pix, plane = (size_t)cv->h * cv->w;
-    int tasks = cv->ckk * batch;
-#pragma omp parallel for if (n * cv->ckk > DT_PARALLEL_MIN)
-    for (int t = 0; t < tasks; t++) {
-        int r = t / batch, b = t % batch;
-        int c = r / (cv->k * cv->k), ky = r / cv->k % cv->k, kx = r % cv->k;
-        const float *xp = x + ((size_t)b * cv->c + c) * plane;
-        float *dst = col + (size_t)r * n + (size_t)b * cv->pix;
-        int lo, hi;
-        valid_range(cv, kx, &lo, &hi);
-        for (int oy = 0; oy < cv->oh; oy++, dst += cv->ow) {
-            int iy = oy * cv->stride - cv->pad + ky;
-            if (iy < 0 || iy >= cv->h) {
-                memset(dst, 0, (size_t)cv->ow * sizeof *dst);
-                continue;
-            }
-            const float *src = xp + (size_t)iy * cv->w;
-            int off = kx - cv->pad;
-            for (int ox = 0; ox < lo; ox++)
-                dst[ox] = 0.0f;
-            if (cv->stride == 1)
-                memcpy(dst + lo, src + lo + off, (size_t)(hi - lo) * sizeof *dst);
-            else
-                for (int ox = lo; ox < hi; ox++)
-                    dst[ox] = src[ox * cv->stride + off];
-            for (int ox = hi; ox < cv->ow; ox++)
-                dst[ox] = 0.0f;
-        }
-    }
-}
-
-/* The adjoint of im2col: every column entry adds back into the input pixel it came from.
- * Parallel over (sample, channel) planes of dx, which are disjoint. */
-static void col2im(const struct conv *cv, const float *col, float *dx, int batch)
-{
-    size_t n = (size_t)batch * cv->pix, plane = (size_t)cv->h * cv->w;
-    int planes = batch * cv->c;
-#pragma omp parallel for if (n * cv->ckk > DT_PARALLEL_MIN)
-    for (int pl = 0; pl < planes; pl++) {
-        int b = pl / cv->c, c = pl % cv->c;
-        float *dxp = dx + (size_t)pl * plane;
-        memset(dxp, 0, plane * sizeof *dxp);
-        for (int ky = 0; ky < cv->k; ky++)
-            for (int kx = 0; kx < cv->k; kx++) {
-                int r = (c * cv->k + ky) * cv->k + kx, lo, hi;
-                valid_range(cv, kx, &lo, &hi);
-                const float *src = col + (size_t)r * n + (size_t)b * cv->pix;
-                for (int oy = 0; oy < cv->oh; oy++, src += cv->ow) {
-                    int iy = oy * cv->stride - cv->pad + ky;
-                    if (iy < 0 || iy >= cv->h)
-                        continue;
-                    float *d = dxp + (size_t)iy * cv->w;
-                    int off = kx - cv->pad;
-                    if (cv->stride == 1) /* the common case, kept apart so it vectorises */
-                        for (int ox = lo; ox < hi; ox++)
-                            d[ox + off] += src[ox];
-                    else
-                        for (int ox = lo; ox < hi; ox++)
-                            d[ox * cv->stride + off] += src[ox];
-                }
-            }
-    }
-}
-
 /* conv (+ReLU) then l->pool_fused's maxpool, one L2-sized chunk of samples at a time; y is the
  * pool's output. The Winograd path pools a 2x2 window itself, in its output stage (writing the
  * pool's indices), so even the chunk's full-size output is never stored. */
@@ -431,7 +353,7 @@ static void conv2d_forward(struct dt_layer *l, const float *x, float *y, int bat
     }
     bool relu = l->relu_fused;
     int n = batch * cv->pix;
-    im2col(cv, x, cv->col, batch);
+    dt_im2col(&cv->ds, x, cv->col, batch);
     /* One GEMM per sample, each on one thread, straight into the sample's output: OpenBLAS's
      * rounding depends on the GEMM's width (a batched GEMM of 32768 columns and one of 16384
      * differ in 321 of 524288 elements), so a batched forward changed activations by an ulp
@@ -560,7 +482,7 @@ static void conv2d_backward(struct dt_layer *l, const float *x, const float *y, 
                                             direct_threads(cv));
     }
     if (dx && cv->algo == DT_CONV2D_GEMM)
-        col2im(cv, cv->col, dx, batch);
+        dt_col2im(&cv->ds, cv->col, dx, batch);
 }
 
 static void conv2d_destroy(struct dt_layer *l)

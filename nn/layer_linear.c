@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nn/blas.h"
+#include "nn/kernels/fp32/blas.h"
 #include "nn/init.h"
 #include "nn/layer_common.h"
 #include "util/err.h"

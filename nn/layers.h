@@ -7,7 +7,7 @@
 #ifndef DT_NN_LAYERS_H
 #define DT_NN_LAYERS_H
 
-#include "nn/bn_grad.h"
+#include "nn/kernels/fp32/bn_grad.h"
 #include "nn/layer_spec.h"
 #include "nn/model.h"
 

@@ -20,22 +20,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nn/isa.h"
+#include "nn/kernels/fp32/optim_steps.h"
 #include "util/alloc.h"
 #include "util/err.h"
 
-/* Below this many floats the thread start-up costs more than the loop. */
+/* Below this many floats the thread start-up costs more than the loop (the clipping norm's;
+ * the update loops are nn/kernels/fp32/optim_steps.isa.c). */
 #define PARALLEL_MIN 65536
-
-/* The Makefile builds this file with -fno-math-errno: sqrtf of a non-negative float never sets
- * errno, but gcc vectorises the Adam and Adadelta loops only when told that errno does not
- * matter (scalar, Adam alone took a quarter of a CIFAR CNN step at one thread). Vector and
- * scalar square roots and divisions are all correctly rounded: the same bits either way. */
-
-/* Adam's per-step float constants. */
-struct adam_k {
-    float neg_step, bc2_sqrt, b1, b2, eps, a1, a2, wd, shrink;
-};
 
 struct dt_optim {
     struct dt_optim_config cfg;
@@ -231,19 +222,6 @@ void dt_optim_free(struct dt_optim *o)
     free(o);
 }
 
-#define SFX(name) name##_generic
-#define KATTR
-#include "nn/optim_steps.inc"
-#undef SFX
-#undef KATTR
-#if defined(__x86_64__)
-#define SFX(name) name##_fma
-#define KATTR     __attribute__((target("avx2,fma")))
-#include "nn/optim_steps.inc"
-#undef SFX
-#undef KATTR
-#endif
-
 int dt_optim_skip_decay(struct dt_optim *o, size_t lo, size_t hi)
 {
     if (lo > hi || hi > o->n)
@@ -270,17 +248,6 @@ int dt_optim_skip_decay(struct dt_optim *o, size_t lo, size_t hi)
     return 0;
 }
 
-static void step_type(struct dt_optim *o, float *params, const float *grads, size_t n, double lr)
-{
-#if defined(__x86_64__)
-    if (dt_isa_get() >= DT_ISA_AVX2) {
-        step_type_fma(o, params, grads, n, lr);
-        return;
-    }
-#endif
-    step_type_generic(o, params, grads, n, lr);
-}
-
 /* The update of elements [lo, hi) of this (possibly view) optimizer, with weight decay on or
  * off: torch's two parameter groups, one with weight_decay 0. */
 static void step_piece(const struct dt_optim *o, float *params, const float *grads, size_t lo,
@@ -288,13 +255,13 @@ static void step_piece(const struct dt_optim *o, float *params, const float *gra
 {
     if (lo >= hi)
         return;
-    struct dt_optim piece = *o;
-    piece.n = hi - lo;
+    struct dt_optim_config cfg = o->cfg;
     if (!decay)
-        piece.cfg.weight_decay = 0;
+        cfg.weight_decay = 0;
+    float *state[DT_OPTIM_MAX_STATES] = {0};
     for (int i = 0; i < o->nstates; i++)
-        piece.state[i] = o->state[i] + lo;
-    step_type(&piece, params + lo, grads + lo, hi - lo, lr);
+        state[i] = o->state[i] + lo;
+    dt_optim_update(&cfg, state, o->steps, params + lo, grads + lo, hi - lo, lr);
 }
 
 int dt_optim_step(struct dt_optim *o, float *params, const float *grads, size_t n, double lr)
@@ -318,7 +285,7 @@ int dt_optim_step(struct dt_optim *o, float *params, const float *grads, size_t 
         }
         step_piece(o, params, grads, at, n, lr, true);
     } else {
-        step_type(o, params, grads, n, lr);
+        dt_optim_update(&o->cfg, o->state, o->steps, params, grads, n, lr);
     }
     o->steps += !adam;
     return 0;

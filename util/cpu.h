@@ -13,7 +13,7 @@ struct dt_cpu_features {
     bool avx512;      /* F, BW, VL and DQ: what OpenBLAS's SkylakeX kernels and ours need */
     bool avx512_bf16; /* VDPBF16PS / VCVTNE2PS2BF16 (Cooper Lake, Sapphire Rapids, Zen 4) */
     bool amx_bf16;    /* AMX-TILE + AMX-BF16 in the CPU and tile state in XCR0; the process
-                       * must still ask Linux for the tile data (nn/kernels/amx.c) */
+                       * must still ask Linux for the tile data (nn/kernels/bf16/amx.c) */
 };
 
 /* This CPU (and this OS: AVX state enabled in XCR0). */

@@ -27,7 +27,7 @@ struct dt_bench_machine {
     int smt;            /* hardware threads per core (1 = SMT off or absent) */
     char blas[160];     /* openblas_get_config() */
     char threading[16]; /* "sequential", "pthreads", "openmp" */
-    char kernels[160];  /* how OpenBLAS's kernels were chosen (nn/blas.h) */
+    char kernels[160];  /* how OpenBLAS's kernels were chosen (nn/kernels/fp32/blas.h) */
 };
 
 /* Never fails: what cannot be read is left "unknown" / 0 (cores then falls back to cpus). */

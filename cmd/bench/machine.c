@@ -12,8 +12,8 @@
 #include <string.h>
 
 #include "dist/topology.h"
-#include "nn/blas.h"
-#include "nn/isa.h"
+#include "nn/kernels/fp32/blas.h"
+#include "nn/kernels/isa.h"
 #include "util/err.h"
 #include "util/json.h"
 

@@ -9,7 +9,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
-#include "nn/conv_direct.h"
+#include "nn/kernels/fp32/conv_direct.h"
 #include "util/rng.h"
 
 struct tensors {

@@ -1,5 +1,5 @@
-/* nn/blas.c: the choice of OpenBLAS kernels for every kind of core OpenBLAS may report and
- * every CPU level (fake core names and cpuid bits), and dt_sgemm's split over dtrain's threads
+/* nn/kernels/fp32/blas.c: the choice of OpenBLAS kernels for every kind of core OpenBLAS may report
+ * and every CPU level (fake core names and cpuid bits), and dt_sgemm's split over dtrain's threads
  * computing what one GEMM call does, for every transposition and both split directions. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nn/blas.h"
+#include "nn/kernels/fp32/blas.h"
 
 /* Designated: the struct gains fields (bf16, AMX) that these tables do not care about. */
 static const struct dt_cpu_features

@@ -14,7 +14,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "nn/kernels/conv_bf16.h"
+#include "nn/kernels/bf16/conv_bf16.h"
 
 static uint64_t rng = 2463534242ull;
 static float uniform(void)

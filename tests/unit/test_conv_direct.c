@@ -1,5 +1,5 @@
-/* nn/conv_direct: every kernel against a naive double-precision reference, on both the AVX-512
- * and the portable path and with 1 and 2 threads; determinism; shape support; error paths.
+/* nn/kernels/fp32/conv_direct: every kernel against a naive double-precision reference, on both the
+ * AVX-512 and the portable path and with 1 and 2 threads; determinism; shape support; error paths.
  *
  * Tolerance: a float result may differ from the double reference by the rounding of its
  * summation, which is bounded relative to the sum of the absolute values of the terms, so each
@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nn/conv_direct.h"
+#include "nn/kernels/fp32/conv_direct.h"
 #include "util/err.h"
 #include "tests/unit/conv_fixture.h"
 #include "util/rng.h"

@@ -27,8 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nn/conv_direct.h"
-#include "nn/conv_winograd.h"
+#include "nn/kernels/fp32/conv_direct.h"
+#include "nn/kernels/fp32/conv_winograd.h"
 #include "nn/layers.h"
 #include "nn/model.h"
 #include "nn_specs.h"

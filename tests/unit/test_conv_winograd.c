@@ -1,6 +1,6 @@
-/* nn/conv_winograd: the three kernels against a naive double-precision reference and against
- * the direct kernels, with 1 and 2 threads; determinism; the pre-transformed filter; the 8- and
- * 16-lane builds giving the same bits; shape support; error paths.
+/* nn/kernels/fp32/conv_winograd: the three kernels against a naive double-precision reference and
+ * against the direct kernels, with 1 and 2 threads; determinism; the pre-transformed filter; the 8-
+ * and 16-lane builds giving the same bits; shape support; error paths.
  *
  * Tolerance: Winograd's transforms round differently from a direct sum (they scale terms by up
  * to 8 and back), so the bound is relative to the tensor, not to each element's terms: every
@@ -18,9 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nn/conv_direct.h"
-#include "nn/conv_winograd.h"
-#include "nn/isa.h"
+#include "nn/kernels/fp32/conv_direct.h"
+#include "nn/kernels/fp32/conv_winograd.h"
+#include "nn/kernels/isa.h"
 #include "util/err.h"
 #include "tests/unit/conv_fixture.h"
 #include "util/rng.h"
@@ -423,7 +423,7 @@ static void check_relu_below(void)
 }
 
 /* bn: dy read through a batchnorm's backward (struct dt_bn_grad) gives the same bits as the
- * batchnorm's input gradient computed first (nn/batchnorm_loops.inc's order of operations)
+ * batchnorm's input gradient computed first (nn/kernels/fp32/batchnorm.isa.c's order of operations)
  * and passed as dy: weight, bias and input gradients, alone and with relu_below and an extra
  * gradient (a ResNet conv takes all three), at 1 and 2 threads, on the relu_below shapes. */
 static void check_bn_grad(void)

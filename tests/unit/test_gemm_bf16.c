@@ -15,7 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "nn/kernels/gemm_bf16.h"
+#include "nn/kernels/bf16/gemm_bf16.h"
 
 static uint64_t rng = 88172645463325252ull;
 static float uniform(void) /* in [-1, 1) */

@@ -1,4 +1,4 @@
-/* nn/isa.c: parsing DTRAIN_ISA names, refusing unknown names and paths this CPU lacks, and
+/* nn/kernels/isa.c: parsing DTRAIN_ISA names, refusing unknown names and paths this CPU lacks, and
  * the choice from the environment (unset: the widest path the CPU runs). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nn/isa.h"
+#include "nn/kernels/isa.h"
 
 static void test_parse_names(void **state)
 {

@@ -10,7 +10,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "nn/isa.h"
+#include "nn/kernels/isa.h"
 #include "nn/layers.h"
 #include "nn/loss.h"
 #include "nn/model.h"
@@ -198,8 +198,8 @@ static void run_batchnorms(struct bn_run *r)
     dt_model_free(m);
 }
 
-/* batchnorm's loops are built once per instruction-set path (nn/batchnorm_loops.inc); every
- * path this CPU runs must give the portable build's bits. */
+/* batchnorm's loops are built once per instruction-set path (nn/kernels/fp32/batchnorm.isa.c);
+ * every path this CPU runs must give the portable build's bits. */
 static void test_batchnorm_same_bits_on_every_isa(void **state)
 {
     (void)state;

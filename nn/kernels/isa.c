@@ -1,4 +1,4 @@
-#include "nn/isa.h"
+#include "nn/kernels/isa.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,8 +8,24 @@
 
 static const char *const labels[DT_ISA_COUNT] = {"generic", "avx2", "avx512"};
 
-/* -1 until chosen: the kernels call dt_isa_get() on every call, tests switch with dt_isa_set. */
+/* -1 until chosen: the kernels call dt_isa_build() on every call, tests switch with dt_isa_set. */
 static int current = -1;
+
+/* Process-wide: dt_conv_direct_allow_simd's switch (tests and bench/conv_kernels). */
+static bool conv_vectors = true;
+
+/* builds[f][path]: the build of family f that serves each path. Where a family has no build
+ * of its own for a path, the row names the one that gives its bits and speed there: the
+ * optimizer's loops are AVX2 + FMA on the AVX-512 path too (its fmaf is what needed FMA), the
+ * direct weight gradient has an AVX-512 kernel and otherwise the portable loops. A build named
+ * here must be in the family's ISA set in the Makefile (else dtrain does not link). */
+static const enum dt_isa builds[DT_KERNEL_FAMILY_COUNT][DT_ISA_COUNT] = {
+    [DT_KERNEL_CONV_DIRECT] = {DT_ISA_GENERIC, DT_ISA_AVX2, DT_ISA_AVX512},
+    [DT_KERNEL_CONV_DIRECT_WEIGHT] = {DT_ISA_GENERIC, DT_ISA_GENERIC, DT_ISA_AVX512},
+    [DT_KERNEL_WINOGRAD] = {DT_ISA_NONE, DT_ISA_AVX2, DT_ISA_AVX512},
+    [DT_KERNEL_BATCHNORM] = {DT_ISA_GENERIC, DT_ISA_AVX2, DT_ISA_AVX512},
+    [DT_KERNEL_OPTIM] = {DT_ISA_GENERIC, DT_ISA_AVX2, DT_ISA_AVX2},
+};
 
 const char *dt_isa_label(enum dt_isa isa)
 {
@@ -46,7 +62,8 @@ int dt_isa_parse(const char *name, enum dt_isa *isa, char *err, size_t errlen)
             *isa = (enum dt_isa)i;
             return 0;
         }
-    snprintf(err, errlen, "DTRAIN_ISA: unknown instruction set '%s' (expected generic, avx2 or avx512)",
+    snprintf(err, errlen,
+             "DTRAIN_ISA: unknown instruction set '%s' (expected generic, avx2 or avx512)",
              name ? name : "");
     return -2;
 }
@@ -89,4 +106,20 @@ enum dt_isa dt_isa_get(void)
 const char *dt_isa_name(void)
 {
     return dt_isa_label(dt_isa_get());
+}
+
+enum dt_isa dt_isa_build(enum dt_kernel_family f)
+{
+    bool conv =
+        f == DT_KERNEL_CONV_DIRECT || f == DT_KERNEL_CONV_DIRECT_WEIGHT || f == DT_KERNEL_WINOGRAD;
+    if (conv && !conv_vectors)
+        return f == DT_KERNEL_WINOGRAD ? DT_ISA_NONE : DT_ISA_GENERIC;
+    return builds[f][dt_isa_get()];
+}
+
+bool dt_isa_allow_conv_vectors(bool allow)
+{
+    bool was = conv_vectors;
+    conv_vectors = allow;
+    return was;
 }

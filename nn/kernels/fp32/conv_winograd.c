@@ -44,13 +44,14 @@
  * for stride 2) on ResNet-20's stride-2 convs (BENCHMARKS.md). The rule at stride 2, either
  * width, is the AVX-512 stride-1 rule: the waste needs enough channels to pay for itself.
  *
- * Widths. The kernels (nn/winograd_kernels.inc) are built at 16 lanes (AVX-512) and at 8 (AVX2
+ * Widths. The kernels (nn/kernels/fp32/conv_winograd.isa.c) are built at 16 lanes (AVX-512) and at
+ * 8 (AVX2
  * + FMA); the layout stays padded to 16 channels, each block walked as two 8-lane halves, and
  * both builds give the same bits. Without AVX-512 the direct kernels' 8-lane loops are slower
  * than im2col + sgemm, so there Winograd's rival is sgemm, and it wins at every shape measured
  * (BENCHMARKS.md). The rule at 8 lanes: C * K >= 16.
  */
-#include "nn/conv_winograd.h"
+#include "nn/kernels/fp32/conv_winograd.h"
 
 #include <limits.h>
 #include <stdint.h>
@@ -58,7 +59,8 @@
 
 #include <omp.h>
 
-#include "nn/winograd_impl.h"
+#include "nn/kernels/fp32/winograd_impl.h"
+#include "nn/kernels/isa.h"
 #include "util/err.h"
 
 enum {
@@ -71,7 +73,7 @@ enum {
 
 bool dt_conv_winograd_supported(const struct dt_conv_shape *s)
 {
-    if (!DT_HAVE_AVX512 || !s || s->n < 1 || s->c < 1 || s->h < 1 || s->w < 1 || s->k < 1)
+    if (!s || s->n < 1 || s->c < 1 || s->h < 1 || s->w < 1 || s->k < 1)
         return false;
     if (s->kh != 3 || s->kw != 3 || (s->stride != 1 && s->stride != 2) ||
         (s->pad != 0 && s->pad != 1))
@@ -155,11 +157,8 @@ static int check_call(const struct dt_conv_shape *s, size_t have, int threads, c
 /* The kernels of the path in use; supported() has checked there is one. */
 static const struct wg_kernels *kernels(void)
 {
-#if DT_HAVE_AVX512
-    return dt_conv_simd_lanes() == 16 ? &dt_winograd_avx512 : &dt_winograd_avx2;
-#else
-    return NULL;
-#endif
+    return dt_isa_build(DT_KERNEL_WINOGRAD) == DT_ISA_AVX512 ? &dt_winograd_avx512
+                                                             : &dt_winograd_avx2;
 }
 
 /* ---- public kernels ------------------------------------------------------------------- */

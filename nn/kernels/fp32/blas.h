@@ -27,7 +27,7 @@ struct dt_blas_info {
     const char *core;   /* OpenBLAS's kernel set, e.g. "SkylakeX", "Haswell", "Prescott" */
     const char *config; /* openblas_get_config() */
     enum dt_blas_threading threading;
-    char choice[160];   /* how the kernels were chosen, for --verbose and bench headers */
+    char choice[160]; /* how the kernels were chosen, for --verbose and bench headers */
 };
 
 void dt_blas_info_read(struct dt_blas_info *info);
@@ -46,8 +46,8 @@ void dt_blas_select_kernels(char **argv);
 
 /* C = alpha op(A) op(B) + beta C, row-major, as cblas_sgemm, on the threads set by
  * dt_nn_set_threads whatever the BLAS build's threading. */
-void dt_sgemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float *a,
-              int lda, const float *b, int ldb, float beta, float *c, int ldc);
+void dt_sgemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+              const float *b, int ldb, float beta, float *c, int ldc);
 
 /* Called by dt_nn_set_threads: the threads dt_sgemm may use. */
 void dt_blas_set_threads(int threads);

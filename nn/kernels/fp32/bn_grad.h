@@ -4,8 +4,8 @@
  * Per channel ch of the batchnorm's c, with x its input (the layer below's output) and dy the
  * gradient at its output:
  *     dx = k[ch] * (dy - mean_dy[ch] - ((x - mean[ch]) * invstd[ch]) * mean_dy_xhat[ch])
- * in exactly that order of float operations (nn/batchnorm_loops.inc, input_grad), so a layer
- * that applies it gets the same bits as the batchnorm's own pass. */
+ * in exactly that order of float operations (nn/kernels/fp32/batchnorm.isa.c, input_grad), so a
+ * layer that applies it gets the same bits as the batchnorm's own pass. */
 #ifndef DT_NN_BN_GRAD_H
 #define DT_NN_BN_GRAD_H
 

@@ -1,16 +1,33 @@
-/* The optimizers' update loops, included twice by nn/optim.c: as SFX(name) = name_generic for
- * any x86-64 (or other) CPU, and with KATTR = target("avx2,fma") as name_fma, whose fmaf is one
- * instruction and whose loops run 8 wide, chosen at run time (nn/isa.h). Both give the same
+/* The optimizers' update loops (nn/optim.c documents the arithmetic), built twice: generic,
+ * for any x86-64 CPU, and avx2 (AVX2 + FMA), whose fmaf is one instruction and whose loops run
+ * 8 wide; nn/kernels/isa.c picks one (the avx2 build on the AVX-512 path too). Both give the same
  * bits: fmaf is correctly rounded either way. Without this a portable (x86-64-v2) build calls
  * libm's fmaf once per element, a tenth of a ConvNet step.
- * Expects SFX, KATTR and the definitions at the top of nn/optim.c. */
+ *
+ * The Makefile builds this file with -fno-math-errno: sqrtf of a non-negative float never sets
+ * errno, but gcc vectorises the Adam and Adadelta loops only when told that errno does not
+ * matter (scalar, Adam alone took a quarter of a CIFAR CNN step at one thread). Vector and
+ * scalar square roots and divisions are all correctly rounded: the same bits either way. */
+#include "nn/kernels/fp32/optim_steps.h"
+
+#include <math.h>
+
+#include "nn/kernels/isa_fn.h"
+
+/* Below this many floats the thread start-up costs more than the loop. */
+#define PARALLEL_MIN 65536
+
+/* Adam's per-step float constants. */
+struct adam_k {
+    float neg_step, bc2_sqrt, b1, b2, eps, a1, a2, wd, shrink;
+};
 
 /* torch: d_p = g (+ wd * p); buf = d_p on the first step, else buf * momentum + (1 - dampening)
  * * d_p; d_p = nesterov ? d_p + momentum * buf : buf; p = p + (-lr) * d_p. */
-static KATTR void SFX(sgd_step)(struct dt_optim *o, float *restrict p, const float *restrict g,
+static void DT_ISA_FN(sgd_step)(const struct dt_optim_config *c, float *const *state,
+                                uint64_t steps, float *restrict p, const float *restrict g,
                                 size_t n, double lr)
 {
-    const struct dt_optim_config *c = &o->cfg;
     const float wd = (float)c->weight_decay, neg_lr = (float)-lr;
     const bool decay = c->weight_decay != 0;
     if (c->momentum == 0) {
@@ -21,9 +38,9 @@ static KATTR void SFX(sgd_step)(struct dt_optim *o, float *restrict p, const flo
         }
         return;
     }
-    float *restrict buf = o->state[0];
+    float *restrict buf = state[0];
     const float mom = (float)c->momentum, keep = (float)(1.0 - c->dampening);
-    const bool first = o->steps == 0, nesterov = c->nesterov;
+    const bool first = steps == 0, nesterov = c->nesterov;
 #pragma omp parallel for simd if (n >= PARALLEL_MIN)
     for (size_t i = 0; i < n; i++) {
         float d = decay ? fmaf(p[i], wd, g[i]) : g[i];
@@ -40,9 +57,9 @@ static KATTR void SFX(sgd_step)(struct dt_optim *o, float *restrict p, const flo
 /* One Adam element; the flags are compile-time constants at every call, so each loop below is
  * specialised and vectorises. */
 static inline __attribute__((always_inline)) void
-SFX(adam_elem)(float *restrict p, const float *restrict g, float *restrict m, float *restrict v,
-               float *restrict vmax, size_t i, bool adamw, bool l2, bool amsgrad,
-               const struct adam_k *k)
+DT_ISA_FN(adam_elem)(float *restrict p, const float *restrict g, float *restrict m,
+                     float *restrict v, float *restrict vmax, size_t i, bool adamw, bool l2,
+                     bool amsgrad, const struct adam_k *k)
 {
     float pi = adamw ? p[i] * k->shrink : p[i];
     float gi = l2 ? fmaf(pi, k->wd, g[i]) : g[i];
@@ -64,14 +81,14 @@ SFX(adam_elem)(float *restrict p, const float *restrict g, float *restrict m, fl
 #define ADAM_LOOP(adamw, l2, amsgrad)                                                              \
     do {                                                                                           \
         _Pragma("omp parallel for simd if (n >= PARALLEL_MIN)") for (size_t i = 0; i < n; i++)     \
-            SFX(adam_elem)(p, g, m, v, vmax, i, adamw, l2, amsgrad, &k);                           \
+            DT_ISA_FN(adam_elem)(p, g, m, v, vmax, i, adamw, l2, amsgrad, &k);                     \
     } while (0)
 
-static KATTR void SFX(adam_step)(struct dt_optim *o, float *restrict p, const float *restrict g,
+static void DT_ISA_FN(adam_step)(const struct dt_optim_config *c, float *const *state,
+                                 uint64_t steps, float *restrict p, const float *restrict g,
                                  size_t n, double lr)
 {
-    const struct dt_optim_config *c = &o->cfg;
-    const double t = (double)o->steps; /* already counts this step */
+    const double t = (double)steps; /* already counts this step */
     const double bc1 = 1.0 - pow(c->beta1, t), bc2 = 1.0 - pow(c->beta2, t);
     const struct adam_k k = {.neg_step = (float)-(lr / bc1),
                              .bc2_sqrt = (float)sqrt(bc2),
@@ -83,8 +100,8 @@ static KATTR void SFX(adam_step)(struct dt_optim *o, float *restrict p, const fl
                              .wd = (float)c->weight_decay,
                              .shrink = (float)(1.0 - lr * c->weight_decay)};
     const bool adamw = c->type == DT_OPTIM_ADAMW, l2 = !adamw && c->weight_decay != 0;
-    float *restrict m = o->state[0], *restrict v = o->state[1];
-    float *restrict vmax = c->amsgrad ? o->state[2] : NULL;
+    float *restrict m = state[0], *restrict v = state[1];
+    float *restrict vmax = c->amsgrad ? state[2] : NULL;
     if (c->amsgrad)
         ADAM_LOOP(adamw, l2, true); /* rare: not specialised further */
     else if (adamw)
@@ -99,9 +116,9 @@ static KATTR void SFX(adam_step)(struct dt_optim *o, float *restrict p, const fl
  * delta = sqrt(ad + eps) / std * g; ad = ad * rho + ((1 - rho) * delta) * delta;
  * p = p + (-lr) * delta. */
 static inline __attribute__((always_inline)) void
-SFX(adadelta_elem)(float *restrict p, const float *restrict g, float *restrict sa,
-                   float *restrict ad, size_t i, bool decay, float wd, float neg_lr, float rho,
-                   float keep, float eps)
+DT_ISA_FN(adadelta_elem)(float *restrict p, const float *restrict g, float *restrict sa,
+                         float *restrict ad, size_t i, bool decay, float wd, float neg_lr,
+                         float rho, float keep, float eps)
 {
     float gi = decay ? fmaf(p[i], wd, g[i]) : g[i];
     float s = fmaf(keep * gi, gi, sa[i] * rho);
@@ -116,35 +133,36 @@ SFX(adadelta_elem)(float *restrict p, const float *restrict g, float *restrict s
 #define ADADELTA_LOOP(decay)                                                                       \
     do {                                                                                           \
         _Pragma("omp parallel for simd if (n >= PARALLEL_MIN)") for (size_t i = 0; i < n; i++)     \
-            SFX(adadelta_elem)(p, g, sa, ad, i, decay, wd, neg_lr, rho, keep, eps);                \
+            DT_ISA_FN(adadelta_elem)(p, g, sa, ad, i, decay, wd, neg_lr, rho, keep, eps);          \
     } while (0)
 
-static KATTR void SFX(adadelta_step)(struct dt_optim *o, float *restrict p, const float *restrict g,
-                                     size_t n, double lr)
+static void DT_ISA_FN(adadelta_step)(const struct dt_optim_config *c, float *const *state,
+                                     float *restrict p, const float *restrict g, size_t n,
+                                     double lr)
 {
-    const struct dt_optim_config *c = &o->cfg;
     const float wd = (float)c->weight_decay, neg_lr = (float)-lr;
     const float rho = (float)c->rho, keep = (float)(1.0 - c->rho), eps = (float)c->eps;
-    float *restrict sa = o->state[0], *restrict ad = o->state[1];
+    float *restrict sa = state[0], *restrict ad = state[1];
     if (c->weight_decay != 0)
         ADADELTA_LOOP(true);
     else
         ADADELTA_LOOP(false);
 }
 
-static KATTR void SFX(step_type)(struct dt_optim *o, float *params, const float *grads, size_t n,
-                                 double lr)
+void DT_ISA_FN(dt_optim_update)(const struct dt_optim_config *c, float *const *state,
+                                uint64_t steps, float *params, const float *grads, size_t n,
+                                double lr)
 {
-    switch (o->cfg.type) {
+    switch (c->type) {
     case DT_OPTIM_SGD:
-        SFX(sgd_step)(o, params, grads, n, lr);
+        DT_ISA_FN(sgd_step)(c, state, steps, params, grads, n, lr);
         break;
     case DT_OPTIM_ADAM:
     case DT_OPTIM_ADAMW:
-        SFX(adam_step)(o, params, grads, n, lr);
+        DT_ISA_FN(adam_step)(c, state, steps, params, grads, n, lr);
         break;
     case DT_OPTIM_ADADELTA:
-        SFX(adadelta_step)(o, params, grads, n, lr);
+        DT_ISA_FN(adadelta_step)(c, state, params, grads, n, lr);
         break;
     }
 }

@@ -1,4 +1,4 @@
-#include "nn/kernels/amx.h"
+#include "nn/kernels/bf16/amx.h"
 
 #include <errno.h>
 #include <immintrin.h>

@@ -72,7 +72,8 @@ bool dt_conv_direct_allow_simd(bool allow);
 /* True when calls made now take the AVX-512 path. */
 bool dt_conv_direct_uses_simd(void);
 /* Lanes of the vector kernels calls made now take: 16 (AVX-512), 8 (AVX2 + FMA) or 0 (none, or
- * switched off by dt_conv_direct_allow_simd); nn/conv_winograd.c runs at either width. */
+ * switched off by dt_conv_direct_allow_simd); nn/kernels/fp32/conv_winograd.c runs at either width.
+ */
 int dt_conv_simd_lanes(void);
 
 #endif

@@ -11,7 +11,7 @@
  * transposed operand (the backward products' W^T and X^T) packs the same way.
  *
  * Paths: "amx" (TDPBF16PS), "ctile" (the same kernel source over the plain-C tile vocabulary,
- * nn/kernels/tile.h), and "reference" (a plain triple loop, fp32 arithmetic on the bf16
+ * nn/kernels/bf16/tile.h), and "reference" (a plain triple loop, fp32 arithmetic on the bf16
  * values: the emulation any CPU can run and the tests' yardstick). */
 #ifndef DT_NN_KERNELS_GEMM_BF16_H
 #define DT_NN_KERNELS_GEMM_BF16_H
@@ -19,7 +19,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "nn/kernels/bf16.h"
+#include "nn/kernels/bf16/bf16.h"
 
 enum dt_bf16_path { DT_BF16_REFERENCE, DT_BF16_CTILE, DT_BF16_AMX, DT_BF16_PATH_COUNT };
 
@@ -51,7 +51,7 @@ void dt_gemm_bf16(int m, int n, int k, const dt_bf16 *a, const dt_bf16 *b, float
 void dt_gemm_bf16_on(enum dt_bf16_path p, int m, int n, int k, const dt_bf16 *a, const dt_bf16 *b,
                      float *c, ptrdiff_t ldc, bool accumulate);
 
-/* The per-ISA builds of nn/kernels/gemm_bf16.isa.c (dispatch goes through the calls above). */
+/* The per-ISA builds of nn/kernels/bf16/gemm_bf16.isa.c (dispatch goes through the calls above). */
 void dt_gemm_bf16_amx(int m, int n, int k, const dt_bf16 *a, const dt_bf16 *b, float *c,
                       ptrdiff_t ldc, bool accumulate);
 void dt_gemm_bf16_ctile(int m, int n, int k, const dt_bf16 *a, const dt_bf16 *b, float *c,

@@ -1,6 +1,6 @@
 /* Layouts, packing and the reference for the bf16 convolution (conv_bf16.h); the tile kernel
  * is conv_bf16.isa.c. */
-#include "nn/kernels/conv_bf16.h"
+#include "nn/kernels/bf16/conv_bf16.h"
 
 #include <string.h>
 

@@ -1,10 +1,11 @@
-/* batchnorm2d's four passes over the activations, included by nn/layer_batchnorm2d.c once per
- * instruction-set path: SFX(name) names this build's copy and KATTR is its target attribute
- * (empty for the portable x86-64-v2 build). They are most of batchnorm's time, and batchnorm is
- * a quarter of a ResNet step: the v2 build converts and adds 2 doubles per instruction, the
- * AVX2 and AVX-512 builds 4 and 8 (measured: batchnorm 100-105 -> 75 ms per ResNet-20 step at
- * one thread, docs/kernels.md). Every build gives the same bits: each double lane adds in order,
- * and ISO C (-std=c11) keeps GCC from contracting a * b + c into an FMA.
+/* batchnorm2d's four passes over the activations, built once per instruction set (generic:
+ * the binary's x86-64-v2; avx2: AVX2 + FMA; avx512: AVX-512 F/BW/VL/DQ, Makefile), each build's
+ * functions named by DT_ISA_FN and gathered in its table dt_bn_loops_<isa> (batchnorm.h). They are
+ * most of batchnorm's time, and batchnorm is a quarter of a ResNet step: the v2 build converts and
+ * adds 2 doubles per instruction, the AVX2 and AVX-512 builds 4 and 8 (measured: batchnorm 100-105
+ * -> 75 ms per ResNet-20 step at one thread, docs/kernels.md). Every build gives the same bits:
+ * each double lane adds in order, and ISO C (-std=c11) keeps GCC from contracting a * b + c into an
+ * FMA.
  *
  * affine and input_grad walk the samples last to first. Without a reduction they follow the
  * sums over the same channel (nn/layer_batchnorm2d.c), which read its planes first to last,
@@ -12,10 +13,26 @@
  * planes read last are the ones still there (batchnorm 3-5 ms less per step at one thread).
  * They are elementwise, so the order changes no bit.
  *
- * Expects LANES and lanes_total from the includer. */
+ */
+#include "nn/kernels/fp32/batchnorm.h"
+#include "nn/kernels/isa_fn.h"
+
+/* Sums over one channel's planes in double, in LANES independent accumulators: one running
+ * double sum has a 4-cycle dependency per element, which made batchnorm a third of a ResNet
+ * step; separate lanes vectorize (each lane adds in order, so no -ffast-math is needed) and
+ * keep the result independent of the thread count. */
+#define LANES 8
+
+static double lanes_total(const double *acc)
+{
+    double s = 0;
+    for (int k = 0; k < LANES; k++)
+        s += acc[k];
+    return s;
+}
 
 /* Sums over `batch` planes of n floats (stride `sample` apart) of x - shift and (x - shift)^2. */
-static KATTR void SFX(moments)(const float *x, size_t n, size_t sample, int batch, double shift,
+static void DT_ISA_FN(moments)(const float *x, size_t n, size_t sample, int batch, double shift,
                                double *sum, double *sum_sq)
 {
     double a[LANES] = {0}, q[LANES] = {0};
@@ -40,7 +57,7 @@ static KATTR void SFX(moments)(const float *x, size_t n, size_t sample, int batc
 }
 
 /* Backward's two sums over the same planes: sum dy and sum dy * (x - mean). */
-static KATTR void SFX(grad_sums)(const float *x, const float *dy, size_t n, size_t sample,
+static void DT_ISA_FN(grad_sums)(const float *x, const float *dy, size_t n, size_t sample,
                                  int batch, double mean, double *sum_dy, double *sum_dy_xm)
 {
     double a[LANES] = {0}, q[LANES] = {0};
@@ -65,7 +82,7 @@ static KATTR void SFX(grad_sums)(const float *x, const float *dy, size_t n, size
 /* y = x * scale + shift over the planes, plus skip (laid out as x) when not NULL (a following
  * add's, in its order: (x * scale + shift) + skip), and max(y, 0) with relu (the fused
  * following relu). */
-static KATTR void SFX(affine)(const float *x, float *y, size_t n, size_t sample, int batch,
+static void DT_ISA_FN(affine)(const float *x, float *y, size_t n, size_t sample, int batch,
                               float scale, float shift, bool relu, const float *skip)
 {
     for (int b = batch - 1; b >= 0; b--) { /* last read first (see the top) */
@@ -92,7 +109,7 @@ static KATTR void SFX(affine)(const float *x, float *y, size_t n, size_t sample,
 }
 
 /* dx = k * (dy - mean_dy - xhat * mean_dy_xhat), xhat = (x - mean) * invstd, over the planes. */
-static KATTR void SFX(input_grad)(const float *x, const float *dy, float *dx, size_t n,
+static void DT_ISA_FN(input_grad)(const float *x, const float *dy, float *dx, size_t n,
                                   size_t sample, int batch, float mean, float invstd, float k,
                                   float mean_dy, float mean_dy_xhat)
 {
@@ -106,5 +123,5 @@ static KATTR void SFX(input_grad)(const float *x, const float *dy, float *dx, si
     }
 }
 
-static const struct bn_loops SFX(loops) = {SFX(moments), SFX(grad_sums), SFX(affine),
-                                           SFX(input_grad)};
+const struct dt_bn_loops DT_ISA_FN(dt_bn_loops) = {DT_ISA_FN(moments), DT_ISA_FN(grad_sums),
+                                                   DT_ISA_FN(affine), DT_ISA_FN(input_grad)};

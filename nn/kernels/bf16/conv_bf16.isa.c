@@ -5,9 +5,9 @@
  * channel-pair planes, tile (kt, positions qt) = 16 pair planes from cb * 16 on, 64 bytes at
  * position qt * 16 + the offset of kernel tap (i, j), stride one pair plane. Blocks of 2 x 2
  * accumulator tiles (32 channels x 32 positions), stored straight into yq. */
-#include "nn/kernels/conv_bf16.h"
+#include "nn/kernels/bf16/conv_bf16.h"
 #include "nn/kernels/isa_fn.h"
-#include "nn/kernels/tile.h"
+#include "nn/kernels/bf16/tile.h"
 
 #define TILE_ELEMS 512
 

@@ -1,4 +1,4 @@
-/* bf16 convolution, stride 1, as an implicit GEMM on tiles (nn/kernels/tile.h).
+/* bf16 convolution, stride 1, as an implicit GEMM on tiles (nn/kernels/bf16/tile.h).
  *
  * The product is Y[k][q] = W[k][(i, j, c)] * X[(i, j, c)][q]: output channels are the tile
  * rows (A = the weights, packed once per step, gemm_bf16.h's A layout with K in (i, j, c)
@@ -24,8 +24,8 @@
 
 #include <stddef.h>
 
-#include "nn/conv_direct.h" /* struct dt_conv_shape */
-#include "nn/kernels/gemm_bf16.h"
+#include "nn/kernels/fp32/conv_direct.h" /* struct dt_conv_shape */
+#include "nn/kernels/bf16/gemm_bf16.h"
 
 /* Derived sizes of a stride-1 shape. */
 struct dt_conv_bf16_geom {

@@ -1,13 +1,13 @@
-/* The bf16 GEMM over the tile vocabulary (nn/kernels/tile.h), built once per implementation
+/* The bf16 GEMM over the tile vocabulary (nn/kernels/bf16/tile.h), built once per implementation
  * (the Makefile compiles every *.isa.c with -DDT_ISA_<X>; DT_ISA_FN names the function).
  *
  * Blocking: 2 x 2 accumulator tiles (tiles 0-3, a 32 x 32 block of C), two A tiles (4-5) and
  * two B tiles (6-7) per 32-deep step: 4 loads feed 4 products, the most the 8 tiles allow.
  * Edge blocks (fewer than 32 rows or columns of tiles) use the same code with the missing
  * tiles skipped; tiles that hang over C's edge go through a 16 x 16 buffer. */
-#include "nn/kernels/gemm_bf16.h"
+#include "nn/kernels/bf16/gemm_bf16.h"
 #include "nn/kernels/isa_fn.h"
-#include "nn/kernels/tile.h"
+#include "nn/kernels/bf16/tile.h"
 
 #define TILE_ELEMS 512 /* bf16 per packed tile */
 

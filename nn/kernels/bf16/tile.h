@@ -8,8 +8,8 @@
  *   TILE_DPBF16(c, a, b)      c[m][n] += sum over k of a[m][2k]*b[k][n][0] + a[m][2k+1]*b[k][n][1]
  *   TILE_BEGIN()              configure this thread's tiles (once; cheap after that)
  *
- * A kernel source (nn/kernels/NAME.isa.c) is compiled once per implementation: DT_ISA_AMX maps
- * the operations to the AMX instructions (tile numbers must be constants), DT_ISA_CTILE to
+ * A kernel source (nn/kernels/bf16/NAME.isa.c) is compiled once per implementation: DT_BUILD_AMX
+ * maps the operations to the AMX instructions (tile numbers must be constants), DT_BUILD_CTILE to
  * plain C on per-thread arrays with the same arithmetic in fp32. The C build runs on every
  * machine, so the blocking and packing logic above the vocabulary is tested everywhere, not
  * only where AMX exists; the two builds then differ only in these five operations. */
@@ -20,13 +20,13 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "nn/kernels/amx.h"
-#include "nn/kernels/bf16.h"
+#include "nn/kernels/bf16/amx.h"
+#include "nn/kernels/bf16/bf16.h"
 
 #define TILE_ROWS  16
 #define TILE_BYTES 64
 
-#if defined(DT_ISA_AMX)
+#if defined(DT_BUILD_AMX)
 
 #include <immintrin.h>
 
@@ -36,7 +36,7 @@
 #define TILE_DPBF16(c, a, b)       _tile_dpbf16ps(c, a, b)
 #define TILE_BEGIN()               dt_amx_configure_thread()
 
-#elif defined(DT_ISA_CTILE)
+#elif defined(DT_BUILD_CTILE)
 
 struct ctile {
     _Alignas(64) uint8_t b[TILE_ROWS][TILE_BYTES];
@@ -81,7 +81,7 @@ static inline void ctile_dpbf16(int c, int a, int b)
 #define TILE_BEGIN()               ((void)0)
 
 #else
-#error "nn/kernels/tile.h: compile with -DDT_ISA_AMX or -DDT_ISA_CTILE (see the Makefile)"
+#error "nn/kernels/bf16/tile.h: compile with -DDT_BUILD_AMX or -DDT_BUILD_CTILE (see the Makefile)"
 #endif
 
 /* One 32-deep step of a block of up to 2 x 2 accumulators, tiles 0 1 / 2 3 (rows x columns):

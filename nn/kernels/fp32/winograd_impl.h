@@ -1,20 +1,20 @@
-/* What nn/conv_winograd.c shares with its per-width kernels (nn/winograd_kernels.inc, built
- * as nn/winograd_avx512.c and nn/winograd_avx2.c): the geometry of a call, one thread's
+/* What nn/kernels/fp32/conv_winograd.c shares with its per-width kernels (conv_winograd.isa.c,
+ * built as its avx512 and avx2 builds): the geometry of a call, one thread's
  * scratch sections and the table of kernels of one vector width.
  *
  * The layout does not depend on the width: channels are padded to 16 (LANES) whichever path
  * runs, so scratch sizes, the cached filter transform and every result are the same on both
  * paths; the AVX2 kernels walk each 16-channel block as two 8-lane halves. The sums are taken
  * in the same order too, so the two paths give the same bits. Include only from those files. */
-#ifndef DT_NN_WINOGRAD_IMPL_H
-#define DT_NN_WINOGRAD_IMPL_H
+#ifndef DT_NN_KERNELS_FP32_WINOGRAD_IMPL_H
+#define DT_NN_KERNELS_FP32_WINOGRAD_IMPL_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "nn/bn_grad.h"
-#include "nn/simd.h"
+#include "nn/kernels/fp32/bn_grad.h"
+#include "nn/kernels/fp32/simd.h"
 
 enum {
     POS = 36,             /* positions of the 6x6 Winograd domain */
@@ -75,7 +75,7 @@ static inline struct wscratch wscratch_of(const struct geom *g, float *scratch, 
     return w;
 }
 
-/* The kernels of one vector width (nn/winograd_kernels.inc documents each). */
+/* The kernels of one vector width (conv_winograd.isa.c documents each). */
 struct wg_kernels {
     /* u[p][o][i16] = (G w G^T)[p]; transpose: the input gradient's U^T */
     void (*transform_filter)(const struct geom *g, const float *w, bool transpose, float *u);
@@ -96,8 +96,7 @@ struct wg_kernels {
     void (*weight_from_domain)(const struct geom *g, const float *du, int c0, int c1, float *dw);
 };
 
-#if DT_HAVE_AVX512
+/* The builds of conv_winograd.isa.c (its ISA set in the Makefile: avx2 avx512). */
 extern const struct wg_kernels dt_winograd_avx512, dt_winograd_avx2;
-#endif
 
 #endif

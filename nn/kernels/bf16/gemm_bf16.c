@@ -1,10 +1,10 @@
 /* Packing, the reference product and path choice for the bf16 GEMM (gemm_bf16.h); the tile
  * kernels themselves are gemm_bf16.isa.c. */
-#include "nn/kernels/gemm_bf16.h"
+#include "nn/kernels/bf16/gemm_bf16.h"
 
 #include <omp.h>
 
-#include "nn/kernels/amx.h"
+#include "nn/kernels/bf16/amx.h"
 
 #define TILE_ELEMS 512
 

@@ -1,16 +1,16 @@
 /* Winograd F(4x4, 3x3) convolution kernels for 3x3 convolutions, stride 1 (or 2: the stride-1
  * grid, every other pixel kept), float32, NCHW.
  *
- * The third conv2d algorithm, next to im2col + sgemm and the direct kernels (nn/conv_direct.h).
- * Each 4x4 block of output is computed from a 6x6 block of input with 36 multiplications per
- * channel pair instead of 144, so at channel counts where the elementwise stage dominates (the
- * ConvNet's 16->32 conv) all three passes run about three times fewer flops than direct.
- * Same layouts and the same contract as the direct kernels: activations [N][C][H][W], weights
- * [K][C][3][3]; check dt_conv_winograd_supported() once at layer setup, size the scratch with
- * dt_conv_winograd_scratch_floats() for the thread count you will pass, then call the kernels.
- * Each kernel runs an OpenMP team of `threads` threads and partitions work by sample; the weight
- * gradient reduces per-thread partials in thread order, so results are bit-identical run to run
- * for a fixed thread count. Nothing is allocated.
+ * The third conv2d algorithm, next to im2col + sgemm and the direct kernels
+ * (nn/kernels/fp32/conv_direct.h). Each 4x4 block of output is computed from a 6x6 block of input
+ * with 36 multiplications per channel pair instead of 144, so at channel counts where the
+ * elementwise stage dominates (the ConvNet's 16->32 conv) all three passes run about three times
+ * fewer flops than direct. Same layouts and the same contract as the direct kernels: activations
+ * [N][C][H][W], weights [K][C][3][3]; check dt_conv_winograd_supported() once at layer setup, size
+ * the scratch with dt_conv_winograd_scratch_floats() for the thread count you will pass, then call
+ * the kernels. Each kernel runs an OpenMP team of `threads` threads and partitions work by sample;
+ * the weight gradient reduces per-thread partials in thread order, so results are bit-identical run
+ * to run for a fixed thread count. Nothing is allocated.
  *
  * Precision: the transforms (points 0, +-1, +-2, infinity) add rounding that direct summation
  * does not have; on data of unit scale the results agree with a double-precision reference to
@@ -25,8 +25,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "nn/bn_grad.h"
-#include "nn/conv_direct.h" /* struct dt_conv_shape */
+#include "nn/kernels/fp32/bn_grad.h"
+#include "nn/kernels/fp32/conv_direct.h" /* struct dt_conv_shape */
 
 /* True when the kernels handle this shape on this CPU: all sizes positive, a 3x3 kernel,
  * stride 1 or 2, pad 0 or 1, a non-empty output, tensors small enough for int indexing, and
@@ -34,7 +34,7 @@
 bool dt_conv_winograd_supported(const struct dt_conv_shape *s);
 
 /* True when Winograd is expected to beat the direct kernels on this shape (a measured rule on
- * the channel counts, see the top of nn/conv_winograd.c); implies supported. */
+ * the channel counts, see the top of nn/kernels/fp32/conv_winograd.c); implies supported. */
 bool dt_conv_winograd_preferred(const struct dt_conv_shape *s);
 
 /* Floats of scratch any of the three kernels needs for this shape and up to `threads` threads

@@ -1,4 +1,4 @@
-#include "nn/blas.h"
+#include "nn/kernels/fp32/blas.h"
 
 #include <cblas.h>
 #include <omp.h>

@@ -1,17 +1,24 @@
-/* The Winograd kernels of one vector width, included by nn/winograd_avx512.c (W = 16) and
- * nn/winograd_avx2.c (W = 8); nn/conv_winograd.c explains the method and picks the width.
+/* The Winograd kernels, built once per vector width: the avx512 build (W = 16) and the avx2
+ * build (W = 8), each with its ISA's flags (Makefile) and its vocabulary from winograd_vec.h;
+ * nn/kernels/fp32/conv_winograd.c explains the method and calls the build nn/kernels/isa.c
+ * picks, through the table at the end (dt_winograd_avx512, dt_winograd_avx2).
  *
- * The includer defines the width's vector type and operations: VEC, VECI (int32 lanes), W,
- * TARGET, LOAD, STORE, ZERO, SET1, ADD, SUB, MUL, FMA (a * b + c), FNMA (c - a * b), MAXV,
- * KEEP_POS (v where m > 0, else +0: a relu's backward mask),
- * SET1I, STOREI, load_first / store_first (the first n lanes, the rest zero or untouched),
- * transpose (W rows of W floats in place), pool_step, and the register blocks of the products
- * (MAX_VB, ROWS_OF_VB, GEMM_SHAPES). The layout is the same at both widths (channels padded
- * to 16, nn/winograd_impl.h), and every sum is taken in the same order, so the two builds of
- * this file give the same bits. */
+ * The vocabulary: VEC, VECI (int32 lanes), W, LOAD, STORE, ZERO, SET1, ADD, SUB, MUL, FMA
+ * (a * b + c), FNMA (c - a * b), MAXV, KEEP_POS (v where m > 0, else +0: a relu's backward
+ * mask), SET1I, STOREI, load_first / store_first (the first n lanes, the rest zero or
+ * untouched), transpose (W rows of W floats in place), pool_step, and the register blocks of
+ * the products (MAX_VB, ROWS_OF_VB, GEMM_SHAPES). The layout is the same at both widths
+ * (channels padded to 16, winograd_impl.h), and every sum is taken in the same order, so the
+ * two builds give the same bits. Functions that are not always inlined carry the build's name
+ * (DT_ISA_FN: gemm_avx512, gemm_avx2), so a profile tells the builds apart. */
+#include <string.h>
+
+#include "nn/kernels/fp32/winograd_impl.h"
+#include "nn/kernels/fp32/winograd_vec.h"
+#include "nn/kernels/isa_fn.h"
 
 /* r = B^T d (6 -> 6). */
-INLINE TARGET void bt6(const VEC d[6], VEC r[6])
+INLINE void bt6(const VEC d[6], VEC r[6])
 {
     VEC four = SET1(4.0f), five = SET1(5.0f), two = SET1(2.0f);
     VEC t0 = FNMA(four, d[2], d[4]), t1 = FNMA(four, d[1], d[3]);
@@ -25,7 +32,7 @@ INLINE TARGET void bt6(const VEC d[6], VEC r[6])
 }
 
 /* h = B v (6 -> 6), the adjoint of bt6. */
-INLINE TARGET void b6(const VEC v[6], VEC h[6])
+INLINE void b6(const VEC v[6], VEC h[6])
 {
     VEC four = SET1(4.0f), five = SET1(5.0f), two = SET1(2.0f);
     VEC s12 = SUB(v[1], v[2]), a12 = ADD(v[1], v[2]);
@@ -39,7 +46,7 @@ INLINE TARGET void b6(const VEC v[6], VEC h[6])
 }
 
 /* o = A^T m (6 -> 4). */
-INLINE TARGET void at6(const VEC m[6], VEC o[4])
+INLINE void at6(const VEC m[6], VEC o[4])
 {
     VEC s12 = SUB(m[1], m[2]), a12 = ADD(m[1], m[2]);
     VEC s34 = SUB(m[3], m[4]), a34 = ADD(m[3], m[4]);
@@ -50,7 +57,7 @@ INLINE TARGET void at6(const VEC m[6], VEC o[4])
 }
 
 /* h = A g (4 -> 6), the adjoint of at6. */
-INLINE TARGET void a6(const VEC g[4], VEC h[6])
+INLINE void a6(const VEC g[4], VEC h[6])
 {
     VEC e = ADD(g[0], g[2]), o = ADD(g[1], g[3]);
     VEC e2 = FMA(SET1(4.0f), g[2], g[0]), o2 = FMA(SET1(8.0f), g[3], MUL(SET1(2.0f), g[1]));
@@ -63,7 +70,7 @@ INLINE TARGET void a6(const VEC g[4], VEC h[6])
 }
 
 /* h = G g (3 -> 6). */
-INLINE TARGET void g6(const VEC g[3], VEC h[6])
+INLINE void g6(const VEC g[3], VEC h[6])
 {
     VEC s = ADD(g[0], g[2]), sixth = SET1(-1.0f / 6.0f);
     VEC q = FMA(SET1(1.0f / 24.0f), g[0], MUL(SET1(1.0f / 6.0f), g[2]));
@@ -77,7 +84,7 @@ INLINE TARGET void g6(const VEC g[3], VEC h[6])
 }
 
 /* r = G^T a (6 -> 3), the adjoint of g6. */
-INLINE TARGET void gt3(const VEC a[6], VEC r[3])
+INLINE void gt3(const VEC a[6], VEC r[3])
 {
     VEC a12 = ADD(a[1], a[2]), s12 = SUB(a[1], a[2]);
     VEC a34 = ADD(a[3], a[4]), s34 = SUB(a[3], a[4]);
@@ -89,13 +96,13 @@ INLINE TARGET void gt3(const VEC a[6], VEC r[3])
 
 /* ---- layout: NCHW planes <-> channels-last planes ------------------------------------ */
 
-static void zero_floats(float *p, size_t n)
+static void DT_ISA_FN(zero_floats)(float *p, size_t n)
 {
     memset(p, 0, n * sizeof *p);
 }
 
 /* Loads W rows of W floats at p + i * stride; rows >= nr and lanes >= nx read as zero. */
-INLINE TARGET void load_rows(VEC r[W], const float *p, size_t stride, int nr, int nx)
+INLINE void load_rows(VEC r[W], const float *p, size_t stride, int nr, int nx)
 {
     if (nr == W && nx == W) {
 #pragma GCC unroll 16
@@ -111,8 +118,8 @@ INLINE TARGET void load_rows(VEC r[W], const float *p, size_t stride, int nr, in
 /* load_rows of a batchnorm's output gradient dy through its backward bn, x (laid out as dy)
  * its input: channel c0 + i's row is struct dt_bn_grad's float operations, in its order. Row
  * by row, so no second array of W vectors competes for the registers. */
-INLINE TARGET void load_rows_bn(VEC r[W], const float *dy, const float *x, size_t stride, int nr,
-                                int nx, const struct dt_bn_grad *bn, int c0)
+INLINE void load_rows_bn(VEC r[W], const float *dy, const float *x, size_t stride, int nr, int nx,
+                         const struct dt_bn_grad *bn, int c0)
 {
 #pragma GCC unroll 16
     for (int i = 0; i < W; i++) {
@@ -135,19 +142,20 @@ INLINE TARGET void load_rows_bn(VEC r[W], const float *dy, const float *x, size_
  * every load but the plane's last is a full vector. With bn (else NULL), src is a batchnorm's
  * output gradient and bn->x its input (laid out as src), and what is stored is the
  * batchnorm's input gradient. */
-static TARGET void to_channels_last(const float *src, int ch, int h, int w, float *dst, int dh,
-                                    int dw, int dc, int off, int step, const struct dt_bn_grad *bn)
+static void DT_ISA_FN(to_channels_last)(const float *src, int ch, int h, int w, float *dst, int dh,
+                                        int dw, int dc, int off, int step,
+                                        const struct dt_bn_grad *bn)
 {
     size_t row = (size_t)dw * dc, plane = (size_t)h * w;
     if (step != 1)
-        zero_floats(dst, (size_t)dh * row);
+        DT_ISA_FN(zero_floats)(dst, (size_t)dh * row);
     else {
-        zero_floats(dst, (size_t)off * row);
-        zero_floats(dst + (size_t)(off + h) * row, (size_t)(dh - off - h) * row);
+        DT_ISA_FN(zero_floats)(dst, (size_t)off * row);
+        DT_ISA_FN(zero_floats)(dst + (size_t)(off + h) * row, (size_t)(dh - off - h) * row);
         for (int y = 0; y < h; y++) {
             float *d = dst + (size_t)(y + off) * row;
-            zero_floats(d, (size_t)off * dc);
-            zero_floats(d + (size_t)(off + w) * dc, (size_t)(dw - off - w) * dc);
+            DT_ISA_FN(zero_floats)(d, (size_t)off * dc);
+            DT_ISA_FN(zero_floats)(d + (size_t)(off + w) * dc, (size_t)(dw - off - w) * dc);
         }
     }
     for (int c0 = 0; c0 < dc; c0 += W) {
@@ -187,8 +195,8 @@ struct store {
  * stride-2 conv's output picked off the stride-1 grid). Walks the output plane in runs of W
  * pixels like to_channels_last. Without anything in st it only moves bits (it also carries
  * int32 pool indices). */
-static TARGET void from_channels_last(const float *src, int sw, int sc, int off, int step,
-                                      float *dst, int ch, int h, int w, const struct store *st)
+static void DT_ISA_FN(from_channels_last)(const float *src, int sw, int sc, int off, int step,
+                                          float *dst, int ch, int h, int w, const struct store *st)
 {
     size_t plane = (size_t)h * w;
     const float *bias = st->bias, *mask = st->mask, *extra = st->extra;
@@ -242,7 +250,8 @@ static TARGET void from_channels_last(const float *src, int sw, int sc, int off,
 /* ---- tile transforms ------------------------------------------------------------------ */
 
 /* V[t][p][c16] = B^T d B for the nb tiles from t0 (d read from the channels-last input). */
-static TARGET void input_transform(const struct geom *g, const float *in, int t0, int nb, float *v)
+static void DT_ISA_FN(input_transform)(const struct geom *g, const float *in, int t0, int nb,
+                                       float *v)
 {
     size_t pstride = (size_t)g->c16, row = (size_t)g->wi * g->c16;
     for (int t = 0; t < nb; t++) {
@@ -274,7 +283,8 @@ static TARGET void input_transform(const struct geom *g, const float *in, int t0
  * order (t0 from 0): a tile's first 2 rows (columns) were written by the tile above (to the
  * left) unless it is in the first row (column), and the rest is its own, so `in` needs no
  * clearing first. Fresh elements are stored as 0 + value, the same bits as a cleared plane. */
-static TARGET void input_adjoint(const struct geom *g, const float *v, int t0, int nb, float *in)
+static void DT_ISA_FN(input_adjoint)(const struct geom *g, const float *v, int t0, int nb,
+                                     float *in)
 {
     size_t pstride = (size_t)g->c16, row = (size_t)g->wi * g->c16;
     for (int t = 0; t < nb; t++) {
@@ -305,8 +315,8 @@ static TARGET void input_adjoint(const struct geom *g, const float *v, int t0, i
 }
 
 /* out[4x4 block of tile] = A^T M A for the nb tiles from t0. */
-static TARGET void output_transform(const struct geom *g, const float *m, int t0, int nb,
-                                    float *out)
+static void DT_ISA_FN(output_transform)(const struct geom *g, const float *m, int t0, int nb,
+                                        float *out)
 {
     size_t pstride = (size_t)g->k16, row = (size_t)g->wo * g->k16;
     for (int t = 0; t < nb; t++) {
@@ -336,8 +346,8 @@ static TARGET void output_transform(const struct geom *g, const float *m, int t0
 /* The output tiles of output_transform plus bias, ReLU'd when relu, then max-pooled 2x2: val
  * [ho/2][wo/2][k16] the maxima, idx (same layout, int32) each winner's index in its [oh][ow]
  * output plane. The same float operations per element as the unpooled path. */
-static TARGET void output_transform_pool2(const struct geom *g, const float *m, int t0, int nb,
-                                          const float *bias, int relu, float *val, int32_t *idx)
+static void DT_ISA_FN(output_transform_pool2)(const struct geom *g, const float *m, int t0, int nb,
+                                              const float *bias, int relu, float *val, int32_t *idx)
 {
     size_t pstride = (size_t)g->k16, prow = (size_t)(g->wo / 2) * g->k16;
     for (int t = 0; t < nb; t++) {
@@ -380,7 +390,8 @@ static TARGET void output_transform_pool2(const struct geom *g, const float *m, 
 }
 
 /* dM[t][p][k16] = A dY A^T for the nb tiles from t0: the adjoint of output_transform. */
-static TARGET void output_adjoint(const struct geom *g, const float *out, int t0, int nb, float *m)
+static void DT_ISA_FN(output_adjoint)(const struct geom *g, const float *out, int t0, int nb,
+                                      float *m)
 {
     size_t pstride = (size_t)g->k16, row = (size_t)g->wo * g->k16;
     for (int t = 0; t < nb; t++) {
@@ -410,7 +421,7 @@ static TARGET void output_adjoint(const struct geom *g, const float *out, int t0
 /* ---- the products --------------------------------------------------------------------- */
 
 /* The next slice of struct ahead's prefetch, a cache line at a time. */
-static TARGET void ahead_step(struct ahead *a)
+static void DT_ISA_FN(ahead_step)(struct ahead *a)
 {
     for (size_t left = a->per_step; left && a->region < 3;) {
         if (a->at >= a->bytes[a->region]) {
@@ -427,9 +438,8 @@ static TARGET void ahead_step(struct ahead *a)
  * The sum starts from zero and is added to c once: the weight gradient accumulates a batch's
  * thousands of tiles, and one long chain of FMAs onto the same accumulator lost an order of
  * magnitude of precision (8.7e-5 of max |dw| at batch 128, now as good as direct). */
-INLINE TARGET void gemm_block(const float *a, size_t ars, size_t aqs, const float *b, size_t bs,
-                              int nq, float *c, size_t cs, bool accumulate, const int rb,
-                              const int vb)
+INLINE void gemm_block(const float *a, size_t ars, size_t aqs, const float *b, size_t bs, int nq,
+                       float *c, size_t cs, bool accumulate, const int rb, const int vb)
 {
     VEC acc[MAX_RB][MAX_VB];
 #pragma GCC unroll 12
@@ -462,14 +472,15 @@ INLINE TARGET void gemm_block(const float *a, size_t ars, size_t aqs, const floa
 
 /* Rows per register block for vb vectors: ROWS_OF_VB fills the register file (24-28 of the
  * 32 zmm registers, 12 of the 16 ymm ones, as accumulators). */
-static int max_rows(int vb)
+static int DT_ISA_FN(max_rows)(int vb)
 {
     static const int rows[MAX_VB + 1] = ROWS_OF_VB;
     return rows[vb];
 }
 
-static TARGET void gemm_block_any(const float *a, size_t ars, size_t aqs, const float *b, size_t bs,
-                                  int nq, float *c, size_t cs, bool accumulate, int rb, int vb)
+static void DT_ISA_FN(gemm_block_any)(const float *a, size_t ars, size_t aqs, const float *b,
+                                      size_t bs, int nq, float *c, size_t cs, bool accumulate,
+                                      int rb, int vb)
 {
     switch ((vb - 1) * MAX_RB + rb - 1) {
 #define GEMM_CASE(v, r)                                                                            \
@@ -493,24 +504,25 @@ static TARGET void gemm_block_any(const float *a, size_t ars, size_t aqs, const 
 }
 
 /* Block size: the fewest blocks of at most `max`, balanced. */
-static int block_size(int total, int max)
+static int DT_ISA_FN(block_size)(int total, int max)
 {
     int blocks = (total + max - 1) / max;
     return (total + blocks - 1) / blocks;
 }
 
 /* c[rows][W vecs] (+)= a[rows][nq] x b[nq][W vecs], a addressed with strides (ars, aqs). */
-static TARGET void gemm(const float *a, size_t ars, size_t aqs, int rows, const float *b, size_t bs,
-                        int nq, int vecs, float *c, size_t cs, bool accumulate)
+static void DT_ISA_FN(gemm)(const float *a, size_t ars, size_t aqs, int rows, const float *b,
+                            size_t bs, int nq, int vecs, float *c, size_t cs, bool accumulate)
 {
-    int vbs = block_size(vecs, MAX_VB);
+    int vbs = DT_ISA_FN(block_size)(vecs, MAX_VB);
     for (int v0 = 0; v0 < vecs; v0 += vbs) {
         int vb = vecs - v0 < vbs ? vecs - v0 : vbs;
-        int rbs = block_size(rows, max_rows(vb));
+        int rbs = DT_ISA_FN(block_size)(rows, DT_ISA_FN(max_rows)(vb));
         for (int r0 = 0; r0 < rows; r0 += rbs) {
             int rb = rows - r0 < rbs ? rows - r0 : rbs;
-            gemm_block_any(a + r0 * ars, ars, aqs, b + v0 * W, bs, nq, c + r0 * cs + v0 * W, cs,
-                           accumulate, rb, vb);
+            DT_ISA_FN(gemm_block_any)
+            (a + r0 * ars, ars, aqs, b + v0 * W, bs, nq, c + r0 * cs + v0 * W, cs, accumulate, rb,
+             vb);
         }
     }
 }
@@ -520,14 +532,15 @@ static TARGET void gemm(const float *a, size_t ars, size_t aqs, int rows, const 
 /* u[p][o][i16] = (G w G^T)[p] for the operand w[k][c][3][3] viewed as out o / in i: with
  * `transpose` false o = c, i = k (the forward's U, vectorised along k); with it o = k, i = c
  * (the input gradient's U^T, vectorised along c). Lanes past the channel count are zero. */
-static TARGET void transform_filter(const struct geom *g, const float *w, bool transpose, float *u)
+static void DT_ISA_FN(transform_filter)(const struct geom *g, const float *w, bool transpose,
+                                        float *u)
 {
     int outs = transpose ? g->k : g->c, ins = transpose ? g->c : g->k;
     int outs16 = transpose ? g->k16 : g->c16, ins16 = transpose ? g->c16 : g->k16;
     /* lane l of vector i0 is input channel i0 + l: stride in w between lanes */
     int lane_stride = transpose ? 9 : g->c * 9, out_stride = transpose ? g->c * 9 : 9;
     size_t pstride = (size_t)outs16 * ins16;
-    zero_floats(u, (size_t)POS * pstride);
+    DT_ISA_FN(zero_floats)(u, (size_t)POS * pstride);
     for (int o = 0; o < outs; o++)
         for (int i0 = 0; i0 < ins; i0 += W) {
             int n = ins - i0 < W ? ins - i0 : W;
@@ -554,8 +567,8 @@ static TARGET void transform_filter(const struct geom *g, const float *w, bool t
 }
 
 /* dw[k][c][3][3] += (G^T dU G) for dU [POS][c16][k16]; channels c in [c0, c1). */
-static TARGET void weight_from_domain(const struct geom *g, const float *du, int c0, int c1,
-                                      float *dw)
+static void DT_ISA_FN(weight_from_domain)(const struct geom *g, const float *du, int c0, int c1,
+                                          float *dw)
 {
     size_t pstride = (size_t)g->c16 * g->k16;
     for (int c = c0; c < c1; c++)
@@ -587,42 +600,46 @@ static TARGET void weight_from_domain(const struct geom *g, const float *du, int
 
 /* One sample's forward; with argmax, pooled 2x2 (y is then the pooled output). Runs ahead's
  * prefetch. */
-static TARGET void forward_sample(const struct geom *g, const float *x, const float *u,
-                                  const float *b, float *y, int32_t *argmax, int relu,
-                                  const struct wscratch *ws, struct ahead *ahead)
+static void DT_ISA_FN(forward_sample)(const struct geom *g, const float *x, const float *u,
+                                      const float *b, float *y, int32_t *argmax, int relu,
+                                      const struct wscratch *ws, struct ahead *ahead)
 {
-    to_channels_last(x, g->c, g->h, g->w, ws->in, g->hi, g->wi, g->c16, g->pad, 1, NULL);
+    DT_ISA_FN(to_channels_last)(x, g->c, g->h, g->w, ws->in, g->hi, g->wi, g->c16, g->pad, 1, NULL);
     size_t vrow = (size_t)POS * g->c16, mrow = (size_t)POS * g->k16;
     size_t pooled = (size_t)(g->ho / 2) * (g->wo / 2) * g->k16; /* a quarter of ws->out */
     int32_t *idx = (int32_t *)(ws->out + pooled);
     for (int t0 = 0; t0 < g->tiles; t0 += g->nt) {
         int nb = g->tiles - t0 < g->nt ? g->tiles - t0 : g->nt;
-        input_transform(g, ws->in, t0, nb, ws->v);
+        DT_ISA_FN(input_transform)(g, ws->in, t0, nb, ws->v);
         for (int p = 0; p < POS; p++) {
-            gemm(ws->v + (size_t)p * g->c16, vrow, 1, nb, u + (size_t)p * g->c16 * g->k16, g->k16,
-                 g->c, g->k16 / W, ws->m + (size_t)p * g->k16, mrow, false);
-            ahead_step(ahead);
+            DT_ISA_FN(gemm)
+            (ws->v + (size_t)p * g->c16, vrow, 1, nb, u + (size_t)p * g->c16 * g->k16, g->k16, g->c,
+             g->k16 / W, ws->m + (size_t)p * g->k16, mrow, false);
+            DT_ISA_FN(ahead_step)(ahead);
         }
         if (argmax)
-            output_transform_pool2(g, ws->m, t0, nb, b, relu, ws->out, idx);
+            DT_ISA_FN(output_transform_pool2)(g, ws->m, t0, nb, b, relu, ws->out, idx);
         else
-            output_transform(g, ws->m, t0, nb, ws->out);
+            DT_ISA_FN(output_transform)(g, ws->m, t0, nb, ws->out);
     }
     if (!argmax) {
         struct store st = {.bias = b, .relu = relu};
-        from_channels_last(ws->out, g->wo, g->k16, 0, g->step, y, g->k, g->yh, g->yw, &st);
+        DT_ISA_FN(from_channels_last)
+        (ws->out, g->wo, g->k16, 0, g->step, y, g->k, g->yh, g->yw, &st);
         return;
     }
     const struct store bits = {0};
-    from_channels_last(ws->out, g->wo / 2, g->k16, 0, 1, y, g->k, g->oh / 2, g->ow / 2, &bits);
-    from_channels_last((const float *)idx, g->wo / 2, g->k16, 0, 1, (float *)argmax, g->k,
-                       g->oh / 2, g->ow / 2, &bits);
+    DT_ISA_FN(from_channels_last)
+    (ws->out, g->wo / 2, g->k16, 0, 1, y, g->k, g->oh / 2, g->ow / 2, &bits);
+    DT_ISA_FN(from_channels_last)
+    ((const float *)idx, g->wo / 2, g->k16, 0, 1, (float *)argmax, g->k, g->oh / 2, g->ow / 2,
+     &bits);
 }
 
 /* db += the sums of the nb tiles' dy, read off dM: position (1, 1) of A dY A^T is the sum of
  * the tile's 16 values (row 1 of A^T is all ones over the tile), so this is 1/16 of the work of
  * summing the plane (a fixed order: determinism holds). */
-static TARGET void bias_sums(const struct geom *g, const float *m, int nb, float *db)
+static void DT_ISA_FN(bias_sums)(const struct geom *g, const float *m, int nb, float *db)
 {
     for (int kv = 0; kv < g->k16; kv += W) {
         VEC sum = LOAD(db + kv);
@@ -640,10 +657,10 @@ static TARGET void bias_sums(const struct geom *g, const float *m, int nb, float
  * The samples' tiles share one block of V and M: on small planes (ResNet's 8x8: 4 tiles a
  * sample) one sample's block made the weight gradient's GEMMs 4 rows deep, and the dU
  * accumulator's traffic, not the products, set its speed. */
-static TARGET void backward_samples(const struct geom *g, const float *x, const float *dy,
-                                    const struct dt_bn_grad *bn, const float *ut, bool bias,
-                                    float *dx, const float *mask, const float *extra,
-                                    const struct wscratch *ws, int count, struct ahead *ahead)
+static void DT_ISA_FN(backward_samples)(const struct geom *g, const float *x, const float *dy,
+                                        const struct dt_bn_grad *bn, const float *ut, bool bias,
+                                        float *dx, const float *mask, const float *extra,
+                                        const struct wscratch *ws, int count, struct ahead *ahead)
 {
     size_t vrow = (size_t)POS * g->c16, mrow = (size_t)POS * g->k16;
     size_t in_sample = (size_t)g->c * g->h * g->w, out_sample = (size_t)g->k * g->yh * g->yw;
@@ -653,40 +670,44 @@ static TARGET void backward_samples(const struct geom *g, const float *x, const 
             /* a sample's planes are converted at its first block (count > 1: its only one) */
             if (t0 == 0) {
                 struct dt_bn_grad part;
-                to_channels_last(dy + s * out_sample, g->k, g->yh, g->yw, ws->out, g->ho, g->wo,
-                                 g->k16, 0, g->step, dt_bn_grad_from(bn, s * out_sample, &part));
+                DT_ISA_FN(to_channels_last)
+                (dy + s * out_sample, g->k, g->yh, g->yw, ws->out, g->ho, g->wo, g->k16, 0, g->step,
+                 dt_bn_grad_from(bn, s * out_sample, &part));
             }
-            output_adjoint(g, ws->out, t0, nb, ws->m + s * nb * mrow);
+            DT_ISA_FN(output_adjoint)(g, ws->out, t0, nb, ws->m + s * nb * mrow);
             if (x) {
                 if (t0 == 0)
-                    to_channels_last(x + s * in_sample, g->c, g->h, g->w, ws->in, g->hi, g->wi,
-                                     g->c16, g->pad, 1, NULL);
-                input_transform(g, ws->in, t0, nb, ws->v + s * nb * vrow);
+                    DT_ISA_FN(to_channels_last)
+                (x + s * in_sample, g->c, g->h, g->w, ws->in, g->hi, g->wi, g->c16, g->pad, 1,
+                 NULL);
+                DT_ISA_FN(input_transform)(g, ws->in, t0, nb, ws->v + s * nb * vrow);
             }
         }
         int rows = count * nb;
         if (x && bias)
-            bias_sums(g, ws->m, rows, ws->db);
+            DT_ISA_FN(bias_sums)(g, ws->m, rows, ws->db);
         if (x)
             for (int p = 0; p < POS; p++) {
-                gemm(ws->v + (size_t)p * g->c16, 1, vrow, g->c, ws->m + (size_t)p * g->k16, mrow,
-                     rows, g->k16 / W, ws->acc + (size_t)p * g->c16 * g->k16, g->k16, true);
-                ahead_step(ahead);
+                DT_ISA_FN(gemm)
+                (ws->v + (size_t)p * g->c16, 1, vrow, g->c, ws->m + (size_t)p * g->k16, mrow, rows,
+                 g->k16 / W, ws->acc + (size_t)p * g->c16 * g->k16, g->k16, true);
+                DT_ISA_FN(ahead_step)(ahead);
             }
         if (!dx)
             continue;
         for (int p = 0; p < POS; p++) {
-            gemm(ws->m + (size_t)p * g->k16, mrow, 1, rows, ut + (size_t)p * g->k16 * g->c16,
-                 g->c16, g->k, g->c16 / W, ws->v + (size_t)p * g->c16, vrow, false);
-            ahead_step(ahead);
+            DT_ISA_FN(gemm)
+            (ws->m + (size_t)p * g->k16, mrow, 1, rows, ut + (size_t)p * g->k16 * g->c16, g->c16,
+             g->k, g->c16 / W, ws->v + (size_t)p * g->c16, vrow, false);
+            DT_ISA_FN(ahead_step)(ahead);
         }
         for (int s = 0; s < count; s++) {
-            input_adjoint(g, ws->v + s * nb * vrow, t0, nb, ws->din);
+            DT_ISA_FN(input_adjoint)(g, ws->v + s * nb * vrow, t0, nb, ws->din);
             if (t0 + nb == g->tiles) {
                 struct store st = {.mask = mask ? mask + s * in_sample : NULL,
                                    .extra = extra ? extra + s * in_sample : NULL};
-                from_channels_last(ws->din, g->wi, g->c16, g->pad, 1, dx + s * in_sample, g->c,
-                                   g->h, g->w, &st);
+                DT_ISA_FN(from_channels_last)
+                (ws->din, g->wi, g->c16, g->pad, 1, dx + s * in_sample, g->c, g->h, g->w, &st);
             }
         }
     }
@@ -694,8 +715,8 @@ static TARGET void backward_samples(const struct geom *g, const float *x, const 
 
 /* Sums the threads' dU and bias partials in thread order into thread 0's, elements
  * [i0, i1) of the adjacent acc and db sections. */
-static TARGET void reduce_threads(const struct geom *g, float *scratch, int team, size_t i0,
-                                  size_t i1)
+static void DT_ISA_FN(reduce_threads)(const struct geom *g, float *scratch, int team, size_t i0,
+                                      size_t i1)
 {
     struct wscratch w0 = wscratch_of(g, scratch, 0);
     for (size_t i = i0; i < i1; i += W) {
@@ -706,10 +727,10 @@ static TARGET void reduce_threads(const struct geom *g, float *scratch, int team
     }
 }
 
-const struct wg_kernels WG_TABLE = {
-    .transform_filter = transform_filter,
-    .forward_sample = forward_sample,
-    .backward_samples = backward_samples,
-    .reduce_threads = reduce_threads,
-    .weight_from_domain = weight_from_domain,
+const struct wg_kernels DT_ISA_FN(dt_winograd) = {
+    .transform_filter = DT_ISA_FN(transform_filter),
+    .forward_sample = DT_ISA_FN(forward_sample),
+    .backward_samples = DT_ISA_FN(backward_samples),
+    .reduce_threads = DT_ISA_FN(reduce_threads),
+    .weight_from_domain = DT_ISA_FN(weight_from_domain),
 };

@@ -1,0 +1,28 @@
+/* batchnorm2d's four passes over the activations (batchnorm.isa.c), one table of functions per
+ * build; nn/layer_batchnorm2d.c calls the table of the build nn/kernels/isa.c picks. x, y, dy
+ * and dx point at one channel's first plane; `batch` planes of n floats, `sample` apart. */
+#ifndef DT_NN_KERNELS_FP32_BATCHNORM_H
+#define DT_NN_KERNELS_FP32_BATCHNORM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct dt_bn_loops {
+    void (*moments)(const float *x, size_t n, size_t sample, int batch, double shift, double *sum,
+                    double *sum_sq);
+    void (*grad_sums)(const float *x, const float *dy, size_t n, size_t sample, int batch,
+                      double mean, double *sum_dy, double *sum_dy_xm);
+    void (*affine)(const float *x, float *y, size_t n, size_t sample, int batch, float scale,
+                   float shift, bool relu, const float *skip);
+    void (*input_grad)(const float *x, const float *dy, float *dx, size_t n, size_t sample,
+                       int batch, float mean, float invstd, float k, float mean_dy,
+                       float mean_dy_xhat);
+};
+
+/* The loops of the build in use (generic, avx2 or avx512: nn/kernels/isa.c). */
+const struct dt_bn_loops *dt_bn_loops(void);
+
+/* The builds of batchnorm.isa.c. */
+extern const struct dt_bn_loops dt_bn_loops_generic, dt_bn_loops_avx2, dt_bn_loops_avx512;
+
+#endif

@@ -1,0 +1,183 @@
+/* The vector vocabulary of nn/kernels/fp32/conv_winograd.isa.c, one block per build: the
+ * AVX-512F build works at 16 lanes, the AVX2 + FMA build (for the CPUs without AVX-512: Zen
+ * 2/3, Broadwell to Skylake client parts) at 8. Same layout and the same order of every sum in
+ * both, so the same bits: tests/unit/test_conv_winograd.c compares the two. Each build is
+ * compiled with its ISA's flags (Makefile ISA_FLAGS_<isa>), so no target attributes here. */
+#ifndef DT_NN_KERNELS_FP32_WINOGRAD_VEC_H
+#define DT_NN_KERNELS_FP32_WINOGRAD_VEC_H
+
+#include <immintrin.h>
+
+#include "nn/kernels/fp32/simd.h"
+
+#if defined(DT_BUILD_AVX512)
+
+#define W            16
+#define VEC          __m512
+#define VECI         __m512i
+#define LOAD         _mm512_loadu_ps
+#define STORE        _mm512_storeu_ps
+#define ZERO         _mm512_setzero_ps
+#define SET1         _mm512_set1_ps
+#define ADD          _mm512_add_ps
+#define SUB          _mm512_sub_ps
+#define MUL          _mm512_mul_ps
+#define FMA          _mm512_fmadd_ps
+#define FNMA         _mm512_fnmadd_ps
+#define MAXV         _mm512_max_ps
+#define SET1I        _mm512_set1_epi32
+#define STOREI(p, v) _mm512_storeu_si512((void *)(p), v)
+
+/* v where m > 0, else +0: a relu's backward mask */
+#define KEEP_POS(v, m) _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(m, ZERO(), _CMP_GT_OQ), v)
+
+/* registers: 32 zmm */
+#define MAX_VB 4
+#define ROWS_OF_VB                                                                                 \
+    {                                                                                              \
+        0, 12, 12, 8, 6                                                                            \
+    }
+#define GEMM_SHAPES GEMM_ROWS12(1) GEMM_ROWS12(2) GEMM_ROWS8(3) GEMM_ROWS6(4)
+
+static __mmask16 lane_mask(int valid)
+{
+    if (valid <= 0)
+        return 0;
+    return valid >= W ? 0xffff : (__mmask16)((1u << valid) - 1);
+}
+
+INLINE VEC load_first(const float *p, int n)
+{
+    return _mm512_maskz_loadu_ps(lane_mask(n), p);
+}
+
+INLINE void store_first(float *p, int n, VEC v)
+{
+    _mm512_mask_storeu_ps(p, lane_mask(n), v);
+}
+
+/* Transposes 16 rows of 16 floats in place. */
+INLINE void transpose(VEC r[16])
+{
+    VEC t[16];
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    /* s[4g + j] holds, in 128-bit lane L, rows 4g..4g+3 of column 4L + j */
+    VEC s[16];
+    for (int q = 0; q < 4; q++) {
+        __m512d a = _mm512_castps_pd(t[4 * q]), b = _mm512_castps_pd(t[4 * q + 1]);
+        __m512d c = _mm512_castps_pd(t[4 * q + 2]), d = _mm512_castps_pd(t[4 * q + 3]);
+        s[4 * q + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+        s[4 * q + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+        s[4 * q + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+        s[4 * q + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+    }
+    for (int j = 0; j < 4; j++) {
+        VEC u0 = _mm512_shuffle_f32x4(s[j], s[4 + j], 0x88);
+        VEC u1 = _mm512_shuffle_f32x4(s[8 + j], s[12 + j], 0x88);
+        VEC w0 = _mm512_shuffle_f32x4(s[j], s[4 + j], 0xdd);
+        VEC w1 = _mm512_shuffle_f32x4(s[8 + j], s[12 + j], 0xdd);
+        r[j] = _mm512_shuffle_f32x4(u0, u1, 0x88);
+        r[8 + j] = _mm512_shuffle_f32x4(u0, u1, 0xdd);
+        r[4 + j] = _mm512_shuffle_f32x4(w0, w1, 0x88);
+        r[12 + j] = _mm512_shuffle_f32x4(w0, w1, 0xdd);
+    }
+}
+
+/* mx, best = the window's running maximum and its index: v at index i wins when greater or NaN
+ * (the first maximum, NaN propagating: nn/layer_maxpool2d.c's rule). */
+INLINE void pool_step(VEC *mx, VECI *best, VEC v, int i)
+{
+    __mmask16 t = _mm512_cmp_ps_mask(v, *mx, _CMP_GT_OQ) | _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    *mx = _mm512_mask_mov_ps(*mx, t, v);
+    *best = _mm512_mask_mov_epi32(*best, t, _mm512_set1_epi32(i));
+}
+
+#elif defined(DT_BUILD_AVX2)
+
+#define W              8
+#define VEC            __m256
+#define VECI           __m256i
+#define LOAD           _mm256_loadu_ps
+#define STORE          _mm256_storeu_ps
+#define ZERO           _mm256_setzero_ps
+#define SET1           _mm256_set1_ps
+#define ADD            _mm256_add_ps
+#define SUB            _mm256_sub_ps
+#define MUL            _mm256_mul_ps
+#define FMA            _mm256_fmadd_ps
+#define FNMA           _mm256_fnmadd_ps
+#define MAXV           _mm256_max_ps
+#define SET1I          _mm256_set1_epi32
+#define STOREI(p, v)   _mm256_storeu_si256((__m256i *)(void *)(p), v)
+
+/* v where m > 0, else +0: a relu's backward mask */
+#define KEEP_POS(v, m) _mm256_and_ps(_mm256_cmp_ps(m, ZERO(), _CMP_GT_OQ), v)
+
+/* registers: 16 ymm, 12 of them accumulators */
+#define MAX_VB         3
+#define ROWS_OF_VB                                                                                 \
+    {                                                                                              \
+        0, 12, 6, 4                                                                                \
+    }
+#define GEMM_SHAPES GEMM_ROWS12(1) GEMM_ROWS6(2) GEMM_ROWS4(3)
+
+/* All-ones in the first n int32 lanes: maskload/maskstore's mask. */
+INLINE __m256i lane_mask(int n)
+{
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* The masked-off lanes are not read, so p may end inside a buffer's last vector. */
+INLINE VEC load_first(const float *p, int n)
+{
+    return n >= W ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, lane_mask(n));
+}
+
+INLINE void store_first(float *p, int n, VEC v)
+{
+    if (n >= W)
+        _mm256_storeu_ps(p, v);
+    else
+        _mm256_maskstore_ps(p, lane_mask(n), v);
+}
+
+/* Transposes 8 rows of 8 floats in place. */
+INLINE void transpose(VEC r[8])
+{
+    VEC t[8], s[8];
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    /* s[4g + j] holds, in 128-bit lane L, rows 4g..4g+3 of column 4L + j */
+    for (int q = 0; q < 2; q++) {
+        __m256d a = _mm256_castps_pd(t[4 * q]), b = _mm256_castps_pd(t[4 * q + 1]);
+        __m256d c = _mm256_castps_pd(t[4 * q + 2]), d = _mm256_castps_pd(t[4 * q + 3]);
+        s[4 * q + 0] = _mm256_castpd_ps(_mm256_unpacklo_pd(a, c));
+        s[4 * q + 1] = _mm256_castpd_ps(_mm256_unpackhi_pd(a, c));
+        s[4 * q + 2] = _mm256_castpd_ps(_mm256_unpacklo_pd(b, d));
+        s[4 * q + 3] = _mm256_castpd_ps(_mm256_unpackhi_pd(b, d));
+    }
+    for (int j = 0; j < 4; j++) {
+        r[j] = _mm256_permute2f128_ps(s[j], s[4 + j], 0x20);
+        r[4 + j] = _mm256_permute2f128_ps(s[j], s[4 + j], 0x31);
+    }
+}
+
+/* As the 16-lane pool_step: v at index i wins when greater than the maximum so far or NaN. */
+INLINE void pool_step(VEC *mx, VECI *best, VEC v, int i)
+{
+    VEC t = _mm256_or_ps(_mm256_cmp_ps(v, *mx, _CMP_GT_OQ), _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    *mx = _mm256_blendv_ps(*mx, v, t);
+    *best = _mm256_castps_si256(
+        _mm256_blendv_ps(_mm256_castsi256_ps(*best), _mm256_castsi256_ps(_mm256_set1_epi32(i)), t));
+}
+
+#else
+#error "winograd_vec.h: the Winograd kernels have AVX-512 and AVX2 builds only (Makefile)"
+#endif
+
+#endif

@@ -1,0 +1,70 @@
+/* Which build of each kernel runs: every dispatch decision of the kernel room is here.
+ *
+ * The fp32 kernels (nn/kernels/fp32/NAME.isa.c) are compiled once per instruction set of
+ * their ISA set (Makefile: generic, avx2, avx512, with that set's -m flags) into functions
+ * named NAME_generic, NAME_avx2, NAME_avx512 (nn/kernels/isa_fn.h). The binary itself targets
+ * plain x86-64-v2, so it runs anywhere; one path is chosen once, at the first kernel call or
+ * dt_isa_init_env(), from cpuid, or from DTRAIN_ISA=generic|avx2|avx512 when the user forces
+ * one. Each kernel family then asks dt_isa_build() which of its builds serves that path: a
+ * family need not have a build per path (the optimizer's AVX2 loops serve the AVX-512 path,
+ * Winograd has no generic build), and that mapping is the table in isa.c. */
+#ifndef DT_NN_KERNELS_ISA_H
+#define DT_NN_KERNELS_ISA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* The paths (DTRAIN_ISA), and the builds of the fp32 kernels; DT_ISA_NONE: no build. */
+enum dt_isa { DT_ISA_NONE = -1, DT_ISA_GENERIC, DT_ISA_AVX2, DT_ISA_AVX512, DT_ISA_COUNT };
+
+/* The kernel families whose build is chosen at run time. */
+enum dt_kernel_family {
+    DT_KERNEL_CONV_DIRECT,        /* conv_direct.isa.c: forward and input gradient */
+    DT_KERNEL_CONV_DIRECT_WEIGHT, /* conv_direct.isa.c: weight gradient */
+    DT_KERNEL_WINOGRAD,           /* conv_winograd.isa.c */
+    DT_KERNEL_BATCHNORM,          /* batchnorm.isa.c */
+    DT_KERNEL_OPTIM,              /* optim_steps.isa.c */
+    DT_KERNEL_FAMILY_COUNT
+};
+
+/* Declares function `name` of every fp32 build, for the header of a kernel family. Only the
+ * builds its ISA set lists exist (Makefile); dt_isa_build() never picks another. */
+#define DT_FP32_ISA_DECLARE(ret, name, params)                                                     \
+    ret name##_generic params;                                                                     \
+    ret name##_avx2 params;                                                                        \
+    ret name##_avx512 params
+
+/* "generic", "avx2", "avx512". */
+const char *dt_isa_label(enum dt_isa isa);
+
+/* The name of the path in use (choosing it first if nothing chose it yet). */
+const char *dt_isa_name(void);
+
+/* The path in use (choosing it first if nothing chose it yet). */
+enum dt_isa dt_isa_get(void);
+
+/* The build of family f that runs on the path in use: DT_ISA_NONE where f has none (Winograd
+ * on the generic path, or the convolutions' vector builds switched off below). */
+enum dt_isa dt_isa_build(enum dt_kernel_family f);
+
+/* Test and benchmark switch: false makes the convolution families run their generic builds
+ * (and Winograd none), whatever the path. Returns the previous setting. */
+bool dt_isa_allow_conv_vectors(bool allow);
+
+/* This CPU and this build can run isa (AVX2 means AVX2 + FMA). */
+bool dt_isa_available(enum dt_isa isa);
+
+/* The widest path this CPU can run. */
+enum dt_isa dt_isa_best(void);
+
+/* Name -> isa; 0, or -2 with a message naming the accepted values. */
+int dt_isa_parse(const char *name, enum dt_isa *isa, char *err, size_t errlen);
+
+/* Use isa from now on; 0, or -2 with a message when this CPU cannot run it. */
+int dt_isa_set(enum dt_isa isa, char *err, size_t errlen);
+
+/* Choose once from DTRAIN_ISA (unset or empty: the best path): 0, or -2 with a message
+ * for an unknown name or a path this CPU lacks. */
+int dt_isa_init_env(char *err, size_t errlen);
+
+#endif
