@@ -153,7 +153,7 @@ static void plan_pairs(struct dt_layer_plan *plan, int n, unsigned fusions)
 }
 
 void dt_fusion_plan(struct dt_layer_plan *plan, struct dt_layer *const *layers, int n,
-                  unsigned fusions, int max_batch, int threads, int first_param)
+                    unsigned fusions, int max_batch, int threads, int first_param)
 {
     for (int i = 0; i < n; i++)
         if (layers[i]->spec.from != 0 && plan[i].skip_from >= 0)
@@ -218,8 +218,9 @@ int dt_fusion_parse(const char *text, unsigned *out)
         bool remove = len > 0 && *p == '-';
         unsigned f = fusion_of(p + remove, len - remove);
         if (!f)
-            return dt_fail(DT_EUSAGE, "'%.*s' is not a fusion (expected none, all or a list of: %s)",
-                           (int)len, p, dt_fusion_names());
+            return dt_fail(DT_EUSAGE,
+                           "'%.*s' is not a fusion (expected none, all or a list of: %s)", (int)len,
+                           p, dt_fusion_names());
         set = remove ? set & ~f : set | f;
         if (!end)
             break;

@@ -107,7 +107,7 @@ struct dt_layer_plan {
  * a run; threads is the compute thread count (chunked runs only at one). first_param is the
  * lowest layer whose backward runs (skip gradients below it are never kept). */
 void dt_fusion_plan(struct dt_layer_plan *plan, struct dt_layer *const *layers, int n,
-                  unsigned fusions, int max_batch, int threads, int first_param);
+                    unsigned fusions, int max_batch, int threads, int first_param);
 
 /* The fusions named by `text`, DTRAIN_FUSE's syntax: "all", "none", or a comma-separated list
  * of names (relu, pool, add, relu_below, bn_grad, dy_extra, skip_in_dy, chunks), each adding

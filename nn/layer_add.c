@@ -7,9 +7,9 @@
  * `proj = nn.Sequential(conv, bn)` names them (docs/resnet.md).
  *
  * Backward: dy goes to x unchanged (DT_CAP_DX_IS_DY: the model passes dy on with no copy, so
- * backward gets dx = NULL) and to skip through the shortcut, stored into or added to the gradient of
- * skip's layer (nn/model.c, pending; the projection's conv stores straight into it when
- * fresh). */
+ * backward gets dx = NULL) and to skip through the shortcut, stored into or added to the gradient
+ * of skip's layer (nn/model.c, pending; the projection's conv stores straight into it when fresh).
+ */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

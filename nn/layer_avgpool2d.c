@@ -6,7 +6,7 @@
 #include "nn/layer_common.h"
 
 static int avgpool2d_setup(struct dt_layer *l, const struct dt_layer_spec *spec, struct dt_shape in,
-                 struct dt_layer_setup *s)
+                           struct dt_layer_setup *s)
 {
     (void)s;
     struct dt_pool_geom g = {0};
@@ -48,8 +48,7 @@ static void avgpool2d_forward(struct dt_layer *l, const float *x, float *y, int 
 }
 
 static void avgpool2d_backward(struct dt_layer *l, const float *x, const float *y, const float *dy,
-                               float *dx, int batch,
-                 const struct dt_layer_bwd *c)
+                               float *dx, int batch, const struct dt_layer_bwd *c)
 {
     (void)c;
     (void)x, (void)y;

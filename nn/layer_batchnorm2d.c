@@ -394,7 +394,8 @@ void dt_batchnorm2d_grad(const struct dt_layer *l, const float *x, struct dt_bn_
  * sums while its planes are still in cache, as in forward_train. With c->grad_in_below the
  * model passes no dx: the layer below computes it from the factors kept here. */
 static void batchnorm2d_backward(struct dt_layer *l, const float *x, const float *y,
-                                 const float *dy, float *dx, int batch, const struct dt_layer_bwd *c)
+                                 const float *dy, float *dx, int batch,
+                                 const struct dt_layer_bwd *c)
 {
     (void)y;
     struct batchnorm *bn = l->state;

@@ -385,9 +385,9 @@ static void forward_pooled(struct dt_layer *l, const float *x, const float *weig
             struct dt_conv_shape s = cv->ds;
             s.n = n1 - s0 < cv->chunk ? n1 - s0 : cv->chunk;
             if (indices) {
-                (void)dt_conv_winograd_forward_pool2(
-                    &s, x + s0 * in_sample, cv->u, bias, y + s0 * out_sample,
-                    indices + s0 * out_sample, c->relu, scratch, cv->fwd_scratch_floats, 1);
+                (void)dt_conv_winograd_forward_pool2(&s, x + s0 * in_sample, cv->u, bias,
+                                                     y + s0 * out_sample, indices + s0 * out_sample,
+                                                     c->relu, scratch, cv->fwd_scratch_floats, 1);
                 continue;
             }
             if (cv->algo == DT_CONV2D_WINOGRAD)

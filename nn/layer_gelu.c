@@ -5,7 +5,7 @@
 #include "nn/layer_common.h"
 
 static int gelu_setup(struct dt_layer *l, const struct dt_layer_spec *spec, struct dt_shape in,
-                 struct dt_layer_setup *s)
+                      struct dt_layer_setup *s)
 {
     (void)s;
     (void)spec;
@@ -24,8 +24,7 @@ static void gelu_forward(struct dt_layer *l, const float *x, float *y, int batch
 }
 
 static void gelu_backward(struct dt_layer *l, const float *x, const float *y, const float *dy,
-                          float *dx, int batch,
-                 const struct dt_layer_bwd *c)
+                          float *dx, int batch, const struct dt_layer_bwd *c)
 {
     (void)c;
     (void)y;

@@ -3,7 +3,7 @@
 #include "nn/layer_common.h"
 
 static int gap_setup(struct dt_layer *l, const struct dt_layer_spec *spec, struct dt_shape in,
-                 struct dt_layer_setup *s)
+                     struct dt_layer_setup *s)
 {
     (void)s;
     (void)spec;
@@ -28,8 +28,7 @@ static void gap_forward(struct dt_layer *l, const float *x, float *y, int batch,
 }
 
 static void gap_backward(struct dt_layer *l, const float *x, const float *y, const float *dy,
-                         float *dx, int batch,
-                 const struct dt_layer_bwd *c)
+                         float *dx, int batch, const struct dt_layer_bwd *c)
 {
     (void)c;
     (void)x, (void)y;

@@ -17,7 +17,7 @@ struct linear {
 };
 
 static int linear_setup(struct dt_layer *l, const struct dt_layer_spec *spec, struct dt_shape in,
-                 struct dt_layer_setup *s)
+                        struct dt_layer_setup *s)
 {
     (void)s;
     if (spec->out_features < 1)
@@ -93,8 +93,7 @@ static void backward_rows(const struct dt_layer *l, const float *x, const float 
 }
 
 static void linear_backward(struct dt_layer *l, const float *x, const float *y, const float *dy,
-                            float *dx, int batch,
-                 const struct dt_layer_bwd *c)
+                            float *dx, int batch, const struct dt_layer_bwd *c)
 {
     (void)c;
     (void)y;

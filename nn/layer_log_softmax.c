@@ -8,8 +8,7 @@
 #include "nn/layer_common.h"
 
 static int log_softmax_setup(struct dt_layer *l, const struct dt_layer_spec *spec,
-                             struct dt_shape in,
-                 struct dt_layer_setup *s)
+                             struct dt_shape in, struct dt_layer_setup *s)
 {
     (void)s;
     (void)spec;
@@ -42,7 +41,7 @@ static void log_softmax_forward(struct dt_layer *l, const float *x, float *y, in
 
 static void log_softmax_backward(struct dt_layer *l, const float *x, const float *y,
                                  const float *dy, float *dx, int batch,
-                 const struct dt_layer_bwd *c)
+                                 const struct dt_layer_bwd *c)
 {
     (void)c;
     (void)x;

@@ -223,7 +223,8 @@ static int allocate_arenas(struct dt_model *m)
                   dt_alloc((size_t)m->max_batch * shape_size(m->layers[i]->out), sizeof(float))))
             return dt_fail_context(-DT_ERUNTIME, "skip-connection gradients of layer %d", i);
     if (impl->input_grad && input_referenced(m) &&
-        !(impl->pending_input = dt_alloc((size_t)m->max_batch * shape_size(m->input), sizeof(float))))
+        !(impl->pending_input =
+              dt_alloc((size_t)m->max_batch * shape_size(m->input), sizeof(float))))
         return dt_fail_context(-DT_ERUNTIME, "skip-connection gradients of the input");
     impl->grad_a = dt_alloc((size_t)m->max_batch * largest, sizeof(float));
     impl->grad_b = dt_alloc((size_t)m->max_batch * largest, sizeof(float));
@@ -399,8 +400,8 @@ int dt_model_default_options(struct dt_model_options *out)
 }
 
 int dt_model_build_with(struct dt_model **out, const struct dt_layer_spec *specs, int nspecs,
-                        struct dt_shape input, int max_batch, enum dt_loss_kind loss,
-                        uint64_t seed, const struct dt_model_options *opt)
+                        struct dt_shape input, int max_batch, enum dt_loss_kind loss, uint64_t seed,
+                        const struct dt_model_options *opt)
 {
     struct dt_model *m;
     *out = NULL;
@@ -422,7 +423,8 @@ int dt_model_build(struct dt_model **out, const struct dt_layer_spec *specs, int
     struct dt_model_options opt;
     *out = NULL;
     int rc = dt_model_default_options(&opt);
-    return rc < 0 ? rc : dt_model_build_with(out, specs, nspecs, input, max_batch, loss, seed, &opt);
+    return rc < 0 ? rc
+                  : dt_model_build_with(out, specs, nspecs, input, max_batch, loss, seed, &opt);
 }
 
 int dt_model_estimate(const struct dt_layer_spec *specs, int nspecs, struct dt_shape input,
@@ -646,7 +648,8 @@ static void point_skip_grad(struct dt_model *m, int i, float *dy, struct dt_laye
     c->skip_x = skip_output(m, i);
     if (p->skip_in_dy)
         impl->pending[k] = dy;
-    c->skip_dx = k >= impl->first_param || (k < 0 && impl->input_grad) ? *pending_of(impl, k) : NULL;
+    c->skip_dx =
+        k >= impl->first_param || (k < 0 && impl->input_grad) ? *pending_of(impl, k) : NULL;
     c->skip_dx_fresh = c->skip_dx && !*live_of(impl, k);
     c->skip_in_dy = p->skip_in_dy;
 }

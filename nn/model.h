@@ -132,8 +132,8 @@ int dt_model_build(struct dt_model **out, const struct dt_layer_spec *specs, int
                    struct dt_shape input, int max_batch, enum dt_loss_kind loss, uint64_t seed);
 /* The same with options of the caller's (tests comparing fused and unfused models). */
 int dt_model_build_with(struct dt_model **out, const struct dt_layer_spec *specs, int nspecs,
-                        struct dt_shape input, int max_batch, enum dt_loss_kind loss,
-                        uint64_t seed, const struct dt_model_options *opt);
+                        struct dt_shape input, int max_batch, enum dt_loss_kind loss, uint64_t seed,
+                        const struct dt_model_options *opt);
 void dt_model_free(struct dt_model *m);
 
 /* What dt_model_build would allocate for these layers at max_batch, without allocating any of

@@ -213,8 +213,8 @@ static struct model_result run_model(const struct dt_layer_spec *specs, int n, s
 {
     struct model_result r;
     struct dt_model_options opt = {.fusions = fusion ? DT_FUSE_ALL : DT_FUSE_NONE};
-    assert_int_equal(
-        dt_model_build_with(&r.m, specs, n, in, batch, DT_LOSS_CROSS_ENTROPY, 3, &opt), 0);
+    assert_int_equal(dt_model_build_with(&r.m, specs, n, in, batch, DT_LOSS_CROSS_ENTROPY, 3, &opt),
+                     0);
     size_t nout = (size_t)batch * r.m->classes;
     uint8_t labels[64];
     uint64_t ids[64];

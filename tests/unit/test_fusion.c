@@ -37,13 +37,13 @@ struct run {
     double loss;
 };
 
-static struct run run_model(const struct dt_layer_spec *specs, int n, struct dt_shape in,
-                            int batch, unsigned fusions, const float *x)
+static struct run run_model(const struct dt_layer_spec *specs, int n, struct dt_shape in, int batch,
+                            unsigned fusions, const float *x)
 {
     struct run r;
     struct dt_model_options opt = {.fusions = fusions, .input_grad = true};
-    assert_int_equal(
-        dt_model_build_with(&r.m, specs, n, in, batch, DT_LOSS_CROSS_ENTROPY, 3, &opt), 0);
+    assert_int_equal(dt_model_build_with(&r.m, specs, n, in, batch, DT_LOSS_CROSS_ENTROPY, 3, &opt),
+                     0);
     size_t nout = (size_t)batch * r.m->classes, nin = (size_t)batch * in.c * in.h * in.w;
     uint8_t labels[16];
     uint64_t ids[16];
@@ -154,8 +154,8 @@ static const struct dt_shape IN = {3, 9, 8};
 static void test_relu(void **state)
 {
     (void)state;
-    struct dt_layer_spec s[] = {conv_spec(4, 3, 1, 1), spec_of("relu"),    conv_spec(5, 3, 1, 0),
-                                spec_of("batchnorm2d"), spec_of("relu"),   spec_of("flatten"),
+    struct dt_layer_spec s[] = {conv_spec(4, 3, 1, 1),  spec_of("relu"), conv_spec(5, 3, 1, 0),
+                                spec_of("batchnorm2d"), spec_of("relu"), spec_of("flatten"),
                                 linear_spec(3)};
     int n = sizeof s / sizeof s[0];
     compare_on(DT_CONV2D_GEMM, s, n, IN, 5, DT_FUSE_NONE, DT_FUSE_RELU, 2);
@@ -177,8 +177,7 @@ static void test_pool(void **state)
     int direct = convs_on(s, 5, in, DT_CONV2D_DIRECT);
     int winograd = convs_on(s, 5, in, DT_CONV2D_WINOGRAD);
     compare_on(DT_CONV2D_DIRECT, s, 5, in, 6, DT_FUSE_RELU, DT_FUSE_POOL, direct);
-    compare_on(DT_CONV2D_WINOGRAD, s, 5, in, 6, DT_FUSE_RELU, DT_FUSE_POOL,
-               winograd ? 1 : direct);
+    compare_on(DT_CONV2D_WINOGRAD, s, 5, in, 6, DT_FUSE_RELU, DT_FUSE_POOL, winograd ? 1 : direct);
     compare_on(DT_CONV2D_DIRECT, overlap, 5, in, 6, DT_FUSE_RELU, DT_FUSE_POOL,
                convs_on(overlap, 5, in, DT_CONV2D_DIRECT));
     /* stride 2: the conv cannot pool */
@@ -230,8 +229,8 @@ static void test_relu_below(void **state)
     s[3].from = -2;
     int winograd = convs_on(s, 7, IN, DT_CONV2D_WINOGRAD) > 0;
     compare_on(DT_CONV2D_WINOGRAD, s, 7, IN, 5, DT_FUSE_NONE, DT_FUSE_RELU_BELOW, winograd);
-    compare_on(DT_CONV2D_WINOGRAD, s, 7, IN, 5, DT_FUSE_RELU | DT_FUSE_DY_EXTRA,
-               DT_FUSE_RELU_BELOW, winograd);
+    compare_on(DT_CONV2D_WINOGRAD, s, 7, IN, 5, DT_FUSE_RELU | DT_FUSE_DY_EXTRA, DT_FUSE_RELU_BELOW,
+               winograd);
     compare_on(DT_CONV2D_GEMM, s, 7, IN, 5, DT_FUSE_NONE, DT_FUSE_RELU_BELOW, 0);
 }
 
@@ -288,10 +287,9 @@ static void test_skip_in_dy(void **state)
 static void test_chunks(void **state)
 {
     (void)state;
-    struct dt_layer_spec s[] = {conv_spec(8, 3, 1, 0),          spec_of("relu"),
-                                conv_spec(8, 3, 1, 0),          spec_of("relu"),
-                                pool_spec("maxpool2d", 2, 0, 0), spec_of("flatten"),
-                                linear_spec(3)};
+    struct dt_layer_spec s[] = {
+        conv_spec(8, 3, 1, 0),           spec_of("relu"),    conv_spec(8, 3, 1, 0), spec_of("relu"),
+        pool_spec("maxpool2d", 2, 0, 0), spec_of("flatten"), linear_spec(3)};
     struct dt_shape in = {2, 20, 19};
     int direct = convs_on(s, 7, in, DT_CONV2D_DIRECT) == 2;
     enum dt_conv2d_algo was = dt_conv2d_force_algo(DT_CONV2D_DIRECT);
