@@ -131,6 +131,8 @@ static enum dt_conv2d_algo conv2d_choose_algo(const struct conv *cv,
     return direct && dt_conv_direct_uses_simd() ? DT_CONV2D_DIRECT : DT_CONV2D_GEMM;
 }
 
+extern const struct dt_layer_ops dt_conv2d_ops; /* at the end of this file */
+
 enum dt_conv2d_algo dt_conv2d_algo_of(const struct dt_layer *l)
 {
     const struct conv *cv = l->state;

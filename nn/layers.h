@@ -127,11 +127,6 @@ void dt_layer_describe(struct dt_layer *l, const char *name, bool trainable, siz
  * tensors named "layers.<index>.<prefix><name>", e.g. "layers.5.proj.0.weight". */
 int dt_layer_init_sub(struct dt_layer *sub, const char *prefix, uint64_t seed);
 
-/* Each kind's ops, defined in nn/layer_<kind>.c and listed in nn/layer_table.c. */
-extern const struct dt_layer_ops dt_conv2d_ops, dt_linear_ops, dt_maxpool2d_ops, dt_avgpool2d_ops,
-    dt_relu_ops, dt_dropout_ops, dt_dropout2d_ops, dt_flatten_ops, dt_batchnorm2d_ops,
-    dt_log_softmax_ops, dt_add_ops, dt_concat_ops, dt_global_avgpool_ops, dt_gelu_ops;
-
 /* conv2d's algorithm (nn/layer_conv2d.c). AUTO: Winograd (nn/conv_winograd.h) where it is
  * supported and measured faster (dt_conv_winograd_preferred), else the direct kernels
  * (nn/conv_direct.h) where they support the shape and run AVX-512, else im2col + sgemm. */

@@ -255,7 +255,7 @@ static int count_fused(const struct dt_model *m, enum fused what)
              : what == FUSED_ADD  ? p->runs_add
              : what == BN_ABOVE   ? p->bn_above && m->plan[i + 1].grad_in_below
              : what == SKIP_IN_DY ? p->skip_in_dy
-                                  : p->relu_below && m->layers[i]->kind->ops == &dt_conv2d_ops;
+                                  : p->relu_below && (p->caps & DT_CAP_RELU_BELOW_GRAD);
     }
     return n;
 }
