@@ -6,10 +6,10 @@
  * "layers.<i>.proj.0.*" (conv) and "layers.<i>.proj.1.*" (batchnorm), as a torch module
  * `proj = nn.Sequential(conv, bn)` names them (docs/resnet.md).
  *
- * Backward: dy goes to x unchanged (dx_is_dy: the model passes dy on with no copy, so backward
- * gets dx = NULL) and to skip through the shortcut, stored into or added to the gradient of
- * skip's layer (nn/model.c, pending; the projection's conv stores straight into it when
- * fresh). */
+ * Backward: dy goes to x unchanged (DT_CAP_DX_IS_DY: the model passes dy on with no copy, so
+ * backward gets dx = NULL) and to skip through the shortcut, stored into or added to the gradient
+ * of skip's layer (nn/model.c, pending; the projection's conv stores straight into it when fresh).
+ */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +19,7 @@
 
 struct add {
     bool projection, has_bn;
+    struct dt_shape skip;     /* the skip connection's output shape */
     struct dt_layer conv, bn; /* the projection's sub-layers */
     float *t1, *t2;           /* conv output, batchnorm output */
     float *d1;                /* gradient w.r.t. the conv output */
@@ -39,31 +40,36 @@ static int projection_stride(struct dt_shape s, struct dt_shape in)
     return 0;
 }
 
+/* Sets sub-layer sub of layer parent up as a layer of kind `type`; its capabilities and
+ * scratch are added to *s, the parent's. Its fusions are none: it runs alone. */
 static int sub_setup(struct dt_layer *parent, struct dt_layer *sub, const char *type,
-                     const char *prefix, struct dt_layer_spec *spec, struct dt_shape in)
+                     struct dt_layer_spec *spec, struct dt_shape in, struct dt_layer_setup *s)
 {
     snprintf(spec->type, sizeof spec->type, "%s", type);
     sub->kind = dt_layer_kind_find(type);
     sub->spec = *spec;
     sub->index = parent->index;
     sub->in = in;
-    sub->max_batch = parent->max_batch;
     sub->model = parent->model;
-    sub->skip_from = -1;
-    snprintf(sub->name_prefix, sizeof sub->name_prefix, "%s", prefix);
-    return sub->kind->ops->setup(sub, spec, in);
+    struct dt_layer_setup own = {.skip_from = -1};
+    int rc = sub->kind->ops->setup(sub, spec, in, &own);
+    s->caps |= own.caps & DT_CAP_COLLECTIVE;
+    s->scratch_bytes += own.scratch_bytes;
+    return rc;
 }
 
-static int add_setup(struct dt_layer *l, const struct dt_layer_spec *spec, struct dt_shape in)
+static int add_setup(struct dt_layer *l, const struct dt_layer_spec *spec, struct dt_shape in,
+                     struct dt_layer_setup *setup)
 {
-    struct dt_shape s = l->skip_shape;
+    struct dt_shape s = setup->skip;
     struct add *a = calloc(1, sizeof *a);
     if (!a)
         return dt_fail(DT_ERUNTIME, "out of memory");
     l->state = a;
     l->out = in;
-    l->can_fuse_relu = true;
-    l->dx_is_dy = true; /* x's gradient is dy whatever the shortcut */
+    a->skip = s;
+    /* x's gradient is dy whatever the shortcut */
+    setup->caps = DT_CAP_RELU_AT_STORE | DT_CAP_DX_IS_DY;
     a->projection = !strcmp(spec->shortcut, "projection");
     if (!a->projection) {
         if (!same_shape(s, in))
@@ -71,8 +77,8 @@ static int add_setup(struct dt_layer *l, const struct dt_layer_spec *spec, struc
                            "shortcut from layer %d: its output is %dx%dx%d but this layer's "
                            "input is %dx%dx%d; an identity shortcut needs equal shapes "
                            "(shortcut = \"projection\" adapts channels and stride)",
-                           l->skip_from, s.c, s.h, s.w, in.c, in.h, in.w);
-        l->plain_add = true; /* a batchnorm below may compute it (can_fuse_add) */
+                           setup->skip_from, s.c, s.h, s.w, in.c, in.h, in.w);
+        setup->caps |= DT_CAP_IS_IDENTITY_ADD; /* a batchnorm below may compute it */
         return 0;
     }
     int stride = projection_stride(s, in);
@@ -80,28 +86,26 @@ static int add_setup(struct dt_layer *l, const struct dt_layer_spec *spec, struc
         return dt_fail(DT_EUSAGE,
                        "shortcut from layer %d: no 1x1 stride takes its %dx%dx%d output to this "
                        "layer's input %dx%dx%d",
-                       l->skip_from, s.c, s.h, s.w, in.c, in.h, in.w);
+                       setup->skip_from, s.c, s.h, s.w, in.c, in.h, in.w);
+    /* t1, t2, d1 (the input's size) and dskip (the skip's), then the sub-layers' own */
+    setup->scratch_bytes = (double)l->model->max_batch * sizeof(float) *
+                           (3.0 * (double)dt_shape_size(in) + (double)dt_shape_size(s));
     struct dt_layer_spec cs;
     dt_layer_spec_defaults(&cs);
     cs.out_channels = in.c, cs.kernel = 1, cs.stride = stride, cs.bias = !spec->batchnorm;
     cs.line = spec->line;
-    int rc = sub_setup(l, &a->conv, "conv2d", "proj.0.", &cs, s);
+    int rc = sub_setup(l, &a->conv, "conv2d", &cs, s, setup);
     a->has_bn = spec->batchnorm;
     if (rc == 0 && a->has_bn) {
         struct dt_layer_spec bs;
         dt_layer_spec_defaults(&bs);
         bs.line = spec->line;
-        rc = sub_setup(l, &a->bn, "batchnorm2d", "proj.1.", &bs, a->conv.out);
+        rc = sub_setup(l, &a->bn, "batchnorm2d", &bs, a->conv.out, setup);
     }
     if (rc)
         return rc;
     l->nparams = a->conv.nparams + a->bn.nparams;
-    /* t1, t2, d1 (the input's size) and dskip (the skip's), then the sub-layers' own */
-    l->scratch_bytes = (double)l->max_batch * sizeof(float) *
-                           (3.0 * (double)dt_shape_size(in) + (double)dt_shape_size(s)) +
-                       a->conv.scratch_bytes + a->bn.scratch_bytes;
     l->nbuffers = a->bn.nbuffers;
-    l->collective = a->bn.collective;
     return 0; /* scratch at init, once the model's size has been checked */
 }
 
@@ -119,40 +123,42 @@ static int add_init(struct dt_layer *l, uint64_t seed)
     struct add *a = l->state;
     if (!a->projection)
         return 0;
-    size_t n = (size_t)l->max_batch * dt_shape_size(l->in);
+    size_t max_batch = (size_t)l->model->max_batch, n = max_batch * dt_shape_size(l->in);
     a->t1 = dt_alloc(n, sizeof(float));
     a->t2 = dt_alloc(n, sizeof(float));
     a->d1 = dt_alloc(n, sizeof(float));
-    a->dskip = dt_alloc((size_t)l->max_batch * dt_shape_size(l->skip_shape), sizeof(float));
+    a->dskip = dt_alloc(max_batch * dt_shape_size(a->skip), sizeof(float));
     if (!a->t1 || !a->t2 || !a->d1 || !a->dskip)
         return dt_fail(DT_ERUNTIME, "out of memory");
     wire(l, a);
-    int rc = a->conv.kind->ops->init(&a->conv, seed);
+    int rc = dt_layer_init_sub(&a->conv, "proj.0.", seed);
     if (rc == 0 && a->has_bn)
-        rc = a->bn.kind->ops->init(&a->bn, seed);
+        rc = dt_layer_init_sub(&a->bn, "proj.1.", seed);
     return rc;
 }
 
 static void add_forward(struct dt_layer *l, const float *x, float *y, int batch,
-                        const struct dt_forward_ctx *ctx)
+                        const struct dt_layer_fwd *c)
 {
     struct add *a = l->state;
+    /* the sub-layers run alone, on the same samples */
+    struct dt_layer_fwd sub = {.run = c->run, .first_sample = c->first_sample};
     if (a->projection)
         wire(l, a);
     if (batch == 0) { /* an empty share of a batch: only the batchnorm's collectives */
         if (a->has_bn)
-            a->bn.kind->ops->forward(&a->bn, NULL, NULL, 0, ctx);
+            a->bn.kind->ops->forward(&a->bn, NULL, NULL, 0, &sub);
         return;
     }
-    const float *sc = l->skip_x;
+    const float *sc = c->skip_x;
     if (a->projection) {
-        a->conv.kind->ops->forward(&a->conv, l->skip_x, a->t1, batch, ctx);
+        a->conv.kind->ops->forward(&a->conv, c->skip_x, a->t1, batch, &sub);
         if (a->has_bn)
-            a->bn.kind->ops->forward(&a->bn, a->t1, a->t2, batch, ctx);
+            a->bn.kind->ops->forward(&a->bn, a->t1, a->t2, batch, &sub);
         sc = a->has_bn ? a->t2 : a->t1;
     }
     long n = (long)(batch * dt_shape_size(l->in));
-    if (l->relu_fused) { /* the following relu, at the store (backward never reads y) */
+    if (c->relu) { /* the following relu, at the store (backward never reads y) */
 #pragma omp parallel for simd if (n > DT_PARALLEL_MIN)
         for (long i = 0; i < n; i++) {
             float v = x[i] + sc[i];
@@ -166,23 +172,24 @@ static void add_forward(struct dt_layer *l, const float *x, float *y, int batch,
 }
 
 static void add_backward(struct dt_layer *l, const float *x, const float *y, const float *dy,
-                         float *dx, int batch)
+                         float *dx, int batch, const struct dt_layer_bwd *c)
 {
-    (void)x, (void)y, (void)dx; /* dx_is_dy: the model passes dy on as x's gradient */
+    (void)x, (void)y, (void)dx; /* DT_CAP_DX_IS_DY: the model passes dy on as x's gradient */
     struct add *a = l->state;
+    const struct dt_layer_bwd alone = {0};
     if (a->projection)
         wire(l, a);
     if (batch == 0) {
         if (a->has_bn)
-            a->bn.kind->ops->backward(&a->bn, NULL, NULL, NULL, NULL, 0);
+            a->bn.kind->ops->backward(&a->bn, NULL, NULL, NULL, NULL, 0, &alone);
         return;
     }
     long n = (long)(batch * dt_shape_size(l->in));
     if (!a->projection) {
-        float *sdx = l->skip_dx;
-        if (l->skip_in_dy) /* skip_dx is dy itself */
+        float *sdx = c->skip_dx;
+        if (c->skip_in_dy) /* skip_dx is dy itself */
             return;
-        if (sdx && l->skip_dx_fresh) /* a copy, over the team: one thread's memcpy was 1.5% */
+        if (sdx && c->skip_dx_fresh) /* a copy, over the team: one thread's memcpy was 1.5% */
 #pragma omp parallel for simd if (n > DT_PARALLEL_MIN)
             for (long i = 0; i < n; i++)
                 sdx[i] = dy[i];
@@ -194,16 +201,17 @@ static void add_backward(struct dt_layer *l, const float *x, const float *y, con
     }
     const float *dconv = dy;
     if (a->has_bn) {
-        a->bn.kind->ops->backward(&a->bn, a->t1, a->t2, dy, a->d1, batch);
+        a->bn.kind->ops->backward(&a->bn, a->t1, a->t2, dy, a->d1, batch, &alone);
         dconv = a->d1;
     }
-    float *dskip = !l->skip_dx ? NULL : l->skip_dx_fresh ? l->skip_dx : a->dskip;
-    a->conv.kind->ops->backward(&a->conv, l->skip_x, a->t1, dconv, dskip, batch);
-    if (l->skip_dx && !l->skip_dx_fresh) {
-        long m = (long)(batch * dt_shape_size(l->skip_shape));
+    float *dskip = !c->skip_dx ? NULL : c->skip_dx_fresh ? c->skip_dx : a->dskip;
+    a->conv.kind->ops->backward(&a->conv, c->skip_x, a->t1, dconv, dskip, batch, &alone);
+    if (c->skip_dx && !c->skip_dx_fresh) {
+        long m = (long)(batch * dt_shape_size(a->skip));
+        float *sdx = c->skip_dx;
 #pragma omp parallel for simd if (m > DT_PARALLEL_MIN)
         for (long i = 0; i < m; i++)
-            l->skip_dx[i] += a->dskip[i];
+            sdx[i] += a->dskip[i];
     }
 }
 

@@ -5,8 +5,10 @@
 
 #include "nn/layer_common.h"
 
-static int avgpool2d_setup(struct dt_layer *l, const struct dt_layer_spec *spec, struct dt_shape in)
+static int avgpool2d_setup(struct dt_layer *l, const struct dt_layer_spec *spec, struct dt_shape in,
+                           struct dt_layer_setup *s)
 {
+    (void)s;
     struct dt_pool_geom g = {0};
     int rc = dt_pool_setup(&g, spec, in);
     if (rc < 0)
@@ -23,9 +25,9 @@ static struct dt_pool_geom geom_of(const struct dt_layer *l)
 }
 
 static void avgpool2d_forward(struct dt_layer *l, const float *x, float *y, int batch,
-                              const struct dt_forward_ctx *ctx)
+                              const struct dt_layer_fwd *c)
 {
-    (void)ctx;
+    (void)c;
     const struct dt_pool_geom g = geom_of(l);
     int h = l->in.h, w = l->in.w, planes = batch * l->in.c;
     float scale = 1.0f / (float)(g.k * g.k);
@@ -46,8 +48,9 @@ static void avgpool2d_forward(struct dt_layer *l, const float *x, float *y, int 
 }
 
 static void avgpool2d_backward(struct dt_layer *l, const float *x, const float *y, const float *dy,
-                               float *dx, int batch)
+                               float *dx, int batch, const struct dt_layer_bwd *c)
 {
+    (void)c;
     (void)x, (void)y;
     if (!dx)
         return;

@@ -52,13 +52,13 @@ struct batchnorm {
     double n;          /* training: elements per channel over every process, last forward */
     float *gather;     /* exact_sum's all-reduce buffer, sized at the first reduction */
     size_t gather_floats;
-    /* grad_in_below: the input gradient's per-channel factors for the layer below, k then
+    /* the input gradient's per-channel factors for the layer below (grad_in_below), k then
      * mean_dy then mean_dy_xhat (struct dt_bn_grad) */
     float *terms;
 };
 
 static int batchnorm2d_setup(struct dt_layer *l, const struct dt_layer_spec *spec,
-                             struct dt_shape in)
+                             struct dt_shape in, struct dt_layer_setup *s)
 {
     if (!(spec->eps > 0.0f))
         return dt_fail(DT_EUSAGE, "eps %g, expected > 0", (double)spec->eps);
@@ -75,8 +75,7 @@ static int batchnorm2d_setup(struct dt_layer *l, const struct dt_layer_spec *spe
     bn->momentum = spec->momentum;
     bn->affine = spec->affine;
     l->out = in;
-    l->can_fuse_relu = true;
-    l->can_fuse_add = true;
+    s->caps = DT_CAP_RELU_AT_STORE | DT_CAP_ADD_AT_STORE | DT_CAP_IS_BATCHNORM | DT_CAP_COLLECTIVE;
     l->nparams = bn->affine ? 2 * (size_t)in.c : 0;
     l->nbuffers = 2 * (size_t)in.c + 1;
     bn->mean = dt_alloc((size_t)in.c, sizeof(float));
@@ -84,7 +83,6 @@ static int batchnorm2d_setup(struct dt_layer *l, const struct dt_layer_spec *spe
     bn->stats = dt_alloc(2 * (size_t)in.c + 1, sizeof(double));
     bn->grad_sums = dt_alloc(2 * (size_t)in.c, sizeof(double));
     bn->terms = dt_alloc(3 * (size_t)in.c, sizeof(float));
-    l->collective = true;
     return bn->mean && bn->invstd && bn->stats && bn->grad_sums && bn->terms
                ? 0
                : dt_fail_context(-DT_ERUNTIME, "batchnorm2d statistics");
@@ -175,20 +173,17 @@ static bool exact_sum(struct dt_layer *l, double *v, size_t n)
     return true;
 }
 
+/* With c->relu, the following relu at the store (backward never reads y); with c->skip_x,
+ * the identity add above (y is then its output), then the relu fused into that. */
 static void normalise(const struct dt_layer *l, const struct dt_bn_loops *k, const float *x,
-                      float *y, int batch, int ch)
+                      float *y, int batch, int ch, const struct dt_layer_fwd *c)
 {
     const struct batchnorm *bn = l->state;
     float gamma = bn->affine ? l->params[ch] : 1.0f;
     float beta = bn->affine ? l->params[bn->c + ch] : 0.0f;
     float scale = bn->invstd[ch] * gamma, shift = beta - bn->mean[ch] * scale;
-    /* with relu_fused, the following relu at the store (backward never reads y); with
-     * add_fused, the following add (y is then its output) and the relu fused into that */
-    const struct dt_layer *add = l->add_fused;
-    const float *skip = add ? add->skip_x : NULL;
-    bool relu = l->relu_fused || (add && add->relu_fused);
     k->affine(AT_CHANNEL(bn, x, ch), AT_CHANNEL(bn, y, ch), bn->plane, bn->sample, batch, scale,
-              shift, relu, AT_CHANNEL(bn, skip, ch));
+              shift, c->relu, AT_CHANNEL(bn, c->skip_x, ch));
 }
 
 /* Channel ch's mean and 1/std from its sums st over n elements (every process's), and its
@@ -215,7 +210,8 @@ static void finish_channel(struct dt_layer *l, int ch, double n)
  * channel is normalised right after its sums, while its planes are still in cache (a
  * ResNet-20 stage-1 channel is 512 KB at batch 128): one trip from memory instead of two, the
  * same bits. */
-static void forward_train(struct dt_layer *l, const float *x, float *y, int batch)
+static void forward_train(struct dt_layer *l, const float *x, float *y, int batch,
+                          const struct dt_layer_fwd *call)
 {
     struct batchnorm *bn = l->state;
     const float *run_mean = l->buffers;
@@ -229,7 +225,7 @@ static void forward_train(struct dt_layer *l, const float *x, float *y, int batc
                    &st[c + ch]);
         if (!global) {
             finish_channel(l, ch, local);
-            normalise(l, k, x, y, batch, ch);
+            normalise(l, k, x, y, batch, ch, call);
         }
     }
     st[2 * c] = local;
@@ -241,19 +237,19 @@ static void forward_train(struct dt_layer *l, const float *x, float *y, int batc
 #pragma omp parallel for if (local * c > DT_PARALLEL_MIN)
         for (int ch = 0; ch < c; ch++) {
             finish_channel(l, ch, n);
-            normalise(l, k, x, y, batch, ch);
+            normalise(l, k, x, y, batch, ch, call);
         }
     }
     l->buffers[2 * bn->c] += 1.0f;
 }
 
 static void batchnorm2d_forward(struct dt_layer *l, const float *x, float *y, int batch,
-                                const struct dt_forward_ctx *ctx)
+                                const struct dt_layer_fwd *c)
 {
     struct batchnorm *bn = l->state;
-    bn->training = ctx && ctx->training;
+    bn->training = c->run.training;
     if (bn->training) {
-        forward_train(l, x, y, batch);
+        forward_train(l, x, y, batch, c);
         return;
     }
     bn->n = 0;
@@ -264,7 +260,7 @@ static void batchnorm2d_forward(struct dt_layer *l, const float *x, float *y, in
     for (int ch = 0; ch < bn->c; ch++) {
         bn->mean[ch] = run_mean[ch];
         bn->invstd[ch] = (float)(1.0 / sqrt((double)run_var[ch] + bn->eps));
-        normalise(l, k, x, y, batch, ch);
+        normalise(l, k, x, y, batch, ch, c);
     }
 }
 
@@ -310,7 +306,7 @@ static void channel_input_grad(const struct dt_layer *l, const struct dt_bn_loop
                   bn->sample, batch, bn->mean[ch], bn->invstd[ch], t[0], t[1], t[2]);
 }
 
-/* grad_in_below: the factors the layer below applies instead of this layer's dx pass. */
+/* c->grad_in_below: the factors the layer below applies instead of this layer's dx pass. */
 static void keep_terms(struct dt_layer *l, double n)
 {
     struct batchnorm *bn = l->state;
@@ -336,10 +332,11 @@ void dt_batchnorm2d_grad(const struct dt_layer *l, const float *x, struct dt_bn_
 
 /* This process's sums go into the reduction; dx and gamma's and beta's gradients use the
  * global ones. Without a reduction (one process) each channel's input gradient follows its
- * sums while its planes are still in cache, as in forward_train. With grad_in_below the model
- * passes no dx: the layer below computes it from the factors kept here. */
+ * sums while its planes are still in cache, as in forward_train. With c->grad_in_below the
+ * model passes no dx: the layer below computes it from the factors kept here. */
 static void batchnorm2d_backward(struct dt_layer *l, const float *x, const float *y,
-                                 const float *dy, float *dx, int batch)
+                                 const float *dy, float *dx, int batch,
+                                 const struct dt_layer_bwd *c)
 {
     (void)y;
     struct batchnorm *bn = l->state;
@@ -354,7 +351,7 @@ static void batchnorm2d_backward(struct dt_layer *l, const float *x, const float
             channel_input_grad(l, k, x, dy, dx, batch, ch, n);
     }
     if (!global) {
-        if (l->grad_in_below)
+        if (c->grad_in_below)
             keep_terms(l, n);
         return;
     }
@@ -368,7 +365,7 @@ static void batchnorm2d_backward(struct dt_layer *l, const float *x, const float
             l->grads[bn->c + ch] = first ? (float)sums[ch] : 0.0f;
         }
     }
-    if (l->grad_in_below)
+    if (c->grad_in_below)
         keep_terms(l, n);
     if (!dx)
         return;

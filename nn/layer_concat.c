@@ -5,41 +5,47 @@
 
 #include "nn/layer_common.h"
 
-static int concat_setup(struct dt_layer *l, const struct dt_layer_spec *spec, struct dt_shape in)
+static int concat_setup(struct dt_layer *l, const struct dt_layer_spec *spec, struct dt_shape in,
+                        struct dt_layer_setup *setup)
 {
     (void)spec;
-    struct dt_shape s = l->skip_shape;
+    struct dt_shape s = setup->skip;
     if (s.h != in.h || s.w != in.w)
         return dt_fail(DT_EUSAGE,
                        "cannot concatenate the output of layer %d (%dx%dx%d) with this layer's "
                        "input (%dx%dx%d): heights and widths differ",
-                       l->skip_from, s.c, s.h, s.w, in.c, in.h, in.w);
+                       setup->skip_from, s.c, s.h, s.w, in.c, in.h, in.w);
     l->out = (struct dt_shape){in.c + s.c, in.h, in.w};
     return 0;
 }
 
-static void concat_forward(struct dt_layer *l, const float *x, float *y, int batch,
-                           const struct dt_forward_ctx *ctx)
+/* Floats per sample of the skip's output: the channels the output has beyond the input's. */
+static size_t skip_size(const struct dt_layer *l)
 {
-    (void)ctx;
-    size_t a = dt_shape_size(l->in), b = dt_shape_size(l->skip_shape);
+    return dt_shape_size(l->out) - dt_shape_size(l->in);
+}
+
+static void concat_forward(struct dt_layer *l, const float *x, float *y, int batch,
+                           const struct dt_layer_fwd *c)
+{
+    size_t a = dt_shape_size(l->in), b = skip_size(l);
     for (int n = 0; n < batch; n++) {
         memcpy(y + (size_t)n * (a + b), x + (size_t)n * a, a * sizeof *y);
-        memcpy(y + (size_t)n * (a + b) + a, l->skip_x + (size_t)n * b, b * sizeof *y);
+        memcpy(y + (size_t)n * (a + b) + a, c->skip_x + (size_t)n * b, b * sizeof *y);
     }
 }
 
 static void concat_backward(struct dt_layer *l, const float *x, const float *y, const float *dy,
-                            float *dx, int batch)
+                            float *dx, int batch, const struct dt_layer_bwd *c)
 {
     (void)x, (void)y;
-    size_t a = dt_shape_size(l->in), b = dt_shape_size(l->skip_shape);
+    size_t a = dt_shape_size(l->in), b = skip_size(l);
     for (int n = 0; n < batch; n++) {
         const float *d = dy + (size_t)n * (a + b);
         if (dx)
             memcpy(dx + (size_t)n * a, d, a * sizeof *dx);
-        float *s = l->skip_dx ? l->skip_dx + (size_t)n * b : NULL;
-        if (s && l->skip_dx_fresh)
+        float *s = c->skip_dx ? c->skip_dx + (size_t)n * b : NULL;
+        if (s && c->skip_dx_fresh)
             memcpy(s, d + a, b * sizeof *s);
         else if (s)
             for (size_t k = 0; k < b; k++)

@@ -21,9 +21,9 @@
  * (winograd, direct) is sized at setup for the process's OpenMP thread count then
  * (dt_nn_set_threads runs before the model is built); a later call uses that many threads at
  * most.
- * All can apply a ReLU at the store (l->relu_fused, set by the model when a relu layer
+ * All can apply a ReLU at the store (c->relu, when the model's plan fused the relu layer that
  * follows): backward never reads y, so the relu layer can run in place on our output.
- * The winograd and direct paths can also run a following maxpool2d (l->pool_fused): each thread
+ * The winograd and direct paths can also run a following maxpool2d (c->pool): each thread
  * convolves CHUNK_BYTES of output at a time into a scratch that stays in its L2 and pools it
  * from there, so the full-size activation (9.4 MB for the ConvNet's conv2 at batch 128) is never
  * written to and read back from memory. The results are the same bits as unfused: each sample's
@@ -132,6 +132,8 @@ static enum dt_conv2d_algo conv2d_choose_algo(const struct conv *cv,
     return direct && dt_conv_direct_uses_simd() ? DT_CONV2D_DIRECT : DT_CONV2D_GEMM;
 }
 
+extern const struct dt_layer_ops dt_conv2d_ops; /* at the end of this file */
+
 enum dt_conv2d_algo dt_conv2d_algo_of(const struct dt_layer *l)
 {
     const struct conv *cv = l->state;
@@ -210,7 +212,8 @@ static int direct_threads(const struct conv *cv)
     return t < 1 ? 1 : t > cv->threads ? cv->threads : t;
 }
 
-static int conv2d_setup(struct dt_layer *l, const struct dt_layer_spec *spec, struct dt_shape in)
+static int conv2d_setup(struct dt_layer *l, const struct dt_layer_spec *spec, struct dt_shape in,
+                        struct dt_layer_setup *s)
 {
     if (spec->out_channels < 1)
         return dt_fail(DT_EUSAGE, "out_channels %d, expected >= 1", spec->out_channels);
@@ -242,7 +245,7 @@ static int conv2d_setup(struct dt_layer *l, const struct dt_layer_spec *spec, st
                         .bias = spec->bias};
     cv->ckk = cv->c * cv->k * cv->k;
     cv->pix = oh * ow;
-    cv->ds = (struct dt_conv_shape){.n = l->max_batch,
+    cv->ds = (struct dt_conv_shape){.n = l->model->max_batch,
                                     .c = in.c,
                                     .h = in.h,
                                     .w = in.w,
@@ -254,21 +257,20 @@ static int conv2d_setup(struct dt_layer *l, const struct dt_layer_spec *spec, st
     cv->algo = conv2d_choose_algo(cv, spec);
     l->out = (struct dt_shape){cv->oc, oh, ow};
     l->nparams = (size_t)cv->oc * cv->ckk + (cv->bias ? (size_t)cv->oc : 0);
-    l->can_fuse_relu = true;
+    s->caps = DT_CAP_RELU_AT_STORE;
     /* per-sample kernels; winograd's filter state is rebuilt at each batch's first chunk */
-    l->can_fuse_pool =
-        (cv->algo == DT_CONV2D_DIRECT || cv->algo == DT_CONV2D_WINOGRAD) && stride == 1;
-    l->chunkable = l->can_fuse_pool;
-    l->can_mask_relu_below = cv->algo == DT_CONV2D_WINOGRAD;
-    l->can_take_bn_grad = cv->algo == DT_CONV2D_WINOGRAD;
-    l->scratch_bytes = scratch_bytes(cv, l->max_batch);
+    if ((cv->algo == DT_CONV2D_DIRECT || cv->algo == DT_CONV2D_WINOGRAD) && stride == 1)
+        s->caps |= DT_CAP_POOL_IN_FORWARD | DT_CAP_CHUNKS;
+    if (cv->algo == DT_CONV2D_WINOGRAD) /* its backward's store and dy read take them */
+        s->caps |= DT_CAP_RELU_BELOW_GRAD | DT_CAP_BN_ABOVE_GRAD;
+    s->scratch_bytes = scratch_bytes(cv, l->model->max_batch);
     return 0; /* scratch at init, once the model's size has been checked (nn/model.c) */
 }
 
 static int conv2d_init(struct dt_layer *l, uint64_t seed)
 {
     struct conv *cv = l->state;
-    int rc = scratch_setup(cv, l->max_batch);
+    int rc = scratch_setup(cv, l->model->max_batch);
     if (rc < 0)
         return rc;
     size_t nw = (size_t)cv->oc * cv->ckk;
@@ -281,14 +283,15 @@ static int conv2d_init(struct dt_layer *l, uint64_t seed)
     return 0;
 }
 
-/* conv (+ReLU) then l->pool_fused's maxpool, one L2-sized chunk of samples at a time; y is the
+/* conv (+ReLU) then c->pool's maxpool, one L2-sized chunk of samples at a time; y is the
  * pool's output. The Winograd path pools a 2x2 window itself, in its output stage (writing the
  * pool's indices), so even the chunk's full-size output is never stored. */
 static void forward_pooled(struct dt_layer *l, const float *x, const float *weight,
-                           const float *bias, float *y, int batch, int first_sample)
+                           const float *bias, float *y, int batch, const struct dt_layer_fwd *c)
 {
     struct conv *cv = l->state;
-    struct dt_layer *pool = l->pool_fused;
+    struct dt_layer *pool = c->pool;
+    int first_sample = c->first_sample;
     size_t in_sample = (size_t)cv->c * cv->h * cv->w, out_sample = dt_shape_size(pool->out);
     size_t chunk_floats = (size_t)cv->chunk * cv->oc * cv->pix;
     int32_t *indices = cv->algo == DT_CONV2D_WINOGRAD && cv->oh >= 2 && cv->ow >= 2
@@ -306,40 +309,39 @@ static void forward_pooled(struct dt_layer *l, const float *x, const float *weig
             struct dt_conv_shape s = cv->ds;
             s.n = n1 - s0 < cv->chunk ? n1 - s0 : cv->chunk;
             if (indices) {
-                (void)dt_conv_winograd_forward_pool2(
-                    &s, x + s0 * in_sample, cv->u, bias, y + s0 * out_sample,
-                    indices + s0 * out_sample, l->relu_fused, scratch, cv->fwd_scratch_floats, 1);
+                (void)dt_conv_winograd_forward_pool2(&s, x + s0 * in_sample, cv->u, bias,
+                                                     y + s0 * out_sample, indices + s0 * out_sample,
+                                                     c->relu, scratch, cv->fwd_scratch_floats, 1);
                 continue;
             }
             if (cv->algo == DT_CONV2D_WINOGRAD)
                 (void)dt_conv_winograd_forward_filtered(&s, x + s0 * in_sample, cv->u, bias, out,
-                                                        l->relu_fused, scratch,
-                                                        cv->fwd_scratch_floats, 1);
+                                                        c->relu, scratch, cv->fwd_scratch_floats,
+                                                        1);
             else
-                (void)dt_conv_direct_forward(&s, x + s0 * in_sample, weight, bias, out,
-                                             l->relu_fused, scratch, cv->fwd_scratch_floats, 1);
+                (void)dt_conv_direct_forward(&s, x + s0 * in_sample, weight, bias, out, c->relu,
+                                             scratch, cv->fwd_scratch_floats, 1);
             dt_maxpool2d_forward_samples(pool, out, y + s0 * out_sample, first_sample + s0, s.n);
         }
     }
 }
 
 static void conv2d_forward(struct dt_layer *l, const float *x, float *y, int batch,
-                           const struct dt_forward_ctx *ctx)
+                           const struct dt_layer_fwd *c)
 {
     struct conv *cv = l->state;
     const float *weight = l->params;
     const float *bias = cv->bias ? l->params + (size_t)cv->oc * cv->ckk : NULL;
-    int first_sample = ctx ? ctx->first_sample : 0;
-    if (cv->algo == DT_CONV2D_WINOGRAD && first_sample == 0)
+    if (cv->algo == DT_CONV2D_WINOGRAD && c->first_sample == 0)
         (void)dt_conv_winograd_filter(&cv->ds, weight, cv->u);
-    if (cv->algo != DT_CONV2D_GEMM && l->pool_fused) {
-        forward_pooled(l, x, weight, bias, y, batch, first_sample);
+    if (cv->algo != DT_CONV2D_GEMM && c->pool) {
+        forward_pooled(l, x, weight, bias, y, batch, c);
         return;
     }
     if (cv->algo == DT_CONV2D_WINOGRAD) {
         struct dt_conv_shape s = cv->ds;
         s.n = batch;
-        (void)dt_conv_winograd_forward_filtered(&s, x, cv->u, bias, y, l->relu_fused, cv->scratch,
+        (void)dt_conv_winograd_forward_filtered(&s, x, cv->u, bias, y, c->relu, cv->scratch,
                                                 cv->scratch_floats, direct_threads(cv));
         return;
     }
@@ -347,11 +349,11 @@ static void conv2d_forward(struct dt_layer *l, const float *x, float *y, int bat
         struct dt_conv_shape s = cv->ds;
         s.n = batch;
         /* cannot fail: the shape was accepted and the scratch sized at setup */
-        (void)dt_conv_direct_forward(&s, x, weight, bias, y, l->relu_fused, cv->scratch,
+        (void)dt_conv_direct_forward(&s, x, weight, bias, y, c->relu, cv->scratch,
                                      cv->scratch_floats, direct_threads(cv));
         return;
     }
-    bool relu = l->relu_fused;
+    bool relu = c->relu;
     int n = batch * cv->pix;
     dt_im2col(&cv->ds, x, cv->col, batch);
     /* One GEMM per sample, each on one thread, straight into the sample's output: OpenBLAS's
@@ -409,9 +411,10 @@ static void bias_grad(const struct conv *cv, const float *dy, int b0, int count,
 
 /* Both gradients of samples [b0, b0 + count): the weight's (and bias's) into g, which is
  * written, not accumulated; dx for those samples unless NULL. bn (Winograd only, else NULL):
- * dy is a batchnorm's output gradient, read through its backward (bn_above). */
+ * dy is a batchnorm's output gradient, read through its backward (c->bn_above). */
 static void backward_samples(struct dt_layer *l, const float *x, const float *dy, float *dx, int b0,
-                             int count, int batch, float *g, const struct dt_bn_grad *bn)
+                             int count, int batch, float *g, const struct dt_bn_grad *bn,
+                             const struct dt_layer_bwd *c)
 {
     struct conv *cv = l->state;
     size_t nw = (size_t)cv->oc * cv->ckk, in_sample = dt_shape_size(l->in);
@@ -424,8 +427,8 @@ static void backward_samples(struct dt_layer *l, const float *x, const float *dy
         memset(g, 0, l->nparams * sizeof *g); /* the kernel accumulates */
         (void)dt_conv_winograd_backward(&s, x + b0 * in_sample, dy + b0 * out_sample,
                                         dt_bn_grad_from(bn, b0 * out_sample, &part), l->params, g,
-                                        gb, dx ? dx + b0 * in_sample : NULL, l->relu_below,
-                                        l->below_extra ? l->below_extra + b0 * in_sample : NULL,
+                                        gb, dx ? dx + b0 * in_sample : NULL, c->relu_below,
+                                        c->below_extra ? c->below_extra + b0 * in_sample : NULL,
                                         cv->scratch, cv->scratch_floats, direct_threads(cv));
         return;
     }
@@ -450,27 +453,27 @@ static void backward_samples(struct dt_layer *l, const float *x, const float *dy
 /* With a gradient slice set (nn/grad_tree.h) the weight gradient is summed per slice in a
  * fixed tree; so is the GEMM path's dx, whose OpenBLAS rounding depends on the GEMM's width. */
 static void conv2d_backward(struct dt_layer *l, const float *x, const float *y, const float *dy,
-                            float *dx, int batch)
+                            float *dx, int batch, const struct dt_layer_bwd *c)
 {
     struct conv *cv = l->state;
     /* y is read only as the input of the batchnorm above (bn_above); otherwise the model's
      * relu and pool fusion may have overwritten it or never written it */
     struct dt_bn_grad bn_grad, *bn = NULL;
-    if (l->bn_above) {
-        dt_batchnorm2d_grad(l->bn_above, y, &bn_grad);
+    if (c->bn_above) {
+        dt_batchnorm2d_grad(c->bn_above, y, &bn_grad);
         bn = &bn_grad;
     }
     if (cv->algo == DT_CONV2D_GEMM)
         regroup_dy(cv, dy, cv->yt, batch);
     int slice = dt_layer_grad_slice(l, batch);
     if (!slice) {
-        backward_samples(l, x, dy, dx, 0, batch, batch, l->grads, bn);
+        backward_samples(l, x, dy, dx, 0, batch, batch, l->grads, bn, c);
     } else {
         struct dt_grad_tree *t = &l->model->grad_tree;
         dt_grad_tree_begin(t, l->nparams);
         for (int b0 = 0; b0 < batch; b0 += slice) {
             backward_samples(l, x, dy, dx, b0, batch - b0 < slice ? batch - b0 : slice, batch,
-                             dt_grad_tree_slot(t), bn);
+                             dt_grad_tree_slot(t), bn, c);
             dt_grad_tree_push(t);
         }
         dt_grad_tree_finish(t, l->grads);

@@ -26,7 +26,7 @@ struct dropout {
 };
 
 static int setup(struct dt_layer *l, const struct dt_layer_spec *spec, struct dt_shape in,
-                 size_t unit)
+                 struct dt_layer_setup *s, size_t unit)
 {
     if (!(spec->p >= 0.0f && spec->p <= 1.0f))
         return dt_fail(DT_EUSAGE, "p %g, expected 0 <= p <= 1", (double)spec->p);
@@ -38,7 +38,7 @@ static int setup(struct dt_layer *l, const struct dt_layer_spec *spec, struct dt
     d->p = spec->p;
     d->unit = unit;
     d->units = dt_shape_size(in) / unit;
-    l->scratch_bytes = (double)l->max_batch * (double)d->units;
+    s->scratch_bytes = (double)l->model->max_batch * (double)d->units;
     return 0; /* the mask at init, once the model's size has been checked (nn/model.c) */
 }
 
@@ -46,18 +46,20 @@ static int dropout_init(struct dt_layer *l, uint64_t seed)
 {
     (void)seed;
     struct dropout *d = l->state;
-    d->mask = dt_alloc((size_t)l->max_batch * d->units, 1);
+    d->mask = dt_alloc((size_t)l->model->max_batch * d->units, 1);
     return d->mask ? 0 : dt_fail_context(-DT_ERUNTIME, "dropout mask");
 }
 
-static int dropout_setup(struct dt_layer *l, const struct dt_layer_spec *spec, struct dt_shape in)
+static int dropout_setup(struct dt_layer *l, const struct dt_layer_spec *spec, struct dt_shape in,
+                         struct dt_layer_setup *s)
 {
-    return setup(l, spec, in, 1);
+    return setup(l, spec, in, s, 1);
 }
 
-static int dropout2d_setup(struct dt_layer *l, const struct dt_layer_spec *spec, struct dt_shape in)
+static int dropout2d_setup(struct dt_layer *l, const struct dt_layer_spec *spec, struct dt_shape in,
+                           struct dt_layer_setup *s)
 {
-    return setup(l, spec, in, (size_t)in.h * in.w);
+    return setup(l, spec, in, s, (size_t)in.h * in.w);
 }
 
 static void draw_mask(const struct dropout *d, uint8_t *mask, uint64_t key)
@@ -87,8 +89,9 @@ static void apply_mask(const struct dropout *d, const float *in, float *out, int
 }
 
 static void dropout_forward(struct dt_layer *l, const float *x, float *y, int batch,
-                            const struct dt_forward_ctx *ctx)
+                            const struct dt_layer_fwd *c)
 {
+    const struct dt_forward_ctx *ctx = &c->run;
     struct dropout *d = l->state;
     d->training = ctx->training;
     if (!ctx->training) {
@@ -106,9 +109,9 @@ static void dropout_forward(struct dt_layer *l, const float *x, float *y, int ba
 }
 
 static void dropout_backward(struct dt_layer *l, const float *x, const float *y, const float *dy,
-                             float *dx, int batch)
+                             float *dx, int batch, const struct dt_layer_bwd *c)
 {
-    (void)x, (void)y;
+    (void)x, (void)y, (void)c;
     struct dropout *d = l->state;
     if (!dx)
         return;

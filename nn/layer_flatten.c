@@ -4,23 +4,26 @@
 
 #include "nn/layer_common.h"
 
-static int flatten_setup(struct dt_layer *l, const struct dt_layer_spec *spec, struct dt_shape in)
+static int flatten_setup(struct dt_layer *l, const struct dt_layer_spec *spec, struct dt_shape in,
+                         struct dt_layer_setup *s)
 {
+    (void)s;
     (void)spec;
     l->out = (struct dt_shape){(int)dt_shape_size(in), 1, 1};
     return 0;
 }
 
 static void flatten_forward(struct dt_layer *l, const float *x, float *y, int batch,
-                            const struct dt_forward_ctx *ctx)
+                            const struct dt_layer_fwd *c)
 {
-    (void)ctx;
+    (void)c;
     memcpy(y, x, (size_t)batch * dt_shape_size(l->in) * sizeof *y);
 }
 
 static void flatten_backward(struct dt_layer *l, const float *x, const float *y, const float *dy,
-                             float *dx, int batch)
+                             float *dx, int batch, const struct dt_layer_bwd *c)
 {
+    (void)c;
     (void)x, (void)y;
     if (dx)
         memcpy(dx, dy, (size_t)batch * dt_shape_size(l->in) * sizeof *dx);

@@ -4,17 +4,19 @@
 
 #include "nn/layer_common.h"
 
-static int gelu_setup(struct dt_layer *l, const struct dt_layer_spec *spec, struct dt_shape in)
+static int gelu_setup(struct dt_layer *l, const struct dt_layer_spec *spec, struct dt_shape in,
+                      struct dt_layer_setup *s)
 {
+    (void)s;
     (void)spec;
     l->out = in;
     return 0;
 }
 
 static void gelu_forward(struct dt_layer *l, const float *x, float *y, int batch,
-                         const struct dt_forward_ctx *ctx)
+                         const struct dt_layer_fwd *c)
 {
-    (void)ctx;
+    (void)c;
     long n = (long)(batch * dt_shape_size(l->in));
 #pragma omp parallel for if (n > DT_PARALLEL_MIN)
     for (long i = 0; i < n; i++)
@@ -22,8 +24,9 @@ static void gelu_forward(struct dt_layer *l, const float *x, float *y, int batch
 }
 
 static void gelu_backward(struct dt_layer *l, const float *x, const float *y, const float *dy,
-                          float *dx, int batch)
+                          float *dx, int batch, const struct dt_layer_bwd *c)
 {
+    (void)c;
     (void)y;
     if (!dx)
         return;

@@ -2,17 +2,19 @@
  * torch.nn.AdaptiveAvgPool2d(1). Backward spreads dy / (H*W) over the plane. */
 #include "nn/layer_common.h"
 
-static int gap_setup(struct dt_layer *l, const struct dt_layer_spec *spec, struct dt_shape in)
+static int gap_setup(struct dt_layer *l, const struct dt_layer_spec *spec, struct dt_shape in,
+                     struct dt_layer_setup *s)
 {
+    (void)s;
     (void)spec;
     l->out = (struct dt_shape){in.c, 1, 1};
     return 0;
 }
 
 static void gap_forward(struct dt_layer *l, const float *x, float *y, int batch,
-                        const struct dt_forward_ctx *ctx)
+                        const struct dt_layer_fwd *c)
 {
-    (void)ctx;
+    (void)c;
     int planes = batch * l->in.c;
     size_t hw = (size_t)l->in.h * l->in.w;
 #pragma omp parallel for if ((size_t)planes * hw > DT_PARALLEL_MIN)
@@ -26,8 +28,9 @@ static void gap_forward(struct dt_layer *l, const float *x, float *y, int batch,
 }
 
 static void gap_backward(struct dt_layer *l, const float *x, const float *y, const float *dy,
-                         float *dx, int batch)
+                         float *dx, int batch, const struct dt_layer_bwd *c)
 {
+    (void)c;
     (void)x, (void)y;
     if (!dx)
         return;

@@ -16,8 +16,10 @@ struct linear {
     bool bias;
 };
 
-static int linear_setup(struct dt_layer *l, const struct dt_layer_spec *spec, struct dt_shape in)
+static int linear_setup(struct dt_layer *l, const struct dt_layer_spec *spec, struct dt_shape in,
+                        struct dt_layer_setup *s)
 {
+    (void)s;
     if (spec->out_features < 1)
         return dt_fail(DT_EUSAGE, "out_features %d, expected >= 1", spec->out_features);
     struct linear *li = calloc(1, sizeof *li);
@@ -60,10 +62,10 @@ static void forward_rows(const struct dt_layer *l, const float *x, float *y, int
 }
 
 static void linear_forward(struct dt_layer *l, const float *x, float *y, int batch,
-                           const struct dt_forward_ctx *ctx)
+                           const struct dt_layer_fwd *c)
 {
     const struct linear *li = l->state;
-    int slice = ctx && ctx->training ? dt_layer_grad_slice(l, batch) : 0; /* eval: no sums */
+    int slice = c->run.training ? dt_layer_grad_slice(l, batch) : 0; /* eval: no sums */
     if (!slice)
         slice = batch;
     for (int b0 = 0; b0 < batch; b0 += slice)
@@ -91,8 +93,9 @@ static void backward_rows(const struct dt_layer *l, const float *x, const float 
 }
 
 static void linear_backward(struct dt_layer *l, const float *x, const float *y, const float *dy,
-                            float *dx, int batch)
+                            float *dx, int batch, const struct dt_layer_bwd *c)
 {
+    (void)c;
     (void)y;
     const struct linear *li = l->state;
     int slice = dt_layer_grad_slice(l, batch);

@@ -8,8 +8,9 @@
 #include "nn/layer_common.h"
 
 static int log_softmax_setup(struct dt_layer *l, const struct dt_layer_spec *spec,
-                             struct dt_shape in)
+                             struct dt_shape in, struct dt_layer_setup *s)
 {
+    (void)s;
     (void)spec;
     if (in.h != 1 || in.w != 1)
         return dt_fail(DT_EUSAGE, "input %dx%dx%d is not flat; add a flatten layer before it", in.c,
@@ -19,9 +20,9 @@ static int log_softmax_setup(struct dt_layer *l, const struct dt_layer_spec *spe
 }
 
 static void log_softmax_forward(struct dt_layer *l, const float *x, float *y, int batch,
-                                const struct dt_forward_ctx *ctx)
+                                const struct dt_layer_fwd *c)
 {
-    (void)ctx;
+    (void)c;
     int n = l->in.c;
     for (int b = 0; b < batch; b++) {
         const float *xr = x + (size_t)b * n;
@@ -39,8 +40,10 @@ static void log_softmax_forward(struct dt_layer *l, const float *x, float *y, in
 }
 
 static void log_softmax_backward(struct dt_layer *l, const float *x, const float *y,
-                                 const float *dy, float *dx, int batch)
+                                 const float *dy, float *dx, int batch,
+                                 const struct dt_layer_bwd *c)
 {
+    (void)c;
     (void)x;
     if (!dx)
         return;

@@ -5,7 +5,7 @@
  *
  * Fused above a conv2d -> relu (nn/model.c): the conv calls dt_maxpool2d_forward_samples on
  * cache-sized chunks of samples (or, on its Winograd path, pools 2x2 itself and writes the
- * indices, dt_maxpool2d_indices_2x2), and backward applies the relu's mask too (l->relu_below;
+ * indices, dt_maxpool2d_indices_2x2), and backward applies the relu's mask too (c->relu_below;
  * relu(x) is 0 at the winner exactly when the pooled value is not > 0). */
 #include <omp.h>
 #include <stdint.h>
@@ -20,7 +20,8 @@ struct maxpool {
     int32_t *argmax;
 };
 
-static int maxpool2d_setup(struct dt_layer *l, const struct dt_layer_spec *spec, struct dt_shape in)
+static int maxpool2d_setup(struct dt_layer *l, const struct dt_layer_spec *spec, struct dt_shape in,
+                           struct dt_layer_setup *s)
 {
     struct maxpool *mp = calloc(1, sizeof *mp);
     if (!mp)
@@ -30,7 +31,9 @@ static int maxpool2d_setup(struct dt_layer *l, const struct dt_layer_spec *spec,
     if (rc < 0)
         return rc;
     l->out = (struct dt_shape){in.c, mp->g.oh, mp->g.ow};
-    l->scratch_bytes = (double)l->max_batch * (double)dt_shape_size(l->out) * sizeof(int32_t);
+    s->caps = DT_CAP_IS_MAXPOOL;
+    s->scratch_bytes =
+        (double)l->model->max_batch * (double)dt_shape_size(l->out) * sizeof(int32_t);
     return 0; /* the indices at init, once the model's size has been checked (nn/model.c) */
 }
 
@@ -38,7 +41,7 @@ static int maxpool2d_init(struct dt_layer *l, uint64_t seed)
 {
     (void)seed;
     struct maxpool *mp = l->state;
-    mp->argmax = dt_alloc((size_t)l->max_batch * dt_shape_size(l->out), sizeof(int32_t));
+    mp->argmax = dt_alloc((size_t)l->model->max_batch * dt_shape_size(l->out), sizeof(int32_t));
     return mp->argmax ? 0 : dt_fail_context(-DT_ERUNTIME, "maxpool2d indices");
 }
 
@@ -120,14 +123,14 @@ int32_t *dt_maxpool2d_indices_2x2(struct dt_layer *l, int first)
 }
 
 static void maxpool2d_forward(struct dt_layer *l, const float *x, float *y, int batch,
-                              const struct dt_forward_ctx *ctx)
+                              const struct dt_layer_fwd *c)
 {
-    (void)ctx;
+    (void)c;
     dt_maxpool2d_forward_samples(l, x, y, 0, batch);
 }
 
 static void maxpool2d_backward(struct dt_layer *l, const float *x, const float *y, const float *dy,
-                               float *dx, int batch)
+                               float *dx, int batch, const struct dt_layer_bwd *c)
 {
     (void)x;
     if (!dx)
@@ -135,7 +138,7 @@ static void maxpool2d_backward(struct dt_layer *l, const float *x, const float *
     struct maxpool *mp = l->state;
     size_t in_plane = (size_t)l->in.h * l->in.w, out_plane = (size_t)mp->g.oh * mp->g.ow;
     int planes = batch * l->in.c;
-    bool mask = l->relu_below;
+    bool mask = c->relu_below;
 #pragma omp parallel for if (planes * in_plane > DT_PARALLEL_MIN)
     for (int pl = 0; pl < planes; pl++) {
         float *dxp = dx + pl * in_plane;

@@ -1,24 +1,25 @@
 /* relu: y = max(x, 0). The backward mask is read from y (y > 0 exactly where x > 0), so the
  * layer keeps no state. The gradient at 0 is 0, as in PyTorch. Backward adds the gradient
- * skip connections sent back to y (dy_extra) in its own pass: a ResNet's block outputs are
+ * skip connections sent back to y (c->dy_extra) in its own pass: a ResNet's block outputs are
  * relus, and a separate pass to add it cost 2% of a step. */
 #include <stdint.h>
 #include <string.h>
 
 #include "nn/layer_common.h"
 
-static int relu_setup(struct dt_layer *l, const struct dt_layer_spec *spec, struct dt_shape in)
+static int relu_setup(struct dt_layer *l, const struct dt_layer_spec *spec, struct dt_shape in,
+                      struct dt_layer_setup *s)
 {
     (void)spec;
     l->out = in;
-    l->takes_dy_extra = true;
+    s->caps = DT_CAP_IS_RELU | DT_CAP_DY_EXTRA;
     return 0;
 }
 
 static void relu_forward(struct dt_layer *l, const float *x, float *y, int batch,
-                         const struct dt_forward_ctx *ctx)
+                         const struct dt_layer_fwd *c)
 {
-    (void)ctx;
+    (void)c;
     long n = (long)(batch * dt_shape_size(l->in));
 #pragma omp parallel for simd if (n > DT_PARALLEL_MIN)
     for (long i = 0; i < n; i++)
@@ -26,13 +27,13 @@ static void relu_forward(struct dt_layer *l, const float *x, float *y, int batch
 }
 
 static void relu_backward(struct dt_layer *l, const float *x, const float *y, const float *dy,
-                          float *dx, int batch)
+                          float *dx, int batch, const struct dt_layer_bwd *c)
 {
     (void)x;
     if (!dx)
         return;
     long n = (long)(batch * dt_shape_size(l->in));
-    const float *extra = l->dy_extra;
+    const float *extra = c->dy_extra;
     if (extra) {
 #pragma omp parallel for simd if (n > DT_PARALLEL_MIN)
         for (long i = 0; i < n; i++) {

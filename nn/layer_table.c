@@ -4,6 +4,12 @@
 
 #include "nn/layers.h"
 
+/* Each kind's ops, defined in nn/layer_<kind>.c: nothing else names them (what a kind can
+ * fuse is in the capabilities its setup reports, nn/fusion.h). */
+extern const struct dt_layer_ops dt_conv2d_ops, dt_linear_ops, dt_maxpool2d_ops, dt_avgpool2d_ops,
+    dt_relu_ops, dt_dropout_ops, dt_dropout2d_ops, dt_flatten_ops, dt_batchnorm2d_ops,
+    dt_log_softmax_ops, dt_add_ops, dt_concat_ops, dt_global_avgpool_ops, dt_gelu_ops;
+
 #define KEYS(...) ((const char *const[]){__VA_ARGS__, NULL})
 #define NO_KEYS   ((const char *const[]){NULL})
 

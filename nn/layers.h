@@ -2,7 +2,9 @@
  *
  * Adding a layer kind means one new file (nn/layer_<kind>.c defining its dt_layer_ops) plus
  * one line in nn/layer_table.c. The table also lists which config keys each kind accepts, so
- * train/config.c validates `model.layers` entries without knowing any layer.
+ * train/config.c validates `model.layers` entries without knowing any layer. A kind that can
+ * take part in a fusion says so in the capabilities its setup reports (nn/fusion.h); one that
+ * says nothing runs alone and needs to know nothing of fusions.
  */
 #ifndef DT_NN_LAYERS_H
 #define DT_NN_LAYERS_H
@@ -10,26 +12,87 @@
 #include "nn/kernels/fp32/bn_grad.h"
 #include "nn/layer_spec.h"
 #include "nn/model.h"
+#include "nn/fusion.h"
 
 struct dt_layer;
 
+/* What setup is told besides the layer (kind, spec, index, in and model are set) and what it
+ * reports back besides the layer's shapes and sizes. */
+struct dt_layer_setup {
+    /* add, concat: the output shape of the layer `spec.from` back, and its index (-1 = the
+     * model's input) */
+    struct dt_shape skip;
+    int skip_from;
+    /* set by setup: what the model's plan may fuse here (enum dt_layer_cap, nn/fusion.h) */
+    unsigned caps;
+    /* set by setup: bytes of scratch init will allocate for the model's max_batch samples
+     * (im2col columns, pooling indices, dropout masks). Setup allocates nothing batch-sized,
+     * so the model counts this before any of it is touched (dt_model_estimate). */
+    double scratch_bytes;
+};
+
+/* One forward call's context: the caller's, and what the model's plan fused into this layer
+ * (nn/fusion.h). All zero but `run`: the layer runs alone. */
+struct dt_layer_fwd {
+    struct dt_forward_ctx run; /* training, seed, epoch, sample ids */
+    /* When the model runs the layer on a chunk of the batch (DT_CAP_CHUNKS), the index of x's
+     * first sample in the batch; 0 otherwise. */
+    int first_sample;
+    bool relu; /* apply the following relu at the store (DT_CAP_RELU_AT_STORE) */
+    /* conv2d (DT_CAP_POOL_IN_FORWARD): the maxpool2d two layers up, which forward runs after
+     * the relu; y is then that pool's output */
+    struct dt_layer *pool;
+    /* add, concat: the output the skip connection reads. A layer that computes the identity
+     * add above it (DT_CAP_ADD_AT_STORE) gets that add's, and stores y + skip_x (then the relu
+     * when `relu`); y is then the add's output. */
+    const float *skip_x;
+};
+
+/* One backward call's context: what the model's plan and the skip connections hand this
+ * layer. All zero: the layer runs alone. */
+struct dt_layer_bwd {
+    /* add, concat: the skip connection's input (skip_x) and the gradient the model collects
+     * for it (skip_dx; NULL when no gradient is needed there). skip_dx_fresh: nothing has
+     * reached skip_dx yet in this backward, so the layer STORES into it, else ADDS (the model
+     * never clears it). skip_in_dy (identity add): skip_dx is dy itself, nothing to store. */
+    const float *skip_x;
+    float *skip_dx;
+    bool skip_dx_fresh;
+    bool skip_in_dy;
+    /* DT_CAP_DY_EXTRA: what skip connections sent back to y, to add to dy (NULL: nothing) */
+    const float *dy_extra;
+    /* DT_CAP_RELU_BELOW_GRAD: x is a relu's output and dx is written as that relu's backward
+     * would write it: (dx + below_extra), 0 where x is not > 0 (below_extra: what skip
+     * connections sent to the relu's output, NULL for nothing). maxpool2d run by the conv
+     * below: dy masked where y is not > 0, the backward of the relu between them. */
+    bool relu_below;
+    const float *below_extra;
+    /* DT_CAP_BN_ABOVE_GRAD: dy is the output gradient of this batchnorm2d, whose input is
+     * this layer's y; backward computes its dx as it reads dy (dt_batchnorm2d_grad) */
+    const struct dt_layer *bn_above;
+    /* batchnorm2d whose input gradient the layer below computes: keep the factors for it
+     * (dt_batchnorm2d_grad); the model passes no dx */
+    bool grad_in_below;
+};
+
 struct dt_layer_ops {
     /* Checks the spec against the input shape, sets l->out and the number of trainable and
-     * buffer floats the layer needs (l->nparams, l->nbuffers) and the bytes of scratch init
-     * will allocate (l->scratch_bytes); allocates nothing batch-sized. DT_EUSAGE with a
-     * message naming what does not fit. */
-    int (*setup)(struct dt_layer *l, const struct dt_layer_spec *spec, struct dt_shape in);
+     * buffer floats the layer needs (l->nparams, l->nbuffers), and in *s its capabilities and
+     * scratch; allocates nothing batch-sized. DT_EUSAGE with a message naming what does not
+     * fit. */
+    int (*setup)(struct dt_layer *l, const struct dt_layer_spec *spec, struct dt_shape in,
+                 struct dt_layer_setup *s);
     /* Describes the layer's tensors (names relative to the layer, e.g. "weight") into the
      * model's tables and initialises parameters with PyTorch's default distribution. */
     int (*init)(struct dt_layer *l, uint64_t seed);
     void (*forward)(struct dt_layer *l, const float *x, float *y, int batch,
-                    const struct dt_forward_ctx *ctx);
+                    const struct dt_layer_fwd *c);
     /* dy: gradient w.r.t. y; writes dx (may be NULL for the first layer) and WRITES (does not
      * accumulate) every parameter gradient of the layer into l->grads, so the model never has
      * to clear the gradient arena on a normal step. Uses the mode (training or eval) of the
      * layer's last forward. batch >= 1. */
     void (*backward)(struct dt_layer *l, const float *x, const float *y, const float *dy, float *dx,
-                     int batch);
+                     int batch, const struct dt_layer_bwd *c);
     void (*destroy)(struct dt_layer *l);
 };
 
@@ -39,6 +102,8 @@ struct dt_layer_kind {
     const struct dt_layer_ops *ops;
 };
 
+/* What every layer has. What fusions and skip connections need is the model's (m->plan,
+ * nn/fusion.h) and reaches forward and backward in their call context. */
 struct dt_layer {
     const struct dt_layer_kind *kind;
     struct dt_layer_spec spec;
@@ -48,84 +113,8 @@ struct dt_layer {
     size_t nparams;
     float *buffers;
     size_t nbuffers;
-    void *state;   /* kind-specific (scratch, cached masks, ...) */
-    int max_batch; /* set by dt_model_build before setup: scratch is sized for it */
-    /* Set by setup when forward can apply a ReLU to y at its store and backward never reads
-     * y; the model then sets relu_fused when a relu layer follows, and runs that relu in
-     * place on this layer's output (its backward still masks dy by y > 0). */
-    bool can_fuse_relu;
-    bool relu_fused;
-    /* conv2d -> relu -> maxpool2d: set by setup when forward can also run the pool on
-     * cache-sized chunks of samples (can_fuse_pool); the model then points pool_fused at the
-     * maxpool layer, passes that layer's output as y to forward (this layer's own output is
-     * never written), skips the pool's forward and the relu's backward, and sets relu_below
-     * on the pool so its backward applies the relu's mask. */
-    bool can_fuse_pool;
-    struct dt_layer *pool_fused;
-    bool relu_below;
-    /* Set by setup when backward can run, as it stores dx, the backward of a relu whose
-     * output is x (conv2d on the Winograd path): when a relu feeds this layer, the model
-     * skips the relu's backward and sets relu_below, and points below_extra at what skip
-     * connections sent back to the relu's output (NULL when nothing did); backward then
-     * writes dx as (dx + below_extra), 0 where x is not > 0: the relu's gradient, same bits,
-     * a pass over the activation less. */
-    bool can_mask_relu_below;
-    const float *below_extra;
-    /* batchnorm2d -> add (identity shortcut): set by setup when forward can also compute the
-     * add of the layer above, y + skip (and the relu fused into it), at its store and
-     * backward never reads y. The model points add_fused at that add, skips its forward
-     * (its backward still runs), and passes its output as this layer's y, with its skip_x
-     * set: this layer's own output is never written. plain_add marks such an add. */
-    bool can_fuse_add;
-    struct dt_layer *add_fused;
-    bool plain_add;
-    /* batchnorm2d's input gradient in the layer below: set by setup when backward can read its
-     * dy through the backward of a batchnorm2d whose input is this layer's output (conv2d on
-     * the Winograd path). When such a batchnorm follows and nothing else reads this layer's
-     * output, the model points bn_above at it and sets its grad_in_below: the batchnorm's
-     * backward takes its sums and gamma's and beta's gradients but writes no dx, the model
-     * hands its dy on, and this layer's backward computes the batchnorm's dx as it reads that
-     * dy (dt_batchnorm2d_grad): the same bits, a write and a read of the activation less. */
-    bool can_take_bn_grad;
-    struct dt_layer *bn_above;
-    bool grad_in_below;
-    /* Set by setup when forward works on any chunk of the batch (ctx->first_sample says
-     * which) and gives each sample the same bits whatever the chunk: the model then runs a
-     * run of such layers chunk by chunk, so activations between them stay in cache. */
-    bool chunkable;
-    /* Set by setup when training forward/backward call model->allreduce: the model then runs
-     * them even for an empty batch, so every process makes the same collective calls. */
-    bool collective;
-    struct dt_model *model; /* owner, for dt_layer_describe */
-    /* Skip connections (add, concat): the layer `spec.from` back joins this layer's input.
-     * skip_from is its absolute index (-1 = the model's input) and skip_shape its output
-     * shape, both set before setup. Before each forward and backward the model points skip_x
-     * at that output and skip_dx at the gradient it accumulates for it (NULL when no gradient
-     * is needed there). skip_dx_fresh says nothing has reached that gradient yet in this
-     * backward: the layer then STORES into skip_dx, else it ADDS to it (so the model never
-     * clears the buffer). skip_in_dy (identity add): the model leaves that gradient in dy,
-     * which it then points skip_dx at, so backward has nothing to store (nn/model.c). */
-    int skip_from;
-    struct dt_shape skip_shape;
-    const float *skip_x;
-    float *skip_dx;
-    bool skip_dx_fresh;
-    bool skip_in_dy;
-    /* Set by setup when backward adds dy_extra to dy before using it (relu): the model then
-     * hands it what skip connections sent back to this layer's output in dy_extra (NULL when
-     * nothing did) instead of adding that to dy in a pass of its own. */
-    bool takes_dy_extra;
-    const float *dy_extra;
-    /* Backward's dx is dy itself (add): the model passes dy on unchanged and calls backward
-     * with dx = NULL, saving a copy of the activation. */
-    bool dx_is_dy;
-    /* Set by setup: bytes of scratch init will allocate for max_batch samples (im2col
-     * columns, pooling indices, dropout masks). Setup allocates nothing batch-sized, so the
-     * model counts this before any of it is touched (dt_model_estimate). */
-    double scratch_bytes;
-    /* Inside a layer that owns sub-layers (add's projection): prefix of their tensor names,
-     * e.g. "proj.0.", so they read "layers.<index>.proj.0.weight". */
-    char name_prefix[16];
+    void *state;            /* kind-specific (scratch, cached masks, ...) */
+    struct dt_model *model; /* owner: max_batch, allreduce, grad slices, tensor tables */
 };
 
 /* Registers one tensor of layer l in the model's tables as "layers.<index>.<name>"; offset is
@@ -134,10 +123,9 @@ struct dt_layer {
 void dt_layer_describe(struct dt_layer *l, const char *name, bool trainable, size_t offset,
                        int ndim, const int *shape);
 
-/* Each kind's ops, defined in nn/layer_<kind>.c and listed in nn/layer_table.c. */
-extern const struct dt_layer_ops dt_conv2d_ops, dt_linear_ops, dt_maxpool2d_ops, dt_avgpool2d_ops,
-    dt_relu_ops, dt_dropout_ops, dt_dropout2d_ops, dt_flatten_ops, dt_batchnorm2d_ops,
-    dt_log_softmax_ops, dt_add_ops, dt_concat_ops, dt_global_avgpool_ops, dt_gelu_ops;
+/* Runs the init of sub-layer `sub` of a layer that owns sub-layers (add's projection) with its
+ * tensors named "layers.<index>.<prefix><name>", e.g. "layers.5.proj.0.weight". */
+int dt_layer_init_sub(struct dt_layer *sub, const char *prefix, uint64_t seed);
 
 /* conv2d's algorithm (nn/layer_conv2d.c). AUTO: Winograd (nn/conv_winograd.h) where it is
  * supported and measured faster (dt_conv_winograd_preferred), else the direct kernels
@@ -150,8 +138,8 @@ enum dt_conv2d_algo dt_conv2d_force_algo(enum dt_conv2d_algo algo);
 /* The algorithm layer l (a conv2d) runs; DT_CONV2D_AUTO for other kinds. */
 enum dt_conv2d_algo dt_conv2d_algo_of(const struct dt_layer *l);
 
-/* The input gradient of batchnorm2d layer l (grad_in_below) after its backward, for its input
- * x: pointers into l's state, valid until its next backward. */
+/* The input gradient of batchnorm2d layer l after a backward called with grad_in_below, for
+ * its input x: pointers into l's state, valid until its next backward. */
 void dt_batchnorm2d_grad(const struct dt_layer *l, const float *x, struct dt_bn_grad *out);
 
 /* The kind named `name`, or NULL. */

@@ -14,40 +14,17 @@
  * Layers overwrite their parameter gradients in backward (nn/layers.h), so grads is cleared
  * only for a step with no samples.
  *
- * Seven savings the layer list allows, decided once at build:
- *   - ReLU fusion: a layer that can apply ReLU at its store (l->can_fuse_relu: conv2d) and is
- *     followed by a relu layer does so; the relu's activation aliases the layer's output and
- *     its forward is skipped. Its backward still runs (dy masked by y > 0, the same values).
- *     When a maxpool2d follows the relu and the layer can also run it (l->can_fuse_pool:
- *     conv2d on the direct path), the layer's forward runs the relu and the pool chunk by
- *     chunk and writes the pool's output; the pool's backward applies the relu's mask, and
- *     the relu's backward is skipped (nn/layers.h). The layer's and the relu's activations
- *     are then not written.
- *   - Adds in the batchnorm below: an identity add (l->plain_add) whose input only it reads,
- *     computed by the batchnorm2d below it at its store (l->can_fuse_add), with the relu
- *     fused into the add: the add's forward is skipped and the batchnorm's own output is not
- *     written, a write and a read of the activation less (its backward still runs).
- *   - Relus in the conv above: a relu feeding a conv2d on the Winograd path
- *     (l->can_mask_relu_below; every relu inside a ResNet but the last) has its backward
- *     skipped, and the conv's backward writes dx as the relu's would: plus the gradient skip
- *     connections sent to the relu's output, masked by x > 0. A pass over the activation (two
- *     reads and a write, three with a skip gradient) less.
- *   - Batchnorm input gradients in the conv below: a batchnorm2d whose input is the output of
- *     a conv2d on the Winograd path (l->can_take_bn_grad) that nothing else reads takes only
- *     its sums; the model hands its dy to the conv, whose backward computes the batchnorm's
- *     dx as it reads dy. The batchnorm's dx is never written nor read back.
- *   - Skip gradients left in dy: an identity add whose skip gradient the conv above the skip's
- *     source reads (as relu_below's extra) before backward writes the add's dy buffer again
- *     (skip_stays_in_dy) leaves it there instead of copying it into pending; that pending
- *     buffer is not allocated (ResNet-20 at batch 128: 36 MB).
- *   - Chunked runs: consecutive layers whose forward works on any chunk of the batch
- *     (l->chunkable: conv2d on the direct path, with whatever is fused into it) run chunk by
- *     chunk, each chunk through all of them, so e.g. conv1's output is read by conv2 while it
- *     is still in L2 instead of coming back from memory (at one thread: see
- *     plan_chunked_run).
- * Fused, chunked and plain models compute the same bits.
- *   - No input gradient below the first layer with parameters: backward stops there and that
- *     layer gets dx = NULL (nobody needs the gradient of the model's input).
+ * The fusion plan (nn/fusion.h, nn/fusion.c) decides once at build what each layer runs for a
+ * neighbour (a relu at a conv's store, a pool in its forward, an add at a batchnorm's store, a
+ * relu's or a batchnorm's input gradient in the conv above or below) and keeps it in m->plan,
+ * one record per layer; this file follows it: which forwards and backwards to skip, which
+ * activations alias or are never written, which skip gradients need no buffer of their own,
+ * and what each call's context (struct dt_layer_fwd / dt_layer_bwd) carries. Fused, chunked
+ * and plain models compute the same bits.
+ *
+ * No input gradient below the first layer with parameters: backward stops there and that
+ * layer gets dx = NULL (nobody needs the gradient of the model's input), unless the options
+ * ask for it (dt_model_options.input_grad).
  */
 #include "nn/model.h"
 
@@ -57,6 +34,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "nn/fusion.h"
 #include "nn/layer_common.h"
 #include "nn/loss.h"
 #include "util/alloc.h"
@@ -67,39 +45,26 @@
 #define MAX_PARAM_TENSORS  4
 #define MAX_BUFFER_TENSORS 3 /* running_mean, running_var, num_batches_tracked */
 
-/* Process-wide switch for tests and benchmarks (dt_model_allow_fusion). */
-static bool fusion_allowed = true;
-
-bool dt_model_allow_fusion(bool allow)
-{
-    bool was = fusion_allowed;
-    fusion_allowed = allow;
-    return was;
-}
-
 struct model_impl {
     float **act;
-    bool *in_place;  /* layer i is a relu fused into layer i-1: act[i] aliases act[i-1] */
-    bool *skip_fwd;  /* layer i is run by a layer below (pool_fused, add_fused) */
-    bool *skip_bwd;  /* layer i is a relu whose backward the layer above runs (relu_below) */
-    int *seg_end;    /* > 0 at the first layer of a chunked run: 1 + its last layer */
-    int *seg_chunk;  /* samples per chunk of that run */
-    int first_param; /* lowest layer with parameters (nlayers when none): backward stops there */
+    int first_param; /* lowest layer whose backward runs (nlayers when none) */
+    bool input_grad; /* backward goes on to the model's input (dt_model_options) */
+    unsigned fusions;
     /* Skip connections: pending[i] (when layer i's output feeds an add or concat further up)
      * collects the gradient those layers send back to it, added to layer i's dy on the way
      * down; pending_live[i] says something reached it in this backward (the first layer to
-     * send stores, later ones add); referenced[i] keeps layer i's output from being fused
-     * away. */
+     * send stores, later ones add). pending_input and input_live: the same for the model's
+     * input, with input_grad only. A layer whose plan says pending_in_dy has no buffer: the
+     * identity add that sends to it leaves its gradient in its own dy buffer (nn/fusion.c,
+     * skip_in_dy). */
     float **pending;
     bool *pending_live;
-    /* in_dy[k]: pending[k] is not allocated; the one identity add that sends to it leaves its
-     * gradient in its own dy buffer, which backward does not overwrite before the conv above k
-     * has read it (skip_stays_in_dy) */
-    bool *in_dy;
-    bool *referenced;
+    float *pending_input;
+    bool input_live;
     float *grad_a, *grad_b;
     const float *input; /* the last forward's x (not copied) */
     int last_batch;
+    double scratch_bytes; /* the layers' own, as their setups reported */
     int tensor_cap, buffer_tensor_cap;
 };
 
@@ -125,7 +90,7 @@ void dt_layer_describe(struct dt_layer *l, const char *name, bool trainable, siz
         t = &m->buffer_tensors[m->nbuffer_tensors++];
         t->offset = (size_t)(l->buffers - m->buffers) + offset;
     }
-    snprintf(t->name, sizeof t->name, "layers.%d.%s%s", l->index, l->name_prefix, name);
+    snprintf(t->name, sizeof t->name, "layers.%d.%s", l->index, name);
     t->ndim = ndim;
     t->count = 1;
     for (int d = 0; d < 4; d++) {
@@ -133,6 +98,32 @@ void dt_layer_describe(struct dt_layer *l, const char *name, bool trainable, siz
         if (d < ndim)
             t->count *= (size_t)shape[d];
     }
+}
+
+/* Inserts prefix after "layers.<index>." in the names of tensors [from, to) of table t (a
+ * name too long for the table is cut short, as snprintf cuts any other). */
+static void prefix_names(struct dt_tensor_info *t, int from, int to, int index, const char *prefix)
+{
+    size_t head = (size_t)snprintf(NULL, 0, "layers.%d.", index), plen = strlen(prefix);
+    size_t room = sizeof t->name - 1 - head;
+    plen = plen < room ? plen : room;
+    for (int i = from; i < to; i++) {
+        char *name = t[i].name;
+        size_t rest = strlen(name) - head, keep = rest < room - plen ? rest : room - plen;
+        memmove(name + head + plen, name + head, keep);
+        memcpy(name + head, prefix, plen);
+        name[head + plen + keep] = '\0';
+    }
+}
+
+int dt_layer_init_sub(struct dt_layer *sub, const char *prefix, uint64_t seed)
+{
+    struct dt_model *m = sub->model;
+    int tensors = m->ntensors, buffers = m->nbuffer_tensors;
+    int rc = sub->kind->ops->init(sub, seed);
+    prefix_names(m->tensors, tensors, m->ntensors, sub->index, prefix);
+    prefix_names(m->buffer_tensors, buffers, m->nbuffer_tensors, sub->index, prefix);
+    return rc;
 }
 
 /* "layer 3 (linear, config line 12)" prefix for a layer's own message. */
@@ -146,6 +137,7 @@ static int layer_context(int rc, const struct dt_layer_spec *spec, int index)
 static int setup_layer(struct dt_model *m, int i, const struct dt_layer_spec *spec,
                        struct dt_shape in)
 {
+    struct model_impl *impl = m->impl;
     const struct dt_layer_kind *kind = dt_layer_kind_find(spec->type);
     if (!kind || !kind->ops)
         return layer_context(dt_fail(DT_EUSAGE, "unknown layer type '%s' (known: %s)", spec->type,
@@ -159,27 +151,38 @@ static int setup_layer(struct dt_model *m, int i, const struct dt_layer_spec *sp
     l->spec = *spec;
     l->index = i;
     l->in = in;
-    l->max_batch = m->max_batch;
     l->model = m;
-    l->skip_from = i - 1;
+    struct dt_layer_setup s = {.skip_from = i - 1};
     if (spec->from != 0) {
-        l->skip_from = i + spec->from;
-        if (spec->from > -2 || l->skip_from < -1)
+        s.skip_from = i + spec->from;
+        if (spec->from > -2 || s.skip_from < -1)
             return layer_context(
                 dt_fail(DT_EUSAGE,
                         "from = %d: expected -2 (two layers back) to %d (the model's input)",
                         spec->from, -(i + 1)),
                 spec, i);
-        l->skip_shape = l->skip_from >= 0 ? m->layers[l->skip_from]->out : m->input;
+        s.skip = s.skip_from >= 0 ? m->layers[s.skip_from]->out : m->input;
     }
-    int rc = kind->ops->setup(l, spec, in);
+    int rc = kind->ops->setup(l, spec, in, &s);
     if (rc < 0)
         return layer_context(rc, spec, i);
     if (l->out.c < 1 || l->out.h < 1 || l->out.w < 1)
         return layer_context(
             dt_fail(DT_EUSAGE, "output shape %dx%dx%d is empty", l->out.c, l->out.h, l->out.w),
             spec, i);
+    m->plan[i].caps = s.caps;
+    m->plan[i].skip_from = s.skip_from;
+    impl->scratch_bytes += s.scratch_bytes;
     return 0;
+}
+
+/* Whether anything reads the model's input through a skip connection. */
+static bool input_referenced(const struct dt_model *m)
+{
+    for (int i = 0; i < m->nlayers; i++)
+        if (m->layers[i]->spec.from && m->plan[i].skip_from < 0)
+            return true;
+    return false;
 }
 
 static int allocate_arenas(struct dt_model *m, float *params)
@@ -201,11 +204,11 @@ static int allocate_arenas(struct dt_model *m, float *params)
         size_t n = shape_size(m->layers[i]->out);
         if (n > largest)
             largest = n;
-        if (impl->in_place[i]) {
+        if (m->plan[i].in_place) {
             impl->act[i] = impl->act[i - 1];
             continue;
         }
-        if (m->layers[i]->add_fused) /* never written: the layer stores the add's output */
+        if (m->plan[i].runs_add) /* never written: the layer stores the add's output */
             continue;
         impl->act[i] = dt_alloc((size_t)m->max_batch * n, sizeof(float));
         if (!impl->act[i])
@@ -216,10 +219,14 @@ static int allocate_arenas(struct dt_model *m, float *params)
     if (!impl->pending || !impl->pending_live)
         return dt_fail(DT_ERUNTIME, "out of memory allocating the model's arenas");
     for (int i = 0; i < m->nlayers; i++)
-        if (impl->referenced[i] && !impl->in_dy[i] &&
+        if (m->plan[i].referenced && !m->plan[i].pending_in_dy &&
             !(impl->pending[i] =
                   dt_alloc((size_t)m->max_batch * shape_size(m->layers[i]->out), sizeof(float))))
             return dt_fail_context(-DT_ERUNTIME, "skip-connection gradients of layer %d", i);
+    if (impl->input_grad && input_referenced(m) &&
+        !(impl->pending_input =
+              dt_alloc((size_t)m->max_batch * shape_size(m->input), sizeof(float))))
+        return dt_fail_context(-DT_ERUNTIME, "skip-connection gradients of the input");
     impl->grad_a = dt_alloc((size_t)m->max_batch * largest, sizeof(float));
     impl->grad_b = dt_alloc((size_t)m->max_batch * largest, sizeof(float));
     if (!impl->grad_a || !impl->grad_b)
@@ -246,129 +253,16 @@ static int init_layers(struct dt_model *m, uint64_t seed)
     return 0;
 }
 
-/* Bytes of intermediate activation per sample a chunk of a run keeps in cache. */
-#define RUN_CHUNK_BYTES (256 * 1024)
-
-/* If layers from i on form a run of at least two chunkable layers (with only layers fused
- * into them in between), records it and returns the index after it; else returns i + 1. */
-static int plan_chunked_run(struct dt_model *m, int i)
-{
-    struct model_impl *impl = m->impl;
-    /* With more threads every chunk costs a fork/join per layer (a scheduler tick each on a
-     * busy machine) and the gain was not measurable: one thread only. */
-    if (!m->layers[i]->chunkable || omp_get_max_threads() > 1)
-        return i + 1;
-    int k = i + 1, count = 1;
-    size_t widest = 1;
-    for (; k < m->nlayers; k++) {
-        if (impl->in_place[k] || impl->skip_fwd[k])
-            continue;
-        if (!m->layers[k]->chunkable)
-            break;
-        count++;
-        size_t between = shape_size(m->layers[k]->in) * sizeof(float);
-        widest = between > widest ? between : widest;
-    }
-    if (count < 2)
-        return i + 1;
-    size_t chunk = widest < RUN_CHUNK_BYTES ? RUN_CHUNK_BYTES / widest : 1;
-    impl->seg_end[i] = k;
-    impl->seg_chunk[i] = chunk < (size_t)m->max_batch ? (int)chunk : m->max_batch;
-    return k;
-}
-
-/* Whether identity add i's gradient for its skip source k can stay in the add's dy buffer
- * (call it A) instead of being copied into pending[k]. Backward passes A down as the main
- * branch's dy and alternates two buffers from there: A must not be written before the layer
- * just above k reads it, except by that layer itself as the conv that runs k's relu backward
- * with pending[k] as its extra gradient (its store reads each element of the extra gradient
- * before writing the same element). So: the add is pending[k]'s only sender, nothing between
- * reads a skip gradient or sends one, and the layers between write A, counted along the
- * alternation, only there. Needs first_param. */
-static bool skip_stays_in_dy(const struct dt_model *m, int i)
-{
-    const struct model_impl *impl = m->impl;
-    const struct dt_layer *l = m->layers[i];
-    int k = l->skip_from;
-    if (!l->plain_add || !l->dx_is_dy || k < impl->first_param || k + 1 >= i)
-        return false;
-    for (int j = 0; j < m->nlayers; j++)
-        if (j != i && m->layers[j]->spec.from && m->layers[j]->skip_from == k)
-            return false;
-    const struct dt_layer *taker = m->layers[k + 1];
-    if (!impl->skip_bwd[k] || !taker->relu_below || taker->kind->ops != &dt_conv2d_ops)
-        return false;
-    bool in_a = true; /* where the current dy is */
-    for (int j = i - 1; j > k; j--) {
-        const struct dt_layer *b = m->layers[j];
-        if (impl->referenced[j] || b->spec.from)
-            return false;
-        if (impl->skip_bwd[j] || b->dx_is_dy || b->grad_in_below)
-            continue; /* dy passes on in the same buffer */
-        in_a = !in_a; /* j writes its dx into the other buffer */
-        if (in_a && j != k + 1)
-            return false;
-    }
-    return true;
-}
-
-/* ReLU fusion, fused adds, relu backwards in the conv above, chunked runs, skip gradients into
- * relu, skip gradients left in dy and the backward stop (see the top of this file). */
+/* The lowest layer whose backward runs, then the fusion plan (nn/fusion.c). */
 static void plan(struct dt_model *m)
 {
     struct model_impl *impl = m->impl;
-    for (int i = 0; i < m->nlayers; i++)
-        if (m->layers[i]->spec.from != 0 && m->layers[i]->skip_from >= 0)
-            impl->referenced[m->layers[i]->skip_from] = true;
-    for (int i = 1; fusion_allowed && i < m->nlayers; i++) {
-        struct dt_layer *prev = m->layers[i - 1];
-        /* a fused relu overwrites prev's output, a fused pool skips both outputs */
-        if (m->layers[i]->kind->ops != &dt_relu_ops || !prev->can_fuse_relu ||
-            impl->referenced[i - 1])
-            continue;
-        prev->relu_fused = true;
-        impl->in_place[i] = true;
-        struct dt_layer *pool = i + 1 < m->nlayers ? m->layers[i + 1] : NULL;
-        if (pool && pool->kind->ops == &dt_maxpool2d_ops && prev->can_fuse_pool &&
-            !impl->referenced[i]) {
-            prev->pool_fused = pool;
-            pool->relu_below = true;
-            impl->skip_fwd[i + 1] = true;
-            impl->skip_bwd[i] = true;
-        }
-    }
-    for (int i = 1; fusion_allowed && i < m->nlayers; i++) {
-        struct dt_layer *below = m->layers[i - 1], *l = m->layers[i];
-        /* an add nobody else reads the input of: the layer below computes it */
-        if (l->plain_add && below->can_fuse_add && !impl->referenced[i - 1]) {
-            below->add_fused = l;
-            impl->skip_fwd[i] = true;
-        }
-        /* the relu's backward in this layer's (skip gradients to the relu included) */
-        if (l->can_mask_relu_below && below->kind->ops == &dt_relu_ops) {
-            l->relu_below = true;
-            impl->skip_bwd[i - 1] = true;
-        }
-        /* this batchnorm's input gradient in the layer below's backward */
-        if (l->kind->ops == &dt_batchnorm2d_ops && below->can_take_bn_grad &&
-            !impl->referenced[i - 1]) {
-            below->bn_above = l;
-            l->grad_in_below = true;
-        }
-    }
-    for (int i = 0; fusion_allowed && i < m->nlayers;)
-        i = plan_chunked_run(m, i);
-    for (int i = 0; !fusion_allowed && i < m->nlayers; i++)
-        m->layers[i]->takes_dy_extra = false; /* skip gradients added in a pass of their own */
     impl->first_param = m->nlayers;
     for (int i = m->nlayers - 1; i >= 0; i--)
-        if (m->layers[i]->nparams)
+        if (m->layers[i]->nparams || impl->input_grad)
             impl->first_param = i;
-    for (int i = 0; fusion_allowed && i < m->nlayers; i++)
-        if (skip_stays_in_dy(m, i)) {
-            m->layers[i]->skip_in_dy = true;
-            impl->in_dy[m->layers[i]->skip_from] = true;
-        }
+    dt_fusion_plan(m->plan, m->layers, m->nlayers, impl->fusions, m->max_batch,
+                   omp_get_max_threads(), impl->first_param);
 }
 
 /* What the arenas, activations and layer scratch will take, worked out from the layers' setup
@@ -376,22 +270,23 @@ static void plan(struct dt_model *m)
 static void count_memory(const struct dt_model *m, struct dt_model_memory *out)
 {
     const struct model_impl *impl = m->impl;
-    double batch = m->max_batch, act = 0, largest = (double)shape_size(m->input), scratch = 0;
+    double batch = m->max_batch, act = 0, largest = (double)shape_size(m->input);
     for (int i = 0; i < m->nlayers; i++) {
-        const struct dt_layer *l = m->layers[i];
-        double n = (double)shape_size(l->out);
+        const struct dt_layer_plan *p = &m->plan[i];
+        double n = (double)shape_size(m->layers[i]->out);
         largest = n > largest ? n : largest;
-        if (!impl->in_place[i] && !l->add_fused)
+        if (!p->in_place && !p->runs_add)
             act += n;
-        if (impl->referenced[i] && !impl->in_dy[i])
+        if (p->referenced && !p->pending_in_dy)
             act += n; /* pending skip gradient */
-        scratch += l->scratch_bytes;
     }
+    if (impl->input_grad && input_referenced(m))
+        act += (double)shape_size(m->input);
     *out = (struct dt_model_memory){
         .params = 4.0 * (double)m->nparams,
         .grads = 4.0 * ((double)m->nparams + DT_MODEL_GRAD_SPARE + (double)m->nbuffers),
         .activations = 4.0 * batch * (act + 2 * largest), /* + grad_a, grad_b */
-        .scratch = scratch,
+        .scratch = impl->scratch_bytes,
     };
 }
 
@@ -461,9 +356,9 @@ static int build(struct dt_model *m, const struct dt_layer_spec *specs, uint64_t
     return 0;
 }
 
-/* The model with its flag arrays, nothing set up. */
+/* The model with its plan records, nothing set up. */
 static int model_new(struct dt_model **out, int nspecs, struct dt_shape input, int max_batch,
-                     enum dt_loss_kind loss)
+                     enum dt_loss_kind loss, const struct dt_model_options *opt)
 {
     *out = NULL;
     if (nspecs < 1 || nspecs > DT_MAX_PROFILE_LAYERS)
@@ -478,25 +373,19 @@ static int model_new(struct dt_model **out, int nspecs, struct dt_shape input, i
     struct dt_model *m = calloc(1, sizeof *m);
     struct model_impl *impl = calloc(1, sizeof *impl);
     struct dt_layer **layers = calloc((size_t)nspecs, sizeof *layers);
-    bool *in_place = calloc(5 * (size_t)nspecs, sizeof *in_place);
-    int *seg = calloc(2 * (size_t)nspecs, sizeof *seg);
-    if (!m || !impl || !layers || !in_place || !seg) {
+    struct dt_layer_plan *plan = calloc((size_t)nspecs, sizeof *plan);
+    if (!m || !impl || !layers || !plan) {
         free(m);
         free(impl);
         free(layers);
-        free(in_place);
-        free(seg);
+        free(plan);
         return dt_fail(DT_ERUNTIME, "out of memory building the model");
     }
-    impl->in_place = in_place; /* one allocation for the five flag arrays */
-    impl->skip_fwd = in_place + nspecs;
-    impl->skip_bwd = in_place + 2 * nspecs;
-    impl->referenced = in_place + 3 * nspecs;
-    impl->in_dy = in_place + 4 * nspecs;
-    impl->seg_end = seg;
-    impl->seg_chunk = seg + nspecs;
+    impl->fusions = opt->fusions;
+    impl->input_grad = opt->input_grad;
     m->impl = impl;
     m->layers = layers;
+    m->plan = plan;
     m->nlayers = nspecs;
     m->input = input;
     m->max_batch = max_batch;
@@ -505,19 +394,25 @@ static int model_new(struct dt_model **out, int nspecs, struct dt_shape input, i
     return 0;
 }
 
-int dt_model_build(struct dt_model **out, const struct dt_layer_spec *specs, int nspecs,
-                   struct dt_shape input, int max_batch, enum dt_loss_kind loss, uint64_t seed)
+int dt_model_default_options(struct dt_model_options *out)
 {
-    return dt_model_build_in(out, specs, nspecs, input, max_batch, loss, seed, NULL, 0);
+    *out = (struct dt_model_options){.fusions = DT_FUSE_ALL};
+    const char *env = getenv("DTRAIN_FUSE");
+    if (!env || !*env)
+        return 0;
+    int rc = dt_fusion_parse(env, &out->fusions);
+    return rc < 0 ? dt_fail_context(rc, "DTRAIN_FUSE") : 0;
 }
 
-int dt_model_build_in(struct dt_model **out, const struct dt_layer_spec *specs, int nspecs,
-                      struct dt_shape input, int max_batch, enum dt_loss_kind loss, uint64_t seed,
-                      float *params, size_t capacity)
+/* The one builder behind dt_model_build, _in and _with: options, and the parameter arena in
+ * the caller's storage when params is not NULL. */
+static int build_model(struct dt_model **out, const struct dt_layer_spec *specs, int nspecs,
+                       struct dt_shape input, int max_batch, enum dt_loss_kind loss, uint64_t seed,
+                       const struct dt_model_options *opt, float *params, size_t capacity)
 {
     struct dt_model *m;
     *out = NULL;
-    int rc = model_new(&m, nspecs, input, max_batch, loss);
+    int rc = model_new(&m, nspecs, input, max_batch, loss, opt);
     if (rc < 0)
         return rc;
     rc = build(m, specs, seed, params, capacity);
@@ -529,11 +424,40 @@ int dt_model_build_in(struct dt_model **out, const struct dt_layer_spec *specs, 
     return 0;
 }
 
+int dt_model_build_with(struct dt_model **out, const struct dt_layer_spec *specs, int nspecs,
+                        struct dt_shape input, int max_batch, enum dt_loss_kind loss, uint64_t seed,
+                        const struct dt_model_options *opt)
+{
+    return build_model(out, specs, nspecs, input, max_batch, loss, seed, opt, NULL, 0);
+}
+
+int dt_model_build_in(struct dt_model **out, const struct dt_layer_spec *specs, int nspecs,
+                      struct dt_shape input, int max_batch, enum dt_loss_kind loss, uint64_t seed,
+                      float *params, size_t capacity)
+{
+    struct dt_model_options opt;
+    *out = NULL;
+    int rc = dt_model_default_options(&opt);
+    return rc < 0 ? rc
+                  : build_model(out, specs, nspecs, input, max_batch, loss, seed, &opt, params,
+                                capacity);
+}
+
+int dt_model_build(struct dt_model **out, const struct dt_layer_spec *specs, int nspecs,
+                   struct dt_shape input, int max_batch, enum dt_loss_kind loss, uint64_t seed)
+{
+    return dt_model_build_in(out, specs, nspecs, input, max_batch, loss, seed, NULL, 0);
+}
+
 int dt_model_estimate(const struct dt_layer_spec *specs, int nspecs, struct dt_shape input,
                       int max_batch, enum dt_loss_kind loss, struct dt_model_memory *out)
 {
+    struct dt_model_options opt;
     struct dt_model *m;
-    int rc = model_new(&m, nspecs, input, max_batch, loss);
+    int rc = dt_model_default_options(&opt);
+    if (rc < 0)
+        return rc;
+    rc = model_new(&m, nspecs, input, max_batch, loss, &opt);
     if (rc == 0)
         rc = setup_all(m, specs);
     if (rc == 0)
@@ -568,22 +492,22 @@ void dt_model_free(struct dt_model *m)
         if (l->kind->ops->destroy)
             l->kind->ops->destroy(l);
         free(l);
-        if (impl->act && !impl->in_place[i])
+        if (impl->act && !m->plan[i].in_place)
             dt_free(impl->act[i]);
     }
     free(impl->act);
     for (int i = 0; impl->pending && i < m->nlayers; i++)
-        if (!impl->in_dy[i]) /* else a gradient buffer, or NULL */
+        if (!m->plan[i].pending_in_dy) /* else a gradient buffer, or NULL */
             dt_free(impl->pending[i]);
     free(impl->pending);
     free(impl->pending_live);
-    free(impl->in_place);
-    free(impl->seg_end);
+    dt_free(impl->pending_input);
     dt_free(impl->grad_a);
     dt_free(impl->grad_b);
     dt_grad_tree_release(&m->grad_tree);
     free(impl);
     free(m->layers);
+    free(m->plan);
     free(m->tensors);
     free(m->buffer_tensors);
     if (!m->params_external)
@@ -607,11 +531,24 @@ void dt_model_move_params(struct dt_model *m, float *storage, bool copy)
 
 static const struct dt_forward_ctx eval_ctx = {.training = false};
 
-/* Points skip layer l's skip_x at the output its connection reads. */
-static void point_skip(struct dt_model *m, struct dt_layer *l)
+/* The output the skip connection of layer i reads. */
+static const float *skip_output(const struct dt_model *m, int i)
 {
-    struct model_impl *impl = m->impl;
-    l->skip_x = l->skip_from >= 0 ? impl->act[l->skip_from] : impl->input;
+    const struct model_impl *impl = m->impl;
+    int from = m->plan[i].skip_from;
+    return from >= 0 ? impl->act[from] : impl->input;
+}
+
+/* The buffer collecting the gradient skip connections send to layer k's output (k = -1: the
+ * model's input), and whether anything reached it in this backward. */
+static float **pending_of(struct model_impl *impl, int k)
+{
+    return k >= 0 ? &impl->pending[k] : &impl->pending_input;
+}
+
+static bool *live_of(struct model_impl *impl, int k)
+{
+    return k >= 0 ? &impl->pending_live[k] : &impl->input_live;
 }
 
 /* Layer i's span since t0: into --profile's sums and to the layer hook (a trace). */
@@ -631,36 +568,48 @@ static void forward_layer(struct dt_model *m, int i, const float *x, int first, 
 {
     struct model_impl *impl = m->impl;
     struct dt_layer *l = m->layers[i];
+    const struct dt_layer_plan *p = &m->plan[i];
     bool timed = m->profile || m->layer_hook.fn;
     double t0 = timed ? dt_now() : 0;
-    /* a conv with a fused pool writes the pool's output, a batchnorm with a fused add the
-     * add's (nn/layers.h) */
-    struct dt_layer *out = l->pool_fused ? l->pool_fused : l->add_fused ? l->add_fused : l;
+    struct dt_layer_fwd c = {.run = *ctx, .first_sample = first, .relu = p->relu_at_store};
     if (l->spec.from)
-        point_skip(m, l);
-    if (l->add_fused)
-        point_skip(m, l->add_fused);
-    float *y = impl->act[l->pool_fused ? i + 2 : l->add_fused ? i + 1 : i];
+        c.skip_x = skip_output(m, i);
+    /* a conv with a fused pool writes the pool's output, a batchnorm with a fused add the
+     * add's, with the relu fused into that add */
+    int out = i;
+    if (p->runs_pool) {
+        out = i + 2;
+        c.pool = m->layers[out];
+    } else if (p->runs_add) {
+        out = i + 1;
+        c.skip_x = skip_output(m, out);
+        c.relu = m->plan[out].relu_at_store;
+    }
     l->kind->ops->forward(l, x + (size_t)first * shape_size(l->in),
-                          y + (size_t)first * shape_size(out->out), count, ctx);
+                          impl->act[out] + (size_t)first * shape_size(m->layers[out]->out), count,
+                          &c);
     if (timed)
         layer_timed(m, i, false, t0);
 }
 
-/* A chunked run from layer i (plan_chunked_run): every layer on one chunk of samples, then
+/* Whether layer i's forward runs on its own (not inside the layer below's). */
+static bool runs_forward(const struct dt_model *m, int i)
+{
+    return !m->plan[i].in_place && !m->plan[i].forward_below;
+}
+
+/* A chunked run from layer i (the plan's run_end): every layer on one chunk of samples, then
  * the next chunk, so the activations in between are still in cache when read. */
 static void forward_run(struct dt_model *m, int i, const float *x, int batch,
                         const struct dt_forward_ctx *ctx)
 {
     struct model_impl *impl = m->impl;
-    int chunk = impl->seg_chunk[i];
+    int chunk = m->plan[i].run_chunk;
     for (int s0 = 0; s0 < batch; s0 += chunk) {
-        struct dt_forward_ctx c = *ctx;
-        c.first_sample = s0;
         int count = batch - s0 < chunk ? batch - s0 : chunk;
-        for (int k = i; k < impl->seg_end[i]; k++)
-            if (!impl->in_place[k] && !impl->skip_fwd[k])
-                forward_layer(m, k, k == i ? x : impl->act[k - 1], s0, count, &c);
+        for (int k = i; k < m->plan[i].run_end; k++)
+            if (runs_forward(m, k))
+                forward_layer(m, k, k == i ? x : impl->act[k - 1], s0, count, ctx);
     }
 }
 
@@ -676,18 +625,19 @@ int dt_model_forward(struct dt_model *m, const float *x, int batch,
     impl->input = x;
     impl->last_batch = batch;
     if (batch == 0) {
+        struct dt_layer_fwd c = {.run = *ctx};
         if (m->allreduce.sum && ctx->training)
             for (int i = 0; i < m->nlayers; i++)
-                if (m->layers[i]->collective && !impl->in_place[i] && !impl->skip_fwd[i])
-                    m->layers[i]->kind->ops->forward(m->layers[i], NULL, NULL, 0, ctx);
+                if ((m->plan[i].caps & DT_CAP_COLLECTIVE) && runs_forward(m, i))
+                    m->layers[i]->kind->ops->forward(m->layers[i], NULL, NULL, 0, &c);
         return m->allreduce.rc;
     }
     const float *in = x;
     for (int i = 0; i < m->nlayers; i++) {
-        if (impl->seg_end[i]) {
+        if (m->plan[i].run_end) {
             forward_run(m, i, in, batch, ctx);
-            i = impl->seg_end[i] - 1;
-        } else if (!impl->in_place[i] && !impl->skip_fwd[i]) { /* else done by a layer below */
+            i = m->plan[i].run_end - 1;
+        } else if (runs_forward(m, i)) { /* else done by a layer below */
             forward_layer(m, i, in, 0, batch, ctx);
         }
         in = impl->act[i];
@@ -702,6 +652,56 @@ void dt_model_loss(struct dt_model *m, const uint8_t *labels, int batch, double 
         dt_loss_sum(m->loss, m->label_smoothing, m->output, m->classes, labels, batch, correct);
 }
 
+/* What the skip connections above sent back to layer i's output: the layer adds it to dy
+ * itself (c->dy_extra), or it is added to dy now (same bits: one float addition either way). */
+static void take_pending(struct dt_model *m, int i, float *dy, int batch, struct dt_layer_bwd *c)
+{
+    struct model_impl *impl = m->impl;
+    const struct dt_layer_plan *p = &m->plan[i];
+    if (!impl->pending_live[i])
+        return;
+    if (p->dy_extra && !p->backward_above) {
+        c->dy_extra = impl->pending[i];
+        return;
+    }
+    long n = (long)batch * (long)shape_size(m->layers[i]->out);
+    const float *pend = impl->pending[i];
+#pragma omp parallel for simd if (n > DT_PARALLEL_MIN)
+    for (long k = 0; k < n; k++)
+        dy[k] += pend[k];
+}
+
+/* Skip layer i's connection: its input and the gradient collected for it (dy itself when
+ * the plan leaves it there, skip_in_dy). */
+static void point_skip_grad(struct dt_model *m, int i, float *dy, struct dt_layer_bwd *c)
+{
+    struct model_impl *impl = m->impl;
+    const struct dt_layer_plan *p = &m->plan[i];
+    int k = p->skip_from;
+    c->skip_x = skip_output(m, i);
+    if (p->skip_in_dy)
+        impl->pending[k] = dy;
+    c->skip_dx =
+        k >= impl->first_param || (k < 0 && impl->input_grad) ? *pending_of(impl, k) : NULL;
+    c->skip_dx_fresh = c->skip_dx && !*live_of(impl, k);
+    c->skip_in_dy = p->skip_in_dy;
+}
+
+/* With input_grad, what skip connections sent to the model's input joins the gradient that
+ * came down through layer 0 (in dy). */
+static void finish_input_grad(struct dt_model *m, float *dy, int batch)
+{
+    struct model_impl *impl = m->impl;
+    if (impl->input_live) {
+        long n = (long)batch * (long)shape_size(m->input);
+        const float *pend = impl->pending_input;
+#pragma omp parallel for simd if (n > DT_PARALLEL_MIN)
+        for (long k = 0; k < n; k++)
+            dy[k] += pend[k];
+    }
+    m->input_grad = dy;
+}
+
 int dt_model_backward(struct dt_model *m, const uint8_t *labels, int batch, float grad_scale)
 {
     struct model_impl *impl = m->impl;
@@ -710,9 +710,11 @@ int dt_model_backward(struct dt_model *m, const uint8_t *labels, int batch, floa
                        impl->last_batch);
     if (batch == 0) {
         memset(m->grads, 0, m->nparams * sizeof *m->grads);
-        for (int i = m->nlayers - 1; m->allreduce.sum && i >= impl->first_param; i--)
-            if (m->layers[i]->collective && !impl->skip_bwd[i])
-                m->layers[i]->kind->ops->backward(m->layers[i], NULL, NULL, NULL, NULL, 0);
+        for (int i = m->nlayers - 1; m->allreduce.sum && i >= impl->first_param; i--) {
+            struct dt_layer_bwd c = {.grad_in_below = m->plan[i].grad_in_below};
+            if ((m->plan[i].caps & DT_CAP_COLLECTIVE) && !m->plan[i].backward_above)
+                m->layers[i]->kind->ops->backward(m->layers[i], NULL, NULL, NULL, NULL, 0, &c);
+        }
         return m->allreduce.rc;
     }
     float *dy = impl->grad_a, *dx = impl->grad_b;
@@ -721,48 +723,42 @@ int dt_model_backward(struct dt_model *m, const uint8_t *labels, int batch, floa
     if (rc < 0)
         return rc;
     memset(impl->pending_live, 0, (size_t)m->nlayers * sizeof *impl->pending_live);
+    impl->input_live = false;
     for (int i = m->nlayers - 1; i >= impl->first_param; i--) {
         struct dt_layer *l = m->layers[i];
-        /* what the skip connections above sent back here: the layer adds it, or it is added
-         * to dy now (same bits: one float addition either way) */
-        bool extra = impl->pending_live[i] && l->takes_dy_extra && !impl->skip_bwd[i];
-        l->dy_extra = extra ? impl->pending[i] : NULL;
-        if (impl->pending_live[i] && !l->dy_extra) {
-            long n = (long)batch * (long)shape_size(l->out);
-            const float *p = impl->pending[i];
-#pragma omp parallel for simd if (n > DT_PARALLEL_MIN)
-            for (long k = 0; k < n; k++)
-                dy[k] += p[k];
-        }
-        if (l->spec.from) {
-            point_skip(m, l);
-            if (l->skip_in_dy)
-                impl->pending[l->skip_from] = dy;
-            l->skip_dx = l->skip_from >= impl->first_param ? impl->pending[l->skip_from] : NULL;
-            l->skip_dx_fresh = l->skip_dx && !impl->pending_live[l->skip_from];
-        }
-        if (impl->skip_bwd[i]) /* dy passes through unchanged */
+        const struct dt_layer_plan *p = &m->plan[i];
+        struct dt_layer_bwd c = {0};
+        take_pending(m, i, dy, batch, &c);
+        if (l->spec.from)
+            point_skip_grad(m, i, dy, &c);
+        if (p->backward_above) /* dy passes through unchanged */
             continue;
         const float *x = i > 0 ? impl->act[i - 1] : impl->input;
         bool timed = m->profile || m->layer_hook.fn;
         double t0 = timed ? dt_now() : 0;
-        bool pass = l->dx_is_dy || l->grad_in_below, give_dx = i > impl->first_param && !pass;
+        bool pass = (p->caps & DT_CAP_DX_IS_DY) || p->grad_in_below;
+        bool give_dx = (i > impl->first_param || impl->input_grad) && !pass;
         /* the relu below runs in this backward: what its output received goes in with it */
-        l->below_extra =
-            l->relu_below && give_dx && impl->pending_live[i - 1] ? impl->pending[i - 1] : NULL;
-        l->kind->ops->backward(l, x, impl->act[i], dy, give_dx ? dx : NULL, batch);
-        if (l->below_extra)
+        c.relu_below = p->relu_below;
+        c.below_extra =
+            p->relu_below && give_dx && impl->pending_live[i - 1] ? impl->pending[i - 1] : NULL;
+        c.bn_above = p->bn_above ? m->layers[i + 1] : NULL;
+        c.grad_in_below = p->grad_in_below;
+        l->kind->ops->backward(l, x, impl->act[i], dy, give_dx ? dx : NULL, batch, &c);
+        if (c.below_extra)
             impl->pending_live[i - 1] = false; /* taken: the relu's step must not add it */
         if (timed)
             layer_timed(m, i, true, t0);
-        if (l->skip_dx)
-            impl->pending_live[l->skip_from] = true;
+        if (c.skip_dx)
+            *live_of(impl, p->skip_from) = true;
         if (pass)
             continue;
         float *t = dy;
         dy = dx;
         dx = t;
     }
+    if (impl->input_grad)
+        finish_input_grad(m, dy, batch);
     return m->allreduce.rc;
 }
 
@@ -785,7 +781,8 @@ void dt_model_layer_summary(const struct dt_model *m, int i, struct dt_layer_sum
     else if (!strncmp(s->type, "dropout", 7))
         snprintf(out->detail, sizeof out->detail, "p=%.2f", s->p);
     else if (s->from)
-        snprintf(out->detail, sizeof out->detail, "from %d (layer %d)%s", s->from, l->skip_from,
+        snprintf(out->detail, sizeof out->detail, "from %d (layer %d)%s", s->from,
+                 m->plan[i].skip_from,
                  !strcmp(s->type, "add") && !strcmp(s->shortcut, "projection") ? " proj" : "");
     if (s->padding > 0) {
         size_t n = strlen(out->detail);

@@ -46,12 +46,10 @@ struct dt_forward_ctx {
     uint64_t seed;
     uint64_t epoch;
     const uint64_t *sample_ids; /* batch global sample indices (may be NULL when !training) */
-    /* Set by the model only: when it runs a layer on a chunk of the batch (layers with
-     * l->chunkable), the index of x's first sample in the batch. 0 otherwise. */
-    int first_sample;
 };
 
-struct dt_layer; /* nn/layers.h */
+struct dt_layer;      /* nn/layers.h */
+struct dt_layer_plan; /* nn/fusion.h */
 
 /* m->grads holds this many floats after its nparams gradients that no layer reads or writes:
  * the training loop puts its per-step figures and flags there, so one all-reduce carries the
@@ -96,6 +94,9 @@ struct dt_model_layer_hook {
 struct dt_model {
     int nlayers;
     struct dt_layer **layers;
+    /* the fusion plan, one record per layer: what each layer runs for a neighbour and what
+     * it leaves to one (nn/fusion.h), decided once at build */
+    struct dt_layer_plan *plan;
     struct dt_shape input;
     int max_batch;
     int classes; /* output width of the last layer */
@@ -110,6 +111,9 @@ struct dt_model {
     struct dt_tensor_info *buffer_tensors; /* into buffers */
 
     float *output; /* last forward's output, max_batch x classes */
+    /* With dt_model_options.input_grad: the last backward's gradient w.r.t. the model's input
+     * (batch x input), valid until the next backward; NULL otherwise. */
+    const float *input_grad;
     enum dt_loss_kind loss;
     float label_smoothing; /* cross_entropy's eps in [0, 1]; 0 after build, set by the caller */
     struct dt_model_allreduce allreduce;
@@ -124,19 +128,38 @@ struct dt_model {
     void *impl;
 };
 
+/* How a model is built beyond its layers: the fusions it may make (enum dt_fusion,
+ * nn/fusion.h; fused and unfused models compute the same bits) and whether backward also
+ * computes the gradient w.r.t. the model's input (m->input_grad), which nothing needs for
+ * training. */
+struct dt_model_options {
+    unsigned fusions;
+    bool input_grad;
+};
+
+/* The options dt_model_build uses: every fusion, or those DTRAIN_FUSE names (nn/fusion.h:
+ * "none", "all,-pool", "relu,chunks", ...; for debugging and benchmarks); no input gradient.
+ * DT_EUSAGE naming DTRAIN_FUSE and the word it does not know. */
+int dt_model_default_options(struct dt_model_options *out);
+
 /* Builds the model for inputs of shape `input`, initialising parameters from `seed` with
- * PyTorch's default distributions. Fails with DT_EUSAGE naming the layer (index, type and
- * config line) when shapes do not fit. */
+ * PyTorch's default distributions, with the default options. Fails with DT_EUSAGE naming the
+ * layer (index, type and config line) when shapes do not fit. */
 int dt_model_build(struct dt_model **out, const struct dt_layer_spec *specs, int nspecs,
                    struct dt_shape input, int max_batch, enum dt_loss_kind loss, uint64_t seed);
 /* The same with the parameter arena in caller-owned storage of `capacity` floats (the ranks
  * of one host build their models straight into one shared copy; every rank writes the same
  * initial values, so the caller orders the builds before anything else writes there). The
  * model does not free params. DT_ERUNTIME when the parameters do not fit. params NULL =
- * dt_model_build. */
+ * dt_model_build. Both take the default options. */
 int dt_model_build_in(struct dt_model **out, const struct dt_layer_spec *specs, int nspecs,
                       struct dt_shape input, int max_batch, enum dt_loss_kind loss, uint64_t seed,
                       float *params, size_t capacity);
+/* The same with options of the caller's (tests comparing fused and unfused models) and the
+ * model's own parameter arena. */
+int dt_model_build_with(struct dt_model **out, const struct dt_layer_spec *specs, int nspecs,
+                        struct dt_shape input, int max_batch, enum dt_loss_kind loss, uint64_t seed,
+                        const struct dt_model_options *opt);
 void dt_model_free(struct dt_model *m);
 
 /* What dt_model_build would allocate for these layers at max_batch, without allocating any of
@@ -164,12 +187,6 @@ int dt_model_backward(struct dt_model *m, const uint8_t *labels, int batch, floa
  * binary tree (nn/grad_tree.h), so that they do not depend on how the global batch is split
  * across processes; 0 turns it off. 0 or DT_ERUNTIME (no memory for the tree's buffers). */
 int dt_model_set_grad_slice(struct dt_model *m, int slice);
-
-/* Whether models built from now on fuse layers (ReLU into conv2d, conv2d-relu-maxpool2d, a
- * skip connection's gradient into relu's backward):
- * fused and unfused models compute the same bits. Returns the previous setting. Process-wide,
- * for tests and benchmarks that compare both. */
-bool dt_model_allow_fusion(bool allow);
 
 /* One layer as a summary shows it (dry run, profile): kind, what its spec says in a few
  * characters ("16 3x3/1", "p=0.25"), per-sample output shape and trainable parameters. */

@@ -75,11 +75,12 @@ static struct conv_run run_conv(struct dt_layer_spec spec, struct dt_shape in, i
     r.y = malloc(nout * sizeof(float));
     r.dx = malloc(nin * sizeof(float));
     r.grads = malloc(l->nparams * sizeof(float));
-    struct dt_forward_ctx ctx = {.training = true};
-    l->kind->ops->forward(l, x, r.y, batch, &ctx);
+    struct dt_layer_fwd fwd = {.run = {.training = true}};
+    struct dt_layer_bwd alone = {0};
+    l->kind->ops->forward(l, x, r.y, batch, &fwd);
     for (size_t i = 0; i < l->nparams; i++) /* backward must overwrite, not accumulate */
         l->grads[i] = 123.0f;
-    l->kind->ops->backward(l, x, r.y, dy, r.dx, batch);
+    l->kind->ops->backward(l, x, r.y, dy, r.dx, batch, &alone);
     memcpy(r.grads, l->grads, l->nparams * sizeof(float));
     return r;
 }
@@ -211,9 +212,9 @@ static struct model_result run_model(const struct dt_layer_spec *specs, int n, s
                                      int batch, bool fusion, const float *x)
 {
     struct model_result r;
-    bool was = dt_model_allow_fusion(fusion);
-    assert_int_equal(dt_model_build(&r.m, specs, n, in, batch, DT_LOSS_CROSS_ENTROPY, 3), 0);
-    dt_model_allow_fusion(was);
+    struct dt_model_options opt = {.fusions = fusion ? DT_FUSE_ALL : DT_FUSE_NONE};
+    assert_int_equal(dt_model_build_with(&r.m, specs, n, in, batch, DT_LOSS_CROSS_ENTROPY, 3, &opt),
+                     0);
     size_t nout = (size_t)batch * r.m->classes;
     uint8_t labels[64];
     uint64_t ids[64];
@@ -248,13 +249,13 @@ static int count_fused(const struct dt_model *m, enum fused what)
 {
     int n = 0;
     for (int i = 0; i < m->nlayers; i++) {
-        const struct dt_layer *l = m->layers[i];
-        n += what == FUSED_RELU   ? l->relu_fused
-             : what == FUSED_POOL ? l->pool_fused != NULL
-             : what == FUSED_ADD  ? l->add_fused != NULL
-             : what == BN_ABOVE   ? l->bn_above != NULL && l->bn_above->grad_in_below
-             : what == SKIP_IN_DY ? l->skip_in_dy
-                                  : l->relu_below && l->kind->ops == &dt_conv2d_ops;
+        const struct dt_layer_plan *p = &m->plan[i];
+        n += what == FUSED_RELU   ? p->relu_at_store
+             : what == FUSED_POOL ? p->runs_pool
+             : what == FUSED_ADD  ? p->runs_add
+             : what == BN_ABOVE   ? p->bn_above && m->plan[i + 1].grad_in_below
+             : what == SKIP_IN_DY ? p->skip_in_dy
+                                  : p->relu_below && (p->caps & DT_CAP_RELU_BELOW_GRAD);
     }
     return n;
 }
@@ -296,7 +297,7 @@ static void compare_fusion(const struct dt_layer_spec *specs, int n, struct dt_s
     for (int k = FUSED_RELU; k <= SKIP_IN_DY; k++)
         assert_int_equal(count_fused(u.m, (enum fused)k), 0);
     for (int i = 0; i < n; i++) /* relus take skip gradients in their pass only when fused */
-        assert_false(u.m->layers[i]->takes_dy_extra);
+        assert_false(u.m->plan[i].dy_extra);
     size_t nout = (size_t)batch * f.m->classes;
     assert_memory_equal(f.out_eval, u.out_eval, nout * sizeof(float));
     assert_memory_equal(f.out_train, u.out_train, nout * sizeof(float));
@@ -445,10 +446,12 @@ static void test_maxpool_2x2_backward_odd(void **state)
     float x[25], y[4], dx[25], dy[4] = {1.0f, -2.0f, -0.0f, 4.0f};
     for (int i = 0; i < 25; i++)
         x[i] = (float)((i * 7) % 25); /* winners at different corners of the windows */
-    l->kind->ops->forward(l, x, y, 1, NULL);
+    struct dt_layer_fwd fwd = {.run = {.training = false}};
+    struct dt_layer_bwd alone = {0};
+    l->kind->ops->forward(l, x, y, 1, &fwd);
     for (int i = 0; i < 25; i++)
         dx[i] = NAN;
-    l->kind->ops->backward(l, x, y, dy, dx, 1);
+    l->kind->ops->backward(l, x, y, dy, dx, 1, &alone);
     int winners = 0;
     for (int i = 0; i < 25; i++) {
         int r = i / 5, c = i % 5, o = r / 2 * 2 + c / 2;

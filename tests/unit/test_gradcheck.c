@@ -34,7 +34,7 @@ struct fixture {
     int batch;
     size_t nin, nout;
     float *x, *y, *dx, *r;
-    struct dt_forward_ctx ctx;
+    struct dt_layer_fwd ctx;
     uint64_t ids[8];
 };
 
@@ -106,7 +106,7 @@ static void gradcheck_layer(struct dt_layer_spec spec, struct dt_shape in, int b
     float *grads = calloc(f.l->nparams + 1, sizeof(float));
     for (int b = 0; b < batch; b++)
         f.ids[b] = 100 + 3 * (uint64_t)b;
-    f.ctx =
+    f.ctx.run =
         (struct dt_forward_ctx){.training = training, .seed = 5, .epoch = 2, .sample_ids = f.ids};
     fill_distinct(f.x, f.nin, 11);
     fill_normal(f.r, f.nout, 12);
@@ -114,7 +114,7 @@ static void gradcheck_layer(struct dt_layer_spec spec, struct dt_shape in, int b
         fill_normal(f.l->params, f.l->nparams, 13);
 
     objective(&f);
-    f.l->kind->ops->backward(f.l, f.x, f.y, f.r, f.dx, batch);
+    f.l->kind->ops->backward(f.l, f.x, f.y, f.r, f.dx, batch, &(struct dt_layer_bwd){0});
     memcpy(grads, f.l->grads, f.l->nparams * sizeof(float));
     check_tensor(&f, f.x, f.dx, f.nin, "input");
     if (f.l->nparams)

@@ -434,12 +434,12 @@ static void test_profile_accumulates(void **state)
     /* the two relus after the convs are fused into them: no forward of their own; where the
      * conv also runs the maxpool forward, the pool's backward applies the relu's mask, and a
      * Winograd conv above a relu runs the relu's backward (relu_below either way) */
-    assert_true(m->layers[0]->relu_fused && m->layers[2]->relu_fused);
-    assert_false(m->layers[7]->relu_fused); /* linear does not fuse */
+    assert_true(m->plan[0].relu_at_store && m->plan[2].relu_at_store);
+    assert_false(m->plan[7].relu_at_store); /* linear does not fuse */
     for (int i = 0; i < n; i++) {
-        bool pooled = i > 1 && m->layers[i - 2]->pool_fused == m->layers[i];
-        bool no_fwd = (i > 0 && m->layers[i - 1]->relu_fused) || pooled;
-        bool no_bwd = i + 1 < n && m->layers[i + 1]->relu_below;
+        bool pooled = i > 1 && m->plan[i - 2].runs_pool;
+        bool no_fwd = (i > 0 && m->plan[i - 1].relu_at_store) || pooled;
+        bool no_bwd = i + 1 < n && m->plan[i + 1].relu_below;
         assert_true(no_fwd ? m->profile_fwd[i] == 0 : m->profile_fwd[i] > 0);
         assert_true(no_bwd ? m->profile_bwd[i] == 0 : m->profile_bwd[i] > 0);
     }

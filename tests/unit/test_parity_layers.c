@@ -159,7 +159,7 @@ static void layer_case(const char *tcase, struct dt_layer_spec spec, struct dt_s
     struct dt_forward_ctx ctx = {.training = training};
     assert_int_equal(dt_model_forward(m, x, batch, &ctx), 0);
     expect_close_to_file(tcase, "y", m->output, nout);
-    l->kind->ops->backward(l, x, m->output, dy, dx, batch);
+    l->kind->ops->backward(l, x, m->output, dy, dx, batch, &(struct dt_layer_bwd){0});
     expect_close_to_file(tcase, "dx", dx, nin);
     expect_grads_and_buffers(m, tcase, training);
     if (training && m->nbuffers) {
@@ -246,7 +246,8 @@ static void dropout_case(const char *tcase, const char *type, float p, struct dt
     uint64_t ids[8] = {3, 1, 4, 1, 5, 9, 2, 6};
     struct dt_forward_ctx ctx = {.training = true, .seed = 8, .epoch = 1, .sample_ids = ids};
     assert_int_equal(dt_model_forward(m, x, batch, &ctx), 0);
-    m->layers[0]->kind->ops->backward(m->layers[0], x, m->output, dy, dx, batch);
+    m->layers[0]->kind->ops->backward(m->layers[0], x, m->output, dy, dx, batch,
+                                      &(struct dt_layer_bwd){0});
     size_t kept = 0;
     for (size_t i = 0; i < n; i++) {
         bool keep = m->output[i] != 0.0f;

@@ -1,0 +1,231 @@
+/* The fusion planner (nn/fusion.h): pairs neighbouring layers whose declared capabilities meet.
+ *
+ * The savings, each tested alone against the unfused graph (tests/unit/test_fusion.c):
+ *   relu        a layer that can apply a ReLU at its store (conv2d, batchnorm2d, add) and is
+ *               followed by a relu does so; the relu's output aliases the layer's and its
+ *               forward is skipped. Its backward still runs (dy masked by y > 0).
+ *   pool        when a maxpool2d follows that relu and the layer can run it (conv2d on the
+ *               direct or Winograd path), the layer's forward runs the relu and the pool chunk
+ *               by chunk and writes the pool's output; the pool's backward applies the relu's
+ *               mask and the relu's backward is skipped. Neither the layer's nor the relu's
+ *               output is written.
+ *   add         an identity add whose input only it reads is computed by the batchnorm2d
+ *               below at its store, with the relu fused into the add: the add's forward is
+ *               skipped and the batchnorm's own output is not written (its backward runs).
+ *   relu_below  a relu feeding a conv2d on the Winograd path (every relu inside a ResNet but
+ *               the last) has its backward skipped: the conv writes dx as the relu's backward
+ *               would, the gradient skip connections sent to the relu's output included.
+ *   bn_grad     a batchnorm2d whose input is the output of a conv2d on the Winograd path that
+ *               nothing else reads takes only its sums; the model hands its dy to the conv,
+ *               whose backward computes the batchnorm's dx as it reads dy.
+ *   dy_extra    a relu adds what skip connections sent back to its output in its own
+ *               backward pass, instead of the model adding it to dy in a pass of its own.
+ *   skip_in_dy  an identity add whose skip gradient the conv above the skip's source reads (as
+ *               relu_below's extra) before backward writes the add's dy buffer again leaves it
+ *               there instead of copying it; that skip gradient buffer is not allocated.
+ *   chunks      consecutive chunkable layers (conv2d on the direct path, with what is fused
+ *               into it) run chunk by chunk, each chunk through all of them, so activations
+ *               between them are read back from L2 instead of memory (one thread only).
+ */
+#include "nn/fusion.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "nn/layers.h"
+#include "util/err.h"
+
+static bool has(const struct dt_layer_plan *p, unsigned cap)
+{
+    return (p->caps & cap) != 0;
+}
+
+/* Bytes of intermediate activation per sample a chunk of a run keeps in cache. */
+#define RUN_CHUNK_BYTES (256 * 1024)
+
+/* If layers from i on form a run of at least two chunkable layers (with only layers fused
+ * into them in between), records it and returns the index after it; else returns i + 1. */
+static int plan_chunked_run(struct dt_layer_plan *plan, struct dt_layer *const *layers, int n,
+                            int max_batch, int i)
+{
+    if (!has(&plan[i], DT_CAP_CHUNKS))
+        return i + 1;
+    int k = i + 1, count = 1;
+    size_t widest = 1;
+    for (; k < n; k++) {
+        if (plan[k].in_place || plan[k].forward_below)
+            continue;
+        if (!has(&plan[k], DT_CAP_CHUNKS))
+            break;
+        count++;
+        struct dt_shape in = layers[k]->in;
+        size_t between = (size_t)in.c * in.h * in.w * sizeof(float);
+        widest = between > widest ? between : widest;
+    }
+    if (count < 2)
+        return i + 1;
+    size_t chunk = widest < RUN_CHUNK_BYTES ? RUN_CHUNK_BYTES / widest : 1;
+    plan[i].run_end = k;
+    plan[i].run_chunk = chunk < (size_t)max_batch ? (int)chunk : max_batch;
+    return k;
+}
+
+/* Whether identity add i's gradient for its skip source k can stay in the add's dy buffer
+ * (call it A) instead of being copied into the model's pending buffer for k. Backward passes A
+ * down as the main branch's dy and alternates two buffers from there: A must not be written
+ * before the layer just above k reads it, except by that layer itself as the conv that runs
+ * k's relu backward with k's pending gradient as its extra (its store reads each element of
+ * the extra gradient before writing the same element). So: the add is k's only sender,
+ * nothing between reads a skip gradient or sends one, and the layers between write A,
+ * counted along the alternation, only there. */
+static bool skip_stays_in_dy(const struct dt_layer_plan *plan, struct dt_layer *const *layers,
+                             int n, int first_param, int i)
+{
+    const struct dt_layer_plan *p = &plan[i];
+    int k = p->skip_from;
+    if (!has(p, DT_CAP_IS_IDENTITY_ADD) || !has(p, DT_CAP_DX_IS_DY) || k < first_param ||
+        k + 1 >= i)
+        return false;
+    for (int j = 0; j < n; j++)
+        if (j != i && layers[j]->spec.from && plan[j].skip_from == k)
+            return false;
+    const struct dt_layer_plan *taker = &plan[k + 1];
+    if (!plan[k].backward_above || !taker->relu_below || !has(taker, DT_CAP_RELU_BELOW_GRAD))
+        return false;
+    bool in_a = true; /* where the current dy is */
+    for (int j = i - 1; j > k; j--) {
+        if (plan[j].referenced || layers[j]->spec.from)
+            return false;
+        if (plan[j].backward_above || has(&plan[j], DT_CAP_DX_IS_DY) || plan[j].grad_in_below)
+            continue; /* dy passes on in the same buffer */
+        in_a = !in_a; /* j writes its dx into the other buffer */
+        if (in_a && j != k + 1)
+            return false;
+    }
+    return true;
+}
+
+/* relu, then pool on top of it: a fused relu overwrites the layer's output, a fused pool
+ * skips both outputs. */
+static void plan_relu_and_pool(struct dt_layer_plan *plan, int n, unsigned fusions)
+{
+    for (int i = 1; (fusions & DT_FUSE_RELU) && i < n; i++) {
+        struct dt_layer_plan *prev = &plan[i - 1];
+        if (!has(&plan[i], DT_CAP_IS_RELU) || !has(prev, DT_CAP_RELU_AT_STORE) || prev->referenced)
+            continue;
+        prev->relu_at_store = true;
+        plan[i].in_place = true;
+        if ((fusions & DT_FUSE_POOL) && i + 1 < n && has(&plan[i + 1], DT_CAP_IS_MAXPOOL) &&
+            has(prev, DT_CAP_POOL_IN_FORWARD) && !plan[i].referenced) {
+            prev->runs_pool = true;
+            plan[i + 1].relu_below = true;
+            plan[i + 1].forward_below = true;
+            plan[i].backward_above = true;
+        }
+    }
+}
+
+/* add, relu_below and bn_grad: each a pair of a layer and the one below it. */
+static void plan_pairs(struct dt_layer_plan *plan, int n, unsigned fusions)
+{
+    for (int i = 1; i < n; i++) {
+        struct dt_layer_plan *below = &plan[i - 1], *p = &plan[i];
+        /* an add nobody else reads the input of: the layer below computes it */
+        if ((fusions & DT_FUSE_ADD) && has(p, DT_CAP_IS_IDENTITY_ADD) &&
+            has(below, DT_CAP_ADD_AT_STORE) && !below->referenced) {
+            below->runs_add = true;
+            p->forward_below = true;
+        }
+        /* the relu's backward in this layer's (skip gradients to the relu included) */
+        if ((fusions & DT_FUSE_RELU_BELOW) && has(p, DT_CAP_RELU_BELOW_GRAD) &&
+            has(below, DT_CAP_IS_RELU)) {
+            p->relu_below = true;
+            below->backward_above = true;
+        }
+        /* this batchnorm's input gradient in the layer below's backward */
+        if ((fusions & DT_FUSE_BN_GRAD) && has(p, DT_CAP_IS_BATCHNORM) &&
+            has(below, DT_CAP_BN_ABOVE_GRAD) && !below->referenced) {
+            below->bn_above = true;
+            p->grad_in_below = true;
+        }
+    }
+}
+
+void dt_fusion_plan(struct dt_layer_plan *plan, struct dt_layer *const *layers, int n,
+                    unsigned fusions, int max_batch, int threads, int first_param)
+{
+    for (int i = 0; i < n; i++)
+        if (layers[i]->spec.from != 0 && plan[i].skip_from >= 0)
+            plan[plan[i].skip_from].referenced = true;
+    plan_relu_and_pool(plan, n, fusions);
+    plan_pairs(plan, n, fusions);
+    /* With more threads every chunk costs a fork/join per layer (a scheduler tick each on a
+     * busy machine) and the gain was not measurable: one thread only. */
+    for (int i = 0; (fusions & DT_FUSE_CHUNKS) && threads <= 1 && i < n;)
+        i = plan_chunked_run(plan, layers, n, max_batch, i);
+    for (int i = 0; i < n; i++)
+        plan[i].dy_extra = (fusions & DT_FUSE_DY_EXTRA) && has(&plan[i], DT_CAP_DY_EXTRA);
+    for (int i = 0; (fusions & DT_FUSE_SKIP_IN_DY) && i < n; i++)
+        if (skip_stays_in_dy(plan, layers, n, first_param, i)) {
+            plan[i].skip_in_dy = true;
+            plan[plan[i].skip_from].pending_in_dy = true;
+        }
+}
+
+static const struct {
+    const char *name;
+    unsigned fusion;
+} fusion_table[] = {
+    {"relu", DT_FUSE_RELU},
+    {"pool", DT_FUSE_POOL},
+    {"add", DT_FUSE_ADD},
+    {"relu_below", DT_FUSE_RELU_BELOW},
+    {"bn_grad", DT_FUSE_BN_GRAD},
+    {"dy_extra", DT_FUSE_DY_EXTRA},
+    {"skip_in_dy", DT_FUSE_SKIP_IN_DY},
+    {"chunks", DT_FUSE_CHUNKS},
+};
+_Static_assert(sizeof fusion_table / sizeof fusion_table[0] == 8 && DT_FUSE_ALL == 0xff,
+               "one name per fusion");
+
+const char *dt_fusion_names(void)
+{
+    return "relu, pool, add, relu_below, bn_grad, dy_extra, skip_in_dy, chunks";
+}
+
+/* The fusion named by word[0..len), or 0. */
+static unsigned fusion_of(const char *word, size_t len)
+{
+    if (len == 3 && !strncmp(word, "all", 3))
+        return DT_FUSE_ALL;
+    for (size_t i = 0; i < sizeof fusion_table / sizeof fusion_table[0]; i++)
+        if (strlen(fusion_table[i].name) == len && !strncmp(word, fusion_table[i].name, len))
+            return fusion_table[i].fusion;
+    return 0;
+}
+
+int dt_fusion_parse(const char *text, unsigned *out)
+{
+    unsigned set = DT_FUSE_NONE;
+    if (!strcmp(text, "none")) {
+        *out = set;
+        return 0;
+    }
+    for (const char *p = text;;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        bool remove = len > 0 && *p == '-';
+        unsigned f = fusion_of(p + remove, len - remove);
+        if (!f)
+            return dt_fail(DT_EUSAGE,
+                           "'%.*s' is not a fusion (expected none, all or a list of: %s)", (int)len,
+                           p, dt_fusion_names());
+        set = remove ? set & ~f : set | f;
+        if (!end)
+            break;
+        p = end + 1;
+    }
+    *out = set;
+    return 0;
+}

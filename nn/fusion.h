@@ -1,0 +1,121 @@
+/* The model's fusion plan: which savings the layer list allows, decided once at build and kept
+ * as one record per layer in the model (m->plan), apart from the layers themselves.
+ *
+ * Each layer kind declares, from its setup, what it can do for a neighbour and what it is to
+ * one (enum dt_layer_cap): "my forward can apply a following relu at its store", "I am a relu".
+ * The planner (nn/fusion.c) pairs neighbours whose capabilities meet, subject to the graph (a
+ * layer whose output a skip connection reads keeps that output) and to the fusions allowed
+ * (enum dt_fusion: a build option, DTRAIN_FUSE for debugging). The model then hands each
+ * layer's forward and backward what the plan decided for it in their call context
+ * (struct dt_layer_fwd / dt_layer_bwd, nn/layers.h); a layer never sees another's record.
+ *
+ * Every fusion computes the same bits as the unfused graph (tests/unit/test_fusion.c proves
+ * each one alone); they only save passes over activations and their memory.
+ */
+#ifndef DT_NN_FUSION_H
+#define DT_NN_FUSION_H
+
+#include <stdbool.h>
+
+struct dt_layer;
+
+/* What a layer declares at setup (struct dt_layer_setup's caps), for the given shapes and
+ * path. The first group says what the layer can take over from a neighbour, the second what
+ * it is to a neighbour, the last what the model must know about it. */
+enum dt_layer_cap {
+    /* forward can apply a following relu at its store, and backward never reads y */
+    DT_CAP_RELU_AT_STORE = 1u << 0,
+    /* forward can run a following relu + maxpool2d itself, on cache-sized chunks of samples
+     * (writing the pool's output and indices, dt_maxpool2d_forward_samples) */
+    DT_CAP_POOL_IN_FORWARD = 1u << 1,
+    /* forward can compute a following identity add (and a relu fused into it) at its store,
+     * and backward never reads y */
+    DT_CAP_ADD_AT_STORE = 1u << 2,
+    /* forward works on any chunk of the batch (first_sample says which) and gives each sample
+     * the same bits whatever the chunk */
+    DT_CAP_CHUNKS = 1u << 3,
+    /* backward can run, as it stores dx, the backward of a relu whose output is x, plus what
+     * skip connections sent to that output (struct dt_layer_bwd: relu_below, below_extra) */
+    DT_CAP_RELU_BELOW_GRAD = 1u << 4,
+    /* backward can compute the input gradient of a batchnorm2d whose input is this layer's
+     * output while it reads that batchnorm's dy (dt_batchnorm2d_grad) */
+    DT_CAP_BN_ABOVE_GRAD = 1u << 5,
+    /* backward can add what skip connections sent to y into dy itself (dy_extra) */
+    DT_CAP_DY_EXTRA = 1u << 6,
+
+    /* y = max(x, 0), backward masked by y > 0 */
+    DT_CAP_IS_RELU = 1u << 8,
+    /* a maxpool2d: a layer below may run its forward (its backward then applies the relu
+     * mask of the relu between them, relu_below) */
+    DT_CAP_IS_MAXPOOL = 1u << 9,
+    /* a batchnorm2d: the layer below may compute its input gradient (grad_in_below) */
+    DT_CAP_IS_BATCHNORM = 1u << 10,
+    /* an identity add (y = x + skip): the layer below may compute it at its store */
+    DT_CAP_IS_IDENTITY_ADD = 1u << 11,
+
+    /* backward's dx is dy itself: the model passes dy on and calls backward with dx = NULL */
+    DT_CAP_DX_IS_DY = 1u << 16,
+    /* training forward/backward call model->allreduce: run even for an empty batch */
+    DT_CAP_COLLECTIVE = 1u << 17,
+};
+
+/* The fusions, each of which can be turned off (struct dt_model_options, DTRAIN_FUSE). Some
+ * need another: pool needs relu, skip_in_dy needs relu_below. */
+enum dt_fusion {
+    DT_FUSE_RELU = 1u << 0,       /* relu at the store of the layer below, run in place */
+    DT_FUSE_POOL = 1u << 1,       /* conv2d -> relu -> maxpool2d in one chunked forward */
+    DT_FUSE_ADD = 1u << 2,        /* identity add at the store of the batchnorm2d below */
+    DT_FUSE_RELU_BELOW = 1u << 3, /* a relu's backward in the conv2d above it */
+    DT_FUSE_BN_GRAD = 1u << 4,    /* batchnorm2d's input gradient in the conv2d below it */
+    DT_FUSE_DY_EXTRA = 1u << 5,   /* skip gradients added in relu's backward pass */
+    DT_FUSE_SKIP_IN_DY = 1u << 6, /* an identity add's skip gradient left in its dy buffer */
+    DT_FUSE_CHUNKS = 1u << 7,     /* runs of chunkable layers, chunk by chunk (one thread) */
+    DT_FUSE_ALL = (1u << 8) - 1,
+    DT_FUSE_NONE = 0,
+};
+
+/* The plan's record of one layer. All false / 0 = the layer runs alone. */
+struct dt_layer_plan {
+    unsigned caps; /* what the layer's setup declared (enum dt_layer_cap) */
+    /* add, concat: the layer whose output joins this one's input (-1 = the model's input);
+     * other layers: index - 1 */
+    int skip_from;
+    bool referenced; /* a skip connection reads this layer's output: it is kept as it is */
+    /* forward */
+    bool relu_at_store; /* forward applies the next layer's relu at its store (relu fusion) */
+    bool in_place;      /* a relu run by the layer below: its output aliases that layer's */
+    bool runs_pool;     /* forward also runs the relu and the maxpool2d two layers up; y is the
+                           pool's output, this layer's own is never written (pool fusion) */
+    bool runs_add;      /* batchnorm2d: forward computes the identity add above (and its relu)
+                           at its store; y is the add's output (add fusion) */
+    bool forward_below; /* this layer's forward is run by the layer below (runs_pool, runs_add) */
+    int run_end;        /* > 0 at the first layer of a chunked run: 1 + its last layer */
+    int run_chunk;      /* samples per chunk of that run */
+    /* backward */
+    bool relu_below;     /* backward runs the backward of the relu below (relu_below fusion,
+                            or a maxpool2d that a conv2d -> relu runs) */
+    bool backward_above; /* a relu whose backward the layer above runs */
+    bool bn_above;       /* backward computes the input gradient of the batchnorm2d above */
+    bool grad_in_below;  /* batchnorm2d: writes no dx, the layer below computes it */
+    bool dy_extra;       /* backward adds skip gradients to dy itself (dy_extra fusion) */
+    bool skip_in_dy;     /* identity add: its skip gradient stays in its dy buffer */
+    bool pending_in_dy;  /* the skip gradient sent to this layer's output is that buffer */
+};
+
+/* Fills plan[0..n) for layers[0..n) (set up: caps in plan[i].caps, skip_from set) with the
+ * fusions in `fusions` (enum dt_fusion) that the layers allow. max_batch bounds the chunk of
+ * a run; threads is the compute thread count (chunked runs only at one). first_param is the
+ * lowest layer whose backward runs (skip gradients below it are never kept). */
+void dt_fusion_plan(struct dt_layer_plan *plan, struct dt_layer *const *layers, int n,
+                    unsigned fusions, int max_batch, int threads, int first_param);
+
+/* The fusions named by `text`, DTRAIN_FUSE's syntax: "all", "none", or a comma-separated list
+ * of names (relu, pool, add, relu_below, bn_grad, dy_extra, skip_in_dy, chunks), each adding
+ * that fusion, or removing it with a leading '-' ("all,-pool"), from none. 0 or DT_EUSAGE
+ * naming the word that is not a fusion. */
+int dt_fusion_parse(const char *text, unsigned *out);
+
+/* "relu, pool, ..." for messages and docs. */
+const char *dt_fusion_names(void);
+
+#endif

@@ -1,0 +1,28 @@
+# DTRAIN_FUSE (nn/fusion.h, docs/layers.md): which fusions a model makes, for debugging; a word
+# that is not a fusion is a usage error (exit 2) naming it. Training with no fusion gives the
+# same weights, bit for bit, as training with every one: a ResNet (relu, add, relu_below,
+# bn_grad, dy_extra, skip_in_dy) and the ConvNet (relu, pool, chunks at one thread).
+. tests/cli/lib.sh
+
+FIX="$TMP/fix"
+/usr/bin/python3 tests/fixtures/mkdata.py idx "$FIX" --train 64 --test 16
+ARGS="--threads 1 --set data.dir=$FIX --set train.epochs=1 --set train.batch_size=16 --quiet"
+
+run env DTRAIN_FUSE=relu,fast "$DTRAIN" train configs/fashion-convnet.cfg $ARGS
+expect_rc "unknown fusion: exit 2" 2
+expect_err "unknown fusion: named with the accepted ones" \
+    "^dtrain: .*DTRAIN_FUSE: 'fast' is not a fusion \\(expected none, all or a list of: relu, pool,"
+expect_err_lines "unknown fusion: one line" 1
+
+for cfg in fashion-convnet fashion-resnet; do
+    run "$DTRAIN" train configs/$cfg.cfg $ARGS --set checkpoint.dir="$TMP/$cfg-all"
+    expect_rc "$cfg, every fusion: exit 0" 0
+    run env DTRAIN_FUSE=none "$DTRAIN" train configs/$cfg.cfg $ARGS \
+        --set checkpoint.dir="$TMP/$cfg-none"
+    expect_rc "$cfg, no fusion: exit 0" 0
+    check "$cfg: the same weights with and without fusion" /usr/bin/python3 \
+        tests/tools/compare_weights.py --rtol 0 "$TMP/$cfg-all/last.safetensors" \
+        "$TMP/$cfg-none/last.safetensors"
+done
+
+finish

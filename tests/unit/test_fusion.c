@@ -1,0 +1,422 @@
+/* The fusion plan (nn/fusion.h), one fusion at a time: for each, a small graph that exercises
+ * it is built twice, with the fusions it needs and with that fusion added, and both builds
+ * must give the same bits: eval and training outputs, loss, parameter gradients and the
+ * gradient w.r.t. the input (memcmp). Each case also checks that the fused build took the
+ * fusion (where this CPU's kernels allow it: the Winograd ones need AVX2 or AVX-512) and the
+ * other did not. Then DTRAIN_FUSE's syntax and errors, and the input gradient itself. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/fusion.h"
+#include "nn/layers.h"
+#include "nn/model.h"
+#include "nn_specs.h"
+#include "util/err.h"
+#include "util/rng.h"
+
+static void fill(float *p, size_t n, uint64_t seed)
+{
+    struct dt_rng rng;
+    dt_rng_init(&rng, dt_rng_key(seed, DT_RNG_TEST, 11, 0));
+    for (size_t i = 0; i < n; i++)
+        p[i] = 2.0f * dt_rng_uniform(&rng) - 1.0f;
+}
+
+/* One build's results on one input. */
+struct run {
+    struct dt_model *m;
+    float *out_eval, *out_train, *grads, *input_grad;
+    double loss;
+};
+
+static struct run run_model(const struct dt_layer_spec *specs, int n, struct dt_shape in, int batch,
+                            unsigned fusions, const float *x)
+{
+    struct run r;
+    struct dt_model_options opt = {.fusions = fusions, .input_grad = true};
+    assert_int_equal(dt_model_build_with(&r.m, specs, n, in, batch, DT_LOSS_CROSS_ENTROPY, 3, &opt),
+                     0);
+    size_t nout = (size_t)batch * r.m->classes, nin = (size_t)batch * in.c * in.h * in.w;
+    uint8_t labels[16];
+    uint64_t ids[16];
+    for (int i = 0; i < batch; i++)
+        labels[i] = (uint8_t)(i % r.m->classes), ids[i] = 20 + (uint64_t)i;
+    r.out_eval = malloc(nout * sizeof(float));
+    r.out_train = malloc(nout * sizeof(float));
+    r.grads = malloc(r.m->nparams * sizeof(float));
+    r.input_grad = malloc(nin * sizeof(float));
+    assert_int_equal(dt_model_forward(r.m, x, batch, NULL), 0);
+    memcpy(r.out_eval, r.m->output, nout * sizeof(float));
+    struct dt_forward_ctx ctx = {.training = true, .seed = 4, .epoch = 1, .sample_ids = ids};
+    assert_int_equal(dt_model_forward(r.m, x, batch, &ctx), 0);
+    memcpy(r.out_train, r.m->output, nout * sizeof(float));
+    int correct;
+    dt_model_loss(r.m, labels, batch, &r.loss, &correct);
+    assert_int_equal(dt_model_backward(r.m, labels, batch, 1.0f / batch), 0);
+    memcpy(r.grads, r.m->grads, r.m->nparams * sizeof(float));
+    assert_non_null(r.m->input_grad);
+    memcpy(r.input_grad, r.m->input_grad, nin * sizeof(float));
+    return r;
+}
+
+static void free_run(struct run *r)
+{
+    free(r->out_eval);
+    free(r->out_train);
+    free(r->grads);
+    free(r->input_grad);
+    dt_model_free(r->m);
+}
+
+/* How many layers of m the plan gave `fusion`'s decision. */
+static int taken(const struct dt_model *m, unsigned fusion)
+{
+    int n = 0;
+    for (int i = 0; i < m->nlayers; i++) {
+        const struct dt_layer_plan *p = &m->plan[i];
+        /* relu_below: the conv's (a maxpool's comes with pool); dy_extra: a relu a skip
+         * connection reads, the only one it changes anything for */
+        n += fusion == DT_FUSE_RELU         ? p->relu_at_store
+             : fusion == DT_FUSE_POOL       ? p->runs_pool
+             : fusion == DT_FUSE_ADD        ? p->runs_add
+             : fusion == DT_FUSE_RELU_BELOW ? p->relu_below && (p->caps & DT_CAP_RELU_BELOW_GRAD)
+             : fusion == DT_FUSE_BN_GRAD    ? p->bn_above
+             : fusion == DT_FUSE_DY_EXTRA   ? p->dy_extra && p->referenced
+             : fusion == DT_FUSE_SKIP_IN_DY ? p->skip_in_dy
+                                            : p->run_end > 0;
+    }
+    return n;
+}
+
+/* `specs` built with `needs` and with needs | fusion give the same bits; the second takes
+ * `fusion` at `want` layers, the first at none. */
+static void compare(const struct dt_layer_spec *specs, int n, struct dt_shape in, int batch,
+                    unsigned needs, unsigned fusion, int want)
+{
+    size_t nin = (size_t)batch * in.c * in.h * in.w;
+    float *x = malloc(nin * sizeof(float));
+    fill(x, nin, 9);
+    struct run f = run_model(specs, n, in, batch, needs | fusion, x);
+    struct run u = run_model(specs, n, in, batch, needs, x);
+    assert_int_equal(taken(f.m, fusion), want);
+    assert_int_equal(taken(u.m, fusion), 0);
+    size_t nout = (size_t)batch * f.m->classes;
+    assert_memory_equal(f.out_eval, u.out_eval, nout * sizeof(float));
+    assert_memory_equal(f.out_train, u.out_train, nout * sizeof(float));
+    assert_true(f.loss == u.loss);
+    assert_memory_equal(f.grads, u.grads, f.m->nparams * sizeof(float));
+    assert_memory_equal(f.input_grad, u.input_grad, nin * sizeof(float));
+    free_run(&f);
+    free_run(&u);
+    free(x);
+}
+
+/* Every conv2d of `specs` built with `algo` forced; the count of them that took it. */
+static int convs_on(const struct dt_layer_spec *specs, int n, struct dt_shape in,
+                    enum dt_conv2d_algo algo)
+{
+    struct dt_model *m;
+    struct dt_model_options opt = {.fusions = DT_FUSE_NONE};
+    enum dt_conv2d_algo was = dt_conv2d_force_algo(algo);
+    assert_int_equal(dt_model_build_with(&m, specs, n, in, 2, DT_LOSS_CROSS_ENTROPY, 3, &opt), 0);
+    dt_conv2d_force_algo(was);
+    int count = 0;
+    for (int i = 0; i < m->nlayers; i++)
+        count += dt_conv2d_algo_of(m->layers[i]) == algo;
+    dt_model_free(m);
+    return count;
+}
+
+/* compare() with every conv2d forced to `algo` (falling back where it cannot run), at one
+ * thread and at two. */
+static void compare_on(enum dt_conv2d_algo algo, const struct dt_layer_spec *specs, int n,
+                       struct dt_shape in, int batch, unsigned needs, unsigned fusion, int want)
+{
+    enum dt_conv2d_algo was = dt_conv2d_force_algo(algo);
+    for (int threads = 1; threads <= 2; threads++) {
+        dt_nn_set_threads(threads);
+        compare(specs, n, in, batch, needs, fusion, want);
+    }
+    dt_conv2d_force_algo(was);
+}
+
+static const struct dt_shape IN = {3, 9, 8};
+
+/* conv2d -> relu and batchnorm2d -> relu: the relu at the store, run in place. */
+static void test_relu(void **state)
+{
+    (void)state;
+    struct dt_layer_spec s[] = {conv_spec(4, 3, 1, 1),  spec_of("relu"), conv_spec(5, 3, 1, 0),
+                                spec_of("batchnorm2d"), spec_of("relu"), spec_of("flatten"),
+                                linear_spec(3)};
+    int n = sizeof s / sizeof s[0];
+    compare_on(DT_CONV2D_GEMM, s, n, IN, 5, DT_FUSE_NONE, DT_FUSE_RELU, 2);
+    compare_on(DT_CONV2D_DIRECT, s, n, IN, 5, DT_FUSE_NONE, DT_FUSE_RELU, 2);
+}
+
+/* conv2d -> relu -> maxpool2d in the conv's chunked forward: the direct path with any pool,
+ * the Winograd path with its own 2x2 pool (odd sizes: the pool drops a row and a column). */
+static void test_pool(void **state)
+{
+    (void)state;
+    struct dt_layer_spec s[] = {conv_spec(16, 3, 1, 1), spec_of("relu"),
+                                pool_spec("maxpool2d", 2, 0, 0), spec_of("flatten"),
+                                linear_spec(3)};
+    struct dt_layer_spec overlap[] = {conv_spec(6, 3, 1, 0), spec_of("relu"),
+                                      pool_spec("maxpool2d", 3, 2, 1), spec_of("flatten"),
+                                      linear_spec(4)};
+    struct dt_shape in = {8, 13, 11};
+    int direct = convs_on(s, 5, in, DT_CONV2D_DIRECT);
+    int winograd = convs_on(s, 5, in, DT_CONV2D_WINOGRAD);
+    compare_on(DT_CONV2D_DIRECT, s, 5, in, 6, DT_FUSE_RELU, DT_FUSE_POOL, direct);
+    compare_on(DT_CONV2D_WINOGRAD, s, 5, in, 6, DT_FUSE_RELU, DT_FUSE_POOL, winograd ? 1 : direct);
+    compare_on(DT_CONV2D_DIRECT, overlap, 5, in, 6, DT_FUSE_RELU, DT_FUSE_POOL,
+               convs_on(overlap, 5, in, DT_CONV2D_DIRECT));
+    /* stride 2: the conv cannot pool */
+    struct dt_layer_spec strided[] = {conv_spec(4, 3, 2, 1), spec_of("relu"),
+                                      pool_spec("maxpool2d", 2, 0, 0), spec_of("flatten"),
+                                      linear_spec(3)};
+    compare_on(DT_CONV2D_DIRECT, strided, 5, in, 3, DT_FUSE_RELU, DT_FUSE_POOL, 0);
+}
+
+/* A residual block: conv -> batchnorm -> relu -> conv -> batchnorm -> add (from the first
+ * relu) -> relu; the add at the second batchnorm's store, alone and with its relu fused. */
+static int block(struct dt_layer_spec *s)
+{
+    int n = 0;
+    s[n++] = conv_spec(16, 3, 1, 1);
+    s[n++] = spec_of("batchnorm2d");
+    s[n++] = spec_of("relu");
+    s[n++] = conv_spec(16, 3, 1, 1);
+    s[n++] = spec_of("batchnorm2d");
+    s[n] = spec_of("add");
+    s[n++].from = -3;
+    s[n++] = spec_of("relu");
+    s[n++] = spec_of("flatten");
+    s[n++] = linear_spec(3);
+    return n;
+}
+
+static void test_add(void **state)
+{
+    (void)state;
+    struct dt_layer_spec s[16];
+    int n = block(s);
+    compare_on(DT_CONV2D_GEMM, s, n, IN, 5, DT_FUSE_NONE, DT_FUSE_ADD, 1);
+    compare_on(DT_CONV2D_GEMM, s, n, IN, 5, DT_FUSE_RELU, DT_FUSE_ADD, 1);
+    /* a projection shortcut (8 -> 16 channels) is no identity add: nothing to fuse */
+    snprintf(s[5].shortcut, sizeof s[5].shortcut, "projection");
+    s[0] = conv_spec(8, 3, 1, 1);
+    compare_on(DT_CONV2D_GEMM, s, n, IN, 5, DT_FUSE_RELU, DT_FUSE_ADD, 0);
+}
+
+/* relu -> conv2d (Winograd): the relu's backward in the conv's, also with a skip gradient
+ * sent to the relu's output (an add reading it). */
+static void test_relu_below(void **state)
+{
+    (void)state;
+    struct dt_layer_spec s[] = {conv_spec(16, 3, 1, 1), spec_of("relu"), conv_spec(16, 3, 1, 1),
+                                spec_of("add"),         spec_of("relu"), spec_of("flatten"),
+                                linear_spec(3)};
+    s[3].from = -2;
+    int winograd = convs_on(s, 7, IN, DT_CONV2D_WINOGRAD) > 0;
+    compare_on(DT_CONV2D_WINOGRAD, s, 7, IN, 5, DT_FUSE_NONE, DT_FUSE_RELU_BELOW, winograd);
+    compare_on(DT_CONV2D_WINOGRAD, s, 7, IN, 5, DT_FUSE_RELU | DT_FUSE_DY_EXTRA, DT_FUSE_RELU_BELOW,
+               winograd);
+    compare_on(DT_CONV2D_GEMM, s, 7, IN, 5, DT_FUSE_NONE, DT_FUSE_RELU_BELOW, 0);
+}
+
+/* conv2d (Winograd) -> batchnorm2d: the batchnorm's input gradient in the conv's backward. */
+static void test_bn_grad(void **state)
+{
+    (void)state;
+    struct dt_layer_spec s[16];
+    int n = block(s);
+    int winograd = convs_on(s, n, IN, DT_CONV2D_WINOGRAD);
+    compare_on(DT_CONV2D_WINOGRAD, s, n, IN, 5, DT_FUSE_NONE, DT_FUSE_BN_GRAD, winograd);
+    compare_on(DT_CONV2D_WINOGRAD, s, n, IN, 5, DT_FUSE_ALL & ~DT_FUSE_BN_GRAD, DT_FUSE_BN_GRAD,
+               winograd);
+    compare_on(DT_CONV2D_GEMM, s, n, IN, 5, DT_FUSE_NONE, DT_FUSE_BN_GRAD, 0);
+}
+
+/* A relu whose output a skip connection reads adds the skip gradient in its own pass. */
+static void test_dy_extra(void **state)
+{
+    (void)state;
+    struct dt_layer_spec s[] = {conv_spec(4, 3, 1, 1), spec_of("relu"), conv_spec(4, 3, 1, 1),
+                                spec_of("add"),        spec_of("relu"), spec_of("flatten"),
+                                linear_spec(3)};
+    s[3].from = -2;
+    compare_on(DT_CONV2D_GEMM, s, 7, IN, 5, DT_FUSE_NONE, DT_FUSE_DY_EXTRA, 1);
+    compare_on(DT_CONV2D_GEMM, s, 7, IN, 5, DT_FUSE_RELU, DT_FUSE_DY_EXTRA, 1);
+    /* a concat reading the relu too */
+    s[3] = spec_of("concat");
+    s[3].from = -2;
+    compare_on(DT_CONV2D_GEMM, s, 7, IN, 5, DT_FUSE_NONE, DT_FUSE_DY_EXTRA, 1);
+}
+
+/* An identity add whose skip gradient the Winograd conv above the skip's source reads before
+ * the add's dy buffer is written again: it stays there, with no buffer of its own. */
+static void test_skip_in_dy(void **state)
+{
+    (void)state;
+    struct dt_layer_spec s[] = {conv_spec(16, 3, 1, 1), spec_of("relu"), conv_spec(16, 3, 1, 1),
+                                spec_of("add"),         spec_of("relu"), spec_of("flatten"),
+                                linear_spec(3)};
+    s[3].from = -2;
+    int winograd = convs_on(s, 7, IN, DT_CONV2D_WINOGRAD) > 0;
+    compare_on(DT_CONV2D_WINOGRAD, s, 7, IN, 5, DT_FUSE_RELU_BELOW, DT_FUSE_SKIP_IN_DY, winograd);
+    struct dt_layer_spec b[16];
+    int n = block(b);
+    compare_on(DT_CONV2D_WINOGRAD, b, n, IN, 5, DT_FUSE_ALL & ~DT_FUSE_SKIP_IN_DY,
+               DT_FUSE_SKIP_IN_DY, convs_on(b, n, IN, DT_CONV2D_WINOGRAD) > 0);
+    /* without the relu's backward in the conv, nothing reads the skip gradient in time */
+    compare_on(DT_CONV2D_WINOGRAD, s, 7, IN, 5, DT_FUSE_NONE, DT_FUSE_SKIP_IN_DY, 0);
+}
+
+/* conv2d -> relu -> conv2d -> relu -> maxpool2d on the direct path, chunk by chunk through
+ * both convs, at one thread (two threads take no runs). */
+static void test_chunks(void **state)
+{
+    (void)state;
+    struct dt_layer_spec s[] = {
+        conv_spec(8, 3, 1, 0),           spec_of("relu"),    conv_spec(8, 3, 1, 0), spec_of("relu"),
+        pool_spec("maxpool2d", 2, 0, 0), spec_of("flatten"), linear_spec(3)};
+    struct dt_shape in = {2, 20, 19};
+    int direct = convs_on(s, 7, in, DT_CONV2D_DIRECT) == 2;
+    enum dt_conv2d_algo was = dt_conv2d_force_algo(DT_CONV2D_DIRECT);
+    dt_nn_set_threads(1);
+    compare(s, 7, in, 13, DT_FUSE_RELU, DT_FUSE_CHUNKS, direct);
+    compare(s, 7, in, 13, DT_FUSE_RELU | DT_FUSE_POOL, DT_FUSE_CHUNKS, direct);
+    dt_nn_set_threads(2);
+    compare(s, 7, in, 13, DT_FUSE_RELU, DT_FUSE_CHUNKS, 0);
+    dt_conv2d_force_algo(was);
+}
+
+static void test_fusion_parse(void **state)
+{
+    (void)state;
+    unsigned f;
+    assert_int_equal(dt_fusion_parse("none", &f), 0);
+    assert_int_equal(f, DT_FUSE_NONE);
+    assert_int_equal(dt_fusion_parse("all", &f), 0);
+    assert_int_equal(f, DT_FUSE_ALL);
+    assert_int_equal(dt_fusion_parse("relu,pool", &f), 0);
+    assert_int_equal(f, DT_FUSE_RELU | DT_FUSE_POOL);
+    assert_int_equal(dt_fusion_parse("all,-pool,-chunks", &f), 0);
+    assert_int_equal(f, DT_FUSE_ALL & ~(DT_FUSE_POOL | DT_FUSE_CHUNKS));
+    assert_int_equal(dt_fusion_parse("relu_below,bn_grad,dy_extra,skip_in_dy,add", &f), 0);
+    assert_int_equal(f, DT_FUSE_RELU_BELOW | DT_FUSE_BN_GRAD | DT_FUSE_DY_EXTRA |
+                            DT_FUSE_SKIP_IN_DY | DT_FUSE_ADD);
+    assert_int_equal(dt_fusion_parse("relu,bogus", &f), -DT_EUSAGE);
+    assert_non_null(strstr(dt_last_error(), "'bogus' is not a fusion"));
+    assert_non_null(strstr(dt_last_error(), "skip_in_dy"));
+    assert_int_equal(dt_fusion_parse("relu,", &f), -DT_EUSAGE);
+    assert_non_null(strstr(dt_last_error(), "'' is not a fusion"));
+    assert_int_equal(dt_fusion_parse("-", &f), -DT_EUSAGE);
+}
+
+/* DTRAIN_FUSE sets what dt_model_build fuses; a word it does not know fails the build. */
+static void test_fuse_env(void **state)
+{
+    (void)state;
+    struct dt_layer_spec s[] = {conv_spec(4, 3, 1, 1), spec_of("relu"), spec_of("flatten"),
+                                linear_spec(3)};
+    struct dt_model *m;
+    setenv("DTRAIN_FUSE", "none", 1);
+    assert_int_equal(dt_model_build(&m, s, 4, IN, 2, DT_LOSS_CROSS_ENTROPY, 1), 0);
+    assert_false(m->plan[0].relu_at_store);
+    dt_model_free(m);
+    setenv("DTRAIN_FUSE", "all,-relu", 1);
+    assert_int_equal(dt_model_build(&m, s, 4, IN, 2, DT_LOSS_CROSS_ENTROPY, 1), 0);
+    assert_false(m->plan[0].relu_at_store);
+    dt_model_free(m);
+    setenv("DTRAIN_FUSE", "relu", 1);
+    assert_int_equal(dt_model_build(&m, s, 4, IN, 2, DT_LOSS_CROSS_ENTROPY, 1), 0);
+    assert_true(m->plan[0].relu_at_store);
+    dt_model_free(m);
+    setenv("DTRAIN_FUSE", "relu,fast", 1);
+    assert_int_equal(dt_model_build(&m, s, 4, IN, 2, DT_LOSS_CROSS_ENTROPY, 1), -DT_EUSAGE);
+    assert_null(m);
+    assert_non_null(strstr(dt_last_error(), "DTRAIN_FUSE"));
+    assert_non_null(strstr(dt_last_error(), "'fast' is not a fusion"));
+    struct dt_model_memory mem;
+    assert_int_equal(dt_model_estimate(s, 4, IN, 2, DT_LOSS_CROSS_ENTROPY, &mem), -DT_EUSAGE);
+    unsetenv("DTRAIN_FUSE");
+    assert_int_equal(dt_model_build(&m, s, 4, IN, 2, DT_LOSS_CROSS_ENTROPY, 1), 0);
+    assert_true(m->plan[0].relu_at_store); /* every fusion by default */
+    dt_model_free(m);
+}
+
+/* The input gradient against central differences of the loss, through a skip connection
+ * from the input itself (a concat of the input and a conv of it) and one from a layer. */
+static void test_input_grad(void **state)
+{
+    (void)state;
+    enum { B = 2 };
+    struct dt_layer_spec s[] = {conv_spec(3, 3, 1, 1), spec_of("add"), spec_of("concat"),
+                                spec_of("flatten"), linear_spec(4)};
+    s[1].from = -2; /* the input */
+    s[2].from = -3; /* the input again */
+    struct dt_shape in = {3, 4, 4};
+    size_t nin = (size_t)B * 48;
+    float x[B * 48];
+    fill(x, nin, 5);
+    uint8_t labels[B] = {1, 3};
+    struct dt_model *m;
+    struct dt_model_options opt = {.fusions = DT_FUSE_ALL, .input_grad = true};
+    assert_int_equal(dt_model_build_with(&m, s, 5, in, B, DT_LOSS_CROSS_ENTROPY, 2, &opt), 0);
+    struct dt_forward_ctx ctx = {.training = true};
+    int correct;
+    assert_int_equal(dt_model_forward(m, x, B, &ctx), 0);
+    assert_int_equal(dt_model_backward(m, labels, B, 1.0f), 0);
+    float ana[B * 48];
+    memcpy(ana, m->input_grad, sizeof ana);
+    double max_err = 0, max_ana = 1e-3;
+    const float h = 1e-2f;
+    for (size_t i = 0; i < nin; i++) {
+        float keep = x[i];
+        double plus, minus;
+        x[i] = keep + h;
+        assert_int_equal(dt_model_forward(m, x, B, &ctx), 0);
+        dt_model_loss(m, labels, B, &plus, &correct);
+        x[i] = keep - h;
+        assert_int_equal(dt_model_forward(m, x, B, &ctx), 0);
+        dt_model_loss(m, labels, B, &minus, &correct);
+        x[i] = keep;
+        double num = (plus - minus) / (2.0 * h);
+        max_err = fmax(max_err, fabs(num - ana[i]));
+        max_ana = fmax(max_ana, fabs(ana[i]));
+    }
+    if (!(max_err / max_ana <= 5e-3))
+        fail_msg("input gradient: relative error %.3e", max_err / max_ana);
+    dt_model_free(m);
+    /* without the option there is none */
+    assert_int_equal(dt_model_build(&m, s, 5, in, B, DT_LOSS_CROSS_ENTROPY, 2), 0);
+    assert_int_equal(dt_model_forward(m, x, B, &ctx), 0);
+    assert_int_equal(dt_model_backward(m, labels, B, 1.0f), 0);
+    assert_null(m->input_grad);
+    dt_model_free(m);
+}
+
+int main(void)
+{
+    unsetenv("DTRAIN_FUSE"); /* the cases set the fusions themselves */
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_relu),         cmocka_unit_test(test_pool),
+        cmocka_unit_test(test_add),          cmocka_unit_test(test_relu_below),
+        cmocka_unit_test(test_bn_grad),      cmocka_unit_test(test_dy_extra),
+        cmocka_unit_test(test_skip_in_dy),   cmocka_unit_test(test_chunks),
+        cmocka_unit_test(test_fusion_parse), cmocka_unit_test(test_fuse_env),
+        cmocka_unit_test(test_input_grad),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
