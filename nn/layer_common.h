@@ -66,7 +66,8 @@ void dt_maxpool2d_forward_samples(struct dt_layer *l, const float *x, float *y, 
 
 /* The maxpool2d layer l's winner indices from sample `first` on (int32, [sample][c][oh][ow],
  * each the index of the maximum within its input plane), for a conv2d that pools 2x2 itself
- * (nn/conv_winograd.h); backward reads them. NULL unless l pools 2x2 with stride 2, no padding. */
+ * (nn/kernels/fp32/conv_winograd.h); backward reads them. NULL unless l pools 2x2 with stride
+ * 2, no padding. */
 int32_t *dt_maxpool2d_indices_2x2(struct dt_layer *l, int first);
 
 #endif

@@ -3,16 +3,17 @@
  *
  * Three algorithms, chosen once per layer at setup by conv2d_choose_algo() from the shape alone
  * (never by timing: the choice, and so the rounding, must not vary from run to run):
- *   winograd nn/conv_winograd (F(4x4, 3x3) for 3x3 convs, stride 1 or 2, pad 0 or 1, AVX-512
- *           or AVX2): about 3x fewer flops than direct; used where dt_conv_winograd_preferred()
- *           says it was measured faster (with AVX-512, enough channels: the ConvNet's and the
- *           CIFAR CNN's second convs; with AVX2 only, nearly every shape it can run).
+ *   winograd nn/kernels/fp32/conv_winograd (F(4x4, 3x3) for 3x3 convs, stride 1 or 2, pad 0
+ *           or 1, AVX-512 or AVX2): about 3x fewer flops than direct; used where
+ *           dt_conv_winograd_preferred() says it was measured faster (with AVX-512, enough
+ *           channels: the ConvNet's and the CIFAR CNN's second convs; with AVX2 only, nearly
+ *           every shape it can run).
  *           The forward transforms the filter once per batch (at the chunk with first_sample
  *           0: the model runs a batch's chunks in order, with the same weights) into cv->u;
  *           the backward computes both gradients in one call that transforms dy once.
- *   direct  nn/conv_direct (AVX-512 stride-1 kernels, 2-4x faster than im2col + sgemm at the
- *           reference models' shapes and with no column matrix): used for every other shape
- *           dt_conv_direct_supported() accepts when the CPU takes the AVX-512 path.
+ *   direct  nn/kernels/fp32/conv_direct (AVX-512 stride-1 kernels, 2-4x faster than im2col +
+ *           sgemm at the reference models' shapes and with no column matrix): used for every
+ *           other shape dt_conv_direct_supported() accepts when the CPU takes the AVX-512 path.
  *   gemm    everything else (other strides, 1x1 projections, pad >= kernel, CPUs without
  *           AVX2, where the direct kernels' portable loops are slower than OpenBLAS),
  *           described below.

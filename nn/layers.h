@@ -127,9 +127,10 @@ void dt_layer_describe(struct dt_layer *l, const char *name, bool trainable, siz
  * tensors named "layers.<index>.<prefix><name>", e.g. "layers.5.proj.0.weight". */
 int dt_layer_init_sub(struct dt_layer *sub, const char *prefix, uint64_t seed);
 
-/* conv2d's algorithm (nn/layer_conv2d.c). AUTO: Winograd (nn/conv_winograd.h) where it is
- * supported and measured faster (dt_conv_winograd_preferred), else the direct kernels
- * (nn/conv_direct.h) where they support the shape and run AVX-512, else im2col + sgemm. */
+/* conv2d's algorithm (nn/layer_conv2d.c). AUTO: Winograd (nn/kernels/fp32/conv_winograd.h)
+ * where it is supported and measured faster (dt_conv_winograd_preferred), else the direct
+ * kernels (nn/kernels/fp32/conv_direct.h) where they support the shape and run AVX-512, else
+ * im2col + sgemm. */
 enum dt_conv2d_algo { DT_CONV2D_AUTO, DT_CONV2D_GEMM, DT_CONV2D_DIRECT, DT_CONV2D_WINOGRAD };
 /* Forces the algorithm of conv2d layers set up from now on, over the layer's own `algo` key
  * (WINOGRAD falls back to DIRECT, and DIRECT to GEMM, for shapes they do not support);
