@@ -81,6 +81,7 @@
 #include "util/clock.h"
 #include "util/cpu.h"
 #include "util/err.h"
+#include "util/sum_tree.h"
 
 #define LINE         64
 #define MAGIC        0x64747368u /* "dtsh" */
@@ -504,45 +505,45 @@ static int enter(struct shm_comm *s, const char *what)
     return 0;
 }
 
-enum { BLOCK = 512, TREE_DEPTH = 11 }; /* 2^10 = MAX_RANKS sources */
+enum { BLOCK = 512, TREE_DEPTH = 11 }; /* dt_sum_tree_depth(MAX_RANKS) */
 
-/* acc[0..m) = the sum of src[lo..lo+cnt) at offset off, as a binary tree: the first half (the
- * largest power of two below cnt) plus the rest. tmp holds a block per level below. */
-static void tree_block(float *acc, float *const *src, size_t off, int lo, int cnt, size_t m,
-                       float *tmp)
+/* One block of sum_ranks's tree: an entry is a source's block, read in place, until something
+ * is added into it; then its partial sum in sum[]. */
+struct rank_block {
+    const float *entry[TREE_DEPTH];
+    float sum[TREE_DEPTH][BLOCK];
+    size_t m;
+};
+
+static void add_ranks(void *ctx, int into, int from)
 {
-    if (cnt == 1) {
-        memcpy(acc, src[lo] + off, m * sizeof *acc);
-        return;
-    }
-    if (cnt == 2) {
-        const float *a = src[lo] + off, *b = src[lo + 1] + off;
-        for (size_t i = 0; i < m; i++)
-            acc[i] = a[i] + b[i];
-        return;
-    }
-    int half = 1;
-    while (half * 2 < cnt)
-        half *= 2;
-    tree_block(acc, src, off, lo, half, m, tmp + BLOCK);
-    tree_block(tmp, src, off, lo + half, cnt - half, m, tmp + BLOCK);
-    for (size_t i = 0; i < m; i++)
-        acc[i] += tmp[i];
+    struct rank_block *rb = ctx;
+    const float *a = rb->entry[into], *b = rb->entry[from];
+    float *acc = rb->sum[into];
+    for (size_t i = 0; i < rb->m; i++)
+        acc[i] = a[i] + b[i];
+    rb->entry[into] = acc;
 }
 
-/* dst = the sum of src[0..nsrc) (nsrc >= 2) in a binary tree over ranks, ((0+1)+(2+3)) for 4,
- * the shape nn/grad_tree.h's slices continue across processes; also stored to copy when not
- * NULL. Blocked so the partial sums stay in L1. dst may be one of the sources, so it is
- * written only after a block is summed. */
+/* dst = the sum of src[0..nsrc) (nsrc >= 2) in util/sum_tree.h's tree over ranks, ((0+1)+(2+3))
+ * for 4, the tree nn/grad_tree.c's slices continue across processes; also stored to copy when
+ * not NULL. Blocked so the partial sums stay in L1. dst may be one of the sources: with two or
+ * more, the sum ends in rb.sum[0], and dst is written only after a block is summed. */
 static void sum_ranks(float *dst, float *copy, float *const *src, int nsrc, size_t n)
 {
-    float acc[BLOCK], tmp[TREE_DEPTH * BLOCK];
+    struct rank_block rb;
+    struct dt_sum_tree tree;
     for (size_t b = 0; b < n; b += BLOCK) {
-        size_t m = n - b < BLOCK ? n - b : BLOCK;
-        tree_block(acc, src, b, 0, nsrc, m, tmp);
-        memcpy(dst + b, acc, m * sizeof *dst);
+        rb.m = n - b < BLOCK ? n - b : BLOCK;
+        dt_sum_tree_begin(&tree);
+        for (int k = 0; k < nsrc; k++) {
+            rb.entry[dt_sum_tree_next(&tree)] = src[k] + b;
+            dt_sum_tree_push(&tree, add_ranks, &rb);
+        }
+        const float *sum = rb.entry[dt_sum_tree_finish(&tree, add_ranks, &rb)];
+        memcpy(dst + b, sum, rb.m * sizeof *dst);
         if (copy)
-            memcpy(copy + b, acc, m * sizeof *copy);
+            memcpy(copy + b, sum, rb.m * sizeof *copy);
     }
 }
 

@@ -17,20 +17,14 @@ int dt_grad_slice(int global_batch)
 
 int dt_grad_tree_reserve(struct dt_grad_tree *t, size_t n, int slices)
 {
-    int levels = 1;
-    while (levels < DT_GRAD_TREE_MAX_LEVELS && (1L << levels) < slices)
-        levels++;
-    levels++; /* the carry out of a full counter of 2^levels - 1 slices */
-    if (levels > DT_GRAD_TREE_MAX_LEVELS)
-        return dt_fail(DT_ERUNTIME, "gradient tree: %d slices is too many", slices);
-    if (t->mem && t->cap >= n && t->levels >= levels)
+    int entries = dt_sum_tree_depth(slices > 1 ? (unsigned long)slices : 1ul);
+    if (t->mem && t->cap >= n && t->entries >= entries)
         return 0;
     dt_grad_tree_release(t);
-    if (!(t->mem = dt_alloc((size_t)(levels + 1) * n, sizeof(float))))
-        return dt_fail(DT_ERUNTIME, "gradient tree: out of memory for %d x %zu floats", levels + 1,
-                       n);
+    if (!(t->mem = dt_alloc((size_t)entries * n, sizeof(float))))
+        return dt_fail(DT_ERUNTIME, "gradient tree: out of memory for %d x %zu floats", entries, n);
     t->cap = n;
-    t->levels = levels;
+    t->entries = entries;
     return 0;
 }
 
@@ -40,56 +34,44 @@ void dt_grad_tree_release(struct dt_grad_tree *t)
     memset(t, 0, sizeof *t);
 }
 
+static float *entry(const struct dt_grad_tree *t, int d)
+{
+    return t->mem + (size_t)d * t->cap;
+}
+
 void dt_grad_tree_begin(struct dt_grad_tree *t, size_t n)
 {
     t->n = n;
-    t->full = 0;
-    t->nspare = t->levels + 1;
-    for (int i = 0; i < t->nspare; i++)
-        t->spare[i] = t->mem + (size_t)i * t->cap;
+    dt_sum_tree_begin(&t->tree);
 }
 
 float *dt_grad_tree_slot(const struct dt_grad_tree *t)
 {
-    return t->spare[t->nspare - 1];
+    return entry(t, dt_sum_tree_next(&t->tree));
 }
 
-/* into[i] += from[i]: the earlier slices' sum on the left (float addition commutes exactly). */
-static void add_into(float *into, const float *from, size_t n)
+/* The sum tree's addition: entry into += entry from, the earlier slices' sum on the left. */
+static void add_entries(void *ctx, int into, int from)
 {
+    const struct dt_grad_tree *t = ctx;
+    float *acc = entry(t, into);
+    const float *later = entry(t, from);
+    size_t n = t->n;
 #pragma omp parallel for simd if (n > DT_PARALLEL_MIN)
     for (size_t i = 0; i < n; i++)
-        into[i] += from[i];
+        acc[i] += later[i];
 }
 
 void dt_grad_tree_push(struct dt_grad_tree *t)
 {
-    float *carry = t->spare[--t->nspare];
-    int k = 0;
-    for (; t->full >> k & 1u; k++) {
-        add_into(t->level[k], carry, t->n);
-        t->spare[t->nspare++] = carry;
-        carry = t->level[k];
-    }
-    t->full &= ~((1u << k) - 1u);
-    t->level[k] = carry;
-    t->full |= 1u << k;
+    dt_sum_tree_push(&t->tree, add_entries, t);
 }
 
 void dt_grad_tree_finish(struct dt_grad_tree *t, float *out)
 {
-    int top = t->levels;
-    while (top >= 0 && !(t->full >> top & 1u))
-        top--;
-    if (top < 0) {
+    int top = dt_sum_tree_finish(&t->tree, add_entries, t);
+    if (top < 0)
         memset(out, 0, t->n * sizeof *out);
-        return;
-    }
-    /* Unequal subtrees (a slice count that is not a power of two): earlier, larger first. */
-    float *acc = t->level[top];
-    for (int k = top - 1; k >= 0; k--)
-        if (t->full >> k & 1u)
-            add_into(acc, t->level[k], t->n);
-    memcpy(out, acc, t->n * sizeof *out);
-    t->full = 0;
+    else
+        memcpy(out, entry(t, top), t->n * sizeof *out);
 }

@@ -4,20 +4,19 @@
  * processes, its float rounding depends on where the split falls, and a deep net amplifies
  * that ulp into a different trajectory within tens of steps (docs/resnet.md). So the sum has a
  * fixed shape: the global batch is cut into slices of dt_grad_slice() samples, each slice's
- * gradient is computed from zero by the layer's kernel, and the slices combine in a binary
- * tree (neighbours in pairs, then pairs of pairs, in batch order). A process whose share is a
- * power-of-two number of slices holds a complete subtree; the shm all-reduce (dist/shm.c)
- * adds the ranks' sums in the same tree shape, so 1, 2, 4 or 8 processes give the same bits.
+ * gradient is computed from zero by the layer's kernel, and the slices combine in the fixed
+ * tree of util/sum_tree.h (neighbours in pairs, then pairs of pairs, in batch order). A process
+ * whose share is a power-of-two number of slices holds a complete subtree; the shm all-reduce
+ * (dist/shm.c) adds the ranks' sums in the same tree, driving the same code, so 1, 2, 4 or 8
+ * processes give the same bits.
  *
- * The tree is a binary counter: level k holds the sum of 2^k consecutive slices, and pushing a
- * slice carries it up through the occupied levels. It needs 1 + log2(slices) buffers. */
+ * The tree holds 1 + log2(slices) partial sums, each a buffer of the largest layer's size. */
 #ifndef DT_NN_GRAD_TREE_H
 #define DT_NN_GRAD_TREE_H
 
-#include <stdbool.h>
 #include <stddef.h>
 
-#define DT_GRAD_TREE_MAX_LEVELS 24
+#include "util/sum_tree.h"
 
 /* The most processes a batch split can be aligned for: slices = global batch / this (or the
  * largest power of two below it that divides the batch). */
@@ -28,13 +27,10 @@
 int dt_grad_slice(int global_batch);
 
 struct dt_grad_tree {
-    float *mem;    /* (levels + 1) * cap floats */
-    size_t cap, n; /* floats per buffer: allocated, and in the current sum */
-    int levels;    /* buffers for partial sums, besides the one being filled */
-    float *level[DT_GRAD_TREE_MAX_LEVELS];
-    float *spare[DT_GRAD_TREE_MAX_LEVELS + 1]; /* free buffers; spare[nspare - 1] is filled next */
-    int nspare;
-    unsigned full; /* bit k: level[k] holds a partial sum */
+    float *mem;    /* entries * cap floats: the sum tree's entry d at mem + d * cap */
+    size_t cap, n; /* floats per entry: allocated, and in the current sum */
+    int entries;   /* dt_sum_tree_depth(the most slices reserved for) */
+    struct dt_sum_tree tree;
 };
 
 /* Buffers for sums of up to `slices` slices of n floats each. 0 or DT_ERUNTIME. */

@@ -1,6 +1,7 @@
 /* nn/grad_tree: weight gradients summed over fixed batch slices in a fixed binary tree.
  *  - the slice size for a global batch;
- *  - the tree's shape: neighbours in pairs, then pairs of pairs; unequal subtrees earlier first;
+ *  - the tree's shape (util/sum_tree.h): neighbours in pairs, then pairs of pairs; unequal
+ *    subtrees: the later ones summed first, then added to the earlier;
  *  - a model with a slice set computes, over a whole batch, the bits that its halves' (and
  *    quarters') gradients give when combined in that tree, which is what N instances and the
  *    shm all-reduce compute (conv2d on each algorithm, linear; the forward too). */
@@ -94,6 +95,16 @@ static void test_tree_shape(void **state)
         float w = (s[0][i] + s[1][i]) + s[2][i];
         assert_memory_equal(&w, &got[i], sizeof w);
     }
+    /* 7 slices: (0..3) + ((4+5) + 6), not ((0..3) + (4+5)) + 6 */
+    sum_tree(&t, s, 0, 7, got);
+    int left_first_differs = 0;
+    for (int i = 0; i < N; i++) {
+        float four = (s[0][i] + s[1][i]) + (s[2][i] + s[3][i]), two = s[4][i] + s[5][i];
+        float w = four + (two + s[6][i]), left_first = (four + two) + s[6][i];
+        assert_memory_equal(&w, &got[i], sizeof w);
+        left_first_differs += memcmp(&w, &left_first, sizeof w) != 0;
+    }
+    assert_true(left_first_differs > 0);
     sum_tree(&t, s, 0, 0, got);
     for (int i = 0; i < N; i++)
         assert_true(got[i] == 0.0f);
