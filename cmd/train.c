@@ -349,7 +349,9 @@ static int run_train(int argc, char **argv)
                                    .plan = &plan,
                                    .max_restarts = a.max_restarts,
                                    .create_dir = leader,
-                                   .resume_command = resume_cmd};
+                                   .resume_command = resume_cmd,
+                                   .argc = argc,
+                                   .argv = argv};
     rc = dt_train_run(&cfg, &opt);
 out:
     free(resume_cmd);

@@ -18,6 +18,8 @@ struct dt_train_options {
                                        (chosen by dt_run_dir_choose) once the data has loaded */
     const char *resume_command;     /* the command line that continues the run, for the
                                        `stop` event; NULL leaves it out */
+    int argc;                       /* the command line, for the run directory's cmdline.txt */
+    char *const *argv;
 };
 
 int dt_train_run(const struct dt_config *cfg, const struct dt_train_options *opt);

@@ -23,6 +23,11 @@ struct dt_run_resume {
      * replace it with a worse epoch: has_best, on validation accuracy or on training loss. */
     bool has_best, best_on_val;
     double best_score;
+    long long best_epoch, best_step; /* where that epoch is (epoch from 1; 0: not recorded) */
+    /* The running sums of the epoch the step is in (loss sum, correct, samples; the whole
+     * job's), so a run resumed inside an epoch reports that whole epoch's train figures. */
+    bool has_epoch_sums;
+    double epoch_sums[3];
 };
 
 /* The dataset's class names as a JSON array (malloc'd; NULL when out of memory): what a
