@@ -4,10 +4,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "cmd/cli.h"
 #include "cmd/cmd.h"
 #include "train/config.h"
+#include "train/confusion_plot.h"
 #include "train/evaluate.h"
 #include "train/setup.h"
 #include "data/batch.h"
@@ -27,15 +29,17 @@ static const char eval_help[] =
     "      --data DIR       read the dataset from DIR (overrides data.dir)\n"
     "      --set KEY=VALUE  override a config key (repeatable)\n"
     "      --threads T      compute threads (default: the config's dist.threads; 0 there\n"
-    "                       means all usable cores)\n" DT_CLI_COMMON_HELP "\n"
+    "                       means all usable cores)\n"
+    "      --plot FILE      also draw the confusion matrix as a heat map, SVG or PNG by\n"
+    "                       FILE's extension (.svg, .png)\n" DT_CLI_COMMON_HELP "\n"
     "exit codes: 0 ok, 2 usage or config error, 3 missing/corrupt data or checkpoint\n";
 
 #define EVAL_USAGE "usage: dtrain eval CHECKPOINT [--config CFG] [--data DIR] [--json]"
 
-enum { OPT_CONFIG = DT_OPT_COMMAND_BASE, OPT_DATA, OPT_THREADS };
+enum { OPT_CONFIG = DT_OPT_COMMAND_BASE, OPT_DATA, OPT_THREADS, OPT_PLOT };
 
 struct eval_args {
-    const char *checkpoint, *config, *data_dir;
+    const char *checkpoint, *config, *data_dir, *plot;
     struct dt_cli_common common;
     struct dt_cli_sets sets;
     int threads;
@@ -55,6 +59,14 @@ static int take_option(void *ctx, int opt, const char *arg)
         return dt_cli_sets_add(&a->sets, arg);
     case OPT_THREADS:
         return dt_cli_parse_int("--threads", arg, 1, 1024, &a->threads);
+    case OPT_PLOT: {
+        const char *dot = strrchr(arg, '.');
+        if (!dot || (strcasecmp(dot, ".svg") && strcasecmp(dot, ".png")))
+            return dt_fail(DT_EUSAGE, "--plot %s: the name must end in .svg or .png; %s", arg,
+                           EVAL_USAGE);
+        a->plot = arg;
+        return 0;
+    }
     default:
         return dt_fail(DT_EUSAGE, "internal error: option %d not handled; %s", opt, EVAL_USAGE);
     }
@@ -68,6 +80,7 @@ static int parse_args(int argc, char **argv, struct eval_args *a)
         {"data", required_argument, NULL, OPT_DATA},
         {"set", required_argument, NULL, DT_OPT_SET},
         {"threads", required_argument, NULL, OPT_THREADS},
+        {"plot", required_argument, NULL, OPT_PLOT},
         {NULL, 0, NULL, 0},
     };
     int rc = dt_cli_getopt(argc, argv, options, &a->common, take_option, a, EVAL_USAGE);
@@ -121,11 +134,12 @@ static int load_config(struct eval_args *a, struct dt_config *cfg)
 }
 
 static void print_report(const struct dt_dataset *test, const struct dt_eval_result *r,
-                         const char *checkpoint)
+                         const char *checkpoint, const struct dt_run_resume *meta)
 {
     int k = r->classes;
     char buf[32];
-    printf("checkpoint %s\n", checkpoint);
+    /* epoch: the epochs completed at the checkpoint's step */
+    printf("checkpoint %s (epoch %lld, step %lld)\n", checkpoint, meta->epoch, meta->step);
     printf("test samples %.0f  loss %.4f  accuracy %.2f%%\n\n", r->sums[2], dt_eval_loss(r),
            100 * dt_eval_accuracy(r));
     printf("%-14s %8s %9s\n", "class", "samples", "accuracy");
@@ -149,7 +163,7 @@ static void print_report(const struct dt_dataset *test, const struct dt_eval_res
 }
 
 static void print_json(const struct dt_dataset *test, const struct dt_eval_result *r,
-                       const char *checkpoint)
+                       const char *checkpoint, const struct dt_run_resume *meta)
 {
     int k = r->classes;
     char buf[32];
@@ -159,6 +173,8 @@ static void print_json(const struct dt_dataset *test, const struct dt_eval_resul
     memset(&conf, 0, sizeof conf);
     dt_jw_begin(&w, "eval");
     dt_jw_str(&w, "checkpoint", checkpoint);
+    dt_jw_int(&w, "epoch", meta->epoch);
+    dt_jw_int(&w, "step", meta->step);
     dt_jw_num(&w, "samples", r->sums[2]);
     dt_jw_num(&w, "test_loss", dt_eval_loss(r));
     dt_jw_num(&w, "test_accuracy", dt_eval_accuracy(r));
@@ -268,9 +284,15 @@ static int run_eval(int argc, char **argv)
     if ((rc = dt_evaluate(model, test, &batcher, &scratch, comm, &result)))
         goto out;
     if (a.common.json)
-        print_json(test, &result, a.checkpoint);
+        print_json(test, &result, a.checkpoint, &meta);
     else if (!a.common.quiet)
-        print_report(test, &result, a.checkpoint);
+        print_report(test, &result, a.checkpoint, &meta);
+    if (a.plot) {
+        char title[160];
+        snprintf(title, sizeof title, "confusion: epoch %lld, step %lld, accuracy %.2f%%",
+                 meta.epoch, meta.step, 100 * dt_eval_accuracy(&result));
+        rc = dt_confusion_plot(&result, test, title, a.plot);
+    }
 out:
     dt_eval_result_free(&result);
     dt_eval_scratch_free(&scratch);
