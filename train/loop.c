@@ -1040,6 +1040,8 @@ int dt_train_run(const struct dt_config *cfg, const struct dt_train_options *opt
     if (opt->create_dir) /* the process that writes the run directory */
         rc = dt_history_open(&history, cfg, opt->argc, opt->argv, opt->resume != NULL);
     if (rc) {
+        if (made[0])
+            dt_history_discard(&history);
         dt_run_dir_remove_if_empty(cfg->checkpoint.dir, made);
         if (run.shared)
             munmap(run.shared, run.shared_floats * sizeof(float));
