@@ -366,12 +366,8 @@ int dt_auto_shape_choose(const struct dt_config *cfg, const struct dt_auto_shape
     out->threads = r->threads;
     if (!o->quiet)
         print_table(r, how);
+    /* probe.json and the `probe` event: the run emits it through its history (train/loop.c) */
     out->json = result_json(r, key, "probe", out->cached, can_cache ? path : NULL);
-    if (o->json && out->json) {
-        fputs(out->json, stdout);
-        fputc('\n', stdout);
-        fflush(stdout);
-    }
 out:
     free(r);
     free(key);

@@ -35,18 +35,20 @@ struct dt_auto_shape_opts {
     bool auto_instances, auto_threads;
     int cores;  /* CPUs to divide; 0 = dt_cpu_usable() */
     bool again; /* --probe-again: measure even when the cache has the answer */
-    bool quiet, json;
+    bool quiet;
 };
 
 struct dt_auto_shape {
     int instances, threads;
     bool cached;
-    char *json; /* what probe.json in the run directory holds (malloc'd) */
+    char *json; /* what probe.json in the run directory holds, and the `probe` event the run
+                   emits through its history before the start event (malloc'd) */
 };
 
-/* Picks the shape (probing or from the cache) and says so on stderr (the table) and, with
- * json, as a `probe` event on stdout. DT_EUSAGE when no candidate fits, DT_ERUNTIME when
- * every probe run failed (the first failure named), DT_EINTR/DT_ETERM when stopped. */
+/* Picks the shape (probing or from the cache) and says so on stderr (the table); out->json is
+ * the `probe` event (train/loop.c emits it as the run's first). DT_EUSAGE when no candidate fits,
+ * DT_ERUNTIME when every probe run failed (the first failure named), DT_EINTR/DT_ETERM when
+ * stopped. */
 int dt_auto_shape_choose(const struct dt_config *cfg, const struct dt_auto_shape_opts *o,
                          struct dt_auto_shape *out);
 

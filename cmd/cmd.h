@@ -12,6 +12,6 @@ struct dt_command {
 };
 
 extern const struct dt_command dt_cmd_fetch, dt_cmd_train, dt_cmd_eval, dt_cmd_bench,
-    dt_cmd_predict;
+    dt_cmd_predict, dt_cmd_report;
 
 #endif

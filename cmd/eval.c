@@ -4,10 +4,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "cmd/cli.h"
 #include "cmd/cmd.h"
 #include "train/config.h"
+#include "train/confusion_plot.h"
 #include "train/eval_errors.h"
 #include "train/eval_report.h"
 #include "train/evaluate.h"
@@ -37,15 +39,26 @@ static const char eval_help[] =
     "      --data DIR       read the dataset from DIR (overrides data.dir)\n"
     "      --set KEY=VALUE  override a config key (repeatable)\n"
     "      --threads T      compute threads (default: the config's dist.threads; 0 there\n"
-    "                       means all usable cores)\n" DT_CLI_COMMON_HELP "\n"
+    "                       means all usable cores)\n"
+    "      --plot FILE      also draw the confusion matrix as a heat map, SVG or PNG by\n"
+    "                       FILE's extension (.svg, .png)\n" DT_CLI_COMMON_HELP "\n"
     "exit codes: 0 ok, 2 usage or config error, 3 missing/corrupt data or checkpoint\n";
 
-#define EVAL_USAGE "usage: dtrain eval CHECKPOINT [--split S] [--top-k K] [--errors N] [--json]"
+#define EVAL_USAGE                                                                                 \
+    "usage: dtrain eval CHECKPOINT [--split S] [--top-k K] [--errors N] [--plot FILE] [--json]"
 
-enum { OPT_CONFIG = DT_OPT_COMMAND_BASE, OPT_DATA, OPT_THREADS, OPT_SPLIT, OPT_TOP_K, OPT_ERRORS };
+enum {
+    OPT_CONFIG = DT_OPT_COMMAND_BASE,
+    OPT_DATA,
+    OPT_THREADS,
+    OPT_SPLIT,
+    OPT_TOP_K,
+    OPT_ERRORS,
+    OPT_PLOT
+};
 
 struct eval_args {
-    const char *checkpoint, *config, *data_dir;
+    const char *checkpoint, *config, *data_dir, *plot;
     struct dt_cli_common common;
     struct dt_cli_sets sets;
     int threads;
@@ -74,6 +87,14 @@ static int take_option(void *ctx, int opt, const char *arg)
         return dt_cli_parse_int("--top-k", arg, 1, DT_MAX_CLASSES, &a->top_k);
     case OPT_ERRORS:
         return dt_cli_parse_int("--errors", arg, 1, 100000, &a->errors);
+    case OPT_PLOT: {
+        const char *dot = strrchr(arg, '.');
+        if (!dot || (strcasecmp(dot, ".svg") && strcasecmp(dot, ".png")))
+            return dt_fail(DT_EUSAGE, "--plot %s: the name must end in .svg or .png; %s", arg,
+                           EVAL_USAGE);
+        a->plot = arg;
+        return 0;
+    }
     default:
         return dt_fail(DT_EUSAGE, "internal error: option %d not handled; %s", opt, EVAL_USAGE);
     }
@@ -90,6 +111,7 @@ static int parse_args(int argc, char **argv, struct eval_args *a)
         {"split", required_argument, NULL, OPT_SPLIT},
         {"top-k", required_argument, NULL, OPT_TOP_K},
         {"errors", required_argument, NULL, OPT_ERRORS},
+        {"plot", required_argument, NULL, OPT_PLOT},
         {NULL, 0, NULL, 0},
     };
     int rc = dt_cli_getopt(argc, argv, options, &a->common, take_option, a, EVAL_USAGE);
@@ -214,12 +236,22 @@ static int run_eval(int argc, char **argv)
     result.errors = a.errors ? &errors : NULL;
     if ((rc = dt_evaluate(model, test, &batcher, &scratch, comm, &result)))
         goto out;
-    struct dt_eval_report report = {
-        .checkpoint = a.checkpoint, .split = a.split, .data = test, .result = &result};
+    struct dt_eval_report report = {.checkpoint = a.checkpoint,
+                                    .epoch = meta.epoch,
+                                    .step = meta.step,
+                                    .split = a.split,
+                                    .data = test,
+                                    .result = &result};
     if (a.common.json)
         dt_eval_print_json(&report, stdout);
     else if (!a.common.quiet)
         dt_eval_print_text(&report, stdout);
+    if (a.plot) {
+        char title[160];
+        snprintf(title, sizeof title, "confusion: %s, epoch %lld, step %lld, accuracy %.2f%%",
+                 dt_split_name(a.split), meta.epoch, meta.step, 100 * dt_eval_accuracy(&result));
+        rc = dt_confusion_plot(&result, test, title, a.plot);
+    }
 out:
     dt_eval_errors_free(&errors);
     dt_eval_result_free(&result);

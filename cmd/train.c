@@ -11,7 +11,6 @@
  *   --instances N -> dist.instances, --threads T -> dist.threads, --json -> log.json,
  *   --quiet -> log.quiet, --log-every N -> log.every, --profile -> log.profile.
  */
-#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +28,7 @@
 #include "train/setup.h"
 #include "util/err.h"
 #include "util/log.h"
+#include "util/shell.h"
 
 #define TRAIN_USAGE "usage: dtrain train CONFIG [options] (try 'dtrain train --help')"
 
@@ -264,8 +264,7 @@ static int apply_auto_shape(struct train_args *a, const struct dt_job_opts *job,
                                    .auto_threads = a->auto_threads,
                                    .cores = a->cores,
                                    .again = a->probe_again,
-                                   .quiet = cfg->log.quiet,
-                                   .json = cfg->log.json};
+                                   .quiet = cfg->log.quiet};
     struct dt_auto_shape shape;
     int rc = dt_auto_shape_choose(cfg, &o, &shape);
     if (rc)
@@ -285,22 +284,6 @@ static int apply_auto_shape(struct train_args *a, const struct dt_job_opts *job,
     return dt_job_plan_make(plan, cfg, job);
 }
 
-/* Appends s to out, single-quoted unless every character is one a shell leaves alone. */
-static void shell_word(FILE *out, const char *s)
-{
-    bool plain = *s != '\0';
-    for (const char *c = s; *c && plain; c++)
-        plain = isalnum((unsigned char)*c) || strchr("%+,-./:=@_", *c);
-    if (plain) {
-        fputs(s, out);
-        return;
-    }
-    fputc('\'', out);
-    for (const char *c = s; *c; c++)
-        fputs(*c == '\'' ? "'\\''" : (char[2]){*c, 0}, out);
-    fputc('\'', out);
-}
-
 /* The command line that continues this run after a stop (the `stop` event's "resume"): this
  * one with --resume PATH in place of any --resume, and the checkpoint.dir it moved to. */
 static char *resume_command(int argc, char **argv, const char *dir, bool moved)
@@ -310,7 +293,7 @@ static char *resume_command(int argc, char **argv, const char *dir, bool moved)
     FILE *out = open_memstream(&text, &len);
     if (!out)
         return NULL;
-    shell_word(out, program_invocation_name);
+    dt_shell_word(out, program_invocation_name);
     for (int i = 0; i < argc; i++) {
         /* --resume X, --resume=X, and the abbreviations getopt takes (--res X) */
         const char *eq = strchr(argv[i], '=');
@@ -320,18 +303,18 @@ static char *resume_command(int argc, char **argv, const char *dir, bool moved)
             continue;
         }
         fputc(' ', out);
-        shell_word(out, argv[i]);
+        dt_shell_word(out, argv[i]);
     }
     if (moved) {
         char set[1100];
         snprintf(set, sizeof set, "checkpoint.dir=%s", dir);
         fputs(" --set ", out);
-        shell_word(out, set);
+        dt_shell_word(out, set);
     }
     char path[1100];
     snprintf(path, sizeof path, "%s/last.safetensors", dir);
     fputs(" --resume ", out);
-    shell_word(out, path);
+    dt_shell_word(out, path);
     fclose(out);
     return text;
 }
@@ -406,7 +389,9 @@ static int run_train(int argc, char **argv)
                                    .create_dir = leader,
                                    .resume_command = resume_cmd,
                                    .trace = a.trace,
-                                   .probe_json = probe_json};
+                                   .probe_json = probe_json,
+                                   .argc = argc,
+                                   .argv = argv};
     rc = dt_train_run(&cfg, &opt);
 out:
     free(resume_cmd);

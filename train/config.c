@@ -287,7 +287,8 @@ static const struct key keys[] = {
     {"checkpoint.every_minutes", T_DOUBLE, 0, "0.0", 0, 1e6, NULL, FIELD(checkpoint.every_minutes),
      0, "also write last.safetensors every M minutes of training (rank 0's clock); 0 = off"},
     {"checkpoint.best", T_BOOL, 0, "true", 0, 0, NULL, FIELD(checkpoint.best), 0,
-     "also keep best.safetensors, by test accuracy"},
+     "also keep best.safetensors: the epoch with the best validation accuracy, else the "
+     "lowest training loss"},
     {"checkpoint.on_usr1", T_ENUM, 0, "\"stop\"", 0, 0, &dt_usr1_action_names,
      ENUM(checkpoint.on_usr1), 0,
      "SIGUSR1 (e.g. Slurm's --signal=B:USR1@90): every rank stops at one step, rank 0 writes "

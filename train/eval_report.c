@@ -10,7 +10,7 @@
 static void print_header(const struct dt_eval_report *rep, FILE *out)
 {
     const struct dt_eval_result *r = rep->result;
-    fprintf(out, "checkpoint %s\n", rep->checkpoint);
+    fprintf(out, "checkpoint %s (epoch %lld, step %lld)\n", rep->checkpoint, rep->epoch, rep->step);
     fprintf(out, "%s samples %.0f  loss %.4f  accuracy %.2f%%", dt_split_name(rep->split),
             dt_eval_samples(r), dt_eval_loss(r), 100 * dt_eval_accuracy(r));
     if (r->top_k > 0)
@@ -181,6 +181,8 @@ void dt_eval_print_json(const struct dt_eval_report *rep, FILE *out)
     struct dt_json_writer w;
     dt_jw_begin(&w, "eval");
     dt_jw_str(&w, "checkpoint", rep->checkpoint);
+    dt_jw_int(&w, "epoch", rep->epoch);
+    dt_jw_int(&w, "step", rep->step);
     dt_jw_str(&w, "split", dt_split_name(rep->split));
     dt_jw_num(&w, "samples", dt_eval_samples(r));
     dt_jw_num(&w, "loss", dt_eval_loss(r));

@@ -28,6 +28,7 @@
 #include "train/ckpt_writer.h"
 #include "train/early_stop.h"
 #include "train/evaluate.h"
+#include "train/history.h"
 #include "train/norm_stats.h"
 #include "train/progress.h"
 #include "train/ranks.h"
@@ -86,8 +87,9 @@ struct run {
      * shared by every rank (MAP_SHARED before the fork); NULL otherwise. */
     float *shared;
     size_t shared_floats;
-    char *class_names; /* JSON, stored in every checkpoint for `predict` */
-    double clock_base; /* dt_now() at the start: the trace's time 0 for every rank */
+    char *class_names;          /* JSON, stored in every checkpoint for `predict` */
+    double clock_base;          /* dt_now() at the start: the trace's time 0 for every rank */
+    struct dt_history *history; /* where every event goes (stdout, the run directory) */
 };
 
 /* Everything one rank owns during training. */
@@ -344,9 +346,18 @@ static void add_times_json(struct dt_json_writer *w, const struct dt_timing_repo
     free(slow);
 }
 
+/* What an epoch event says about the epoch beyond its figures: the steps its train figures
+ * cover, where a resume inside it continued (-1: none), and the best epoch so far. */
+struct epoch_record {
+    long long train_steps, resumed_at;
+    bool new_best;
+    const struct dt_best *best;
+};
+
 static void emit_epoch_json(const struct run *run, const struct rank_state *st, int epoch,
                             long long step, double train_loss, double train_acc, double seconds,
-                            double samples, float lr, const struct dt_timing_report *times)
+                            double samples, float lr, const struct dt_timing_report *times,
+                            const struct epoch_record *rec)
 {
     struct dt_json_writer w;
     dt_jw_begin(&w, "epoch");
@@ -365,7 +376,11 @@ static void emit_epoch_json(const struct run *run, const struct rank_state *st, 
     dt_jw_num(&w, "seconds", seconds);
     dt_jw_num(&w, "samples_per_s", seconds > 0 ? samples / seconds : 0);
     add_times_json(&w, times);
-    dt_jw_end(&w, stdout);
+    dt_jw_int(&w, "train_steps", rec->train_steps);
+    if (rec->resumed_at >= 0)
+        dt_jw_int(&w, "resumed_at", rec->resumed_at);
+    dt_best_json(rec->best, rec->new_best, &w);
+    dt_history_emit(run->history, &w);
 }
 
 static void print_profile(const struct dt_model *m, long long steps)
@@ -403,6 +418,13 @@ struct loop {
     struct dt_ckpt_writer writer; /* rank 0's checkpoint files, written in the background */
     struct dt_early_stop es;      /* train.early_stop's state (train/early_stop.h) */
     bool early_stopped;           /* every rank agreed: no epoch after this one */
+    /* A run resumed inside an epoch continues that epoch's running sums (st->stats) from the
+     * checkpoint, so its epoch figures are the whole epoch's, bit for bit; rates count this
+     * run's samples only, so carried_samples (the restored count) is taken off them. */
+    double carried_samples;
+    long long sums_from;   /* the first step the epoch's train figures cover */
+    long long epoch_first; /* this run's first step of the epoch */
+    bool resumed_sums;     /* st->stats holds the checkpoint's sums for the epoch */
 };
 
 /* Where a resumed run stands, in the epoch lines' numbering (epoch E/N counts from 1, its
@@ -421,6 +443,18 @@ static void log_resume_position(const struct loop *lp)
     else
         dt_log_info("resuming from %s at step %lld: epoch %lld/%d step %lld/%lld", from, lp->step,
                     epoch + 1, epochs, in_epoch, spe);
+}
+
+/* Where a resumed (or restarted) run continues: metrics.csv and TensorBoard drop what an
+ * earlier attempt logged past this step. */
+static void emit_resume_json(const struct loop *lp)
+{
+    struct dt_json_writer w;
+    dt_jw_begin(&w, "resume");
+    dt_jw_str(&w, "checkpoint", lp->run->opt->resume);
+    dt_jw_int(&w, "step", lp->step);
+    dt_jw_int(&w, "epoch", lp->step / lp->steps_per_epoch + 1);
+    dt_history_emit(lp->run->history, &w);
 }
 
 /* --resume: weights, optimizer state and position from the checkpoint. A finished run resumed
@@ -446,9 +480,22 @@ static int resume(struct loop *lp)
     lp->step = r.step;
     lp->best_acc = r.best_accuracy;
     if (r.has_best && r.best_on_val == lp->best.on_val)
-        lp->best = (struct dt_best){.on_val = r.best_on_val, .any = true, .score = r.best_score};
+        lp->best = (struct dt_best){.on_val = r.best_on_val,
+                                    .any = true,
+                                    .score = r.best_score,
+                                    .epoch = r.best_epoch,
+                                    .step = r.best_step};
+    if (r.has_epoch_sums && lp->step % lp->steps_per_epoch) {
+        for (int i = 0; i < 3; i++)
+            st->stats[i] = (float)r.epoch_sums[i];
+        lp->carried_samples = st->stats[2];
+        lp->sums_from = lp->step - lp->step % lp->steps_per_epoch;
+        lp->resumed_sums = true;
+    }
     if (lp->leader && !lp->quiet)
         log_resume_position(lp);
+    if (lp->leader)
+        emit_resume_json(lp);
     if (dt_early_stop_due(&lp->es)) { /* the counter came with the checkpoint */
         lp->early_stopped = true;
         if (lp->leader && !lp->quiet) {
@@ -473,17 +520,42 @@ static int resume(struct loop *lp)
 static void emit_step_json(const struct loop *lp, int epoch, double elapsed, double done)
 {
     const struct rank_state *st = lp->st;
+    double seen = st->stats[2] > 0 ? st->stats[2] : 1;
     struct dt_json_writer w;
     dt_jw_begin(&w, "step");
     dt_jw_int(&w, "epoch", epoch + 1);
     dt_jw_int(&w, "step", lp->step + 1);
-    dt_jw_num(&w, "loss", st->stats[0] / (st->stats[2] > 0 ? st->stats[2] : 1));
+    dt_jw_num(&w, "loss", st->stats[0] / seen);
+    dt_jw_num(&w, "accuracy", st->stats[1] / seen);
     dt_jw_num(&w, "lr", lp->lr);
     dt_jw_num(&w, "samples_per_s", elapsed > 0 ? done / elapsed : 0);
     /* Training seconds since this run's first step, evaluation excluded: `bench` takes
      * differences of it to leave out warm-up steps. */
     dt_jw_num(&w, "elapsed_s", lp->trained_s + elapsed);
-    dt_jw_end(&w, stdout);
+    dt_history_emit(lp->run->history, &w);
+}
+
+/* What a checkpoint at the current step records beside the weights: the position, the best
+ * epoch so far, and inside an epoch its running sums (a resume continues the epoch's figures). */
+static struct dt_run_resume checkpoint_meta(struct loop *lp)
+{
+    const struct rank_state *st = lp->st;
+    struct dt_run_resume meta = {.step = lp->step,
+                                 .epoch = lp->step / lp->steps_per_epoch,
+                                 .best_accuracy = lp->best_acc,
+                                 .test_accuracy = dt_eval_accuracy(&st->result),
+                                 .has_best = lp->best.any,
+                                 .best_on_val = lp->best.on_val,
+                                 .best_score = lp->best.score,
+                                 .best_epoch = lp->best.epoch,
+                                 .best_step = lp->best.step,
+                                 .test_loss = dt_eval_loss(&st->result),
+                                 .class_names = lp->run->class_names,
+                                 .has_epoch_sums = lp->step % lp->steps_per_epoch != 0,
+                                 .early_stop = &lp->es};
+    for (int i = 0; i < 3; i++)
+        meta.epoch_sums[i] = st->stats[i];
+    return meta;
 }
 
 /* Rank 0 writes last.safetensors at the current step, mid-epoch or not: the step is the
@@ -494,20 +566,10 @@ static int save_step_checkpoint(struct loop *lp)
     if (!lp->leader || lp->saved_step == lp->step)
         return 0;
     struct rank_state *st = lp->st;
-    struct dt_run_resume meta = {.step = lp->step,
-                                 .epoch = lp->step / lp->steps_per_epoch,
-                                 .best_accuracy = lp->best_acc,
-                                 .test_accuracy = dt_eval_accuracy(&st->result),
-                                 .has_best = lp->best.any,
-                                 .best_on_val = lp->best.on_val,
-                                 .best_score = lp->best.score,
-                                 .test_loss = dt_eval_loss(&st->result),
-                                 .class_names = lp->run->class_names,
-                                 .early_stop = &lp->es};
+    struct dt_run_resume meta = checkpoint_meta(lp);
     double t0 = dt_now();
     int rc = dt_run_save_checkpoints(lp->run->cfg, lp->run->dir, st->model, st->optim, &meta, true,
-                                     false,
-                                     &lp->writer);
+                                     false, &lp->writer);
     span_end(lp->st, DT_TIME_CHECKPOINT, t0);
     if (rc == 0) {
         lp->saved_step = lp->step;
@@ -565,10 +627,11 @@ static int run_epoch(struct loop *lp, int epoch, double epoch_start)
         if (lp->leader) {
             double elapsed = dt_now() - epoch_start;
             /* The whole job's running figures: the step's tail carried every rank's. */
-            double done = st->stats[2], seen = done > 0 ? done : 1;
+            double seen = st->stats[2] > 0 ? st->stats[2] : 1;
+            double done = st->stats[2] - lp->carried_samples;
             dt_progress_step(&lp->progress, epoch, (long)in_epoch, st->stats[0] / seen,
                              st->stats[1] / seen, elapsed > 0 ? done / elapsed : 0);
-            if (cfg->log.json && cfg->log.every > 0 && (lp->step + 1) % cfg->log.every == 0)
+            if (cfg->log.every > 0 && (lp->step + 1) % cfg->log.every == 0)
                 emit_step_json(lp, epoch, elapsed, done);
         }
         lp->step++;
@@ -593,19 +656,29 @@ static int report_epoch(struct loop *lp, int epoch, double train_seconds,
     if (have_val)
         snprintf(val_part, sizeof val_part, " | val loss %.4f acc %.2f%%",
                  dt_eval_loss(&st->val_result), 100 * val_acc);
+    double samples = st->stats[2] - lp->carried_samples;
+    bool best = dt_best_update(&lp->best, val_acc, train_loss, epoch + 1, lp->step);
+    char best_part[80] = "";
+    if (best)
+        dt_best_describe(&lp->best, best_part + 3, sizeof best_part - 3);
+    if (best)
+        memcpy(best_part, " | ", 3);
     dt_progress_clear(&lp->progress);
     char time_part[200];
     dt_timing_format(times, st->comm->size, time_part, sizeof time_part);
     if (!lp->quiet)
         dt_log_info("epoch %d/%d: train loss %.4f acc %.2f%%%s | test loss %.4f acc %.2f%% | "
-                    "%.1f s, %.0f samples/s%s",
+                    "%.1f s, %.0f samples/s%s%s",
                     epoch + 1, cfg->train.epochs, train_loss, 100 * train_acc, val_part,
                     dt_eval_loss(&st->result), 100 * test_acc, train_seconds,
-                    st->stats[2] / train_seconds, time_part);
-    if (cfg->log.json)
-        emit_epoch_json(lp->run, st, epoch, lp->step, train_loss, train_acc, train_seconds,
-                        st->stats[2], lp->lr, times);
-    bool best = dt_best_update(&lp->best, val_acc, train_loss);
+                    samples / train_seconds, time_part, best_part);
+    struct epoch_record rec = {
+        .train_steps = lp->step - lp->sums_from,
+        .resumed_at = lp->epoch_first % lp->steps_per_epoch ? lp->epoch_first : -1,
+        .new_best = best,
+        .best = &lp->best};
+    emit_epoch_json(lp->run, st, epoch, lp->step, train_loss, train_acc, train_seconds, samples,
+                    lp->lr, times, &rec);
     if (test_acc > lp->best_acc)
         lp->best_acc = test_acc;
     long long step = lp->step, spe = lp->steps_per_epoch;
@@ -615,16 +688,7 @@ static int report_epoch(struct loop *lp, int epoch, double train_seconds,
                 (step / spe) % cfg->checkpoint.every == 0);
     if (!due && !(best && cfg->checkpoint.best))
         return 0;
-    struct dt_run_resume meta = {.step = step,
-                                 .epoch = step / spe,
-                                 .best_accuracy = lp->best_acc,
-                                 .test_accuracy = test_acc,
-                                 .has_best = lp->best.any,
-                                 .best_on_val = lp->best.on_val,
-                                 .best_score = lp->best.score,
-                                 .test_loss = dt_eval_loss(&st->result),
-                                 .class_names = lp->run->class_names,
-                                 .early_stop = &lp->es};
+    struct dt_run_resume meta = checkpoint_meta(lp);
     double t0 = dt_now();
     int rc = dt_run_save_checkpoints(cfg, lp->run->dir, st->model, st->optim, &meta, due,
                                      best && cfg->checkpoint.best, &lp->writer);
@@ -662,7 +726,7 @@ static int end_epoch(struct loop *lp, int epoch, long long first, double epoch_s
     struct rank_state *st = lp->st;
     double train_seconds = dt_now() - epoch_start;
     lp->trained_s += train_seconds;
-    lp->run_samples += st->stats[2];
+    lp->run_samples += st->stats[2] - lp->carried_samples;
     lp->run_steps += lp->step - first;
     st->model->profile = false; /* the profile is per training step: eval is not in it */
     int rc = 0;
@@ -688,8 +752,8 @@ static int end_epoch(struct loop *lp, int epoch, long long first, double epoch_s
 
 /* --json: a stopped run's `stop` event, the last line on stdout: why, the step of the
  * checkpoint it continues from (null when there is none), and the command that continues it. */
-static void emit_stop_json(const char *reason, long long step, const char *checkpoint,
-                           const char *resume_command)
+static void emit_stop_json(struct dt_history *h, const char *reason, long long step,
+                           const char *checkpoint, const char *resume_command)
 {
     struct dt_json_writer w;
     dt_jw_begin(&w, "stop");
@@ -706,7 +770,7 @@ static void emit_stop_json(const char *reason, long long step, const char *check
         dt_jw_str(&w, "resume", resume_command);
     else
         dt_jw_raw(&w, "resume", "null");
-    dt_jw_end(&w, stdout);
+    dt_history_emit(h, &w);
 }
 
 /* The one line a stopped run prints: where it stopped and how to go on. Every rank stopped
@@ -714,19 +778,16 @@ static void emit_stop_json(const char *reason, long long step, const char *check
 static int report_stop(struct loop *lp)
 {
     const char *name = lp->stop == SIGINT ? "SIGINT" : lp->stop == SIGTERM ? "SIGTERM" : "SIGUSR1";
-    const struct dt_config *cfg = lp->run->cfg;
     if (lp->leader) {
         dt_progress_clear(&lp->progress);
         if (!lp->quiet)
             dt_log_info("stopped by %s at step %lld; continue from step %lld with --resume "
                         "%s/last.safetensors (or --resume auto)",
                         name, lp->step, lp->saved_step, lp->run->dir);
-        if (cfg->log.json) {
-            char path[1100];
-            snprintf(path, sizeof path, "%s/last.safetensors", lp->run->dir);
-            emit_stop_json(name, lp->step, lp->saved_step >= 0 ? path : NULL,
-                           lp->run->opt->resume_command);
-        }
+        char path[1100];
+        snprintf(path, sizeof path, "%s/last.safetensors", lp->run->dir);
+        emit_stop_json(lp->run->history, name, lp->step, lp->saved_step >= 0 ? path : NULL,
+                       lp->run->opt->resume_command);
     }
     return lp->stop == SIGINT ? -DT_EINTR : -DT_ETERM;
 }
@@ -751,6 +812,26 @@ static void add_early_stop_json(struct dt_json_writer *w, const struct dt_early_
     dt_jw_raw(w, "early_stop", text);
 }
 
+/* The `final` event's word on what each checkpoint file holds: last.safetensors' step and
+ * epoch (epochs completed), best.safetensors' epoch, step and score. */
+static void checkpoint_positions_json(const struct loop *lp, struct dt_json_writer *w)
+{
+    char buf[256];
+    if (lp->saved_step >= 0) {
+        snprintf(buf, sizeof buf, "{\"file\":\"last.safetensors\",\"epoch\":%lld,\"step\":%lld}",
+                 lp->saved_step / lp->steps_per_epoch, lp->saved_step);
+        dt_jw_raw(w, "last_checkpoint", buf);
+    }
+    if (lp->best.any && lp->run->cfg->checkpoint.best) {
+        snprintf(buf, sizeof buf,
+                 "{\"file\":\"best.safetensors\",\"epoch\":%lld,\"step\":%lld,"
+                 "\"metric\":\"%s\",\"score\":%.9g}",
+                 lp->best.epoch, lp->best.step, dt_best_metric(&lp->best),
+                 dt_best_metric_value(&lp->best, lp->best.score));
+        dt_jw_raw(w, "best_checkpoint", buf);
+    }
+}
+
 /* Rank 0 at the end: the profile and the `final` event. */
 static void report_final(const struct loop *lp, const struct dt_timing_report *times)
 {
@@ -768,8 +849,6 @@ static void report_final(const struct loop *lp, const struct dt_timing_report *t
         dt_log_info("early stop after epoch %lld/%d: %s; %s/last.safetensors holds step %lld",
                     lp->step / lp->steps_per_epoch + (lp->step % lp->steps_per_epoch != 0),
                     cfg->train.epochs, why, lp->run->dir, lp->step);
-    if (!cfg->log.json)
-        return;
     struct dt_json_writer w;
     dt_jw_begin(&w, "final");
     dt_jw_str(&w, "impl", "dtrain");
@@ -801,7 +880,8 @@ static void report_final(const struct loop *lp, const struct dt_timing_report *t
               : lp->saved_step >= 0                 ? "[\"last.safetensors\"]"
               : lp->wrote_best                      ? "[\"best.safetensors\"]"
                                                     : "[]");
-    dt_jw_end(&w, stdout);
+    checkpoint_positions_json(lp, &w);
+    dt_history_emit(lp->run->history, &w);
 }
 
 /* A host other than the leader's says, once, that its ranks are done: a multi-host run's
@@ -833,7 +913,11 @@ static int train_epochs(struct loop *lp)
 {
     while (lp->step < lp->total_steps && !lp->stop && !lp->early_stopped) {
         int epoch = (int)(lp->step / lp->steps_per_epoch);
-        memset(lp->st->stats, 0, sizeof lp->st->stats);
+        if (!lp->resumed_sums) {
+            memset(lp->st->stats, 0, sizeof lp->st->stats);
+            lp->sums_from = lp->step;
+        }
+        lp->epoch_first = lp->step;
         dt_progress_epoch_start(&lp->progress);
         double epoch_start = dt_now();
         long long first = lp->step;
@@ -842,6 +926,8 @@ static int train_epochs(struct loop *lp)
             rc = end_epoch(lp, epoch, first, epoch_start);
         if (rc)
             return rc;
+        lp->resumed_sums = false;
+        lp->carried_samples = 0;
     }
     /* everything the run reports as written is on disk before it says so */
     double t0 = dt_now();
@@ -927,8 +1013,8 @@ out:;
     return rc ? rc : wrc ? wrc : trc;
 }
 
-static void emit_restart_json(int restart, int max, const char *reason, const char *resume,
-                              double delay)
+static void emit_restart_json(struct dt_history *h, int restart, int max, const char *reason,
+                              const char *resume, double delay)
 {
     struct dt_json_writer w;
     dt_jw_begin(&w, "restart");
@@ -940,7 +1026,7 @@ static void emit_restart_json(int restart, int max, const char *reason, const ch
     else
         dt_jw_raw(&w, "resume", "null");
     dt_jw_num(&w, "delay_s", delay);
-    dt_jw_end(&w, stdout);
+    dt_history_emit(h, &w);
 }
 
 /* A signal while the job waits to restart stops it there: no rank runs, so the checkpoint to
@@ -965,8 +1051,7 @@ static int stopped_between_restarts(const struct run *run, const char *from)
         dt_log_info("stopped by %s while waiting to restart; %s", name,
                     have ? "continue with --resume auto (or the stop event's command)"
                          : "no checkpoint was written yet");
-    if (cfg->log.json)
-        emit_stop_json(name, step, have ? from : NULL, run->opt->resume_command);
+    emit_stop_json(run->history, name, step, have ? from : NULL, run->opt->resume_command);
     return sig == SIGINT ? -DT_EINTR : -DT_ETERM;
 }
 
@@ -1016,8 +1101,8 @@ static int run_with_restarts(struct run *run)
         double delay = dt_restart_delay(restart + 1);
         dt_log_warn("restart %d of %d after: %s; resuming from %s in %g s", restart + 1,
                     opt->max_restarts, reason, again.resume ? again.resume : "step 0", delay);
-        if (cfg->log.json)
-            emit_restart_json(restart + 1, opt->max_restarts, reason, again.resume, delay);
+        emit_restart_json(run->history, restart + 1, opt->max_restarts, reason, again.resume,
+                          delay);
         dt_clear_error();
         if (wait_to_restart(cfg, delay))
             return stopped_between_restarts(run, again.resume);
@@ -1061,7 +1146,7 @@ static void emit_start_json(const struct run *run)
     dt_jw_str(&w, "backend", dt_backend_name(p->job.backend));
     dt_jw_int(&w, "epochs", cfg->train.epochs);
     dt_jw_str(&w, "precision", "fp32");
-    dt_jw_end(&w, stdout);
+    dt_history_emit(run->history, &w);
 }
 
 /* --trace: the parts of this process's ranks merged into one file (FILE where rank 0 runs, else
@@ -1107,6 +1192,19 @@ static int write_probe_json(const char *dir, const char *json)
     int rc = dt_write_file_atomic(path, text, len + 1);
     free(text);
     return rc;
+}
+
+/* A run that made its directory and failed before its first checkpoint leaves nothing there:
+ * the history's files (after dt_history_close) and probe.json. */
+static void discard_run_files(struct dt_history *h, const struct dt_train_options *opt,
+                              const char *dir)
+{
+    dt_history_discard(h);
+    if (opt->probe_json && opt->create_dir) {
+        char path[1100];
+        snprintf(path, sizeof path, "%s/probe.json", dir);
+        unlink(path);
+    }
 }
 
 /* The leader's checkpoint.dir, made now that the data has loaded: a run that fails on its data
@@ -1179,14 +1277,27 @@ static int train_loaded(const struct dt_config *cfg, const struct dt_train_optio
         dt_data_free(&data);
         return rc;
     }
-    if (opt->probe_json && opt->create_dir && (rc = write_probe_json(run.dir, opt->probe_json))) {
+    struct dt_history history;
+    dt_history_init(&history, cfg->log.json);
+    run.history = &history;
+    if (opt->create_dir) /* the process that writes the run directory */
+        rc = dt_history_open(&history, run.dir, cfg, opt->argc, opt->argv, opt->resume != NULL);
+    if (rc == 0 && opt->probe_json && opt->create_dir)
+        rc = write_probe_json(run.dir, opt->probe_json);
+    if (rc) {
+        dt_history_close(&history, 0);
+        if (made[0])
+            discard_run_files(&history, opt, run.dir);
+        dt_run_dir_remove_if_empty(run.dir, made);
         if (run.shared)
             munmap(run.shared, run.shared_floats * sizeof(float));
         free(run.class_names);
         dt_data_free(&data);
         return rc;
     }
-    if (cfg->log.json && opt->plan->job.rank_base == 0)
+    if (opt->probe_json) /* how --instances/--threads auto chose the shape */
+        dt_history_emit_text(&history, opt->probe_json);
+    if (opt->plan->job.rank_base == 0)
         emit_start_json(&run);
     struct sigaction sa = {.sa_handler = on_stop_signal};
     sigemptyset(&sa.sa_mask);
@@ -1202,8 +1313,12 @@ static int train_loaded(const struct dt_config *cfg, const struct dt_train_optio
         int trc = merge_trace(&run, rc);
         rc = rc ? rc : trc;
     }
-    if (rc) /* failed before its first checkpoint: no empty run directory left behind */
+    dt_history_close(&history, rc);
+    if (rc && made[0] && !dt_run_dir_holds_checkpoints(run.dir)) {
+        /* failed before its first checkpoint: no run directory left behind */
+        discard_run_files(&history, opt, run.dir);
         dt_run_dir_remove_if_empty(run.dir, made);
+    }
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
     sigaction(SIGUSR1, &old_usr1, NULL);

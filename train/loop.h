@@ -22,7 +22,10 @@ struct dt_train_options {
                                        `stop` event; NULL leaves it out */
     const char *trace;              /* --trace FILE: a Chrome trace of the run, or NULL */
     const char *probe_json;         /* --instances/--threads auto: the probe's result, written
-                                       to checkpoint.dir/probe.json; NULL = none */
+                                       to checkpoint_dir/probe.json and emitted as the `probe`
+                                       event before `start`; NULL = none */
+    int argc;                       /* the command line, for the run directory's cmdline.txt */
+    char *const *argv;
 };
 
 int dt_train_run(const struct dt_config *cfg, const struct dt_train_options *opt);

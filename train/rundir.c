@@ -27,6 +27,11 @@ static bool holds_checkpoints(const char *dir)
     return file_exists(dir, "last.safetensors") || file_exists(dir, "best.safetensors");
 }
 
+bool dt_run_dir_holds_checkpoints(const char *dir)
+{
+    return holds_checkpoints(dir);
+}
+
 /* The first runs/NAME-N (N >= 2) that holds no checkpoints, into out. */
 static int next_free_dir(const char *base, char *out, size_t size)
 {

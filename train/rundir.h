@@ -35,6 +35,9 @@ int dt_run_dir_create(const char *dir, int *stale, char *made, size_t made_size)
  * dt_run_dir_create) while they are empty, so no empty run directory is left behind. */
 void dt_run_dir_remove_if_empty(const char *dir, const char *made);
 
+/* last.safetensors or best.safetensors is in dir. */
+bool dt_run_dir_holds_checkpoints(const char *dir);
+
 /* The dry run's check, with no side effect: the directory exists and is writable, or its
  * nearest existing parent is. *holds: a run's checkpoints are already there. */
 int dt_run_dir_check(const struct dt_config *cfg, bool *holds);

@@ -487,6 +487,10 @@ char *dt_run_class_names_json(const struct dt_dataset *d)
     return out;
 }
 
+/* The running sums of a checkpoint's epoch, in dt_run_resume's order. */
+static const char *const epoch_sum_keys[3] = {"epoch_loss_sum", "epoch_correct",
+                                              "epoch_samples"};
+
 static int save_one(const char *path, const struct dt_config *cfg, const struct dt_model *m,
                     const struct dt_optim *o, const struct dt_run_resume *r,
                     struct dt_ckpt_writer *w)
@@ -503,9 +507,13 @@ static int save_one(const char *path, const struct dt_config *cfg, const struct 
                 : dt_checkpoint_meta_set(&meta, "best_on",
                                          r->best_on_val ? "val_accuracy" : "train_loss");
         rc = rc ? rc : dt_checkpoint_meta_setf(&meta, "best_score", "%.17g", r->best_score);
+        rc = rc ? rc : dt_checkpoint_meta_setf(&meta, "best_epoch", "%lld", r->best_epoch);
+        rc = rc ? rc : dt_checkpoint_meta_setf(&meta, "best_step", "%lld", r->best_step);
     }
     if (!rc && r->early_stop)
         rc = dt_early_stop_save(r->early_stop, &meta);
+    for (int i = 0; i < 3 && r->has_epoch_sums; i++)
+        rc = rc ? rc : dt_checkpoint_meta_setf(&meta, epoch_sum_keys[i], "%.17g", r->epoch_sums[i]);
     rc = rc ? rc : dt_checkpoint_meta_setf(&meta, "test_accuracy", "%.17g", r->test_accuracy);
     rc = rc ? rc : dt_checkpoint_meta_setf(&meta, "test_loss", "%.17g", r->test_loss);
     rc = rc ? rc : dt_checkpoint_meta_setf(&meta, "instances", "%d", cfg->dist.instances);
@@ -600,6 +608,18 @@ int dt_run_load_checkpoint(const char *path, struct dt_model *m, struct dt_optim
         r->best_on_val = on && !strcmp(on, "val_accuracy");
         if (r->early_stop)
             dt_early_stop_load(r->early_stop, &meta);
+        long long pos[2] = {0, 0};
+        for (int i = 0; i < 2 && rc == 0; i++)
+            if (dt_checkpoint_meta_get(&meta, i ? "best_step" : "best_epoch"))
+                rc = meta_count(path, &meta, i ? "best_step" : "best_epoch", &pos[i]);
+        r->best_epoch = pos[0];
+        r->best_step = pos[1];
+        r->has_epoch_sums = true;
+        for (int i = 0; i < 3; i++) {
+            r->epoch_sums[i] = meta_number(&meta, epoch_sum_keys[i]);
+            r->has_epoch_sums &= dt_checkpoint_meta_get(&meta, epoch_sum_keys[i]) != NULL &&
+                                 isfinite(r->epoch_sums[i]) && r->epoch_sums[i] >= 0;
+        }
     }
     dt_checkpoint_meta_free(&meta);
     return rc;

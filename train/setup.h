@@ -30,6 +30,11 @@ struct dt_run_resume {
     /* Early stopping's state (train/early_stop.h): saved from it, and loaded into it when the
      * checkpoint's metric is the run's; NULL = none. */
     struct dt_early_stop *early_stop;
+    long long best_epoch, best_step; /* where that epoch is (epoch from 1; 0: not recorded) */
+    /* The running sums of the epoch the step is in (loss sum, correct, samples; the whole
+     * job's), so a run resumed inside an epoch reports that whole epoch's train figures. */
+    bool has_epoch_sums;
+    double epoch_sums[3];
 };
 
 /* The dataset's class names as a JSON array (malloc'd; NULL when out of memory): what a

@@ -25,6 +25,10 @@ expect_rc "--instances auto: exit 0" 0
 expect_err "probes the shapes of the usable CPUs" "auto shape: probing [0-9]+ shapes? of [0-9]+ CPUs?, 2 \+ 8 steps each|auto shape: [0-9]+ x [0-9]+ \(the only shape"
 expect_err "prints the choice" "auto shape: [0-9]+ x [0-9]+ \("
 check "probe.json in the run directory" test -s "$TMP/a1/probe.json"
+check "events.jsonl: the probe event first, as probe.json holds it, then start" $PY -c "
+import json; ev=[json.loads(l) for l in open('$TMP/a1/events.jsonl')]
+assert ev[0] == json.load(open('$TMP/a1/probe.json')), ev[0]
+assert ev[1]['event'] == 'start', ev[1]"
 ncpu=$($PY -c 'import os; print(len(os.sched_getaffinity(0)))')
 if [ "$ncpu" -ge 2 ]; then
     expect_err "...with its table, the choice marked" "[0-9]+ x [0-9]+ +[0-9.]+ samples/s  <- chosen"

@@ -10,6 +10,8 @@
 FASHION=/usr/share/datasets/fashion-mnist
 CFG="$(pwd)/configs/fashion-convnet.cfg"
 FIX="$TMP/fix"
+# the run's history beside its checkpoints (docs/history.md): not temporary files
+HISTORY='config\.cfg|cmdline\.txt|events\.jsonl|metrics\.csv|events\.out\.tfevents\..*'
 /usr/bin/python3 tests/fixtures/mkdata.py idx "$FIX" --train 256 --test 64
 
 # train on the fixture: train DIR [options...]
@@ -74,7 +76,7 @@ case $names in
 *layers.0.weight*layers.10.bias*optimizer.acc_delta.layers.0.weight*) pass "checkpoint holds PyTorch-style names and optimizer state" ;;
 *) fail "checkpoint holds PyTorch-style names and optimizer state" "$names" ;;
 esac
-if ls -a "$TMP/cwd/runs/fashion-convnet" | grep -Eqv '^(\.|\.\.|last\.safetensors|best\.safetensors)$'; then
+if ls -a "$TMP/cwd/runs/fashion-convnet" | grep -Eqv "^(\.|\.\.|last\.safetensors|best\.safetensors|$HISTORY)\$"; then
     fail "no temporary files left" "$(ls -a "$TMP/cwd/runs/fashion-convnet")"
 else pass "no temporary files left"; fi
 
@@ -288,7 +290,7 @@ stop_test() { # SIGNAL EXPECTED_RC [--quiet]
     else fail "SIG$1: last line says where it stopped and how to resume" "$(tail -n 2 "$TMP/err")"; fi
     run "$DTRAIN" eval "$TMP/s/last.safetensors" --data "$FIX" --quiet
     expect_rc "SIG$1: last.safetensors is whole" 0
-    if ls -a "$TMP/s" | grep -Eqv '^(\.|\.\.|last\.safetensors|best\.safetensors)$'; then
+    if ls -a "$TMP/s" | grep -Eqv "^(\.|\.\.|last\.safetensors|best\.safetensors|$HISTORY)\$"; then
         fail "SIG$1: no temporary files left" "$(ls -a "$TMP/s")"
     else pass "SIG$1: no temporary files left"; fi
 }

@@ -1,4 +1,4 @@
-/* util/: error buffer, RNG determinism, JSON writer and parser, atomic files. */
+/* util/: error buffer, RNG determinism, JSON writer and parser, atomic files, shell words. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,6 +15,7 @@
 #include "util/fileio.h"
 #include "util/json.h"
 #include "util/rng.h"
+#include "util/shell.h"
 
 static void test_fail_records_message_and_code(void **state)
 {
@@ -164,6 +165,28 @@ static void test_read_file_is_bounded(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* dt_shell_word: plain words as they are, anything else single-quoted so a shell reads back
+ * the same bytes (cmdline.txt and the stop event's resume command both rely on it). */
+static void test_shell_word_quotes(void **state)
+{
+    (void)state;
+    static const char *const in[] = {"train", "--set", "checkpoint.dir=runs/a-2", "", "a b", "it's",
+                                     "$HOME", "x\ny"};
+    static const char *const want[] = {"train",   "--set", "checkpoint.dir=runs/a-2",
+                                       "''",      "'a b'", "'it'\\''s'",
+                                       "'$HOME'", "'x\ny'"};
+    for (size_t i = 0; i < sizeof in / sizeof in[0]; i++) {
+        char *text = NULL;
+        size_t len = 0;
+        FILE *out = open_memstream(&text, &len);
+        assert_non_null(out);
+        dt_shell_word(out, in[i]);
+        fclose(out);
+        assert_string_equal(text, want[i]);
+        free(text);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -173,6 +196,7 @@ int main(void)
         cmocka_unit_test(test_json_parser_rejects_garbage),
         cmocka_unit_test(test_atomic_write_replaces_whole_file),
         cmocka_unit_test(test_read_file_is_bounded),
+        cmocka_unit_test(test_shell_word_quotes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
