@@ -9,8 +9,14 @@
 
 #include <stdbool.h>
 
+/* Longest layer name (train/config_blocks.c builds "stage2.1.conv1" from block instances); with
+ * a sub-layer prefix and the longest tensor name it stays within DT_TENSOR_NAME_MAX. */
+#define DT_LAYER_NAME_MAX 64
+
 struct dt_layer_spec {
     char type[32];    /* "conv2d", "linear", "relu", ... */
+    char name[DT_LAYER_NAME_MAX]; /* prefix of the layer's tensor names ("stage2.1.conv1");
+                                     "" = "layers.<index>" */
     int out_channels; /* conv2d */
     int out_features; /* linear */
     int kernel;       /* conv2d, maxpool2d, avgpool2d */

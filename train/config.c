@@ -42,10 +42,11 @@
 #include "data/registry.h"
 #include "nn/layers.h"
 #include "nn/optim.h"
+#include "train/config_blocks.h"
 #include "util/err.h"
 #include "util/fileio.h"
 
-enum key_type { T_INT, T_INT64, T_FLOAT, T_DOUBLE, T_BOOL, T_STRING, T_FLOATS, T_LAYERS };
+enum key_type { T_INT, T_INT64, T_FLOAT, T_DOUBLE, T_BOOL, T_STRING, T_FLOATS, T_LAYERS, T_BLOCKS };
 
 #define REQUIRED 1u /* no default: the file or a --set must give it */
 #define MIN_OPEN 2u /* value must be strictly greater than min */
@@ -114,6 +115,10 @@ static const struct key keys[] = {
 
     {"model.name", T_STRING, 0, "\"\"", 0, 0, NULL, FIELD(model.name), 0,
      "free text shown in logs"},
+    {"model.blocks", T_BLOCKS, 0, "{}", 0, 0, NULL, 0, 0, 0,
+     "named layer lists with parameters, used in model.layers as { block = \"NAME\"; "
+     "name = \"stage1\"; repeat = 3; PARAM = VALUE; } and expanded at load (docs/config.md, "
+     "\"Blocks\")"},
     {"model.layers", T_LAYERS, REQUIRED, NULL, 0, 0, NULL, FIELD(model.layers), 0,
      "list of layer groups, input to output: ( { type = \"conv2d\"; out_channels = 16; "
      "kernel = 3; }, ... ); see the layer table below"},
@@ -293,6 +298,9 @@ struct load {
     config_t lc;
     int line[NKEYS];    /* line in the file, 0 = not in the file */
     bool by_set[NKEYS]; /* last given by --set */
+    const config_setting_t *blocks, *layers; /* model.blocks and model.layers in the file */
+    char *layers_source; /* both as written, when blocks are used (malloc'd) */
+    bool layers_edited;  /* a --set changed the layer list: the text shows it expanded */
 };
 
 /* ---- small helpers ---- */
@@ -707,6 +715,7 @@ static int store_value(void *base, const struct key *k, const config_setting_t *
     case T_FLOATS:
         return store_floats(base, k, s, where);
     case T_LAYERS:
+    case T_BLOCKS:
         break;
     }
     return dt_fail(DT_EUSAGE, "%s: internal error: unexpected key type", where);
@@ -805,6 +814,14 @@ static int load_layer(const config_setting_t *g, int index, const char *file,
         if (strcmp(name, "type") == 0)
             continue;
         layer_where(kwhere, sizeof kwhere, file, m, index, name);
+        if (strcmp(name, "name") == 0) { /* every kind takes a name (its tensors' prefix) */
+            if (config_setting_type(m) != CONFIG_TYPE_STRING)
+                return dt_fail(DT_EUSAGE, "%s: expected a string, got %s", kwhere, type_name(m));
+            if ((rc = dt_layer_name_check(config_setting_get_string(m), kwhere)))
+                return rc;
+            set_string(spec->name, sizeof spec->name, config_setting_get_string(m));
+            continue;
+        }
         if ((rc = set_layer_key(spec, kind, name, m, kwhere)))
             return rc;
     }
@@ -833,6 +850,34 @@ static int load_layers(struct dt_config *cfg, const config_setting_t *s, const c
     return 0;
 }
 
+/* model.layers, its block uses expanded with model.blocks (train/config_blocks.h); the
+ * names checked once the list is loaded. */
+static int load_model_layers(struct load *ld, const config_setting_t *s, const char *where,
+                             const char *file)
+{
+    int rc;
+    if (!dt_blocks_used(ld->blocks, s)) {
+        rc = load_layers(ld->cfg, s, where, file);
+    } else {
+        config_t out;
+        config_init(&out);
+        config_setting_t *flat;
+        rc = dt_blocks_expand(ld->blocks, s, file, DT_MAX_LAYERS, &out, &flat);
+        if (!rc)
+            rc = load_layers(ld->cfg, flat, where, file);
+        config_destroy(&out);
+        if (!rc && file) {
+            free(ld->layers_source);
+            ld->layers_source = dt_blocks_source_text(ld->blocks, s, "");
+            if (!ld->layers_source)
+                rc = dt_fail(DT_ERUNTIME, "%s: out of memory", ld->file);
+        }
+    }
+    if (!rc)
+        rc = dt_layer_names_unique(ld->cfg->model.layers, ld->cfg->model.nlayers, ld->file);
+    return rc;
+}
+
 /* ---- the file ---- */
 
 static int apply_setting(struct load *ld, const struct key *k, const config_setting_t *s,
@@ -846,8 +891,20 @@ static int apply_setting(struct load *ld, const struct key *k, const config_sett
     size_t i = (size_t)(k - keys);
     ld->line[i] = file ? config_setting_source_line(s) : 0;
     ld->by_set[i] = file == NULL;
-    if (k->type == T_LAYERS)
-        return load_layers(ld->cfg, s, where, file);
+    if (k->type == T_BLOCKS) {
+        if (!file)
+            return dt_fail(DT_EUSAGE, "%s: blocks are defined in the config file", where);
+        ld->blocks = s;
+        return 0;
+    }
+    if (k->type == T_LAYERS && file) { /* loaded once the whole file is read (blocks may follow) */
+        ld->layers = s;
+        return 0;
+    }
+    if (k->type == T_LAYERS) {
+        ld->layers_edited = true;
+        return load_model_layers(ld, s, where, NULL);
+    }
     return store_value(ld->cfg, k, s, where);
 }
 
@@ -893,6 +950,8 @@ static const char *expected(const struct key *k)
         return "a list of numbers like [0.5]";
     case T_LAYERS:
         return "a list of layer groups like ( { type = \"relu\"; } )";
+    case T_BLOCKS:
+        return "a group of blocks";
     }
     return "a value";
 }
@@ -951,6 +1010,12 @@ static int apply_layer_override(struct dt_config *cfg, const char *path, const c
         strcmp(name, "type") == 0 ? &type_key : find_key(layer_keys, NLAYER_KEYS, name);
     if (!kind)
         return dt_fail(DT_EUSAGE, "%s: internal error: layer type \"%s\"", where, spec->type);
+    if (strcmp(name, "name") == 0) {
+        int rc = dt_layer_name_check(value, where);
+        if (!rc)
+            set_string(spec->name, sizeof spec->name, value);
+        return rc;
+    }
     if (k != &type_key && (!k || !kind_accepts(kind, name)))
         return set_layer_key(spec, kind, name, NULL, where); /* fails: names what it takes */
     config_setting_t *v;
@@ -968,6 +1033,7 @@ static int apply_layer_override(struct dt_config *cfg, const char *path, const c
     struct dt_layer_spec old = *spec;
     dt_layer_spec_defaults(spec);
     set_string(spec->type, sizeof spec->type, nk->name);
+    memcpy(spec->name, old.name, sizeof spec->name);
     spec->line = old.line;
     for (int i = 0; nk->keys[i]; i++) {
         const struct key *lk = find_key(layer_keys, NLAYER_KEYS, nk->keys[i]);
@@ -996,6 +1062,7 @@ static int apply_override(struct load *ld, const char *assignment)
     int rc;
     const struct key *k = find_key(keys, NKEYS, path);
     if (strncmp(path, "model.layers.", 13) == 0) {
+        ld->layers_edited = true;
         rc = apply_layer_override(ld->cfg, path, eq + 1, &tmp);
     } else if (!k) {
         rc = unknown_key(where, path);
@@ -1014,7 +1081,7 @@ static int apply_override(struct load *ld, const char *assignment)
 static int apply_defaults(struct dt_config *cfg)
 {
     for (size_t i = 0; i < NKEYS; i++) {
-        if (!keys[i].def)
+        if (!keys[i].def || keys[i].type == T_BLOCKS)
             continue;
         config_t tmp;
         config_init(&tmp);
@@ -1323,6 +1390,7 @@ static void put_value(struct text *t, const void *base, const struct key *k)
         break;
     }
     case T_LAYERS:
+    case T_BLOCKS:
         break;
     }
 }
@@ -1338,6 +1406,11 @@ static void put_layers(struct text *t, const struct dt_config *cfg, const char *
         put(t, "%s  { type = ", indent);
         put_string(t, s->type);
         put(t, ";");
+        if (s->name[0]) {
+            put(t, " name = ");
+            put_string(t, s->name);
+            put(t, ";");
+        }
         for (int j = 0; kind && kind->keys[j]; j++) {
             const struct key *k = find_key(layer_keys, NLAYER_KEYS, kind->keys[j]);
             /* Only what differs from the defaults: "stride = 0" (kind default) is not
@@ -1368,7 +1441,9 @@ static int depth_of(const char *group, size_t len)
     return d;
 }
 
-static char *write_text(const struct dt_config *cfg)
+/* model_source: model.blocks and model.layers as written (blocks unexpanded), or NULL for
+ * the loaded layer list. */
+static char *write_text(const struct dt_config *cfg, const char *model_source)
 {
     struct text t = {0};
     static const char indent[] = "                ";
@@ -1401,6 +1476,18 @@ static char *write_text(const struct dt_config *cfg)
             }
         }
         int d = depth_of(k->path, glen);
+        if (k->type == T_BLOCKS)
+            continue;
+        if (k->type == T_LAYERS && model_source) {
+            const char *pad = indent + sizeof indent - 1 - 2 * d;
+            for (const char *line = model_source; *line;) {
+                const char *nl = strchr(line, '\n');
+                size_t len = nl ? (size_t)(nl - line) : strlen(line);
+                put(&t, "%s%.*s\n", pad, (int)len, line);
+                line += len + (nl != NULL);
+            }
+            continue;
+        }
         if (k->type == T_LAYERS) {
             put_layers(&t, cfg, indent + sizeof indent - 1 - 2 * d);
             continue;
@@ -1440,6 +1527,16 @@ static int load_all(struct load *ld, const char *text, const char *const *overri
                        config_error_text(&ld->lc));
     if ((rc = walk_group(ld, config_root_setting(&ld->lc), "")))
         return rc;
+    if (ld->layers) {
+        char where[1200];
+        snprintf(where, sizeof where, "%s:%d: model.layers", ld->file,
+                 config_setting_source_line(ld->layers));
+        if ((rc = load_model_layers(ld, ld->layers, where, ld->file)))
+            return rc;
+    } else if (ld->blocks) {
+        return dt_fail(DT_EUSAGE, "%s:%d: model.blocks: there is no model.layers to use them",
+                       ld->file, config_setting_source_line(ld->blocks));
+    }
     for (int i = 0; i < noverrides; i++)
         if ((rc = apply_override(ld, overrides[i])))
             return rc;
@@ -1449,7 +1546,7 @@ static int load_all(struct load *ld, const char *text, const char *const *overri
     derive_checkpoint_dir(cfg, ld->file);
     if ((rc = check_cross_keys(ld)))
         return rc;
-    cfg->text = write_text(cfg);
+    cfg->text = write_text(cfg, ld->layers_edited ? NULL : ld->layers_source);
     if (!cfg->text)
         return dt_fail(DT_ERUNTIME, "%s: out of memory writing the effective config", ld->file);
     return 0;
@@ -1538,6 +1635,7 @@ int dt_config_load_string(struct dt_config *cfg, const char *name, const char *t
     ld->file = cfg->path;
     config_init(&ld->lc);
     rc = load_all(ld, text, overrides, noverrides);
+    free(ld->layers_source);
     config_destroy(&ld->lc);
     free(ld);
     if (rc)
@@ -1576,8 +1674,8 @@ void dt_config_free(struct dt_config *cfg)
 
 static const char *type_label(const struct key *k)
 {
-    static const char *const names[] = {"int",  "int64",  "float",      "double",
-                                        "bool", "string", "float list", "layer list"};
+    static const char *const names[] = {"int",    "int64",      "float",      "double", "bool",
+                                        "string", "float list", "layer list", "group"};
     return names[k->type];
 }
 

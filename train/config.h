@@ -14,7 +14,7 @@
 
 #include "nn/layer_spec.h"
 
-#define DT_MAX_LAYERS   128
+#define DT_MAX_LAYERS   512
 #define DT_MAX_CHANNELS 4
 
 struct dt_config {
