@@ -897,6 +897,8 @@ static int apply_setting(struct load *ld, const struct key *k, const config_sett
         ld->blocks = s;
         return 0;
     }
+    if (k->type == T_LAYERS && file && !config_setting_is_list(s))
+        return load_layers(ld->cfg, s, where, file); /* fails: says what a layer list is */
     if (k->type == T_LAYERS && file) { /* loaded once the whole file is read (blocks may follow) */
         ld->layers = s;
         return 0;

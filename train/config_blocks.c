@@ -400,7 +400,7 @@ static int copy_layer(struct expand *ex, const config_setting_t *entry, const ch
         snprintf(full, sizeof full, "%s", own);
     else if (naming && own)
         snprintf(full, sizeof full, "%s.%s", prefix, own);
-    else if (naming)
+    else if (naming && block_start >= 0)
         snprintf(full, sizeof full, "%s.%d", prefix, index - block_start);
     if (strlen(full) >= DT_LAYER_NAME_MAX)
         return dt_fail(DT_EUSAGE, "%s: the layer's name \"%s\" is longer than %d characters",
