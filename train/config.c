@@ -46,7 +46,18 @@
 #include "util/err.h"
 #include "util/fileio.h"
 
-enum key_type { T_INT, T_INT64, T_FLOAT, T_DOUBLE, T_BOOL, T_STRING, T_FLOATS, T_LAYERS, T_BLOCKS };
+enum key_type {
+    T_INT,
+    T_INT64,
+    T_FLOAT,
+    T_DOUBLE,
+    T_BOOL,
+    T_STRING,
+    T_FLOATS,
+    T_LAYERS,
+    T_BLOCKS,
+    T_CUSTOM /* read and written by the row's codec (train/finetune_config.h) */
+};
 
 #define REQUIRED 1u /* no default: the file or a --set must give it */
 #define MIN_OPEN 2u /* value must be strictly greater than min */
@@ -64,6 +75,24 @@ struct key {
     size_t count_offset; /* T_FLOATS: the int that receives the element count */
     const char *help;
 };
+
+/* The codec of each T_CUSTOM key. */
+static const struct {
+    const char *path;
+    const struct dt_config_codec *codec;
+} custom_keys[] = {
+    {"data.select_classes", &dt_class_select_codec},
+    {"optimizer.param_groups", &dt_param_groups_codec},
+    {"train.freeze", &dt_patterns_codec},
+};
+
+static const struct dt_config_codec *codec_of(const struct key *k)
+{
+    for (size_t i = 0; i < sizeof custom_keys / sizeof custom_keys[0]; i++)
+        if (strcmp(custom_keys[i].path, k->path) == 0)
+            return custom_keys[i].codec;
+    return NULL; /* not reached: every T_CUSTOM row has one (test_config checks the table) */
+}
 
 #define FIELD(f)     offsetof(struct dt_config, f), sizeof(((struct dt_config *)0)->f)
 #define LIST(f, n)   FIELD(f), offsetof(struct dt_config, n)
@@ -109,6 +138,9 @@ static const struct key keys[] = {
     {"data.max_pixels", T_INT64, 0, "67108864L", 1, 4294836225.0, NULL, FIELD(data.max_pixels), 0,
      "folder and predict: an image whose header declares more pixels (height x width) is bad, "
      "refused before it is decoded; 2^26 = 8192 x 8192 (see docs/data.md)"},
+    {"data.select_classes", T_CUSTOM, 0, "[]", 0, 0, NULL, FIELD(data.select_classes), 0,
+     "keep only these classes (of train, validation and test), relabelled 0, 1, ... in the "
+     "order given; [] = all"},
     {"data.val_fraction", T_FLOAT, MAX_OPEN, "0.0", 0, 1, NULL, FIELD(data.val_fraction), 0,
      "share of the training set held out (stratified, by train.seed) to choose "
      "best.safetensors on; 0 = none (a folder's val/ is used when present)"},
@@ -164,6 +196,10 @@ static const struct key keys[] = {
      "adadelta)"},
     {"optimizer.rho", T_FLOAT, 0, "0.9", 0, 1, NULL, FIELD(optimizer.rho), 0,
      "adadelta: running-average decay"},
+    {"optimizer.param_groups", T_CUSTOM, 0, "()", 0, 0, NULL, FIELD(optimizer.param_groups), 0,
+     "parameter groups with their own rate, as torch's param_groups: ( { match = [\"fc\"]; "
+     "lr_scale = 10.0; } ) trains the tensors named fc... at optimizer.lr x 10 (names or "
+     "dotted prefixes; a later group wins)"},
     {"optimizer.schedule.type", T_STRING, 0, "\"constant\"", 0, 0, "constant|step|cosine|one_cycle",
      FIELD(optimizer.schedule.type), 0,
      "learning-rate schedule over epochs: constant, step (x gamma every step_size epochs) "
@@ -203,6 +239,12 @@ static const struct key keys[] = {
      "stop after this many optimizer steps in total; 0 = no limit"},
     {"train.drop_last", T_BOOL, 0, "false", 0, 0, NULL, FIELD(train.drop_last), 0,
      "drop the final partial batch of each epoch"},
+    {"train.init_from", T_STRING, 0, "\"\"", 0, 0, NULL, FIELD(train.init_from), 0,
+     "fine-tuning: a checkpoint (dtrain's or a PyTorch safetensors file with the same names) "
+     "whose tensors of matching name and shape replace the initial weights; \"\" = none"},
+    {"train.freeze", T_CUSTOM, 0, "[]", 0, 0, NULL, FIELD(train.freeze), 0,
+     "tensor names or dotted prefixes (\"conv1\", \"layer1\") whose parameters are not "
+     "trained: no update, no weight decay"},
     {"train.eval_batch_size", T_INT, 0, "0", 0, MAX_BATCH, NULL, FIELD(train.eval_batch_size), 0,
      "batch used for evaluation; 0 = as in training"},
 
@@ -714,6 +756,8 @@ static int store_value(void *base, const struct key *k, const config_setting_t *
         return store_string(base, k, s, where);
     case T_FLOATS:
         return store_floats(base, k, s, where);
+    case T_CUSTOM:
+        return codec_of(k)->load(field, s, where);
     case T_LAYERS:
     case T_BLOCKS:
         break;
@@ -954,6 +998,8 @@ static const char *expected(const struct key *k)
         return "a list of layer groups like ( { type = \"relu\"; } )";
     case T_BLOCKS:
         return "a group of blocks";
+    case T_CUSTOM:
+        return codec_of(k)->expected;
     }
     return "a value";
 }
@@ -1391,6 +1437,13 @@ static void put_value(struct text *t, const void *base, const struct key *k)
         put(t, " ]");
         break;
     }
+    case T_CUSTOM: {
+        char *v = codec_of(k)->write(field);
+        put(t, "%s", v ? v : "");
+        t->failed |= v == NULL;
+        free(v);
+        break;
+    }
     case T_LAYERS:
     case T_BLOCKS:
         break;
@@ -1678,7 +1731,7 @@ static const char *type_label(const struct key *k)
 {
     static const char *const names[] = {"int",    "int64",      "float",      "double", "bool",
                                         "string", "float list", "layer list", "group"};
-    return names[k->type];
+    return k->type == T_CUSTOM ? codec_of(k)->label : names[k->type];
 }
 
 static void print_allowed(FILE *out, const struct key *k)

@@ -13,6 +13,7 @@
 #include <stdio.h>
 
 #include "nn/layer_spec.h"
+#include "train/finetune_config.h"
 
 #define DT_MAX_LAYERS   512
 #define DT_MAX_CHANNELS 4
@@ -39,6 +40,7 @@ struct dt_config {
         bool skip_bad;        /* folder: leave out undecodable images instead of failing */
         long long max_pixels; /* folder, predict: pixel budget of one image (h x w) */
         float val_fraction;   /* share of the training set held out for validation (0 = none) */
+        struct dt_class_select select_classes; /* n = 0: every class */
     } data;
 
     struct {
@@ -59,6 +61,7 @@ struct dt_config {
         float beta1, beta2, eps, rho;
         char weight_decay_skip[16]; /* none | bias_and_norm */
         float clip_grad_norm;       /* global L2 norm limit; 0 = off */
+        struct dt_param_groups param_groups; /* lr scales by tensor name */
         struct {
             char type[32];     /* constant | step | cosine | one_cycle */
             int step_size;     /* step: epochs between decays */
@@ -78,6 +81,8 @@ struct dt_config {
         long long max_steps; /* stop after this many steps in total (0 = no limit) */
         bool drop_last;      /* drop the final partial batch of an epoch */
         int eval_batch_size;
+        char init_from[1024];          /* fine-tuning: checkpoint to start from ("" = none) */
+        struct dt_name_patterns freeze; /* tensors not trained */
     } train;
 
     struct {

@@ -12,6 +12,8 @@
 #include "data/dataset.h"
 #include "nn/model.h"
 #include "train/rundir.h"
+#include "train/init_from.h"
+#include "train/param_groups.h"
 #include "train/setup.h"
 #include "util/err.h"
 #include "util/json.h"
@@ -213,6 +215,10 @@ int dt_dry_run(const struct dt_config *cfg, const struct dt_job_plan *plan, bool
     }
     /* the network table from a model of one sample: nothing of the real batch is allocated */
     if ((rc = dt_run_build_model(cfg, in, 1, tr->classes, &f.model)))
+        goto out;
+    /* fine-tuning's patterns and checkpoint, checked (and reported) as the run would */
+    if ((rc = dt_run_check_groups(cfg, f.model)) ||
+        (rc = dt_run_init_from(cfg, f.model, !json, NULL)))
         goto out;
     if ((rc = dt_job_plan_steps(plan, cfg, tr->n, &f.steps)))
         goto out;
