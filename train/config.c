@@ -1782,4 +1782,8 @@ void dt_config_print_reference(FILE *out)
     fputs("\n| Layer key | Type | Default | Allowed | Meaning |\n|---|---|---|---|---|\n", out);
     for (size_t i = 0; i < NLAYER_KEYS; i++)
         print_row(out, &layer_keys[i], true);
+    fputs("| `name` | string | `\"\"` | parts of letters, digits and _ joined by dots | every kind: "
+          "the prefix of the layer's tensor names in checkpoints (`conv1.weight`); \"\" = "
+          "`layers.<index>` (docs/checkpoints.md) |\n",
+          out);
 }
