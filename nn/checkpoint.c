@@ -309,8 +309,8 @@ static char *header_json(const struct save_plan *p, const char *metadata, size_t
 }
 
 /* The whole file in one buffer: length prefix, header, then each tensor's bytes. */
-static unsigned char *encode_file(const char *header, size_t header_len,
-                                  const struct save_plan *p, size_t *len)
+static unsigned char *encode_file(const char *header, size_t header_len, const struct save_plan *p,
+                                  size_t *len)
 {
     size_t total = 8 + header_len;
     for (int i = 0; i < p->n; i++)
@@ -337,8 +337,7 @@ static unsigned char *encode_file(const char *header, size_t header_len,
 }
 
 int dt_checkpoint_encode(const char *path, const struct dt_model *model, struct dt_optim *opt,
-                         const struct dt_checkpoint_meta *meta, unsigned char **bytes,
-                         size_t *len)
+                         const struct dt_checkpoint_meta *meta, unsigned char **bytes, size_t *len)
 {
     *bytes = NULL;
     *len = 0;
@@ -614,8 +613,8 @@ static int check_layout(const struct parsed *pf)
         end = order[i]->end;
     }
     if (!rc && end != pf->data_len)
-        rc = dt_fail(DT_EDATA, "%s: %zu bytes after the last tensor belong to no tensor",
-                     pf->path, pf->data_len - end);
+        rc = dt_fail(DT_EDATA, "%s: %zu bytes after the last tensor belong to no tensor", pf->path,
+                     pf->data_len - end);
     free(order);
     return rc;
 }

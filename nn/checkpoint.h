@@ -54,8 +54,7 @@ int dt_checkpoint_save(const char *path, const struct dt_model *model, struct dt
  * it): a copy of the tensors, so training can go on while another thread writes the file
  * (train/ckpt_writer.h). path only names the file in errors. */
 int dt_checkpoint_encode(const char *path, const struct dt_model *model, struct dt_optim *opt,
-                         const struct dt_checkpoint_meta *meta, unsigned char **bytes,
-                         size_t *len);
+                         const struct dt_checkpoint_meta *meta, unsigned char **bytes, size_t *len);
 
 /* Validates path and loads every model tensor and buffer into model; with opt (for resuming),
  * also the optimizer state and step count, which must be for the same optimizer type. meta

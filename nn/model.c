@@ -125,8 +125,7 @@ void dt_layer_describe(struct dt_layer *l, const char *name, bool trainable, siz
         t = &m->buffer_tensors[m->nbuffer_tensors++];
         t->offset = (size_t)(l->buffers - m->buffers) + offset;
     }
-    snprintf(t->index_name, sizeof t->index_name, "layers.%d.%s%s", l->index, l->name_prefix,
-             name);
+    snprintf(t->index_name, sizeof t->index_name, "layers.%d.%s%s", l->index, l->name_prefix, name);
     if (l->spec.name[0])
         snprintf(t->name, sizeof t->name, "%s.%s%s", l->spec.name, l->name_prefix, name);
     else

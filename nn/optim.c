@@ -240,8 +240,8 @@ int dt_optim_set_group(struct dt_optim *o, size_t lo, size_t hi, const struct dt
 {
     const char *t = dt_optim_type_name(o->cfg.type);
     if (lo > hi || hi > o->n)
-        return dt_fail(DT_EUSAGE, "%s: group range [%zu, %zu) is outside the %zu parameters", t,
-                       lo, hi, o->n);
+        return dt_fail(DT_EUSAGE, "%s: group range [%zu, %zu) is outside the %zu parameters", t, lo,
+                       hi, o->n);
     if (!(g->lr_scale >= 0))
         return dt_fail(DT_EUSAGE, "%s: invalid lr scale %g (expected >= 0)", t, g->lr_scale);
     int k = o->ngroups;

@@ -338,11 +338,11 @@ struct load {
     struct dt_config *cfg;
     const char *file;
     config_t lc;
-    int line[NKEYS];    /* line in the file, 0 = not in the file */
-    bool by_set[NKEYS]; /* last given by --set */
+    int line[NKEYS];                         /* line in the file, 0 = not in the file */
+    bool by_set[NKEYS];                      /* last given by --set */
     const config_setting_t *blocks, *layers; /* model.blocks and model.layers in the file */
-    char *layers_source; /* both as written, when blocks are used (malloc'd) */
-    bool layers_edited;  /* a --set changed the layer list: the text shows it expanded */
+    char *layers_source;                     /* both as written, when blocks are used (malloc'd) */
+    bool layers_edited; /* a --set changed the layer list: the text shows it expanded */
 };
 
 /* ---- small helpers ---- */
@@ -1782,8 +1782,9 @@ void dt_config_print_reference(FILE *out)
     fputs("\n| Layer key | Type | Default | Allowed | Meaning |\n|---|---|---|---|---|\n", out);
     for (size_t i = 0; i < NLAYER_KEYS; i++)
         print_row(out, &layer_keys[i], true);
-    fputs("| `name` | string | `\"\"` | parts of letters, digits and _ joined by dots | every kind: "
-          "the prefix of the layer's tensor names in checkpoints (`conv1.weight`); \"\" = "
-          "`layers.<index>` (docs/checkpoints.md) |\n",
-          out);
+    fputs(
+        "| `name` | string | `\"\"` | parts of letters, digits and _ joined by dots | every kind: "
+        "the prefix of the layer's tensor names in checkpoints (`conv1.weight`); \"\" = "
+        "`layers.<index>` (docs/checkpoints.md) |\n",
+        out);
 }

@@ -59,8 +59,8 @@ struct dt_config {
         float lr, momentum, dampening, weight_decay;
         bool nesterov, amsgrad;
         float beta1, beta2, eps, rho;
-        char weight_decay_skip[16]; /* none | bias_and_norm */
-        float clip_grad_norm;       /* global L2 norm limit; 0 = off */
+        char weight_decay_skip[16];          /* none | bias_and_norm */
+        float clip_grad_norm;                /* global L2 norm limit; 0 = off */
         struct dt_param_groups param_groups; /* lr scales by tensor name */
         struct {
             char type[32];     /* constant | step | cosine | one_cycle */
@@ -81,7 +81,7 @@ struct dt_config {
         long long max_steps; /* stop after this many steps in total (0 = no limit) */
         bool drop_last;      /* drop the final partial batch of an epoch */
         int eval_batch_size;
-        char init_from[1024];          /* fine-tuning: checkpoint to start from ("" = none) */
+        char init_from[1024];           /* fine-tuning: checkpoint to start from ("" = none) */
         struct dt_name_patterns freeze; /* tensors not trained */
     } train;
 

@@ -34,8 +34,8 @@ struct expand {
     const config_setting_t *blocks;
     const char *file;
     int max_layers;
-    config_setting_t *out;                  /* the flat list being built */
-    const char *stack[DT_BLOCK_MAX_DEPTH];  /* blocks being expanded, outermost first */
+    config_setting_t *out;                 /* the flat list being built */
+    const char *stack[DT_BLOCK_MAX_DEPTH]; /* blocks being expanded, outermost first */
     int depth;
 };
 
@@ -176,8 +176,9 @@ static int check_definition(const struct expand *ex, const config_setting_t *def
     else
         snprintf(where, sizeof where, "model.blocks.%s", name);
     if (!config_setting_is_group(def))
-        return dt_fail(DT_EUSAGE, "%s: expected a group { params = [...]; layers = (...); }, got %s",
-                       where, kind_of(def));
+        return dt_fail(DT_EUSAGE,
+                       "%s: expected a group { params = [...]; layers = (...); }, got %s", where,
+                       kind_of(def));
     for (int i = 0; i < config_setting_length(def); i++) {
         const char *key = config_setting_name(config_setting_get_elem(def, (unsigned)i));
         if (strcmp(key, "params") && strcmp(key, "defaults") && strcmp(key, "layers"))
@@ -199,8 +200,9 @@ static int check_definition(const struct expand *ex, const config_setting_t *def
     for (int i = 0; i < np; i++) {
         const config_setting_t *p = config_setting_get_elem(params, (unsigned)i);
         const char *pn = config_setting_get_string(p);
-        if (!pn || !pn[0] || strspn(pn, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                        "0123456789_") != strlen(pn))
+        if (!pn || !pn[0] ||
+            strspn(pn, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                       "0123456789_") != strlen(pn))
             return dt_fail(DT_EUSAGE, "%s.params: element %d: expected a name like \"width\"",
                            where, i);
         if (!strcmp(pn, "block") || !strcmp(pn, "name") || !strcmp(pn, "repeat"))
@@ -234,8 +236,9 @@ static int bind(const config_setting_t *def, const char *name, const config_sett
     size_t o = 0;
     taken[0] = 0;
     for (int j = 0; j < np && o < sizeof taken; j++)
-        o += (size_t)snprintf(taken + o, sizeof taken - o, "%s%s", j ? ", " : "",
-                              config_setting_get_string(config_setting_get_elem(params, (unsigned)j)));
+        o += (size_t)snprintf(
+            taken + o, sizeof taken - o, "%s%s", j ? ", " : "",
+            config_setting_get_string(config_setting_get_elem(params, (unsigned)j)));
     nb->block = name;
     nb->n = 0;
     for (int i = 0; i < config_setting_length(use); i++) {
@@ -411,8 +414,8 @@ static int copy_layer(struct expand *ex, const config_setting_t *entry, const ch
         if ((rc = resolve(b, from, kwhere, &from)))
             return rc;
         int t = config_setting_type(from);
-        long long f = t == CONFIG_TYPE_INT || t == CONFIG_TYPE_INT64 ? config_setting_get_int64(from)
-                                                                      : 0;
+        long long f =
+            t == CONFIG_TYPE_INT || t == CONFIG_TYPE_INT64 ? config_setting_get_int64(from) : 0;
         int pos = index - block_start;
         if (f < 0 && pos + f < -1)
             return dt_fail(DT_EUSAGE,

@@ -56,8 +56,7 @@ bool dt_blocks_used(const config_setting_t *blocks, const config_setting_t *laye
  * (or none: index naming). max_layers bounds the result. `file` NULL = a --set value.
  * DT_EUSAGE with "FILE:LINE: model.layers.I...: problem" on any error. */
 int dt_blocks_expand(const config_setting_t *blocks, const config_setting_t *layers,
-                     const char *file, int max_layers, config_t *out,
-                     config_setting_t **expanded);
+                     const char *file, int max_layers, config_t *out, config_setting_t **expanded);
 
 /* model.blocks and model.layers as written, as libconfig text indented by `indent`
  * (the effective config keeps blocks unexpanded). malloc'd; NULL when out of memory. */

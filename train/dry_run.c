@@ -104,8 +104,8 @@ static void print_network(const struct dt_model *m, const struct dt_config *cfg)
     bool named = false;
     for (int i = 0; i < cfg->model.nlayers && !named; i++)
         named = cfg->model.layers[i].name[0] != 0;
-    printf("network     %-4s %-14s %-22s %-14s %10s%s\n", "#", "layer", "detail", "output", "params",
-           named ? "  name" : "");
+    printf("network     %-4s %-14s %-22s %-14s %10s%s\n", "#", "layer", "detail", "output",
+           "params", named ? "  name" : "");
     printf("            %-4s %-14s %-22s %dx%dx%d\n", "", "input", "", m->input.c, m->input.h,
            m->input.w);
     for (int i = 0; i < m->nlayers; i++) {

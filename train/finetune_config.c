@@ -69,8 +69,8 @@ static char *write_patterns(const void *field)
 static int load_group(struct dt_param_group_spec *g, const config_setting_t *s, const char *where)
 {
     if (!config_setting_is_group(s))
-        return dt_fail(DT_EUSAGE, "%s: expected a group like { match = [\"fc\"]; lr_scale = 10.0; }",
-                       where);
+        return dt_fail(DT_EUSAGE,
+                       "%s: expected a group like { match = [\"fc\"]; lr_scale = 10.0; }", where);
     for (int i = 0; i < config_setting_length(s); i++) {
         const char *key = config_setting_name(config_setting_get_elem(s, (unsigned)i));
         if (strcmp(key, "match") && strcmp(key, "lr_scale"))
@@ -95,12 +95,12 @@ static int load_group(struct dt_param_group_spec *g, const config_setting_t *s, 
     int t = config_setting_type(l);
     if (t != CONFIG_TYPE_FLOAT && t != CONFIG_TYPE_INT && t != CONFIG_TYPE_INT64)
         return dt_fail(DT_EUSAGE, "%s: expected a number", kwhere);
-    double v = t == CONFIG_TYPE_FLOAT ? config_setting_get_float(l)
-                                      : (double)config_setting_get_int64(l);
+    double v =
+        t == CONFIG_TYPE_FLOAT ? config_setting_get_float(l) : (double)config_setting_get_int64(l);
     if (!(v > 0 && v <= 1e4))
         return dt_fail(DT_EUSAGE,
-                       "%s: must be in (0, 10000], got %g (train.freeze stops a parameter)",
-                       kwhere, v);
+                       "%s: must be in (0, 10000], got %g (train.freeze stops a parameter)", kwhere,
+                       v);
     g->lr_scale = (float)v;
     return 0;
 }
@@ -202,8 +202,8 @@ static char *write_select(const void *field)
     return fclose(f) == 0 ? buf : (free(buf), NULL);
 }
 
-const struct dt_config_codec dt_patterns_codec = {
-    "name list", "a list of names like [\"conv1\"]", load_patterns, write_patterns};
+const struct dt_config_codec dt_patterns_codec = {"name list", "a list of names like [\"conv1\"]",
+                                                  load_patterns, write_patterns};
 const struct dt_config_codec dt_param_groups_codec = {
     "group list", "a list of groups like ( { match = [\"fc\"]; lr_scale = 10.0; } )", load_groups,
     write_groups};

@@ -55,8 +55,7 @@ struct dt_config_codec {
     char *(*write)(const void *field);
 };
 
-extern const struct dt_config_codec dt_patterns_codec, dt_param_groups_codec,
-    dt_class_select_codec;
+extern const struct dt_config_codec dt_patterns_codec, dt_param_groups_codec, dt_class_select_codec;
 
 /* `name` (a tensor's name) matches `pattern`: equal, or pattern followed by a dot. */
 bool dt_pattern_matches(const char *pattern, const char *name);

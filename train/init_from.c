@@ -30,7 +30,8 @@ static const char *shape_text(char *buf, size_t size, int ndim, const long long 
 static bool find(const struct dt_checkpoint_file *f, const struct dt_tensor_info *t,
                  struct dt_checkpoint_tensor *out)
 {
-    return dt_checkpoint_file_find(f, t->name, out) || dt_checkpoint_file_find(f, t->index_name, out);
+    return dt_checkpoint_file_find(f, t->name, out) ||
+           dt_checkpoint_file_find(f, t->index_name, out);
 }
 
 static enum fate fate_of(const struct dt_checkpoint_file *f, const struct dt_tensor_info *t,
@@ -84,8 +85,8 @@ static void note(struct walk *w, enum fate fate, const struct dt_tensor_info *t,
     if (fate == SKIPPED)
         dt_log_info("  skipped %s: %s %s in the file, %s %s in the model", t->name, ft->dtype,
                     shape_text(a, sizeof a, ft->ndim, ft->shape), is_count(t) ? "I64" : "F32",
-                    shape_text(b, sizeof b, t->ndim, (long long[4]){t->shape[0], t->shape[1],
-                                                                   t->shape[2], t->shape[3]}));
+                    shape_text(b, sizeof b, t->ndim,
+                               (long long[4]){t->shape[0], t->shape[1], t->shape[2], t->shape[3]}));
     else
         dt_log_info("  new     %s: not in the file, initialised from train.seed", t->name);
 }

@@ -64,7 +64,8 @@ int dt_run_check_groups(const struct dt_config *cfg, const struct dt_model *m)
                 return no_match(cfg, key, gs->g[g].match.p[i], m);
             }
     if (fz->n > 0 && dt_run_frozen_floats(cfg, m) == m->nparams)
-        return dt_fail(DT_EUSAGE, "%s: train.freeze: every parameter is frozen: nothing would train",
+        return dt_fail(DT_EUSAGE,
+                       "%s: train.freeze: every parameter is frozen: nothing would train",
                        cfg->path);
     return 0;
 }

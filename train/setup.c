@@ -422,7 +422,6 @@ int dt_run_make_optimizer(struct dt_optim **out, const struct dt_config *cfg, si
     return dt_optim_create_in(out, &oc, nparams, storage);
 }
 
-
 static int schedule_from_config(const struct dt_config *cfg, struct dt_schedule *s)
 {
     memset(s, 0, sizeof *s);

@@ -14,36 +14,37 @@
 #include "train/config.h"
 #include "util/err.h"
 
-#define HEAD "data = { dataset = \"fashion-mnist\"; };\n"  /* 1 */ \
-             "train = { epochs = 1; batch_size = 8; };\n" /* 2 */ \
-             "model = {\n"                                /* 3 */
+#define HEAD                                                                                       \
+    "data = { dataset = \"fashion-mnist\"; };\n" /* 1 */                                           \
+    "train = { epochs = 1; batch_size = 8; };\n" /* 2 */                                           \
+    "model = {\n"                                /* 3 */
 
 static const char blocks[] =
-    HEAD "  blocks = {\n"                                                               /* 4 */
-    "    basic = {\n"                                                                   /* 5 */
-    "      params = [ \"width\", \"stride\" ];\n"                                       /* 6 */
-    "      defaults = { stride = 1; };\n"                                               /* 7 */
-    "      layers = (\n"                                                                /* 8 */
-    "        { type = \"conv2d\"; name = \"conv1\"; out_channels = \"$width\"; kernel = 3;"
-    " padding = 1; stride = \"$stride\"; },\n"                                          /* 9 */
-    "        { type = \"relu\"; },\n"                                                   /* 10 */
-    "        { type = \"add\"; name = \"shortcut\"; from = -3; shortcut = \"projection\"; }\n"
-    "      );\n"                                                                        /* 12 */
-    "    };\n"                                                                          /* 13 */
-    "  };\n"                                                                            /* 14 */
-    "  layers = (\n"                                                                    /* 15 */
-    "    { type = \"conv2d\"; name = \"stem\"; out_channels = 4; kernel = 3; },\n"     /* 16 */
-    "    { block = \"basic\"; name = \"stage1\"; repeat = 2; width = 4; },\n"          /* 17 */
-    "    { block = \"basic\"; name = \"stage1\"; width = 8; stride = 2; },\n"          /* 18 */
-    "    { block = \"basic\"; width = 8; },\n"                                         /* 19 */
-    "    { type = \"flatten\"; },\n"                                                    /* 20 */
-    "    { type = \"linear\"; out_features = 10; }\n"                                   /* 21 */
-    "  );\n"                                                                            /* 22 */
-    "};\n";
+    HEAD "  blocks = {\n"                              /* 4 */
+         "    basic = {\n"                             /* 5 */
+         "      params = [ \"width\", \"stride\" ];\n" /* 6 */
+         "      defaults = { stride = 1; };\n"         /* 7 */
+         "      layers = (\n"                          /* 8 */
+         "        { type = \"conv2d\"; name = \"conv1\"; out_channels = \"$width\"; kernel = 3;"
+         " padding = 1; stride = \"$stride\"; },\n" /* 9 */
+         "        { type = \"relu\"; },\n"          /* 10 */
+         "        { type = \"add\"; name = \"shortcut\"; from = -3; shortcut = \"projection\"; }\n"
+         "      );\n"                                                                   /* 12 */
+         "    };\n"                                                                     /* 13 */
+         "  };\n"                                                                       /* 14 */
+         "  layers = (\n"                                                               /* 15 */
+         "    { type = \"conv2d\"; name = \"stem\"; out_channels = 4; kernel = 3; },\n" /* 16 */
+         "    { block = \"basic\"; name = \"stage1\"; repeat = 2; width = 4; },\n"      /* 17 */
+         "    { block = \"basic\"; name = \"stage1\"; width = 8; stride = 2; },\n"      /* 18 */
+         "    { block = \"basic\"; width = 8; },\n"                                     /* 19 */
+         "    { type = \"flatten\"; },\n"                                               /* 20 */
+         "    { type = \"linear\"; out_features = 10; }\n"                              /* 21 */
+         "  );\n"                                                                       /* 22 */
+         "};\n";
 
 /* The same model written out flat, with the names the blocks give. */
-static const char flat[] =
-    HEAD "  layers = (\n"
+static const char flat[] = HEAD
+    "  layers = (\n"
     "    { type = \"conv2d\"; name = \"stem\"; out_channels = 4; kernel = 3; },\n"
     "    { type = \"conv2d\"; name = \"stage1.0.conv1\"; out_channels = 4; kernel = 3; padding = 1;"
     " stride = 1; },\n"
@@ -130,7 +131,8 @@ static void test_effective_text_keeps_blocks_and_reloads(void **state)
     struct dt_config a, b;
     assert_int_equal(load(&a, blocks, NULL, 0), 0);
     assert_non_null(strstr(a.text, "blocks = {"));
-    assert_non_null(strstr(a.text, "{ block = \"basic\"; name = \"stage1\"; repeat = 2; width = 4; }"));
+    assert_non_null(
+        strstr(a.text, "{ block = \"basic\"; name = \"stage1\"; repeat = 2; width = 4; }"));
     assert_non_null(strstr(a.text, "out_channels = \"$width\""));
     assert_int_equal(load(&b, a.text, NULL, 0), 0);
     assert_same_layers(&a, &b);
@@ -153,14 +155,15 @@ static void test_effective_text_keeps_blocks_and_reloads(void **state)
 static void test_nested_blocks_name_and_count_inside(void **state)
 {
     (void)state;
-    char *text = edit(blocks, "  };\n  layers = (\n",
-                      "    stage = {\n"
-                      "      params = [ \"w\" ];\n"
-                      "      layers = ( { type = \"relu\"; name = \"pre\"; },\n"
-                      "                 { block = \"basic\"; name = \"b\"; repeat = 2; width = \"$w\"; },\n"
-                      "                 { type = \"add\"; from = -8; } );\n"
-                      "    };\n"
-                      "  };\n  layers = (\n");
+    char *text =
+        edit(blocks, "  };\n  layers = (\n",
+             "    stage = {\n"
+             "      params = [ \"w\" ];\n"
+             "      layers = ( { type = \"relu\"; name = \"pre\"; },\n"
+             "                 { block = \"basic\"; name = \"b\"; repeat = 2; width = \"$w\"; },\n"
+             "                 { type = \"add\"; from = -8; } );\n"
+             "    };\n"
+             "  };\n  layers = (\n");
     char *text2 = edit(text, "    { block = \"basic\"; width = 8; },\n",
                        "    { block = \"stage\"; name = \"s\"; repeat = 2; w = 8; },\n");
     struct dt_config cfg;
@@ -179,9 +182,10 @@ static void test_nested_blocks_name_and_count_inside(void **state)
     free(text2);
 
     /* a skip inside the nested block reaching past the stage's input */
-    text = edit(blocks, "  };\n  layers = (\n",
-                "    stage = { layers = ( { type = \"relu\"; }, { type = \"add\"; from = -3; } ); };\n"
-                "  };\n  layers = (\n");
+    text =
+        edit(blocks, "  };\n  layers = (\n",
+             "    stage = { layers = ( { type = \"relu\"; }, { type = \"add\"; from = -3; } ); };\n"
+             "  };\n  layers = (\n");
     text2 = edit(text, "    { block = \"basic\"; width = 8; },\n", "    { block = \"stage\"; },\n");
     expect_error(text2, NULL, 0,
                  "t.cfg:14: model.blocks.stage.layers.1.from: -3 leaves its block (this is the "
@@ -223,8 +227,9 @@ static void test_block_errors(void **state)
     expect_edit_error("defaults = { stride = 1; };", "defaults = { stride = 1; }; width = 3;",
                       "t.cfg:5: model.blocks.basic.width: unknown key (a block has params, "
                       "defaults, layers)");
-    expect_edit_error("defaults = { stride = 1; };", "defaults = { strides = 1; };",
-                      "t.cfg:5: model.blocks.basic.defaults.strides: not one of the block's params");
+    expect_edit_error(
+        "defaults = { stride = 1; };", "defaults = { strides = 1; };",
+        "t.cfg:5: model.blocks.basic.defaults.strides: not one of the block's params");
     expect_edit_error("params = [ \"width\", \"stride\" ];", "params = [ \"width\", \"repeat\" ];",
                       "model.blocks.basic.params: \"repeat\" is taken by the block use itself");
     /* recursion, direct and through another block */
@@ -237,21 +242,25 @@ static void test_block_errors(void **state)
                       "    basic = {");
     char *text2 = edit(text, "{ type = \"relu\"; },\n        { type = \"add\"",
                        "{ block = \"outer\"; },\n        { type = \"add\"");
-    expect_error(text2, NULL, 0, "model.blocks.outer.layers.0.block: block \"basic\" uses itself (basic -> outer -> basic)");
+    expect_error(
+        text2, NULL, 0,
+        "model.blocks.outer.layers.0.block: block \"basic\" uses itself (basic -> outer -> basic)");
     free(text);
     free(text2);
     /* names */
     expect_edit_error("name = \"stem\"", "name = \"st em\"",
                       "t.cfg:16: model.layers.0.name: \"st em\" is not a layer name");
-    expect_edit_error("name = \"stem\"", "name = \"stage1\"",
-                      "t.cfg:16: model.layers.0.name: \"stage1\" clashes with layer 1's \"stage1.0.conv1\"");
+    expect_edit_error(
+        "name = \"stem\"", "name = \"stage1\"",
+        "t.cfg:16: model.layers.0.name: \"stage1\" clashes with layer 1's \"stage1.0.conv1\"");
     expect_edit_error("name = \"stem\"", "name = \"layers.10\"",
                       "model.layers.0.name: \"layers.10\" clashes with layer 10's \"layers.10\"");
     expect_edit_error("name = \"stage1\"; width = 8;", "name = \"stage1.\"; width = 8;",
                       "t.cfg:18: model.layers.2.name: \"stage1.\" is not a layer name");
     /* blocks without layers; blocks from --set */
     const char *set_blocks[] = {"model.blocks={}"};
-    expect_error(blocks, set_blocks, 1, "--set model.blocks: blocks are defined in the config file");
+    expect_error(blocks, set_blocks, 1,
+                 "--set model.blocks: blocks are defined in the config file");
 }
 
 int main(void)
