@@ -309,8 +309,8 @@ static char *header_json(const struct save_plan *p, const char *metadata, size_t
 }
 
 /* The whole file in one buffer: length prefix, header, then each tensor's bytes. */
-static unsigned char *encode_file(const char *header, size_t header_len,
-                                  const struct save_plan *p, size_t *len)
+static unsigned char *encode_file(const char *header, size_t header_len, const struct save_plan *p,
+                                  size_t *len)
 {
     size_t total = 8 + header_len;
     for (int i = 0; i < p->n; i++)
@@ -337,8 +337,7 @@ static unsigned char *encode_file(const char *header, size_t header_len,
 }
 
 int dt_checkpoint_encode(const char *path, const struct dt_model *model, struct dt_optim *opt,
-                         const struct dt_checkpoint_meta *meta, unsigned char **bytes,
-                         size_t *len)
+                         const struct dt_checkpoint_meta *meta, unsigned char **bytes, size_t *len)
 {
     *bytes = NULL;
     *len = 0;
@@ -614,8 +613,8 @@ static int check_layout(const struct parsed *pf)
         end = order[i]->end;
     }
     if (!rc && end != pf->data_len)
-        rc = dt_fail(DT_EDATA, "%s: %zu bytes after the last tensor belong to no tensor",
-                     pf->path, pf->data_len - end);
+        rc = dt_fail(DT_EDATA, "%s: %zu bytes after the last tensor belong to no tensor", pf->path,
+                     pf->data_len - end);
     free(order);
     return rc;
 }
@@ -703,11 +702,27 @@ static int64_t read_i64(const struct parsed *pf, const struct entry *e)
     return v;
 }
 
+/* The file's name for tensor t under `prefix` ("" or "optimizer.exp_avg."): its name, or the
+ * layers.<index> name a checkpoint written before layers had names uses for it. */
+static void file_name(const struct parsed *pf, const char *prefix, const struct dt_tensor_info *t,
+                      char *out, size_t size)
+{
+    snprintf(out, size, "%s%s", prefix, t->name);
+    if (find_entry(pf, out) || strcmp(t->name, t->index_name) == 0)
+        return;
+    char old[NAME_MAX_LEN];
+    snprintf(old, sizeof old, "%s%s", prefix, t->index_name);
+    if (find_entry(pf, old))
+        snprintf(out, size, "%s", old);
+}
+
 /* Validates (apply false) or copies (apply true) one model tensor into its arena. */
-static int load_tensor(const struct parsed *pf, const char *name, const struct dt_tensor_info *t,
+static int load_tensor(const struct parsed *pf, const char *prefix, const struct dt_tensor_info *t,
                        float *arena, bool count, bool apply)
 {
     const struct entry *e;
+    char name[NAME_MAX_LEN];
+    file_name(pf, prefix, t, name, sizeof name);
     int rc = match(pf, name, t, count ? DT_I64 : DT_F32, &e);
     if (rc || !apply)
         return rc;
@@ -721,10 +736,11 @@ static int load_tensor(const struct parsed *pf, const char *name, const struct d
 static bool is_model_tensor(const struct dt_model *m, const char *name)
 {
     for (int i = 0; i < m->ntensors; i++)
-        if (strcmp(m->tensors[i].name, name) == 0)
+        if (!strcmp(m->tensors[i].name, name) || !strcmp(m->tensors[i].index_name, name))
             return true;
     for (int i = 0; i < m->nbuffer_tensors; i++)
-        if (strcmp(m->buffer_tensors[i].name, name) == 0)
+        if (!strcmp(m->buffer_tensors[i].name, name) ||
+            !strcmp(m->buffer_tensors[i].index_name, name))
             return true;
     return false;
 }
@@ -737,13 +753,13 @@ static int load_model(const struct parsed *pf, struct dt_model *m, bool apply)
             return dt_fail(DT_EDATA, "%s: tensor %s is not part of the model", pf->path, name);
     }
     for (int i = 0; i < m->ntensors; i++) {
-        int rc = load_tensor(pf, m->tensors[i].name, &m->tensors[i], m->params, false, apply);
+        int rc = load_tensor(pf, "", &m->tensors[i], m->params, false, apply);
         if (rc)
             return rc;
     }
     for (int i = 0; i < m->nbuffer_tensors; i++) {
         const struct dt_tensor_info *t = &m->buffer_tensors[i];
-        int rc = load_tensor(pf, t->name, t, m->buffers, is_count_buffer(t), apply);
+        int rc = load_tensor(pf, "", t, m->buffers, is_count_buffer(t), apply);
         if (rc)
             return rc;
     }
@@ -772,9 +788,9 @@ static int load_optim(const struct parsed *pf, const struct dt_model *m, struct 
     int ns = dt_optim_states(opt, states);
     for (int s = 0; s < ns; s++) {
         for (int i = 0; i < m->ntensors; i++) {
-            char name[NAME_MAX_LEN];
-            snprintf(name, sizeof name, OPTIM_PREFIX "%s.%s", states[s].name, m->tensors[i].name);
-            rc = load_tensor(pf, name, &m->tensors[i], states[s].data, false, apply);
+            char prefix[64];
+            snprintf(prefix, sizeof prefix, OPTIM_PREFIX "%s.", states[s].name);
+            rc = load_tensor(pf, prefix, &m->tensors[i], states[s].data, false, apply);
             if (rc)
                 return rc;
         }
@@ -815,4 +831,63 @@ int dt_checkpoint_read_meta(const char *path, struct dt_checkpoint_meta *meta)
         rc = copy_metadata(&pf, meta);
     parsed_free(&pf);
     return rc;
+}
+
+/* ---- reading tensors one by one ---- */
+
+struct dt_checkpoint_file {
+    struct parsed pf;
+};
+
+int dt_checkpoint_open(const char *path, struct dt_checkpoint_file **out)
+{
+    *out = NULL;
+    struct dt_checkpoint_file *f = calloc(1, sizeof *f);
+    if (!f)
+        return dt_fail(DT_ERUNTIME, "%s: out of memory", path);
+    int rc = parse_file(&f->pf, path);
+    if (rc) {
+        parsed_free(&f->pf);
+        free(f);
+        return rc;
+    }
+    *out = f;
+    return 0;
+}
+
+int dt_checkpoint_file_count(const struct dt_checkpoint_file *f)
+{
+    return f->pf.nentries;
+}
+
+void dt_checkpoint_file_tensor(const struct dt_checkpoint_file *f, int i,
+                               struct dt_checkpoint_tensor *out)
+{
+    const struct entry *e = &f->pf.entries[i];
+    memset(out, 0, sizeof *out);
+    out->name = e->name;
+    out->dtype = e->dtype->name;
+    out->f32 = e->dtype->kind == DT_F32;
+    out->i64 = e->dtype->kind == DT_I64;
+    out->ndim = e->ndim;
+    for (int d = 0; d < e->ndim && d < 8; d++)
+        out->shape[d] = e->shape[d];
+    out->data = f->pf.data + e->begin;
+}
+
+bool dt_checkpoint_file_find(const struct dt_checkpoint_file *f, const char *name,
+                             struct dt_checkpoint_tensor *out)
+{
+    const struct entry *e = find_entry(&f->pf, name);
+    if (e)
+        dt_checkpoint_file_tensor(f, (int)(e - f->pf.entries), out);
+    return e != NULL;
+}
+
+void dt_checkpoint_close(struct dt_checkpoint_file *f)
+{
+    if (!f)
+        return;
+    parsed_free(&f->pf);
+    free(f);
 }

@@ -17,6 +17,7 @@
 #ifndef DT_NN_CHECKPOINT_H
 #define DT_NN_CHECKPOINT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "nn/model.h"
@@ -53,8 +54,7 @@ int dt_checkpoint_save(const char *path, const struct dt_model *model, struct dt
  * it): a copy of the tensors, so training can go on while another thread writes the file
  * (train/ckpt_writer.h). path only names the file in errors. */
 int dt_checkpoint_encode(const char *path, const struct dt_model *model, struct dt_optim *opt,
-                         const struct dt_checkpoint_meta *meta, unsigned char **bytes,
-                         size_t *len);
+                         const struct dt_checkpoint_meta *meta, unsigned char **bytes, size_t *len);
 
 /* Validates path and loads every model tensor and buffer into model; with opt (for resuming),
  * also the optimizer state and step count, which must be for the same optimizer type. meta
@@ -62,6 +62,29 @@ int dt_checkpoint_encode(const char *path, const struct dt_model *model, struct 
  * with model and opt unchanged. */
 int dt_checkpoint_load(const char *path, struct dt_model *model, struct dt_optim *opt,
                        struct dt_checkpoint_meta *meta);
+
+/* A validated safetensors file (dtrain's or any other writer's, e.g. PyTorch's
+ * safetensors.torch.save_file), open for reading tensors one by one: fine-tuning's init_from
+ * picks what it can use. Tensors of every safetensors dtype are listed; f32 and i64 say which
+ * two dtrain reads. */
+struct dt_checkpoint_file;
+struct dt_checkpoint_tensor {
+    const char *name;
+    const char *dtype; /* "F32", "I64", "BF16", ... */
+    bool f32, i64;
+    int ndim;
+    long long shape[8];
+    const void *data; /* little-endian, inside the open file; valid until it is closed */
+};
+/* DT_EDATA naming the file when it cannot be read or is not a whole safetensors file. */
+int dt_checkpoint_open(const char *path, struct dt_checkpoint_file **out);
+int dt_checkpoint_file_count(const struct dt_checkpoint_file *f);
+void dt_checkpoint_file_tensor(const struct dt_checkpoint_file *f, int i,
+                               struct dt_checkpoint_tensor *out);
+/* Tensor `name`: true and *out filled, or false when the file has none of that name. */
+bool dt_checkpoint_file_find(const struct dt_checkpoint_file *f, const char *name,
+                             struct dt_checkpoint_tensor *out);
+void dt_checkpoint_close(struct dt_checkpoint_file *f);
 
 /* Validates path and returns only its metadata (e.g. the config text needed to build the
  * model before loading its weights). */

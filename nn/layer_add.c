@@ -46,6 +46,7 @@ static int sub_setup(struct dt_layer *parent, struct dt_layer *sub, const char *
                      struct dt_layer_spec *spec, struct dt_shape in, struct dt_layer_setup *s)
 {
     snprintf(spec->type, sizeof spec->type, "%s", type);
+    memcpy(spec->name, parent->spec.name, sizeof spec->name); /* "<add's name>.proj.0.weight" */
     sub->kind = dt_layer_kind_find(type);
     sub->spec = *spec;
     sub->index = parent->index;

@@ -11,25 +11,31 @@
 
 #include "util/names.h"
 
+/* Longest layer name (train/config_blocks.c builds "stage2.1.conv1" from block instances); with
+ * a sub-layer prefix and the longest tensor name it stays within DT_TENSOR_NAME_MAX. */
+#define DT_LAYER_NAME_MAX 64
+
 struct dt_layer_spec {
-    char type[32];    /* "conv2d", "linear", "relu", ... */
-    int out_channels; /* conv2d */
-    int out_features; /* linear */
-    int kernel;       /* conv2d, maxpool2d, avgpool2d */
-    int stride;       /* conv2d (default 1); pools (default = kernel) */
-    int padding;      /* conv2d, pools (default 0) */
-    bool bias;        /* conv2d, linear (default true) */
-    char algo[16];    /* conv2d: "auto" (default), "gemm", "direct" or "winograd" */
-    float p;          /* dropout, dropout2d: drop probability (default 0.5) */
-    float eps;        /* batchnorm2d (default 1e-5) */
-    float momentum;   /* batchnorm2d running-stat momentum (default 0.1) */
-    bool affine;      /* batchnorm2d (default true) */
-    int from;         /* add, concat: the layer whose output joins this one's input, counted
-                         back from here as Darknet's [shortcut] does: -2 = two layers back
-                         (default 0 = none; required) */
+    char type[32];                /* "conv2d", "linear", "relu", ... */
+    char name[DT_LAYER_NAME_MAX]; /* prefix of the layer's tensor names ("stage2.1.conv1");
+                                     "" = "layers.<index>" */
+    int out_channels;             /* conv2d */
+    int out_features;             /* linear */
+    int kernel;                   /* conv2d, maxpool2d, avgpool2d */
+    int stride;                   /* conv2d (default 1); pools (default = kernel) */
+    int padding;                  /* conv2d, pools (default 0) */
+    bool bias;                    /* conv2d, linear (default true) */
+    char algo[16];                /* conv2d: "auto" (default), "gemm", "direct" or "winograd" */
+    float p;                      /* dropout, dropout2d: drop probability (default 0.5) */
+    float eps;                    /* batchnorm2d (default 1e-5) */
+    float momentum;               /* batchnorm2d running-stat momentum (default 0.1) */
+    bool affine;                  /* batchnorm2d (default true) */
+    int from;          /* add, concat: the layer whose output joins this one's input, counted
+                          back from here as Darknet's [shortcut] does: -2 = two layers back
+                          (default 0 = none; required) */
     char shortcut[16]; /* add: "identity" (default) or "projection" (1x1 conv, stride to fit) */
-    bool batchnorm;   /* add with projection: a batchnorm2d after the 1x1 conv (default true) */
-    int line;         /* line in the config file, for error messages (0 if unknown) */
+    bool batchnorm;    /* add with projection: a batchnorm2d after the 1x1 conv (default true) */
+    int line;          /* line in the config file, for error messages (0 if unknown) */
 };
 
 /* The values `algo` and `shortcut` may take: "auto", "gemm", "direct", "winograd";

@@ -117,14 +117,16 @@ struct dt_layer {
     struct dt_model *model; /* owner: max_batch, allreduce, grad slices, tensor tables */
 };
 
-/* Registers one tensor of layer l in the model's tables as "layers.<index>.<name>"; offset is
+/* Registers one tensor of layer l in the model's tables as "<spec name>.<name>" (index name
+ * "layers.<index>.<name>", the name too when the spec has none); offset is
  * in floats from the start of the layer's params (trainable) or buffers slice. ndim <= 4;
  * ndim 0 is a scalar. Called from a kind's init. */
 void dt_layer_describe(struct dt_layer *l, const char *name, bool trainable, size_t offset,
                        int ndim, const int *shape);
 
 /* Runs the init of sub-layer `sub` of a layer that owns sub-layers (add's projection) with its
- * tensors named "layers.<index>.<prefix><name>", e.g. "layers.5.proj.0.weight". */
+ * tensors named "<layer>.<prefix><name>", e.g. "layers.5.proj.0.weight" or
+ * "layer2.0.shortcut.proj.0.weight" (the sub-layer's spec carries its parent's name). */
 int dt_layer_init_sub(struct dt_layer *sub, const char *prefix, uint64_t seed);
 
 /* conv2d's algorithm (nn/layer_conv2d.c). AUTO: Winograd (nn/kernels/fp32/conv_winograd.h)

@@ -90,7 +90,11 @@ void dt_layer_describe(struct dt_layer *l, const char *name, bool trainable, siz
         t = &m->buffer_tensors[m->nbuffer_tensors++];
         t->offset = (size_t)(l->buffers - m->buffers) + offset;
     }
-    snprintf(t->name, sizeof t->name, "layers.%d.%s", l->index, name);
+    snprintf(t->index_name, sizeof t->index_name, "layers.%d.%s", l->index, name);
+    if (l->spec.name[0])
+        snprintf(t->name, sizeof t->name, "%s.%s", l->spec.name, name);
+    else
+        memcpy(t->name, t->index_name, sizeof t->name);
     t->ndim = ndim;
     t->count = 1;
     for (int d = 0; d < 4; d++) {
@@ -100,19 +104,31 @@ void dt_layer_describe(struct dt_layer *l, const char *name, bool trainable, siz
     }
 }
 
-/* Inserts prefix after "layers.<index>." in the names of tensors [from, to) of table t (a
- * name too long for the table is cut short, as snprintf cuts any other). */
-static void prefix_names(struct dt_tensor_info *t, int from, int to, int index, const char *prefix)
+/* Inserts prefix after the first `head` characters of name (a buffer of `size`; a name too long
+ * for it is cut short, as snprintf cuts any other). */
+static void insert_prefix(char *name, size_t size, size_t head, const char *prefix)
 {
-    size_t head = (size_t)snprintf(NULL, 0, "layers.%d.", index), plen = strlen(prefix);
-    size_t room = sizeof t->name - 1 - head;
+    size_t len = strlen(name);
+    if (head > len)
+        return;
+    size_t room = size - 1 - head, plen = strlen(prefix);
     plen = plen < room ? plen : room;
+    size_t rest = len - head, keep = rest < room - plen ? rest : room - plen;
+    memmove(name + head + plen, name + head, keep);
+    memcpy(name + head, prefix, plen);
+    name[head + plen + keep] = '\0';
+}
+
+/* Inserts prefix after the layer part ("<spec name>." or "layers.<index>.") of the names of
+ * tensors [from, to) of table t, in both the name and the index name. */
+static void prefix_names(struct dt_tensor_info *t, int from, int to, const struct dt_layer *l,
+                         const char *prefix)
+{
+    size_t index_head = (size_t)snprintf(NULL, 0, "layers.%d.", l->index);
+    size_t head = l->spec.name[0] ? strlen(l->spec.name) + 1 : index_head;
     for (int i = from; i < to; i++) {
-        char *name = t[i].name;
-        size_t rest = strlen(name) - head, keep = rest < room - plen ? rest : room - plen;
-        memmove(name + head + plen, name + head, keep);
-        memcpy(name + head, prefix, plen);
-        name[head + plen + keep] = '\0';
+        insert_prefix(t[i].index_name, sizeof t[i].index_name, index_head, prefix);
+        insert_prefix(t[i].name, sizeof t[i].name, head, prefix);
     }
 }
 
@@ -121,8 +137,8 @@ int dt_layer_init_sub(struct dt_layer *sub, const char *prefix, uint64_t seed)
     struct dt_model *m = sub->model;
     int tensors = m->ntensors, buffers = m->nbuffer_tensors;
     int rc = sub->kind->ops->init(sub, seed);
-    prefix_names(m->tensors, tensors, m->ntensors, sub->index, prefix);
-    prefix_names(m->buffer_tensors, buffers, m->nbuffer_tensors, sub->index, prefix);
+    prefix_names(m->tensors, tensors, m->ntensors, sub, prefix);
+    prefix_names(m->buffer_tensors, buffers, m->nbuffer_tensors, sub, prefix);
     return rc;
 }
 

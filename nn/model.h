@@ -19,17 +19,22 @@
 #include "nn/layer_spec.h"
 #include "util/names.h"
 
-#define DT_MAX_PROFILE_LAYERS 128
+#define DT_MAX_PROFILE_LAYERS 512
 
 /* Per-sample shape: channels x height x width (a flat vector is c x 1 x 1). */
 struct dt_shape {
     int c, h, w;
 };
 
-/* One named tensor inside an arena, named like the equivalent PyTorch model's state_dict
- * ("layers.0.weight", "layers.3.running_mean"). */
+#define DT_TENSOR_NAME_MAX 96
+
+/* One named tensor inside an arena, named like the equivalent PyTorch model's state_dict:
+ * "<layer>.<tensor>", the layer being its spec's name or "layers.<index>" ("layers.0.weight",
+ * "stage2.1.bn1.running_mean"). index_name is always the "layers.<index>" form, which
+ * checkpoints written before layers had names use. */
 struct dt_tensor_info {
-    char name[64];
+    char name[DT_TENSOR_NAME_MAX];
+    char index_name[DT_TENSOR_NAME_MAX];
     int ndim;
     int shape[4];
     size_t offset; /* in floats, into params/grads (trainable) or buffers (not) */

@@ -37,9 +37,16 @@ struct dt_optim {
     float *state[DT_OPTIM_MAX_STATES];
     bool state_external; /* state[] points into caller-owned storage */
     size_t base;         /* arena offset of element 0 (a dt_optim_step_range view) */
-    /* Sorted, disjoint arena ranges [lo, hi) that weight decay skips (biases, norms). */
-    size_t (*no_decay)[2];
-    int nno_decay;
+    /* Sorted, disjoint arena ranges [lo, hi) with their own parameter group (no weight decay
+     * for biases and norms, an lr scale, frozen); elements outside every range take the
+     * default group (lr x 1, decay on). */
+    struct group_range *groups;
+    int ngroups;
+};
+
+struct group_range {
+    size_t lo, hi;
+    struct dt_optim_group g;
 };
 
 static const char *const type_names[] = {
@@ -218,45 +225,60 @@ void dt_optim_free(struct dt_optim *o)
         return;
     for (int i = 0; i < o->nstates && !o->state_external; i++)
         dt_free(o->state[i]);
-    free(o->no_decay);
+    free(o->groups);
     free(o);
+}
+
+static bool same_group(const struct dt_optim_group *a, const struct dt_optim_group *b)
+{
+    return a->lr_scale == b->lr_scale && a->decay == b->decay && a->frozen == b->frozen;
+}
+
+int dt_optim_set_group(struct dt_optim *o, size_t lo, size_t hi, const struct dt_optim_group *g)
+{
+    const char *t = dt_optim_type_name(o->cfg.type);
+    if (lo > hi || hi > o->n)
+        return dt_fail(DT_EUSAGE, "%s: group range [%zu, %zu) is outside the %zu parameters", t, lo,
+                       hi, o->n);
+    if (!(g->lr_scale >= 0))
+        return dt_fail(DT_EUSAGE, "%s: invalid lr scale %g (expected >= 0)", t, g->lr_scale);
+    int k = o->ngroups;
+    if (k > 0 && lo < o->groups[k - 1].hi)
+        return dt_fail(DT_EUSAGE, "%s: group range [%zu, %zu) overlaps or precedes [%zu, %zu)", t,
+                       lo, hi, o->groups[k - 1].lo, o->groups[k - 1].hi);
+    if (lo == hi)
+        return 0;
+    if (k > 0 && lo == o->groups[k - 1].hi && same_group(&o->groups[k - 1].g, g)) {
+        o->groups[k - 1].hi = hi; /* adjacent and alike: extend */
+        return 0;
+    }
+    struct group_range *grown = realloc(o->groups, (size_t)(k + 1) * sizeof *grown);
+    if (!grown)
+        return dt_fail(DT_ERUNTIME, "out of memory recording parameter groups");
+    o->groups = grown;
+    o->groups[k] = (struct group_range){lo, hi, *g};
+    o->ngroups = k + 1;
+    return 0;
 }
 
 int dt_optim_skip_decay(struct dt_optim *o, size_t lo, size_t hi)
 {
-    if (lo > hi || hi > o->n)
-        return dt_fail(DT_EUSAGE, "%s: no-decay range [%zu, %zu) is outside the %zu parameters",
-                       dt_optim_type_name(o->cfg.type), lo, hi, o->n);
-    int k = o->nno_decay;
-    if (k > 0 && lo < o->no_decay[k - 1][1])
-        return dt_fail(DT_EUSAGE, "%s: no-decay range [%zu, %zu) overlaps or precedes [%zu, %zu)",
-                       dt_optim_type_name(o->cfg.type), lo, hi, o->no_decay[k - 1][0],
-                       o->no_decay[k - 1][1]);
-    if (lo == hi)
-        return 0;
-    if (k > 0 && lo == o->no_decay[k - 1][1]) { /* adjacent: extend */
-        o->no_decay[k - 1][1] = hi;
-        return 0;
-    }
-    size_t(*grown)[2] = realloc(o->no_decay, (size_t)(k + 1) * sizeof *grown);
-    if (!grown)
-        return dt_fail(DT_ERUNTIME, "out of memory recording no-decay ranges");
-    o->no_decay = grown;
-    o->no_decay[k][0] = lo;
-    o->no_decay[k][1] = hi;
-    o->nno_decay = k + 1;
-    return 0;
+    struct dt_optim_group g = {.lr_scale = 1, .decay = false};
+    return dt_optim_set_group(o, lo, hi, &g);
 }
 
-/* The update of elements [lo, hi) of this (possibly view) optimizer, with weight decay on or
- * off: torch's two parameter groups, one with weight_decay 0. */
+/* The update of elements [lo, hi) of this (possibly view) optimizer in parameter group g:
+ * torch's param_groups (weight_decay 0, its own lr); a frozen group is not updated at all, as
+ * torch skips parameters without gradients (no decay, no momentum or moment update). One call
+ * of the step kernel per range. */
 static void step_piece(const struct dt_optim *o, float *params, const float *grads, size_t lo,
-                       size_t hi, double lr, bool decay)
+                       size_t hi, double lr, const struct dt_optim_group *g)
 {
-    if (lo >= hi)
+    if (lo >= hi || g->frozen)
         return;
     struct dt_optim_config cfg = o->cfg;
-    if (!decay)
+    lr *= g->lr_scale;
+    if (!g->decay)
         cfg.weight_decay = 0;
     float *state[DT_OPTIM_MAX_STATES] = {0};
     for (int i = 0; i < o->nstates; i++)
@@ -271,19 +293,20 @@ int dt_optim_step(struct dt_optim *o, float *params, const float *grads, size_t 
                        dt_optim_type_name(o->cfg.type), n, o->n);
     bool adam = o->cfg.type == DT_OPTIM_ADAM || o->cfg.type == DT_OPTIM_ADAMW;
     o->steps += adam; /* torch increments before using it in Adam's bias corrections */
-    if (o->nno_decay > 0 && o->cfg.weight_decay != 0) {
+    if (o->ngroups > 0) {
+        static const struct dt_optim_group plain = {.lr_scale = 1, .decay = true};
         size_t at = 0, end = o->base + n;
-        for (int r = 0; r < o->nno_decay && at < n; r++) {
-            size_t lo = o->no_decay[r][0], hi = o->no_decay[r][1];
+        for (int r = 0; r < o->ngroups && at < n; r++) {
+            size_t lo = o->groups[r].lo, hi = o->groups[r].hi;
             if (hi <= o->base || lo >= end)
                 continue;
             lo = lo > o->base ? lo - o->base : 0;
             hi = hi < end ? hi - o->base : n;
-            step_piece(o, params, grads, at, lo, lr, true);
-            step_piece(o, params, grads, lo, hi, lr, false);
+            step_piece(o, params, grads, at, lo, lr, &plain);
+            step_piece(o, params, grads, lo, hi, lr, &o->groups[r].g);
             at = hi;
         }
-        step_piece(o, params, grads, at, n, lr, true);
+        step_piece(o, params, grads, at, n, lr, &plain);
     } else {
         dt_optim_update(&o->cfg, o->state, o->steps, params, grads, n, lr);
     }

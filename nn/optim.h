@@ -72,9 +72,21 @@ int dt_optim_create_in(struct dt_optim **out, const struct dt_optim_config *cfg,
                        float *storage);
 void dt_optim_free(struct dt_optim *o);
 
+/* A parameter group, as torch.optim's param_groups: the rate is the step's lr x lr_scale,
+ * decay off = weight_decay 0, frozen = not updated (nor its state: torch skips a parameter
+ * without a gradient). */
+struct dt_optim_group {
+    double lr_scale;
+    bool decay;
+    bool frozen;
+};
+/* Puts arena elements [lo, hi) in group g (elements never given one: lr x 1, decay on). Ranges
+ * are given in increasing order, without overlap; DT_EUSAGE otherwise. Adjacent ranges of the
+ * same group merge. */
+int dt_optim_set_group(struct dt_optim *o, size_t lo, size_t hi, const struct dt_optim_group *g);
 /* Excludes arena elements [lo, hi) from weight decay (torch: a second parameter group with
- * weight_decay 0, as recipes do for biases and batchnorm weights). Ranges are given in
- * increasing order, without overlap; DT_EUSAGE otherwise. Adjacent ranges merge. */
+ * weight_decay 0, as recipes do for biases and batchnorm weights): dt_optim_set_group with
+ * lr x 1, decay off. */
 int dt_optim_skip_decay(struct dt_optim *o, size_t lo, size_t hi);
 
 /* One update of params (n floats) from grads at learning rate lr (the schedule's value for this

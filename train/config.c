@@ -43,13 +43,26 @@
 #include "data/registry.h"
 #include "nn/layers.h"
 #include "nn/optim.h"
+#include "train/config_blocks.h"
 #include "util/err.h"
 #include "util/fileio.h"
 #include "util/names.h"
 
 /* T_ENUM: a string in the file, one of `names`, stored as the value of the module's enum;
  * T_STRING with `names`: a string that must be one of them, stored as it is. */
-enum key_type { T_INT, T_INT64, T_FLOAT, T_DOUBLE, T_BOOL, T_STRING, T_FLOATS, T_LAYERS, T_ENUM };
+enum key_type {
+    T_INT,
+    T_INT64,
+    T_FLOAT,
+    T_DOUBLE,
+    T_BOOL,
+    T_STRING,
+    T_FLOATS,
+    T_LAYERS,
+    T_ENUM,
+    T_BLOCKS,
+    T_CUSTOM /* read and written by the row's codec (train/finetune_config.h) */
+};
 
 #define REQUIRED 1u /* no default: the file or a --set must give it */
 #define MIN_OPEN 2u /* value must be strictly greater than min */
@@ -68,6 +81,24 @@ struct key {
     size_t count_offset; /* T_FLOATS: the int that receives the element count */
     const char *help;
 };
+
+/* The codec of each T_CUSTOM key. */
+static const struct {
+    const char *path;
+    const struct dt_config_codec *codec;
+} custom_keys[] = {
+    {"data.select_classes", &dt_class_select_codec},
+    {"optimizer.param_groups", &dt_param_groups_codec},
+    {"train.freeze", &dt_patterns_codec},
+};
+
+static const struct dt_config_codec *codec_of(const struct key *k)
+{
+    for (size_t i = 0; i < sizeof custom_keys / sizeof custom_keys[0]; i++)
+        if (strcmp(custom_keys[i].path, k->path) == 0)
+            return custom_keys[i].codec;
+    return NULL; /* not reached: every T_CUSTOM row has one (test_config checks the table) */
+}
 
 #define FIELD(f)     offsetof(struct dt_config, f), sizeof(((struct dt_config *)0)->f)
 /* An enum field, stored as an int (what every enum of these tables is). */
@@ -117,6 +148,9 @@ static const struct key keys[] = {
     {"data.max_pixels", T_INT64, 0, "67108864L", 1, 4294836225.0, NULL, FIELD(data.max_pixels), 0,
      "folder and predict: an image whose header declares more pixels (height x width) is bad, "
      "refused before it is decoded; 2^26 = 8192 x 8192 (see docs/data.md)"},
+    {"data.select_classes", T_CUSTOM, 0, "[]", 0, 0, NULL, FIELD(data.select_classes), 0,
+     "keep only these classes (of train, validation and test), relabelled 0, 1, ... in the "
+     "order given; [] = all"},
     {"data.val_fraction", T_FLOAT, MAX_OPEN, "0.0", 0, 1, NULL, FIELD(data.val_fraction), 0,
      "share of the training set held out (stratified, by train.seed) to choose "
      "best.safetensors on; 0 = none (a folder's val/ is used when present)"},
@@ -155,6 +189,10 @@ static const struct key keys[] = {
 
     {"model.name", T_STRING, 0, "\"\"", 0, 0, NULL, FIELD(model.name), 0,
      "free text shown in logs"},
+    {"model.blocks", T_BLOCKS, 0, "{}", 0, 0, NULL, 0, 0, 0,
+     "named layer lists with parameters, used in model.layers as { block = \"NAME\"; "
+     "name = \"stage1\"; repeat = 3; PARAM = VALUE; } and expanded at load (docs/config.md, "
+     "\"Blocks\")"},
     {"model.layers", T_LAYERS, REQUIRED, NULL, 0, 0, NULL, FIELD(model.layers), 0,
      "list of layer groups, input to output: ( { type = \"conv2d\"; out_channels = 16; "
      "kernel = 3; }, ... ); see the layer table below"},
@@ -200,6 +238,10 @@ static const struct key keys[] = {
      "adadelta)"},
     {"optimizer.rho", T_FLOAT, 0, "0.9", 0, 1, NULL, FIELD(optimizer.rho), 0,
      "adadelta: running-average decay"},
+    {"optimizer.param_groups", T_CUSTOM, 0, "()", 0, 0, NULL, FIELD(optimizer.param_groups), 0,
+     "parameter groups with their own rate, as torch's param_groups: ( { match = [\"fc\"]; "
+     "lr_scale = 10.0; } ) trains the tensors named fc... at optimizer.lr x 10 (names or "
+     "dotted prefixes; a later group wins)"},
     {"optimizer.schedule.type", T_ENUM, 0, "\"constant\"", 0, 0, &dt_schedule_type_names,
      ENUM(optimizer.schedule.type), 0,
      "learning-rate schedule over epochs: constant, step (x gamma every step_size epochs) "
@@ -239,6 +281,12 @@ static const struct key keys[] = {
      "stop after this many optimizer steps in total; 0 = no limit"},
     {"train.drop_last", T_BOOL, 0, "false", 0, 0, NULL, FIELD(train.drop_last), 0,
      "drop the final partial batch of each epoch"},
+    {"train.init_from", T_STRING, 0, "\"\"", 0, 0, NULL, FIELD(train.init_from), 0,
+     "fine-tuning: a checkpoint (dtrain's or a PyTorch safetensors file with the same names) "
+     "whose tensors of matching name and shape replace the initial weights; \"\" = none"},
+    {"train.freeze", T_CUSTOM, 0, "[]", 0, 0, NULL, FIELD(train.freeze), 0,
+     "tensor names or dotted prefixes (\"conv1\", \"layer1\") whose parameters are not "
+     "trained: no update, no weight decay"},
     {"train.eval_batch_size", T_INT, 0, "0", 0, MAX_BATCH, NULL, FIELD(train.eval_batch_size), 0,
      "batch used for evaluation; 0 = as in training"},
     {"train.early_stop.metric", T_STRING, 0, "\"none\"", 0, 0, NULL,
@@ -344,8 +392,11 @@ struct load {
     struct dt_config *cfg;
     const char *file;
     config_t lc;
-    int line[NKEYS];    /* line in the file, 0 = not in the file */
-    bool by_set[NKEYS]; /* last given by --set */
+    int line[NKEYS];                         /* line in the file, 0 = not in the file */
+    bool by_set[NKEYS];                      /* last given by --set */
+    const config_setting_t *blocks, *layers; /* model.blocks and model.layers in the file */
+    char *layers_source;                     /* both as written, when blocks are used (malloc'd) */
+    bool layers_edited; /* a --set changed the layer list: the text shows it expanded */
 };
 
 /* ---- small helpers ---- */
@@ -730,7 +781,10 @@ static int store_value(void *base, const struct key *k, const config_setting_t *
         return store_string(base, k, s, where);
     case T_FLOATS:
         return store_floats(base, k, s, where);
+    case T_CUSTOM:
+        return codec_of(k)->load(field, s, where);
     case T_LAYERS:
+    case T_BLOCKS:
         break;
     }
     return dt_fail(DT_EUSAGE, "%s: internal error: unexpected key type", where);
@@ -829,6 +883,14 @@ static int load_layer(const config_setting_t *g, int index, const char *file,
         if (strcmp(name, "type") == 0)
             continue;
         layer_where(kwhere, sizeof kwhere, file, m, index, name);
+        if (strcmp(name, "name") == 0) { /* every kind takes a name (its tensors' prefix) */
+            if (config_setting_type(m) != CONFIG_TYPE_STRING)
+                return dt_fail(DT_EUSAGE, "%s: expected a string, got %s", kwhere, type_name(m));
+            if ((rc = dt_layer_name_check(config_setting_get_string(m), kwhere)))
+                return rc;
+            set_string(spec->name, sizeof spec->name, config_setting_get_string(m));
+            continue;
+        }
         if ((rc = set_layer_key(spec, kind, name, m, kwhere)))
             return rc;
     }
@@ -857,6 +919,34 @@ static int load_layers(struct dt_config *cfg, const config_setting_t *s, const c
     return 0;
 }
 
+/* model.layers, its block uses expanded with model.blocks (train/config_blocks.h); the
+ * names checked once the list is loaded. */
+static int load_model_layers(struct load *ld, const config_setting_t *s, const char *where,
+                             const char *file)
+{
+    int rc;
+    if (!dt_blocks_used(ld->blocks, s)) {
+        rc = load_layers(ld->cfg, s, where, file);
+    } else {
+        config_t out;
+        config_init(&out);
+        config_setting_t *flat;
+        rc = dt_blocks_expand(ld->blocks, s, file, DT_MAX_LAYERS, &out, &flat);
+        if (!rc)
+            rc = load_layers(ld->cfg, flat, where, file);
+        config_destroy(&out);
+        if (!rc && file) {
+            free(ld->layers_source);
+            ld->layers_source = dt_blocks_source_text(ld->blocks, s, "");
+            if (!ld->layers_source)
+                rc = dt_fail(DT_ERUNTIME, "%s: out of memory", ld->file);
+        }
+    }
+    if (!rc)
+        rc = dt_layer_names_unique(ld->cfg->model.layers, ld->cfg->model.nlayers, ld->file);
+    return rc;
+}
+
 /* ---- the file ---- */
 
 static int apply_setting(struct load *ld, const struct key *k, const config_setting_t *s,
@@ -870,8 +960,22 @@ static int apply_setting(struct load *ld, const struct key *k, const config_sett
     size_t i = (size_t)(k - keys);
     ld->line[i] = file ? config_setting_source_line(s) : 0;
     ld->by_set[i] = file == NULL;
-    if (k->type == T_LAYERS)
-        return load_layers(ld->cfg, s, where, file);
+    if (k->type == T_BLOCKS) {
+        if (!file)
+            return dt_fail(DT_EUSAGE, "%s: blocks are defined in the config file", where);
+        ld->blocks = s;
+        return 0;
+    }
+    if (k->type == T_LAYERS && file && !config_setting_is_list(s))
+        return load_layers(ld->cfg, s, where, file); /* fails: says what a layer list is */
+    if (k->type == T_LAYERS && file) { /* loaded once the whole file is read (blocks may follow) */
+        ld->layers = s;
+        return 0;
+    }
+    if (k->type == T_LAYERS) {
+        ld->layers_edited = true;
+        return load_model_layers(ld, s, where, NULL);
+    }
     return store_value(ld->cfg, k, s, where);
 }
 
@@ -918,6 +1022,10 @@ static const char *expected(const struct key *k)
         return "a list of numbers like [0.5]";
     case T_LAYERS:
         return "a list of layer groups like ( { type = \"relu\"; } )";
+    case T_BLOCKS:
+        return "a group of blocks";
+    case T_CUSTOM:
+        return codec_of(k)->expected;
     }
     return "a value";
 }
@@ -977,6 +1085,12 @@ static int apply_layer_override(struct dt_config *cfg, const char *path, const c
         strcmp(name, "type") == 0 ? &type_key : find_key(layer_keys, NLAYER_KEYS, name);
     if (!kind)
         return dt_fail(DT_EUSAGE, "%s: internal error: layer type \"%s\"", where, spec->type);
+    if (strcmp(name, "name") == 0) {
+        int rc = dt_layer_name_check(value, where);
+        if (!rc)
+            set_string(spec->name, sizeof spec->name, value);
+        return rc;
+    }
     if (k != &type_key && (!k || !kind_accepts(kind, name)))
         return set_layer_key(spec, kind, name, NULL, where); /* fails: names what it takes */
     config_setting_t *v;
@@ -994,6 +1108,7 @@ static int apply_layer_override(struct dt_config *cfg, const char *path, const c
     struct dt_layer_spec old = *spec;
     dt_layer_spec_defaults(spec);
     set_string(spec->type, sizeof spec->type, nk->name);
+    memcpy(spec->name, old.name, sizeof spec->name);
     spec->line = old.line;
     for (int i = 0; nk->keys[i]; i++) {
         const struct key *lk = find_key(layer_keys, NLAYER_KEYS, nk->keys[i]);
@@ -1022,6 +1137,7 @@ static int apply_override(struct load *ld, const char *assignment)
     int rc;
     const struct key *k = find_key(keys, NKEYS, path);
     if (strncmp(path, "model.layers.", 13) == 0) {
+        ld->layers_edited = true;
         rc = apply_layer_override(ld->cfg, path, eq + 1, &tmp);
     } else if (!k) {
         rc = unknown_key(where, path);
@@ -1040,7 +1156,7 @@ static int apply_override(struct load *ld, const char *assignment)
 static int apply_defaults(struct dt_config *cfg)
 {
     for (size_t i = 0; i < NKEYS; i++) {
-        if (!keys[i].def)
+        if (!keys[i].def || keys[i].type == T_BLOCKS)
             continue;
         config_t tmp;
         config_init(&tmp);
@@ -1366,7 +1482,15 @@ static void put_value(struct text *t, const void *base, const struct key *k)
         put(t, " ]");
         break;
     }
+    case T_CUSTOM: {
+        char *v = codec_of(k)->write(field);
+        put(t, "%s", v ? v : "");
+        t->failed |= v == NULL;
+        free(v);
+        break;
+    }
     case T_LAYERS:
+    case T_BLOCKS:
         break;
     }
 }
@@ -1382,6 +1506,11 @@ static void put_layers(struct text *t, const struct dt_config *cfg, const char *
         put(t, "%s  { type = ", indent);
         put_string(t, s->type);
         put(t, ";");
+        if (s->name[0]) {
+            put(t, " name = ");
+            put_string(t, s->name);
+            put(t, ";");
+        }
         for (int j = 0; kind && kind->keys[j]; j++) {
             const struct key *k = find_key(layer_keys, NLAYER_KEYS, kind->keys[j]);
             /* Only what differs from the defaults: "stride = 0" (kind default) is not
@@ -1412,7 +1541,9 @@ static int depth_of(const char *group, size_t len)
     return d;
 }
 
-static char *write_text(const struct dt_config *cfg)
+/* model_source: model.blocks and model.layers as written (blocks unexpanded), or NULL for
+ * the loaded layer list. */
+static char *write_text(const struct dt_config *cfg, const char *model_source)
 {
     struct text t = {0};
     static const char indent[] = "                ";
@@ -1445,6 +1576,18 @@ static char *write_text(const struct dt_config *cfg)
             }
         }
         int d = depth_of(k->path, glen);
+        if (k->type == T_BLOCKS)
+            continue;
+        if (k->type == T_LAYERS && model_source) {
+            const char *pad = indent + sizeof indent - 1 - 2 * d;
+            for (const char *line = model_source; *line;) {
+                const char *nl = strchr(line, '\n');
+                size_t len = nl ? (size_t)(nl - line) : strlen(line);
+                put(&t, "%s%.*s\n", pad, (int)len, line);
+                line += len + (nl != NULL);
+            }
+            continue;
+        }
         if (k->type == T_LAYERS) {
             put_layers(&t, cfg, indent + sizeof indent - 1 - 2 * d);
             continue;
@@ -1484,6 +1627,16 @@ static int load_all(struct load *ld, const char *text, const char *const *overri
                        config_error_text(&ld->lc));
     if ((rc = walk_group(ld, config_root_setting(&ld->lc), "")))
         return rc;
+    if (ld->layers) {
+        char where[1200];
+        snprintf(where, sizeof where, "%s:%d: model.layers", ld->file,
+                 config_setting_source_line(ld->layers));
+        if ((rc = load_model_layers(ld, ld->layers, where, ld->file)))
+            return rc;
+    } else if (ld->blocks) {
+        return dt_fail(DT_EUSAGE, "%s:%d: model.blocks: there is no model.layers to use them",
+                       ld->file, config_setting_source_line(ld->blocks));
+    }
     for (int i = 0; i < noverrides; i++)
         if ((rc = apply_override(ld, overrides[i])))
             return rc;
@@ -1493,7 +1646,7 @@ static int load_all(struct load *ld, const char *text, const char *const *overri
     derive_checkpoint_dir(cfg, ld->file);
     if ((rc = check_cross_keys(ld)))
         return rc;
-    cfg->text = write_text(cfg);
+    cfg->text = write_text(cfg, ld->layers_edited ? NULL : ld->layers_source);
     if (!cfg->text)
         return dt_fail(DT_ERUNTIME, "%s: out of memory writing the effective config", ld->file);
     return 0;
@@ -1582,6 +1735,7 @@ int dt_config_load_string(struct dt_config *cfg, const char *name, const char *t
     ld->file = cfg->path;
     config_init(&ld->lc);
     rc = load_all(ld, text, overrides, noverrides);
+    free(ld->layers_source);
     config_destroy(&ld->lc);
     free(ld);
     if (rc)
@@ -1621,8 +1775,9 @@ void dt_config_free(struct dt_config *cfg)
 static const char *type_label(const struct key *k)
 {
     static const char *const names[] = {"int",    "int64",      "float",      "double", "bool",
-                                        "string", "float list", "layer list", "string"};
-    return names[k->type];
+                                        "string", "float list", "layer list", "string", "group"};
+    _Static_assert(sizeof names / sizeof names[0] == T_CUSTOM, "one label per key type");
+    return k->type == T_CUSTOM ? codec_of(k)->label : names[k->type];
 }
 
 static void print_allowed(FILE *out, const struct key *k)
@@ -1675,4 +1830,9 @@ void dt_config_print_reference(FILE *out)
     fputs("\n| Layer key | Type | Default | Allowed | Meaning |\n|---|---|---|---|---|\n", out);
     for (size_t i = 0; i < NLAYER_KEYS; i++)
         print_row(out, &layer_keys[i], true);
+    fputs(
+        "| `name` | string | `\"\"` | parts of letters, digits and _ joined by dots | every kind: "
+        "the prefix of the layer's tensor names in checkpoints (`conv1.weight`); \"\" = "
+        "`layers.<index>` (docs/checkpoints.md) |\n",
+        out);
 }

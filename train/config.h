@@ -21,6 +21,7 @@
 #include "nn/optim.h"
 #include "nn/schedule.h"
 #include "train/early_stop.h"
+#include "train/finetune_config.h"
 
 /* checkpoint.on_usr1: what SIGUSR1 does after the checkpoint it asks for; train/loop.c acts
  * on it and holds the names ("stop", "continue"). */
@@ -28,7 +29,7 @@ enum dt_usr1_action { DT_USR1_STOP, DT_USR1_CONTINUE };
 #define DT_USR1_ACTION_COUNT (DT_USR1_CONTINUE + 1)
 extern const struct dt_names dt_usr1_action_names;
 
-#define DT_MAX_LAYERS   128
+#define DT_MAX_LAYERS   512
 #define DT_MAX_CHANNELS 4
 /* data.nmean / data.nstd of data.mean = "auto" / data.std = "auto": computed from the training
  * images (train/norm_stats.h) before anything normalizes. */
@@ -57,6 +58,7 @@ struct dt_config {
         long long max_pixels; /* folder, predict: pixel budget of one image (h x w) */
         float val_fraction;   /* share of the training set held out for validation (0 = none) */
         struct dt_augment_opts augment; /* data.augment.*: owned by data/augment.h */
+        struct dt_class_select select_classes; /* n = 0: every class */
     } data;
 
     struct {
@@ -76,7 +78,8 @@ struct dt_config {
         bool nesterov, amsgrad;
         float beta1, beta2, eps, rho;
         enum dt_decay_skip weight_decay_skip; /* none | bias_and_norm */
-        float clip_grad_norm;       /* global L2 norm limit; 0 = off */
+        float clip_grad_norm;                 /* global L2 norm limit; 0 = off */
+        struct dt_param_groups param_groups;  /* lr scales by tensor name */
         struct {
             enum dt_schedule_type type; /* constant | step | cosine | one_cycle */
             int step_size;     /* step: epochs between decays */
@@ -97,6 +100,8 @@ struct dt_config {
         bool drop_last;      /* drop the final partial batch of an epoch */
         int eval_batch_size;
         struct dt_early_stop_config early_stop; /* train/early_stop.h */
+        char init_from[1024];           /* fine-tuning: checkpoint to start from ("" = none) */
+        struct dt_name_patterns freeze; /* tensors not trained */
     } train;
 
     struct {

@@ -11,7 +11,9 @@
 #include "data/batch.h"
 #include "data/dataset.h"
 #include "nn/model.h"
+#include "train/init_from.h"
 #include "train/norm_stats.h"
+#include "train/param_groups.h"
 #include "train/rundir.h"
 #include "train/setup.h"
 #include "util/err.h"
@@ -96,10 +98,15 @@ out:
 }
 
 /* The network, Darknet-style: a row per layer with its output shape and parameters, then
- * the totals. */
-static void print_network(const struct dt_model *m)
+ * the totals. When the config names layers, a last column gives each layer's tensor-name
+ * prefix (its name, or layers.N). */
+static void print_network(const struct dt_model *m, const struct dt_config *cfg)
 {
-    printf("network     %-4s %-14s %-22s %-14s %10s\n", "#", "layer", "detail", "output", "params");
+    bool named = false;
+    for (int i = 0; i < cfg->model.nlayers && !named; i++)
+        named = cfg->model.layers[i].name[0] != 0;
+    printf("network     %-4s %-14s %-22s %-14s %10s%s\n", "#", "layer", "detail", "output",
+           "params", named ? "  name" : "");
     printf("            %-4s %-14s %-22s %dx%dx%d\n", "", "input", "", m->input.c, m->input.h,
            m->input.w);
     for (int i = 0; i < m->nlayers; i++) {
@@ -110,7 +117,12 @@ static void print_network(const struct dt_model *m)
             snprintf(shape, sizeof shape, "%d", s.out.c);
         else
             snprintf(shape, sizeof shape, "%dx%dx%d", s.out.c, s.out.h, s.out.w);
-        printf("            %-4d %-14s %-22s %-14s %10zu\n", i, s.type, s.detail, shape, s.nparams);
+        printf("            %-4d %-14s %-22s %-14s %10zu", i, s.type, s.detail, shape, s.nparams);
+        if (named && cfg->model.layers[i].name[0])
+            printf("  %s", cfg->model.layers[i].name);
+        else if (named)
+            printf("  layers.%d", i);
+        printf("\n");
     }
     printf("            %d layers, %zu parameters (%.2f M, %.1f KiB as float32)\n", m->nlayers,
            m->nparams, (double)m->nparams / 1e6, (double)m->nparams * 4 / 1024);
@@ -171,7 +183,7 @@ static void print_summary(const struct dt_config *cfg, const struct dt_job_plan 
                                          : "; holds a run's checkpoints: a run needs --overwrite "
                                            "or --resume");
     print_memory(&f->memory);
-    print_network(f->model);
+    print_network(f->model, cfg);
     printf("classes     %d\n", tr->classes);
     printf("  class  %-20s %8s %8s\n", "name", "train", "test");
     for (int i = 0; i < tr->classes; i++)
@@ -208,6 +220,10 @@ int dt_dry_run(const struct dt_config *cfg, const struct dt_job_plan *plan, bool
     }
     /* the network table from a model of one sample: nothing of the real batch is allocated */
     if ((rc = dt_run_build_model(cfg, in, 1, tr->classes, &f.model)))
+        goto out;
+    /* fine-tuning's patterns and checkpoint, checked (and reported) as the run would */
+    if ((rc = dt_run_check_groups(cfg, f.model)) ||
+        (rc = dt_run_init_from(cfg, f.model, !json, NULL)))
         goto out;
     if ((rc = dt_job_plan_steps(plan, cfg, tr->n, &f.steps)))
         goto out;

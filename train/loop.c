@@ -29,7 +29,9 @@
 #include "train/early_stop.h"
 #include "train/evaluate.h"
 #include "train/history.h"
+#include "train/init_from.h"
 #include "train/norm_stats.h"
+#include "train/param_groups.h"
 #include "train/progress.h"
 #include "train/ranks.h"
 #include "train/restart.h"
@@ -222,7 +224,7 @@ static int rank_setup(struct rank_state *st, const struct run *run)
 
     float *state = run->shared ? run->shared + st->model->nparams : NULL;
     if ((rc = dt_run_make_optimizer(&st->optim, cfg, st->model->nparams, state)) ||
-        (rc = dt_run_skip_decay(cfg, st->model, st->optim)))
+        (rc = dt_run_param_groups(cfg, st->model, st->optim)))
         return rc;
     if (run->shared && st->model->nparams + dt_optim_state_floats(st->optim) > run->shared_floats)
         return dt_fail(DT_ERUNTIME, "shared weights: %zu floats needed, %zu mapped",
@@ -303,8 +305,10 @@ static int train_step(struct rank_state *st, const struct run *run, uint64_t epo
     for (int i = 0; i < 3; i++)
         st->stats[i] += tail[T_LOSS + i];
     /* Every rank holds the same summed gradients, so every rank clips them identically. */
-    if (run->cfg->optimizer.clip_grad_norm > 0)
+    if (run->cfg->optimizer.clip_grad_norm > 0) {
+        dt_run_zero_frozen_grads(run->cfg, st->model, st->model->grads);
         dt_clip_grad_norm(st->model->grads, n, run->cfg->optimizer.clip_grad_norm);
+    }
     if (!run->shared) {
         rc = dt_optim_step(st->optim, st->model->params, st->model->grads, st->model->nparams,
                            lr);
@@ -987,6 +991,9 @@ static int rank_main(struct dt_comm *comm, void *arg)
     if (cfg->train.max_steps > 0 && cfg->train.max_steps < lp.total_steps)
         lp.total_steps = cfg->train.max_steps;
     if (run->opt->resume && (rc = resume(&lp)))
+        goto out;
+    /* fine-tuning starts from init_from's tensors; a resume has its own */
+    if (!run->opt->resume && (rc = dt_run_init_from(cfg, st.model, !lp.quiet, NULL)))
         goto out;
     if ((rc = verify_identical_weights(comm, st.model)))
         goto out;

@@ -11,6 +11,7 @@
 #include "data/folder.h"
 #include "data/load.h"
 #include "data/registry.h"
+#include "data/select.h"
 #include "data/split.h"
 #include "dist/topology.h"
 #include "nn/checkpoint.h"
@@ -156,6 +157,18 @@ void dt_run_locate_data(struct dt_config *cfg, const char *checkpoint)
         memcpy(cfg->data.dir, found, sizeof found);
 }
 
+/* data.select_classes on one split (a split with no samples and no classes, an absent
+ * validation set, stays as it is). */
+static int select_classes(const struct dt_config *cfg, struct dt_dataset *d)
+{
+    const struct dt_class_select *sel = &cfg->data.select_classes;
+    if (sel->n == 0 || (d->n == 0 && d->classes == 0))
+        return 0;
+    char what[1100];
+    snprintf(what, sizeof what, "%s: data.select_classes", cfg->path);
+    return dt_dataset_select_classes(d, sel->classes, sel->n, what);
+}
+
 int dt_run_load_test(const struct dt_config *cfg, struct dt_dataset *test)
 {
     double last = 0;
@@ -166,7 +179,9 @@ int dt_run_load_test(const struct dt_config *cfg, struct dt_dataset *test)
                                      cfg->data.coarse_labels);
     if (rc)
         return missing_data(cfg, rc);
-    return registry_names(cfg, test);
+    if (!(rc = registry_names(cfg, test)))
+        rc = select_classes(cfg, test);
+    return rc;
 }
 
 int dt_run_load_data(const struct dt_config *cfg, struct dt_data *data)
@@ -181,7 +196,10 @@ int dt_run_load_data(const struct dt_config *cfg, struct dt_data *data)
         return missing_data(cfg, rc);
     struct dt_dataset *splits[3] = {&data->train, &data->test, &data->val};
     for (int s = 0; s < 3 && !rc; s++)
-        rc = registry_names(cfg, splits[s]);
+        if (!(rc = registry_names(cfg, splits[s])))
+            rc = select_classes(cfg, splits[s]);
+    if (rc)
+        dt_data_free(data);
     return rc;
 }
 
@@ -426,22 +444,6 @@ int dt_run_make_optimizer(struct dt_optim **out, const struct dt_config *cfg, si
     struct dt_optim_config oc;
     dt_run_optim_config(cfg, &oc);
     return dt_optim_create_in(out, &oc, nparams, storage);
-}
-
-int dt_run_skip_decay(const struct dt_config *cfg, const struct dt_model *m, struct dt_optim *o)
-{
-    if (cfg->optimizer.weight_decay_skip != DT_DECAY_SKIP_BIAS_AND_NORM)
-        return 0;
-    /* Tensors come in arena order; one-dimensional ones are biases and norm scales/shifts. */
-    for (int t = 0; t < m->ntensors; t++) {
-        const struct dt_tensor_info *ti = &m->tensors[t];
-        if (ti->ndim > 1)
-            continue;
-        int rc = dt_optim_skip_decay(o, ti->offset, ti->offset + ti->count);
-        if (rc)
-            return rc;
-    }
-    return 0;
 }
 
 int dt_run_schedule(const struct dt_config *cfg, long long steps_per_epoch, struct dt_schedule *s)

@@ -103,8 +103,6 @@ int dt_run_load_split(const struct dt_config *cfg, enum dt_split split, struct d
 /* Loads the config's datasets from data.dir and fills class names from the registry. */
 int dt_run_load_data(const struct dt_config *cfg, struct dt_data *data);
 /* storage: NULL, or zeroed memory for the optimizer's state arrays (see dt_optim_create_in). */
-/* optimizer.weight_decay_skip: excludes m's biases and norm parameters from o's decay. */
-int dt_run_skip_decay(const struct dt_config *cfg, const struct dt_model *m, struct dt_optim *o);
 int dt_run_make_optimizer(struct dt_optim **out, const struct dt_config *cfg, size_t nparams,
                           float *storage);
 /* The optimizer the config describes (nn/optim's settings, type defaults under the keys). */

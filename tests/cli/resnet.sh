@@ -72,7 +72,7 @@ $PY tests/fixtures/mkdata.py cifar10 "$TMP/cifar" --train 64 --test 16
 run "$DTRAIN" train configs/cifar10-resnet20.cfg --set data.dir="$TMP/cifar" --dry-run
 expect_rc "ResNet-20 dry run: exit 0" 0
 expect_out "ResNet-20: 0.27 M parameters" "^ +69 layers, 272474 parameters \\(0.27 M"
-expect_out "ResNet-20: the projection shortcut in the table" "^ +29 +add +from -6 \\(layer 23\\) proj +32x16x16 +576$"
+expect_out "ResNet-20: the projection shortcut in the table" "^ +29 +add +from -6 \\(layer 23\\) proj +32x16x16 +576  layer2.0.shortcut$"
 run "$DTRAIN" train configs/fashion-resnet.cfg --set data.dir="$TMP/rnd" --set train.max_steps=2 \
     --set checkpoint.dir="$TMP/fr" --quiet
 expect_rc "configs/fashion-resnet.cfg trains" 0

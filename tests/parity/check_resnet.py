@@ -56,7 +56,7 @@ def small():
 x, y = idx(data_dir)
 model = resnet20(in_channels=1) if which == "resnet20" else small()
 state, meta = load_dtrain(ckpt)
-weights = {k: v for k, v in state.items() if k.startswith("layers.")}
+weights = {k: v for k, v in state.items() if not k.startswith("optimizer.")}
 model.load_state_dict(weights, strict=True)
 # The checkpoint's batchnorm buffers are those after the step: start from the initial ones.
 for m in model.modules():

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Compares the model tensors (names "layers.*") of two or more safetensors checkpoints.
+"""Compares the model tensors (every name but "optimizer.*") of two or more safetensors checkpoints.
 
     compare_weights.py [--rtol R] [--only TEXT] A.safetensors B.safetensors [C.safetensors ...]
 
@@ -20,7 +20,7 @@ def load(path, only=""):
     base = 8 + hlen
     out = {}
     for name, info in header.items():
-        if name == "__metadata__" or not name.startswith("layers.") or only not in name:
+        if name == "__metadata__" or name.startswith("optimizer.") or only not in name:
             continue
         assert info["dtype"] in ("F32", "I64"), (path, name, info["dtype"])
         lo, hi = info["data_offsets"]

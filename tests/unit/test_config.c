@@ -620,7 +620,7 @@ static void test_override_errors(void **state)
                      "--set model.layers.1.type: unknown layer type \"nope\"");
     expect_set_error("model.layers=({type=\"x\";})",
                      "--set model.layers.0.type: unknown layer type \"x\"");
-    expect_set_error("model.layers=()", "--set model.layers: must have between 1 and 128 layers");
+    expect_set_error("model.layers=()", "--set model.layers: must have between 1 and 512 layers");
 }
 
 static void assert_same_config(const struct dt_config *a, const struct dt_config *b)

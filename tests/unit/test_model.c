@@ -166,7 +166,7 @@ static void test_build_errors_name_the_layer(void **state)
                        "layer 0 (softmax, config line 3): unknown layer type 'softmax' (known: "
                        "conv2d, linear, maxpool2d, avgpool2d, relu, dropout, dropout2d, "
                        "flatten, batchnorm2d, log_softmax, add, concat, global_avgpool, gelu)");
-    expect_build_error(s, 0, in, 2, "model has 0 layers, expected 1 to 128");
+    expect_build_error(s, 0, in, 2, "model has 0 layers, expected 1 to 512");
     s[0] = spec_of("relu");
     expect_build_error(s, 1, in, 0, "batch size 0, expected at least 1");
     expect_build_error(s, 1, (struct dt_shape){0, 5, 5}, 2, "input shape 0x5x5 is empty");

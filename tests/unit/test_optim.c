@@ -333,11 +333,51 @@ static void test_skip_decay_ranges(void **state)
     dt_optim_free(o);
 }
 
+/* Groups as torch's param_groups: a range at lr x 2 moves as a step at 2 x lr would (the
+ * same bits), a frozen range moves not at all and keeps its momentum at zero, and the rest is
+ * the plain step. Overlapping or out-of-order ranges and negative scales are refused. */
+static void test_parameter_groups_scale_and_freeze(void **state)
+{
+    (void)state;
+    struct dt_optim_config c = config(DT_OPTIM_SGD);
+    c.momentum = 0.9;
+    c.weight_decay = 0.1;
+    float p[6] = {1, 2, 3, 4, 5, 6}, g[6] = {0.5f, 0.25f, -1, 2, 0.125f, 3};
+    float q[6], r[6];
+    memcpy(q, p, sizeof q);
+    memcpy(r, p, sizeof r);
+    struct dt_optim *o = make(&c, 6), *plain = make(&c, 6), *twice = make(&c, 6);
+    struct dt_optim_group scaled = {.lr_scale = 2, .decay = true};
+    struct dt_optim_group frozen = {.lr_scale = 1, .decay = true, .frozen = true};
+    assert_int_equal(dt_optim_set_group(o, 1, 3, &scaled), 0);
+    assert_int_equal(dt_optim_set_group(o, 4, 5, &frozen), 0);
+    assert_int_equal(dt_optim_set_group(o, 4, 6, &frozen), -DT_EUSAGE);
+    struct dt_optim_group bad = {.lr_scale = -1, .decay = true};
+    assert_int_equal(dt_optim_set_group(o, 5, 6, &bad), -DT_EUSAGE);
+    for (int step = 0; step < 3; step++) {
+        assert_int_equal(dt_optim_step(o, p, g, 6, 0.1), 0);
+        assert_int_equal(dt_optim_step(plain, q, g, 6, 0.1), 0);
+        assert_int_equal(dt_optim_step(twice, r, g, 6, 0.2), 0);
+    }
+    assert_memory_equal(&p[0], &q[0], sizeof(float));
+    assert_memory_equal(&p[1], &r[1], 2 * sizeof(float));
+    assert_memory_equal(&p[3], &q[3], sizeof(float));
+    assert_true(p[4] == 5.0f);
+    assert_memory_equal(&p[5], &q[5], sizeof(float));
+    struct dt_optim_state st[DT_OPTIM_MAX_STATES];
+    dt_optim_states(o, st);
+    assert_true(st[0].data[4] == 0.0f);
+    dt_optim_free(o);
+    dt_optim_free(plain);
+    dt_optim_free(twice);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sgd_plain_and_weight_decay),
         cmocka_unit_test(test_skip_decay_ranges),
+        cmocka_unit_test(test_parameter_groups_scale_and_freeze),
         cmocka_unit_test(test_sgd_momentum_dampening_nesterov),
         cmocka_unit_test(test_adam_constant_gradient),
         cmocka_unit_test(test_adam_weight_decay_is_l2),
