@@ -229,8 +229,13 @@ int dt_run_build_model(const struct dt_config *cfg, struct dt_shape in, int max_
 int dt_run_build_model_in(const struct dt_config *cfg, struct dt_shape in, int max_batch,
                           int classes, float *params, size_t capacity, struct dt_model **out)
 {
-    int rc = dt_model_build_in(out, cfg->model.layers, cfg->model.nlayers, in, max_batch,
-                               cfg->loss.type, (uint64_t)cfg->train.seed, params, capacity);
+    struct dt_model_options opt;
+    int rc = dt_model_default_options(&opt);
+    if (rc)
+        return rc;
+    opt.precision = cfg->train.precision;
+    rc = dt_model_build_in(out, cfg->model.layers, cfg->model.nlayers, in, max_batch,
+                           cfg->loss.type, (uint64_t)cfg->train.seed, params, capacity, &opt);
     if (rc)
         return dt_fail_context(rc, "%s: model", cfg->path);
     (*out)->label_smoothing = cfg->loss.label_smoothing;
