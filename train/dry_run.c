@@ -110,7 +110,8 @@ static void print_network(const struct dt_model *m)
             snprintf(shape, sizeof shape, "%d", s.out.c);
         else
             snprintf(shape, sizeof shape, "%dx%dx%d", s.out.c, s.out.h, s.out.w);
-        printf("            %-4d %-14s %-22s %-14s %10zu\n", i, s.type, s.detail, shape, s.nparams);
+        printf("            %-4d %-14s %-22s %-14s %10zu%s%s\n", i, s.type, s.detail, shape, s.nparams,
+               s.precision[0] ? "  bf16: " : "", s.precision);
     }
     printf("            %d layers, %zu parameters (%.2f M, %.1f KiB as float32)\n", m->nlayers,
            m->nparams, (double)m->nparams / 1e6, (double)m->nparams * 4 / 1024);

@@ -205,6 +205,8 @@ static int rank_setup(struct rank_state *st, const struct run *run)
     if ((rc = dt_run_build_model_in(cfg, in, model_batch, train->classes, run->shared,
                                     run->shared_floats, &st->model)))
         return rc;
+    if (comm->rank == 0)
+        dt_run_log_precision(st->model);
     st->model->profile = cfg->log.profile;
     /* weight gradients in a fixed tree of batch slices: the same bits for 1, 2, 4 or 8
      * instances (nn/grad_tree.h) */
