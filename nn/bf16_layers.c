@@ -187,8 +187,9 @@ void dt_bf16_conv_forward(struct dt_bf16_conv *bf, const float *x, const float *
     }
 }
 
-/* The bias gradient of samples [b0, b0 + count): per sample in float, across them in double
- * (what the fp32 layer does). */
+/* The bias gradient of samples [b0, b0 + count) from the bf16-rounded dy, as autocast's
+ * bf16 conv has it (and the emulated mode): per sample in float, across them in double, the
+ * fp32 layer's order. */
 static void bias_grad(const struct dt_bf16_conv *bf, const float *dy, int b0, int count, float *db)
 {
     size_t pix = (size_t)bf->g.oh * bf->g.ow;
@@ -198,7 +199,7 @@ static void bias_grad(const struct dt_bf16_conv *bf, const float *dy, int b0, in
             const float *src = dy + ((size_t)i * bf->s.k + k) * pix;
             float part = 0;
             for (size_t p = 0; p < pix; p++)
-                part += src[p];
+                part += dt_bf16_round(src[p]);
             sum += part;
         }
         db[k] = (float)sum;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "nn/bf16_layers.h"
+#include "nn/kernels/bf16/bf16.h"
 #include "nn/kernels/fp32/blas.h"
 #include "nn/init.h"
 #include "nn/layer_common.h"
@@ -126,7 +127,8 @@ static void backward_rows(const struct dt_layer *l, const float *x, const float 
             db[o] = 0.0f;
         for (int b = 0; b < rows; b++)
             for (int o = 0; o < li->out; o++)
-                db[o] += dy[(size_t)b * li->out + o];
+                db[o] += li->bf ? dt_bf16_round(dy[(size_t)b * li->out + o])
+                                : dy[(size_t)b * li->out + o]; /* bf16: autocast's dy */
     }
     if (dx && !tiles)
         dt_sgemm(false, false, rows, li->in, li->out, 1.0f, dy, li->out, weight, li->in, 0.0f, dx,
