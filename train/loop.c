@@ -1062,7 +1062,7 @@ static void emit_start_json(const struct run *run)
     dt_jw_int(&w, "threads", p->threads);
     dt_jw_str(&w, "backend", dt_backend_name(p->job.backend));
     dt_jw_int(&w, "epochs", cfg->train.epochs);
-    dt_jw_str(&w, "precision", "fp32");
+    dt_jw_str(&w, "precision", dt_names_name(&dt_precision_names, (int)cfg->train.precision));
     dt_jw_end(&w, stdout);
 }
 
