@@ -50,7 +50,7 @@ int main(int argc, char **argv)
 {
     int repeats = argc > 1 ? atoi(argv[1]) : 5, batch = argc > 2 ? atoi(argv[2]) : 128;
     int threads = omp_get_max_threads();
-    enum dt_bf16_path path = dt_bf16_path_best();
+    enum dt_bf16_path path = dt_isa_bf16_path();
     struct dt_cpu_features f;
     dt_cpu_features_read(&f);
     printf("# batch %d, %d thread%s, bf16 path %s (avx512 %d, avx512_bf16 %d, amx_bf16 %d)\n",

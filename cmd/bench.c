@@ -14,6 +14,7 @@
 #include "cmd/bench/bench.h"
 #include "cmd/cli.h"
 #include "cmd/cmd.h"
+#include "nn/precision.h"
 #include "util/err.h"
 #include "util/log.h"
 #include "util/parse.h"
@@ -51,6 +52,7 @@ struct bench_args {
     int cores, steps, warmup, epochs, repeat, instances, iters;
     bool threads_only, steps_given, no_pin;
     const char *grid, *csv, *plot, *backend;
+    const char *precisions; /* --precision LIST: the sweep once per value */
     struct dt_cli_launch launch; /* --nodes (also hier's simulated hosts), --master, ... */
     double timeout;
     size_t min_bytes, max_bytes;
@@ -65,6 +67,9 @@ static int take_option(void *ctx, int opt, const char *arg)
     switch (opt) {
     case DT_OPT_SET:
         return dt_cli_sets_add(&a->sets, arg);
+    case DT_OPT_PRECISION:
+        a->precisions = arg;
+        return 0;
     case OPT_CORES:
         return dt_cli_parse_int("--cores", arg, 1, 4096, &a->cores);
     case OPT_THREADS_ONLY:
@@ -116,6 +121,7 @@ static int parse_args(struct bench_args *a, int argc, char **argv)
     static const struct option longopts[] = {
         DT_CLI_COMMON_LONGOPTS,
         {"set", required_argument, NULL, DT_OPT_SET},
+        {"precision", required_argument, NULL, DT_OPT_PRECISION},
         {"cores", required_argument, NULL, OPT_CORES},
         {"threads-only", no_argument, NULL, OPT_THREADS_ONLY},
         {"grid", required_argument, NULL, OPT_GRID},
@@ -147,6 +153,35 @@ static int parse_args(struct bench_args *a, int argc, char **argv)
                        argv[optind + 1], BENCH_USAGE);
     a->target = argv[optind];
     return 0;
+}
+
+/* --precision fp32,bf16: the whole sweep once per value, each run with train.precision set
+ * (after the --set overrides), each table under a line naming it. */
+static int sweep_precisions(struct bench_args *a, struct dt_bench_sweep_opts *o,
+                            const struct dt_bench_machine *m)
+{
+    char list[64], valid[64];
+    if (snprintf(list, sizeof list, "%s", a->precisions) >= (int)sizeof list)
+        return dt_fail(DT_EUSAGE, "--precision: list too long");
+    dt_names_join(&dt_precision_names, valid, sizeof valid);
+    for (char *p = strtok(list, ","); p; p = strtok(NULL, ","))
+        if (dt_names_find(&dt_precision_names, p) < 0)
+            return dt_fail(DT_EUSAGE, "--precision: unknown precision '%s' (expected %s)", p,
+                           valid);
+    snprintf(list, sizeof list, "%s", a->precisions);
+    int rc = 0;
+    for (char *p = strtok(list, ","); p && !rc; p = strtok(NULL, ",")) {
+        if ((rc = dt_cli_sets_addf(&a->sets, "train.precision", p)))
+            break;
+        o->sets = a->sets.items;
+        o->nsets = a->sets.n;
+        if (!a->common.json)
+            printf("# precision: %s (train.precision)\n", p);
+        fflush(stdout);
+        rc = dt_bench_sweep(o, m);
+        free(a->sets.items[--a->sets.n]);
+    }
+    return rc;
 }
 
 static int run_sweep(struct bench_args *a, const struct dt_bench_machine *m)
@@ -186,7 +221,7 @@ static int run_sweep(struct bench_args *a, const struct dt_bench_machine *m)
         dt_log_warn("bench: --cores %d exceeds the %d usable CPUs: the larger combinations are "
                     "oversubscribed and their figures say little",
                     o.cores, m->cpus);
-    int rc = dt_bench_sweep(&o, m);
+    int rc = a->precisions ? sweep_precisions(a, &o, m) : dt_bench_sweep(&o, m);
     free(o.combos);
     return rc;
 }
@@ -194,10 +229,11 @@ static int run_sweep(struct bench_args *a, const struct dt_bench_machine *m)
 static int run_allreduce(struct bench_args *a, const struct dt_bench_machine *m)
 {
     if (a->grid || a->threads_only || a->steps_given || a->epochs || a->repeat || a->sets.n ||
+        a->precisions ||
         a->cores || a->warmup >= 0)
         return dt_fail(DT_EUSAGE,
                        "bench allreduce: --grid, --threads-only, --steps, --warmup, "
-                       "--epochs, --repeat, --cores and --set belong to the training "
+                       "--epochs, --repeat, --cores, --set and --precision belong to the training "
                        "sweep; %s",
                        BENCH_USAGE);
     struct dt_bench_allreduce_opts o = {
@@ -280,6 +316,8 @@ const struct dt_command dt_cmd_bench = {
         "      --repeat R       run each combination R times; report the median and spread\n"
         "      --timeout SECS   give up on a run after SECS seconds (reported as failed)\n"
         "      --set KEY=VALUE  config override passed on to every run (repeatable)\n"
+        "      --precision LIST the whole sweep once per value of train.precision, e.g.\n"
+        "                       fp32,bf16 (one table each, under a '# precision:' line)\n"
         "\n"
         "allreduce options (float32 sum, checked exactly after every size):\n"
         "      --backend B      shm (default), tcp (loopback ring), hier (shm inside each of\n"

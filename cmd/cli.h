@@ -26,8 +26,14 @@ enum {
     DT_OPT_IFACE,
     DT_OPT_TOKEN_FILE,
     DT_OPT_RENDEZVOUS_TIMEOUT,
+    DT_OPT_PRECISION, /* train, eval, predict: --precision P = --set train.precision=P */
     DT_OPT_COMMAND_BASE = 0x200,
 };
+
+/* The help line of --precision, the same on every face. */
+#define DT_CLI_PRECISION_HELP                                                                      \
+    "      --precision P    fp32 or bf16: conv2d and linear arithmetic (train.precision;\n"       \
+    "                       bf16 = autocast-style mixed precision, docs/bf16.md)\n"
 
 /* getopt_long short-option string for the common options: the leading ':' makes getopt
  * report a missing argument as ':' instead of printing its own message. */

@@ -37,7 +37,7 @@ static const char eval_help[] =
     "      --config CFG     build the model from CFG instead of the checkpoint's stored\n"
     "                       config\n"
     "      --data DIR       read the dataset from DIR (overrides data.dir)\n"
-    "      --set KEY=VALUE  override a config key (repeatable)\n"
+    "      --set KEY=VALUE  override a config key (repeatable)\n" DT_CLI_PRECISION_HELP
     "      --threads T      compute threads (default: the config's dist.threads; 0 there\n"
     "                       means all usable cores)\n"
     "      --plot FILE      also draw the confusion matrix as a heat map, SVG or PNG by\n"
@@ -79,6 +79,8 @@ static int take_option(void *ctx, int opt, const char *arg)
         return 0;
     case DT_OPT_SET:
         return dt_cli_sets_add(&a->sets, arg);
+    case DT_OPT_PRECISION:
+        return dt_cli_sets_addf(&a->sets, "train.precision", arg);
     case OPT_THREADS:
         return dt_cli_parse_int("--threads", arg, 1, 1024, &a->threads);
     case OPT_SPLIT:
@@ -107,6 +109,7 @@ static int parse_args(int argc, char **argv, struct eval_args *a)
         {"config", required_argument, NULL, OPT_CONFIG},
         {"data", required_argument, NULL, OPT_DATA},
         {"set", required_argument, NULL, DT_OPT_SET},
+        {"precision", required_argument, NULL, DT_OPT_PRECISION},
         {"threads", required_argument, NULL, OPT_THREADS},
         {"split", required_argument, NULL, OPT_SPLIT},
         {"top-k", required_argument, NULL, OPT_TOP_K},

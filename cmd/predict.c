@@ -38,6 +38,8 @@ static int take_option(void *ctx, int opt, const char *arg)
         return 0;
     case DT_OPT_SET:
         return dt_cli_sets_add(&a->sets, arg);
+    case DT_OPT_PRECISION:
+        return dt_cli_sets_addf(&a->sets, "train.precision", arg);
     default:
         return dt_fail(DT_EUSAGE, "internal error: option %d not handled; %s", opt, PREDICT_USAGE);
     }
@@ -53,6 +55,7 @@ static int parse_args(int argc, char **argv, struct predict_args *a)
         {"threads", required_argument, NULL, OPT_THREADS},
         {"strict", no_argument, NULL, OPT_STRICT},
         {"set", required_argument, NULL, DT_OPT_SET},
+        {"precision", required_argument, NULL, DT_OPT_PRECISION},
         {NULL, 0, NULL, 0},
     };
     int rc = dt_cli_getopt(argc, argv, options, &a->common, take_option, a, PREDICT_USAGE);
@@ -83,7 +86,7 @@ static const char predict_help[] =
     "                       (IDX, CIFAR, image folder): predict its train, test or val split;\n"
     "                       the true label is reported too\n"
     "      --config CFG     the model's config instead of the checkpoint's stored one\n"
-    "      --set KEY=VALUE  override a config key (repeatable)\n"
+    "      --set KEY=VALUE  override a config key (repeatable)\n" DT_CLI_PRECISION_HELP
     "      --threads T      compute threads (default: all usable cores)\n"
     "      --strict         exit 3 when any file could not be read (the others are still\n"
     "                       predicted)\n" DT_CLI_COMMON_HELP "\n"

@@ -123,6 +123,8 @@ static int take_flag(void *ctx, int opt, const char *arg)
     }
     case OPT_BACKEND:
         return dt_cli_sets_addf(&a->flags, "dist.backend", arg);
+    case DT_OPT_PRECISION:
+        return dt_cli_sets_addf(&a->flags, "train.precision", arg);
     case OPT_PIN:
         return dt_cli_sets_addf(&a->flags, "dist.pin", arg);
     case OPT_CPU_LIST:
@@ -147,6 +149,7 @@ static int parse_args(struct train_args *a, int argc, char **argv)
     static const struct option longopts[] = {
         DT_CLI_COMMON_LONGOPTS,
         {"set", required_argument, NULL, DT_OPT_SET},
+        {"precision", required_argument, NULL, DT_OPT_PRECISION},
         {"instances", required_argument, NULL, OPT_INSTANCES},
         {"threads", required_argument, NULL, OPT_THREADS},
         {"print-config", no_argument, NULL, OPT_PRINT_CONFIG},
@@ -415,6 +418,7 @@ const struct dt_command dt_cmd_train = {
         "      --set KEY=VALUE  override one config key, e.g. --set train.epochs=5 or\n"
         "                       --set model.layers.3.p=0 (repeatable; applied in order, checked\n"
         "                       like the file; strings may be bare, lists as [0.5, 0.25])\n"
+        DT_CLI_PRECISION_HELP
         "      --instances N    processes training together (sets dist.instances)\n"
         "      --threads T      compute threads per instance; 0 = cores / instances\n"
         "                       (sets dist.threads)\n"

@@ -54,6 +54,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nn/bf16_layers.h"
 #include "nn/kernels/fp32/blas.h"
 #include "nn/kernels/fp32/conv_direct.h"
 #include "nn/kernels/fp32/conv_winograd.h"
@@ -79,6 +80,10 @@ struct conv {
     float *fwd_scratch; /* pool fused: per thread, single-threaded kernel scratch */
     size_t fwd_scratch_floats;
     float *u; /* winograd: the forward's transformed filter */
+    /* bf16 model (nn/bf16_layers.h): the bf16 products, and in their emulated mode the
+     * rounded operands the fp32 algorithm above reads instead of x, the weights and dy */
+    struct dt_bf16_conv *bf;
+    struct dt_bf16_copies round;
 };
 
 /* Output bytes per thread convolved before pooling: well inside a core's L2. */
@@ -259,22 +264,46 @@ static int conv2d_setup(struct dt_layer *l, const struct dt_layer_spec *spec, st
     l->out = (struct dt_shape){cv->oc, oh, ow};
     l->nparams = (size_t)cv->oc * cv->ckk + (cv->bias ? (size_t)cv->oc : 0);
     s->caps = DT_CAP_RELU_AT_STORE;
+    s->scratch_bytes = scratch_bytes(cv, l->model->max_batch);
+    if (l->model->precision == DT_PRECISION_BF16) {
+        /* bf16 takes only the relu: its forward rounds the whole batch's input, and backward
+         * rounds dy, which a fused batchnorm or relu backward would not hand it as it is */
+        double bytes;
+        int rc = dt_bf16_conv_setup(&cv->bf, &cv->ds, &bytes);
+        if (rc < 0)
+            return rc;
+        if (!dt_bf16_conv_tiles(cv->bf)) /* the rounded x, weights and dy */
+            bytes += 4.0 * ((double)l->model->max_batch *
+                                (dt_shape_size(in) + (double)cv->oc * cv->pix) +
+                            (double)cv->oc * cv->ckk);
+        else /* the fp32 algorithm's scratch is not allocated */
+            s->scratch_bytes = 0;
+        s->scratch_bytes += bytes;
+        s->precision = dt_bf16_conv_note(cv->bf);
+        return 0;
+    }
     /* per-sample kernels; winograd's filter state is rebuilt at each batch's first chunk */
     if ((cv->algo == DT_CONV2D_DIRECT || cv->algo == DT_CONV2D_WINOGRAD) && stride == 1)
         s->caps |= DT_CAP_POOL_IN_FORWARD | DT_CAP_CHUNKS;
     if (cv->algo == DT_CONV2D_WINOGRAD) /* its backward's store and dy read take them */
         s->caps |= DT_CAP_RELU_BELOW_GRAD | DT_CAP_BN_ABOVE_GRAD;
-    s->scratch_bytes = scratch_bytes(cv, l->model->max_batch);
     return 0; /* scratch at init, once the model's size has been checked (nn/model.c) */
 }
 
 static int conv2d_init(struct dt_layer *l, uint64_t seed)
 {
     struct conv *cv = l->state;
-    int rc = scratch_setup(cv, l->model->max_batch);
+    size_t nw = (size_t)cv->oc * cv->ckk;
+    int rc = 0;
+    if (cv->bf && dt_bf16_conv_tiles(cv->bf))
+        rc = dt_bf16_conv_init(cv->bf);
+    else if (cv->bf)
+        rc = dt_bf16_copies_alloc(&cv->round, (size_t)l->model->max_batch * dt_shape_size(l->in),
+                                  nw, (size_t)l->model->max_batch * dt_shape_size(l->out));
+    if (rc == 0 && !(cv->bf && dt_bf16_conv_tiles(cv->bf)))
+        rc = scratch_setup(cv, l->model->max_batch);
     if (rc < 0)
         return rc;
-    size_t nw = (size_t)cv->oc * cv->ckk;
     int wshape[4] = {cv->oc, cv->c, cv->k, cv->k};
     dt_layer_describe(l, "weight", true, 0, 4, wshape);
     if (cv->bias)
@@ -333,6 +362,14 @@ static void conv2d_forward(struct dt_layer *l, const float *x, float *y, int bat
     struct conv *cv = l->state;
     const float *weight = l->params;
     const float *bias = cv->bias ? l->params + (size_t)cv->oc * cv->ckk : NULL;
+    if (cv->bf && dt_bf16_conv_tiles(cv->bf)) {
+        dt_bf16_conv_forward(cv->bf, x, weight, bias, y, batch, c->relu);
+        return;
+    }
+    if (cv->bf) { /* emulated: the fp32 algorithm on bf16-rounded x and weights */
+        weight = dt_bf16_round_into(cv->round.w, weight, cv->round.nw);
+        x = dt_bf16_round_into(cv->round.x, x, (size_t)batch * dt_shape_size(l->in));
+    }
     if (cv->algo == DT_CONV2D_WINOGRAD && c->first_sample == 0)
         (void)dt_conv_winograd_filter(&cv->ds, weight, cv->u);
     if (cv->algo != DT_CONV2D_GEMM && c->pool) {
@@ -415,9 +452,13 @@ static void bias_grad(const struct conv *cv, const float *dy, int b0, int count,
  * dy is a batchnorm's output gradient, read through its backward (c->bn_above). */
 static void backward_samples(struct dt_layer *l, const float *x, const float *dy, float *dx, int b0,
                              int count, int batch, float *g, const struct dt_bn_grad *bn,
-                             const struct dt_layer_bwd *c)
+                             const struct dt_layer_bwd *c, const float *weight)
 {
     struct conv *cv = l->state;
+    if (cv->bf && dt_bf16_conv_tiles(cv->bf)) {
+        dt_bf16_conv_backward_weight(cv->bf, x, dy, b0, count, g, cv->bias);
+        return; /* dx: conv2d_backward, over the whole batch */
+    }
     size_t nw = (size_t)cv->oc * cv->ckk, in_sample = dt_shape_size(l->in);
     size_t out_sample = dt_shape_size(l->out);
     float *gb = cv->bias ? g + nw : NULL;
@@ -427,7 +468,7 @@ static void backward_samples(struct dt_layer *l, const float *x, const float *dy
         struct dt_bn_grad part;
         memset(g, 0, l->nparams * sizeof *g); /* the kernel accumulates */
         (void)dt_conv_winograd_backward(&s, x + b0 * in_sample, dy + b0 * out_sample,
-                                        dt_bn_grad_from(bn, b0 * out_sample, &part), l->params, g,
+                                        dt_bn_grad_from(bn, b0 * out_sample, &part), weight, g,
                                         gb, dx ? dx + b0 * in_sample : NULL, c->relu_below,
                                         c->below_extra ? c->below_extra + b0 * in_sample : NULL,
                                         cv->scratch, cv->scratch_floats, direct_threads(cv));
@@ -447,7 +488,7 @@ static void backward_samples(struct dt_layer *l, const float *x, const float *dy
     if (gb)
         bias_grad(cv, dy, b0, count, gb);
     if (dx) /* dcol overwrites the same columns of col, which this slice no longer needs */
-        dt_sgemm(true, false, cv->ckk, k, cv->oc, 1.0f, l->params, cv->ckk, cv->yt + first, n, 0.0f,
+        dt_sgemm(true, false, cv->ckk, k, cv->oc, 1.0f, weight, cv->ckk, cv->yt + first, n, 0.0f,
                  cv->col + first, n);
 }
 
@@ -464,25 +505,36 @@ static void conv2d_backward(struct dt_layer *l, const float *x, const float *y, 
         dt_batchnorm2d_grad(c->bn_above, y, &bn_grad);
         bn = &bn_grad;
     }
-    if (cv->algo == DT_CONV2D_GEMM)
+    const float *weight = l->params;
+    bool tiles = cv->bf && dt_bf16_conv_tiles(cv->bf);
+    if (cv->bf && !tiles) { /* emulated: what forward rounded, and dy rounded */
+        x = cv->round.x;
+        weight = cv->round.w;
+        dy = dt_bf16_round_into(cv->round.dy, dy, (size_t)batch * dt_shape_size(l->out));
+    }
+    if (cv->algo == DT_CONV2D_GEMM && !tiles)
         regroup_dy(cv, dy, cv->yt, batch);
     int slice = dt_layer_grad_slice(l, batch);
     if (!slice) {
-        backward_samples(l, x, dy, dx, 0, batch, batch, l->grads, bn, c);
+        backward_samples(l, x, dy, dx, 0, batch, batch, l->grads, bn, c, weight);
     } else {
         struct dt_grad_tree *t = &l->model->grad_tree;
         dt_grad_tree_begin(t, l->nparams);
         for (int b0 = 0; b0 < batch; b0 += slice) {
             backward_samples(l, x, dy, dx, b0, batch - b0 < slice ? batch - b0 : slice, batch,
-                             dt_grad_tree_slot(t), bn, c);
+                             dt_grad_tree_slot(t), bn, c, weight);
             dt_grad_tree_push(t);
         }
         dt_grad_tree_finish(t, l->grads);
     }
+    if (dx && tiles) {
+        dt_bf16_conv_backward_input(cv->bf, dy, dx, batch);
+        return;
+    }
     if (dx && cv->algo == DT_CONV2D_DIRECT) {
         struct dt_conv_shape s = cv->ds;
         s.n = batch;
-        (void)dt_conv_direct_backward_input(&s, dy, l->params, dx, cv->scratch, cv->scratch_floats,
+        (void)dt_conv_direct_backward_input(&s, dy, weight, dx, cv->scratch, cv->scratch_floats,
                                             direct_threads(cv));
     }
     if (dx && cv->algo == DT_CONV2D_GEMM)
@@ -500,6 +552,8 @@ static void conv2d_destroy(struct dt_layer *l)
     dt_free(cv->chunk_out);
     dt_free(cv->fwd_scratch);
     dt_free(cv->u);
+    dt_bf16_conv_free(cv->bf);
+    dt_bf16_copies_free(&cv->round);
     free(cv);
 }
 

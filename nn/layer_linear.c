@@ -2,10 +2,14 @@
  * is read as its flattened c*h*w vector, exactly what an nn.Flatten in front would give, so a
  * flatten layer before it is optional. The three products are OpenBLAS GEMMs, one per batch
  * when no gradient slice is set, else one per slice (nn/grad_tree.h): OpenBLAS rounds
- * differently with the GEMM's height, and the weight gradient is summed in the slices' tree. */
+ * differently with the GEMM's height, and the weight gradient is summed in the slices' tree.
+ * In a bf16 model the products are bf16 (nn/bf16_layers.h): dt_gemm_bf16 on the tile paths,
+ * else these GEMMs on bf16-rounded copies of x, the weights and dy. */
 #include <stdlib.h>
 #include <string.h>
 
+#include "nn/bf16_layers.h"
+#include "nn/kernels/bf16/bf16.h"
 #include "nn/kernels/fp32/blas.h"
 #include "nn/init.h"
 #include "nn/layer_common.h"
@@ -14,6 +18,8 @@
 struct linear {
     int in, out;
     bool bias;
+    struct dt_bf16_linear *bf;   /* bf16 model */
+    struct dt_bf16_copies round; /* bf16, emulated: the rounded x, weights and dy */
 };
 
 static int linear_setup(struct dt_layer *l, const struct dt_layer_spec *spec, struct dt_shape in,
@@ -31,6 +37,16 @@ static int linear_setup(struct dt_layer *l, const struct dt_layer_spec *spec, st
     li->bias = spec->bias;
     l->out = (struct dt_shape){li->out, 1, 1};
     l->nparams = (size_t)li->out * li->in + (li->bias ? (size_t)li->out : 0);
+    if (l->model->precision == DT_PRECISION_BF16) {
+        int rc = dt_bf16_linear_setup(&li->bf, li->in, li->out, l->model->max_batch,
+                                      &s->scratch_bytes);
+        if (rc < 0)
+            return rc;
+        if (!dt_bf16_linear_tiles(li->bf))
+            s->scratch_bytes = 4.0 * ((double)l->model->max_batch * (li->in + li->out) +
+                                      (double)li->out * li->in);
+        s->precision = dt_bf16_linear_note(li->bf);
+    }
     return 0;
 }
 
@@ -38,6 +54,14 @@ static int linear_init(struct dt_layer *l, uint64_t seed)
 {
     struct linear *li = l->state;
     size_t nw = (size_t)li->out * li->in;
+    int rc = 0;
+    if (li->bf && dt_bf16_linear_tiles(li->bf))
+        rc = dt_bf16_linear_init(li->bf);
+    else if (li->bf)
+        rc = dt_bf16_copies_alloc(&li->round, (size_t)l->model->max_batch * li->in, nw,
+                                  (size_t)l->model->max_batch * li->out);
+    if (rc < 0)
+        return rc;
     int wshape[2] = {li->out, li->in};
     dt_layer_describe(l, "weight", true, 0, 2, wshape);
     if (li->bias)
@@ -47,9 +71,15 @@ static int linear_init(struct dt_layer *l, uint64_t seed)
     return 0;
 }
 
-static void forward_rows(const struct dt_layer *l, const float *x, float *y, int rows)
+static void forward_rows(const struct dt_layer *l, const float *x, const float *weight, float *y,
+                         int rows)
 {
     const struct linear *li = l->state;
+    if (li->bf && dt_bf16_linear_tiles(li->bf)) {
+        dt_bf16_linear_forward(li->bf, x, li->bias ? l->params + (size_t)li->out * li->in : NULL,
+                               y, rows);
+        return;
+    }
     float beta = 0.0f;
     if (li->bias) {
         const float *bias = l->params + (size_t)li->out * li->in;
@@ -57,39 +87,52 @@ static void forward_rows(const struct dt_layer *l, const float *x, float *y, int
             memcpy(y + (size_t)b * li->out, bias, li->out * sizeof *y);
         beta = 1.0f;
     }
-    dt_sgemm(false, true, rows, li->out, li->in, 1.0f, x, li->in, l->params, li->in, beta, y,
+    dt_sgemm(false, true, rows, li->out, li->in, 1.0f, x, li->in, weight, li->in, beta, y,
              li->out);
 }
 
 static void linear_forward(struct dt_layer *l, const float *x, float *y, int batch,
                            const struct dt_layer_fwd *c)
 {
-    const struct linear *li = l->state;
+    struct linear *li = l->state;
     int slice = c->run.training ? dt_layer_grad_slice(l, batch) : 0; /* eval: no sums */
     if (!slice)
         slice = batch;
+    const float *weight = l->params;
+    if (li->bf && dt_bf16_linear_tiles(li->bf)) {
+        dt_bf16_linear_pack_weights(li->bf, weight);
+    } else if (li->bf) {
+        weight = dt_bf16_round_into(li->round.w, weight, li->round.nw);
+        x = dt_bf16_round_into(li->round.x, x, (size_t)batch * li->in);
+    }
     for (int b0 = 0; b0 < batch; b0 += slice)
-        forward_rows(l, x + (size_t)b0 * li->in, y + (size_t)b0 * li->out,
+        forward_rows(l, x + (size_t)b0 * li->in, weight, y + (size_t)b0 * li->out,
                      batch - b0 < slice ? batch - b0 : slice);
 }
 
 /* Rows [0, rows) of x and dy: the weight and bias gradients written to g, dx unless NULL. */
-static void backward_rows(const struct dt_layer *l, const float *x, const float *dy, float *dx,
-                          int rows, float *g)
+static void backward_rows(const struct dt_layer *l, const float *x, const float *weight,
+                          const float *dy, float *dx, int rows, float *g)
 {
     const struct linear *li = l->state;
-    dt_sgemm(true, false, li->out, li->in, rows, 1.0f, dy, li->out, x, li->in, 0.0f, g, li->in);
+    bool tiles = li->bf && dt_bf16_linear_tiles(li->bf);
+    if (tiles)
+        dt_bf16_linear_backward(li->bf, x, dy, dx, rows, g);
+    else
+        dt_sgemm(true, false, li->out, li->in, rows, 1.0f, dy, li->out, x, li->in, 0.0f, g,
+                 li->in);
     if (li->bias) {
         float *db = g + (size_t)li->out * li->in;
         for (int o = 0; o < li->out; o++)
             db[o] = 0.0f;
         for (int b = 0; b < rows; b++)
             for (int o = 0; o < li->out; o++)
-                db[o] += dy[(size_t)b * li->out + o];
+                db[o] += li->bf ? dt_bf16_round(dy[(size_t)b * li->out + o])
+                                : dy[(size_t)b * li->out + o]; /* bf16: autocast's dy */
     }
-    if (dx)
-        dt_sgemm(false, false, rows, li->in, li->out, 1.0f, dy, li->out, l->params, li->in, 0.0f,
-                 dx, li->in);
+    if (dx && !tiles)
+        dt_sgemm(false, false, rows, li->in, li->out, 1.0f, dy, li->out, weight, li->in, 0.0f, dx,
+                 li->in);
 }
 
 static void linear_backward(struct dt_layer *l, const float *x, const float *y, const float *dy,
@@ -98,15 +141,21 @@ static void linear_backward(struct dt_layer *l, const float *x, const float *y, 
     (void)c;
     (void)y;
     const struct linear *li = l->state;
+    const float *weight = l->params;
+    if (li->bf && !dt_bf16_linear_tiles(li->bf)) { /* what forward rounded, and dy rounded */
+        x = li->round.x;
+        weight = li->round.w;
+        dy = dt_bf16_round_into(li->round.dy, dy, (size_t)batch * li->out);
+    }
     int slice = dt_layer_grad_slice(l, batch);
     if (!slice) {
-        backward_rows(l, x, dy, dx, batch, l->grads);
+        backward_rows(l, x, weight, dy, dx, batch, l->grads);
         return;
     }
     struct dt_grad_tree *t = &l->model->grad_tree;
     dt_grad_tree_begin(t, l->nparams);
     for (int b0 = 0; b0 < batch; b0 += slice) {
-        backward_rows(l, x + (size_t)b0 * li->in, dy + (size_t)b0 * li->out,
+        backward_rows(l, x + (size_t)b0 * li->in, weight, dy + (size_t)b0 * li->out,
                       dx ? dx + (size_t)b0 * li->in : NULL, batch - b0 < slice ? batch - b0 : slice,
                       dt_grad_tree_slot(t));
         dt_grad_tree_push(t);
@@ -116,7 +165,12 @@ static void linear_backward(struct dt_layer *l, const float *x, const float *y, 
 
 static void linear_destroy(struct dt_layer *l)
 {
-    free(l->state);
+    struct linear *li = l->state;
+    if (li) {
+        dt_bf16_linear_free(li->bf);
+        dt_bf16_copies_free(&li->round);
+    }
+    free(li);
 }
 
 const struct dt_layer_ops dt_linear_ops = {linear_setup, linear_init, linear_forward,

@@ -65,6 +65,7 @@ struct model_impl {
     const float *input; /* the last forward's x (not copied) */
     int last_batch;
     double scratch_bytes; /* the layers' own, as their setups reported */
+    const char **precision; /* per layer: its setup's precision note (NULL = none) */
     int tensor_cap, buffer_tensor_cap;
 };
 
@@ -187,6 +188,7 @@ static int setup_layer(struct dt_model *m, int i, const struct dt_layer_spec *sp
             dt_fail(DT_EUSAGE, "output shape %dx%dx%d is empty", l->out.c, l->out.h, l->out.w),
             spec, i);
     m->plan[i].caps = s.caps;
+    impl->precision[i] = s.precision;
     m->plan[i].skip_from = s.skip_from;
     impl->scratch_bytes += s.scratch_bytes;
     return 0;
@@ -390,7 +392,9 @@ static int model_new(struct dt_model **out, int nspecs, struct dt_shape input, i
     struct model_impl *impl = calloc(1, sizeof *impl);
     struct dt_layer **layers = calloc((size_t)nspecs, sizeof *layers);
     struct dt_layer_plan *plan = calloc((size_t)nspecs, sizeof *plan);
-    if (!m || !impl || !layers || !plan) {
+    const char **notes = calloc((size_t)nspecs, sizeof *notes);
+    if (!m || !impl || !layers || !plan || !notes) {
+        free(notes);
         free(m);
         free(impl);
         free(layers);
@@ -399,6 +403,8 @@ static int model_new(struct dt_model **out, int nspecs, struct dt_shape input, i
     }
     impl->fusions = opt->fusions;
     impl->input_grad = opt->input_grad;
+    impl->precision = notes;
+    m->precision = opt->precision;
     m->impl = impl;
     m->layers = layers;
     m->plan = plan;
@@ -449,10 +455,13 @@ int dt_model_build_with(struct dt_model **out, const struct dt_layer_spec *specs
 
 int dt_model_build_in(struct dt_model **out, const struct dt_layer_spec *specs, int nspecs,
                       struct dt_shape input, int max_batch, enum dt_loss_kind loss, uint64_t seed,
-                      float *params, size_t capacity)
+                      float *params, size_t capacity, const struct dt_model_options *given)
 {
     struct dt_model_options opt;
     *out = NULL;
+    if (given)
+        return build_model(out, specs, nspecs, input, max_batch, loss, seed, given, params,
+                           capacity);
     int rc = dt_model_default_options(&opt);
     return rc < 0 ? rc
                   : build_model(out, specs, nspecs, input, max_batch, loss, seed, &opt, params,
@@ -462,7 +471,7 @@ int dt_model_build_in(struct dt_model **out, const struct dt_layer_spec *specs, 
 int dt_model_build(struct dt_model **out, const struct dt_layer_spec *specs, int nspecs,
                    struct dt_shape input, int max_batch, enum dt_loss_kind loss, uint64_t seed)
 {
-    return dt_model_build_in(out, specs, nspecs, input, max_batch, loss, seed, NULL, 0);
+    return dt_model_build_in(out, specs, nspecs, input, max_batch, loss, seed, NULL, 0, NULL);
 }
 
 int dt_model_estimate(const struct dt_layer_spec *specs, int nspecs, struct dt_shape input,
@@ -520,6 +529,7 @@ void dt_model_free(struct dt_model *m)
     dt_free(impl->pending_input);
     dt_free(impl->grad_a);
     dt_free(impl->grad_b);
+    free(impl->precision);
     dt_grad_tree_release(&m->grad_tree);
     free(impl);
     free(m->layers);
@@ -786,6 +796,9 @@ void dt_model_layer_summary(const struct dt_model *m, int i, struct dt_layer_sum
     out->type = l->kind->name;
     out->out = l->out;
     out->nparams = l->nparams;
+    const char *note = ((const struct model_impl *)m->impl)->precision[i];
+    if (note)
+        snprintf(out->precision, sizeof out->precision, "%s", note);
     if (s->out_channels > 0)
         snprintf(out->detail, sizeof out->detail, "%d %dx%d/%d", s->out_channels, s->kernel,
                  s->kernel, s->stride > 0 ? s->stride : 1);

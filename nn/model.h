@@ -17,6 +17,7 @@
 
 #include "nn/grad_tree.h"
 #include "nn/layer_spec.h"
+#include "nn/precision.h"
 #include "util/names.h"
 
 #define DT_MAX_PROFILE_LAYERS 512
@@ -130,6 +131,7 @@ struct dt_model {
     bool profile;                  /* accumulate per-layer seconds into profile_* */
     struct dt_model_layer_hook layer_hook; /* told each layer's span when fn is set (a trace) */
     struct dt_model_memory memory; /* what the build allocated, as counted before it did */
+    enum dt_precision precision;   /* dt_model_options.precision; layers read it at setup */
     void *impl;
 };
 
@@ -140,6 +142,7 @@ struct dt_model {
 struct dt_model_options {
     unsigned fusions;
     bool input_grad;
+    enum dt_precision precision; /* conv2d and linear arithmetic (nn/precision.h) */
 };
 
 /* The options dt_model_build uses: every fusion, or those DTRAIN_FUSE names (nn/fusion.h:
@@ -156,10 +159,10 @@ int dt_model_build(struct dt_model **out, const struct dt_layer_spec *specs, int
  * of one host build their models straight into one shared copy; every rank writes the same
  * initial values, so the caller orders the builds before anything else writes there). The
  * model does not free params. DT_ERUNTIME when the parameters do not fit. params NULL =
- * dt_model_build. Both take the default options. */
+ * dt_model_build. opt NULL: the default options (dt_model_build always takes those). */
 int dt_model_build_in(struct dt_model **out, const struct dt_layer_spec *specs, int nspecs,
                       struct dt_shape input, int max_batch, enum dt_loss_kind loss, uint64_t seed,
-                      float *params, size_t capacity);
+                      float *params, size_t capacity, const struct dt_model_options *opt);
 /* The same with options of the caller's (tests comparing fused and unfused models) and the
  * model's own parameter arena. */
 int dt_model_build_with(struct dt_model **out, const struct dt_layer_spec *specs, int nspecs,
@@ -198,6 +201,9 @@ int dt_model_set_grad_slice(struct dt_model *m, int slice);
 struct dt_layer_summary {
     const char *type;
     char detail[48];
+    /* bf16 models, conv2d and linear: the path the layer's products take ("amx", "reference
+     * (emulated)", "... fallback: <why>"); "" otherwise */
+    char precision[112];
     struct dt_shape out;
     size_t nparams;
 };

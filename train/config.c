@@ -44,6 +44,7 @@
 #include "nn/layers.h"
 #include "nn/optim.h"
 #include "train/config_blocks.h"
+#include "nn/precision.h"
 #include "util/err.h"
 #include "util/fileio.h"
 #include "util/names.h"
@@ -289,6 +290,9 @@ static const struct key keys[] = {
      "trained: no update, no weight decay"},
     {"train.eval_batch_size", T_INT, 0, "0", 0, MAX_BATCH, NULL, FIELD(train.eval_batch_size), 0,
      "batch used for evaluation; 0 = as in training"},
+    {"train.precision", T_ENUM, 0, "\"fp32\"", 0, 0, &dt_precision_names, ENUM(train.precision), 0,
+     "conv2d and linear arithmetic: bf16 reads bf16-rounded inputs and weights and accumulates "
+     "in fp32 (PyTorch autocast); weights, optimizer and checkpoints stay fp32 (docs/bf16.md)"},
     {"train.early_stop.metric", T_STRING, 0, "\"none\"", 0, 0, NULL,
      FIELD(train.early_stop.metric_name), 0,
      "stop training when this stops improving: val_accuracy, val_loss (both need a validation "

@@ -19,6 +19,7 @@
 #include "nn/loss.h"
 #include "nn/model.h"
 #include "nn/optim.h"
+#include "nn/precision.h"
 #include "nn/schedule.h"
 #include "train/early_stop.h"
 #include "train/finetune_config.h"
@@ -99,6 +100,7 @@ struct dt_config {
         long long max_steps; /* stop after this many steps in total (0 = no limit) */
         bool drop_last;      /* drop the final partial batch of an epoch */
         int eval_batch_size;
+        enum dt_precision precision; /* fp32 | bf16 (nn/precision.h) */
         struct dt_early_stop_config early_stop; /* train/early_stop.h */
         char init_from[1024];           /* fine-tuning: checkpoint to start from ("" = none) */
         struct dt_name_patterns freeze; /* tensors not trained */

@@ -122,6 +122,8 @@ static void print_network(const struct dt_model *m, const struct dt_config *cfg)
             printf("  %s", cfg->model.layers[i].name);
         else if (named)
             printf("  layers.%d", i);
+        if (s.precision[0])
+            printf("  bf16: %s", s.precision);
         printf("\n");
     }
     printf("            %d layers, %zu parameters (%.2f M, %.1f KiB as float32)\n", m->nlayers,

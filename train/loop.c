@@ -209,6 +209,8 @@ static int rank_setup(struct rank_state *st, const struct run *run)
     if ((rc = dt_run_build_model_in(cfg, in, model_batch, train->classes, run->shared,
                                     run->shared_floats, &st->model)))
         return rc;
+    if (comm->rank == 0)
+        dt_run_log_precision(st->model);
     st->model->profile = cfg->log.profile;
     /* weight gradients in a fixed tree of batch slices: the same bits for 1, 2, 4 or 8
      * instances (nn/grad_tree.h) */
@@ -1152,7 +1154,7 @@ static void emit_start_json(const struct run *run)
     dt_jw_int(&w, "threads", p->threads);
     dt_jw_str(&w, "backend", dt_backend_name(p->job.backend));
     dt_jw_int(&w, "epochs", cfg->train.epochs);
-    dt_jw_str(&w, "precision", "fp32");
+    dt_jw_str(&w, "precision", dt_names_name(&dt_precision_names, (int)cfg->train.precision));
     dt_history_emit(run->history, &w);
 }
 

@@ -238,17 +238,37 @@ struct dt_batch_opts dt_run_batch_opts(const struct dt_config *cfg)
     };
 }
 
+void dt_run_log_precision(const struct dt_model *m)
+{
+    if (m->precision != DT_PRECISION_BF16)
+        return;
+    for (int i = 0; i < m->nlayers; i++) {
+        struct dt_layer_summary s;
+        dt_model_layer_summary(m, i, &s);
+        if (s.precision[0])
+            dt_log_debug("bf16: layer %d %s: %s", i, s.type, s.precision);
+    }
+}
+
 int dt_run_build_model(const struct dt_config *cfg, struct dt_shape in, int max_batch, int classes,
                        struct dt_model **out)
 {
-    return dt_run_build_model_in(cfg, in, max_batch, classes, NULL, 0, out);
+    int rc = dt_run_build_model_in(cfg, in, max_batch, classes, NULL, 0, out);
+    if (rc == 0)
+        dt_run_log_precision(*out);
+    return rc;
 }
 
 int dt_run_build_model_in(const struct dt_config *cfg, struct dt_shape in, int max_batch,
                           int classes, float *params, size_t capacity, struct dt_model **out)
 {
-    int rc = dt_model_build_in(out, cfg->model.layers, cfg->model.nlayers, in, max_batch,
-                               cfg->loss.type, (uint64_t)cfg->train.seed, params, capacity);
+    struct dt_model_options opt;
+    int rc = dt_model_default_options(&opt);
+    if (rc)
+        return rc;
+    opt.precision = cfg->train.precision;
+    rc = dt_model_build_in(out, cfg->model.layers, cfg->model.nlayers, in, max_batch,
+                           cfg->loss.type, (uint64_t)cfg->train.seed, params, capacity, &opt);
     if (rc)
         return dt_fail_context(rc, "%s: model", cfg->path);
     (*out)->label_smoothing = cfg->loss.label_smoothing;

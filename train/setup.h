@@ -49,6 +49,10 @@ struct dt_batch_opts dt_run_batch_opts(const struct dt_config *cfg);
 /* The model and loss the config describes, for inputs of shape `in` and batches of up to
  * max_batch. classes > 0: DT_EUSAGE when the last layer has fewer outputs. Errors start
  * "CONFIG: model". */
+/* --verbose: one line per conv2d and linear of a bf16 model naming the path its products
+ * take (dt_layer_summary.precision); nothing for an fp32 model. */
+void dt_run_log_precision(const struct dt_model *m);
+
 int dt_run_build_model(const struct dt_config *cfg, struct dt_shape in, int max_batch, int classes,
                        struct dt_model **out);
 /* The same with the parameters built straight into caller-owned storage of `capacity` floats

@@ -101,4 +101,5 @@ void dt_bench_machine_print(const struct dt_bench_machine *m, FILE *out, bool js
     fprintf(out, "# BLAS: %s; threading %s\n", m->blas, m->threading);
     fprintf(out, "# BLAS kernels: %s\n", m->kernels);
     fprintf(out, "# dtrain kernels: %s instruction set (DTRAIN_ISA)\n", dt_isa_name());
+    fprintf(out, "# dtrain bf16 products (train.precision = bf16): %s\n", dt_isa_bf16_path_text());
 }

@@ -4,9 +4,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nn/kernels/bf16/amx.h"
 #include "util/cpu.h"
 
-static const char *const labels[DT_ISA_COUNT] = {"generic", "avx2", "avx512"};
+static const char *const labels[DT_ISA_COUNT] = {"generic", "avx2", "avx512", "avx512bf16",
+                                                  "amx"};
 
 /* -1 until chosen: the kernels call dt_isa_build() on every call, tests switch with dt_isa_set. */
 static int current = -1;
@@ -19,13 +21,24 @@ static bool conv_vectors = true;
  * optimizer's loops are AVX2 + FMA on the AVX-512 path too (its fmaf is what needed FMA), the
  * direct weight gradient has an AVX-512 kernel and otherwise the portable loops. A build named
  * here must be in the family's ISA set in the Makefile (else dtrain does not link). */
+/* The avx512bf16 and amx paths run the AVX-512 builds of every fp32 family. */
+#define AVX512_ALSO(isa) isa, isa, isa
 static const enum dt_isa builds[DT_KERNEL_FAMILY_COUNT][DT_ISA_COUNT] = {
-    [DT_KERNEL_CONV_DIRECT] = {DT_ISA_GENERIC, DT_ISA_AVX2, DT_ISA_AVX512},
-    [DT_KERNEL_CONV_DIRECT_WEIGHT] = {DT_ISA_GENERIC, DT_ISA_GENERIC, DT_ISA_AVX512},
-    [DT_KERNEL_WINOGRAD] = {DT_ISA_NONE, DT_ISA_AVX2, DT_ISA_AVX512},
-    [DT_KERNEL_BATCHNORM] = {DT_ISA_GENERIC, DT_ISA_AVX2, DT_ISA_AVX512},
-    [DT_KERNEL_OPTIM] = {DT_ISA_GENERIC, DT_ISA_AVX2, DT_ISA_AVX2},
+    [DT_KERNEL_CONV_DIRECT] = {DT_ISA_GENERIC, DT_ISA_AVX2, AVX512_ALSO(DT_ISA_AVX512)},
+    [DT_KERNEL_CONV_DIRECT_WEIGHT] = {DT_ISA_GENERIC, DT_ISA_GENERIC, AVX512_ALSO(DT_ISA_AVX512)},
+    [DT_KERNEL_WINOGRAD] = {DT_ISA_NONE, DT_ISA_AVX2, AVX512_ALSO(DT_ISA_AVX512)},
+    [DT_KERNEL_BATCHNORM] = {DT_ISA_GENERIC, DT_ISA_AVX2, AVX512_ALSO(DT_ISA_AVX512)},
+    [DT_KERNEL_OPTIM] = {DT_ISA_GENERIC, DT_ISA_AVX2, AVX512_ALSO(DT_ISA_AVX2)},
 };
+
+/* builds' counterpart for bf16 products: the bf16 path of each path. */
+static const enum dt_bf16_path bf16_paths[DT_ISA_COUNT] = {
+    DT_BF16_REFERENCE, DT_BF16_REFERENCE, DT_BF16_REFERENCE, DT_BF16_REFERENCE, DT_BF16_AMX};
+
+/* Test switch (dt_isa_force_bf16_path); DT_BF16_PATH_COUNT = none. */
+static enum dt_bf16_path forced_bf16 = DT_BF16_PATH_COUNT;
+
+static const char *const bf16_names[DT_BF16_PATH_COUNT] = {"reference", "ctile", "amx"};
 
 const char *dt_isa_label(enum dt_isa isa)
 {
@@ -43,6 +56,10 @@ bool dt_isa_available(enum dt_isa isa)
         return f.avx2 && f.fma;
     if (isa == DT_ISA_AVX512)
         return f.avx512;
+    if (isa == DT_ISA_AVX512BF16)
+        return f.avx512 && f.avx512_bf16;
+    if (isa == DT_ISA_AMX)
+        return f.avx512 && dt_amx_usable(NULL);
 #endif
     return false;
 }
@@ -63,7 +80,8 @@ int dt_isa_parse(const char *name, enum dt_isa *isa, char *err, size_t errlen)
             return 0;
         }
     snprintf(err, errlen,
-             "DTRAIN_ISA: unknown instruction set '%s' (expected generic, avx2 or avx512)",
+             "DTRAIN_ISA: unknown instruction set '%s' (expected generic, avx2, avx512, "
+             "avx512bf16 or amx)",
              name ? name : "");
     return -2;
 }
@@ -71,8 +89,13 @@ int dt_isa_parse(const char *name, enum dt_isa *isa, char *err, size_t errlen)
 int dt_isa_set(enum dt_isa isa, char *err, size_t errlen)
 {
     if ((unsigned)isa >= DT_ISA_COUNT || !dt_isa_available(isa)) {
-        snprintf(err, errlen, "DTRAIN_ISA: this CPU cannot run the %s kernels (best here: %s)",
-                 dt_isa_label(isa), dt_isa_label(dt_isa_best()));
+        const char *why = "";
+        if (isa == DT_ISA_AMX && !dt_amx_usable(&why) && *why)
+            snprintf(err, errlen, "DTRAIN_ISA: this CPU cannot run the amx kernels: %s (best "
+                     "here: %s)", why, dt_isa_label(dt_isa_best()));
+        else
+            snprintf(err, errlen, "DTRAIN_ISA: this CPU cannot run the %s kernels (best here: %s)",
+                     dt_isa_label(isa), dt_isa_label(dt_isa_best()));
         return -2;
     }
     current = (int)isa;
@@ -121,5 +144,42 @@ bool dt_isa_allow_conv_vectors(bool allow)
 {
     bool was = conv_vectors;
     conv_vectors = allow;
+    return was;
+}
+
+const char *dt_bf16_path_name(enum dt_bf16_path p)
+{
+    return (unsigned)p < DT_BF16_PATH_COUNT ? bf16_names[p] : "?";
+}
+
+bool dt_bf16_path_available(enum dt_bf16_path p, const char **why)
+{
+    if (why)
+        *why = "";
+    if (p == DT_BF16_AMX)
+        return dt_amx_usable(why);
+    return (unsigned)p < DT_BF16_PATH_COUNT;
+}
+
+enum dt_bf16_path dt_isa_bf16_path(void)
+{
+    return forced_bf16 != DT_BF16_PATH_COUNT ? forced_bf16 : bf16_paths[dt_isa_get()];
+}
+
+const char *dt_isa_bf16_path_text(void)
+{
+    enum dt_bf16_path p = dt_isa_bf16_path();
+    if (p != DT_BF16_REFERENCE)
+        return dt_bf16_path_name(p);
+    return dt_isa_get() == DT_ISA_AVX512BF16
+               ? "reference (emulated: no AVX512-BF16 kernel yet, fp32 kernels on bf16-rounded "
+                 "operands)"
+               : "reference (emulated: fp32 kernels on bf16-rounded operands)";
+}
+
+enum dt_bf16_path dt_isa_force_bf16_path(enum dt_bf16_path p)
+{
+    enum dt_bf16_path was = forced_bf16;
+    forced_bf16 = p;
     return was;
 }

@@ -14,8 +14,24 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* The paths (DTRAIN_ISA), and the builds of the fp32 kernels; DT_ISA_NONE: no build. */
-enum dt_isa { DT_ISA_NONE = -1, DT_ISA_GENERIC, DT_ISA_AVX2, DT_ISA_AVX512, DT_ISA_COUNT };
+/* The paths (DTRAIN_ISA), and the builds of the fp32 kernels; DT_ISA_NONE: no build. The
+ * last two are paths only: they run the fp32 kernels' AVX-512 builds and differ in the bf16
+ * products of a bf16 model (dt_isa_bf16_path). */
+enum dt_isa {
+    DT_ISA_NONE = -1,
+    DT_ISA_GENERIC,
+    DT_ISA_AVX2,
+    DT_ISA_AVX512,
+    DT_ISA_AVX512BF16, /* AVX-512 + AVX512-BF16 (Cooper Lake, Zen 4) */
+    DT_ISA_AMX,        /* AVX-512 + AMX-BF16, Linux granting the tile data (Sapphire Rapids) */
+    DT_ISA_COUNT
+};
+
+/* How the bf16 products of a bf16 model (train.precision) run: "amx" (TDPBF16PS through the
+ * tile vocabulary), "ctile" (the same kernel source over plain-C tiles: tests), "reference"
+ * (fp32 arithmetic on bf16-rounded values: any CPU; the layers run it through their fp32
+ * kernels, docs/bf16.md). */
+enum dt_bf16_path { DT_BF16_REFERENCE, DT_BF16_CTILE, DT_BF16_AMX, DT_BF16_PATH_COUNT };
 
 /* The kernel families whose build is chosen at run time. */
 enum dt_kernel_family {
@@ -62,6 +78,24 @@ int dt_isa_parse(const char *name, enum dt_isa *isa, char *err, size_t errlen);
 
 /* Use isa from now on; 0, or -2 with a message when this CPU cannot run it. */
 int dt_isa_set(enum dt_isa isa, char *err, size_t errlen);
+
+/* The bf16 path of the path in use: amx on the amx path, else the reference (on avx512bf16
+ * too: no VDPBF16PS kernel exists yet, so that path is emulated). A forced path
+ * (dt_isa_force_bf16_path) wins. */
+enum dt_bf16_path dt_isa_bf16_path(void);
+
+/* What a verbose line says of dt_isa_bf16_path(): "amx", "reference (emulated: ...)". */
+const char *dt_isa_bf16_path_text(void);
+
+/* Test and benchmark switch: layers set up from now on take path p (DT_BF16_PATH_COUNT:
+ * back to the rule above). p must be available. Returns the previous setting. */
+enum dt_bf16_path dt_isa_force_bf16_path(enum dt_bf16_path p);
+
+/* "reference", "ctile", "amx". */
+const char *dt_bf16_path_name(enum dt_bf16_path p);
+
+/* This CPU (and Linux) can run p; otherwise *why (if not NULL) says why. */
+bool dt_bf16_path_available(enum dt_bf16_path p, const char **why);
 
 /* Choose once from DTRAIN_ISA (unset or empty: the best path): 0, or -2 with a message
  * for an unknown name or a path this CPU lacks. */

@@ -10,7 +10,7 @@ ARGS="configs/fashion-convnet.cfg --threads 1 --set data.dir=$FIX --set train.ep
 run env DTRAIN_ISA=sse9 "$DTRAIN" train $ARGS
 expect_rc "unknown name: exit 2" 2
 expect_err "unknown name: named with the accepted ones" \
-    "^dtrain: DTRAIN_ISA: unknown instruction set 'sse9' \\(expected generic, avx2 or avx512\\)"
+    "^dtrain: DTRAIN_ISA: unknown instruction set 'sse9' \\(expected generic, avx2, avx512, avx512bf16 or amx\\)"
 
 run env DTRAIN_ISA=generic "$DTRAIN" train $ARGS --set checkpoint.dir="$TMP/generic"
 expect_rc "generic: exit 0" 0

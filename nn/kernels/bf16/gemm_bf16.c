@@ -4,30 +4,8 @@
 
 #include <omp.h>
 
-#include "nn/kernels/bf16/amx.h"
 
 #define TILE_ELEMS 512
-
-static const char *const path_names[DT_BF16_PATH_COUNT] = {"reference", "ctile", "amx"};
-
-const char *dt_bf16_path_name(enum dt_bf16_path p)
-{
-    return p >= 0 && p < DT_BF16_PATH_COUNT ? path_names[p] : "?";
-}
-
-bool dt_bf16_path_available(enum dt_bf16_path p, const char **why)
-{
-    if (why)
-        *why = "";
-    if (p == DT_BF16_AMX)
-        return dt_amx_usable(why);
-    return p >= 0 && p < DT_BF16_PATH_COUNT;
-}
-
-enum dt_bf16_path dt_bf16_path_best(void)
-{
-    return dt_amx_usable(NULL) ? DT_BF16_AMX : DT_BF16_REFERENCE;
-}
 
 void dt_bf16_from_f32_n(const float *src, dt_bf16 *dst, size_t n)
 {
@@ -157,5 +135,5 @@ void dt_gemm_bf16_on(enum dt_bf16_path p, int m, int n, int k, const dt_bf16 *a,
 void dt_gemm_bf16(int m, int n, int k, const dt_bf16 *a, const dt_bf16 *b, float *c, ptrdiff_t ldc,
                   bool accumulate)
 {
-    dt_gemm_bf16_on(dt_bf16_path_best(), m, n, k, a, b, c, ldc, accumulate);
+    dt_gemm_bf16_on(dt_isa_bf16_path(), m, n, k, a, b, c, ldc, accumulate);
 }

@@ -20,14 +20,9 @@
 #include <stddef.h>
 
 #include "nn/kernels/bf16/bf16.h"
+#include "nn/kernels/isa.h"
 
-enum dt_bf16_path { DT_BF16_REFERENCE, DT_BF16_CTILE, DT_BF16_AMX, DT_BF16_PATH_COUNT };
-
-const char *dt_bf16_path_name(enum dt_bf16_path p);
-/* This CPU (and Linux) can run p; otherwise *why says why. */
-bool dt_bf16_path_available(enum dt_bf16_path p, const char **why);
-/* The fastest available path. */
-enum dt_bf16_path dt_bf16_path_best(void);
+/* enum dt_bf16_path, its names and availability, and the choice: nn/kernels/isa.h */
 
 /* bf16 elements of a packed operand (a multiple of 512: whole tiles). */
 size_t dt_bf16_packed_a_size(int m, int k);
@@ -44,7 +39,7 @@ void dt_bf16_pack_b_bf16(const dt_bf16 *src, ptrdiff_t rs, ptrdiff_t cs, int k, 
                          dt_bf16 *dst);
 
 /* C (m x n, row stride ldc floats) = [C +] A * B from packed A (m x k) and B (k x n), on the
- * best path. Splits its blocks over the OpenMP team unless called inside a parallel region. */
+ * path in use (dt_isa_bf16_path). Splits its blocks over the OpenMP team unless called inside a parallel region. */
 void dt_gemm_bf16(int m, int n, int k, const dt_bf16 *a, const dt_bf16 *b, float *c, ptrdiff_t ldc,
                   bool accumulate);
 /* The same on a chosen path (tests, benchmarks); p must be available. */

@@ -1,0 +1,365 @@
+/* bf16 products of conv2d and linear: the mode chosen at setup, the rounded copies of the
+ * emulated mode and the tiles mode's calls into nn/kernels/bf16/ (see nn/bf16_layers.h). */
+#include "nn/bf16_layers.h"
+
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/kernels/bf16/bf16.h"
+#include "nn/kernels/bf16/conv_bf16.h"
+#include "nn/kernels/bf16/gemm_bf16.h"
+#include "nn/kernels/isa.h"
+#include "util/alloc.h"
+#include "util/err.h"
+
+/* Samples whose weight-gradient operands are laid out at once (a few MB at most). */
+#define WGRAD_CHUNK 16
+
+/* ---- emulated mode ---- */
+
+float *dt_bf16_round_into(float *dst, const float *src, size_t n)
+{
+#pragma omp parallel for if (n > 65536 && !omp_in_parallel())
+    for (size_t i = 0; i < n; i++)
+        dst[i] = dt_bf16_round(src[i]);
+    return dst;
+}
+
+int dt_bf16_copies_alloc(struct dt_bf16_copies *c, size_t nx, size_t nw, size_t ndy)
+{
+    *c = (struct dt_bf16_copies){.nx = nx, .nw = nw, .ndy = ndy};
+    c->x = dt_alloc(nx, sizeof(float));
+    c->w = dt_alloc(nw, sizeof(float));
+    c->dy = dt_alloc(ndy, sizeof(float));
+    if (!c->x || !c->w || !c->dy) {
+        dt_bf16_copies_free(c);
+        return dt_fail(DT_ERUNTIME, "out of memory for the bf16 copies");
+    }
+    return 0;
+}
+
+void dt_bf16_copies_free(struct dt_bf16_copies *c)
+{
+    dt_free(c->x);
+    dt_free(c->w);
+    dt_free(c->dy);
+    memset(c, 0, sizeof *c);
+}
+
+/* The note of a layer in emulated mode: the path's own text on the reference path, else why
+ * the tile kernels do not take the shape. */
+static void emulated_note(char *note, size_t size, enum dt_bf16_path path, const char *why)
+{
+    if (path == DT_BF16_REFERENCE)
+        snprintf(note, size, "%s", dt_isa_bf16_path_text());
+    else
+        snprintf(note, size, "emulated, %s fallback: %s", dt_bf16_path_name(path), why);
+}
+
+/* Threads the per-sample loops may use (the OpenMP setting at init, capped at call time). */
+static int team_size(int sized_for)
+{
+    int t = omp_get_max_threads();
+    return t < 1 ? 1 : t > sized_for ? sized_for : t;
+}
+
+/* ---- conv2d ---- */
+
+struct dt_bf16_conv {
+    bool tiles;
+    enum dt_bf16_path path;
+    char note[112];
+    struct dt_conv_shape s, t;   /* the layer's shape and its input gradient's (n unused) */
+    struct dt_conv_bf16_geom g, gt;
+    int threads;                 /* per-thread buffers below */
+    dt_bf16 *wp, *wpi;           /* the forward's and the input gradient's packed weights */
+    dt_bf16 *xv;                 /* per thread: a sample's input (or dY) in pair planes */
+    float *yq;                   /* per thread: a sample's padded-width output */
+    size_t xv_per, yq_per;
+    dt_bf16 *dyq, *even, *odd;   /* WGRAD_CHUNK samples' weight-gradient operands */
+    float *dwt;                  /* the weight gradient in tap-major order */
+};
+
+int dt_bf16_conv_setup(struct dt_bf16_conv **out, const struct dt_conv_shape *s,
+                       double *scratch_bytes)
+{
+    struct dt_bf16_conv *bf = calloc(1, sizeof *bf);
+    if (!bf)
+        return dt_fail(DT_ERUNTIME, "out of memory");
+    *out = bf;
+    bf->s = *s;
+    bf->path = dt_isa_bf16_path();
+    *scratch_bytes = 0;
+    const char *why = NULL;
+    if (s->stride != 1)
+        why = "stride 2+ is not in the bf16 conv kernels yet";
+    else if (s->pad >= s->kh || s->kh != s->kw)
+        why = "pad >= kernel is not in the bf16 conv kernels";
+    if (bf->path == DT_BF16_REFERENCE || why) {
+        emulated_note(bf->note, sizeof bf->note, bf->path, why);
+        return 0;
+    }
+    dt_conv_bf16_input_grad_shape(s, &bf->t);
+    int rc = dt_conv_bf16_geometry(s, &bf->g);
+    if (rc == 0)
+        rc = dt_conv_bf16_geometry(&bf->t, &bf->gt);
+    if (rc < 0) { /* cannot happen for the shapes above; keep the layer correct anyway */
+        dt_clear_error();
+        emulated_note(bf->note, sizeof bf->note, bf->path, "shape not in the bf16 conv kernels");
+        return 0;
+    }
+    bf->tiles = true;
+    snprintf(bf->note, sizeof bf->note, "%s", dt_bf16_path_name(bf->path));
+    bf->threads = omp_get_max_threads() > 1 ? omp_get_max_threads() : 1;
+    bf->xv_per = bf->g.xv > bf->gt.xv ? bf->g.xv : bf->gt.xv;
+    bf->yq_per = bf->g.yq > bf->gt.yq ? bf->g.yq : bf->gt.yq;
+    *scratch_bytes = 2.0 * (bf->g.wpack + bf->gt.wpack) +
+                     (double)bf->threads * (2.0 * bf->xv_per + 4.0 * bf->yq_per) +
+                     WGRAD_CHUNK * 2.0 * (bf->g.dyq + 2 * bf->g.xt) + 4.0 * bf->g.dwt;
+    return 0;
+}
+
+int dt_bf16_conv_init(struct dt_bf16_conv *bf)
+{
+    if (!bf->tiles)
+        return 0;
+    bf->wp = dt_alloc(bf->g.wpack, sizeof(dt_bf16));
+    bf->wpi = dt_alloc(bf->gt.wpack, sizeof(dt_bf16));
+    bf->xv = dt_alloc((size_t)bf->threads * bf->xv_per, sizeof(dt_bf16));
+    bf->yq = dt_alloc((size_t)bf->threads * bf->yq_per, sizeof(float));
+    bf->dyq = dt_alloc((size_t)WGRAD_CHUNK * bf->g.dyq, sizeof(dt_bf16));
+    bf->even = dt_alloc((size_t)WGRAD_CHUNK * bf->g.xt, sizeof(dt_bf16));
+    bf->odd = dt_alloc((size_t)WGRAD_CHUNK * bf->g.xt, sizeof(dt_bf16));
+    bf->dwt = dt_alloc(bf->g.dwt, sizeof(float));
+    if (!bf->wp || !bf->wpi || !bf->xv || !bf->yq || !bf->dyq || !bf->even || !bf->odd ||
+        !bf->dwt)
+        return dt_fail_context(-DT_ERUNTIME, "conv2d bf16 scratch");
+    return 0;
+}
+
+void dt_bf16_conv_free(struct dt_bf16_conv *bf)
+{
+    if (!bf)
+        return;
+    dt_free(bf->wp);
+    dt_free(bf->wpi);
+    dt_free(bf->xv);
+    dt_free(bf->yq);
+    dt_free(bf->dyq);
+    dt_free(bf->even);
+    dt_free(bf->odd);
+    dt_free(bf->dwt);
+    free(bf);
+}
+
+bool dt_bf16_conv_tiles(const struct dt_bf16_conv *bf)
+{
+    return bf->tiles;
+}
+
+const char *dt_bf16_conv_note(const struct dt_bf16_conv *bf)
+{
+    return bf->note;
+}
+
+void dt_bf16_conv_forward(struct dt_bf16_conv *bf, const float *x, const float *w, const float *b,
+                          float *y, int batch, bool relu)
+{
+    const struct dt_conv_shape *s = &bf->s;
+    dt_conv_bf16_pack_weights(s, &bf->g, w, bf->wp);
+    dt_conv_bf16_pack_weights_input_grad(&bf->t, &bf->gt, w, bf->wpi);
+    size_t in = (size_t)s->c * s->h * s->w, out = (size_t)s->k * bf->g.oh * bf->g.ow;
+    /* One sample per iteration on each thread; the kernels see the parallel region and run
+     * single-threaded. An output depends on its sample only, whatever the team. */
+#pragma omp parallel for schedule(static) num_threads(team_size(bf->threads)) if (batch > 1)
+    for (int i = 0; i < batch; i++) {
+        int t = omp_get_thread_num();
+        dt_bf16 *xv = bf->xv + (size_t)t * bf->xv_per;
+        float *yq = bf->yq + (size_t)t * bf->yq_per, *yi = y + (size_t)i * out;
+        dt_conv_bf16_pad_input(s, &bf->g, x + (size_t)i * in, xv);
+        dt_conv_bf16_forward_on(bf->path, s, &bf->g, xv, bf->wp, yq);
+        dt_conv_bf16_compact(s, &bf->g, yq, b, yi);
+        if (relu)
+            for (size_t j = 0; j < out; j++)
+                yi[j] = yi[j] > 0.0f ? yi[j] : 0.0f;
+    }
+}
+
+/* The bias gradient of samples [b0, b0 + count) from the bf16-rounded dy, as autocast's
+ * bf16 conv has it (and the emulated mode): per sample in float, across them in double, the
+ * fp32 layer's order. */
+static void bias_grad(const struct dt_bf16_conv *bf, const float *dy, int b0, int count, float *db)
+{
+    size_t pix = (size_t)bf->g.oh * bf->g.ow;
+    for (int k = 0; k < bf->s.k; k++) {
+        double sum = 0;
+        for (int i = b0; i < b0 + count; i++) {
+            const float *src = dy + ((size_t)i * bf->s.k + k) * pix;
+            float part = 0;
+            for (size_t p = 0; p < pix; p++)
+                part += dt_bf16_round(src[p]);
+            sum += part;
+        }
+        db[k] = (float)sum;
+    }
+}
+
+void dt_bf16_conv_backward_weight(struct dt_bf16_conv *bf, const float *x, const float *dy, int b0,
+                                  int count, float *g, bool bias)
+{
+    const struct dt_conv_shape *s = &bf->s;
+    size_t in = (size_t)s->c * s->h * s->w, out = (size_t)s->k * bf->g.oh * bf->g.ow;
+    /* Chunks in sample order, each added into the tile-major sum: every element is one fp32
+     * sum over the samples in order, the same bits for any team. */
+    for (int c0 = 0; c0 < count; c0 += WGRAD_CHUNK) {
+        int n = count - c0 < WGRAD_CHUNK ? count - c0 : WGRAD_CHUNK;
+#pragma omp parallel for schedule(static) num_threads(team_size(bf->threads)) if (n > 1)
+        for (int i = 0; i < n; i++) {
+            int sample = b0 + c0 + i;
+            dt_conv_bf16_dy_rows(s, &bf->g, dy + (size_t)sample * out, bf->dyq + i * bf->g.dyq);
+            dt_conv_bf16_position_pairs(s, &bf->g, x + (size_t)sample * in,
+                                        bf->even + i * bf->g.xt, bf->odd + i * bf->g.xt);
+        }
+        dt_conv_bf16_weight_grad_on(bf->path, s, &bf->g, n, bf->dyq, bf->even, bf->odd, bf->dwt,
+                                    c0 > 0);
+    }
+    size_t nw = (size_t)s->k * s->c * s->kh * s->kw;
+    if (count > 0)
+        dt_conv_bf16_weight_grad_unpack(s, &bf->g, bf->dwt, g);
+    else
+        memset(g, 0, nw * sizeof *g);
+    if (bias)
+        bias_grad(bf, dy, b0, count, g + nw);
+}
+
+void dt_bf16_conv_backward_input(struct dt_bf16_conv *bf, const float *dy, float *dx, int batch)
+{
+    const struct dt_conv_shape *t = &bf->t;
+    size_t in = (size_t)t->c * t->h * t->w, out = (size_t)t->k * bf->gt.oh * bf->gt.ow;
+#pragma omp parallel for schedule(static) num_threads(team_size(bf->threads)) if (batch > 1)
+    for (int i = 0; i < batch; i++) {
+        int th = omp_get_thread_num();
+        dt_bf16 *xv = bf->xv + (size_t)th * bf->xv_per;
+        float *yq = bf->yq + (size_t)th * bf->yq_per;
+        dt_conv_bf16_pad_input(t, &bf->gt, dy + (size_t)i * in, xv);
+        dt_conv_bf16_forward_on(bf->path, t, &bf->gt, xv, bf->wpi, yq);
+        dt_conv_bf16_compact(t, &bf->gt, yq, NULL, dx + (size_t)i * out);
+    }
+}
+
+/* ---- linear ---- */
+
+struct dt_bf16_linear {
+    bool tiles;
+    enum dt_bf16_path path;
+    char note[112];
+    int in, out, max_batch;
+    dt_bf16 *wt; /* B = W^T [in x out]: the forward's */
+    dt_bf16 *w;  /* B = W [out x in]: the input gradient's */
+    dt_bf16 *a;  /* A: x [rows x in], then dy^T [out x rows] */
+    dt_bf16 *b;  /* B: x [rows x in] for the weight gradient */
+    dt_bf16 *a2; /* A: dy [rows x out] for the input gradient */
+};
+
+static size_t max3(size_t a, size_t b, size_t c)
+{
+    size_t m = a > b ? a : b;
+    return m > c ? m : c;
+}
+
+int dt_bf16_linear_setup(struct dt_bf16_linear **out, int in, int out_features, int max_batch,
+                         double *scratch_bytes)
+{
+    struct dt_bf16_linear *bf = calloc(1, sizeof *bf);
+    if (!bf)
+        return dt_fail(DT_ERUNTIME, "out of memory");
+    *out = bf;
+    *bf = (struct dt_bf16_linear){
+        .path = dt_isa_bf16_path(), .in = in, .out = out_features, .max_batch = max_batch};
+    *scratch_bytes = 0;
+    if (bf->path == DT_BF16_REFERENCE) {
+        emulated_note(bf->note, sizeof bf->note, bf->path, NULL);
+        return 0;
+    }
+    bf->tiles = true;
+    snprintf(bf->note, sizeof bf->note, "%s", dt_bf16_path_name(bf->path));
+    *scratch_bytes = 2.0 * (2.0 * dt_bf16_packed_b_size(in, out_features) +
+                            max3(dt_bf16_packed_a_size(max_batch, in),
+                                 dt_bf16_packed_a_size(out_features, max_batch), 0) +
+                            dt_bf16_packed_b_size(max_batch, in) +
+                            dt_bf16_packed_a_size(max_batch, out_features));
+    return 0;
+}
+
+int dt_bf16_linear_init(struct dt_bf16_linear *bf)
+{
+    if (!bf->tiles)
+        return 0;
+    bf->wt = dt_alloc(dt_bf16_packed_b_size(bf->in, bf->out), sizeof(dt_bf16));
+    bf->w = dt_alloc(dt_bf16_packed_b_size(bf->out, bf->in), sizeof(dt_bf16));
+    bf->a = dt_alloc(max3(dt_bf16_packed_a_size(bf->max_batch, bf->in),
+                          dt_bf16_packed_a_size(bf->out, bf->max_batch), 0),
+                     sizeof(dt_bf16));
+    bf->b = dt_alloc(dt_bf16_packed_b_size(bf->max_batch, bf->in), sizeof(dt_bf16));
+    bf->a2 = dt_alloc(dt_bf16_packed_a_size(bf->max_batch, bf->out), sizeof(dt_bf16));
+    if (!bf->wt || !bf->w || !bf->a || !bf->b || !bf->a2)
+        return dt_fail_context(-DT_ERUNTIME, "linear bf16 scratch");
+    return 0;
+}
+
+void dt_bf16_linear_free(struct dt_bf16_linear *bf)
+{
+    if (!bf)
+        return;
+    dt_free(bf->wt);
+    dt_free(bf->w);
+    dt_free(bf->a);
+    dt_free(bf->b);
+    dt_free(bf->a2);
+    free(bf);
+}
+
+bool dt_bf16_linear_tiles(const struct dt_bf16_linear *bf)
+{
+    return bf->tiles;
+}
+
+const char *dt_bf16_linear_note(const struct dt_bf16_linear *bf)
+{
+    return bf->note;
+}
+
+void dt_bf16_linear_pack_weights(struct dt_bf16_linear *bf, const float *w)
+{
+    dt_bf16_pack_b_f32(w, 1, bf->in, bf->in, bf->out, bf->wt);  /* (i, o) = w[o][i] */
+    dt_bf16_pack_b_f32(w, bf->in, 1, bf->out, bf->in, bf->w);   /* (o, i) = w[o][i] */
+}
+
+void dt_bf16_linear_forward(struct dt_bf16_linear *bf, const float *x, const float *b, float *y,
+                            int rows)
+{
+    if (b)
+        for (int r = 0; r < rows; r++)
+            memcpy(y + (size_t)r * bf->out, b, (size_t)bf->out * sizeof *y);
+    dt_bf16_pack_a_f32(x, bf->in, 1, rows, bf->in, bf->a);
+    dt_gemm_bf16_on(bf->path, rows, bf->out, bf->in, bf->a, bf->wt, y, bf->out, b != NULL);
+}
+
+void dt_bf16_linear_backward(struct dt_bf16_linear *bf, const float *x, const float *dy, float *dx,
+                             int rows, float *g)
+{
+    /* dW [out x in] = dy^T [out x rows] x [rows x in] */
+    dt_bf16_pack_a_f32(dy, 1, bf->out, bf->out, rows, bf->a);
+    dt_bf16_pack_b_f32(x, bf->in, 1, rows, bf->in, bf->b);
+    if (rows > 0)
+        dt_gemm_bf16_on(bf->path, bf->out, bf->in, rows, bf->a, bf->b, g, bf->in, false);
+    else
+        memset(g, 0, (size_t)bf->out * bf->in * sizeof *g);
+    if (!dx || rows == 0)
+        return;
+    /* dx [rows x in] = dy [rows x out] x W [out x in] */
+    dt_bf16_pack_a_f32(dy, bf->out, 1, rows, bf->out, bf->a2);
+    dt_gemm_bf16_on(bf->path, rows, bf->in, bf->out, bf->a2, bf->w, dx, bf->in, false);
+}

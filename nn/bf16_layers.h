@@ -1,0 +1,94 @@
+/* The bf16 products of conv2d and linear in a bf16 model (train.precision = "bf16",
+ * nn/precision.h); internal to nn/.
+ *
+ * Each such layer chooses once, at setup, one of two modes and says which in its note (the
+ * dry run's and --verbose's "bf16" column):
+ *   tiles     the bf16 tile kernels (nn/kernels/bf16/) on the amx path, or on the plain-C ctile
+ *             build when a test forces it: conv2d with stride 1 and pad < kernel through
+ *             conv_bf16 (forward, input gradient through the forward kernel, weight gradient as
+ *             a GEMM over positions), linear through dt_gemm_bf16 (all three products). Operands
+ *             are rounded to bf16 as they are packed; the kernels accumulate in fp32.
+ *   emulated  the layer's own fp32 kernels on bf16-rounded copies of its input, its weights and,
+ *             in backward, its output gradient: the same products of bf16 values, accumulated
+ *             in fp32 (in another order). This is the reference path (every CPU without AMX, and
+ *             avx512bf16 until a VDPBF16PS kernel exists) and the fallback for conv shapes the
+ *             tile kernels do not take (stride 2, pad >= kernel), named in the note.
+ * Either way the fp32 master weights are read afresh at every forward call (the bf16 copy is
+ * refreshed there, i.e. once per step after the optimizer changed them, and at each evaluation
+ * batch), so nothing has to tell the layer that its parameters changed; weight and bias
+ * gradients are written in fp32; bias is added in fp32.
+ *
+ * Backward reads what the same batch's forward rounded and packed (x, the weights): the model
+ * always runs a training forward and then the backward of that batch.
+ */
+#ifndef DT_NN_BF16_LAYERS_H
+#define DT_NN_BF16_LAYERS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "nn/kernels/fp32/conv_direct.h" /* struct dt_conv_shape */
+
+/* ---- emulated mode: rounded copies for the fp32 kernels ---- */
+
+/* The bf16-rounded copies of a layer's operands, sized at init for max_batch. */
+struct dt_bf16_copies {
+    float *x, *w, *dy;
+    size_t nx, nw, ndy; /* floats each holds */
+};
+int dt_bf16_copies_alloc(struct dt_bf16_copies *c, size_t nx, size_t nw, size_t ndy);
+void dt_bf16_copies_free(struct dt_bf16_copies *c);
+/* dst[0..n) = src rounded to bf16 (nearest even), as floats; returns dst. */
+float *dt_bf16_round_into(float *dst, const float *src, size_t n);
+
+/* ---- conv2d ---- */
+
+struct dt_bf16_conv;
+
+/* Chooses the mode of a conv2d of shape s (s->n = max_batch) on the bf16 path in use and
+ * writes its note; allocates only the small state (nothing batch-sized). *scratch_bytes: what
+ * dt_bf16_conv_init will allocate. 0 or DT_ERUNTIME. */
+int dt_bf16_conv_setup(struct dt_bf16_conv **out, const struct dt_conv_shape *s,
+                       double *scratch_bytes);
+/* Allocates the tiles mode's buffers. 0 or -DT_ERUNTIME. */
+int dt_bf16_conv_init(struct dt_bf16_conv *bf);
+void dt_bf16_conv_free(struct dt_bf16_conv *bf);
+/* The tiles mode was chosen; otherwise the layer runs emulated. */
+bool dt_bf16_conv_tiles(const struct dt_bf16_conv *bf);
+/* "amx", "reference (emulated: ...)", "emulated (...) fallback: stride 2 ..." */
+const char *dt_bf16_conv_note(const struct dt_bf16_conv *bf);
+
+/* Tiles mode. forward: y = conv(x, w) + b (b may be NULL), relu'd when relu; packs w. */
+void dt_bf16_conv_forward(struct dt_bf16_conv *bf, const float *x, const float *w, const float *b,
+                          float *y, int batch, bool relu);
+/* The weight gradient of samples [b0, b0 + count) WRITTEN to g ([K][C][kh][kw], then the bias
+ * gradient [K] when bias). */
+void dt_bf16_conv_backward_weight(struct dt_bf16_conv *bf, const float *x, const float *dy, int b0,
+                                  int count, float *g, bool bias);
+/* dx = the input gradient of the whole batch, with the weights the last forward packed. */
+void dt_bf16_conv_backward_input(struct dt_bf16_conv *bf, const float *dy, float *dx, int batch);
+
+/* ---- linear ---- */
+
+struct dt_bf16_linear;
+
+/* Chooses the mode of a linear layer (in -> out features, max_batch rows) and writes its note;
+ * *scratch_bytes as for conv2d. 0 or DT_ERUNTIME. */
+int dt_bf16_linear_setup(struct dt_bf16_linear **out, int in, int out_features, int max_batch,
+                         double *scratch_bytes);
+int dt_bf16_linear_init(struct dt_bf16_linear *bf);
+void dt_bf16_linear_free(struct dt_bf16_linear *bf);
+bool dt_bf16_linear_tiles(const struct dt_bf16_linear *bf);
+const char *dt_bf16_linear_note(const struct dt_bf16_linear *bf);
+
+/* Tiles mode. Packs w ([out][in]) for this forward and the backward that follows. */
+void dt_bf16_linear_pack_weights(struct dt_bf16_linear *bf, const float *w);
+/* y [rows][out] = x w^T (+ b). */
+void dt_bf16_linear_forward(struct dt_bf16_linear *bf, const float *x, const float *b, float *y,
+                            int rows);
+/* The weight gradient of these rows WRITTEN to g ([out][in]; the bias gradient after it is the
+ * caller's), and dx [rows][in] unless NULL. */
+void dt_bf16_linear_backward(struct dt_bf16_linear *bf, const float *x, const float *dy, float *dx,
+                             int rows, float *g);
+
+#endif

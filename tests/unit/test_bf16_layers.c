@@ -1,0 +1,271 @@
+/* nn/bf16_layers.c through the conv2d and linear layers of a bf16 model (train.precision):
+ * forward, input gradient and weight gradient against a double-precision computation on the
+ * bf16-rounded operands (x, the weights, dy), on every bf16 path this CPU has (reference,
+ * ctile, amx; a path the CPU lacks is skipped with its reason printed). Covers both modes: the
+ * tile kernels (stride-1 conv, linear) and the emulated fallback (stride-2 conv on the tile
+ * paths, everything on the reference path).
+ *
+ * Tolerance: a product of two bf16 values is exact in fp32, so the layer differs from the
+ * double sum only by its fp32 accumulation: per element at most 1e-5 x sum |a b| over the
+ * terms (+1e-7), about 100x the worst seen (1e-7 on every path); an operand left unrounded
+ * would show as about 2^-9 / sqrt(terms), 7e-5 or more at these shapes. The
+ * emulated conv runs on the GEMM algorithm here (forced), whose rounding is of that kind;
+ * Winograd's own accuracy is test_conv_layer's. The bias gradient is an fp32 sum of the
+ * bf16-rounded dy (autocast's).
+ * Also: an fp32 model names no bf16 path, and forward/backward are deterministic. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/kernels/bf16/bf16.h"
+#include "nn/kernels/isa.h"
+#include "nn/layers.h"
+#include "nn/model.h"
+#include "util/rng.h"
+
+#define TOL 1e-5
+
+static void fill(float *p, size_t n, uint64_t seed)
+{
+    struct dt_rng rng;
+    dt_rng_init(&rng, dt_rng_key(seed, DT_RNG_TEST, 11, 0));
+    for (size_t i = 0; i < n; i++)
+        p[i] = 2.0f * dt_rng_uniform(&rng) - 1.0f;
+}
+
+static double rb(float v)
+{
+    return dt_bf16_round(v);
+}
+
+/* The exact sums and their magnitudes, filled by the references below. */
+struct expect {
+    double *v, *mag;
+    size_t n;
+};
+
+static struct expect expect_new(size_t n)
+{
+    struct expect e = {calloc(n, sizeof(double)), calloc(n, sizeof(double)), n};
+    assert_non_null(e.v);
+    assert_non_null(e.mag);
+    return e;
+}
+
+static void add_term(struct expect *e, size_t at, double a, double b)
+{
+    e->v[at] += a * b;
+    e->mag[at] += fabs(a * b);
+}
+
+static void check(const struct expect *e, const float *got, const char *path, const char *what)
+{
+    double worst = 0;
+    for (size_t i = 0; i < e->n; i++) {
+        double err = fabs((double)got[i] - e->v[i]), bound = TOL * e->mag[i] + 1e-7;
+        if (!(err <= bound))
+            fail_msg("%s %s: element %zu is %.9g, expected %.9g (bound %.3g)", path, what, i,
+                     got[i], e->v[i], bound);
+        if (e->mag[i] > 0)
+            worst = fmax(worst, err / e->mag[i]);
+    }
+    print_message("  %s %s: worst error %.2e x sum|ab|\n", path, what, worst);
+    free(e->v);
+    free(e->mag);
+}
+
+/* Builds a one-layer bf16 model of spec on path p and runs forward and backward. */
+struct run {
+    struct dt_model *m;
+    float *x, *y, *dy, *dx;
+    size_t nin, nout;
+    char note[112];
+};
+
+static bool run_layer(struct run *r, enum dt_bf16_path p, struct dt_layer_spec spec,
+                      struct dt_shape in, int batch, enum dt_precision precision)
+{
+    struct dt_model_options opt = {.fusions = DT_FUSE_ALL, .precision = precision};
+    enum dt_bf16_path was = dt_isa_force_bf16_path(p);
+    enum dt_conv2d_algo algo = dt_conv2d_force_algo(DT_CONV2D_GEMM);
+    assert_int_equal(dt_model_build_with(&r->m, &spec, 1, in, batch, DT_LOSS_NLL, 9, &opt), 0);
+    dt_conv2d_force_algo(algo);
+    dt_isa_force_bf16_path(was);
+    struct dt_layer *l = r->m->layers[0];
+    struct dt_layer_summary s;
+    dt_model_layer_summary(r->m, 0, &s);
+    snprintf(r->note, sizeof r->note, "%s", s.precision);
+    r->nin = (size_t)batch * in.c * in.h * in.w;
+    r->nout = (size_t)batch * l->out.c * l->out.h * l->out.w;
+    r->x = malloc(r->nin * sizeof(float));
+    r->dx = malloc(r->nin * sizeof(float));
+    r->y = malloc(r->nout * sizeof(float));
+    r->dy = malloc(r->nout * sizeof(float));
+    fill(r->x, r->nin, 1);
+    fill(r->dy, r->nout, 2);
+    fill(l->params, l->nparams, 3);
+    struct dt_layer_fwd fwd = {.run = {.training = true}};
+    struct dt_layer_bwd alone = {0};
+    l->kind->ops->forward(l, r->x, r->y, batch, &fwd);
+    for (size_t i = 0; i < l->nparams; i++) /* backward writes, never accumulates */
+        l->grads[i] = 77.0f;
+    l->kind->ops->backward(l, r->x, r->y, r->dy, r->dx, batch, &alone);
+    return true;
+}
+
+static void run_free(struct run *r)
+{
+    free(r->x);
+    free(r->y);
+    free(r->dy);
+    free(r->dx);
+    dt_model_free(r->m);
+}
+
+static void check_conv(enum dt_bf16_path p, int c, int h, int w, int k, int ks, int stride,
+                       int pad, int batch, const char *mode)
+{
+    struct dt_layer_spec spec = {.type = "conv2d", .out_channels = k, .kernel = ks,
+                                 .stride = stride, .padding = pad, .bias = true};
+    struct run r;
+    run_layer(&r, p, spec, (struct dt_shape){c, h, w}, batch, DT_PRECISION_BF16);
+    assert_non_null(strstr(r.note, mode));
+    const struct dt_layer *l = r.m->layers[0];
+    int oh = l->out.h, ow = l->out.w;
+    const float *wt = l->params, *bias = l->params + (size_t)k * c * ks * ks;
+    struct expect y = expect_new(r.nout), dx = expect_new(r.nin);
+    struct expect dw = expect_new((size_t)k * c * ks * ks);
+    for (int n = 0; n < batch; n++)
+        for (int o = 0; o < k; o++)
+            for (int i = 0; i < oh; i++)
+                for (int j = 0; j < ow; j++) {
+                    size_t yat = (((size_t)n * k + o) * oh + i) * ow + j;
+                    y.v[yat] += bias[o];
+                    y.mag[yat] += fabs(bias[o]);
+                    for (int ch = 0; ch < c; ch++)
+                        for (int a = 0; a < ks; a++)
+                            for (int b = 0; b < ks; b++) {
+                                int hh = i * stride - pad + a, ww = j * stride - pad + b;
+                                if (hh < 0 || hh >= h || ww < 0 || ww >= w)
+                                    continue;
+                                size_t xat = (((size_t)n * c + ch) * h + hh) * w + ww;
+                                size_t wat = (((size_t)o * c + ch) * ks + a) * ks + b;
+                                add_term(&y, yat, rb(r.x[xat]), rb(wt[wat]));
+                                add_term(&dx, xat, rb(r.dy[yat]), rb(wt[wat]));
+                                add_term(&dw, wat, rb(r.dy[yat]), rb(r.x[xat]));
+                            }
+                }
+    const char *name = dt_bf16_path_name(p);
+    check(&y, r.y, name, "conv forward");
+    check(&dx, r.dx, name, "conv input gradient");
+    check(&dw, l->grads, name, "conv weight gradient");
+    for (int o = 0; o < k; o++) {
+        double sum = 0;
+        for (int n = 0; n < batch; n++)
+            for (int i = 0; i < oh * ow; i++)
+                sum += rb(r.dy[((size_t)n * k + o) * oh * ow + i]);
+        assert_true(fabs(l->grads[(size_t)k * c * ks * ks + o] - sum) <= 1e-5 * (1 + fabs(sum)));
+    }
+    run_free(&r);
+}
+
+static void check_linear(enum dt_bf16_path p, int in, int out, int batch)
+{
+    struct dt_layer_spec spec = {.type = "linear", .out_features = out, .bias = true};
+    struct run r;
+    run_layer(&r, p, spec, (struct dt_shape){in, 1, 1}, batch, DT_PRECISION_BF16);
+    assert_non_null(strstr(r.note, p == DT_BF16_REFERENCE ? "emulated" : dt_bf16_path_name(p)));
+    const struct dt_layer *l = r.m->layers[0];
+    const float *wt = l->params, *bias = l->params + (size_t)out * in;
+    struct expect y = expect_new(r.nout), dx = expect_new(r.nin);
+    struct expect dw = expect_new((size_t)out * in);
+    for (int n = 0; n < batch; n++)
+        for (int o = 0; o < out; o++) {
+            size_t yat = (size_t)n * out + o;
+            y.v[yat] += bias[o];
+            y.mag[yat] += fabs(bias[o]);
+            for (int i = 0; i < in; i++) {
+                size_t xat = (size_t)n * in + i, wat = (size_t)o * in + i;
+                add_term(&y, yat, rb(r.x[xat]), rb(wt[wat]));
+                add_term(&dx, xat, rb(r.dy[yat]), rb(wt[wat]));
+                add_term(&dw, wat, rb(r.dy[yat]), rb(r.x[xat]));
+            }
+        }
+    const char *name = dt_bf16_path_name(p);
+    check(&y, r.y, name, "linear forward");
+    check(&dx, r.dx, name, "linear input gradient");
+    check(&dw, l->grads, name, "linear weight gradient");
+    run_free(&r);
+}
+
+static bool path_or_skip(enum dt_bf16_path p)
+{
+    const char *why;
+    if (dt_bf16_path_available(p, &why))
+        return true;
+    print_message("skip bf16 path %s: %s\n", dt_bf16_path_name(p), why);
+    return false;
+}
+
+static void test_conv_every_path(void **state)
+{
+    (void)state;
+    for (int p = 0; p < DT_BF16_PATH_COUNT; p++) {
+        if (!path_or_skip((enum dt_bf16_path)p))
+            continue;
+        const char *tiles = p == DT_BF16_REFERENCE ? "emulated" : dt_bf16_path_name(p);
+        /* channel and position counts off the tile sizes; 3x3 pad 1, 5x5 pad 2, 1x1 */
+        check_conv((enum dt_bf16_path)p, 5, 7, 9, 20, 3, 1, 1, 3, tiles);
+        check_conv((enum dt_bf16_path)p, 34, 6, 5, 17, 5, 1, 2, 2, tiles);
+        check_conv((enum dt_bf16_path)p, 3, 8, 8, 16, 1, 1, 0, 17, tiles); /* > one wgrad chunk */
+        /* stride 2: the emulated fallback on every path */
+        check_conv((enum dt_bf16_path)p, 6, 9, 8, 12, 3, 2, 1, 2, "emulated");
+    }
+}
+
+static void test_linear_every_path(void **state)
+{
+    (void)state;
+    for (int p = 0; p < DT_BF16_PATH_COUNT; p++) {
+        if (!path_or_skip((enum dt_bf16_path)p))
+            continue;
+        check_linear((enum dt_bf16_path)p, 37, 13, 5);
+        check_linear((enum dt_bf16_path)p, 300, 40, 33);
+    }
+}
+
+/* An fp32 model names nothing, and a bf16 layer gives the same bits when run twice. */
+static void test_fp32_unnamed_and_deterministic(void **state)
+{
+    (void)state;
+    struct dt_layer_spec spec = {.type = "conv2d", .out_channels = 8, .kernel = 3, .bias = true};
+    struct run a, b, f;
+    run_layer(&f, DT_BF16_PATH_COUNT, spec, (struct dt_shape){4, 6, 6}, 2, DT_PRECISION_FP32);
+    assert_string_equal(f.note, "");
+    run_free(&f);
+    run_layer(&a, DT_BF16_PATH_COUNT, spec, (struct dt_shape){4, 6, 6}, 2, DT_PRECISION_BF16);
+    run_layer(&b, DT_BF16_PATH_COUNT, spec, (struct dt_shape){4, 6, 6}, 2, DT_PRECISION_BF16);
+    assert_string_equal(a.note, b.note);
+    assert_memory_equal(a.y, b.y, a.nout * sizeof(float));
+    assert_memory_equal(a.dx, b.dx, a.nin * sizeof(float));
+    assert_memory_equal(a.m->grads, b.m->grads, a.m->nparams * sizeof(float));
+    run_free(&a);
+    run_free(&b);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_conv_every_path),
+        cmocka_unit_test(test_linear_every_path),
+        cmocka_unit_test(test_fp32_unnamed_and_deterministic),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
