@@ -177,7 +177,8 @@ static void mark_best(struct dt_chart *c, const struct chart_spec *spec,
     mk->x = spec->by_epoch ? b->v[DT_M_EPOCH] : b->v[DT_M_STEP];
     mk->y = b->v[y];
     mk->color = color;
-    snprintf(mk->label, sizeof mk->label, "%s%sbest: epoch %.0f (%s)", prefix ? r->name : "",
+    /* a long run name is cut so the label keeps its "best: epoch" part */
+    snprintf(mk->label, sizeof mk->label, "%.40s%sbest: epoch %.0f (%s)", prefix ? r->name : "",
              prefix ? " " : "", b->v[DT_M_EPOCH], on_val ? "val accuracy" : "train loss");
 }
 

@@ -25,7 +25,7 @@ struct dt_report_opts {
 };
 
 struct dt_report_best {
-    char run[256];
+    char run[1024];
     long long epoch, step; /* epoch 0: no epoch has been marked best */
     const char *metric;    /* "val_accuracy" or "train_loss" */
     double score;
