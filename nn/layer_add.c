@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nn/kernels/fp32/elementwise.h"
 #include "nn/layer_common.h"
 #include "util/alloc.h"
 
@@ -158,18 +159,8 @@ static void add_forward(struct dt_layer *l, const float *x, float *y, int batch,
             a->bn.kind->ops->forward(&a->bn, a->t1, a->t2, batch, &sub);
         sc = a->has_bn ? a->t2 : a->t1;
     }
-    long n = (long)(batch * dt_shape_size(l->in));
-    if (c->relu) { /* the following relu, at the store (backward never reads y) */
-#pragma omp parallel for simd if (n > DT_PARALLEL_MIN)
-        for (long i = 0; i < n; i++) {
-            float v = x[i] + sc[i];
-            y[i] = v > 0.0f ? v : 0.0f;
-        }
-        return;
-    }
-#pragma omp parallel for simd if (n > DT_PARALLEL_MIN)
-    for (long i = 0; i < n; i++)
-        y[i] = x[i] + sc[i];
+    /* c->relu: the following relu, at the store (backward never reads y) */
+    dt_add_forward(x, sc, y, (long)(batch * dt_shape_size(l->in)), c->relu);
 }
 
 static void add_backward(struct dt_layer *l, const float *x, const float *y, const float *dy,
@@ -190,14 +181,10 @@ static void add_backward(struct dt_layer *l, const float *x, const float *y, con
         float *sdx = c->skip_dx;
         if (c->skip_in_dy) /* skip_dx is dy itself */
             return;
-        if (sdx && c->skip_dx_fresh) /* a copy, over the team: one thread's memcpy was 1.5% */
-#pragma omp parallel for simd if (n > DT_PARALLEL_MIN)
-            for (long i = 0; i < n; i++)
-                sdx[i] = dy[i];
+        if (sdx && c->skip_dx_fresh)
+            dt_copy(sdx, dy, n);
         else if (sdx)
-#pragma omp parallel for simd if (n > DT_PARALLEL_MIN)
-            for (long i = 0; i < n; i++)
-                sdx[i] += dy[i];
+            dt_add_into(sdx, dy, n);
         return;
     }
     const float *dconv = dy;
@@ -207,13 +194,8 @@ static void add_backward(struct dt_layer *l, const float *x, const float *y, con
     }
     float *dskip = !c->skip_dx ? NULL : c->skip_dx_fresh ? c->skip_dx : a->dskip;
     a->conv.kind->ops->backward(&a->conv, c->skip_x, a->t1, dconv, dskip, batch, &alone);
-    if (c->skip_dx && !c->skip_dx_fresh) {
-        long m = (long)(batch * dt_shape_size(a->skip));
-        float *sdx = c->skip_dx;
-#pragma omp parallel for simd if (m > DT_PARALLEL_MIN)
-        for (long i = 0; i < m; i++)
-            sdx[i] += a->dskip[i];
-    }
+    if (c->skip_dx && !c->skip_dx_fresh)
+        dt_add_into(c->skip_dx, a->dskip, (long)(batch * dt_shape_size(a->skip)));
 }
 
 static void add_destroy(struct dt_layer *l)

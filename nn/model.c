@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "nn/fusion.h"
+#include "nn/kernels/fp32/elementwise.h"
 #include "nn/layer_common.h"
 #include "nn/loss.h"
 #include "util/alloc.h"
@@ -680,11 +681,7 @@ static void take_pending(struct dt_model *m, int i, float *dy, int batch, struct
         c->dy_extra = impl->pending[i];
         return;
     }
-    long n = (long)batch * (long)shape_size(m->layers[i]->out);
-    const float *pend = impl->pending[i];
-#pragma omp parallel for simd if (n > DT_PARALLEL_MIN)
-    for (long k = 0; k < n; k++)
-        dy[k] += pend[k];
+    dt_add_into(dy, impl->pending[i], (long)batch * (long)shape_size(m->layers[i]->out));
 }
 
 /* Skip layer i's connection: its input and the gradient collected for it (dy itself when
@@ -708,13 +705,8 @@ static void point_skip_grad(struct dt_model *m, int i, float *dy, struct dt_laye
 static void finish_input_grad(struct dt_model *m, float *dy, int batch)
 {
     struct model_impl *impl = m->impl;
-    if (impl->input_live) {
-        long n = (long)batch * (long)shape_size(m->input);
-        const float *pend = impl->pending_input;
-#pragma omp parallel for simd if (n > DT_PARALLEL_MIN)
-        for (long k = 0; k < n; k++)
-            dy[k] += pend[k];
-    }
+    if (impl->input_live)
+        dt_add_into(dy, impl->pending_input, (long)batch * (long)shape_size(m->input));
     m->input_grad = dy;
 }
 
