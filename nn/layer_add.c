@@ -72,7 +72,7 @@ static int add_setup(struct dt_layer *l, const struct dt_layer_spec *spec, struc
     a->skip = s;
     /* x's gradient is dy whatever the shortcut */
     setup->caps = DT_CAP_RELU_AT_STORE | DT_CAP_DX_IS_DY;
-    a->projection = !strcmp(spec->shortcut, "projection");
+    a->projection = spec->shortcut == DT_SHORTCUT_PROJECTION;
     if (!a->projection) {
         if (!same_shape(s, in))
             return dt_fail(DT_EUSAGE,

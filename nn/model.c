@@ -786,12 +786,11 @@ void dt_model_layer_summary(const struct dt_model *m, int i, struct dt_layer_sum
     else if (s->kernel > 0)
         snprintf(out->detail, sizeof out->detail, "%dx%d/%d", s->kernel, s->kernel,
                  s->stride > 0 ? s->stride : s->kernel);
-    else if (!strncmp(s->type, "dropout", 7))
+    else if (dt_layer_kind_takes(l->kind, "p")) /* dropout, dropout2d */
         snprintf(out->detail, sizeof out->detail, "p=%.2f", s->p);
     else if (s->from)
         snprintf(out->detail, sizeof out->detail, "from %d (layer %d)%s", s->from,
-                 m->plan[i].skip_from,
-                 !strcmp(s->type, "add") && !strcmp(s->shortcut, "projection") ? " proj" : "");
+                 m->plan[i].skip_from, s->shortcut == DT_SHORTCUT_PROJECTION ? " proj" : "");
     if (s->padding > 0) {
         size_t n = strlen(out->detail);
         snprintf(out->detail + n, sizeof out->detail - n, " pad %d", s->padding);
