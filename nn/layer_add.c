@@ -111,8 +111,8 @@ static int add_setup(struct dt_layer *l, const struct dt_layer_spec *spec, struc
     return 0; /* scratch at init, once the model's size has been checked */
 }
 
-/* The sub-layers' slices of this layer's: set at init and again before each pass, as the
- * model may have moved its parameters into shared memory since (dt_model_move_params). */
+/* The sub-layers' slices of this layer's, set at init: the model's arenas (its own or the
+ * shared copy it was built in, dt_model_build_in) do not move afterwards. */
 static void wire(struct dt_layer *l, struct add *a)
 {
     a->conv.params = l->params, a->conv.grads = l->grads;
@@ -145,8 +145,6 @@ static void add_forward(struct dt_layer *l, const float *x, float *y, int batch,
     struct add *a = l->state;
     /* the sub-layers run alone, on the same samples */
     struct dt_layer_fwd sub = {.run = c->run, .first_sample = c->first_sample};
-    if (a->projection)
-        wire(l, a);
     if (batch == 0) { /* an empty share of a batch: only the batchnorm's collectives */
         if (a->has_bn)
             a->bn.kind->ops->forward(&a->bn, NULL, NULL, 0, &sub);
@@ -169,8 +167,6 @@ static void add_backward(struct dt_layer *l, const float *x, const float *y, con
     (void)x, (void)y, (void)dx; /* DT_CAP_DX_IS_DY: the model passes dy on as x's gradient */
     struct add *a = l->state;
     const struct dt_layer_bwd alone = {0};
-    if (a->projection)
-        wire(l, a);
     if (batch == 0) {
         if (a->has_bn)
             a->bn.kind->ops->backward(&a->bn, NULL, NULL, NULL, NULL, 0, &alone);

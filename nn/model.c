@@ -534,18 +534,6 @@ void dt_model_free(struct dt_model *m)
     free(m);
 }
 
-void dt_model_move_params(struct dt_model *m, float *storage, bool copy)
-{
-    if (copy)
-        memcpy(storage, m->params, m->nparams * sizeof *storage);
-    for (int i = 0; i < m->nlayers; i++)
-        m->layers[i]->params = storage + (m->layers[i]->params - m->params);
-    if (!m->params_external)
-        dt_free(m->params);
-    m->params = storage;
-    m->params_external = true;
-}
-
 static const struct dt_forward_ctx eval_ctx = {.training = false};
 
 /* The output the skip connection of layer i reads. */
