@@ -3,7 +3,7 @@
 # moment by a random signal aimed at a random process (the parent or one rank), some with
 # --max-restarts. After every job: no dtrain process, no /dev/shm segment and no checkpoint
 # temp file may be left. Prints one line per leak and a summary; exits 1 on any leak.
-#   bench/soak.sh [N]        (default 200; tests/cli/soak.sh runs a few)
+#   bench/soak.sh [N]        (default 200)
 N=${1:-200}
 DTRAIN=${DTRAIN:-./dtrain}
 TMP=$(mktemp -d)

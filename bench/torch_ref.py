@@ -4,7 +4,7 @@
 Trains the background documents' two models the way REFERENCE.md measured them: data held in
 memory as tensors (no DataLoader), float32, one process with T threads or DDP over gloo with
 P processes x T threads. Prints one JSON object per run on stdout, the same fields dtrain's
---json "final" event has, so bench/compare.sh can put both side by side.
+--json "final" event has, so bench/compare.py can put both side by side.
 
     /usr/bin/python3 bench/torch_ref.py convnet --procs 1 --threads 1 --epochs 1
     /usr/bin/python3 bench/torch_ref.py cnn --procs 2 --threads 1 --steps 300

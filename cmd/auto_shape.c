@@ -118,10 +118,10 @@ static char *cache_key(const struct dt_config *cfg, const struct dt_auto_shape_o
             dt_names_name(&dt_optim_type_names, cfg->optimizer.type), cfg->train.batch_size,
             cfg->train.batch_per_instance ? " per instance" : "");
     free(model);
-    fprintf(f, "data %s %s c%d %dx%d%s%s; ", cfg->data.dataset, cfg->data.format,
-            cfg->data.channels, cfg->data.size_h, cfg->data.size_w,
-            strcmp(cfg->data.format, "folder") ? "" : " ",
-            strcmp(cfg->data.format, "folder") ? "" : cfg->data.dir);
+    bool folder = cfg->data.format == DT_DATA_FOLDER;
+    fprintf(f, "data %s %s c%d %dx%d%s%s; ", cfg->data.dataset,
+            dt_names_name(&dt_data_format_names, (int)cfg->data.format), cfg->data.channels,
+            cfg->data.size_h, cfg->data.size_w, folder ? " " : "", folder ? cfg->data.dir : "");
     fprintf(f, "dist %s %s%s pin %s [%s]; ",
             dt_names_name(&dt_backend_request_names, cfg->dist.backend),
             dt_names_name(&dt_bn_stats_names, cfg->dist.batchnorm),

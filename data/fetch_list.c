@@ -59,7 +59,7 @@ static void list_one(const struct dt_fetch_options *o, const struct dt_reg_datas
         struct dt_json_writer w;
         dt_jw_begin(&w, "dataset");
         dt_jw_str(&w, "name", ds->name);
-        dt_jw_str(&w, "format", ds->format);
+        dt_jw_str(&w, "format", dt_names_name(&dt_data_format_names, (int)ds->format));
         dt_jw_int(&w, "files", ds->nfiles);
         dt_jw_int(&w, "bytes", (long long)bytes);
         dt_jw_str(&w, "status", status);
@@ -68,7 +68,8 @@ static void list_one(const struct dt_fetch_options *o, const struct dt_reg_datas
         dt_fetch_json_emit(&w);
         return;
     }
-    printf("%-15s %-9s %-9s %-10s %s%s\n", ds->name, ds->format, bytes ? size : "?", status,
+    printf("%-15s %-9s %-9s %-10s %s%s\n", ds->name,
+           dt_names_name(&dt_data_format_names, (int)ds->format), bytes ? size : "?", status,
            ds->description, sys ? " [system copy available]" : "");
 }
 

@@ -35,7 +35,7 @@ static const char *const kmnist_names[] = {"o",  "ki", "su", "tsu", "na",
 static const struct dt_reg_dataset builtin[] = {
     {
         .name = "mnist",
-        .format = "idx",
+        .format = DT_DATA_IDX,
         .description = "MNIST handwritten digits, 60k/10k 28x28 grey",
         .classes = 10,
         .class_names = digit_names,
@@ -51,7 +51,7 @@ static const struct dt_reg_dataset builtin[] = {
     },
     {
         .name = "fashion-mnist",
-        .format = "idx",
+        .format = DT_DATA_IDX,
         .description = "Zalando Fashion-MNIST, 60k/10k 28x28 grey",
         .classes = 10,
         .class_names = fashion_names,
@@ -70,7 +70,7 @@ static const struct dt_reg_dataset builtin[] = {
     {
         /* MD5s as torchvision publishes them for these files; sizes from their downloads. */
         .name = "kmnist",
-        .format = "idx",
+        .format = DT_DATA_IDX,
         .description = "Kuzushiji-MNIST, 60k/10k 28x28 grey",
         .classes = 10,
         .class_names = kmnist_names,
@@ -85,7 +85,7 @@ static const struct dt_reg_dataset builtin[] = {
     },
     {
         .name = "cifar10",
-        .format = "cifar10",
+        .format = DT_DATA_CIFAR10,
         .description = "CIFAR-10 binary version, 50k/10k 32x32 RGB",
         .classes = 10,
         .mirrors = {"https://www.cs.toronto.edu/~kriz/"},
@@ -96,7 +96,7 @@ static const struct dt_reg_dataset builtin[] = {
     {
         /* MD5 as published on https://www.cs.toronto.edu/~kriz/cifar.html. */
         .name = "cifar100",
-        .format = "cifar100",
+        .format = DT_DATA_CIFAR100,
         .description = "CIFAR-100 binary version, 50k/10k 32x32 RGB, 100 fine / 20 coarse",
         .classes = 100,
         .mirrors = {"https://www.cs.toronto.edu/~kriz/"},
@@ -314,7 +314,7 @@ static int parse_classes(const char *path, const struct dt_json *dj, const char 
                          struct dt_reg_dataset *d)
 {
     const struct dt_json *classes = dt_json_get(dj, "classes");
-    d->classes = strcmp(d->format, "cifar100") == 0 ? 100 : 10;
+    d->classes = d->format == DT_DATA_CIFAR100 ? 100 : 10;
     if (!classes)
         return 0;
     if (classes->type != DT_JSON_NUM || classes->num < 2 || classes->num > 256 ||
@@ -348,10 +348,13 @@ static int parse_dataset(const char *path, const struct dt_json *dj, int index,
                    "\"name\" must be 1-64 letters, digits, '-', '_' or '.', not starting "
                    "with '.'",
                    where);
-    if ((rc = get_string(path, dj, "format", where, 1, &d->format)))
+    const char *format;
+    if ((rc = get_string(path, dj, "format", where, 1, &format)))
         return rc;
-    if (strcmp(d->format, "idx") && strcmp(d->format, "cifar10") && strcmp(d->format, "cifar100"))
+    int f = dt_names_find(&dt_data_format_names, format);
+    if (f != DT_DATA_IDX && f != DT_DATA_CIFAR10 && f != DT_DATA_CIFAR100)
         return bad(path, "\"format\" must be \"idx\", \"cifar10\" or \"cifar100\"", where);
+    d->format = (enum dt_data_format)f;
     if ((rc = get_string(path, dj, "description", where, 0, &d->description)) ||
         (rc = get_string(path, dj, "system_dir", where, 0, &d->system_dir)) ||
         (rc = parse_classes(path, dj, where, d)) ||

@@ -10,6 +10,8 @@
 
 #include <stddef.h>
 
+#include "data/load.h" /* enum dt_data_format */
+
 #define DT_REG_MAX_FILES   4
 #define DT_REG_MAX_MIRRORS 4
 
@@ -22,8 +24,8 @@ struct dt_reg_file {
 };
 
 struct dt_reg_dataset {
-    const char *name;   /* "fashion-mnist" */
-    const char *format; /* "idx" | "cifar10" | "cifar100" */
+    const char *name;           /* "fashion-mnist" */
+    enum dt_data_format format; /* DT_DATA_IDX, DT_DATA_CIFAR10 or DT_DATA_CIFAR100 */
     const char *description;
     int classes;
     const char *const *class_names; /* classes entries, or NULL (CIFAR reads its meta file) */

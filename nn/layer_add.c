@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nn/kernels/fp32/elementwise.h"
 #include "nn/layer_common.h"
 #include "util/alloc.h"
 
@@ -71,7 +72,7 @@ static int add_setup(struct dt_layer *l, const struct dt_layer_spec *spec, struc
     a->skip = s;
     /* x's gradient is dy whatever the shortcut */
     setup->caps = DT_CAP_RELU_AT_STORE | DT_CAP_DX_IS_DY;
-    a->projection = !strcmp(spec->shortcut, "projection");
+    a->projection = spec->shortcut == DT_SHORTCUT_PROJECTION;
     if (!a->projection) {
         if (!same_shape(s, in))
             return dt_fail(DT_EUSAGE,
@@ -110,8 +111,8 @@ static int add_setup(struct dt_layer *l, const struct dt_layer_spec *spec, struc
     return 0; /* scratch at init, once the model's size has been checked */
 }
 
-/* The sub-layers' slices of this layer's: set at init and again before each pass, as the
- * model may have moved its parameters into shared memory since (dt_model_move_params). */
+/* The sub-layers' slices of this layer's, set at init: the model's arenas (its own or the
+ * shared copy it was built in, dt_model_build_in) do not move afterwards. */
 static void wire(struct dt_layer *l, struct add *a)
 {
     a->conv.params = l->params, a->conv.grads = l->grads;
@@ -144,8 +145,6 @@ static void add_forward(struct dt_layer *l, const float *x, float *y, int batch,
     struct add *a = l->state;
     /* the sub-layers run alone, on the same samples */
     struct dt_layer_fwd sub = {.run = c->run, .first_sample = c->first_sample};
-    if (a->projection)
-        wire(l, a);
     if (batch == 0) { /* an empty share of a batch: only the batchnorm's collectives */
         if (a->has_bn)
             a->bn.kind->ops->forward(&a->bn, NULL, NULL, 0, &sub);
@@ -158,18 +157,8 @@ static void add_forward(struct dt_layer *l, const float *x, float *y, int batch,
             a->bn.kind->ops->forward(&a->bn, a->t1, a->t2, batch, &sub);
         sc = a->has_bn ? a->t2 : a->t1;
     }
-    long n = (long)(batch * dt_shape_size(l->in));
-    if (c->relu) { /* the following relu, at the store (backward never reads y) */
-#pragma omp parallel for simd if (n > DT_PARALLEL_MIN)
-        for (long i = 0; i < n; i++) {
-            float v = x[i] + sc[i];
-            y[i] = v > 0.0f ? v : 0.0f;
-        }
-        return;
-    }
-#pragma omp parallel for simd if (n > DT_PARALLEL_MIN)
-    for (long i = 0; i < n; i++)
-        y[i] = x[i] + sc[i];
+    /* c->relu: the following relu, at the store (backward never reads y) */
+    dt_add_forward(x, sc, y, (long)(batch * dt_shape_size(l->in)), c->relu);
 }
 
 static void add_backward(struct dt_layer *l, const float *x, const float *y, const float *dy,
@@ -178,8 +167,6 @@ static void add_backward(struct dt_layer *l, const float *x, const float *y, con
     (void)x, (void)y, (void)dx; /* DT_CAP_DX_IS_DY: the model passes dy on as x's gradient */
     struct add *a = l->state;
     const struct dt_layer_bwd alone = {0};
-    if (a->projection)
-        wire(l, a);
     if (batch == 0) {
         if (a->has_bn)
             a->bn.kind->ops->backward(&a->bn, NULL, NULL, NULL, NULL, 0, &alone);
@@ -190,14 +177,10 @@ static void add_backward(struct dt_layer *l, const float *x, const float *y, con
         float *sdx = c->skip_dx;
         if (c->skip_in_dy) /* skip_dx is dy itself */
             return;
-        if (sdx && c->skip_dx_fresh) /* a copy, over the team: one thread's memcpy was 1.5% */
-#pragma omp parallel for simd if (n > DT_PARALLEL_MIN)
-            for (long i = 0; i < n; i++)
-                sdx[i] = dy[i];
+        if (sdx && c->skip_dx_fresh)
+            dt_copy(sdx, dy, n);
         else if (sdx)
-#pragma omp parallel for simd if (n > DT_PARALLEL_MIN)
-            for (long i = 0; i < n; i++)
-                sdx[i] += dy[i];
+            dt_add_into(sdx, dy, n);
         return;
     }
     const float *dconv = dy;
@@ -207,13 +190,8 @@ static void add_backward(struct dt_layer *l, const float *x, const float *y, con
     }
     float *dskip = !c->skip_dx ? NULL : c->skip_dx_fresh ? c->skip_dx : a->dskip;
     a->conv.kind->ops->backward(&a->conv, c->skip_x, a->t1, dconv, dskip, batch, &alone);
-    if (c->skip_dx && !c->skip_dx_fresh) {
-        long m = (long)(batch * dt_shape_size(a->skip));
-        float *sdx = c->skip_dx;
-#pragma omp parallel for simd if (m > DT_PARALLEL_MIN)
-        for (long i = 0; i < m; i++)
-            sdx[i] += a->dskip[i];
-    }
+    if (c->skip_dx && !c->skip_dx_fresh)
+        dt_add_into(c->skip_dx, a->dskip, (long)(batch * dt_shape_size(a->skip)));
 }
 
 static void add_destroy(struct dt_layer *l)

@@ -6,12 +6,10 @@
 
 #include <stdint.h>
 
+#include "nn/kernels/fp32/pool.h" /* struct dt_pool_geom */
+#include "nn/kernels/parallel.h"  /* DT_PARALLEL_MIN */
 #include "nn/layers.h"
 #include "util/err.h"
-
-/* Loops with less work than this many floats run on one thread: below it the OpenMP fork/join
- * costs more than it saves. */
-#define DT_PARALLEL_MIN 32768
 
 /* Samples per weight-gradient slice for a backward of `batch` samples (nn/grad_tree.h), or 0
  * when the whole batch is one sum: no slicing set, or the batch fits one slice. */
@@ -33,12 +31,8 @@ static inline int dt_window_out(int in, int kernel, int stride, int padding)
     return span < 0 ? 0 : span / stride + 1;
 }
 
-/* Window geometry of a pooling layer (stride defaults to the kernel, as in PyTorch). */
-struct dt_pool_geom {
-    int k, stride, pad, oh, ow;
-};
-
-/* Checks a pool spec against its input the way torch.nn.MaxPool2d/AvgPool2d do. */
+/* A pool spec's window geometry (stride defaults to the kernel, as in PyTorch), checked against
+ * its input the way torch.nn.MaxPool2d/AvgPool2d do. */
 static inline int dt_pool_setup(struct dt_pool_geom *g, const struct dt_layer_spec *spec,
                                 struct dt_shape in)
 {

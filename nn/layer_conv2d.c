@@ -99,26 +99,11 @@ enum dt_conv2d_algo dt_conv2d_force_algo(enum dt_conv2d_algo algo)
     return was;
 }
 
-/* The layer's `algo` key; AUTO for "auto" (and anything else, which config validation
- * rejects before a model is built). */
-static enum dt_conv2d_algo algo_of_spec(const struct dt_layer_spec *spec)
-{
-    static const struct {
-        const char *name;
-        enum dt_conv2d_algo algo;
-    } names[] = {
-        {"gemm", DT_CONV2D_GEMM}, {"direct", DT_CONV2D_DIRECT}, {"winograd", DT_CONV2D_WINOGRAD}};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (strcmp(spec->algo, names[i].name) == 0)
-            return names[i].algo;
-    return DT_CONV2D_AUTO;
-}
-
 /* A static rule on the shape and the CPU, so the same config always takes the same path. */
 static enum dt_conv2d_algo conv2d_choose_algo(const struct conv *cv,
                                               const struct dt_layer_spec *spec)
 {
-    enum dt_conv2d_algo want = forced_algo != DT_CONV2D_AUTO ? forced_algo : algo_of_spec(spec);
+    enum dt_conv2d_algo want = forced_algo != DT_CONV2D_AUTO ? forced_algo : spec->algo;
     bool direct = dt_conv_direct_supported(&cv->ds);
     bool winograd = dt_conv_winograd_supported(&cv->ds);
     switch (want) {
@@ -131,6 +116,7 @@ static enum dt_conv2d_algo conv2d_choose_algo(const struct conv *cv,
     case DT_CONV2D_DIRECT:
         return direct ? DT_CONV2D_DIRECT : DT_CONV2D_GEMM;
     case DT_CONV2D_AUTO:
+    case DT_CONV2D_ALGO_COUNT: /* not a value: the rule */
         break;
     }
     if (dt_conv_winograd_preferred(&cv->ds))

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nn/kernels/fp32/elementwise.h"
 #include "nn/layer_common.h"
 #include "util/alloc.h"
 #include "util/rng.h"
@@ -74,18 +75,7 @@ static void draw_mask(const struct dropout *d, uint8_t *mask, uint64_t key)
 static void apply_mask(const struct dropout *d, const float *in, float *out, int batch)
 {
     float scale = d->p < 1.0f ? 1.0f / (1.0f - d->p) : 0.0f;
-    size_t per_sample = d->units * d->unit;
-#pragma omp parallel for if ((size_t)batch * per_sample > DT_PARALLEL_MIN)
-    for (int b = 0; b < batch; b++) {
-        const uint8_t *mask = d->mask + (size_t)b * d->units;
-        const float *src = in + (size_t)b * per_sample;
-        float *dst = out + (size_t)b * per_sample;
-        for (size_t u = 0; u < d->units; u++) {
-            float s = mask[u] ? scale : 0.0f;
-            for (size_t i = 0; i < d->unit; i++)
-                dst[u * d->unit + i] = src[u * d->unit + i] * s;
-        }
-    }
+    dt_dropout_apply(d->mask, d->units, d->unit, scale, in, out, batch);
 }
 
 static void dropout_forward(struct dt_layer *l, const float *x, float *y, int batch,

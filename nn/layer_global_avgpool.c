@@ -1,5 +1,6 @@
 /* global_avgpool: the mean of each channel's plane, C x H x W -> C x 1 x 1, as
- * torch.nn.AdaptiveAvgPool2d(1). Backward spreads dy / (H*W) over the plane. */
+ * torch.nn.AdaptiveAvgPool2d(1). Backward spreads dy / (H*W) over the plane. The loops:
+ * nn/kernels/fp32/pool.c. */
 #include "nn/layer_common.h"
 
 static int gap_setup(struct dt_layer *l, const struct dt_layer_spec *spec, struct dt_shape in,
@@ -15,16 +16,7 @@ static void gap_forward(struct dt_layer *l, const float *x, float *y, int batch,
                         const struct dt_layer_fwd *c)
 {
     (void)c;
-    int planes = batch * l->in.c;
-    size_t hw = (size_t)l->in.h * l->in.w;
-#pragma omp parallel for if ((size_t)planes * hw > DT_PARALLEL_MIN)
-    for (int p = 0; p < planes; p++) {
-        const float *xp = x + (size_t)p * hw;
-        float s = 0.0f;
-        for (size_t k = 0; k < hw; k++)
-            s += xp[k];
-        y[p] = s / (float)hw;
-    }
+    dt_global_avgpool_forward(x, y, batch * l->in.c, (size_t)l->in.h * l->in.w);
 }
 
 static void gap_backward(struct dt_layer *l, const float *x, const float *y, const float *dy,
@@ -34,15 +26,7 @@ static void gap_backward(struct dt_layer *l, const float *x, const float *y, con
     (void)x, (void)y;
     if (!dx)
         return;
-    int planes = batch * l->in.c;
-    size_t hw = (size_t)l->in.h * l->in.w;
-#pragma omp parallel for if ((size_t)planes * hw > DT_PARALLEL_MIN)
-    for (int p = 0; p < planes; p++) {
-        float d = dy[p] / (float)hw;
-        float *dxp = dx + (size_t)p * hw;
-        for (size_t k = 0; k < hw; k++)
-            dxp[k] = d;
-    }
+    dt_global_avgpool_backward(dy, dx, batch * l->in.c, (size_t)l->in.h * l->in.w);
 }
 
 const struct dt_layer_ops dt_global_avgpool_ops = {gap_setup, NULL, gap_forward, gap_backward,

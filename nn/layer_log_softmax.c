@@ -2,9 +2,9 @@
  * on a (batch, features) tensor. It needs a flat input (put flatten or linear in front): on a
  * c x h x w input PyTorch's dim=1 would normalise over channels per pixel, a different
  * operation, so that is rejected rather than silently reinterpreted.
- * Backward: dx = dy - softmax(x) * sum(dy), with softmax = exp(y). */
-#include <math.h>
-
+ * Backward: dx = dy - softmax(x) * sum(dy), with softmax = exp(y). The loops:
+ * nn/kernels/fp32/softmax.c. */
+#include "nn/kernels/fp32/softmax.h"
 #include "nn/layer_common.h"
 
 static int log_softmax_setup(struct dt_layer *l, const struct dt_layer_spec *spec,
@@ -23,20 +23,7 @@ static void log_softmax_forward(struct dt_layer *l, const float *x, float *y, in
                                 const struct dt_layer_fwd *c)
 {
     (void)c;
-    int n = l->in.c;
-    for (int b = 0; b < batch; b++) {
-        const float *xr = x + (size_t)b * n;
-        float *yr = y + (size_t)b * n;
-        float max = xr[0];
-        for (int k = 1; k < n; k++)
-            max = xr[k] > max ? xr[k] : max;
-        double s = 0;
-        for (int k = 0; k < n; k++)
-            s += exp((double)xr[k] - max);
-        float lse = max + (float)log(s);
-        for (int k = 0; k < n; k++)
-            yr[k] = xr[k] - lse;
-    }
+    dt_log_softmax_forward(x, y, batch, l->in.c);
 }
 
 static void log_softmax_backward(struct dt_layer *l, const float *x, const float *y,
@@ -47,16 +34,7 @@ static void log_softmax_backward(struct dt_layer *l, const float *x, const float
     (void)x;
     if (!dx)
         return;
-    int n = l->in.c;
-    for (int b = 0; b < batch; b++) {
-        const float *yr = y + (size_t)b * n, *dyr = dy + (size_t)b * n;
-        float *dxr = dx + (size_t)b * n;
-        double s = 0;
-        for (int k = 0; k < n; k++)
-            s += dyr[k];
-        for (int k = 0; k < n; k++)
-            dxr[k] = dyr[k] - expf(yr[k]) * (float)s;
-    }
+    dt_log_softmax_backward(y, dy, dx, batch, l->in.c);
 }
 
 const struct dt_layer_ops dt_log_softmax_ops = {log_softmax_setup, NULL, log_softmax_forward,

@@ -38,6 +38,14 @@ const struct dt_layer_kind *dt_layer_kind_find(const char *name)
     return NULL;
 }
 
+bool dt_layer_kind_takes(const struct dt_layer_kind *kind, const char *key)
+{
+    for (int i = 0; kind->keys[i]; i++)
+        if (strcmp(kind->keys[i], key) == 0)
+            return true;
+    return false;
+}
+
 const char *dt_layer_kind_names(void)
 {
     return "conv2d, linear, maxpool2d, avgpool2d, relu, dropout, dropout2d, flatten, "

@@ -132,14 +132,10 @@ void dt_layer_describe(struct dt_layer *l, const char *name, bool trainable, siz
  * "layer2.0.shortcut.proj.0.weight" (the sub-layer's spec carries its parent's name). */
 int dt_layer_init_sub(struct dt_layer *sub, const char *prefix, uint64_t seed);
 
-/* conv2d's algorithm (nn/layer_conv2d.c). AUTO: Winograd (nn/kernels/fp32/conv_winograd.h)
- * where it is supported and measured faster (dt_conv_winograd_preferred), else the direct
- * kernels (nn/kernels/fp32/conv_direct.h) where they support the shape and run AVX-512, else
- * im2col + sgemm. */
-enum dt_conv2d_algo { DT_CONV2D_AUTO, DT_CONV2D_GEMM, DT_CONV2D_DIRECT, DT_CONV2D_WINOGRAD };
-/* Forces the algorithm of conv2d layers set up from now on, over the layer's own `algo` key
- * (WINOGRAD falls back to DIRECT, and DIRECT to GEMM, for shapes they do not support);
- * returns the previous setting. Process-wide, for tests and benchmarks that compare paths. */
+/* enum dt_conv2d_algo, conv2d's algorithm, is the `algo` key's enum (nn/layer_spec.h). Forces the
+ * algorithm of conv2d layers set up from now on, over the layer's own `algo` key (WINOGRAD falls
+ * back to DIRECT, and DIRECT to GEMM, for shapes they do not support); returns the previous
+ * setting. Process-wide, for tests and benchmarks that compare paths. */
 enum dt_conv2d_algo dt_conv2d_force_algo(enum dt_conv2d_algo algo);
 /* The algorithm layer l (a conv2d) runs; DT_CONV2D_AUTO for other kinds. */
 enum dt_conv2d_algo dt_conv2d_algo_of(const struct dt_layer *l);
@@ -150,6 +146,8 @@ void dt_batchnorm2d_grad(const struct dt_layer *l, const float *x, struct dt_bn_
 
 /* The kind named `name`, or NULL. */
 const struct dt_layer_kind *dt_layer_kind_find(const char *name);
+/* Whether the kind takes config key `key` (one of its keys[]). */
+bool dt_layer_kind_takes(const struct dt_layer_kind *kind, const char *key);
 /* "conv2d, linear, ..." for error messages. */
 const char *dt_layer_kind_names(void);
 

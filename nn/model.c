@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "nn/fusion.h"
+#include "nn/kernels/fp32/elementwise.h"
 #include "nn/layer_common.h"
 #include "nn/loss.h"
 #include "util/alloc.h"
@@ -543,18 +544,6 @@ void dt_model_free(struct dt_model *m)
     free(m);
 }
 
-void dt_model_move_params(struct dt_model *m, float *storage, bool copy)
-{
-    if (copy)
-        memcpy(storage, m->params, m->nparams * sizeof *storage);
-    for (int i = 0; i < m->nlayers; i++)
-        m->layers[i]->params = storage + (m->layers[i]->params - m->params);
-    if (!m->params_external)
-        dt_free(m->params);
-    m->params = storage;
-    m->params_external = true;
-}
-
 static const struct dt_forward_ctx eval_ctx = {.training = false};
 
 /* The output the skip connection of layer i reads. */
@@ -690,11 +679,7 @@ static void take_pending(struct dt_model *m, int i, float *dy, int batch, struct
         c->dy_extra = impl->pending[i];
         return;
     }
-    long n = (long)batch * (long)shape_size(m->layers[i]->out);
-    const float *pend = impl->pending[i];
-#pragma omp parallel for simd if (n > DT_PARALLEL_MIN)
-    for (long k = 0; k < n; k++)
-        dy[k] += pend[k];
+    dt_add_into(dy, impl->pending[i], (long)batch * (long)shape_size(m->layers[i]->out));
 }
 
 /* Skip layer i's connection: its input and the gradient collected for it (dy itself when
@@ -718,13 +703,8 @@ static void point_skip_grad(struct dt_model *m, int i, float *dy, struct dt_laye
 static void finish_input_grad(struct dt_model *m, float *dy, int batch)
 {
     struct model_impl *impl = m->impl;
-    if (impl->input_live) {
-        long n = (long)batch * (long)shape_size(m->input);
-        const float *pend = impl->pending_input;
-#pragma omp parallel for simd if (n > DT_PARALLEL_MIN)
-        for (long k = 0; k < n; k++)
-            dy[k] += pend[k];
-    }
+    if (impl->input_live)
+        dt_add_into(dy, impl->pending_input, (long)batch * (long)shape_size(m->input));
     m->input_grad = dy;
 }
 
@@ -807,12 +787,11 @@ void dt_model_layer_summary(const struct dt_model *m, int i, struct dt_layer_sum
     else if (s->kernel > 0)
         snprintf(out->detail, sizeof out->detail, "%dx%d/%d", s->kernel, s->kernel,
                  s->stride > 0 ? s->stride : s->kernel);
-    else if (!strncmp(s->type, "dropout", 7))
+    else if (dt_layer_kind_takes(l->kind, "p")) /* dropout, dropout2d */
         snprintf(out->detail, sizeof out->detail, "p=%.2f", s->p);
     else if (s->from)
         snprintf(out->detail, sizeof out->detail, "from %d (layer %d)%s", s->from,
-                 m->plan[i].skip_from,
-                 !strcmp(s->type, "add") && !strcmp(s->shortcut, "projection") ? " proj" : "");
+                 m->plan[i].skip_from, s->shortcut == DT_SHORTCUT_PROJECTION ? " proj" : "");
     if (s->padding > 0) {
         size_t n = strlen(out->detail);
         snprintf(out->detail + n, sizeof out->detail - n, " pad %d", s->padding);

@@ -108,7 +108,7 @@ struct dt_model {
     int classes; /* output width of the last layer */
 
     float *params, *grads; /* trainable arena and its gradient, nparams floats each */
-    bool params_external;  /* params is caller-owned storage (dt_model_move_params) */
+    bool params_external;  /* params is caller-owned storage (dt_model_build_in) */
     size_t nparams;
     float *buffers; /* non-trainable state, nbuffers floats */
     size_t nbuffers;
@@ -211,10 +211,5 @@ void dt_model_layer_summary(const struct dt_model *m, int i, struct dt_layer_sum
 
 /* Sets the process's compute threads (OpenBLAS and OpenMP) for this model's kernels. */
 void dt_nn_set_threads(int threads);
-
-/* Moves the parameter arena into caller-owned storage of m->nparams floats (the ranks of one
- * host share one copy in shared memory): copies the current values there when `copy`, frees
- * the model's own arena and re-points every layer. The model no longer frees params. */
-void dt_model_move_params(struct dt_model *m, float *storage, bool copy);
 
 #endif

@@ -267,6 +267,13 @@ int dt_optim_skip_decay(struct dt_optim *o, size_t lo, size_t hi)
     return dt_optim_set_group(o, lo, hi, &g);
 }
 
+void dt_optim_zero_frozen_grads(const struct dt_optim *o, float *grads)
+{
+    for (int k = 0; k < o->ngroups; k++)
+        if (o->groups[k].g.frozen)
+            memset(grads + o->groups[k].lo, 0, (o->groups[k].hi - o->groups[k].lo) * sizeof *grads);
+}
+
 /* The update of elements [lo, hi) of this (possibly view) optimizer in parameter group g:
  * torch's param_groups (weight_decay 0, its own lr); a frozen group is not updated at all, as
  * torch skips parameters without gradients (no decay, no momentum or moment update). One call

@@ -88,6 +88,10 @@ int dt_optim_set_group(struct dt_optim *o, size_t lo, size_t hi, const struct dt
  * weight_decay 0, as recipes do for biases and batchnorm weights): dt_optim_set_group with
  * lr x 1, decay off. */
 int dt_optim_skip_decay(struct dt_optim *o, size_t lo, size_t hi);
+/* Zeroes grads (the arena's n floats) in every frozen group's ranges, so a gradient norm taken
+ * afterwards (clip_grad_norm) counts only what trains, as torch's does with frozen parameters'
+ * grad None. The ranges are the ones set at set-up; no names are matched here. */
+void dt_optim_zero_frozen_grads(const struct dt_optim *o, float *grads);
 
 /* One update of params (n floats) from grads at learning rate lr (the schedule's value for this
  * step). n must be the size given at creation: DT_ERUNTIME otherwise, with nothing changed. */

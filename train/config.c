@@ -116,8 +116,7 @@ static const struct key keys[] = {
     {"data.dataset", T_STRING, REQUIRED, NULL, 0, 0, NULL, FIELD(data.dataset), 0,
      "registry name (mnist, fashion-mnist, kmnist, cifar10, cifar100) or any name for "
      "your own files when data.format is given"},
-    {"data.format", T_STRING, 0, "\"\"", 0, 0, &dt_data_format_names, FIELD(data.format),
-     0,
+    {"data.format", T_ENUM, 0, "\"\"", 0, 0, &dt_data_format_names, ENUM(data.format), 0,
      "file format; empty = the registry's format for data.dataset; folder = "
      "DIR/train/<class>/*.png|jpg and DIR/test/<class>/* (see docs/data.md)"},
     {"data.dir", T_STRING, 0, "\"\"", 0, 0, NULL, FIELD(data.dir), 0,
@@ -359,6 +358,10 @@ static const struct key keys[] = {
 #define NKEYS (sizeof keys / sizeof keys[0])
 
 #define LFIELD(f) offsetof(struct dt_layer_spec, f), sizeof(((struct dt_layer_spec *)0)->f)
+/* A layer's enum field, stored as an int (ENUM's check). */
+#define LENUM(f)                                                                                   \
+    offsetof(struct dt_layer_spec, f),                                                             \
+        sizeof(int) / (sizeof(((struct dt_layer_spec *)0)->f) == sizeof(int))
 
 /* Keys a layer entry may carry besides `type`. REQUIRED here means "required by every kind
  * that accepts the key": their default (0) is outside the range. */
@@ -372,7 +375,7 @@ static const struct key layer_keys[] = {
      "step; unset = 1 for conv2d, the kernel size for pools"},
     {"padding", T_INT, 0, "0", 0, 64, NULL, LFIELD(padding), 0, "zero padding on each side"},
     {"bias", T_BOOL, 0, "true", 0, 0, NULL, LFIELD(bias), 0, "learn an additive bias"},
-    {"algo", T_STRING, 0, "\"auto\"", 0, 0, &dt_layer_algo_names, LFIELD(algo), 0,
+    {"algo", T_ENUM, 0, "\"auto\"", 0, 0, &dt_layer_algo_names, LENUM(algo), 0,
      "convolution algorithm; auto = the fastest for the shape (docs/kernels.md); an algorithm "
      "that cannot run the shape falls back to direct, then gemm"},
     {"p", T_FLOAT, MAX_OPEN, "0.5", 0, 1, NULL, LFIELD(p), 0, "drop probability"},
@@ -383,7 +386,7 @@ static const struct key layer_keys[] = {
     {"from", T_INT, REQUIRED, NULL, -64, -2, NULL, LFIELD(from), 0,
      "add, concat: the layer whose output joins this layer's input, counted back from this "
      "layer (-2 = two layers back; Darknet's [shortcut] from)"},
-    {"shortcut", T_STRING, 0, "\"identity\"", 0, 0, &dt_layer_shortcut_names, LFIELD(shortcut), 0,
+    {"shortcut", T_ENUM, 0, "\"identity\"", 0, 0, &dt_layer_shortcut_names, LENUM(shortcut), 0,
      "add: identity (shapes equal) or projection (1x1 conv with the stride that fits, then "
      "batchnorm2d)"},
     {"batchnorm", T_BOOL, 0, "true", 0, 0, NULL, LFIELD(batchnorm), 0,
@@ -817,14 +820,6 @@ static void join_keys(char *out, size_t size, const char *const *names)
         snprintf(out, size, "no keys besides type");
 }
 
-static bool kind_accepts(const struct dt_layer_kind *kind, const char *key)
-{
-    for (int i = 0; kind->keys[i]; i++)
-        if (strcmp(kind->keys[i], key) == 0)
-            return true;
-    return false;
-}
-
 static int layer_kind_of(const config_setting_t *g, const char *where,
                          const struct dt_layer_kind **kind)
 {
@@ -857,7 +852,7 @@ static int set_layer_key(struct dt_layer_spec *spec, const struct dt_layer_kind 
                          const char *name, const config_setting_t *v, const char *where)
 {
     const struct key *k = find_key(layer_keys, NLAYER_KEYS, name);
-    if (!kind_accepts(kind, name) || !k) {
+    if (!dt_layer_kind_takes(kind, name) || !k) {
         char accepted[256];
         join_keys(accepted, sizeof accepted, kind->keys);
         return dt_fail(DT_EUSAGE, "%s: %s does not take this key (it takes: %s)", where, kind->name,
@@ -1095,7 +1090,7 @@ static int apply_layer_override(struct dt_config *cfg, const char *path, const c
             set_string(spec->name, sizeof spec->name, value);
         return rc;
     }
-    if (k != &type_key && (!k || !kind_accepts(kind, name)))
+    if (k != &type_key && (!k || !dt_layer_kind_takes(kind, name)))
         return set_layer_key(spec, kind, name, NULL, where); /* fails: names what it takes */
     config_setting_t *v;
     int rc = parse_override_value(tmp, k, value, where, &v);
@@ -1213,14 +1208,15 @@ static int derive_folder(struct load *ld)
 {
     struct dt_config *cfg = ld->cfg;
     char where[1400];
-    bool folder = strcmp(cfg->data.format, "folder") == 0;
+    bool folder = cfg->data.format == DT_DATA_FOLDER;
+    const char *format = dt_names_name(&dt_data_format_names, (int)cfg->data.format);
     const char *only[] = {"data.size", "data.skip_bad", "data.channels"};
     bool set[] = {cfg->data.nsize > 0, cfg->data.skip_bad, cfg->data.channels != 0};
     for (int i = 0; i < 3 && !folder; i++)
         if (set[i]) {
             key_where(ld, only[i], where, sizeof where);
             return dt_fail(DT_EUSAGE, "%s: only data.format = \"folder\" uses it, this is %s",
-                           where, cfg->data.format);
+                           where, format);
         }
     if (!folder)
         return 0;
@@ -1251,34 +1247,35 @@ static int derive_data(struct load *ld)
     key_where(ld, "data.dataset", where, sizeof where);
     if (!cfg->data.dataset[0])
         return dt_fail(DT_EUSAGE, "%s: must not be empty", where);
-    if (!reg && !cfg->data.format[0])
+    enum dt_data_format *format = &cfg->data.format;
+    if (!reg && *format == DT_DATA_FORMAT_UNSET)
         return dt_fail(DT_EUSAGE,
                        "%s: unknown dataset \"%s\" (known: %s; for your own files set "
                        "data.format = \"idx\", \"cifar10\", \"cifar100\" or \"folder\")",
                        where, cfg->data.dataset, dt_registry_names());
-    if (reg && cfg->data.format[0] && strcmp(reg->format, cfg->data.format) != 0) {
+    if (reg && *format != DT_DATA_FORMAT_UNSET && reg->format != *format) {
         key_where(ld, "data.format", where, sizeof where);
         return dt_fail(DT_EUSAGE, "%s: \"%s\" does not match data.dataset \"%s\", which is %s",
-                       where, cfg->data.format, cfg->data.dataset, reg->format);
+                       where, dt_names_name(&dt_data_format_names, (int)*format), cfg->data.dataset,
+                       dt_names_name(&dt_data_format_names, (int)reg->format));
     }
-    if (!cfg->data.format[0])
-        set_string(cfg->data.format, sizeof cfg->data.format, reg->format);
+    if (*format == DT_DATA_FORMAT_UNSET)
+        *format = reg->format;
+    const char *format_name = dt_names_name(&dt_data_format_names, (int)*format);
     if (!cfg->data.dir[0]) {
         if ((size_t)snprintf(cfg->data.dir, sizeof cfg->data.dir, "%s/%s", dt_data_root(),
                              cfg->data.dataset) >= sizeof cfg->data.dir)
             return dt_fail(DT_EUSAGE, "%s: data.dir: $DTRAIN_DATA is too long", ld->file);
     }
-    if (cfg->data.coarse_labels && strcmp(cfg->data.format, "cifar100") != 0) {
+    if (cfg->data.coarse_labels && *format != DT_DATA_CIFAR100) {
         key_where(ld, "data.coarse_labels", where, sizeof where);
         return dt_fail(DT_EUSAGE, "%s: only cifar100 has coarse labels, this is %s", where,
-                       cfg->data.format);
+                       format_name);
     }
     int rc = derive_folder(ld);
     if (rc)
         return rc;
-    int channels = strcmp(cfg->data.format, "idx") == 0      ? 1
-                   : strcmp(cfg->data.format, "folder") == 0 ? cfg->data.channels
-                                                             : 3;
+    int channels = *format == DT_DATA_IDX ? 1 : *format == DT_DATA_FOLDER ? cfg->data.channels : 3;
     const char *lists[] = {"data.mean", "data.std"};
     int counts[] = {cfg->data.nmean, cfg->data.nstd};
     for (int i = 0; i < 2; i++)
@@ -1286,11 +1283,11 @@ static int derive_data(struct load *ld)
             key_where(ld, lists[i], where, sizeof where);
             if (channels == 1)
                 return dt_fail(DT_EUSAGE, "%s: expected 1 value for %s (one channel), got %d",
-                               where, cfg->data.format, counts[i]);
+                               where, format_name, counts[i]);
             return dt_fail(DT_EUSAGE,
                            "%s: expected 1 or %d values for %s (one per channel), "
                            "got %d",
-                           where, channels, cfg->data.format, counts[i]);
+                           where, channels, format_name, counts[i]);
         }
     return 0;
 }
@@ -1348,7 +1345,7 @@ static int check_cross_keys(struct load *ld)
     char problem[300];
     const char *es_key =
         dt_early_stop_resolve(&cfg->train.early_stop,
-                              cfg->data.val_fraction > 0 || !strcmp(cfg->data.format, "folder"),
+                              cfg->data.val_fraction > 0 || cfg->data.format == DT_DATA_FOLDER,
                               problem, sizeof problem);
     if (es_key) {
         key_where(ld, es_key, where, sizeof where);

@@ -13,6 +13,7 @@
 #include <stdio.h>
 
 #include "data/augment.h"
+#include "data/load.h"
 #include "dist/backend.h"
 #include "dist/pin.h"
 #include "nn/layer_spec.h"
@@ -43,7 +44,8 @@ struct dt_config {
 
     struct {
         char dataset[64];   /* registry name: mnist, fashion-mnist, kmnist, cifar10, cifar100 */
-        char format[16];    /* idx | cifar10 | cifar100 | folder; from dataset when empty */
+        /* the registry's format for data.dataset when the config gives none */
+        enum dt_data_format format;
         char dir[1024];     /* where the archives are; default $DTRAIN_DATA/<dataset> */
         int classes;        /* 0 = format's own */
         bool coarse_labels; /* cifar100 */

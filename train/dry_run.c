@@ -66,7 +66,7 @@ static int print_json(const struct dt_config *cfg, const struct dt_job_plan *p,
     dt_jw_begin(&w, "dry_run");
     dt_jw_str(&w, "config", cfg->path);
     dt_jw_str(&w, "dataset", cfg->data.dataset);
-    dt_jw_str(&w, "format", cfg->data.format);
+    dt_jw_str(&w, "format", dt_names_name(&dt_data_format_names, (int)cfg->data.format));
     dt_jw_str(&w, "dir", cfg->data.dir);
     dt_jw_str(&w, "train_files", tr->source);
     dt_jw_str(&w, "test_files", te->source);
@@ -160,7 +160,8 @@ static void print_summary(const struct dt_config *cfg, const struct dt_job_plan 
     const struct dt_dataset *tr = &f->data.train, *te = &f->data.test;
     char buf[32];
     printf("config      %s: valid\n", cfg->path);
-    printf("dataset     %s (%s) in %s\n", cfg->data.dataset, cfg->data.format, cfg->data.dir);
+    printf("dataset     %s (%s) in %s\n", cfg->data.dataset,
+           dt_names_name(&dt_data_format_names, (int)cfg->data.format), cfg->data.dir);
     printf("read        %s\n", tr->source);
     if (strcmp(te->source, tr->source) != 0)
         printf("            %s\n", te->source);

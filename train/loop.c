@@ -308,7 +308,7 @@ static int train_step(struct rank_state *st, const struct run *run, uint64_t epo
         st->stats[i] += tail[T_LOSS + i];
     /* Every rank holds the same summed gradients, so every rank clips them identically. */
     if (run->cfg->optimizer.clip_grad_norm > 0) {
-        dt_run_zero_frozen_grads(run->cfg, st->model, st->model->grads);
+        dt_optim_zero_frozen_grads(st->optim, st->model->grads); /* train.freeze's ranges */
         dt_clip_grad_norm(st->model->grads, n, run->cfg->optimizer.clip_grad_norm);
     }
     if (!run->shared) {

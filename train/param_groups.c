@@ -90,10 +90,3 @@ size_t dt_run_frozen_floats(const struct dt_config *cfg, const struct dt_model *
             n += m->tensors[t].count;
     return n;
 }
-
-void dt_run_zero_frozen_grads(const struct dt_config *cfg, const struct dt_model *m, float *grads)
-{
-    for (int t = 0; t < m->ntensors && cfg->train.freeze.n > 0; t++)
-        if (any_matches(&cfg->train.freeze, &m->tensors[t]))
-            memset(grads + m->tensors[t].offset, 0, m->tensors[t].count * sizeof(float));
-}

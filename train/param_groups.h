@@ -27,9 +27,7 @@ int dt_run_param_groups(const struct dt_config *cfg, const struct dt_model *m, s
 /* Parameters (in floats) that train.freeze stops. */
 size_t dt_run_frozen_floats(const struct dt_config *cfg, const struct dt_model *m);
 
-/* Zeroes the gradients of frozen tensors in `grads` (m's gradient arena layout), so the
- * global gradient norm (optimizer.clip_grad_norm) counts only what trains, as torch's does
- * with frozen parameters' grad None. A no-op without train.freeze. */
-void dt_run_zero_frozen_grads(const struct dt_config *cfg, const struct dt_model *m, float *grads);
+/* (A step zeroes the frozen tensors' gradients through the optimizer's groups, set here once:
+ * dt_optim_zero_frozen_grads.) */
 
 #endif

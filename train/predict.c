@@ -30,10 +30,10 @@ static int input_shape(const struct dt_predictor *p, const struct dt_checkpoint_
     if (s && sscanf(s, "%dx%dx%d", &in->c, &in->h, &in->w) == 3 && in->c > 0 && in->h > 0 &&
         in->w > 0)
         return 0;
-    const char *format = p->cfg.data.format;
-    if (!strcmp(format, "idx"))
+    enum dt_data_format format = p->cfg.data.format;
+    if (format == DT_DATA_IDX)
         *in = (struct dt_shape){1, 28, 28};
-    else if (!strncmp(format, "cifar", 5))
+    else if (format == DT_DATA_CIFAR10 || format == DT_DATA_CIFAR100)
         *in = (struct dt_shape){3, 32, 32};
     else if (p->cfg.data.size_h > 0)
         *in = (struct dt_shape){p->cfg.data.channels, p->cfg.data.size_h, p->cfg.data.size_w};

@@ -151,7 +151,7 @@ int dt_run_ranks(const struct dt_config *cfg, const struct dt_job_plan *plan,
         dt_log_info("job: %d rank%s on %d host%s, backend %s, launch %s", p->world,
                     p->world == 1 ? "" : "s", p->nodes, p->nodes == 1 ? "" : "s",
                     dt_backend_name(p->backend), plan->env.source);
-    /* only the shm all-reduce sums ranks in nn/grad_tree.h's tree; 2 ranks agree in any order */
+    /* only the shm all-reduce sums ranks in util/sum_tree.h's tree; 2 ranks agree in any order */
     if (cfg->dist.split_invariant && p->world > 2 && p->backend != DT_BACKEND_SHM &&
         (!p->per_rank || p->rank_base == 0))
         dt_log_warn("dist.split_invariant: the %s backend does not sum %d ranks in a fixed tree; "

@@ -173,7 +173,7 @@ int dt_run_load_test(const struct dt_config *cfg, struct dt_dataset *test)
 {
     double last = 0;
     struct dt_folder_opts o = folder_opts(cfg, &last);
-    int rc = strcmp(cfg->data.format, "folder") == 0
+    int rc = cfg->data.format == DT_DATA_FOLDER
                  ? dt_folder_load_split(test, cfg->data.dir, "test", NULL, 0, &o)
                  : dt_data_load_test(test, cfg->data.format, cfg->data.dir, cfg->data.classes,
                                      cfg->data.coarse_labels);
@@ -186,7 +186,7 @@ int dt_run_load_test(const struct dt_config *cfg, struct dt_dataset *test)
 
 int dt_run_load_data(const struct dt_config *cfg, struct dt_data *data)
 {
-    int rc = strcmp(cfg->data.format, "folder") == 0
+    int rc = cfg->data.format == DT_DATA_FOLDER
                  ? load_folder(cfg, data)
                  : dt_data_load(data, cfg->data.format, cfg->data.dir, cfg->data.classes,
                                 cfg->data.coarse_labels);

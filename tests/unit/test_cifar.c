@@ -1,5 +1,5 @@
-/* data/cifar (and its tar reader) through dt_data_load("cifar10" / "cifar100"): good archives
- * load with the right shapes, order, labels, pixels and class names, whatever tar dialect
+/* data/cifar (and its tar reader) through dt_data_load(DT_DATA_CIFAR10 / DT_DATA_CIFAR100): good
+ * archives load with the right shapes, order, labels, pixels and class names, whatever tar dialect
  * wrote them; every kind of bad archive fails with DT_EDATA and a message naming the archive,
  * the member where there is one, and the problem. */
 #include <setjmp.h>
@@ -39,10 +39,10 @@ static void write_c10(struct fx_buf *tar)
     fx_free(tar);
 }
 
-static void expect_error(const char *kind, int classes, const char *substring)
+static void expect_error(enum dt_data_format format, int classes, const char *substring)
 {
     struct dt_data d;
-    int rc = dt_data_load(&d, kind, dir, classes, 0);
+    int rc = dt_data_load(&d, format, dir, classes, 0);
     const char *msg = dt_last_error();
     if (rc != -DT_EDATA || !strstr(msg, "-binary.tar.gz: ") || !strstr(msg, substring))
         fail_msg("rc %d, message '%s' lacks the archive name or '%s'", rc, msg, substring);
@@ -100,7 +100,7 @@ static void test_cifar10_loads_in_batch_order(void **state)
     fx_tar_end(&tar);
     write_c10(&tar);
     struct dt_data d;
-    assert_int_equal(dt_data_load(&d, "cifar10", dir, 0, 0), 0);
+    assert_int_equal(dt_data_load(&d, DT_DATA_CIFAR10, dir, 0, 0), 0);
     check_c10(&d, 7, 9);
     assert_non_null(strstr(d.train.source, C10 " (data_batch_1.bin..data_batch_5.bin)"));
     assert_non_null(strstr(d.test.source, C10 " (test_batch.bin)"));
@@ -119,7 +119,7 @@ static void test_cifar10_other_directory_name(void **state)
     fx_tar_end(&tar);
     write_c10(&tar);
     struct dt_data d;
-    assert_int_equal(dt_data_load(&d, "cifar10", dir, 10, 0), 0);
+    assert_int_equal(dt_data_load(&d, DT_DATA_CIFAR10, dir, 10, 0), 0);
     check_c10(&d, 3, 4);
     dt_data_free(&d);
 }
@@ -133,7 +133,7 @@ static void test_cifar100_fine_and_coarse(void **state)
     fx_write_tar_gz(dir, "cifar-100-binary.tar.gz", &tar);
     fx_free(&tar);
     struct dt_data d;
-    assert_int_equal(dt_data_load(&d, "cifar100", dir, 0, 0), 0);
+    assert_int_equal(dt_data_load(&d, DT_DATA_CIFAR100, dir, 0, 0), 0);
     assert_int_equal(d.train.n, 130);
     assert_int_equal(d.test.n, 30);
     assert_int_equal(d.train.classes, 100);
@@ -146,7 +146,7 @@ static void test_cifar100_fine_and_coarse(void **state)
     assert_non_null(strstr(d.train.source, "cifar-100-binary.tar.gz (train.bin)"));
     dt_data_free(&d);
 
-    assert_int_equal(dt_data_load(&d, "cifar100", dir, 0, 1), 0);
+    assert_int_equal(dt_data_load(&d, DT_DATA_CIFAR100, dir, 0, 1), 0);
     assert_int_equal(d.train.classes, 20);
     for (size_t i = 0; i < 130; i++)
         check_sample(&d.train, i, i, (int)(i % 100 / 5));
@@ -200,7 +200,7 @@ static void test_gnu_long_names_and_pax_headers(void **state)
     fx_tar_end(&tar);
     write_c10(&tar);
     struct dt_data d;
-    if (dt_data_load(&d, "cifar10", dir, 0, 0) != 0)
+    if (dt_data_load(&d, DT_DATA_CIFAR10, dir, 0, 0) != 0)
         fail_msg("%s", dt_last_error());
     check_c10(&d, 2, 2);
     dt_data_free(&d);
@@ -221,7 +221,7 @@ static void test_missing_archive(void **state)
     char path[600];
     fx_path(path, sizeof(path), dir, C10);
     unlink(path);
-    expect_error("cifar10", 0, "file not found");
+    expect_error(DT_DATA_CIFAR10, 0, "file not found");
 }
 
 static void test_not_gzip(void **state)
@@ -234,7 +234,7 @@ static void test_not_gzip(void **state)
     fx_path(path, sizeof(path), dir, C10);
     fx_write(path, tar.p, tar.n);
     fx_free(&tar);
-    expect_error("cifar10", 0, "not a gzip file");
+    expect_error(DT_DATA_CIFAR10, 0, "not a gzip file");
 }
 
 static void test_truncated_gzip(void **state)
@@ -247,10 +247,10 @@ static void test_truncated_gzip(void **state)
     char path[600];
     fx_path(path, sizeof(path), dir, C10);
     fx_write(path, gz.p, gz.n - 100);
-    expect_error("cifar10", 0, "truncated gzip data");
+    expect_error(DT_DATA_CIFAR10, 0, "truncated gzip data");
     gz.p[gz.n - 7] ^= 0x10;
     fx_write(path, gz.p, gz.n);
-    expect_error("cifar10", 0, "CRC mismatch");
+    expect_error(DT_DATA_CIFAR10, 0, "CRC mismatch");
     fx_free(&tar);
     fx_free(&gz);
 }
@@ -262,16 +262,16 @@ static void test_missing_member(void **state)
     fx_cifar10_tar(&tar, "cifar-10-batches-bin", 2, 2, "data_batch_3.bin");
     fx_tar_end(&tar);
     write_c10(&tar);
-    expect_error("cifar10", 0, "tar member cifar-10-batches-bin/data_batch_3.bin missing");
+    expect_error(DT_DATA_CIFAR10, 0, "tar member cifar-10-batches-bin/data_batch_3.bin missing");
     fx_cifar10_tar(&tar, "cifar-10-batches-bin", 2, 2, "batches.meta.txt");
     fx_tar_end(&tar);
     write_c10(&tar);
-    expect_error("cifar10", 0, "tar member cifar-10-batches-bin/batches.meta.txt missing");
+    expect_error(DT_DATA_CIFAR10, 0, "tar member cifar-10-batches-bin/batches.meta.txt missing");
     fx_cifar100_tar(&tar, 5, 5, "test.bin");
     fx_tar_end(&tar);
     fx_write_tar_gz(dir, "cifar-100-binary.tar.gz", &tar);
     fx_free(&tar);
-    expect_error("cifar100", 0, "tar member cifar-100-binary/test.bin missing");
+    expect_error(DT_DATA_CIFAR100, 0, "tar member cifar-100-binary/test.bin missing");
 }
 
 static void test_duplicate_member(void **state)
@@ -282,7 +282,7 @@ static void test_duplicate_member(void **state)
     fx_cifar_member(&tar, "other/data_batch_2.bin", 2, 0, 1, 10);
     fx_tar_end(&tar);
     write_c10(&tar);
-    expect_error("cifar10", 0,
+    expect_error(DT_DATA_CIFAR10, 0,
                  "member data_batch_2.bin appears twice (cifar-10-batches-bin/data_batch_2.bin "
                  "and other/data_batch_2.bin)");
 }
@@ -297,7 +297,7 @@ static void test_record_size_not_multiple(void **state)
     fx_free(&recs);
     fx_tar_end(&tar);
     write_c10(&tar);
-    expect_error("cifar10", 0,
+    expect_error(DT_DATA_CIFAR10, 0,
                  "member cifar-10-batches-bin/data_batch_4.bin is 6145 bytes, not a multiple of "
                  "the 3073-byte record size");
 }
@@ -311,13 +311,13 @@ static void test_label_out_of_range(void **state)
     tar.p[h + 512 + 3073] = 10; /* label of test record 1 */
     fx_tar_end(&tar);
     write_c10(&tar);
-    expect_error("cifar10", 0,
+    expect_error(DT_DATA_CIFAR10, 0,
                  "cifar-10-batches-bin/test_batch.bin: label 10 of record 1 is out of range "
                  "(classes 10)");
     fx_cifar10_tar(&tar, "cifar-10-batches-bin", 2, 2, NULL);
     fx_tar_end(&tar);
     write_c10(&tar);
-    expect_error("cifar10", 5, "data_batch_3.bin: label 5 of record 1 is out of range");
+    expect_error(DT_DATA_CIFAR10, 5, "data_batch_3.bin: label 5 of record 1 is out of range");
 }
 
 static void test_bad_header_checksum(void **state)
@@ -331,14 +331,14 @@ static void test_bad_header_checksum(void **state)
     char want[128];
     snprintf(want, sizeof(want), "bad tar header checksum at offset %zu", h);
     write_c10(&tar);
-    expect_error("cifar10", 0, want);
+    expect_error(DT_DATA_CIFAR10, 0, want);
     /* a gzip'd file that is no tar at all */
     struct fx_buf junk = {0};
     fx_put_zeros(&junk, 100);
     fx_put(&junk, "not a tar archive", 17);
     fx_put_zeros(&junk, 1000);
     write_c10(&junk);
-    expect_error("cifar10", 0, "bad tar header checksum at offset 0 (not a tar archive");
+    expect_error(DT_DATA_CIFAR10, 0, "bad tar header checksum at offset 0 (not a tar archive");
 }
 
 static void test_bad_size_field(void **state)
@@ -353,7 +353,7 @@ static void test_bad_size_field(void **state)
     char want[128];
     snprintf(want, sizeof(want), "bad size field in tar header at offset %zu", h);
     write_c10(&tar);
-    expect_error("cifar10", 0, want);
+    expect_error(DT_DATA_CIFAR10, 0, want);
 }
 
 /* GNU base-256 sizes near 2^64: rounding the size up to whole blocks must not wrap around to a
@@ -373,7 +373,7 @@ static void test_size_that_would_wrap(void **state)
         fx_tar_checksum(tar.p + h);
         fx_tar_end(&tar);
         write_c10(&tar);
-        expect_error("cifar10", 0, "tar");
+        expect_error(DT_DATA_CIFAR10, 0, "tar");
     }
 }
 
@@ -401,7 +401,7 @@ static void test_skipped_member_size_that_would_wrap(void **state)
                      "tar member cifar-10-batches-bin/%s (header at offset %zu) claims %llu bytes, "
                      "more than the archive can hold",
                      m == 0 ? "" : members[m], h, (unsigned long long)sizes[k]);
-            expect_error("cifar10", 0, want);
+            expect_error(DT_DATA_CIFAR10, 0, want);
         }
 }
 
@@ -427,7 +427,7 @@ static void test_many_member_bomb(void **state)
     char path[600];
     fx_path(path, sizeof path, dir, C10);
     fx_write(path, gz.p, gz.n);
-    expect_error("cifar10", 0, "decompressed data exceeds the 256 MiB limit");
+    expect_error(DT_DATA_CIFAR10, 0, "decompressed data exceeds the 256 MiB limit");
 
     /* the limit is a parameter: the same archive without the bomb, under a small one */
     struct fx_buf small = {0};
@@ -451,18 +451,18 @@ static void test_truncated_tar(void **state)
     struct fx_buf tar = {0};
     fx_cifar10_tar(&tar, "cifar-10-batches-bin", 2, 2, NULL);
     write_c10(&tar); /* no end-of-archive blocks */
-    expect_error("cifar10", 0, "truncated tar archive (no end-of-archive marker at offset");
+    expect_error(DT_DATA_CIFAR10, 0, "truncated tar archive (no end-of-archive marker at offset");
     fx_cifar10_tar(&tar, "cifar-10-batches-bin", 2, 2, NULL);
     size_t h = header_of(&tar, "data_batch_5.bin");
     tar.n = h + 512 + 3000;
     write_c10(&tar);
-    expect_error("cifar10", 0, "truncated tar archive (member data at offset");
+    expect_error(DT_DATA_CIFAR10, 0, "truncated tar archive (member data at offset");
     fx_cifar10_tar(&tar, "cifar-10-batches-bin", 2, 2, NULL);
     tar.n -= 100;
     fx_put_zeros(&tar, 100 + 300); /* ends in the middle of a block */
     tar.n = (tar.n / 512) * 512 + 300;
     write_c10(&tar);
-    expect_error("cifar10", 0, "truncated tar archive");
+    expect_error(DT_DATA_CIFAR10, 0, "truncated tar archive");
 }
 
 static void test_wrong_class_name_count(void **state)
@@ -473,7 +473,7 @@ static void test_wrong_class_name_count(void **state)
     fx_tar_member(&tar, "cifar-10-batches-bin/batches.meta.txt", "a\nb\nc\nd\ne\nf\ng\nh\ni\n", 18);
     fx_tar_end(&tar);
     write_c10(&tar);
-    expect_error("cifar10", 0,
+    expect_error(DT_DATA_CIFAR10, 0,
                  "cifar-10-batches-bin/batches.meta.txt lists 9 class names, expected 10");
 }
 
@@ -484,7 +484,7 @@ static void test_empty_dataset(void **state)
     fx_cifar10_tar(&tar, "cifar-10-batches-bin", 0, 0, NULL);
     fx_tar_end(&tar);
     write_c10(&tar);
-    expect_error("cifar10", 0, "empty dataset (0 training and 0 test records)");
+    expect_error(DT_DATA_CIFAR10, 0, "empty dataset (0 training and 0 test records)");
 }
 
 static void test_bad_extension_headers(void **state)
@@ -496,13 +496,14 @@ static void test_bad_extension_headers(void **state)
     fx_cifar10_tar(&tar, "cifar-10-batches-bin", 1, 1, NULL);
     fx_tar_end(&tar);
     write_c10(&tar);
-    expect_error("cifar10", 0, "bad pax header record at offset 0");
+    expect_error(DT_DATA_CIFAR10, 0, "bad pax header record at offset 0");
     fx_tar_header(&tar, "././@LongLink", 5000, 'L');
     fx_put_zeros(&tar, 5120);
     fx_cifar10_tar(&tar, "cifar-10-batches-bin", 1, 1, NULL);
     fx_tar_end(&tar);
     write_c10(&tar);
-    expect_error("cifar10", 0, "tar extension header at offset 512 is too large (5000 bytes)");
+    expect_error(DT_DATA_CIFAR10, 0,
+                 "tar extension header at offset 512 is too large (5000 bytes)");
 }
 
 /* tests/fixtures/mkdata.py (used by CLI tests) writes what the reader expects, and each of
@@ -539,11 +540,11 @@ static void test_mkdata_script(void **state)
     snprintf(sub, sizeof(sub), "%s/py", dir);
     struct dt_data d;
     mkdata("cifar10", "");
-    assert_int_equal(dt_data_load(&d, "cifar10", sub, 0, 0), 0);
+    assert_int_equal(dt_data_load(&d, DT_DATA_CIFAR10, sub, 0, 0), 0);
     check_c10(&d, 10, 10);
     dt_data_free(&d);
     mkdata("cifar100", "");
-    assert_int_equal(dt_data_load(&d, "cifar100", sub, 0, 1), 0);
+    assert_int_equal(dt_data_load(&d, DT_DATA_CIFAR100, sub, 0, 1), 0);
     assert_int_equal(d.train.n, 50);
     for (size_t i = 0; i < 50; i++)
         check_sample(&d.train, i, i, (int)(i / 5));
@@ -556,7 +557,8 @@ static void test_mkdata_script(void **state)
             snprintf(extra, sizeof(extra), "--corrupt %s", cases[i][0]);
             mkdata(kind, extra);
             alarm(30); /* a FIFO that blocks, a bomb inflated whole: fail, do not hang */
-            assert_int_equal(dt_data_load(&d, kind, sub, 0, 0), -DT_EDATA);
+            assert_int_equal(dt_data_load(&d, k ? DT_DATA_CIFAR100 : DT_DATA_CIFAR10, sub, 0, 0),
+                             -DT_EDATA);
             alarm(0);
             if (!strstr(dt_last_error(), cases[i][1]))
                 fail_msg("%s --corrupt %s: '%s' lacks '%s'", kind, cases[i][0], dt_last_error(),

@@ -89,7 +89,7 @@ static void test_good_config_loads_values_defaults_and_derived(void **state)
     assert_int_equal(load(&cfg, convnet, NULL, 0), 0);
     assert_string_equal(cfg.path, "t.cfg");
     assert_string_equal(cfg.data.dataset, "fashion-mnist");
-    assert_string_equal(cfg.data.format, "idx");
+    assert_int_equal(cfg.data.format, DT_DATA_IDX);
     assert_string_equal(cfg.data.dir, "data/fashion-mnist");
     assert_int_equal(cfg.data.nmean, 1);
     assert_true(cfg.data.mean[0] == 0.1302f && cfg.data.std[0] == 0.3069f);
@@ -166,7 +166,7 @@ static void test_reference_layer_defaults_match_nn(void **state)
     snprintf(expect_momentum, sizeof expect_momentum, "%g", d.momentum);
     char padding[16], algo[32];
     snprintf(padding, sizeof padding, "%d", d.padding);
-    snprintf(algo, sizeof algo, "\"%s\"", d.algo);
+    snprintf(algo, sizeof algo, "\"%s\"", dt_names_name(&dt_layer_algo_names, (int)d.algo));
     const struct {
         const char *key, *nn_value;
     } rows[] = {
@@ -262,7 +262,7 @@ static void test_shipped_configs_load(void **state)
     }
     struct dt_config cfg;
     assert_int_equal(dt_config_load(&cfg, "configs/cifar10-cnn.cfg", NULL, 0), 0);
-    assert_string_equal(cfg.data.format, "cifar10");
+    assert_int_equal(cfg.data.format, DT_DATA_CIFAR10);
     assert_int_equal(cfg.loss.type, DT_LOSS_CROSS_ENTROPY);
     assert_true(cfg.train.batch_per_instance);
     assert_int_equal(cfg.model.layers[0].padding, 1);
@@ -785,6 +785,69 @@ static void test_enum_keys_from_tables(void **state)
     expect_set_error("dist.pin=list", "must be one of cores, sockets, none, got \"list\"");
 }
 
+/* conv2d's algo, add's shortcut and data.format are enums read through their modules' tables at
+ * load: every name lands as its value and survives the effective text, a typo is refused with
+ * the choices (and the likely one), from the file and from --set alike. */
+static void test_layer_and_data_enums(void **state)
+{
+    (void)state;
+    for (int v = 0; v < dt_layer_algo_names.count; v++) {
+        char set[64];
+        snprintf(set, sizeof set, "model.layers.0.algo=%s", dt_layer_algo_names.names[v]);
+        const char *sets[] = {set};
+        struct dt_config cfg, again;
+        if (load(&cfg, convnet, sets, 1) != 0)
+            fail_msg("%s: %s", set, dt_last_error());
+        assert_int_equal(cfg.model.layers[0].algo, v);
+        assert_int_equal(dt_config_load_string(&again, "t.cfg", cfg.text, NULL, 0), 0);
+        assert_int_equal(again.model.layers[0].algo, v);
+        dt_config_free(&again);
+        dt_config_free(&cfg);
+    }
+    const char *wingrad[] = {"model.layers.0.algo=wingrad"};
+    expect_usage_error(convnet, wingrad, 1,
+                       "--set model.layers.0.algo: must be one of auto, gemm, direct, winograd, "
+                       "got \"wingrad\" (did you mean winograd?)");
+    expect_edit_error("kernel = 3;", "kernel = 3; algo = \"fast\";",
+                      "t.cfg:9: model.layers.0.algo: must be one of auto, gemm, direct, winograd, "
+                      "got \"fast\"");
+
+    /* an add after the relu, its skip from the conv */
+    const char *relu = "{ type = \"relu\"; },";
+    char *text = edit(convnet, relu,
+                      "{ type = \"relu\"; }, { type = \"add\"; from = -2; "
+                      "shortcut = \"projection\"; },");
+    struct dt_config cfg, again;
+    assert_int_equal(load(&cfg, text, NULL, 0), 0);
+    assert_int_equal(cfg.model.layers[2].shortcut, DT_SHORTCUT_PROJECTION);
+    assert_int_equal(cfg.model.layers[0].shortcut, DT_SHORTCUT_IDENTITY); /* the default */
+    assert_int_equal(dt_config_load_string(&again, "t.cfg", cfg.text, NULL, 0), 0);
+    assert_int_equal(again.model.layers[2].shortcut, DT_SHORTCUT_PROJECTION);
+    dt_config_free(&again);
+    dt_config_free(&cfg);
+    const char *identity[] = {"model.layers.2.shortcut=identity"};
+    assert_int_equal(load(&cfg, text, identity, 1), 0);
+    assert_int_equal(cfg.model.layers[2].shortcut, DT_SHORTCUT_IDENTITY);
+    dt_config_free(&cfg);
+    free(text);
+    text = edit(convnet, relu,
+                "{ type = \"relu\"; }, { type = \"add\"; from = -2; "
+                "shortcut = \"projektion\"; },");
+    expect_usage_error(text, NULL, 0,
+                       "t.cfg:10: model.layers.2.shortcut: must be one of identity, projection, "
+                       "got \"projektion\" (did you mean projection?)");
+    free(text);
+
+    const char *given[] = {"data.format=idx"};
+    assert_int_equal(load(&cfg, convnet, given, 1), 0);
+    assert_int_equal(cfg.data.format, DT_DATA_IDX);
+    dt_config_free(&cfg);
+    const char *csv[] = {"data.format=csv"};
+    expect_usage_error(convnet, csv, 1,
+                       "--set data.format: must be one of \"\", idx, cifar10, cifar100, folder, "
+                       "got \"csv\"");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -806,6 +869,7 @@ int main(void)
         cmocka_unit_test(test_cgroup_lines),
         cmocka_unit_test(test_reference_layer_defaults_match_nn),
         cmocka_unit_test(test_enum_keys_from_tables),
+        cmocka_unit_test(test_layer_and_data_enums),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

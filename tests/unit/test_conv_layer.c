@@ -180,10 +180,10 @@ static void test_algo_key(void **state)
     bool simd = dt_conv_simd_lanes() > 0;
     struct dt_layer_spec s[4] = {conv_spec(16, 3, 1, 1), conv_spec(16, 3, 1, 1),
                                  conv_spec(16, 5, 1, 2), conv_spec(16, 3, 2, 1)};
-    strcpy(s[0].algo, "direct");
-    strcpy(s[1].algo, "gemm");
-    strcpy(s[2].algo, "winograd"); /* 5x5: direct */
-    strcpy(s[3].algo, "winograd"); /* stride 2: the stride-1 grid, subsampled */
+    s[0].algo = DT_CONV2D_DIRECT;
+    s[1].algo = DT_CONV2D_GEMM;
+    s[2].algo = DT_CONV2D_WINOGRAD; /* 5x5: direct */
+    s[3].algo = DT_CONV2D_WINOGRAD; /* stride 2: the stride-1 grid, subsampled */
     struct dt_model *m;
     assert_int_equal(dt_model_build(&m, s, 4, (struct dt_shape){16, 8, 8}, 2, DT_LOSS_NLL, 1), 0);
     /* an explicit key never depends on the instruction set: direct has portable loops */

@@ -45,7 +45,7 @@ static void test_fashion_mnist_loads(void **state)
                  "(sh tests/check-deps.sh --install); it is a required test dependency");
     struct dt_data d;
     double t0 = dt_now();
-    int rc = dt_data_load(&d, "idx", FASHION_DIR, 10, 0);
+    int rc = dt_data_load(&d, DT_DATA_IDX, FASHION_DIR, 10, 0);
     double t1 = dt_now();
     if (rc != 0)
         fail_msg("%s", dt_last_error());

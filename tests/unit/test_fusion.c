@@ -213,7 +213,7 @@ static void test_add(void **state)
     compare_on(DT_CONV2D_GEMM, s, n, IN, 5, DT_FUSE_NONE, DT_FUSE_ADD, 1);
     compare_on(DT_CONV2D_GEMM, s, n, IN, 5, DT_FUSE_RELU, DT_FUSE_ADD, 1);
     /* a projection shortcut (8 -> 16 channels) is no identity add: nothing to fuse */
-    snprintf(s[5].shortcut, sizeof s[5].shortcut, "projection");
+    s[5].shortcut = DT_SHORTCUT_PROJECTION;
     s[0] = conv_spec(8, 3, 1, 1);
     compare_on(DT_CONV2D_GEMM, s, n, IN, 5, DT_FUSE_RELU, DT_FUSE_ADD, 0);
 }

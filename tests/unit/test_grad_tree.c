@@ -117,13 +117,13 @@ static int specs(struct dt_layer_spec *s)
 {
     int n = 0;
     s[n] = conv_spec(16, 3, 1, 1);
-    snprintf(s[n++].algo, sizeof s->algo, "gemm");
+    s[n++].algo = DT_CONV2D_GEMM;
     s[n++] = spec_of("relu");
     s[n] = conv_spec(16, 3, 1, 1);
-    snprintf(s[n++].algo, sizeof s->algo, "winograd");
+    s[n++].algo = DT_CONV2D_WINOGRAD;
     s[n++] = spec_of("relu");
     s[n] = conv_spec(8, 3, 2, 1);
-    snprintf(s[n++].algo, sizeof s->algo, "direct");
+    s[n++].algo = DT_CONV2D_DIRECT;
     s[n++] = linear_spec(24);
     s[n++] = linear_spec(10);
     return n;

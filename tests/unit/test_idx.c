@@ -1,4 +1,4 @@
-/* data/idx and dt_data_load("idx"): a good directory loads with the right shapes, labels and
+/* data/idx and dt_data_load(DT_DATA_IDX): a good directory loads with the right shapes, labels and
  * pixels; every kind of bad IDX data fails with DT_EDATA and a message naming the file and
  * the problem. */
 #include <setjmp.h>
@@ -41,7 +41,7 @@ static void replace(const char *name, const struct fx_buf *b)
 static void expect_load_error(int classes, const char *file, const char *substring)
 {
     struct dt_data d;
-    int rc = dt_data_load(&d, "idx", dir, classes, 0);
+    int rc = dt_data_load(&d, DT_DATA_IDX, dir, classes, 0);
     assert_int_equal(rc, -DT_EDATA);
     assert_null(d.train.x);
     assert_null(d.test.x);
@@ -72,7 +72,7 @@ static void test_good_directory_loads(void **state)
 {
     (void)state;
     struct dt_data d;
-    assert_int_equal(dt_data_load(&d, "idx", dir, 0, 0), 0);
+    assert_int_equal(dt_data_load(&d, DT_DATA_IDX, dir, 0, 0), 0);
     check_split(&d.train, 50, 0);
     check_split(&d.test, 20, FX_TEST_BASE);
     assert_non_null(strstr(d.train.source, "train-images-idx3-ubyte.gz"));
@@ -102,7 +102,7 @@ static void test_uncompressed_files_are_accepted(void **state)
     fx_write(plain, b.p, b.n);
     fx_free(&b);
     struct dt_data d;
-    assert_int_equal(dt_data_load(&d, "idx", sub, 10, 0), 0);
+    assert_int_equal(dt_data_load(&d, DT_DATA_IDX, sub, 10, 0), 0);
     check_split(&d.test, 10, FX_TEST_BASE);
     assert_non_null(strstr(d.test.source, "t10k-images-idx3-ubyte, "));
     dt_data_free(&d);
@@ -294,12 +294,12 @@ static void test_bad_arguments_are_usage_errors(void **state)
 {
     (void)state;
     struct dt_data d;
-    assert_int_equal(dt_data_load(&d, "csv", dir, 0, 0), -DT_EUSAGE);
-    assert_non_null(strstr(dt_last_error(), "unknown dataset format 'csv'"));
-    assert_int_equal(dt_data_load(&d, "idx", dir, 300, 0), -DT_EUSAGE);
+    assert_int_equal(dt_data_load(&d, DT_DATA_FOLDER, dir, 0, 0), -DT_EUSAGE);
+    assert_non_null(strstr(dt_last_error(), "\"folder\" is not an archive format"));
+    assert_int_equal(dt_data_load(&d, DT_DATA_IDX, dir, 300, 0), -DT_EUSAGE);
     assert_non_null(strstr(dt_last_error(), "data.classes: 300 is out of range"));
     /* and the directory still loads after all the damage was repaired */
-    assert_int_equal(dt_data_load(&d, "idx", dir, 10, 0), 0);
+    assert_int_equal(dt_data_load(&d, DT_DATA_IDX, dir, 10, 0), 0);
     dt_data_free(&d);
 }
 
@@ -336,12 +336,12 @@ static void test_mkdata_script(void **state)
     struct dt_data d;
     mkdata("py", "");
     snprintf(sub, sizeof(sub), "%s/py", dir);
-    assert_int_equal(dt_data_load(&d, "idx", sub, 10, 0), 0);
+    assert_int_equal(dt_data_load(&d, DT_DATA_IDX, sub, 10, 0), 0);
     check_split(&d.train, 30, 0);
     check_split(&d.test, 20, FX_TEST_BASE);
     dt_data_free(&d);
     mkdata("py", "--plain");
-    assert_int_equal(dt_data_load(&d, "idx", sub, 10, 0), 0);
+    assert_int_equal(dt_data_load(&d, DT_DATA_IDX, sub, 10, 0), 0);
     check_split(&d.test, 20, FX_TEST_BASE);
     dt_data_free(&d);
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -349,7 +349,7 @@ static void test_mkdata_script(void **state)
         snprintf(extra, sizeof(extra), "--corrupt %s", cases[i][0]);
         mkdata("py", extra);
         alarm(30); /* a FIFO that blocks the open: fail, do not hang */
-        assert_int_equal(dt_data_load(&d, "idx", sub, 10, 0), -DT_EDATA);
+        assert_int_equal(dt_data_load(&d, DT_DATA_IDX, sub, 10, 0), -DT_EDATA);
         alarm(0);
         if (!strstr(dt_last_error(), cases[i][1]))
             fail_msg("--corrupt %s: '%s' lacks '%s'", cases[i][0], dt_last_error(), cases[i][1]);

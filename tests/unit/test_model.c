@@ -247,37 +247,6 @@ static void test_steps_are_repeatable(void **state)
     dt_model_free(m);
 }
 
-/* Weights moved into caller storage (the ranks' shared copy): same outputs and gradients, the
- * layers read the new storage, and freeing the model leaves it alone. */
-static void test_params_moved_to_external_storage(void **state)
-{
-    (void)state;
-    enum { B = 2 };
-    struct dt_layer_spec s[16];
-    int n = convnet_specs(s);
-    struct dt_model *m;
-    assert_int_equal(dt_model_build(&m, s, n, MNIST, B, DT_LOSS_NLL, 4), 0);
-    float *x = random_input(B * 784, 2);
-    struct dt_forward_ctx ctx = {.training = false};
-    float before[B * 10];
-    assert_int_equal(dt_model_forward(m, x, B, &ctx), 0);
-    memcpy(before, m->output, sizeof before);
-    float *storage = malloc(m->nparams * sizeof(float));
-    dt_model_move_params(m, storage, true);
-    assert_ptr_equal(m->params, storage);
-    assert_int_equal(dt_model_forward(m, x, B, &ctx), 0);
-    assert_memory_equal(before, m->output, sizeof before);
-    for (size_t i = 0; i < m->nparams; i++) /* the layers must read the storage now */
-        storage[i] = 0.0f;
-    assert_int_equal(dt_model_forward(m, x, B, &ctx), 0);
-    for (int i = 1; i < B * 10; i++)
-        assert_true(m->output[i] == m->output[0]); /* all-zero weights: uniform log-probs */
-    dt_model_free(m);
-    storage[0] = 1.0f; /* still ours: ASan would flag a free by the model */
-    free(storage);
-    free(x);
-}
-
 static void test_batch_zero(void **state)
 {
     (void)state;
@@ -522,7 +491,6 @@ int main(void)
         cmocka_unit_test(test_init_distribution),
         cmocka_unit_test(test_same_seed_same_params),
         cmocka_unit_test(test_steps_are_repeatable),
-        cmocka_unit_test(test_params_moved_to_external_storage),
         cmocka_unit_test(test_batch_zero),
         cmocka_unit_test(test_step_errors),
         cmocka_unit_test(test_grad_scale_splits_across_ranks),

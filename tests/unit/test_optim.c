@@ -334,8 +334,9 @@ static void test_skip_decay_ranges(void **state)
 }
 
 /* Groups as torch's param_groups: a range at lr x 2 moves as a step at 2 x lr would (the
- * same bits), a frozen range moves not at all and keeps its momentum at zero, and the rest is
- * the plain step. Overlapping or out-of-order ranges and negative scales are refused. */
+ * same bits), a frozen range moves not at all, keeps its momentum at zero and has its gradients
+ * zeroed for a norm, and the rest is the plain step. Overlapping or out-of-order ranges and
+ * negative scales are refused. */
 static void test_parameter_groups_scale_and_freeze(void **state)
 {
     (void)state;
@@ -367,6 +368,14 @@ static void test_parameter_groups_scale_and_freeze(void **state)
     struct dt_optim_state st[DT_OPTIM_MAX_STATES];
     dt_optim_states(o, st);
     assert_true(st[0].data[4] == 0.0f);
+    /* a frozen range's gradients are zeroed before a norm is taken; the rest left alone */
+    float gz[6];
+    memcpy(gz, g, sizeof gz);
+    dt_optim_zero_frozen_grads(o, gz);
+    for (int i = 0; i < 6; i++)
+        assert_true(gz[i] == (i == 4 ? 0.0f : g[i]));
+    dt_optim_zero_frozen_grads(plain, gz); /* no groups: nothing changes */
+    assert_true(gz[5] == g[5]);
     dt_optim_free(o);
     dt_optim_free(plain);
     dt_optim_free(twice);

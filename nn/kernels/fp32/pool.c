@@ -1,0 +1,159 @@
+/* The pooling loops (nn/kernels/fp32/pool.h), as they were inside the layers: the same loops and
+ * OpenMP pragmas, so the same instructions (objdump) and the same bits. */
+#include "nn/kernels/fp32/pool.h"
+
+#include <omp.h>
+#include <string.h>
+
+#include "nn/kernels/parallel.h"
+
+/* The common 2x2 / stride 2 window without padding, written branch-free so it vectorises (same
+ * first-maximum tie rule and NaN propagation as the general loop). */
+static void pool2x2(const float *xp, float *yp, int32_t *ip, int w, int oh, int ow)
+{
+    for (int oy = 0; oy < oh; oy++) {
+        const float *r0 = xp + (size_t)2 * oy * w, *r1 = r0 + w;
+        float *yr = yp + (size_t)oy * ow;
+        int32_t *ir = ip + (size_t)oy * ow;
+        int base = 2 * oy * w;
+#pragma omp simd
+        for (int ox = 0; ox < ow; ox++) {
+            float a = r0[2 * ox], b = r0[2 * ox + 1], c = r1[2 * ox], d = r1[2 * ox + 1];
+            int i = base + 2 * ox, best = i;
+            float max = a;
+            bool t = b > max || b != b;
+            max = t ? b : max;
+            best = t ? i + 1 : best;
+            t = c > max || c != c;
+            max = t ? c : max;
+            best = t ? i + w : best;
+            t = d > max || d != d;
+            max = t ? d : max;
+            best = t ? i + w + 1 : best;
+            yr[ox] = max;
+            ir[ox] = best;
+        }
+    }
+}
+
+static void pool_plane(const struct dt_pool_geom *gp, const float *xp, float *yp, int32_t *ip,
+                       int h, int w)
+{
+    const struct dt_pool_geom g = *gp;
+    if (g.k == 2 && g.stride == 2 && g.pad == 0) {
+        pool2x2(xp, yp, ip, w, g.oh, g.ow);
+        return;
+    }
+    for (int oy = 0; oy < g.oh; oy++)
+        for (int ox = 0; ox < g.ow; ox++) {
+            int y0 = oy * g.stride - g.pad, x0 = ox * g.stride - g.pad;
+            int best = -1;
+            float max = 0.0f;
+            for (int iy = y0 < 0 ? 0 : y0; iy < y0 + g.k && iy < h; iy++)
+                for (int ix = x0 < 0 ? 0 : x0; ix < x0 + g.k && ix < w; ix++) {
+                    float v = xp[iy * w + ix];
+                    if (best < 0 || v > max || v != v) {
+                        max = v;
+                        best = iy * w + ix;
+                    }
+                }
+            yp[oy * g.ow + ox] = max;
+            ip[oy * g.ow + ox] = best;
+        }
+}
+
+void dt_maxpool_forward(const struct dt_pool_geom *g, const float *x, float *y, int32_t *argmax,
+                        int planes, int h, int w)
+{
+    size_t out_plane = (size_t)g->oh * g->ow;
+    /* inside a fused conv's parallel region (nn/layer_conv2d.c) each thread pools its own */
+#pragma omp parallel for if (!omp_in_parallel() && (size_t)planes * h * w > DT_PARALLEL_MIN)
+    for (int pl = 0; pl < planes; pl++)
+        pool_plane(g, x + (size_t)pl * h * w, y + pl * out_plane, argmax + pl * out_plane, h, w);
+}
+
+void dt_maxpool_backward(const struct dt_pool_geom *g, const int32_t *argmax, const float *relu_y,
+                         const float *dy, float *dx, int planes, int h, int w)
+{
+    size_t in_plane = (size_t)h * w, out_plane = (size_t)g->oh * g->ow;
+#pragma omp parallel for if (planes * in_plane > DT_PARALLEL_MIN)
+    for (int pl = 0; pl < planes; pl++) {
+        float *dxp = dx + pl * in_plane;
+        const float *dyp = dy + pl * out_plane;
+        const int32_t *ip = argmax + pl * out_plane;
+        memset(dxp, 0, in_plane * sizeof *dxp);
+        if (relu_y) { /* a fused relu below: its gradient is dy where the winner is > 0 */
+            const float *yp = relu_y + pl * out_plane;
+            for (size_t o = 0; o < out_plane; o++)
+                dxp[ip[o]] += yp[o] > 0.0f ? dyp[o] : 0.0f;
+        } else {
+            for (size_t o = 0; o < out_plane; o++)
+                dxp[ip[o]] += dyp[o];
+        }
+    }
+}
+
+void dt_avgpool_forward(const struct dt_pool_geom *gp, const float *x, float *y, int planes, int h,
+                        int w)
+{
+    const struct dt_pool_geom g = *gp;
+    float scale = 1.0f / (float)(g.k * g.k);
+#pragma omp parallel for if ((size_t)planes * h * w > DT_PARALLEL_MIN)
+    for (int pl = 0; pl < planes; pl++) {
+        const float *xp = x + (size_t)pl * h * w;
+        float *yp = y + (size_t)pl * g.oh * g.ow;
+        for (int oy = 0; oy < g.oh; oy++)
+            for (int ox = 0; ox < g.ow; ox++) {
+                int y0 = oy * g.stride - g.pad, x0 = ox * g.stride - g.pad;
+                float s = 0.0f;
+                for (int iy = y0 < 0 ? 0 : y0; iy < y0 + g.k && iy < h; iy++)
+                    for (int ix = x0 < 0 ? 0 : x0; ix < x0 + g.k && ix < w; ix++)
+                        s += xp[iy * w + ix];
+                yp[oy * g.ow + ox] = s * scale;
+            }
+    }
+}
+
+void dt_avgpool_backward(const struct dt_pool_geom *gp, const float *dy, float *dx, int planes,
+                         int h, int w)
+{
+    const struct dt_pool_geom g = *gp;
+    float scale = 1.0f / (float)(g.k * g.k);
+#pragma omp parallel for if ((size_t)planes * h * w > DT_PARALLEL_MIN)
+    for (int pl = 0; pl < planes; pl++) {
+        float *dxp = dx + (size_t)pl * h * w;
+        const float *dyp = dy + (size_t)pl * g.oh * g.ow;
+        memset(dxp, 0, (size_t)h * w * sizeof *dxp);
+        for (int oy = 0; oy < g.oh; oy++)
+            for (int ox = 0; ox < g.ow; ox++) {
+                int y0 = oy * g.stride - g.pad, x0 = ox * g.stride - g.pad;
+                float d = dyp[oy * g.ow + ox] * scale;
+                for (int iy = y0 < 0 ? 0 : y0; iy < y0 + g.k && iy < h; iy++)
+                    for (int ix = x0 < 0 ? 0 : x0; ix < x0 + g.k && ix < w; ix++)
+                        dxp[iy * w + ix] += d;
+            }
+    }
+}
+
+void dt_global_avgpool_forward(const float *x, float *y, int planes, size_t hw)
+{
+#pragma omp parallel for if ((size_t)planes * hw > DT_PARALLEL_MIN)
+    for (int p = 0; p < planes; p++) {
+        const float *xp = x + (size_t)p * hw;
+        float s = 0.0f;
+        for (size_t k = 0; k < hw; k++)
+            s += xp[k];
+        y[p] = s / (float)hw;
+    }
+}
+
+void dt_global_avgpool_backward(const float *dy, float *dx, int planes, size_t hw)
+{
+#pragma omp parallel for if ((size_t)planes * hw > DT_PARALLEL_MIN)
+    for (int p = 0; p < planes; p++) {
+        float d = dy[p] / (float)hw;
+        float *dxp = dx + (size_t)p * hw;
+        for (size_t k = 0; k < hw; k++)
+            dxp[k] = d;
+    }
+}
