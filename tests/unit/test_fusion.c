@@ -168,20 +168,34 @@ static void test_add(void **state)
     compare_on(DT_CONV2D_GEMM, s, n, IN, 5, DT_FUSE_RELU, DT_FUSE_ADD, 0);
 }
 
+/* conv -> relu -> conv -> add (reading the relu) -> relu, then the head: a skip connection
+ * from a relu's output, the convs `channels` wide. */
+static int relu_skip(struct dt_layer_spec *s, int channels)
+{
+    int n = 0;
+    s[n++] = conv_spec(channels, 3, 1, 1);
+    s[n++] = spec_of("relu");
+    s[n++] = conv_spec(channels, 3, 1, 1);
+    s[n] = spec_of("add");
+    s[n++].from = -2;
+    s[n++] = spec_of("relu");
+    s[n++] = spec_of("flatten");
+    s[n++] = linear_spec(3);
+    return n;
+}
+
 /* relu -> conv2d (Winograd): the relu's backward in the conv's, also with a skip gradient
  * sent to the relu's output (an add reading it). */
 static void test_relu_below(void **state)
 {
     (void)state;
-    struct dt_layer_spec s[] = {conv_spec(16, 3, 1, 1), spec_of("relu"), conv_spec(16, 3, 1, 1),
-                                spec_of("add"),         spec_of("relu"), spec_of("flatten"),
-                                linear_spec(3)};
-    s[3].from = -2;
-    int winograd = convs_on(s, 7, IN, DT_CONV2D_WINOGRAD) > 0;
-    compare_on(DT_CONV2D_WINOGRAD, s, 7, IN, 5, DT_FUSE_NONE, DT_FUSE_RELU_BELOW, winograd);
-    compare_on(DT_CONV2D_WINOGRAD, s, 7, IN, 5, DT_FUSE_RELU | DT_FUSE_DY_EXTRA, DT_FUSE_RELU_BELOW,
+    struct dt_layer_spec s[16];
+    int n = relu_skip(s, 16);
+    int winograd = convs_on(s, n, IN, DT_CONV2D_WINOGRAD) > 0;
+    compare_on(DT_CONV2D_WINOGRAD, s, n, IN, 5, DT_FUSE_NONE, DT_FUSE_RELU_BELOW, winograd);
+    compare_on(DT_CONV2D_WINOGRAD, s, n, IN, 5, DT_FUSE_RELU | DT_FUSE_DY_EXTRA, DT_FUSE_RELU_BELOW,
                winograd);
-    compare_on(DT_CONV2D_GEMM, s, 7, IN, 5, DT_FUSE_NONE, DT_FUSE_RELU_BELOW, 0);
+    compare_on(DT_CONV2D_GEMM, s, n, IN, 5, DT_FUSE_NONE, DT_FUSE_RELU_BELOW, 0);
 }
 
 /* conv2d (Winograd) -> batchnorm2d: the batchnorm's input gradient in the conv's backward. */
@@ -201,16 +215,14 @@ static void test_bn_grad(void **state)
 static void test_dy_extra(void **state)
 {
     (void)state;
-    struct dt_layer_spec s[] = {conv_spec(4, 3, 1, 1), spec_of("relu"), conv_spec(4, 3, 1, 1),
-                                spec_of("add"),        spec_of("relu"), spec_of("flatten"),
-                                linear_spec(3)};
-    s[3].from = -2;
-    compare_on(DT_CONV2D_GEMM, s, 7, IN, 5, DT_FUSE_NONE, DT_FUSE_DY_EXTRA, 1);
-    compare_on(DT_CONV2D_GEMM, s, 7, IN, 5, DT_FUSE_RELU, DT_FUSE_DY_EXTRA, 1);
+    struct dt_layer_spec s[16];
+    int n = relu_skip(s, 4);
+    compare_on(DT_CONV2D_GEMM, s, n, IN, 5, DT_FUSE_NONE, DT_FUSE_DY_EXTRA, 1);
+    compare_on(DT_CONV2D_GEMM, s, n, IN, 5, DT_FUSE_RELU, DT_FUSE_DY_EXTRA, 1);
     /* a concat reading the relu too */
     s[3] = spec_of("concat");
     s[3].from = -2;
-    compare_on(DT_CONV2D_GEMM, s, 7, IN, 5, DT_FUSE_NONE, DT_FUSE_DY_EXTRA, 1);
+    compare_on(DT_CONV2D_GEMM, s, n, IN, 5, DT_FUSE_NONE, DT_FUSE_DY_EXTRA, 1);
 }
 
 /* An identity add whose skip gradient the Winograd conv above the skip's source reads before
@@ -218,18 +230,16 @@ static void test_dy_extra(void **state)
 static void test_skip_in_dy(void **state)
 {
     (void)state;
-    struct dt_layer_spec s[] = {conv_spec(16, 3, 1, 1), spec_of("relu"), conv_spec(16, 3, 1, 1),
-                                spec_of("add"),         spec_of("relu"), spec_of("flatten"),
-                                linear_spec(3)};
-    s[3].from = -2;
-    int winograd = convs_on(s, 7, IN, DT_CONV2D_WINOGRAD) > 0;
-    compare_on(DT_CONV2D_WINOGRAD, s, 7, IN, 5, DT_FUSE_RELU_BELOW, DT_FUSE_SKIP_IN_DY, winograd);
+    struct dt_layer_spec s[16];
+    int n = relu_skip(s, 16);
+    int winograd = convs_on(s, n, IN, DT_CONV2D_WINOGRAD) > 0;
+    compare_on(DT_CONV2D_WINOGRAD, s, n, IN, 5, DT_FUSE_RELU_BELOW, DT_FUSE_SKIP_IN_DY, winograd);
     struct dt_layer_spec b[16];
-    int n = block(b);
-    compare_on(DT_CONV2D_WINOGRAD, b, n, IN, 5, DT_FUSE_ALL & ~DT_FUSE_SKIP_IN_DY,
-               DT_FUSE_SKIP_IN_DY, convs_on(b, n, IN, DT_CONV2D_WINOGRAD) > 0);
+    int nb = block(b);
+    compare_on(DT_CONV2D_WINOGRAD, b, nb, IN, 5, DT_FUSE_ALL & ~DT_FUSE_SKIP_IN_DY,
+               DT_FUSE_SKIP_IN_DY, convs_on(b, nb, IN, DT_CONV2D_WINOGRAD) > 0);
     /* without the relu's backward in the conv, nothing reads the skip gradient in time */
-    compare_on(DT_CONV2D_WINOGRAD, s, 7, IN, 5, DT_FUSE_NONE, DT_FUSE_SKIP_IN_DY, 0);
+    compare_on(DT_CONV2D_WINOGRAD, s, n, IN, 5, DT_FUSE_NONE, DT_FUSE_SKIP_IN_DY, 0);
 }
 
 /* conv2d -> relu -> conv2d -> relu -> maxpool2d on the direct path, chunk by chunk through
