@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmd/bench/bench.h"
 #include "train/config.h"
 #include "train/setup.h"
 #include "data/batch.h"
@@ -23,18 +24,6 @@
 #include "util/rng.h"
 
 enum { C = 3, H = 32, W = 32, N = 4096 };
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return v[n / 2];
-}
 
 struct bench {
     const struct dt_config *cfg;
@@ -62,7 +51,7 @@ static double time_batch(const struct bench *b, const struct dt_augment_opts *au
                           b->batch, (uint64_t)r, augment, b->x, b->y);
         t[r] = dt_now() - t0;
     }
-    double m = median(t, b->repeats);
+    double m = dt_bench_median(t, b->repeats);
     free(t);
     return m;
 }
@@ -90,7 +79,7 @@ static double time_step(const struct bench *b)
         dt_model_backward(m, b->y, b->batch, 1.0f / (float)b->batch);
         t[r] = dt_now() - t0;
     }
-    double s = median(t + 1, runs);
+    double s = dt_bench_median(t + 1, runs);
     free(t);
     dt_model_free(m);
     return s;

@@ -20,23 +20,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "cmd/bench/bench.h"
 #include "nn/kernels/fp32/conv_direct.h"
 #include "nn/kernels/fp32/conv_winograd.h"
 #include "nn/kernels/bf16/conv_bf16.h"
 #include "util/clock.h"
 #include "util/cpu.h"
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return v[n / 2];
-}
 
 static float *floats(size_t n)
 {
@@ -109,8 +98,8 @@ int main(int argc, char **argv)
             t32[r] = t1 - t0, tpad[r] = t2 - t1, t16[r] = t3 - t2, tout[r] = t4 - t3;
         }
         int n = repeats < 64 ? repeats : 64;
-        double m32 = median(t32, n), mpad = median(tpad, n), m16 = median(t16, n);
-        double mout = median(tout, n);
+        double m32 = dt_bench_median(t32, n), mpad = dt_bench_median(tpad, n);
+        double m16 = dt_bench_median(t16, n), mout = dt_bench_median(tout, n);
         double flops = 2.0 * batch * s.k * g.oh * g.ow * s.c * 9;
         printf("%-24s %9.2f %9.2f %9.2f %9.2f %7.1fx %7.1fx %6.0f\n", shapes[i].name, 1e3 * m32,
                1e3 * mpad, 1e3 * m16, 1e3 * mout, m32 / m16, m32 / (mpad + m16 + mout),
@@ -176,13 +165,13 @@ int main(int argc, char **argv)
             w32[r] = t1 - t0, wlay[r] = t2 - t1, w16[r] = t3 - t2;
             i32[r] = t4 - t3, ilay[r] = t5 - t4, i16[r] = t6 - t5;
         }
-        double a = m32, bb = median(clay, n), c = median(c16, n);
+        double a = m32, bb = dt_bench_median(clay, n), c = dt_bench_median(c16, n);
         printf("  %-22s %9.2f %9.2f %9.2f %9s %7.1fx %7.1fx %6.0f\n", "forward, channels-last",
                1e3 * a, 1e3 * bb, 1e3 * c, "", a / c, a / (bb + c), flops / c / 1e9);
-        a = median(w32, n), bb = median(wlay, n), c = median(w16, n);
+        a = dt_bench_median(w32, n), bb = dt_bench_median(wlay, n), c = dt_bench_median(w16, n);
         printf("  %-22s %9.2f %9.2f %9.2f %9s %7.1fx %7.1fx\n", "weight gradient", 1e3 * a,
                1e3 * bb, 1e3 * c, "", a / c, a / (bb + c));
-        a = median(i32, n), bb = median(ilay, n), c = median(i16, n);
+        a = dt_bench_median(i32, n), bb = dt_bench_median(ilay, n), c = dt_bench_median(i16, n);
         printf("  %-22s %9.2f %9.2f %9.2f %9s %7.1fx %7.1fx\n", "input gradient", 1e3 * a, 1e3 * bb,
                1e3 * c, "", a / c, a / (bb + c));
         free(dy), free(dx), free(dw), free(db), free(dyq), free(ev), free(od), free(dyv);

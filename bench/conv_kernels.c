@@ -19,14 +19,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <cblas.h>
 #include <omp.h>
 
+#include "cmd/bench/bench.h"
 #include "nn/kernels/fp32/conv_direct.h"
 #include "nn/kernels/isa.h"
 #include "nn/kernels/fp32/conv_winograd.h"
+#include "util/clock.h"
 #include "util/err.h"
 
 struct bench_case {
@@ -56,13 +57,6 @@ struct bufs {
     float *col, *part; /* per thread: column matrix, partial dw + db */
     int threads;
 };
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static float *alloc_floats(size_t n)
 {
@@ -229,20 +223,16 @@ static void winograd_backward_input(struct bufs *B)
                                          B->threads));
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 struct timing {
     double median, best; /* ms */
 };
 
-static struct timing summarize(double *t, int repeats)
+static struct timing summarize(const double *t, int repeats)
 {
-    qsort(t, (size_t)repeats, sizeof t[0], cmp_double);
-    return (struct timing){t[repeats / 2], t[0]};
+    double best = t[0];
+    for (int r = 1; r < repeats; r++)
+        best = fmin(best, t[r]);
+    return (struct timing){dt_bench_median(t, repeats), best};
 }
 
 /* Times the implementations alternately, so a noisy neighbour slows all alike; fn[i] may be
@@ -257,9 +247,9 @@ static void time_all(void (*fn[3])(struct bufs *), struct bufs *B, int repeats, 
         for (int i = 0; i < 3; i++) {
             if (!fn[i])
                 continue;
-            double t0 = now();
+            double t0 = dt_now();
             fn[i](B);
-            ms[i][r] = (now() - t0) * 1e3;
+            ms[i][r] = (dt_now() - t0) * 1e3;
         }
     for (int i = 0; i < 3; i++)
         if (fn[i])

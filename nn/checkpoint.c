@@ -140,8 +140,7 @@ static bool is_count_buffer(const struct dt_tensor_info *t)
     return t->ndim == 0 && n >= s && strcmp(t->name + n - s, COUNT_SUFFIX) == 0;
 }
 
-/* "[3, 4]" into buf. */
-static const char *shape_str(char *buf, size_t cap, int ndim, const long long *shape)
+const char *dt_checkpoint_shape_text(char *buf, size_t cap, int ndim, const long long *shape)
 {
     size_t len = (size_t)snprintf(buf, cap, "[");
     for (int d = 0; d < ndim && len < cap; d++)
@@ -288,8 +287,8 @@ static char *header_json(const struct save_plan *p, const char *metadata, size_t
         char shape[160], entry[320];
         size_t bytes = t->count * t->dtype->size;
         snprintf(entry, sizeof entry, "{\"dtype\":\"%s\",\"shape\":%s,\"data_offsets\":[%zu,%zu]}",
-                 t->dtype->name, shape_str(shape, sizeof shape, t->ndim, t->shape), offset,
-                 offset + bytes);
+                 t->dtype->name, dt_checkpoint_shape_text(shape, sizeof shape, t->ndim, t->shape),
+                 offset, offset + bytes);
         dt_jw_raw(&w, t->name, entry);
         offset += bytes;
     }
@@ -688,8 +687,8 @@ static int match(const struct parsed *pf, const char *name, const struct dt_tens
     if (!same) {
         char expected[96], found[160];
         return dt_fail(DT_EDATA, "%s: tensor %s: shape %s expected, found %s", pf->path, name,
-                       shape_str(expected, sizeof expected, ndim, shape),
-                       shape_str(found, sizeof found, e->ndim, e->shape));
+                       dt_checkpoint_shape_text(expected, sizeof expected, ndim, shape),
+                       dt_checkpoint_shape_text(found, sizeof found, e->ndim, e->shape));
     }
     *out = e;
     return 0;

@@ -86,6 +86,10 @@ bool dt_checkpoint_file_find(const struct dt_checkpoint_file *f, const char *nam
                              struct dt_checkpoint_tensor *out);
 void dt_checkpoint_close(struct dt_checkpoint_file *f);
 
+/* A shape as the safetensors header and the error messages write it, "[3, 4]", into buf
+ * (truncated to cap); returns buf. */
+const char *dt_checkpoint_shape_text(char *buf, size_t cap, int ndim, const long long *shape);
+
 /* Validates path and returns only its metadata (e.g. the config text needed to build the
  * model before loading its weights). */
 int dt_checkpoint_read_meta(const char *path, struct dt_checkpoint_meta *meta);

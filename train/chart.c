@@ -16,16 +16,6 @@ uint32_t dt_chart_color(int i)
     return palette[(unsigned)i % (sizeof palette / sizeof palette[0])];
 }
 
-/* The smallest 1, 2 or 5 x 10^k step giving at most ~6 ticks over span. */
-static double tick_step(double span)
-{
-    if (!(span > 0))
-        return 1;
-    double raw = span / 6, mag = pow(10, floor(log10(raw)));
-    double r = raw / mag;
-    return (r <= 1 ? 1 : r <= 2 ? 2 : r <= 5 ? 5 : 10) * mag;
-}
-
 struct range {
     double lo, hi;
 };
@@ -84,7 +74,7 @@ static double py(const struct frame *f, double y)
 static void axes(const struct dt_chart *c, const struct frame *f, struct dt_drawing *d)
 {
     char buf[48];
-    double ys = tick_step(f->yr.hi - f->yr.lo), xs = tick_step(f->xr.hi - f->xr.lo);
+    double ys = dt_draw_tick_step(f->yr.hi - f->yr.lo), xs = dt_draw_tick_step(f->xr.hi - f->xr.lo);
     for (double v = ceil(f->yr.lo / ys) * ys; v <= f->yr.hi + ys * 1e-9; v += ys) {
         dt_draw_line(d, f->x0, py(f, v), f->x0 + f->w, py(f, v), 0xe6e6e6, 1, false);
         format_tick(v, ys, buf, sizeof buf);

@@ -79,32 +79,40 @@ void dt_eval_print_text(const struct dt_eval_report *rep, FILE *out)
 
 /* Arrays are built with the writer's escaping into a growing buffer and spliced in raw: a
  * class name or a file name has no length limit, so no fixed budget holds every one. */
-static char *json_classes(const struct dt_eval_report *rep)
+typedef void item_fn(const struct dt_eval_report *rep, int i, struct dt_json_writer *item);
+
+/* A JSON array of n objects, object i written by item(rep, i, ...). */
+static char *json_objects(const struct dt_eval_report *rep, int n, item_fn *item)
 {
-    const struct dt_eval_result *r = rep->result;
-    char *text = NULL, buf[32];
+    char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
     if (!f)
         return NULL;
     fputs("[", f);
-    for (int i = 0; i < r->classes; i++) {
-        struct dt_class_metrics m = dt_eval_class_metrics(r, i);
-        struct dt_json_writer item;
-        dt_jw_begin(&item, NULL);
-        dt_jw_str(&item, "name", dt_dataset_class_name(rep->data, i, buf, sizeof buf));
-        dt_jw_num(&item, "samples", m.support);
-        dt_jw_num(&item, "accuracy", m.recall);
-        dt_jw_num(&item, "precision", m.precision);
-        dt_jw_num(&item, "recall", m.recall);
-        dt_jw_num(&item, "f1", m.f1);
-        char *s = dt_jw_finish(&item);
+    for (int i = 0; i < n; i++) {
+        struct dt_json_writer w;
+        dt_jw_begin(&w, NULL);
+        item(rep, i, &w);
+        char *s = dt_jw_finish(&w);
         fprintf(f, "%s%s", i ? "," : "", s ? s : "{}");
         free(s);
     }
     fputs("]", f);
     fclose(f);
     return text;
+}
+
+static void class_item(const struct dt_eval_report *rep, int i, struct dt_json_writer *item)
+{
+    char buf[32];
+    struct dt_class_metrics m = dt_eval_class_metrics(rep->result, i);
+    dt_jw_str(item, "name", dt_dataset_class_name(rep->data, i, buf, sizeof buf));
+    dt_jw_num(item, "samples", m.support);
+    dt_jw_num(item, "accuracy", m.recall);
+    dt_jw_num(item, "precision", m.precision);
+    dt_jw_num(item, "recall", m.recall);
+    dt_jw_num(item, "f1", m.f1);
 }
 
 static char *json_confusion(const struct dt_eval_result *r)
@@ -137,35 +145,19 @@ static char *json_macro(const struct dt_eval_result *r)
     return dt_jw_finish(&w);
 }
 
-static char *json_errors(const struct dt_eval_report *rep)
+static void error_item(const struct dt_eval_report *rep, int i, struct dt_json_writer *item)
 {
-    const struct dt_eval_errors *e = rep->result->errors;
-    char *text = NULL, own[64], t[32], p[32];
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    if (!f)
-        return NULL;
-    fputs("[", f);
-    for (int i = 0; i < e->n; i++) {
-        const struct dt_eval_error *x = &e->worst[i];
-        struct dt_json_writer item;
-        dt_jw_begin(&item, NULL);
-        dt_jw_str(&item, "file",
-                  dt_dataset_sample_name(rep->data, rep->split, x->sample, own, sizeof own));
-        dt_jw_int(&item, "index", (long long)x->sample);
-        dt_jw_str(&item, "true", dt_dataset_class_name(rep->data, x->truth, t, sizeof t));
-        dt_jw_int(&item, "true_index", x->truth);
-        dt_jw_num(&item, "true_probability", x->p_truth);
-        dt_jw_str(&item, "predicted", dt_dataset_class_name(rep->data, x->predicted, p, sizeof p));
-        dt_jw_int(&item, "predicted_index", x->predicted);
-        dt_jw_num(&item, "predicted_probability", x->p_predicted);
-        char *s = dt_jw_finish(&item);
-        fprintf(f, "%s%s", i ? "," : "", s ? s : "{}");
-        free(s);
-    }
-    fputs("]", f);
-    fclose(f);
-    return text;
+    const struct dt_eval_error *x = &rep->result->errors->worst[i];
+    char own[64], t[32], p[32];
+    dt_jw_str(item, "file",
+              dt_dataset_sample_name(rep->data, rep->split, x->sample, own, sizeof own));
+    dt_jw_int(item, "index", (long long)x->sample);
+    dt_jw_str(item, "true", dt_dataset_class_name(rep->data, x->truth, t, sizeof t));
+    dt_jw_int(item, "true_index", x->truth);
+    dt_jw_num(item, "true_probability", x->p_truth);
+    dt_jw_str(item, "predicted", dt_dataset_class_name(rep->data, x->predicted, p, sizeof p));
+    dt_jw_int(item, "predicted_index", x->predicted);
+    dt_jw_num(item, "predicted_probability", x->p_predicted);
 }
 
 static void splice(struct dt_json_writer *w, const char *key, char *raw)
@@ -195,10 +187,10 @@ void dt_eval_print_json(const struct dt_eval_report *rep, FILE *out)
         dt_jw_int(&w, "top_k", r->top_k);
         dt_jw_num(&w, "top_k_accuracy", dt_eval_top_k_accuracy(r));
     }
-    splice(&w, "classes", json_classes(rep));
+    splice(&w, "classes", json_objects(rep, r->classes, class_item));
     splice(&w, "macro", json_macro(r));
     splice(&w, "confusion", json_confusion(r));
     if (r->errors)
-        splice(&w, "errors", json_errors(rep));
+        splice(&w, "errors", json_objects(rep, rep->result->errors->n, error_item));
     dt_jw_end(&w, out);
 }

@@ -47,8 +47,22 @@ static int load_patterns(void *field, const config_setting_t *s, const char *whe
     return 0;
 }
 
-static void write_names(FILE *f, const struct dt_name_patterns *p)
+/* What print writes of field, as a malloc'd string (NULL when out of memory): the codecs'
+ * write. */
+static char *text_of(void (*print)(FILE *, const void *), const void *field)
 {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        return NULL;
+    print(f, field);
+    return fclose(f) == 0 ? buf : (free(buf), NULL);
+}
+
+static void print_names(FILE *f, const void *field)
+{
+    const struct dt_name_patterns *p = field;
     fputc('[', f);
     for (int i = 0; i < p->n; i++)
         fprintf(f, "%s\"%s\"", i ? ", " : " ", p->p[i]); /* names need no escapes */
@@ -57,13 +71,7 @@ static void write_names(FILE *f, const struct dt_name_patterns *p)
 
 static char *write_patterns(const void *field)
 {
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    if (!f)
-        return NULL;
-    write_names(f, field);
-    return fclose(f) == 0 ? buf : (free(buf), NULL);
+    return text_of(print_names, field);
 }
 
 static int load_group(struct dt_param_group_spec *g, const config_setting_t *s, const char *where)
@@ -140,24 +148,23 @@ static void write_float(FILE *f, float v)
     fprintf(f, "%s%s", s, strpbrk(s, ".en") ? "" : ".0");
 }
 
-static char *write_groups(const void *field)
+static void print_groups(FILE *f, const void *field)
 {
     const struct dt_param_groups *gs = field;
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    if (!f)
-        return NULL;
     fputc('(', f);
     for (int i = 0; i < gs->n; i++) {
         fprintf(f, "%s{ match = ", i ? ", " : " ");
-        write_names(f, &gs->g[i].match);
+        print_names(f, &gs->g[i].match);
         fputs("; lr_scale = ", f);
         write_float(f, gs->g[i].lr_scale);
         fputs("; }", f);
     }
     fputs(gs->n ? " )" : ")", f);
-    return fclose(f) == 0 ? buf : (free(buf), NULL);
+}
+
+static char *write_groups(const void *field)
+{
+    return text_of(print_groups, field);
 }
 
 static int load_select(void *field, const config_setting_t *s, const char *where)
@@ -187,19 +194,18 @@ static int load_select(void *field, const config_setting_t *s, const char *where
     return 0;
 }
 
-static char *write_select(const void *field)
+static void print_select(FILE *f, const void *field)
 {
     const struct dt_class_select *c = field;
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    if (!f)
-        return NULL;
     fputc('[', f);
     for (int i = 0; i < c->n; i++)
         fprintf(f, "%s%d", i ? ", " : " ", c->classes[i]);
     fputs(c->n ? " ]" : "]", f);
-    return fclose(f) == 0 ? buf : (free(buf), NULL);
+}
+
+static char *write_select(const void *field)
+{
+    return text_of(print_select, field);
 }
 
 const struct dt_config_codec dt_patterns_codec = {"name list", "a list of names like [\"conv1\"]",

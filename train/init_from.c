@@ -16,16 +16,6 @@ enum fate { LOADED, SKIPPED, FRESH };
 /* Names listed per kind in the report before "and N more". */
 #define LIST_MAX 12
 
-static const char *shape_text(char *buf, size_t size, int ndim, const long long *shape)
-{
-    size_t o = (size_t)snprintf(buf, size, "[");
-    for (int d = 0; d < ndim && o < size; d++)
-        o += (size_t)snprintf(buf + o, size - o, "%s%lld", d ? ", " : "", shape[d]);
-    if (o < size)
-        snprintf(buf + o, size - o, "]");
-    return buf;
-}
-
 /* The file's tensor for model tensor t: by name, else by its layers.N name. */
 static bool find(const struct dt_checkpoint_file *f, const struct dt_tensor_info *t,
                  struct dt_checkpoint_tensor *out)
@@ -84,9 +74,11 @@ static void note(struct walk *w, enum fate fate, const struct dt_tensor_info *t,
     char a[96], b[96];
     if (fate == SKIPPED)
         dt_log_info("  skipped %s: %s %s in the file, %s %s in the model", t->name, ft->dtype,
-                    shape_text(a, sizeof a, ft->ndim, ft->shape), is_count(t) ? "I64" : "F32",
-                    shape_text(b, sizeof b, t->ndim,
-                               (long long[4]){t->shape[0], t->shape[1], t->shape[2], t->shape[3]}));
+                    dt_checkpoint_shape_text(a, sizeof a, ft->ndim, ft->shape),
+                    is_count(t) ? "I64" : "F32",
+                    dt_checkpoint_shape_text(
+                        b, sizeof b, t->ndim,
+                        (long long[4]){t->shape[0], t->shape[1], t->shape[2], t->shape[3]}));
     else
         dt_log_info("  new     %s: not in the file, initialised from train.seed", t->name);
 }

@@ -1,6 +1,7 @@
 /* The shape list of util/draw.h. */
 #include "util/draw.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -122,4 +123,13 @@ int dt_draw_write(const struct dt_drawing *d, const char *path)
     if (dot && !strcasecmp(dot, ".png"))
         return dt_draw_write_png(d, path);
     return dt_fail(DT_EUSAGE, "%s: the picture's name must end in .svg or .png", path);
+}
+
+double dt_draw_tick_step(double span)
+{
+    if (!(span > 0))
+        return 1;
+    double raw = span / 6, mag = pow(10, floor(log10(raw)));
+    double r = raw / mag;
+    return (r <= 1 ? 1 : r <= 2 ? 2 : r <= 5 ? 5 : 10) * mag;
 }

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 enum dt_draw_kind { DT_DRAW_LINE, DT_DRAW_POLYLINE, DT_DRAW_RECT, DT_DRAW_TEXT, DT_DRAW_CIRCLE };
 enum dt_text_anchor { DT_ANCHOR_START, DT_ANCHOR_MIDDLE, DT_ANCHOR_END };
@@ -58,5 +59,14 @@ int dt_draw_write(const struct dt_drawing *d, const char *path);
 
 /* Width in pixels of text at size, as both renderers lay it out (a fixed advance). */
 double dt_draw_text_width(const char *text, double size);
+
+/* The smallest 1, 2 or 5 x 10^k step giving at most ~6 axis ticks over span (1 when span is
+ * not positive). */
+double dt_draw_tick_step(double span);
+
+/* At most max bytes of s (SIZE_MAX: all of it) as XML text or attribute value: <, >, & and "
+ * escaped, control characters other than tab dropped (XML 1.0 allows none). For SVG written
+ * by hand (cmd/bench/plot.c) as well as by dt_draw_write_svg. */
+void dt_draw_xml_text(FILE *f, const char *s, size_t max);
 
 #endif

@@ -2,6 +2,7 @@
  * data carries it as data-x and data-y (space-separated, %.9g) and its name as data-series,
  * point for point with its pixel points. */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -9,9 +10,9 @@
 #include "util/err.h"
 #include "util/fileio.h"
 
-static void xml_text(FILE *f, const char *s)
+void dt_draw_xml_text(FILE *f, const char *s, size_t max)
 {
-    for (; *s; s++) {
+    for (size_t i = 0; *s && i < max; s++, i++) {
         switch (*s) {
         case '<':
             fputs("&lt;", f);
@@ -26,7 +27,7 @@ static void xml_text(FILE *f, const char *s)
             fputs("&quot;", f);
             break;
         default:
-            if ((unsigned char)*s >= 0x20) /* XML 1.0 has no control characters */
+            if ((unsigned char)*s >= 0x20 || *s == '\t') /* XML 1.0 has no other controls */
                 fputc(*s, f);
         }
     }
@@ -35,7 +36,7 @@ static void xml_text(FILE *f, const char *s)
 static void polyline(FILE *f, const struct dt_draw_item *it)
 {
     fprintf(f, "<polyline class=\"series\" data-series=\"");
-    xml_text(f, it->text);
+    dt_draw_xml_text(f, it->text, SIZE_MAX);
     fprintf(f, "\" fill=\"none\" stroke=\"#%06x\" stroke-width=\"%g\" points=\"", it->color,
             it->width);
     for (size_t i = 0; i < it->npts; i++)
@@ -79,7 +80,7 @@ static void item(FILE *f, const struct dt_draw_item *it)
                 "<text x=\"%.2f\" y=\"%.2f\" font-family=\"monospace\" font-size=\"%g\" "
                 "text-anchor=\"%s\" fill=\"#%06x\">",
                 it->x, it->y, it->size, anchors[it->anchor], it->color);
-        xml_text(f, it->text);
+        dt_draw_xml_text(f, it->text, SIZE_MAX);
         fputs("</text>\n", f);
         break;
     case DT_DRAW_POLYLINE:

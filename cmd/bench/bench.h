@@ -139,7 +139,8 @@ int dt_bench_combos_split(int cores, struct dt_bench_combo **out);
 int dt_bench_combos_threads(int cores, struct dt_bench_combo **out);
 int dt_bench_combos_parse(const char *grid, struct dt_bench_combo **out);
 
-/* Median of n values (sorts a copy); NAN for n == 0. */
+/* Median of n values (sorts a copy; the mean of the middle two when n is even); NAN for
+ * n == 0 or out of memory. Also used by the kernel benchmarks in bench/. */
 double dt_bench_median(const double *v, int n);
 
 struct dt_bench_allreduce_opts {

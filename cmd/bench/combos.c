@@ -79,12 +79,12 @@ static int compare_double(const void *a, const void *b)
 
 double dt_bench_median(const double *v, int n)
 {
-    if (n <= 0)
+    double *tmp = n > 0 ? malloc((size_t)n * sizeof *tmp) : NULL;
+    if (!tmp)
         return NAN;
-    double tmp[64];
-    if (n > 64)
-        n = 64;
     memcpy(tmp, v, (size_t)n * sizeof *tmp);
     qsort(tmp, (size_t)n, sizeof *tmp, compare_double);
-    return n % 2 ? tmp[n / 2] : 0.5 * (tmp[n / 2 - 1] + tmp[n / 2]);
+    double m = n % 2 ? tmp[n / 2] : 0.5 * (tmp[n / 2 - 1] + tmp[n / 2]);
+    free(tmp);
+    return m;
 }

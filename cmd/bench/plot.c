@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cmd/bench/bench.h"
+#include "util/draw.h"
 #include "util/err.h"
 
 enum {
@@ -22,40 +23,6 @@ enum {
     BAR = 18,    /* height of one bar */
     BOTTOM = 48, /* axis ticks and title */
 };
-
-static void xml_text(FILE *f, const char *s, size_t max)
-{
-    for (size_t i = 0; *s && i < max; s++, i++) {
-        switch (*s) {
-        case '<':
-            fputs("&lt;", f);
-            break;
-        case '>':
-            fputs("&gt;", f);
-            break;
-        case '&':
-            fputs("&amp;", f);
-            break;
-        case '"':
-            fputs("&quot;", f);
-            break;
-        default:
-            /* Control characters are not allowed in XML 1.0: drop them. */
-            if ((unsigned char)*s >= 0x20 || *s == '\t')
-                fputc(*s, f);
-        }
-    }
-}
-
-/* The smallest 1, 2 or 5 x 10^k step giving at most ~6 ticks up to max. */
-static double tick_step(double max)
-{
-    if (!(max > 0))
-        return 1;
-    double raw = max / 6, mag = pow(10, floor(log10(raw)));
-    double r = raw / mag;
-    return (r <= 1 ? 1 : r <= 2 ? 2 : r <= 5 ? 5 : 10) * mag;
-}
 
 static void format_value(double v, char *buf, size_t cap)
 {
@@ -103,7 +70,7 @@ int dt_bench_table_write_svg(const struct dt_bench_table *t, const char *path, c
         if (isfinite(v) && v > max)
             max = v;
     }
-    double step = tick_step(max), top = step * ceil(max / step);
+    double step = dt_draw_tick_step(max), top = step * ceil(max / step);
     if (!(top > 0))
         top = 1;
     int plot_w = WIDTH - LEFT - RIGHT, height = TOP + t->rows * ROW + BOTTOM;
@@ -116,9 +83,9 @@ int dt_bench_table_write_svg(const struct dt_bench_table *t, const char *path, c
             "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
             WIDTH, height, WIDTH, height);
     fputs("<text x=\"10\" y=\"22\" font-size=\"16\" font-weight=\"bold\">", f);
-    xml_text(f, title, 200);
+    dt_draw_xml_text(f, title, 200);
     fputs("</text>\n<text x=\"10\" y=\"42\" fill=\"#555\">", f);
-    xml_text(f, subtitle, 160);
+    dt_draw_xml_text(f, subtitle, 160);
     fputs("</text>\n", f);
 
     int axis_y = TOP + t->rows * ROW;
@@ -132,7 +99,7 @@ int dt_bench_table_write_svg(const struct dt_bench_table *t, const char *path, c
                 x, TOP - 6, x, axis_y, x, axis_y + 16, buf);
     }
     fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">", LEFT + plot_w / 2, axis_y + 36);
-    xml_text(f, t->value_name ? t->value_name : t->cols[t->value_col].head, 100);
+    dt_draw_xml_text(f, t->value_name ? t->value_name : t->cols[t->value_col].head, 100);
     fputs("</text>\n", f);
 
     for (int i = 0; i < t->rows; i++) {
@@ -140,7 +107,7 @@ int dt_bench_table_write_svg(const struct dt_bench_table *t, const char *path, c
         row_label(t, i, buf, sizeof buf);
         fprintf(f, "<g class=\"row\"><text x=\"%d\" y=\"%d\" text-anchor=\"end\">", LEFT - 8,
                 y + BAR - 4);
-        xml_text(f, buf, 40);
+        dt_draw_xml_text(f, buf, 40);
         fputs("</text>", f);
         double v = cell(t, i, t->value_col);
         if (t->errors[i] || !isfinite(v)) {
@@ -148,7 +115,7 @@ int dt_bench_table_write_svg(const struct dt_bench_table *t, const char *path, c
                     "<rect class=\"bar failed\" x=\"%d\" y=\"%d\" width=\"0\" height=\"%d\"/>"
                     "<text class=\"err\" x=\"%d\" y=\"%d\">failed: ",
                     LEFT, y, BAR, LEFT + 6, y + BAR - 4);
-            xml_text(f, t->errors[i] ? t->errors[i] : "no value", 90);
+            dt_draw_xml_text(f, t->errors[i] ? t->errors[i] : "no value", 90);
             fputs("</text></g>\n", f);
             continue;
         }

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "nn/layer_spec.h"
+#include "config_text.h"
 #include "train/config.h"
 #include "train/setup.h"
 #include "util/err.h"
@@ -45,39 +46,10 @@ static const char convnet[] =
     "  seed = 5000000000L;\n"                                        /* 23 */
     "};\n";                                                          /* 24 */
 
-/* Loads `text` as "t.cfg" with the given overrides. */
-static int load(struct dt_config *cfg, const char *text, const char *const *sets, int nsets)
-{
-    dt_clear_error();
-    return dt_config_load_string(cfg, "t.cfg", text, sets, nsets);
-}
-
-/* `text` with the first occurrence of `from` replaced by `to`. */
-static char *edit(const char *text, const char *from, const char *to)
-{
-    const char *at = strstr(text, from);
-    assert_non_null(at);
-    size_t head = (size_t)(at - text), len = strlen(text) - strlen(from) + strlen(to) + 1;
-    char *out = malloc(len);
-    assert_non_null(out);
-    snprintf(out, len, "%.*s%s%s", (int)head, text, to, at + strlen(from));
-    return out;
-}
-
-static void expect_usage_error(const char *text, const char *const *sets, int nsets,
-                               const char *message)
-{
-    struct dt_config cfg;
-    int rc = load(&cfg, text, sets, nsets);
-    if (rc != -DT_EUSAGE || !strstr(dt_last_error(), message))
-        fail_msg("rc %d, message \"%s\"; expected -2 and \"%s\"", rc, dt_last_error(), message);
-    assert_null(cfg.text);
-}
-
 static void expect_edit_error(const char *from, const char *to, const char *message)
 {
-    char *text = edit(convnet, from, to);
-    expect_usage_error(text, NULL, 0, message);
+    char *text = config_edit_text(convnet, from, to);
+    config_expect_usage_error(text, NULL, 0, message);
     free(text);
 }
 
@@ -86,7 +58,7 @@ static void test_good_config_loads_values_defaults_and_derived(void **state)
     (void)state;
     unsetenv("DTRAIN_DATA");
     struct dt_config cfg;
-    assert_int_equal(load(&cfg, convnet, NULL, 0), 0);
+    assert_int_equal(config_load_text(&cfg, convnet, NULL, 0), 0);
     assert_string_equal(cfg.path, "t.cfg");
     assert_string_equal(cfg.data.dataset, "fashion-mnist");
     assert_int_equal(cfg.data.format, DT_DATA_IDX);
@@ -122,7 +94,7 @@ static void test_good_config_loads_values_defaults_and_derived(void **state)
     assert_null(cfg.text);
 
     setenv("DTRAIN_DATA", "/srv/datasets", 1);
-    assert_int_equal(load(&cfg, convnet, NULL, 0), 0);
+    assert_int_equal(config_load_text(&cfg, convnet, NULL, 0), 0);
     assert_string_equal(cfg.data.dir, "/srv/datasets/fashion-mnist");
     dt_config_free(&cfg);
     unsetenv("DTRAIN_DATA");
@@ -133,17 +105,17 @@ static void test_optimizer_defaults_follow_the_type(void **state)
     (void)state;
     struct dt_config cfg;
     const char *adam[] = {"optimizer.type=adam", "optimizer.lr=0"};
-    assert_int_equal(load(&cfg, convnet, adam, 2), 0);
+    assert_int_equal(config_load_text(&cfg, convnet, adam, 2), 0);
     assert_true(cfg.optimizer.lr == 1e-3f && cfg.optimizer.eps == 1e-8f);
     assert_true(cfg.optimizer.weight_decay == 0.0f);
     dt_config_free(&cfg);
     /* AdamW's decay is nn/optim's default unless the key is given, even as 0. */
     const char *adamw[] = {"optimizer.type=adamw"};
-    assert_int_equal(load(&cfg, convnet, adamw, 1), 0);
+    assert_int_equal(config_load_text(&cfg, convnet, adamw, 1), 0);
     assert_true(cfg.optimizer.weight_decay == 1e-2f);
     dt_config_free(&cfg);
     const char *adamw0[] = {"optimizer.type=adamw", "optimizer.weight_decay=0"};
-    assert_int_equal(load(&cfg, convnet, adamw0, 2), 0);
+    assert_int_equal(config_load_text(&cfg, convnet, adamw0, 2), 0);
     assert_true(cfg.optimizer.weight_decay == 0.0f);
     dt_config_free(&cfg);
 }
@@ -221,18 +193,18 @@ static void test_values_checked_as_stored(void **state)
     expect_edit_error("lr = 1;", "lr = 1e-46;",
                       "t.cfg:19: optimizer.lr: 1e-46 is not representable as a 32-bit float");
     const char *wrap[] = {"train.epochs=0x100000002"};
-    expect_usage_error(convnet, wrap, 1,
-                       "--set train.epochs: must be between 1 and 100000, got 4294967298");
+    config_expect_usage_error(convnet, wrap, 1,
+                              "--set train.epochs: must be between 1 and 100000, got 4294967298");
     const char *round[] = {"optimizer.beta1=0.99999999999"};
-    expect_usage_error(convnet, round, 1,
-                       "--set optimizer.beta1: 0.99999999999 rounds to 1 as a 32-bit float, "
-                       "which is not in [0, 1)");
+    config_expect_usage_error(convnet, round, 1,
+                              "--set optimizer.beta1: 0.99999999999 rounds to 1 as a 32-bit float, "
+                              "which is not in [0, 1)");
 
     const char *exact[] = {"train.max_steps=0x100000000", "train.batch_size=0x80",
                            "optimizer.schedule.div_factor=1e-50",
                            "optimizer.schedule.final_div_factor=123456789.123", "data.std=1.2e-38"};
     struct dt_config cfg;
-    assert_int_equal(load(&cfg, convnet, exact, 5), 0);
+    assert_int_equal(config_load_text(&cfg, convnet, exact, 5), 0);
     assert_true(cfg.train.max_steps == 4294967296LL);
     assert_int_equal(cfg.train.batch_size, 128);
     assert_true(cfg.train.seed == 5000000000LL);
@@ -241,7 +213,7 @@ static void test_values_checked_as_stored(void **state)
     assert_true(cfg.data.std[0] == 1.2e-38f);
     /* the effective text reloads into the same values */
     struct dt_config again;
-    assert_int_equal(load(&again, cfg.text, NULL, 0), 0);
+    assert_int_equal(config_load_text(&again, cfg.text, NULL, 0), 0);
     assert_true(again.optimizer.schedule.div_factor == 1e-50);
     assert_true(again.train.max_steps == 4294967296LL);
     dt_config_free(&again);
@@ -297,8 +269,8 @@ static void test_oversized_config_is_refused_unparsed(void **state)
     snprintf(text + len, cap - len, " };\n");
     struct dt_config cfg;
     alarm(20); /* parsed, it would take over a minute: fail instead */
-    expect_usage_error(text, NULL, 0,
-                       "t.cfg: 100030 settings, more than the 5000 a config may have");
+    config_expect_usage_error(text, NULL, 0,
+                              "t.cfg: 100030 settings, more than the 5000 a config may have");
     alarm(0);
 
     /* the same count of '=' in a comment and a string is not settings */
@@ -306,7 +278,7 @@ static void test_oversized_config_is_refused_unparsed(void **state)
     memset(text + len, '=', n);
     len += n;
     len += (size_t)snprintf(text + len, cap - len, "\nlog = { every = 3; }; /* = = */ // = =\n");
-    assert_int_equal(load(&cfg, text, NULL, 0), 0);
+    assert_int_equal(config_load_text(&cfg, text, NULL, 0), 0);
     assert_int_equal(cfg.log.every, 3);
     dt_config_free(&cfg);
 
@@ -319,10 +291,10 @@ static void test_oversized_config_is_refused_unparsed(void **state)
     big[DT_CONFIG_MAX_BYTES + 1] = 0;
     char want[64];
     snprintf(want, sizeof want, "t.cfg: larger than %zu bytes", DT_CONFIG_MAX_BYTES);
-    expect_usage_error(big, NULL, 0, want);
+    config_expect_usage_error(big, NULL, 0, want);
     big[DT_CONFIG_MAX_BYTES - 1] = '\n'; /* exactly the limit loads */
     big[DT_CONFIG_MAX_BYTES] = 0;
-    if (load(&cfg, big, NULL, 0) != 0)
+    if (config_load_text(&cfg, big, NULL, 0) != 0)
         fail_msg("%s", dt_last_error());
     dt_config_free(&cfg);
     free(big);
@@ -349,7 +321,7 @@ static void test_fifo_config_is_refused(void **state)
     assert_non_null(text);
     sprintf(text, "@include \"%s\"\n%s", path, convnet);
     alarm(10);
-    assert_int_equal(load(&cfg, text, NULL, 0), -DT_EDATA);
+    assert_int_equal(config_load_text(&cfg, text, NULL, 0), -DT_EDATA);
     alarm(0);
     char want[256];
     snprintf(want, sizeof want, "t.cfg: @include: %s: is a FIFO (named pipe), not a regular file",
@@ -363,7 +335,7 @@ static void test_fifo_config_is_refused(void **state)
         fprintf(f, " a%d = 1;", i);
     fputs(" };\n", f);
     fclose(f);
-    expect_usage_error(text, NULL, 0, "t.cfg: 6030 settings, more than the 5000");
+    config_expect_usage_error(text, NULL, 0, "t.cfg: 6030 settings, more than the 5000");
     free(text);
     unlink(path);
     rmdir(dir);
@@ -400,10 +372,10 @@ static void test_file_errors_name_file_line_and_key(void **state)
     expect_edit_error("  epochs = 2;\n", "", "t.cfg:20: train.epochs: missing required key");
     expect_edit_error("dataset = \"fashion-mnist\";", "",
                       "t.cfg:2: data.dataset: missing required key");
-    char *no_model = edit(convnet, "model = {", "modell = {");
-    char *no_model2 = edit(no_model, "modell", "x");
+    char *no_model = config_edit_text(convnet, "model = {", "modell = {");
+    char *no_model2 = config_edit_text(no_model, "modell", "x");
     free(no_model);
-    expect_usage_error(no_model2, NULL, 0, "t.cfg:7: x: unknown key");
+    config_expect_usage_error(no_model2, NULL, 0, "t.cfg:7: x: unknown key");
     free(no_model2);
     /* syntax errors come with libconfig's line and text */
     expect_edit_error("epochs = 2;", "epochs = ;", "t.cfg:21: syntax error");
@@ -433,7 +405,7 @@ static void test_recipe_keys(void **state)
                           "optimizer.schedule.div_factor=10.0",
                           "optimizer.schedule.final_div_factor=100.0"};
     struct dt_config cfg;
-    assert_int_equal(load(&cfg, convnet, sets, 9), 0);
+    assert_int_equal(config_load_text(&cfg, convnet, sets, 9), 0);
     assert_true(cfg.loss.label_smoothing == 0.1f);
     assert_int_equal(cfg.optimizer.weight_decay_skip, DT_DECAY_SKIP_BIAS_AND_NORM);
     assert_true(cfg.optimizer.clip_grad_norm == 2.5f);
@@ -443,7 +415,7 @@ static void test_recipe_keys(void **state)
     assert_true(cfg.optimizer.schedule.final_div_factor == 100.0f);
     dt_config_free(&cfg);
     /* defaults: everything off, torch's OneCycleLR defaults */
-    assert_int_equal(load(&cfg, convnet, NULL, 0), 0);
+    assert_int_equal(config_load_text(&cfg, convnet, NULL, 0), 0);
     assert_true(cfg.loss.label_smoothing == 0.0f && cfg.optimizer.clip_grad_norm == 0.0f);
     assert_int_equal(cfg.optimizer.weight_decay_skip, DT_DECAY_SKIP_NONE);
     assert_true(cfg.optimizer.schedule.pct_start == 0.3);
@@ -451,7 +423,7 @@ static void test_recipe_keys(void **state)
     assert_true(cfg.optimizer.schedule.final_div_factor == 1e4f);
     dt_config_free(&cfg);
     /* one_cycle through the run's rate: starts at lr / div_factor, ends at lr / 1000 */
-    assert_int_equal(load(&cfg, convnet, sets, 9), 0);
+    assert_int_equal(config_load_text(&cfg, convnet, sets, 9), 0);
     struct dt_schedule sched, sched_steps;
     assert_int_equal(dt_run_schedule(&cfg, 10, &sched), 0);
     assert_true(fabs(dt_run_lr(&sched, 0, 10, 100) - cfg.optimizer.lr / 10) < 1e-7);
@@ -463,8 +435,8 @@ static void test_recipe_keys(void **state)
     const char *steps[] = {"optimizer.schedule.type=\"cosine\"",
                            "optimizer.schedule.warmup_steps=10"};
     struct dt_config by_steps;
-    assert_int_equal(load(&cfg, convnet, epochs, 2), 0);
-    assert_int_equal(load(&by_steps, convnet, steps, 2), 0);
+    assert_int_equal(config_load_text(&cfg, convnet, epochs, 2), 0);
+    assert_int_equal(config_load_text(&by_steps, convnet, steps, 2), 0);
     assert_int_equal(dt_run_schedule(&cfg, 5, &sched), 0);
     assert_int_equal(dt_run_schedule(&by_steps, 5, &sched_steps), 0);
     for (long long k = 0; k < 40; k++)
@@ -539,7 +511,7 @@ static void test_overrides_apply_in_order(void **state)
         "model.layers.3.p=0",    "model.layers.0.stride=2",
         "dist.timeout=1e-3",
     };
-    assert_int_equal(load(&cfg, convnet, sets, sizeof sets / sizeof sets[0]), 0);
+    assert_int_equal(config_load_text(&cfg, convnet, sets, sizeof sets / sizeof sets[0]), 0);
     assert_int_equal(cfg.train.epochs, 5);
     assert_string_equal(cfg.data.dir, "/tmp/my data");
     assert_string_equal(cfg.model.name, "quoted \"name\"");
@@ -556,7 +528,7 @@ static void test_overrides_apply_in_order(void **state)
 
     /* a new layer type keeps the keys the new kind also takes */
     const char *retype[] = {"model.layers.3.type=dropout", "model.layers.1.type=dropout"};
-    assert_int_equal(load(&cfg, convnet, retype, 2), 0);
+    assert_int_equal(config_load_text(&cfg, convnet, retype, 2), 0);
     assert_string_equal(cfg.model.layers[3].type, "dropout");
     assert_true(cfg.model.layers[3].p == 0.1f);
     assert_true(cfg.model.layers[1].p == 0.5f);
@@ -564,16 +536,16 @@ static void test_overrides_apply_in_order(void **state)
 
     /* the whole layer list in libconfig syntax */
     const char *layers[] = {"model.layers=({type=\"flatten\";},{type=\"linear\";out_features=3;})"};
-    assert_int_equal(load(&cfg, convnet, layers, 1), 0);
+    assert_int_equal(config_load_text(&cfg, convnet, layers, 1), 0);
     assert_int_equal(cfg.model.nlayers, 2);
     assert_int_equal(cfg.model.layers[1].out_features, 3);
     assert_int_equal(cfg.model.layers[1].line, 0);
     dt_config_free(&cfg);
 
     /* required keys may come from overrides */
-    char *text = edit(convnet, "  epochs = 2;\n", "");
+    char *text = config_edit_text(convnet, "  epochs = 2;\n", "");
     const char *epochs[] = {"train.epochs=3"};
-    assert_int_equal(load(&cfg, text, epochs, 1), 0);
+    assert_int_equal(config_load_text(&cfg, text, epochs, 1), 0);
     assert_int_equal(cfg.train.epochs, 3);
     dt_config_free(&cfg);
     free(text);
@@ -582,7 +554,7 @@ static void test_overrides_apply_in_order(void **state)
 static void expect_set_error(const char *set, const char *message)
 {
     const char *sets[] = {set};
-    expect_usage_error(convnet, sets, 1, message);
+    config_expect_usage_error(convnet, sets, 1, message);
 }
 
 static void test_override_errors(void **state)
@@ -644,7 +616,7 @@ static void test_effective_text_round_trips(void **state)
                           "dist.timeout=0.1",
                           "dist.cpu_list=0-3,8"};
     struct dt_config a, b, c;
-    assert_int_equal(load(&a, convnet, sets, sizeof sets / sizeof sets[0]), 0);
+    assert_int_equal(config_load_text(&a, convnet, sets, sizeof sets / sizeof sets[0]), 0);
     assert_int_equal(dt_config_load_string(&b, "t.cfg", a.text, NULL, 0), 0);
     assert_same_config(&a, &b);
     assert_string_equal(a.text, b.text);
@@ -767,7 +739,7 @@ static void test_enum_keys_from_tables(void **state)
             snprintf(set, sizeof set, "%s=%s", keys[k].path, name);
             const char *sets[] = {set, "loss.label_smoothing=0"};
             struct dt_config cfg, again;
-            if (load(&cfg, convnet, sets, 2) != 0)
+            if (config_load_text(&cfg, convnet, sets, 2) != 0)
                 fail_msg("%s: %s", set, dt_last_error());
             assert_int_equal(*(const int *)((const char *)&cfg + keys[k].offset), v);
             assert_int_equal(dt_config_load_string(&again, "t.cfg", cfg.text, NULL, 0), 0);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config_text.h"
 #include "train/config.h"
 #include "util/err.h"
 
@@ -66,36 +67,10 @@ static const char flat[] = HEAD
     "  );\n"
     "};\n";
 
-static int load(struct dt_config *cfg, const char *text, const char *const *sets, int nsets)
-{
-    dt_clear_error();
-    return dt_config_load_string(cfg, "t.cfg", text, sets, nsets);
-}
-
-/* `text` with the first occurrence of `from` replaced by `to` (malloc'd). */
-static char *edit(const char *text, const char *from, const char *to)
-{
-    const char *at = strstr(text, from);
-    assert_non_null(at);
-    size_t head = (size_t)(at - text), len = strlen(text) - strlen(from) + strlen(to) + 1;
-    char *out = malloc(len);
-    assert_non_null(out);
-    snprintf(out, len, "%.*s%s%s", (int)head, text, to, at + strlen(from));
-    return out;
-}
-
-static void expect_error(const char *text, const char *const *sets, int nsets, const char *message)
-{
-    struct dt_config cfg;
-    int rc = load(&cfg, text, sets, nsets);
-    if (rc != -DT_EUSAGE || !strstr(dt_last_error(), message) || strchr(dt_last_error(), '\n'))
-        fail_msg("rc %d, message \"%s\"; expected -2 and \"%s\"", rc, dt_last_error(), message);
-}
-
 static void expect_edit_error(const char *from, const char *to, const char *message)
 {
-    char *text = edit(blocks, from, to);
-    expect_error(text, NULL, 0, message);
+    char *text = config_edit_text(blocks, from, to);
+    config_expect_usage_error(text, NULL, 0, message);
     free(text);
 }
 
@@ -115,8 +90,8 @@ static void test_blocks_expand_to_the_flat_list(void **state)
 {
     (void)state;
     struct dt_config b, f;
-    assert_int_equal(load(&b, blocks, NULL, 0), 0);
-    assert_int_equal(load(&f, flat, NULL, 0), 0);
+    assert_int_equal(config_load_text(&b, blocks, NULL, 0), 0);
+    assert_int_equal(config_load_text(&f, flat, NULL, 0), 0);
     assert_same_layers(&b, &f);
     /* an unnamed use gives index names; a skip keeps the line of its block's definition */
     assert_string_equal(b.model.layers[10].name, "");
@@ -129,12 +104,12 @@ static void test_effective_text_keeps_blocks_and_reloads(void **state)
 {
     (void)state;
     struct dt_config a, b;
-    assert_int_equal(load(&a, blocks, NULL, 0), 0);
+    assert_int_equal(config_load_text(&a, blocks, NULL, 0), 0);
     assert_non_null(strstr(a.text, "blocks = {"));
     assert_non_null(
         strstr(a.text, "{ block = \"basic\"; name = \"stage1\"; repeat = 2; width = 4; }"));
     assert_non_null(strstr(a.text, "out_channels = \"$width\""));
-    assert_int_equal(load(&b, a.text, NULL, 0), 0);
+    assert_int_equal(config_load_text(&b, a.text, NULL, 0), 0);
     assert_same_layers(&a, &b);
     assert_string_equal(a.text, b.text);
     dt_config_free(&a);
@@ -142,10 +117,10 @@ static void test_effective_text_keeps_blocks_and_reloads(void **state)
 
     /* a --set on the expanded list: the text holds the list as it now is */
     const char *sets[] = {"model.layers.1.out_channels=6", "model.layers.4.name=renamed"};
-    assert_int_equal(load(&a, blocks, sets, 2), 0);
+    assert_int_equal(config_load_text(&a, blocks, sets, 2), 0);
     assert_null(strstr(a.text, "blocks = {"));
     assert_non_null(strstr(a.text, "name = \"renamed\""));
-    assert_int_equal(load(&b, a.text, NULL, 0), 0);
+    assert_int_equal(config_load_text(&b, a.text, NULL, 0), 0);
     assert_same_layers(&a, &b);
     assert_int_equal(b.model.layers[1].out_channels, 6);
     dt_config_free(&a);
@@ -155,19 +130,20 @@ static void test_effective_text_keeps_blocks_and_reloads(void **state)
 static void test_nested_blocks_name_and_count_inside(void **state)
 {
     (void)state;
-    char *text =
-        edit(blocks, "  };\n  layers = (\n",
-             "    stage = {\n"
-             "      params = [ \"w\" ];\n"
-             "      layers = ( { type = \"relu\"; name = \"pre\"; },\n"
-             "                 { block = \"basic\"; name = \"b\"; repeat = 2; width = \"$w\"; },\n"
-             "                 { type = \"add\"; from = -8; } );\n"
-             "    };\n"
-             "  };\n  layers = (\n");
-    char *text2 = edit(text, "    { block = \"basic\"; width = 8; },\n",
-                       "    { block = \"stage\"; name = \"s\"; repeat = 2; w = 8; },\n");
+    char *text = config_edit_text(
+        blocks, "  };\n  layers = (\n",
+        "    stage = {\n"
+        "      params = [ \"w\" ];\n"
+        "      layers = ( { type = \"relu\"; name = \"pre\"; },\n"
+        "                 { block = \"basic\"; name = \"b\"; repeat = 2; width = \"$w\"; },\n"
+        "                 { type = \"add\"; from = -8; } );\n"
+        "    };\n"
+        "  };\n  layers = (\n");
+    char *text2 =
+        config_edit_text(text, "    { block = \"basic\"; width = 8; },\n",
+                         "    { block = \"stage\"; name = \"s\"; repeat = 2; w = 8; },\n");
     struct dt_config cfg;
-    if (load(&cfg, text2, NULL, 0))
+    if (config_load_text(&cfg, text2, NULL, 0))
         fail_msg("%s", dt_last_error());
     /* stem, 3 basic (9), then 2 x (pre + 2 basic + add = 8), flatten, linear */
     assert_int_equal(cfg.model.nlayers, 1 + 9 + 16 + 2);
@@ -182,14 +158,16 @@ static void test_nested_blocks_name_and_count_inside(void **state)
     free(text2);
 
     /* a skip inside the nested block reaching past the stage's input */
-    text =
-        edit(blocks, "  };\n  layers = (\n",
-             "    stage = { layers = ( { type = \"relu\"; }, { type = \"add\"; from = -3; } ); };\n"
-             "  };\n  layers = (\n");
-    text2 = edit(text, "    { block = \"basic\"; width = 8; },\n", "    { block = \"stage\"; },\n");
-    expect_error(text2, NULL, 0,
-                 "t.cfg:14: model.blocks.stage.layers.1.from: -3 leaves its block (this is the "
-                 "block's layer 1: -2 reaches the block's input");
+    text = config_edit_text(
+        blocks, "  };\n  layers = (\n",
+        "    stage = { layers = ( { type = \"relu\"; }, { type = \"add\"; from = -3; } ); };\n"
+        "  };\n  layers = (\n");
+    text2 = config_edit_text(text, "    { block = \"basic\"; width = 8; },\n",
+                             "    { block = \"stage\"; },\n");
+    config_expect_usage_error(
+        text2, NULL, 0,
+        "t.cfg:14: model.blocks.stage.layers.1.from: -3 leaves its block (this is the "
+        "block's layer 1: -2 reaches the block's input");
     free(text);
     free(text2);
 }
@@ -237,12 +215,13 @@ static void test_block_errors(void **state)
                       "{ block = \"basic\"; width = 2; },\n        { type = \"add\"",
                       "t.cfg:10: model.blocks.basic.layers.1.block: block \"basic\" uses itself "
                       "(basic -> basic)");
-    char *text = edit(blocks, "    basic = {",
-                      "    outer = { layers = ( { block = \"basic\"; width = 2; } ); };\n"
-                      "    basic = {");
-    char *text2 = edit(text, "{ type = \"relu\"; },\n        { type = \"add\"",
-                       "{ block = \"outer\"; },\n        { type = \"add\"");
-    expect_error(
+    char *text =
+        config_edit_text(blocks, "    basic = {",
+                         "    outer = { layers = ( { block = \"basic\"; width = 2; } ); };\n"
+                         "    basic = {");
+    char *text2 = config_edit_text(text, "{ type = \"relu\"; },\n        { type = \"add\"",
+                                   "{ block = \"outer\"; },\n        { type = \"add\"");
+    config_expect_usage_error(
         text2, NULL, 0,
         "model.blocks.outer.layers.0.block: block \"basic\" uses itself (basic -> outer -> basic)");
     free(text);
@@ -259,8 +238,8 @@ static void test_block_errors(void **state)
                       "t.cfg:18: model.layers.2.name: \"stage1.\" is not a layer name");
     /* blocks without layers; blocks from --set */
     const char *set_blocks[] = {"model.blocks={}"};
-    expect_error(blocks, set_blocks, 1,
-                 "--set model.blocks: blocks are defined in the config file");
+    config_expect_usage_error(blocks, set_blocks, 1,
+                              "--set model.blocks: blocks are defined in the config file");
 }
 
 int main(void)

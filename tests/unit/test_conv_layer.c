@@ -31,6 +31,7 @@
 #include "nn/kernels/fp32/conv_winograd.h"
 #include "nn/layers.h"
 #include "nn/model.h"
+#include "model_run.h"
 #include "nn_specs.h"
 #include "util/rng.h"
 
@@ -201,48 +202,6 @@ static void test_algo_key(void **state)
     dt_model_free(m);
 }
 
-/* Forward (training and eval) and backward of one model; returns output, then grads. */
-struct model_result {
-    float *out_train, *out_eval, *grads;
-    double loss;
-    struct dt_model *m;
-};
-
-static struct model_result run_model(const struct dt_layer_spec *specs, int n, struct dt_shape in,
-                                     int batch, bool fusion, const float *x)
-{
-    struct model_result r;
-    struct dt_model_options opt = {.fusions = fusion ? DT_FUSE_ALL : DT_FUSE_NONE};
-    assert_int_equal(dt_model_build_with(&r.m, specs, n, in, batch, DT_LOSS_CROSS_ENTROPY, 3, &opt),
-                     0);
-    size_t nout = (size_t)batch * r.m->classes;
-    uint8_t labels[64];
-    uint64_t ids[64];
-    for (int i = 0; i < batch; i++)
-        labels[i] = (uint8_t)(i % r.m->classes), ids[i] = 10 + (uint64_t)i;
-    r.out_eval = malloc(nout * sizeof(float));
-    r.out_train = malloc(nout * sizeof(float));
-    r.grads = malloc(r.m->nparams * sizeof(float));
-    assert_int_equal(dt_model_forward(r.m, x, batch, NULL), 0);
-    memcpy(r.out_eval, r.m->output, nout * sizeof(float));
-    struct dt_forward_ctx ctx = {.training = true, .seed = 4, .epoch = 1, .sample_ids = ids};
-    assert_int_equal(dt_model_forward(r.m, x, batch, &ctx), 0);
-    memcpy(r.out_train, r.m->output, nout * sizeof(float));
-    int correct;
-    dt_model_loss(r.m, labels, batch, &r.loss, &correct);
-    assert_int_equal(dt_model_backward(r.m, labels, batch, 1.0f / batch), 0);
-    memcpy(r.grads, r.m->grads, r.m->nparams * sizeof(float));
-    return r;
-}
-
-static void free_result(struct model_result *r)
-{
-    free(r->out_eval);
-    free(r->out_train);
-    free(r->grads);
-    dt_model_free(r->m);
-}
-
 enum fused { FUSED_RELU, FUSED_POOL, FUSED_ADD, RELU_BELOW, BN_ABOVE, SKIP_IN_DY };
 
 static int count_fused(const struct dt_model *m, enum fused what)
@@ -276,8 +235,8 @@ static void compare_fusion(const struct dt_layer_spec *specs, int n, struct dt_s
     size_t nin = (size_t)batch * in.c * in.h * in.w;
     float *x = malloc(nin * sizeof(float));
     fill(x, nin, 9);
-    struct model_result f = run_model(specs, n, in, batch, true, x);
-    struct model_result u = run_model(specs, n, in, batch, false, x);
+    struct model_run f = model_run(specs, n, in, batch, DT_FUSE_ALL, false, x);
+    struct model_run u = model_run(specs, n, in, batch, DT_FUSE_NONE, false, x);
     assert_int_equal(count_fused(f.m, FUSED_RELU), want.relu);
     int lanes = dt_conv_simd_lanes();
     assert_int_equal(count_fused(f.m, FUSED_POOL), lanes ? want.pool : 0);
@@ -298,13 +257,9 @@ static void compare_fusion(const struct dt_layer_spec *specs, int n, struct dt_s
         assert_int_equal(count_fused(u.m, (enum fused)k), 0);
     for (int i = 0; i < n; i++) /* relus take skip gradients in their pass only when fused */
         assert_false(u.m->plan[i].dy_extra);
-    size_t nout = (size_t)batch * f.m->classes;
-    assert_memory_equal(f.out_eval, u.out_eval, nout * sizeof(float));
-    assert_memory_equal(f.out_train, u.out_train, nout * sizeof(float));
-    assert_true(f.loss == u.loss);
-    assert_memory_equal(f.grads, u.grads, f.m->nparams * sizeof(float));
-    free_result(&f);
-    free_result(&u);
+    model_runs_expect_equal(&f, &u, batch);
+    model_run_free(&f);
+    model_run_free(&u);
     free(x);
 }
 
@@ -424,12 +379,11 @@ static void test_steps_are_deterministic(void **state)
     enum { B = 9 };
     float *x = malloc(B * 784 * sizeof(float));
     fill(x, B * 784, 3);
-    struct model_result a = run_model(s, n, in, B, true, x);
-    struct model_result b = run_model(s, n, in, B, true, x);
-    assert_memory_equal(a.grads, b.grads, a.m->nparams * sizeof(float));
-    assert_memory_equal(a.out_train, b.out_train, B * 10 * sizeof(float));
-    free_result(&a);
-    free_result(&b);
+    struct model_run a = model_run(s, n, in, B, DT_FUSE_ALL, false, x);
+    struct model_run b = model_run(s, n, in, B, DT_FUSE_ALL, false, x);
+    model_runs_expect_equal(&a, &b, B);
+    model_run_free(&a);
+    model_run_free(&b);
     free(x);
 }
 

@@ -18,6 +18,7 @@
 #include "nn/fusion.h"
 #include "nn/layers.h"
 #include "nn/model.h"
+#include "model_run.h"
 #include "nn_specs.h"
 #include "util/err.h"
 #include "util/rng.h"
@@ -28,52 +29,6 @@ static void fill(float *p, size_t n, uint64_t seed)
     dt_rng_init(&rng, dt_rng_key(seed, DT_RNG_TEST, 11, 0));
     for (size_t i = 0; i < n; i++)
         p[i] = 2.0f * dt_rng_uniform(&rng) - 1.0f;
-}
-
-/* One build's results on one input. */
-struct run {
-    struct dt_model *m;
-    float *out_eval, *out_train, *grads, *input_grad;
-    double loss;
-};
-
-static struct run run_model(const struct dt_layer_spec *specs, int n, struct dt_shape in, int batch,
-                            unsigned fusions, const float *x)
-{
-    struct run r;
-    struct dt_model_options opt = {.fusions = fusions, .input_grad = true};
-    assert_int_equal(dt_model_build_with(&r.m, specs, n, in, batch, DT_LOSS_CROSS_ENTROPY, 3, &opt),
-                     0);
-    size_t nout = (size_t)batch * r.m->classes, nin = (size_t)batch * in.c * in.h * in.w;
-    uint8_t labels[16];
-    uint64_t ids[16];
-    for (int i = 0; i < batch; i++)
-        labels[i] = (uint8_t)(i % r.m->classes), ids[i] = 20 + (uint64_t)i;
-    r.out_eval = malloc(nout * sizeof(float));
-    r.out_train = malloc(nout * sizeof(float));
-    r.grads = malloc(r.m->nparams * sizeof(float));
-    r.input_grad = malloc(nin * sizeof(float));
-    assert_int_equal(dt_model_forward(r.m, x, batch, NULL), 0);
-    memcpy(r.out_eval, r.m->output, nout * sizeof(float));
-    struct dt_forward_ctx ctx = {.training = true, .seed = 4, .epoch = 1, .sample_ids = ids};
-    assert_int_equal(dt_model_forward(r.m, x, batch, &ctx), 0);
-    memcpy(r.out_train, r.m->output, nout * sizeof(float));
-    int correct;
-    dt_model_loss(r.m, labels, batch, &r.loss, &correct);
-    assert_int_equal(dt_model_backward(r.m, labels, batch, 1.0f / batch), 0);
-    memcpy(r.grads, r.m->grads, r.m->nparams * sizeof(float));
-    assert_non_null(r.m->input_grad);
-    memcpy(r.input_grad, r.m->input_grad, nin * sizeof(float));
-    return r;
-}
-
-static void free_run(struct run *r)
-{
-    free(r->out_eval);
-    free(r->out_train);
-    free(r->grads);
-    free(r->input_grad);
-    dt_model_free(r->m);
 }
 
 /* How many layers of m the plan gave `fusion`'s decision. */
@@ -104,18 +59,13 @@ static void compare(const struct dt_layer_spec *specs, int n, struct dt_shape in
     size_t nin = (size_t)batch * in.c * in.h * in.w;
     float *x = malloc(nin * sizeof(float));
     fill(x, nin, 9);
-    struct run f = run_model(specs, n, in, batch, needs | fusion, x);
-    struct run u = run_model(specs, n, in, batch, needs, x);
+    struct model_run f = model_run(specs, n, in, batch, needs | fusion, true, x);
+    struct model_run u = model_run(specs, n, in, batch, needs, true, x);
     assert_int_equal(taken(f.m, fusion), want);
     assert_int_equal(taken(u.m, fusion), 0);
-    size_t nout = (size_t)batch * f.m->classes;
-    assert_memory_equal(f.out_eval, u.out_eval, nout * sizeof(float));
-    assert_memory_equal(f.out_train, u.out_train, nout * sizeof(float));
-    assert_true(f.loss == u.loss);
-    assert_memory_equal(f.grads, u.grads, f.m->nparams * sizeof(float));
-    assert_memory_equal(f.input_grad, u.input_grad, nin * sizeof(float));
-    free_run(&f);
-    free_run(&u);
+    model_runs_expect_equal(&f, &u, batch);
+    model_run_free(&f);
+    model_run_free(&u);
     free(x);
 }
 
@@ -218,20 +168,34 @@ static void test_add(void **state)
     compare_on(DT_CONV2D_GEMM, s, n, IN, 5, DT_FUSE_RELU, DT_FUSE_ADD, 0);
 }
 
+/* conv -> relu -> conv -> add (reading the relu) -> relu, then the head: a skip connection
+ * from a relu's output, the convs `channels` wide. */
+static int relu_skip(struct dt_layer_spec *s, int channels)
+{
+    int n = 0;
+    s[n++] = conv_spec(channels, 3, 1, 1);
+    s[n++] = spec_of("relu");
+    s[n++] = conv_spec(channels, 3, 1, 1);
+    s[n] = spec_of("add");
+    s[n++].from = -2;
+    s[n++] = spec_of("relu");
+    s[n++] = spec_of("flatten");
+    s[n++] = linear_spec(3);
+    return n;
+}
+
 /* relu -> conv2d (Winograd): the relu's backward in the conv's, also with a skip gradient
  * sent to the relu's output (an add reading it). */
 static void test_relu_below(void **state)
 {
     (void)state;
-    struct dt_layer_spec s[] = {conv_spec(16, 3, 1, 1), spec_of("relu"), conv_spec(16, 3, 1, 1),
-                                spec_of("add"),         spec_of("relu"), spec_of("flatten"),
-                                linear_spec(3)};
-    s[3].from = -2;
-    int winograd = convs_on(s, 7, IN, DT_CONV2D_WINOGRAD) > 0;
-    compare_on(DT_CONV2D_WINOGRAD, s, 7, IN, 5, DT_FUSE_NONE, DT_FUSE_RELU_BELOW, winograd);
-    compare_on(DT_CONV2D_WINOGRAD, s, 7, IN, 5, DT_FUSE_RELU | DT_FUSE_DY_EXTRA, DT_FUSE_RELU_BELOW,
+    struct dt_layer_spec s[16];
+    int n = relu_skip(s, 16);
+    int winograd = convs_on(s, n, IN, DT_CONV2D_WINOGRAD) > 0;
+    compare_on(DT_CONV2D_WINOGRAD, s, n, IN, 5, DT_FUSE_NONE, DT_FUSE_RELU_BELOW, winograd);
+    compare_on(DT_CONV2D_WINOGRAD, s, n, IN, 5, DT_FUSE_RELU | DT_FUSE_DY_EXTRA, DT_FUSE_RELU_BELOW,
                winograd);
-    compare_on(DT_CONV2D_GEMM, s, 7, IN, 5, DT_FUSE_NONE, DT_FUSE_RELU_BELOW, 0);
+    compare_on(DT_CONV2D_GEMM, s, n, IN, 5, DT_FUSE_NONE, DT_FUSE_RELU_BELOW, 0);
 }
 
 /* conv2d (Winograd) -> batchnorm2d: the batchnorm's input gradient in the conv's backward. */
@@ -251,16 +215,14 @@ static void test_bn_grad(void **state)
 static void test_dy_extra(void **state)
 {
     (void)state;
-    struct dt_layer_spec s[] = {conv_spec(4, 3, 1, 1), spec_of("relu"), conv_spec(4, 3, 1, 1),
-                                spec_of("add"),        spec_of("relu"), spec_of("flatten"),
-                                linear_spec(3)};
-    s[3].from = -2;
-    compare_on(DT_CONV2D_GEMM, s, 7, IN, 5, DT_FUSE_NONE, DT_FUSE_DY_EXTRA, 1);
-    compare_on(DT_CONV2D_GEMM, s, 7, IN, 5, DT_FUSE_RELU, DT_FUSE_DY_EXTRA, 1);
+    struct dt_layer_spec s[16];
+    int n = relu_skip(s, 4);
+    compare_on(DT_CONV2D_GEMM, s, n, IN, 5, DT_FUSE_NONE, DT_FUSE_DY_EXTRA, 1);
+    compare_on(DT_CONV2D_GEMM, s, n, IN, 5, DT_FUSE_RELU, DT_FUSE_DY_EXTRA, 1);
     /* a concat reading the relu too */
     s[3] = spec_of("concat");
     s[3].from = -2;
-    compare_on(DT_CONV2D_GEMM, s, 7, IN, 5, DT_FUSE_NONE, DT_FUSE_DY_EXTRA, 1);
+    compare_on(DT_CONV2D_GEMM, s, n, IN, 5, DT_FUSE_NONE, DT_FUSE_DY_EXTRA, 1);
 }
 
 /* An identity add whose skip gradient the Winograd conv above the skip's source reads before
@@ -268,18 +230,16 @@ static void test_dy_extra(void **state)
 static void test_skip_in_dy(void **state)
 {
     (void)state;
-    struct dt_layer_spec s[] = {conv_spec(16, 3, 1, 1), spec_of("relu"), conv_spec(16, 3, 1, 1),
-                                spec_of("add"),         spec_of("relu"), spec_of("flatten"),
-                                linear_spec(3)};
-    s[3].from = -2;
-    int winograd = convs_on(s, 7, IN, DT_CONV2D_WINOGRAD) > 0;
-    compare_on(DT_CONV2D_WINOGRAD, s, 7, IN, 5, DT_FUSE_RELU_BELOW, DT_FUSE_SKIP_IN_DY, winograd);
+    struct dt_layer_spec s[16];
+    int n = relu_skip(s, 16);
+    int winograd = convs_on(s, n, IN, DT_CONV2D_WINOGRAD) > 0;
+    compare_on(DT_CONV2D_WINOGRAD, s, n, IN, 5, DT_FUSE_RELU_BELOW, DT_FUSE_SKIP_IN_DY, winograd);
     struct dt_layer_spec b[16];
-    int n = block(b);
-    compare_on(DT_CONV2D_WINOGRAD, b, n, IN, 5, DT_FUSE_ALL & ~DT_FUSE_SKIP_IN_DY,
-               DT_FUSE_SKIP_IN_DY, convs_on(b, n, IN, DT_CONV2D_WINOGRAD) > 0);
+    int nb = block(b);
+    compare_on(DT_CONV2D_WINOGRAD, b, nb, IN, 5, DT_FUSE_ALL & ~DT_FUSE_SKIP_IN_DY,
+               DT_FUSE_SKIP_IN_DY, convs_on(b, nb, IN, DT_CONV2D_WINOGRAD) > 0);
     /* without the relu's backward in the conv, nothing reads the skip gradient in time */
-    compare_on(DT_CONV2D_WINOGRAD, s, 7, IN, 5, DT_FUSE_NONE, DT_FUSE_SKIP_IN_DY, 0);
+    compare_on(DT_CONV2D_WINOGRAD, s, n, IN, 5, DT_FUSE_NONE, DT_FUSE_SKIP_IN_DY, 0);
 }
 
 /* conv2d -> relu -> conv2d -> relu -> maxpool2d on the direct path, chunk by chunk through

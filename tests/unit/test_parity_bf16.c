@@ -29,6 +29,7 @@
 #include "nn/kernels/isa.h"
 #include "nn/layers.h"
 #include "nn/model.h"
+#include "parity_oracle.h"
 
 #define TOLERANCE 0.1
 #define BATCH     8
@@ -38,25 +39,13 @@ static char outdir[] = "/tmp/dtrain-parity-bf16-XXXXXX";
 static int generate_reference(void **state)
 {
     (void)state;
-    char cmd[512];
-    if (!mkdtemp(outdir))
-        return -1;
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 tests/parity/gen_bf16.py %s", outdir);
-    if (system(cmd) != 0) {
-        fprintf(stderr, "FAIL: PyTorch reference generation failed: '%s' (needs /usr/bin/python3 "
-                        "with torch and numpy; run from the repository root)\n",
-                cmd);
-        return -1;
-    }
-    return 0;
+    return parity_oracle_generate(outdir, "tests/parity/gen_bf16.py");
 }
 
 static int remove_reference(void **state)
 {
     (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", outdir);
-    return system(cmd) == 0 ? 0 : -1;
+    return parity_oracle_remove(outdir);
 }
 
 static void *read_file(const char *name, size_t bytes)
@@ -111,8 +100,8 @@ static void run_path(enum dt_bf16_path p, const float *want, const float *fp32)
         const struct dt_tensor_info *ti = &m->tensors[t];
         double e = tensor_error(m->grads + ti->offset, want + ti->offset, ti->count);
         double e32 = tensor_error(fp32 + ti->offset, want + ti->offset, ti->count);
-        print_message("  %s %s: %.2e from autocast (fp32 torch: %.2e)\n",
-                      dt_bf16_path_name(p), ti->name, e, e32);
+        print_message("  %s %s: %.2e from autocast (fp32 torch: %.2e)\n", dt_bf16_path_name(p),
+                      ti->name, e, e32);
         if (!(e <= TOLERANCE && e <= 2 * e32 + 1e-3))
             fail_msg("%s %s: gradient %.3g from autocast's (fp32 torch: %.3g)",
                      dt_bf16_path_name(p), ti->name, e, e32);

@@ -30,6 +30,7 @@
 #include "nn/loss.h"
 #include "nn/model.h"
 #include "nn_specs.h"
+#include "parity_oracle.h"
 
 #define TOL 1e-4
 
@@ -46,31 +47,15 @@ static int generate(void **state)
     }
     snprintf(dir, sizeof dir, "%s/dtrain-parity-XXXXXX",
              getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    if (!mkdtemp(dir)) {
-        perror("mkdtemp");
-        return -1;
-    }
-    own_dir = true;
-    char cmd[8300];
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 tests/parity/gen_layers.py '%s'", dir);
-    int rc = system(cmd);
-    if (rc != 0)
-        fprintf(stderr,
-                "FAIL: '%s' exited with %d (needs Debian's python3-torch; run from the "
-                "repository root)\n",
-                cmd, rc);
-    return rc == 0 ? 0 : -1;
+    own_dir = true; /* cleanup removes it, also after a failed generation */
+    return parity_oracle_generate(dir, "tests/parity/gen_layers.py");
 }
 
 static int cleanup(void **state)
 {
     (void)state;
-    if (own_dir) {
-        char cmd[4200];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-        if (system(cmd) != 0)
-            fprintf(stderr, "could not remove %s\n", dir);
-    }
+    if (own_dir)
+        parity_oracle_remove(dir);
     return 0;
 }
 

@@ -21,6 +21,7 @@
 #include "nn/loss.h"
 #include "nn/optim.h"
 #include "nn/schedule.h"
+#include "parity_oracle.h"
 
 #define TOLERANCE    1e-5
 #define FLOOR        1e-2
@@ -32,26 +33,13 @@ static FILE *in;
 static int generate_reference(void **state)
 {
     (void)state;
-    if (!mkdtemp(outdir))
-        return -1;
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 tests/parity/gen_recipe.py %s", outdir);
-    if (system(cmd) != 0) {
-        fprintf(stderr,
-                "FAIL: PyTorch reference generation failed: '%s' (needs /usr/bin/python3 with "
-                "torch: Debian python3-torch; run from the repository root)\n",
-                cmd);
-        return -1;
-    }
-    return 0;
+    return parity_oracle_generate(outdir, "tests/parity/gen_recipe.py");
 }
 
 static int remove_reference(void **state)
 {
     (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", outdir);
-    return system(cmd) == 0 ? 0 : -1;
+    return parity_oracle_remove(outdir);
 }
 
 static void open_ref(const char *name)

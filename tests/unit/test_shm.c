@@ -22,6 +22,7 @@
 #include "util/clock.h"
 #include "util/err.h"
 #include "tests/unit/rank_check.h"
+#include "tests/unit/shm_ranks.h"
 
 typedef void (*rank_body)(struct dt_comm *c, struct dt_shm_segment *seg, void *arg);
 
@@ -61,14 +62,7 @@ static int run_job_ex(int n, size_t chunk, double timeout, rank_body body, void 
         dt_sleep(abort_after);
         dt_shm_segment_abort(seg, abort_reason);
     }
-    int failed = 0, st;
-    for (int r = 0; r < n; r++) {
-        waitpid(pids[r], &st, 0);
-        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-            failed++;
-            dt_shm_segment_abort(seg, "test: a rank failed");
-        }
-    }
+    int failed = shm_ranks_wait(pids, n, seg);
     assert_false(name_exists(seg)); /* never there after creation, whoever exits how */
     dt_shm_segment_destroy(seg);
     assert_false(access(dev_shm_path, F_OK) == 0);

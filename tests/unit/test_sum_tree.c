@@ -22,6 +22,7 @@
 #include "dist/shm.h"
 #include "nn/grad_tree.h"
 #include "tests/unit/rank_check.h"
+#include "tests/unit/shm_ranks.h"
 #include "util/sum_tree.h"
 
 /* ---- the shape ------------------------------------------------------------------------------ */
@@ -200,14 +201,7 @@ static int shm_failures(int n)
         if (pids[r] == 0)
             shm_rank(seg, r, n);
     }
-    int failed = 0, st;
-    for (int r = 0; r < n; r++) {
-        waitpid(pids[r], &st, 0);
-        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-            failed++;
-            dt_shm_segment_abort(seg, "test: a rank failed");
-        }
-    }
+    int failed = shm_ranks_wait(pids, n, seg);
     dt_shm_segment_destroy(seg);
     return failed;
 }
