@@ -768,7 +768,7 @@ static void test_layer_and_data_enums(void **state)
         snprintf(set, sizeof set, "model.layers.0.algo=%s", dt_layer_algo_names.names[v]);
         const char *sets[] = {set};
         struct dt_config cfg, again;
-        if (load(&cfg, convnet, sets, 1) != 0)
+        if (config_load_text(&cfg, convnet, sets, 1) != 0)
             fail_msg("%s: %s", set, dt_last_error());
         assert_int_equal(cfg.model.layers[0].algo, v);
         assert_int_equal(dt_config_load_string(&again, "t.cfg", cfg.text, NULL, 0), 0);
@@ -777,7 +777,7 @@ static void test_layer_and_data_enums(void **state)
         dt_config_free(&cfg);
     }
     const char *wingrad[] = {"model.layers.0.algo=wingrad"};
-    expect_usage_error(convnet, wingrad, 1,
+    config_expect_usage_error(convnet, wingrad, 1,
                        "--set model.layers.0.algo: must be one of auto, gemm, direct, winograd, "
                        "got \"wingrad\" (did you mean winograd?)");
     expect_edit_error("kernel = 3;", "kernel = 3; algo = \"fast\";",
@@ -786,11 +786,11 @@ static void test_layer_and_data_enums(void **state)
 
     /* an add after the relu, its skip from the conv */
     const char *relu = "{ type = \"relu\"; },";
-    char *text = edit(convnet, relu,
+    char *text = config_edit_text(convnet, relu,
                       "{ type = \"relu\"; }, { type = \"add\"; from = -2; "
                       "shortcut = \"projection\"; },");
     struct dt_config cfg, again;
-    assert_int_equal(load(&cfg, text, NULL, 0), 0);
+    assert_int_equal(config_load_text(&cfg, text, NULL, 0), 0);
     assert_int_equal(cfg.model.layers[2].shortcut, DT_SHORTCUT_PROJECTION);
     assert_int_equal(cfg.model.layers[0].shortcut, DT_SHORTCUT_IDENTITY); /* the default */
     assert_int_equal(dt_config_load_string(&again, "t.cfg", cfg.text, NULL, 0), 0);
@@ -798,24 +798,24 @@ static void test_layer_and_data_enums(void **state)
     dt_config_free(&again);
     dt_config_free(&cfg);
     const char *identity[] = {"model.layers.2.shortcut=identity"};
-    assert_int_equal(load(&cfg, text, identity, 1), 0);
+    assert_int_equal(config_load_text(&cfg, text, identity, 1), 0);
     assert_int_equal(cfg.model.layers[2].shortcut, DT_SHORTCUT_IDENTITY);
     dt_config_free(&cfg);
     free(text);
-    text = edit(convnet, relu,
+    text = config_edit_text(convnet, relu,
                 "{ type = \"relu\"; }, { type = \"add\"; from = -2; "
                 "shortcut = \"projektion\"; },");
-    expect_usage_error(text, NULL, 0,
+    config_expect_usage_error(text, NULL, 0,
                        "t.cfg:10: model.layers.2.shortcut: must be one of identity, projection, "
                        "got \"projektion\" (did you mean projection?)");
     free(text);
 
     const char *given[] = {"data.format=idx"};
-    assert_int_equal(load(&cfg, convnet, given, 1), 0);
+    assert_int_equal(config_load_text(&cfg, convnet, given, 1), 0);
     assert_int_equal(cfg.data.format, DT_DATA_IDX);
     dt_config_free(&cfg);
     const char *csv[] = {"data.format=csv"};
-    expect_usage_error(convnet, csv, 1,
+    config_expect_usage_error(convnet, csv, 1,
                        "--set data.format: must be one of \"\", idx, cifar10, cifar100, folder, "
                        "got \"csv\"");
 }
