@@ -17,6 +17,11 @@
 /* Samples whose weight-gradient operands are laid out at once (a few MB at most). */
 #define WGRAD_CHUNK 16
 
+/* Inputs with fewer channels than this run emulated: a 32-deep tile step would be at least
+ * 7/8 zeros, and the operand layouts cost more than the products (the ConvNet's 1-channel
+ * first conv: 4.3 ms per step on tiles, 2.3 ms emulated; docs/bf16.md). */
+#define SMALL_INPUT_CHANNELS 4
+
 /* ---- emulated mode ---- */
 
 float *dt_bf16_round_into(float *dst, const float *src, size_t n)
@@ -97,6 +102,8 @@ int dt_bf16_conv_setup(struct dt_bf16_conv **out, const struct dt_conv_shape *s,
         why = "stride 2+ is not in the bf16 conv kernels yet";
     else if (s->pad >= s->kh || s->kh != s->kw)
         why = "pad >= kernel is not in the bf16 conv kernels";
+    else if (s->c < SMALL_INPUT_CHANNELS)
+        why = "under 4 input channels fill too little of a 32-deep tile step";
     if (bf->path == DT_BF16_REFERENCE || why) {
         emulated_note(bf->note, sizeof bf->note, bf->path, why);
         return 0;
