@@ -241,7 +241,20 @@ void dt_bf16_conv_backward_weight(struct dt_bf16_conv *bf, const float *x, const
         bias_grad(bf, dy, b0, count, g + nw);
 }
 
-void dt_bf16_conv_backward_input(struct dt_bf16_conv *bf, const float *dy, float *dx, int batch)
+/* The backward of the relu below, on one sample's dx while it is in cache: the same bits as
+ * the relu layer's backward (dy + extra, then the mask). */
+static void relu_below(float *dx, const float *x, const float *extra, size_t n)
+{
+    if (extra)
+        for (size_t j = 0; j < n; j++)
+            dx[j] = x[j] > 0.0f ? dx[j] + extra[j] : 0.0f;
+    else
+        for (size_t j = 0; j < n; j++)
+            dx[j] = x[j] > 0.0f ? dx[j] : 0.0f;
+}
+
+void dt_bf16_conv_backward_input(struct dt_bf16_conv *bf, const float *dy, float *dx, int batch,
+                                 const float *relu_x, const float *extra)
 {
     const struct dt_conv_shape *t = &bf->t;
     size_t in = (size_t)t->c * t->h * t->w, out = (size_t)t->k * bf->gt.oh * bf->gt.ow;
@@ -253,6 +266,9 @@ void dt_bf16_conv_backward_input(struct dt_bf16_conv *bf, const float *dy, float
         dt_conv_bf16_pad_input(t, &bf->gt, dy + (size_t)i * in, xv);
         dt_conv_bf16_forward_on(bf->path, t, &bf->gt, xv, bf->wpi, yq);
         dt_conv_bf16_compact(t, &bf->gt, yq, NULL, dx + (size_t)i * out);
+        if (relu_x)
+            relu_below(dx + (size_t)i * out, relu_x + (size_t)i * out,
+                       extra ? extra + (size_t)i * out : NULL, out);
     }
 }
 

@@ -65,8 +65,12 @@ void dt_bf16_conv_forward(struct dt_bf16_conv *bf, const float *x, const float *
  * gradient [K] when bias). */
 void dt_bf16_conv_backward_weight(struct dt_bf16_conv *bf, const float *x, const float *dy, int b0,
                                   int count, float *g, bool bias);
-/* dx = the input gradient of the whole batch, with the weights the last forward packed. */
-void dt_bf16_conv_backward_input(struct dt_bf16_conv *bf, const float *dy, float *dx, int batch);
+/* dx = the input gradient of the whole batch, with the weights the last forward packed. With
+ * relu_x (the relu_below fusion, nn/fusion.h): x is a relu's output and dx is written as that
+ * relu's backward would write it, dx = x > 0 ? dx + extra : 0 (extra, what skip connections
+ * sent to the relu's output, may be NULL). */
+void dt_bf16_conv_backward_input(struct dt_bf16_conv *bf, const float *dy, float *dx, int batch,
+                                 const float *relu_x, const float *extra);
 
 /* ---- linear ---- */
 

@@ -266,8 +266,9 @@ static int conv2d_setup(struct dt_layer *l, const struct dt_layer_spec *spec, st
     s->caps = DT_CAP_RELU_AT_STORE;
     s->scratch_bytes = scratch_bytes(cv, l->model->max_batch);
     if (l->model->precision == DT_PRECISION_BF16) {
-        /* bf16 takes only the relu: its forward rounds the whole batch's input, and backward
-         * rounds dy, which a fused batchnorm or relu backward would not hand it as it is */
+        /* bf16 takes the relu at its store and, on tiles, the relu below at dx's store; not
+         * the rest: its forward rounds the whole batch's input, and backward rounds dy, which
+         * a fused batchnorm backward would not hand it as it is */
         double bytes;
         int rc = dt_bf16_conv_setup(&cv->bf, &cv->ds, &bytes);
         if (rc < 0)
@@ -276,8 +277,10 @@ static int conv2d_setup(struct dt_layer *l, const struct dt_layer_spec *spec, st
             bytes += 4.0 * ((double)l->model->max_batch *
                                 (dt_shape_size(in) + (double)cv->oc * cv->pix) +
                             (double)cv->oc * cv->ckk);
-        else /* the fp32 algorithm's scratch is not allocated */
+        else { /* the fp32 algorithm's scratch is not allocated; dx's store takes a relu's */
             s->scratch_bytes = 0;
+            s->caps |= DT_CAP_RELU_BELOW_GRAD;
+        }
         s->scratch_bytes += bytes;
         s->precision = dt_bf16_conv_note(cv->bf);
         return 0;
@@ -528,7 +531,8 @@ static void conv2d_backward(struct dt_layer *l, const float *x, const float *y, 
         dt_grad_tree_finish(t, l->grads);
     }
     if (dx && tiles) {
-        dt_bf16_conv_backward_input(cv->bf, dy, dx, batch);
+        dt_bf16_conv_backward_input(cv->bf, dy, dx, batch, c->relu_below ? x : NULL,
+                                    c->relu_below ? c->below_extra : NULL);
         return;
     }
     if (dx && cv->algo == DT_CONV2D_DIRECT) {

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "nn/fusion.h"
+#include "nn/kernels/isa.h"
 #include "nn/layers.h"
 #include "nn/model.h"
 #include "nn_specs.h"
@@ -37,11 +38,15 @@ struct run {
     double loss;
 };
 
+/* The precision the builds below use (test_bf16_relu_below sets bf16). */
+static enum dt_precision precision = DT_PRECISION_FP32;
+
 static struct run run_model(const struct dt_layer_spec *specs, int n, struct dt_shape in, int batch,
                             unsigned fusions, const float *x)
 {
     struct run r;
-    struct dt_model_options opt = {.fusions = fusions, .input_grad = true};
+    struct dt_model_options opt = {
+        .fusions = fusions, .input_grad = true, .precision = precision};
     assert_int_equal(dt_model_build_with(&r.m, specs, n, in, batch, DT_LOSS_CROSS_ENTROPY, 3, &opt),
                      0);
     size_t nout = (size_t)batch * r.m->classes, nin = (size_t)batch * in.c * in.h * in.w;
@@ -234,6 +239,34 @@ static void test_relu_below(void **state)
     compare_on(DT_CONV2D_GEMM, s, 7, IN, 5, DT_FUSE_NONE, DT_FUSE_RELU_BELOW, 0);
 }
 
+/* The same on a bf16 model, on every bf16 tile path the CPU has (the plain-C tiles always):
+ * the tile conv writes dx as the relu's backward would. The first conv (3 channels) runs
+ * emulated and takes no relu below; the second, on tiles, does. */
+static void test_bf16_relu_below(void **state)
+{
+    (void)state;
+    struct dt_layer_spec s[] = {conv_spec(16, 3, 1, 1), spec_of("relu"), conv_spec(16, 3, 1, 1),
+                                spec_of("add"),         spec_of("relu"), spec_of("flatten"),
+                                linear_spec(3)};
+    s[3].from = -2;
+    precision = DT_PRECISION_BF16;
+    for (int p = DT_BF16_CTILE; p <= DT_BF16_AMX; p++) {
+        const char *why;
+        if (!dt_bf16_path_available((enum dt_bf16_path)p, &why)) {
+            printf("test_bf16_relu_below: %s skipped: %s\n",
+                   dt_bf16_path_name((enum dt_bf16_path)p), why);
+            continue;
+        }
+        enum dt_bf16_path was = dt_isa_force_bf16_path((enum dt_bf16_path)p);
+        compare_on(DT_CONV2D_GEMM, s, 7, IN, 5, DT_FUSE_NONE, DT_FUSE_RELU_BELOW, 1);
+        compare_on(DT_CONV2D_GEMM, s, 7, IN, 5, DT_FUSE_RELU | DT_FUSE_DY_EXTRA,
+                   DT_FUSE_RELU_BELOW, 1);
+        compare_on(DT_CONV2D_GEMM, s, 7, IN, 5, DT_FUSE_RELU_BELOW, DT_FUSE_SKIP_IN_DY, 1);
+        dt_isa_force_bf16_path(was);
+    }
+    precision = DT_PRECISION_FP32;
+}
+
 /* conv2d (Winograd) -> batchnorm2d: the batchnorm's input gradient in the conv's backward. */
 static void test_bn_grad(void **state)
 {
@@ -413,7 +446,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_relu),         cmocka_unit_test(test_pool),
         cmocka_unit_test(test_add),          cmocka_unit_test(test_relu_below),
-        cmocka_unit_test(test_bn_grad),      cmocka_unit_test(test_dy_extra),
+        cmocka_unit_test(test_bf16_relu_below), cmocka_unit_test(test_bn_grad),
+        cmocka_unit_test(test_dy_extra),
         cmocka_unit_test(test_skip_in_dy),   cmocka_unit_test(test_chunks),
         cmocka_unit_test(test_fusion_parse), cmocka_unit_test(test_fuse_env),
         cmocka_unit_test(test_input_grad),
