@@ -85,6 +85,7 @@ struct dt_bf16_conv {
     size_t xv_per, yq_per;
     dt_bf16 *dyq, *even, *odd;   /* WGRAD_CHUNK samples' weight-gradient operands */
     float *dwt;                  /* the weight gradient in tap-major order */
+    float *bparts;               /* [max_batch][K]: each sample's bias gradient part */
 };
 
 int dt_bf16_conv_setup(struct dt_bf16_conv **out, const struct dt_conv_shape *s,
@@ -124,7 +125,8 @@ int dt_bf16_conv_setup(struct dt_bf16_conv **out, const struct dt_conv_shape *s,
     bf->yq_per = bf->g.yq > bf->gt.yq ? bf->g.yq : bf->gt.yq;
     *scratch_bytes = 2.0 * (bf->g.wpack + bf->gt.wpack) +
                      (double)bf->threads * (2.0 * bf->xv_per + 4.0 * bf->yq_per) +
-                     WGRAD_CHUNK * 2.0 * (bf->g.dyq + 2 * bf->g.xt) + 4.0 * bf->g.dwt;
+                     WGRAD_CHUNK * 2.0 * (bf->g.dyq + 2 * bf->g.xt) + 4.0 * bf->g.dwt +
+                     4.0 * s->n * s->k;
     return 0;
 }
 
@@ -140,8 +142,9 @@ int dt_bf16_conv_init(struct dt_bf16_conv *bf)
     bf->even = dt_alloc((size_t)WGRAD_CHUNK * bf->g.xt, sizeof(dt_bf16));
     bf->odd = dt_alloc((size_t)WGRAD_CHUNK * bf->g.xt, sizeof(dt_bf16));
     bf->dwt = dt_alloc(bf->g.dwt, sizeof(float));
+    bf->bparts = dt_alloc((size_t)bf->s.n * bf->s.k, sizeof(float));
     if (!bf->wp || !bf->wpi || !bf->xv || !bf->yq || !bf->dyq || !bf->even || !bf->odd ||
-        !bf->dwt)
+        !bf->dwt || !bf->bparts)
         return dt_fail_context(-DT_ERUNTIME, "conv2d bf16 scratch");
     return 0;
 }
@@ -158,6 +161,7 @@ void dt_bf16_conv_free(struct dt_bf16_conv *bf)
     dt_free(bf->even);
     dt_free(bf->odd);
     dt_free(bf->dwt);
+    dt_free(bf->bparts);
     free(bf);
 }
 
@@ -194,22 +198,22 @@ void dt_bf16_conv_forward(struct dt_bf16_conv *bf, const float *x, const float *
     }
 }
 
-/* The bias gradient of samples [b0, b0 + count) from the bf16-rounded dy, as autocast's
- * bf16 conv has it (and the emulated mode): per sample in float, across them in double, the
- * fp32 layer's order. */
-static void bias_grad(const struct dt_bf16_conv *bf, const float *dy, int b0, int count, float *db)
+/* One sample's bias gradient part per channel, from its dY rows (the bf16-rounded dy, zero
+ * at the junk columns) while they are in cache: 16 interleaved partial sums in float, added
+ * pairwise (one sequential sum costs an add's latency per element), in a fixed order. */
+static void bias_parts(const struct dt_bf16_conv *bf, const dt_bf16 *dyq, float *part)
 {
-    size_t pix = (size_t)bf->g.oh * bf->g.ow;
+    int qrow = bf->g.qrow; /* a multiple of 32 */
     for (int k = 0; k < bf->s.k; k++) {
-        double sum = 0;
-        for (int i = b0; i < b0 + count; i++) {
-            const float *src = dy + ((size_t)i * bf->s.k + k) * pix;
-            float part = 0;
-            for (size_t p = 0; p < pix; p++)
-                part += dt_bf16_round(src[p]);
-            sum += part;
-        }
-        db[k] = (float)sum;
+        const dt_bf16 *row = dyq + (size_t)k * qrow;
+        float lane[16] = {0};
+        for (int q = 0; q < qrow; q += 16)
+            for (int j = 0; j < 16; j++)
+                lane[j] += dt_bf16_to_f32(row[q + j]);
+        for (int w = 8; w > 0; w /= 2)
+            for (int j = 0; j < w; j++)
+                lane[j] += lane[j + w];
+        part[k] = lane[0];
     }
 }
 
@@ -226,6 +230,8 @@ void dt_bf16_conv_backward_weight(struct dt_bf16_conv *bf, const float *x, const
         for (int i = 0; i < n; i++) {
             int sample = b0 + c0 + i;
             dt_conv_bf16_dy_rows(s, &bf->g, dy + (size_t)sample * out, bf->dyq + i * bf->g.dyq);
+            if (bias)
+                bias_parts(bf, bf->dyq + i * bf->g.dyq, bf->bparts + (size_t)(c0 + i) * s->k);
             dt_conv_bf16_position_pairs(s, &bf->g, x + (size_t)sample * in,
                                         bf->even + i * bf->g.xt, bf->odd + i * bf->g.xt);
         }
@@ -237,8 +243,14 @@ void dt_bf16_conv_backward_weight(struct dt_bf16_conv *bf, const float *x, const
         dt_conv_bf16_weight_grad_unpack(s, &bf->g, bf->dwt, g);
     else
         memset(g, 0, nw * sizeof *g);
-    if (bias)
-        bias_grad(bf, dy, b0, count, g + nw);
+    /* The bias gradient as autocast's bf16 conv has it (the sum of the rounded dy): per
+     * sample in float (bias_parts), across samples in double, in sample order. */
+    for (int k = 0; bias && k < s->k; k++) {
+        double sum = 0;
+        for (int i = 0; i < count; i++)
+            sum += bf->bparts[(size_t)i * s->k + k];
+        g[nw + k] = (float)sum;
+    }
 }
 
 /* The backward of the relu below, on one sample's dx while it is in cache: the same bits as
