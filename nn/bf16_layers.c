@@ -86,6 +86,7 @@ struct dt_bf16_conv {
     dt_bf16 *dyq, *even, *odd;   /* WGRAD_CHUNK samples' weight-gradient operands */
     float *dwt;                  /* the weight gradient in tap-major order */
     float *bparts;               /* [max_batch][K]: each sample's bias gradient part */
+    float *ysample;              /* per thread: a sample's output for a forward's sink */
 };
 
 int dt_bf16_conv_setup(struct dt_bf16_conv **out, const struct dt_conv_shape *s,
@@ -126,7 +127,7 @@ int dt_bf16_conv_setup(struct dt_bf16_conv **out, const struct dt_conv_shape *s,
     *scratch_bytes = 2.0 * (bf->g.wpack + bf->gt.wpack) +
                      (double)bf->threads * (2.0 * bf->xv_per + 4.0 * bf->yq_per) +
                      WGRAD_CHUNK * 2.0 * (bf->g.dyq + 2 * bf->g.xt) + 4.0 * bf->g.dwt +
-                     4.0 * s->n * s->k;
+                     4.0 * s->n * s->k + 4.0 * bf->threads * s->k * bf->g.oh * bf->g.ow;
     return 0;
 }
 
@@ -143,8 +144,9 @@ int dt_bf16_conv_init(struct dt_bf16_conv *bf)
     bf->odd = dt_alloc((size_t)WGRAD_CHUNK * bf->g.xt, sizeof(dt_bf16));
     bf->dwt = dt_alloc(bf->g.dwt, sizeof(float));
     bf->bparts = dt_alloc((size_t)bf->s.n * bf->s.k, sizeof(float));
+    bf->ysample = dt_alloc((size_t)bf->threads * bf->s.k * bf->g.oh * bf->g.ow, sizeof(float));
     if (!bf->wp || !bf->wpi || !bf->xv || !bf->yq || !bf->dyq || !bf->even || !bf->odd ||
-        !bf->dwt || !bf->bparts)
+        !bf->dwt || !bf->bparts || !bf->ysample)
         return dt_fail_context(-DT_ERUNTIME, "conv2d bf16 scratch");
     return 0;
 }
@@ -162,6 +164,7 @@ void dt_bf16_conv_free(struct dt_bf16_conv *bf)
     dt_free(bf->odd);
     dt_free(bf->dwt);
     dt_free(bf->bparts);
+    dt_free(bf->ysample);
     free(bf);
 }
 
@@ -176,7 +179,7 @@ const char *dt_bf16_conv_note(const struct dt_bf16_conv *bf)
 }
 
 void dt_bf16_conv_forward(struct dt_bf16_conv *bf, const float *x, const float *w, const float *b,
-                          float *y, int batch, bool relu)
+                          float *y, int batch, bool relu, const struct dt_bf16_conv_sink *sink)
 {
     const struct dt_conv_shape *s = &bf->s;
     dt_conv_bf16_pack_weights(s, &bf->g, w, bf->wp);
@@ -188,13 +191,16 @@ void dt_bf16_conv_forward(struct dt_bf16_conv *bf, const float *x, const float *
     for (int i = 0; i < batch; i++) {
         int t = omp_get_thread_num();
         dt_bf16 *xv = bf->xv + (size_t)t * bf->xv_per;
-        float *yq = bf->yq + (size_t)t * bf->yq_per, *yi = y + (size_t)i * out;
+        float *yq = bf->yq + (size_t)t * bf->yq_per;
+        float *yi = sink ? bf->ysample + (size_t)t * out : y + (size_t)i * out;
         dt_conv_bf16_pad_input(s, &bf->g, x + (size_t)i * in, xv);
         dt_conv_bf16_forward_on(bf->path, s, &bf->g, xv, bf->wp, yq);
         dt_conv_bf16_compact(s, &bf->g, yq, b, yi);
         if (relu)
             for (size_t j = 0; j < out; j++)
                 yi[j] = yi[j] > 0.0f ? yi[j] : 0.0f;
+        if (sink)
+            sink->fn(sink->ctx, yi, i);
     }
 }
 

@@ -58,9 +58,18 @@ bool dt_bf16_conv_tiles(const struct dt_bf16_conv *bf);
 /* "amx", "reference (emulated: ...)", "emulated (...) fallback: stride 2 ..." */
 const char *dt_bf16_conv_note(const struct dt_bf16_conv *bf);
 
-/* Tiles mode. forward: y = conv(x, w) + b (b may be NULL), relu'd when relu; packs w. */
+/* Where a forward hands each sample's output instead of storing it in y (the pool fusion:
+ * the maxpool2d above pools it while it is in cache): fn(ctx, output of sample i, i), on the
+ * thread that computed it, for samples in any order. */
+struct dt_bf16_conv_sink {
+    void (*fn)(void *ctx, const float *y, int sample);
+    void *ctx;
+};
+
+/* Tiles mode. forward: y = conv(x, w) + b (b may be NULL), relu'd when relu; packs w. With a
+ * sink, y is not written (may be NULL). */
 void dt_bf16_conv_forward(struct dt_bf16_conv *bf, const float *x, const float *w, const float *b,
-                          float *y, int batch, bool relu);
+                          float *y, int batch, bool relu, const struct dt_bf16_conv_sink *sink);
 /* The weight gradient of samples [b0, b0 + count) WRITTEN to g ([K][C][kh][kw], then the bias
  * gradient [K] when bias). */
 void dt_bf16_conv_backward_weight(struct dt_bf16_conv *bf, const float *x, const float *dy, int b0,

@@ -266,9 +266,10 @@ static int conv2d_setup(struct dt_layer *l, const struct dt_layer_spec *spec, st
     s->caps = DT_CAP_RELU_AT_STORE;
     s->scratch_bytes = scratch_bytes(cv, l->model->max_batch);
     if (l->model->precision == DT_PRECISION_BF16) {
-        /* bf16 takes the relu at its store and, on tiles, the relu below at dx's store; not
-         * the rest: its forward rounds the whole batch's input, and backward rounds dy, which
-         * a fused batchnorm backward would not hand it as it is */
+        /* bf16 takes the relu at its store and, on tiles, the relu below at dx's store and
+         * the pool above, per sample; not the rest: its forward rounds the whole batch's
+         * input, and backward rounds dy, which a fused batchnorm backward would not hand it
+         * as it is */
         double bytes;
         int rc = dt_bf16_conv_setup(&cv->bf, &cv->ds, &bytes);
         if (rc < 0)
@@ -277,9 +278,9 @@ static int conv2d_setup(struct dt_layer *l, const struct dt_layer_spec *spec, st
             bytes += 4.0 * ((double)l->model->max_batch *
                                 (dt_shape_size(in) + (double)cv->oc * cv->pix) +
                             (double)cv->oc * cv->ckk);
-        else { /* the fp32 algorithm's scratch is not allocated; dx's store takes a relu's */
+        else { /* the fp32 algorithm's scratch is not allocated */
             s->scratch_bytes = 0;
-            s->caps |= DT_CAP_RELU_BELOW_GRAD;
+            s->caps |= DT_CAP_RELU_BELOW_GRAD | DT_CAP_POOL_IN_FORWARD;
         }
         s->scratch_bytes += bytes;
         s->precision = dt_bf16_conv_note(cv->bf);
@@ -359,6 +360,21 @@ static void forward_pooled(struct dt_layer *l, const float *x, const float *weig
     }
 }
 
+/* The tile path's pool fusion: each sample's (relu'd) output pooled into the pool's y while
+ * it is in cache. */
+struct pool_sink {
+    struct dt_layer *pool;
+    float *y;
+    int first_sample;
+};
+
+static void pool_one(void *ctx, const float *y, int sample)
+{
+    struct pool_sink *ps = ctx;
+    dt_maxpool2d_forward_samples(ps->pool, y, ps->y + (size_t)sample * dt_shape_size(ps->pool->out),
+                                 ps->first_sample + sample, 1);
+}
+
 static void conv2d_forward(struct dt_layer *l, const float *x, float *y, int batch,
                            const struct dt_layer_fwd *c)
 {
@@ -366,7 +382,9 @@ static void conv2d_forward(struct dt_layer *l, const float *x, float *y, int bat
     const float *weight = l->params;
     const float *bias = cv->bias ? l->params + (size_t)cv->oc * cv->ckk : NULL;
     if (cv->bf && dt_bf16_conv_tiles(cv->bf)) {
-        dt_bf16_conv_forward(cv->bf, x, weight, bias, y, batch, c->relu);
+        struct pool_sink ps = {c->pool, y, c->first_sample};
+        struct dt_bf16_conv_sink sink = {pool_one, &ps};
+        dt_bf16_conv_forward(cv->bf, x, weight, bias, y, batch, c->relu, c->pool ? &sink : NULL);
         return;
     }
     if (cv->bf) { /* emulated: the fp32 algorithm on bf16-rounded x and weights */

@@ -38,7 +38,7 @@ struct run {
     double loss;
 };
 
-/* The precision the builds below use (test_bf16_relu_below sets bf16). */
+/* The precision the builds below use (test_bf16_fusions sets bf16). */
 static enum dt_precision precision = DT_PRECISION_FP32;
 
 static struct run run_model(const struct dt_layer_spec *specs, int n, struct dt_shape in, int batch,
@@ -240,9 +240,10 @@ static void test_relu_below(void **state)
 }
 
 /* The same on a bf16 model, on every bf16 tile path the CPU has (the plain-C tiles always):
- * the tile conv writes dx as the relu's backward would. The first conv (3 channels) runs
- * emulated and takes no relu below; the second, on tiles, does. */
-static void test_bf16_relu_below(void **state)
+ * the tile conv writes dx as the relu's backward would, and runs the relu and maxpool2d
+ * above it (pool). The first conv (3 channels) runs emulated and takes neither; the second,
+ * on tiles, does. */
+static void test_bf16_fusions(void **state)
 {
     (void)state;
     struct dt_layer_spec s[] = {conv_spec(16, 3, 1, 1), spec_of("relu"), conv_spec(16, 3, 1, 1),
@@ -253,7 +254,7 @@ static void test_bf16_relu_below(void **state)
     for (int p = DT_BF16_CTILE; p <= DT_BF16_AMX; p++) {
         const char *why;
         if (!dt_bf16_path_available((enum dt_bf16_path)p, &why)) {
-            printf("test_bf16_relu_below: %s skipped: %s\n",
+            printf("test_bf16_fusions: %s skipped: %s\n",
                    dt_bf16_path_name((enum dt_bf16_path)p), why);
             continue;
         }
@@ -262,6 +263,13 @@ static void test_bf16_relu_below(void **state)
         compare_on(DT_CONV2D_GEMM, s, 7, IN, 5, DT_FUSE_RELU | DT_FUSE_DY_EXTRA,
                    DT_FUSE_RELU_BELOW, 1);
         compare_on(DT_CONV2D_GEMM, s, 7, IN, 5, DT_FUSE_RELU_BELOW, DT_FUSE_SKIP_IN_DY, 1);
+        /* conv2d -> relu -> maxpool2d: the tile conv pools each sample (odd sizes: 9x8) */
+        struct dt_layer_spec pool[] = {conv_spec(16, 3, 1, 1),          spec_of("relu"),
+                                       conv_spec(16, 3, 1, 1),          spec_of("relu"),
+                                       pool_spec("maxpool2d", 2, 0, 0), spec_of("flatten"),
+                                       linear_spec(3)};
+        compare_on(DT_CONV2D_GEMM, pool, 7, IN, 5, DT_FUSE_RELU, DT_FUSE_POOL, 1);
+        compare_on(DT_CONV2D_GEMM, pool, 7, IN, 5, DT_FUSE_ALL & ~DT_FUSE_POOL, DT_FUSE_POOL, 1);
         dt_isa_force_bf16_path(was);
     }
     precision = DT_PRECISION_FP32;
@@ -446,7 +454,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_relu),         cmocka_unit_test(test_pool),
         cmocka_unit_test(test_add),          cmocka_unit_test(test_relu_below),
-        cmocka_unit_test(test_bf16_relu_below), cmocka_unit_test(test_bn_grad),
+        cmocka_unit_test(test_bf16_fusions), cmocka_unit_test(test_bn_grad),
         cmocka_unit_test(test_dy_extra),
         cmocka_unit_test(test_skip_in_dy),   cmocka_unit_test(test_chunks),
         cmocka_unit_test(test_fusion_parse), cmocka_unit_test(test_fuse_env),
