@@ -3,6 +3,7 @@
 #include "nn/bf16_layers.h"
 
 #include <omp.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -223,23 +224,95 @@ static void bias_parts(const struct dt_bf16_conv *bf, const dt_bf16 *dyq, float 
     }
 }
 
-void dt_bf16_conv_backward_weight(struct dt_bf16_conv *bf, const float *x, const float *dy, int b0,
-                                  int count, float *g, bool bias)
+/* The padded-width input gradient yq of one sample compacted into dx through the backward of
+ * the relu below: dx = x > 0 ? yq + extra : 0, the relu layer's bits (dy + extra, then the
+ * mask). extra may be dx itself (the skip_in_dy fusion leaves the skip gradient in the
+ * buffer this conv's dx goes to), so each element is read before it is written. */
+static void compact_relu_below(const struct dt_bf16_conv *bf, const float *yq, const float *x,
+                               const float *extra, float *dx)
+{
+    const struct dt_conv_shape *t = &bf->t;
+    const struct dt_conv_bf16_geom *g = &bf->gt;
+    for (int k = 0; k < t->k; k++)
+        for (int oh = 0; oh < g->oh; oh++) {
+            const float *src = yq + (size_t)k * g->qpad + (size_t)oh * g->wp;
+            size_t at = ((size_t)k * g->oh + oh) * g->ow;
+            /* a bit mask, not a branch (the mask is data: a branch mispredicts half the
+             * time); x > 0 ? v : +0, the same bits */
+            for (int ow = 0; ow < g->ow; ow++) {
+                float v = extra ? src[ow] + extra[at + ow] : src[ow];
+                uint32_t bits, keep = 0u - (uint32_t)(x[at + ow] > 0.0f);
+                memcpy(&bits, &v, sizeof bits);
+                bits &= keep;
+                memcpy(&dx[at + ow], &bits, sizeof bits);
+            }
+        }
+}
+
+/* One sample's dy through the batchnorm above (bn_grad.h's formula and order of operations,
+ * the batchnorm's own bits), into dst. */
+static void bn_dy(const struct dt_bf16_conv *bf, const struct dt_bn_grad *bn, const float *dy,
+                  int sample, float *dst)
+{
+    size_t pix = (size_t)bf->g.oh * bf->g.ow, at = (size_t)sample * bf->s.k * pix;
+    for (int c = 0; c < bf->s.k; c++, at += pix) {
+        const float *d = dy + at, *x = bn->x + at;
+        float *o = dst + (size_t)c * pix;
+        float k = bn->k[c], mean = bn->mean[c], invstd = bn->invstd[c];
+        float mean_dy = bn->mean_dy[c], mean_dy_xhat = bn->mean_dy_xhat[c];
+        for (size_t j = 0; j < pix; j++) {
+            float xhat = (x[j] - mean) * invstd;
+            o[j] = k * (d[j] - mean_dy - xhat * mean_dy_xhat);
+        }
+    }
+}
+
+/* Sample `sample`'s input gradient from its dy (already through the batchnorm above): the
+ * forward kernel on the rotated weights, in this thread's buffers. */
+static void input_grad(struct dt_bf16_conv *bf, const float *dy, float *dx, int sample,
+                       const float *relu_x, const float *extra)
+{
+    const struct dt_conv_shape *t = &bf->t;
+    size_t out = (size_t)t->k * bf->gt.oh * bf->gt.ow, at = (size_t)sample * out;
+    int th = omp_get_thread_num();
+    dt_bf16 *xv = bf->xv + (size_t)th * bf->xv_per;
+    float *yq = bf->yq + (size_t)th * bf->yq_per;
+    dt_conv_bf16_pad_input(t, &bf->gt, dy, xv);
+    dt_conv_bf16_forward_on(bf->path, t, &bf->gt, xv, bf->wpi, yq);
+    if (relu_x)
+        compact_relu_below(bf, yq, relu_x + at, extra ? extra + at : NULL, dx + at);
+    else
+        dt_conv_bf16_compact(t, &bf->gt, yq, NULL, dx + at);
+}
+
+void dt_bf16_conv_backward(struct dt_bf16_conv *bf, const float *x, const float *dy,
+                           const struct dt_bn_grad *bn, float *dx, const float *relu_x,
+                           const float *extra, int b0, int count, float *g, bool bias)
 {
     const struct dt_conv_shape *s = &bf->s;
     size_t in = (size_t)s->c * s->h * s->w, out = (size_t)s->k * bf->g.oh * bf->g.ow;
     /* Chunks in sample order, each added into the tile-major sum: every element is one fp32
-     * sum over the samples in order, the same bits for any team. */
+     * sum over the samples in order, the same bits for any team. Each sample's dy and x are
+     * read once from memory: its weight-gradient operands, bias part and input gradient are
+     * made while they are in cache. */
     for (int c0 = 0; c0 < count; c0 += WGRAD_CHUNK) {
         int n = count - c0 < WGRAD_CHUNK ? count - c0 : WGRAD_CHUNK;
 #pragma omp parallel for schedule(static) num_threads(team_size(bf->threads)) if (n > 1)
         for (int i = 0; i < n; i++) {
             int sample = b0 + c0 + i;
-            dt_conv_bf16_dy_rows(s, &bf->g, dy + (size_t)sample * out, bf->dyq + i * bf->g.dyq);
+            const float *dyi = dy + (size_t)sample * out;
+            if (bn) {
+                float *own = bf->ysample + (size_t)omp_get_thread_num() * out;
+                bn_dy(bf, bn, dy, sample, own);
+                dyi = own;
+            }
+            dt_conv_bf16_dy_rows(s, &bf->g, dyi, bf->dyq + i * bf->g.dyq);
             if (bias)
                 bias_parts(bf, bf->dyq + i * bf->g.dyq, bf->bparts + (size_t)(c0 + i) * s->k);
             dt_conv_bf16_position_pairs(s, &bf->g, x + (size_t)sample * in,
                                         bf->even + i * bf->g.xt, bf->odd + i * bf->g.xt);
+            if (dx)
+                input_grad(bf, dyi, dx, sample, relu_x, extra);
         }
         dt_conv_bf16_weight_grad_on(bf->path, s, &bf->g, n, bf->dyq, bf->even, bf->odd, bf->dwt,
                                     c0 > 0);
@@ -256,37 +329,6 @@ void dt_bf16_conv_backward_weight(struct dt_bf16_conv *bf, const float *x, const
         for (int i = 0; i < count; i++)
             sum += bf->bparts[(size_t)i * s->k + k];
         g[nw + k] = (float)sum;
-    }
-}
-
-/* The backward of the relu below, on one sample's dx while it is in cache: the same bits as
- * the relu layer's backward (dy + extra, then the mask). */
-static void relu_below(float *dx, const float *x, const float *extra, size_t n)
-{
-    if (extra)
-        for (size_t j = 0; j < n; j++)
-            dx[j] = x[j] > 0.0f ? dx[j] + extra[j] : 0.0f;
-    else
-        for (size_t j = 0; j < n; j++)
-            dx[j] = x[j] > 0.0f ? dx[j] : 0.0f;
-}
-
-void dt_bf16_conv_backward_input(struct dt_bf16_conv *bf, const float *dy, float *dx, int batch,
-                                 const float *relu_x, const float *extra)
-{
-    const struct dt_conv_shape *t = &bf->t;
-    size_t in = (size_t)t->c * t->h * t->w, out = (size_t)t->k * bf->gt.oh * bf->gt.ow;
-#pragma omp parallel for schedule(static) num_threads(team_size(bf->threads)) if (batch > 1)
-    for (int i = 0; i < batch; i++) {
-        int th = omp_get_thread_num();
-        dt_bf16 *xv = bf->xv + (size_t)th * bf->xv_per;
-        float *yq = bf->yq + (size_t)th * bf->yq_per;
-        dt_conv_bf16_pad_input(t, &bf->gt, dy + (size_t)i * in, xv);
-        dt_conv_bf16_forward_on(bf->path, t, &bf->gt, xv, bf->wpi, yq);
-        dt_conv_bf16_compact(t, &bf->gt, yq, NULL, dx + (size_t)i * out);
-        if (relu_x)
-            relu_below(dx + (size_t)i * out, relu_x + (size_t)i * out,
-                       extra ? extra + (size_t)i * out : NULL, out);
     }
 }
 

@@ -266,10 +266,9 @@ static int conv2d_setup(struct dt_layer *l, const struct dt_layer_spec *spec, st
     s->caps = DT_CAP_RELU_AT_STORE;
     s->scratch_bytes = scratch_bytes(cv, l->model->max_batch);
     if (l->model->precision == DT_PRECISION_BF16) {
-        /* bf16 takes the relu at its store and, on tiles, the relu below at dx's store and
-         * the pool above, per sample; not the rest: its forward rounds the whole batch's
-         * input, and backward rounds dy, which a fused batchnorm backward would not hand it
-         * as it is */
+        /* bf16 takes the relu at its store and, on tiles, per sample: the pool above, the
+         * relu below at dx's store and the batchnorm above's input gradient as it reads dy.
+         * Emulated takes only the relu: it rounds the whole batch's x and dy first. */
         double bytes;
         int rc = dt_bf16_conv_setup(&cv->bf, &cv->ds, &bytes);
         if (rc < 0)
@@ -280,7 +279,7 @@ static int conv2d_setup(struct dt_layer *l, const struct dt_layer_spec *spec, st
                             (double)cv->oc * cv->ckk);
         else { /* the fp32 algorithm's scratch is not allocated */
             s->scratch_bytes = 0;
-            s->caps |= DT_CAP_RELU_BELOW_GRAD | DT_CAP_POOL_IN_FORWARD;
+            s->caps |= DT_CAP_RELU_BELOW_GRAD | DT_CAP_POOL_IN_FORWARD | DT_CAP_BN_ABOVE_GRAD;
         }
         s->scratch_bytes += bytes;
         s->precision = dt_bf16_conv_note(cv->bf);
@@ -477,8 +476,9 @@ static void backward_samples(struct dt_layer *l, const float *x, const float *dy
 {
     struct conv *cv = l->state;
     if (cv->bf && dt_bf16_conv_tiles(cv->bf)) {
-        dt_bf16_conv_backward_weight(cv->bf, x, dy, b0, count, g, cv->bias);
-        return; /* dx: conv2d_backward, over the whole batch */
+        dt_bf16_conv_backward(cv->bf, x, dy, bn, dx, c->relu_below ? x : NULL,
+                              c->relu_below ? c->below_extra : NULL, b0, count, g, cv->bias);
+        return;
     }
     size_t nw = (size_t)cv->oc * cv->ckk, in_sample = dt_shape_size(l->in);
     size_t out_sample = dt_shape_size(l->out);
@@ -548,11 +548,8 @@ static void conv2d_backward(struct dt_layer *l, const float *x, const float *y, 
         }
         dt_grad_tree_finish(t, l->grads);
     }
-    if (dx && tiles) {
-        dt_bf16_conv_backward_input(cv->bf, dy, dx, batch, c->relu_below ? x : NULL,
-                                    c->relu_below ? c->below_extra : NULL);
+    if (tiles) /* dx was written with each slice's samples */
         return;
-    }
     if (dx && cv->algo == DT_CONV2D_DIRECT) {
         struct dt_conv_shape s = cv->ds;
         s.n = batch;

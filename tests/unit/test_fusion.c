@@ -240,8 +240,8 @@ static void test_relu_below(void **state)
 }
 
 /* The same on a bf16 model, on every bf16 tile path the CPU has (the plain-C tiles always):
- * the tile conv writes dx as the relu's backward would, and runs the relu and maxpool2d
- * above it (pool). The first conv (3 channels) runs emulated and takes neither; the second,
+ * the tile conv writes dx as the relu's backward would, runs the relu and maxpool2d above
+ * it (pool) and the batchnorm above's input gradient (bn_grad). The first conv (3 channels) runs emulated and takes neither; the second,
  * on tiles, does. */
 static void test_bf16_fusions(void **state)
 {
@@ -270,6 +270,13 @@ static void test_bf16_fusions(void **state)
                                        linear_spec(3)};
         compare_on(DT_CONV2D_GEMM, pool, 7, IN, 5, DT_FUSE_RELU, DT_FUSE_POOL, 1);
         compare_on(DT_CONV2D_GEMM, pool, 7, IN, 5, DT_FUSE_ALL & ~DT_FUSE_POOL, DT_FUSE_POOL, 1);
+        /* conv2d -> batchnorm2d: the batchnorm's input gradient in the tile conv's backward
+         * (the block's first conv has 3 input channels and runs emulated: one taker) */
+        struct dt_layer_spec b[16];
+        int nb = block(b);
+        compare_on(DT_CONV2D_GEMM, b, nb, IN, 5, DT_FUSE_NONE, DT_FUSE_BN_GRAD, 1);
+        compare_on(DT_CONV2D_GEMM, b, nb, IN, 5, DT_FUSE_ALL & ~DT_FUSE_BN_GRAD, DT_FUSE_BN_GRAD,
+                   1);
         dt_isa_force_bf16_path(was);
     }
     precision = DT_PRECISION_FP32;
