@@ -77,17 +77,17 @@ struct dt_bf16_conv {
     bool tiles;
     enum dt_bf16_path path;
     char note[112];
-    struct dt_conv_shape s, t;   /* the layer's shape and its input gradient's (n unused) */
+    struct dt_conv_shape s, t; /* the layer's shape and its input gradient's (n unused) */
     struct dt_conv_bf16_geom g, gt;
-    int threads;                 /* per-thread buffers below */
-    dt_bf16 *wp, *wpi;           /* the forward's and the input gradient's packed weights */
-    dt_bf16 *xv;                 /* per thread: a sample's input (or dY) in pair planes */
-    float *yq;                   /* per thread: a sample's padded-width output */
+    int threads;       /* per-thread buffers below */
+    dt_bf16 *wp, *wpi; /* the forward's and the input gradient's packed weights */
+    dt_bf16 *xv;       /* per thread: a sample's input (or dY) in pair planes */
+    float *yq;         /* per thread: a sample's padded-width output */
     size_t xv_per, yq_per;
-    dt_bf16 *dyq, *even, *odd;   /* WGRAD_CHUNK samples' weight-gradient operands */
-    float *dwt;                  /* the weight gradient in tap-major order */
-    float *bparts;               /* [max_batch][K]: each sample's bias gradient part */
-    float *ysample;              /* per thread: a sample's output for a forward's sink */
+    dt_bf16 *dyq, *even, *odd; /* WGRAD_CHUNK samples' weight-gradient operands */
+    float *dwt;                /* the weight gradient in tap-major order */
+    float *bparts;             /* [max_batch][K]: each sample's bias gradient part */
+    float *ysample;            /* per thread: a sample's output for a forward's sink */
 };
 
 int dt_bf16_conv_setup(struct dt_bf16_conv **out, const struct dt_conv_shape *s,
@@ -309,8 +309,8 @@ void dt_bf16_conv_backward(struct dt_bf16_conv *bf, const float *x, const float 
             dt_conv_bf16_dy_rows(s, &bf->g, dyi, bf->dyq + i * bf->g.dyq);
             if (bias)
                 bias_parts(bf, bf->dyq + i * bf->g.dyq, bf->bparts + (size_t)(c0 + i) * s->k);
-            dt_conv_bf16_position_pairs(s, &bf->g, x + (size_t)sample * in,
-                                        bf->even + i * bf->g.xt, bf->odd + i * bf->g.xt);
+            dt_conv_bf16_position_pairs(s, &bf->g, x + (size_t)sample * in, bf->even + i * bf->g.xt,
+                                        bf->odd + i * bf->g.xt);
             if (dx)
                 input_grad(bf, dyi, dx, sample, relu_x, extra);
         }
@@ -416,8 +416,8 @@ const char *dt_bf16_linear_note(const struct dt_bf16_linear *bf)
 
 void dt_bf16_linear_pack_weights(struct dt_bf16_linear *bf, const float *w)
 {
-    dt_bf16_pack_b_f32(w, 1, bf->in, bf->in, bf->out, bf->wt);  /* (i, o) = w[o][i] */
-    dt_bf16_pack_b_f32(w, bf->in, 1, bf->out, bf->in, bf->w);   /* (o, i) = w[o][i] */
+    dt_bf16_pack_b_f32(w, 1, bf->in, bf->in, bf->out, bf->wt); /* (i, o) = w[o][i] */
+    dt_bf16_pack_b_f32(w, bf->in, 1, bf->out, bf->in, bf->w);  /* (o, i) = w[o][i] */
 }
 
 void dt_bf16_linear_forward(struct dt_bf16_linear *bf, const float *x, const float *b, float *y,

@@ -45,8 +45,7 @@ static struct run run_model(const struct dt_layer_spec *specs, int n, struct dt_
                             unsigned fusions, const float *x)
 {
     struct run r;
-    struct dt_model_options opt = {
-        .fusions = fusions, .input_grad = true, .precision = precision};
+    struct dt_model_options opt = {.fusions = fusions, .input_grad = true, .precision = precision};
     assert_int_equal(dt_model_build_with(&r.m, specs, n, in, batch, DT_LOSS_CROSS_ENTROPY, 3, &opt),
                      0);
     size_t nout = (size_t)batch * r.m->classes, nin = (size_t)batch * in.c * in.h * in.w;
@@ -241,8 +240,8 @@ static void test_relu_below(void **state)
 
 /* The same on a bf16 model, on every bf16 tile path the CPU has (the plain-C tiles always):
  * the tile conv writes dx as the relu's backward would, runs the relu and maxpool2d above
- * it (pool) and the batchnorm above's input gradient (bn_grad). The first conv (3 channels) runs emulated and takes neither; the second,
- * on tiles, does. */
+ * it (pool) and the batchnorm above's input gradient (bn_grad). The first conv (3 channels) runs
+ * emulated and takes neither; the second, on tiles, does. */
 static void test_bf16_fusions(void **state)
 {
     (void)state;
@@ -254,19 +253,22 @@ static void test_bf16_fusions(void **state)
     for (int p = DT_BF16_CTILE; p <= DT_BF16_AMX; p++) {
         const char *why;
         if (!dt_bf16_path_available((enum dt_bf16_path)p, &why)) {
-            printf("test_bf16_fusions: %s skipped: %s\n",
-                   dt_bf16_path_name((enum dt_bf16_path)p), why);
+            printf("test_bf16_fusions: %s skipped: %s\n", dt_bf16_path_name((enum dt_bf16_path)p),
+                   why);
             continue;
         }
         enum dt_bf16_path was = dt_isa_force_bf16_path((enum dt_bf16_path)p);
         compare_on(DT_CONV2D_GEMM, s, 7, IN, 5, DT_FUSE_NONE, DT_FUSE_RELU_BELOW, 1);
-        compare_on(DT_CONV2D_GEMM, s, 7, IN, 5, DT_FUSE_RELU | DT_FUSE_DY_EXTRA,
-                   DT_FUSE_RELU_BELOW, 1);
+        compare_on(DT_CONV2D_GEMM, s, 7, IN, 5, DT_FUSE_RELU | DT_FUSE_DY_EXTRA, DT_FUSE_RELU_BELOW,
+                   1);
         compare_on(DT_CONV2D_GEMM, s, 7, IN, 5, DT_FUSE_RELU_BELOW, DT_FUSE_SKIP_IN_DY, 1);
         /* conv2d -> relu -> maxpool2d: the tile conv pools each sample (odd sizes: 9x8) */
-        struct dt_layer_spec pool[] = {conv_spec(16, 3, 1, 1),          spec_of("relu"),
-                                       conv_spec(16, 3, 1, 1),          spec_of("relu"),
-                                       pool_spec("maxpool2d", 2, 0, 0), spec_of("flatten"),
+        struct dt_layer_spec pool[] = {conv_spec(16, 3, 1, 1),
+                                       spec_of("relu"),
+                                       conv_spec(16, 3, 1, 1),
+                                       spec_of("relu"),
+                                       pool_spec("maxpool2d", 2, 0, 0),
+                                       spec_of("flatten"),
                                        linear_spec(3)};
         compare_on(DT_CONV2D_GEMM, pool, 7, IN, 5, DT_FUSE_RELU, DT_FUSE_POOL, 1);
         compare_on(DT_CONV2D_GEMM, pool, 7, IN, 5, DT_FUSE_ALL & ~DT_FUSE_POOL, DT_FUSE_POOL, 1);
@@ -462,10 +464,9 @@ int main(void)
         cmocka_unit_test(test_relu),         cmocka_unit_test(test_pool),
         cmocka_unit_test(test_add),          cmocka_unit_test(test_relu_below),
         cmocka_unit_test(test_bf16_fusions), cmocka_unit_test(test_bn_grad),
-        cmocka_unit_test(test_dy_extra),
-        cmocka_unit_test(test_skip_in_dy),   cmocka_unit_test(test_chunks),
-        cmocka_unit_test(test_fusion_parse), cmocka_unit_test(test_fuse_env),
-        cmocka_unit_test(test_input_grad),
+        cmocka_unit_test(test_dy_extra),     cmocka_unit_test(test_skip_in_dy),
+        cmocka_unit_test(test_chunks),       cmocka_unit_test(test_fusion_parse),
+        cmocka_unit_test(test_fuse_env),     cmocka_unit_test(test_input_grad),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

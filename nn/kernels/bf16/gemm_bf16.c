@@ -4,7 +4,6 @@
 
 #include <omp.h>
 
-
 #define TILE_ELEMS 512
 
 void dt_bf16_from_f32_n(const float *src, dt_bf16 *dst, size_t n)
