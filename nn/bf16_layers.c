@@ -81,9 +81,10 @@ struct dt_bf16_conv {
     struct dt_conv_bf16_geom g, gt;
     int threads;       /* per-thread buffers below */
     dt_bf16 *wp, *wpi; /* the forward's and the input gradient's packed weights */
-    dt_bf16 *xv;       /* per thread: a sample's input (or dY) in pair planes */
+    dt_bf16 *xv, *xvt; /* per thread: a sample's input, or dY, in pair planes (padding zero
+                          from init: only the image is written, pad_input_image) */
     float *yq;         /* per thread: a sample's padded-width output */
-    size_t xv_per, yq_per;
+    size_t yq_per;
     dt_bf16 *dyq, *even, *odd; /* WGRAD_CHUNK samples' weight-gradient operands */
     float *dwt;                /* the weight gradient in tap-major order */
     float *bparts;             /* [max_batch][K]: each sample's bias gradient part */
@@ -123,10 +124,9 @@ int dt_bf16_conv_setup(struct dt_bf16_conv **out, const struct dt_conv_shape *s,
     bf->tiles = true;
     snprintf(bf->note, sizeof bf->note, "%s", dt_bf16_path_name(bf->path));
     bf->threads = omp_get_max_threads() > 1 ? omp_get_max_threads() : 1;
-    bf->xv_per = bf->g.xv > bf->gt.xv ? bf->g.xv : bf->gt.xv;
     bf->yq_per = bf->g.yq > bf->gt.yq ? bf->g.yq : bf->gt.yq;
     *scratch_bytes = 2.0 * (bf->g.wpack + bf->gt.wpack) +
-                     (double)bf->threads * (2.0 * bf->xv_per + 4.0 * bf->yq_per) +
+                     (double)bf->threads * (2.0 * (bf->g.xv + bf->gt.xv) + 4.0 * bf->yq_per) +
                      WGRAD_CHUNK * 2.0 * (bf->g.dyq + 2 * bf->g.xt) + 4.0 * bf->g.dwt +
                      4.0 * s->n * s->k + 4.0 * bf->threads * s->k * bf->g.oh * bf->g.ow;
     return 0;
@@ -138,7 +138,8 @@ int dt_bf16_conv_init(struct dt_bf16_conv *bf)
         return 0;
     bf->wp = dt_alloc(bf->g.wpack, sizeof(dt_bf16));
     bf->wpi = dt_alloc(bf->gt.wpack, sizeof(dt_bf16));
-    bf->xv = dt_alloc((size_t)bf->threads * bf->xv_per, sizeof(dt_bf16));
+    bf->xv = dt_alloc((size_t)bf->threads * bf->g.xv, sizeof(dt_bf16));
+    bf->xvt = dt_alloc((size_t)bf->threads * bf->gt.xv, sizeof(dt_bf16));
     bf->yq = dt_alloc((size_t)bf->threads * bf->yq_per, sizeof(float));
     bf->dyq = dt_alloc((size_t)WGRAD_CHUNK * bf->g.dyq, sizeof(dt_bf16));
     bf->even = dt_alloc((size_t)WGRAD_CHUNK * bf->g.xt, sizeof(dt_bf16));
@@ -146,8 +147,8 @@ int dt_bf16_conv_init(struct dt_bf16_conv *bf)
     bf->dwt = dt_alloc(bf->g.dwt, sizeof(float));
     bf->bparts = dt_alloc((size_t)bf->s.n * bf->s.k, sizeof(float));
     bf->ysample = dt_alloc((size_t)bf->threads * bf->s.k * bf->g.oh * bf->g.ow, sizeof(float));
-    if (!bf->wp || !bf->wpi || !bf->xv || !bf->yq || !bf->dyq || !bf->even || !bf->odd ||
-        !bf->dwt || !bf->bparts || !bf->ysample)
+    if (!bf->wp || !bf->wpi || !bf->xv || !bf->xvt || !bf->yq || !bf->dyq || !bf->even ||
+        !bf->odd || !bf->dwt || !bf->bparts || !bf->ysample)
         return dt_fail_context(-DT_ERUNTIME, "conv2d bf16 scratch");
     return 0;
 }
@@ -159,6 +160,7 @@ void dt_bf16_conv_free(struct dt_bf16_conv *bf)
     dt_free(bf->wp);
     dt_free(bf->wpi);
     dt_free(bf->xv);
+    dt_free(bf->xvt);
     dt_free(bf->yq);
     dt_free(bf->dyq);
     dt_free(bf->even);
@@ -191,10 +193,10 @@ void dt_bf16_conv_forward(struct dt_bf16_conv *bf, const float *x, const float *
 #pragma omp parallel for schedule(static) num_threads(team_size(bf->threads)) if (batch > 1)
     for (int i = 0; i < batch; i++) {
         int t = omp_get_thread_num();
-        dt_bf16 *xv = bf->xv + (size_t)t * bf->xv_per;
+        dt_bf16 *xv = bf->xv + (size_t)t * bf->g.xv;
         float *yq = bf->yq + (size_t)t * bf->yq_per;
         float *yi = sink ? bf->ysample + (size_t)t * out : y + (size_t)i * out;
-        dt_conv_bf16_pad_input(s, &bf->g, x + (size_t)i * in, xv);
+        dt_conv_bf16_pad_input_image(s, &bf->g, x + (size_t)i * in, xv);
         dt_conv_bf16_forward_on(bf->path, s, &bf->g, xv, bf->wp, yq);
         dt_conv_bf16_compact(s, &bf->g, yq, b, yi);
         if (relu)
@@ -275,9 +277,9 @@ static void input_grad(struct dt_bf16_conv *bf, const float *dy, float *dx, int 
     const struct dt_conv_shape *t = &bf->t;
     size_t out = (size_t)t->k * bf->gt.oh * bf->gt.ow, at = (size_t)sample * out;
     int th = omp_get_thread_num();
-    dt_bf16 *xv = bf->xv + (size_t)th * bf->xv_per;
+    dt_bf16 *xv = bf->xvt + (size_t)th * bf->gt.xv;
     float *yq = bf->yq + (size_t)th * bf->yq_per;
-    dt_conv_bf16_pad_input(t, &bf->gt, dy, xv);
+    dt_conv_bf16_pad_input_image(t, &bf->gt, dy, xv);
     dt_conv_bf16_forward_on(bf->path, t, &bf->gt, xv, bf->wpi, yq);
     if (relu_x)
         compact_relu_below(bf, yq, relu_x + at, extra ? extra + at : NULL, dx + at);

@@ -70,6 +70,11 @@ void dt_conv_bf16_pack_weights_input_grad(const struct dt_conv_shape *t,
 /* One sample's x [C][H][W] fp32 -> xv (g->xv elements, padding and tail zeroed). */
 void dt_conv_bf16_pad_input(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
                             const float *x, dt_bf16 *xv);
+/* The same but writes only the image's elements: for a buffer of this geometry that only
+ * this function writes after it was zeroed once, whose padding therefore stays zero (the
+ * layers' per-thread buffers: no padding rewritten per sample). */
+void dt_conv_bf16_pad_input_image(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
+                                  const float *x, dt_bf16 *xv);
 
 /* One sample: yq [K][qpad] = conv(xv, wp) over the padded width, on path p. */
 void dt_conv_bf16_forward_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
