@@ -85,7 +85,8 @@ struct dt_bf16_conv {
                           from init: only the image is written, pad_input_image) */
     float *yq;         /* per thread: a sample's padded-width output */
     size_t yq_per;
-    dt_bf16 *dyq, *even, *odd; /* WGRAD_CHUNK samples' weight-gradient operands */
+    dt_bf16 *dyq, *even, *odd; /* WGRAD_CHUNK samples' weight-gradient operands (padding zero
+                                  from init: only the image is written, *_image) */
     float *dwt;                /* the weight gradient in tap-major order */
     float *bparts;             /* [max_batch][K]: each sample's bias gradient part */
     float *ysample;            /* per thread: a sample's output for a forward's sink */
@@ -308,11 +309,11 @@ void dt_bf16_conv_backward(struct dt_bf16_conv *bf, const float *x, const float 
                 bn_dy(bf, bn, dy, sample, own);
                 dyi = own;
             }
-            dt_conv_bf16_dy_rows(s, &bf->g, dyi, bf->dyq + i * bf->g.dyq);
+            dt_conv_bf16_dy_rows_image(s, &bf->g, dyi, bf->dyq + i * bf->g.dyq);
             if (bias)
                 bias_parts(bf, bf->dyq + i * bf->g.dyq, bf->bparts + (size_t)(c0 + i) * s->k);
-            dt_conv_bf16_position_pairs(s, &bf->g, x + (size_t)sample * in, bf->even + i * bf->g.xt,
-                                        bf->odd + i * bf->g.xt);
+            dt_conv_bf16_position_pairs_image(s, &bf->g, x + (size_t)sample * in,
+                                              bf->even + i * bf->g.xt, bf->odd + i * bf->g.xt);
             if (dx)
                 input_grad(bf, dyi, dx, sample, relu_x, extra);
         }

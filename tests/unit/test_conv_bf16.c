@@ -257,9 +257,10 @@ static void test_weight_gradient(void **state)
     each_shape(*(enum dt_bf16_path *)*state, "weight gradient", check_weight_grad);
 }
 
-/* pad_input_image on a buffer zeroed once leaves the padding zero: after one sample and then
- * another it holds what pad_input writes (from a buffer of 0xff bytes) for the second;
- * odd and even channel counts, with and without padding. */
+/* pad_input_image (and dy_rows_image, position_pairs_image) on a buffer zeroed once leave
+ * the padding zero: after one sample and then another it holds what pad_input writes (from a
+ * buffer of 0xff bytes) for the second; odd and even channel counts, with and without
+ * padding. */
 static void test_pad_input_image_keeps_padding(void **state)
 {
     (void)state;
@@ -283,6 +284,24 @@ static void test_pad_input_image_keeps_padding(void **state)
         dt_conv_bf16_pad_input_image(s, &g, x2, image);
         dt_conv_bf16_pad_input(s, &g, x2, whole);
         assert_memory_equal(image, whole, g.xv * 2);
+        /* the weight gradient's operands: dY rows (of an output-sized dy) and position pairs */
+        assert_true((size_t)s->k * g.oh * g.ow <= nx); /* x1, x2 serve as dy too */
+        dt_bf16 *rows = calloc(g.dyq, 2), *rows_whole = malloc(g.dyq * 2);
+        dt_bf16 *pairs = calloc(2 * g.xt, 2), *pairs_whole = malloc(2 * g.xt * 2);
+        memset(rows_whole, 0xff, g.dyq * 2);
+        memset(pairs_whole, 0xff, 2 * g.xt * 2);
+        dt_conv_bf16_dy_rows_image(s, &g, x1, rows);
+        dt_conv_bf16_dy_rows_image(s, &g, x2, rows);
+        dt_conv_bf16_dy_rows(s, &g, x2, rows_whole);
+        assert_memory_equal(rows, rows_whole, g.dyq * 2);
+        dt_conv_bf16_position_pairs_image(s, &g, x1, pairs, pairs + g.xt);
+        dt_conv_bf16_position_pairs_image(s, &g, x2, pairs, pairs + g.xt);
+        dt_conv_bf16_position_pairs(s, &g, x2, pairs_whole, pairs_whole + g.xt);
+        assert_memory_equal(pairs, pairs_whole, 2 * g.xt * 2);
+        free(rows);
+        free(rows_whole);
+        free(pairs);
+        free(pairs_whole);
         free(x1);
         free(x2);
         free(image);

@@ -209,24 +209,32 @@ void dt_conv_bf16_compact(const struct dt_conv_shape *s, const struct dt_conv_bf
     }
 }
 
+void dt_conv_bf16_dy_rows_image(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
+                                const float *dy, dt_bf16 *dyq)
+{
+    for (int k = 0; k < s->k; k++)
+        for (int oh = 0; oh < g->oh; oh++) {
+            const float *src = dy + ((size_t)k * g->oh + oh) * g->ow;
+            dt_bf16 *dst = dyq + (size_t)k * g->qrow + (size_t)oh * g->wp;
+            for (int ow = 0; ow < g->ow; ow++) /* inline: rows are short (8-32) */
+                dst[ow] = dt_bf16_from_f32(src[ow]);
+        }
+}
+
 void dt_conv_bf16_dy_rows(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
                           const float *dy, dt_bf16 *dyq)
 {
     memset(dyq, 0, g->dyq * sizeof *dyq);
-    for (int k = 0; k < s->k; k++)
-        for (int oh = 0; oh < g->oh; oh++)
-            dt_bf16_from_f32_n(dy + ((size_t)k * g->oh + oh) * g->ow,
-                               dyq + (size_t)k * g->qrow + (size_t)oh * g->wp, (size_t)g->ow);
+    dt_conv_bf16_dy_rows_image(s, g, dy, dyq);
 }
 
-void dt_conv_bf16_position_pairs(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
-                                 const float *x, dt_bf16 *even, dt_bf16 *odd)
+void dt_conv_bf16_position_pairs_image(const struct dt_conv_shape *s,
+                                       const struct dt_conv_bf16_geom *g, const float *x,
+                                       dt_bf16 *even, dt_bf16 *odd)
 {
-    /* Padding is zero in both copies; each image pixel lands once in each. Positions walk the
-     * image row by row and the channels innermost, so the writes of one position are adjacent
-     * (a position pair holds its channels side by side). */
-    memset(even, 0, g->xt * sizeof *even);
-    memset(odd, 0, g->xt * sizeof *odd);
+    /* Each image pixel lands once in each copy. Positions walk the image row by row and the
+     * channels innermost, so the writes of one position are adjacent (a position pair holds
+     * its channels side by side). */
     size_t plane = (size_t)s->h * s->w;
     for (int h = 0; h < s->h; h++)
         for (int w = 0; w < s->w; w++) {
@@ -242,6 +250,14 @@ void dt_conv_bf16_position_pairs(const struct dt_conv_shape *s, const struct dt_
                     o[2 * c] = v;
             }
         }
+}
+
+void dt_conv_bf16_position_pairs(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
+                                 const float *x, dt_bf16 *even, dt_bf16 *odd)
+{
+    memset(even, 0, g->xt * sizeof *even);
+    memset(odd, 0, g->xt * sizeof *odd);
+    dt_conv_bf16_position_pairs_image(s, g, x, even, odd);
 }
 
 static void weight_grad_reference(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,

@@ -95,6 +95,13 @@ void dt_conv_bf16_dy_rows(const struct dt_conv_shape *s, const struct dt_conv_bf
                           const float *dy, dt_bf16 *dyq);
 void dt_conv_bf16_position_pairs(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
                                  const float *x, dt_bf16 *even, dt_bf16 *odd);
+/* Both as pad_input_image: only the image's elements written, into buffers of this geometry
+ * zeroed once and written only by these (the layers' chunk buffers). */
+void dt_conv_bf16_dy_rows_image(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
+                                const float *dy, dt_bf16 *dyq);
+void dt_conv_bf16_position_pairs_image(const struct dt_conv_shape *s,
+                                       const struct dt_conv_bf16_geom *g, const float *x,
+                                       dt_bf16 *even, dt_bf16 *odd);
 
 /* dwt [k][kh kw][c16] (fp32) = [dwt +] the sum over n samples (sample i's operands at
  * dyq + i * g->dyq, even/odd + i * g->xt). */
