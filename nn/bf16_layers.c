@@ -3,6 +3,7 @@
 #include "nn/bf16_layers.h"
 
 #include <omp.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,11 @@
 
 /* Samples whose weight-gradient operands are laid out at once (a few MB at most). */
 #define WGRAD_CHUNK 16
+
+/* Inputs with fewer channels than this run emulated: a 32-deep tile step would be at least
+ * 7/8 zeros, and the operand layouts cost more than the products (the ConvNet's 1-channel
+ * first conv: 4.3 ms per step on tiles, 2.3 ms emulated; docs/bf16.md). */
+#define SMALL_INPUT_CHANNELS 4
 
 /* ---- emulated mode ---- */
 
@@ -71,15 +77,19 @@ struct dt_bf16_conv {
     bool tiles;
     enum dt_bf16_path path;
     char note[112];
-    struct dt_conv_shape s, t;   /* the layer's shape and its input gradient's (n unused) */
+    struct dt_conv_shape s, t; /* the layer's shape and its input gradient's (n unused) */
     struct dt_conv_bf16_geom g, gt;
-    int threads;                 /* per-thread buffers below */
-    dt_bf16 *wp, *wpi;           /* the forward's and the input gradient's packed weights */
-    dt_bf16 *xv;                 /* per thread: a sample's input (or dY) in pair planes */
-    float *yq;                   /* per thread: a sample's padded-width output */
-    size_t xv_per, yq_per;
-    dt_bf16 *dyq, *even, *odd;   /* WGRAD_CHUNK samples' weight-gradient operands */
-    float *dwt;                  /* the weight gradient in tap-major order */
+    int threads;       /* per-thread buffers below */
+    dt_bf16 *wp, *wpi; /* the forward's and the input gradient's packed weights */
+    dt_bf16 *xv, *xvt; /* per thread: a sample's input, or dY, in pair planes (padding zero
+                          from init: only the image is written, pad_input_image) */
+    float *yq;         /* per thread: a sample's padded-width output */
+    size_t yq_per;
+    dt_bf16 *dyq, *even, *odd; /* WGRAD_CHUNK samples' weight-gradient operands (padding zero
+                                  from init: only the image is written, *_image) */
+    float *dwt;                /* the weight gradient in tap-major order */
+    float *bparts;             /* [max_batch][K]: each sample's bias gradient part */
+    float *ysample;            /* per thread: a sample's output for a forward's sink */
 };
 
 int dt_bf16_conv_setup(struct dt_bf16_conv **out, const struct dt_conv_shape *s,
@@ -97,6 +107,8 @@ int dt_bf16_conv_setup(struct dt_bf16_conv **out, const struct dt_conv_shape *s,
         why = "stride 2+ is not in the bf16 conv kernels yet";
     else if (s->pad >= s->kh || s->kh != s->kw)
         why = "pad >= kernel is not in the bf16 conv kernels";
+    else if (s->c < SMALL_INPUT_CHANNELS)
+        why = "under 4 input channels fill too little of a 32-deep tile step";
     if (bf->path == DT_BF16_REFERENCE || why) {
         emulated_note(bf->note, sizeof bf->note, bf->path, why);
         return 0;
@@ -113,11 +125,11 @@ int dt_bf16_conv_setup(struct dt_bf16_conv **out, const struct dt_conv_shape *s,
     bf->tiles = true;
     snprintf(bf->note, sizeof bf->note, "%s", dt_bf16_path_name(bf->path));
     bf->threads = omp_get_max_threads() > 1 ? omp_get_max_threads() : 1;
-    bf->xv_per = bf->g.xv > bf->gt.xv ? bf->g.xv : bf->gt.xv;
     bf->yq_per = bf->g.yq > bf->gt.yq ? bf->g.yq : bf->gt.yq;
     *scratch_bytes = 2.0 * (bf->g.wpack + bf->gt.wpack) +
-                     (double)bf->threads * (2.0 * bf->xv_per + 4.0 * bf->yq_per) +
-                     WGRAD_CHUNK * 2.0 * (bf->g.dyq + 2 * bf->g.xt) + 4.0 * bf->g.dwt;
+                     (double)bf->threads * (2.0 * (bf->g.xv + bf->gt.xv) + 4.0 * bf->yq_per) +
+                     WGRAD_CHUNK * 2.0 * (bf->g.dyq + 2 * bf->g.xt) + 4.0 * bf->g.dwt +
+                     4.0 * s->n * s->k + 4.0 * bf->threads * s->k * bf->g.oh * bf->g.ow;
     return 0;
 }
 
@@ -127,14 +139,17 @@ int dt_bf16_conv_init(struct dt_bf16_conv *bf)
         return 0;
     bf->wp = dt_alloc(bf->g.wpack, sizeof(dt_bf16));
     bf->wpi = dt_alloc(bf->gt.wpack, sizeof(dt_bf16));
-    bf->xv = dt_alloc((size_t)bf->threads * bf->xv_per, sizeof(dt_bf16));
+    bf->xv = dt_alloc((size_t)bf->threads * bf->g.xv, sizeof(dt_bf16));
+    bf->xvt = dt_alloc((size_t)bf->threads * bf->gt.xv, sizeof(dt_bf16));
     bf->yq = dt_alloc((size_t)bf->threads * bf->yq_per, sizeof(float));
     bf->dyq = dt_alloc((size_t)WGRAD_CHUNK * bf->g.dyq, sizeof(dt_bf16));
     bf->even = dt_alloc((size_t)WGRAD_CHUNK * bf->g.xt, sizeof(dt_bf16));
     bf->odd = dt_alloc((size_t)WGRAD_CHUNK * bf->g.xt, sizeof(dt_bf16));
     bf->dwt = dt_alloc(bf->g.dwt, sizeof(float));
-    if (!bf->wp || !bf->wpi || !bf->xv || !bf->yq || !bf->dyq || !bf->even || !bf->odd ||
-        !bf->dwt)
+    bf->bparts = dt_alloc((size_t)bf->s.n * bf->s.k, sizeof(float));
+    bf->ysample = dt_alloc((size_t)bf->threads * bf->s.k * bf->g.oh * bf->g.ow, sizeof(float));
+    if (!bf->wp || !bf->wpi || !bf->xv || !bf->xvt || !bf->yq || !bf->dyq || !bf->even ||
+        !bf->odd || !bf->dwt || !bf->bparts || !bf->ysample)
         return dt_fail_context(-DT_ERUNTIME, "conv2d bf16 scratch");
     return 0;
 }
@@ -146,11 +161,14 @@ void dt_bf16_conv_free(struct dt_bf16_conv *bf)
     dt_free(bf->wp);
     dt_free(bf->wpi);
     dt_free(bf->xv);
+    dt_free(bf->xvt);
     dt_free(bf->yq);
     dt_free(bf->dyq);
     dt_free(bf->even);
     dt_free(bf->odd);
     dt_free(bf->dwt);
+    dt_free(bf->bparts);
+    dt_free(bf->ysample);
     free(bf);
 }
 
@@ -165,7 +183,7 @@ const char *dt_bf16_conv_note(const struct dt_bf16_conv *bf)
 }
 
 void dt_bf16_conv_forward(struct dt_bf16_conv *bf, const float *x, const float *w, const float *b,
-                          float *y, int batch, bool relu)
+                          float *y, int batch, bool relu, const struct dt_bf16_conv_sink *sink)
 {
     const struct dt_conv_shape *s = &bf->s;
     dt_conv_bf16_pack_weights(s, &bf->g, w, bf->wp);
@@ -176,51 +194,128 @@ void dt_bf16_conv_forward(struct dt_bf16_conv *bf, const float *x, const float *
 #pragma omp parallel for schedule(static) num_threads(team_size(bf->threads)) if (batch > 1)
     for (int i = 0; i < batch; i++) {
         int t = omp_get_thread_num();
-        dt_bf16 *xv = bf->xv + (size_t)t * bf->xv_per;
-        float *yq = bf->yq + (size_t)t * bf->yq_per, *yi = y + (size_t)i * out;
-        dt_conv_bf16_pad_input(s, &bf->g, x + (size_t)i * in, xv);
+        dt_bf16 *xv = bf->xv + (size_t)t * bf->g.xv;
+        float *yq = bf->yq + (size_t)t * bf->yq_per;
+        float *yi = sink ? bf->ysample + (size_t)t * out : y + (size_t)i * out;
+        dt_conv_bf16_pad_input_image(s, &bf->g, x + (size_t)i * in, xv);
         dt_conv_bf16_forward_on(bf->path, s, &bf->g, xv, bf->wp, yq);
         dt_conv_bf16_compact(s, &bf->g, yq, b, yi);
         if (relu)
             for (size_t j = 0; j < out; j++)
                 yi[j] = yi[j] > 0.0f ? yi[j] : 0.0f;
+        if (sink)
+            sink->fn(sink->ctx, yi, i);
     }
 }
 
-/* The bias gradient of samples [b0, b0 + count) from the bf16-rounded dy, as autocast's
- * bf16 conv has it (and the emulated mode): per sample in float, across them in double, the
- * fp32 layer's order. */
-static void bias_grad(const struct dt_bf16_conv *bf, const float *dy, int b0, int count, float *db)
+/* One sample's bias gradient part per channel, from its dY rows (the bf16-rounded dy, zero
+ * at the junk columns) while they are in cache: 16 interleaved partial sums in float, added
+ * pairwise (one sequential sum costs an add's latency per element), in a fixed order. */
+static void bias_parts(const struct dt_bf16_conv *bf, const dt_bf16 *dyq, float *part)
 {
-    size_t pix = (size_t)bf->g.oh * bf->g.ow;
+    int qrow = bf->g.qrow; /* a multiple of 32 */
     for (int k = 0; k < bf->s.k; k++) {
-        double sum = 0;
-        for (int i = b0; i < b0 + count; i++) {
-            const float *src = dy + ((size_t)i * bf->s.k + k) * pix;
-            float part = 0;
-            for (size_t p = 0; p < pix; p++)
-                part += dt_bf16_round(src[p]);
-            sum += part;
-        }
-        db[k] = (float)sum;
+        const dt_bf16 *row = dyq + (size_t)k * qrow;
+        float lane[16] = {0};
+        for (int q = 0; q < qrow; q += 16)
+            for (int j = 0; j < 16; j++)
+                lane[j] += dt_bf16_to_f32(row[q + j]);
+        for (int w = 8; w > 0; w /= 2)
+            for (int j = 0; j < w; j++)
+                lane[j] += lane[j + w];
+        part[k] = lane[0];
     }
 }
 
-void dt_bf16_conv_backward_weight(struct dt_bf16_conv *bf, const float *x, const float *dy, int b0,
-                                  int count, float *g, bool bias)
+/* The padded-width input gradient yq of one sample compacted into dx through the backward of
+ * the relu below: dx = x > 0 ? yq + extra : 0, the relu layer's bits (dy + extra, then the
+ * mask). extra may be dx itself (the skip_in_dy fusion leaves the skip gradient in the
+ * buffer this conv's dx goes to), so each element is read before it is written. */
+static void compact_relu_below(const struct dt_bf16_conv *bf, const float *yq, const float *x,
+                               const float *extra, float *dx)
+{
+    const struct dt_conv_shape *t = &bf->t;
+    const struct dt_conv_bf16_geom *g = &bf->gt;
+    for (int k = 0; k < t->k; k++)
+        for (int oh = 0; oh < g->oh; oh++) {
+            const float *src = yq + (size_t)k * g->qpad + (size_t)oh * g->wp;
+            size_t at = ((size_t)k * g->oh + oh) * g->ow;
+            /* a bit mask, not a branch (the mask is data: a branch mispredicts half the
+             * time); x > 0 ? v : +0, the same bits */
+            for (int ow = 0; ow < g->ow; ow++) {
+                float v = extra ? src[ow] + extra[at + ow] : src[ow];
+                uint32_t bits, keep = 0u - (uint32_t)(x[at + ow] > 0.0f);
+                memcpy(&bits, &v, sizeof bits);
+                bits &= keep;
+                memcpy(&dx[at + ow], &bits, sizeof bits);
+            }
+        }
+}
+
+/* One sample's dy through the batchnorm above (bn_grad.h's formula and order of operations,
+ * the batchnorm's own bits), into dst. */
+static void bn_dy(const struct dt_bf16_conv *bf, const struct dt_bn_grad *bn, const float *dy,
+                  int sample, float *dst)
+{
+    size_t pix = (size_t)bf->g.oh * bf->g.ow, at = (size_t)sample * bf->s.k * pix;
+    for (int c = 0; c < bf->s.k; c++, at += pix) {
+        const float *d = dy + at, *x = bn->x + at;
+        float *o = dst + (size_t)c * pix;
+        float k = bn->k[c], mean = bn->mean[c], invstd = bn->invstd[c];
+        float mean_dy = bn->mean_dy[c], mean_dy_xhat = bn->mean_dy_xhat[c];
+        for (size_t j = 0; j < pix; j++) {
+            float xhat = (x[j] - mean) * invstd;
+            o[j] = k * (d[j] - mean_dy - xhat * mean_dy_xhat);
+        }
+    }
+}
+
+/* Sample `sample`'s input gradient from its dy (already through the batchnorm above): the
+ * forward kernel on the rotated weights, in this thread's buffers. */
+static void input_grad(struct dt_bf16_conv *bf, const float *dy, float *dx, int sample,
+                       const float *relu_x, const float *extra)
+{
+    const struct dt_conv_shape *t = &bf->t;
+    size_t out = (size_t)t->k * bf->gt.oh * bf->gt.ow, at = (size_t)sample * out;
+    int th = omp_get_thread_num();
+    dt_bf16 *xv = bf->xvt + (size_t)th * bf->gt.xv;
+    float *yq = bf->yq + (size_t)th * bf->yq_per;
+    dt_conv_bf16_pad_input_image(t, &bf->gt, dy, xv);
+    dt_conv_bf16_forward_on(bf->path, t, &bf->gt, xv, bf->wpi, yq);
+    if (relu_x)
+        compact_relu_below(bf, yq, relu_x + at, extra ? extra + at : NULL, dx + at);
+    else
+        dt_conv_bf16_compact(t, &bf->gt, yq, NULL, dx + at);
+}
+
+void dt_bf16_conv_backward(struct dt_bf16_conv *bf, const float *x, const float *dy,
+                           const struct dt_bn_grad *bn, float *dx, const float *relu_x,
+                           const float *extra, int b0, int count, float *g, bool bias)
 {
     const struct dt_conv_shape *s = &bf->s;
     size_t in = (size_t)s->c * s->h * s->w, out = (size_t)s->k * bf->g.oh * bf->g.ow;
     /* Chunks in sample order, each added into the tile-major sum: every element is one fp32
-     * sum over the samples in order, the same bits for any team. */
+     * sum over the samples in order, the same bits for any team. Each sample's dy and x are
+     * read once from memory: its weight-gradient operands, bias part and input gradient are
+     * made while they are in cache. */
     for (int c0 = 0; c0 < count; c0 += WGRAD_CHUNK) {
         int n = count - c0 < WGRAD_CHUNK ? count - c0 : WGRAD_CHUNK;
 #pragma omp parallel for schedule(static) num_threads(team_size(bf->threads)) if (n > 1)
         for (int i = 0; i < n; i++) {
             int sample = b0 + c0 + i;
-            dt_conv_bf16_dy_rows(s, &bf->g, dy + (size_t)sample * out, bf->dyq + i * bf->g.dyq);
-            dt_conv_bf16_position_pairs(s, &bf->g, x + (size_t)sample * in,
-                                        bf->even + i * bf->g.xt, bf->odd + i * bf->g.xt);
+            const float *dyi = dy + (size_t)sample * out;
+            if (bn) {
+                float *own = bf->ysample + (size_t)omp_get_thread_num() * out;
+                bn_dy(bf, bn, dy, sample, own);
+                dyi = own;
+            }
+            dt_conv_bf16_dy_rows_image(s, &bf->g, dyi, bf->dyq + i * bf->g.dyq);
+            if (bias)
+                bias_parts(bf, bf->dyq + i * bf->g.dyq, bf->bparts + (size_t)(c0 + i) * s->k);
+            dt_conv_bf16_position_pairs_image(s, &bf->g, x + (size_t)sample * in,
+                                              bf->even + i * bf->g.xt, bf->odd + i * bf->g.xt);
+            if (dx)
+                input_grad(bf, dyi, dx, sample, relu_x, extra);
         }
         dt_conv_bf16_weight_grad_on(bf->path, s, &bf->g, n, bf->dyq, bf->even, bf->odd, bf->dwt,
                                     c0 > 0);
@@ -230,22 +325,13 @@ void dt_bf16_conv_backward_weight(struct dt_bf16_conv *bf, const float *x, const
         dt_conv_bf16_weight_grad_unpack(s, &bf->g, bf->dwt, g);
     else
         memset(g, 0, nw * sizeof *g);
-    if (bias)
-        bias_grad(bf, dy, b0, count, g + nw);
-}
-
-void dt_bf16_conv_backward_input(struct dt_bf16_conv *bf, const float *dy, float *dx, int batch)
-{
-    const struct dt_conv_shape *t = &bf->t;
-    size_t in = (size_t)t->c * t->h * t->w, out = (size_t)t->k * bf->gt.oh * bf->gt.ow;
-#pragma omp parallel for schedule(static) num_threads(team_size(bf->threads)) if (batch > 1)
-    for (int i = 0; i < batch; i++) {
-        int th = omp_get_thread_num();
-        dt_bf16 *xv = bf->xv + (size_t)th * bf->xv_per;
-        float *yq = bf->yq + (size_t)th * bf->yq_per;
-        dt_conv_bf16_pad_input(t, &bf->gt, dy + (size_t)i * in, xv);
-        dt_conv_bf16_forward_on(bf->path, t, &bf->gt, xv, bf->wpi, yq);
-        dt_conv_bf16_compact(t, &bf->gt, yq, NULL, dx + (size_t)i * out);
+    /* The bias gradient as autocast's bf16 conv has it (the sum of the rounded dy): per
+     * sample in float (bias_parts), across samples in double, in sample order. */
+    for (int k = 0; bias && k < s->k; k++) {
+        double sum = 0;
+        for (int i = 0; i < count; i++)
+            sum += bf->bparts[(size_t)i * s->k + k];
+        g[nw + k] = (float)sum;
     }
 }
 
@@ -333,8 +419,8 @@ const char *dt_bf16_linear_note(const struct dt_bf16_linear *bf)
 
 void dt_bf16_linear_pack_weights(struct dt_bf16_linear *bf, const float *w)
 {
-    dt_bf16_pack_b_f32(w, 1, bf->in, bf->in, bf->out, bf->wt);  /* (i, o) = w[o][i] */
-    dt_bf16_pack_b_f32(w, bf->in, 1, bf->out, bf->in, bf->w);   /* (o, i) = w[o][i] */
+    dt_bf16_pack_b_f32(w, 1, bf->in, bf->in, bf->out, bf->wt); /* (i, o) = w[o][i] */
+    dt_bf16_pack_b_f32(w, bf->in, 1, bf->out, bf->in, bf->w);  /* (o, i) = w[o][i] */
 }
 
 void dt_bf16_linear_forward(struct dt_bf16_linear *bf, const float *x, const float *b, float *y,

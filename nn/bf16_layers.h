@@ -27,6 +27,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "nn/kernels/fp32/bn_grad.h"     /* struct dt_bn_grad */
 #include "nn/kernels/fp32/conv_direct.h" /* struct dt_conv_shape */
 
 /* ---- emulated mode: rounded copies for the fp32 kernels ---- */
@@ -58,15 +59,29 @@ bool dt_bf16_conv_tiles(const struct dt_bf16_conv *bf);
 /* "amx", "reference (emulated: ...)", "emulated (...) fallback: stride 2 ..." */
 const char *dt_bf16_conv_note(const struct dt_bf16_conv *bf);
 
-/* Tiles mode. forward: y = conv(x, w) + b (b may be NULL), relu'd when relu; packs w. */
+/* Where a forward hands each sample's output instead of storing it in y (the pool fusion:
+ * the maxpool2d above pools it while it is in cache): fn(ctx, output of sample i, i), on the
+ * thread that computed it, for samples in any order. */
+struct dt_bf16_conv_sink {
+    void (*fn)(void *ctx, const float *y, int sample);
+    void *ctx;
+};
+
+/* Tiles mode. forward: y = conv(x, w) + b (b may be NULL), relu'd when relu; packs w. With a
+ * sink, y is not written (may be NULL). */
 void dt_bf16_conv_forward(struct dt_bf16_conv *bf, const float *x, const float *w, const float *b,
-                          float *y, int batch, bool relu);
-/* The weight gradient of samples [b0, b0 + count) WRITTEN to g ([K][C][kh][kw], then the bias
- * gradient [K] when bias). */
-void dt_bf16_conv_backward_weight(struct dt_bf16_conv *bf, const float *x, const float *dy, int b0,
-                                  int count, float *g, bool bias);
-/* dx = the input gradient of the whole batch, with the weights the last forward packed. */
-void dt_bf16_conv_backward_input(struct dt_bf16_conv *bf, const float *dy, float *dx, int batch);
+                          float *y, int batch, bool relu, const struct dt_bf16_conv_sink *sink);
+/* Backward of samples [b0, b0 + count) (pointers are to the whole batch): the weight
+ * gradient WRITTEN to g ([K][C][kh][kw], then the bias gradient [K] when bias) and, unless
+ * dx is NULL, those samples' input gradient, with the weights the last forward packed. With
+ * bn (the bn_grad fusion, nn/kernels/fp32/bn_grad.h) dy is the gradient at the output of the
+ * batchnorm above, read through its backward. With relu_x (the relu_below fusion) x is a
+ * relu's output and dx is written as that relu's backward would write it,
+ * dx = x > 0 ? dx + extra : 0 (extra, what skip connections sent to the relu's output, may
+ * be NULL). */
+void dt_bf16_conv_backward(struct dt_bf16_conv *bf, const float *x, const float *dy,
+                           const struct dt_bn_grad *bn, float *dx, const float *relu_x,
+                           const float *extra, int b0, int count, float *g, bool bias);
 
 /* ---- linear ---- */
 

@@ -5,19 +5,21 @@
  *               followed by a relu does so; the relu's output aliases the layer's and its
  *               forward is skipped. Its backward still runs (dy masked by y > 0).
  *   pool        when a maxpool2d follows that relu and the layer can run it (conv2d on the
- *               direct or Winograd path), the layer's forward runs the relu and the pool chunk
- *               by chunk and writes the pool's output; the pool's backward applies the relu's
- *               mask and the relu's backward is skipped. Neither the layer's nor the relu's
- *               output is written.
+ *               direct or Winograd path, or a bf16 conv2d on tiles), the layer's forward runs
+ *               the relu and the pool chunk by chunk and writes the pool's output; the
+ *               pool's backward applies the relu's mask and the relu's backward is skipped.
+ *               Neither the layer's nor the relu's output is written.
  *   add         an identity add whose input only it reads is computed by the batchnorm2d
  *               below at its store, with the relu fused into the add: the add's forward is
  *               skipped and the batchnorm's own output is not written (its backward runs).
- *   relu_below  a relu feeding a conv2d on the Winograd path (every relu inside a ResNet but
- *               the last) has its backward skipped: the conv writes dx as the relu's backward
- *               would, the gradient skip connections sent to the relu's output included.
- *   bn_grad     a batchnorm2d whose input is the output of a conv2d on the Winograd path that
- *               nothing else reads takes only its sums; the model hands its dy to the conv,
- *               whose backward computes the batchnorm's dx as it reads dy.
+ *   relu_below  a relu feeding a conv2d on the Winograd path or a bf16 one on tiles (every
+ *               relu inside a ResNet but the last) has its backward skipped: the conv writes
+ *               dx as the relu's backward would, the gradient skip connections sent to the
+ *               relu's output included.
+ *   bn_grad     a batchnorm2d whose input is the output of a conv2d on the Winograd path (or
+ *               a bf16 one on tiles) that nothing else reads takes only its sums; the model
+ *               hands its dy to the conv, whose backward computes the batchnorm's dx as it
+ *               reads dy.
  *   dy_extra    a relu adds what skip connections sent back to its output in its own
  *               backward pass, instead of the model adding it to dy in a pass of its own.
  *   skip_in_dy  an identity add whose skip gradient the conv above the skip's source reads (as

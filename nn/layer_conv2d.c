@@ -252,8 +252,9 @@ static int conv2d_setup(struct dt_layer *l, const struct dt_layer_spec *spec, st
     s->caps = DT_CAP_RELU_AT_STORE;
     s->scratch_bytes = scratch_bytes(cv, l->model->max_batch);
     if (l->model->precision == DT_PRECISION_BF16) {
-        /* bf16 takes only the relu: its forward rounds the whole batch's input, and backward
-         * rounds dy, which a fused batchnorm or relu backward would not hand it as it is */
+        /* bf16 takes the relu at its store and, on tiles, per sample: the pool above, the
+         * relu below at dx's store and the batchnorm above's input gradient as it reads dy.
+         * Emulated takes only the relu: it rounds the whole batch's x and dy first. */
         double bytes;
         int rc = dt_bf16_conv_setup(&cv->bf, &cv->ds, &bytes);
         if (rc < 0)
@@ -262,8 +263,10 @@ static int conv2d_setup(struct dt_layer *l, const struct dt_layer_spec *spec, st
             bytes += 4.0 * ((double)l->model->max_batch *
                                 (dt_shape_size(in) + (double)cv->oc * cv->pix) +
                             (double)cv->oc * cv->ckk);
-        else /* the fp32 algorithm's scratch is not allocated */
+        else { /* the fp32 algorithm's scratch is not allocated */
             s->scratch_bytes = 0;
+            s->caps |= DT_CAP_RELU_BELOW_GRAD | DT_CAP_POOL_IN_FORWARD | DT_CAP_BN_ABOVE_GRAD;
+        }
         s->scratch_bytes += bytes;
         s->precision = dt_bf16_conv_note(cv->bf);
         return 0;
@@ -342,6 +345,21 @@ static void forward_pooled(struct dt_layer *l, const float *x, const float *weig
     }
 }
 
+/* The tile path's pool fusion: each sample's (relu'd) output pooled into the pool's y while
+ * it is in cache. */
+struct pool_sink {
+    struct dt_layer *pool;
+    float *y;
+    int first_sample;
+};
+
+static void pool_one(void *ctx, const float *y, int sample)
+{
+    struct pool_sink *ps = ctx;
+    dt_maxpool2d_forward_samples(ps->pool, y, ps->y + (size_t)sample * dt_shape_size(ps->pool->out),
+                                 ps->first_sample + sample, 1);
+}
+
 static void conv2d_forward(struct dt_layer *l, const float *x, float *y, int batch,
                            const struct dt_layer_fwd *c)
 {
@@ -349,7 +367,9 @@ static void conv2d_forward(struct dt_layer *l, const float *x, float *y, int bat
     const float *weight = l->params;
     const float *bias = cv->bias ? l->params + (size_t)cv->oc * cv->ckk : NULL;
     if (cv->bf && dt_bf16_conv_tiles(cv->bf)) {
-        dt_bf16_conv_forward(cv->bf, x, weight, bias, y, batch, c->relu);
+        struct pool_sink ps = {c->pool, y, c->first_sample};
+        struct dt_bf16_conv_sink sink = {pool_one, &ps};
+        dt_bf16_conv_forward(cv->bf, x, weight, bias, y, batch, c->relu, c->pool ? &sink : NULL);
         return;
     }
     if (cv->bf) { /* emulated: the fp32 algorithm on bf16-rounded x and weights */
@@ -442,8 +462,9 @@ static void backward_samples(struct dt_layer *l, const float *x, const float *dy
 {
     struct conv *cv = l->state;
     if (cv->bf && dt_bf16_conv_tiles(cv->bf)) {
-        dt_bf16_conv_backward_weight(cv->bf, x, dy, b0, count, g, cv->bias);
-        return; /* dx: conv2d_backward, over the whole batch */
+        dt_bf16_conv_backward(cv->bf, x, dy, bn, dx, c->relu_below ? x : NULL,
+                              c->relu_below ? c->below_extra : NULL, b0, count, g, cv->bias);
+        return;
     }
     size_t nw = (size_t)cv->oc * cv->ckk, in_sample = dt_shape_size(l->in);
     size_t out_sample = dt_shape_size(l->out);
@@ -513,10 +534,8 @@ static void conv2d_backward(struct dt_layer *l, const float *x, const float *y, 
         }
         dt_grad_tree_finish(t, l->grads);
     }
-    if (dx && tiles) {
-        dt_bf16_conv_backward_input(cv->bf, dy, dx, batch);
+    if (tiles) /* dx was written with each slice's samples */
         return;
-    }
     if (dx && cv->algo == DT_CONV2D_DIRECT) {
         struct dt_conv_shape s = cv->ds;
         s.n = batch;

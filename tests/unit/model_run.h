@@ -17,6 +17,10 @@
 
 #define MODEL_RUN_MAX_BATCH 64
 
+/* The precision model_run builds with (a test of bf16 models sets DT_PRECISION_BF16 and puts
+ * it back); one per test file, as this header is. */
+static enum dt_precision model_run_precision = DT_PRECISION_FP32;
+
 struct model_run {
     struct dt_model *m;
     float *out_eval, *out_train, *grads;
@@ -31,7 +35,8 @@ static inline struct model_run model_run(const struct dt_layer_spec *specs, int 
                                          bool input_grad, const float *x)
 {
     struct model_run r = {0};
-    struct dt_model_options opt = {.fusions = fusions, .input_grad = input_grad};
+    struct dt_model_options opt = {
+        .fusions = fusions, .input_grad = input_grad, .precision = model_run_precision};
     assert_true(batch <= MODEL_RUN_MAX_BATCH);
     assert_int_equal(dt_model_build_with(&r.m, specs, n, in, batch, DT_LOSS_CROSS_ENTROPY, 3, &opt),
                      0);

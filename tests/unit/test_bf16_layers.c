@@ -224,9 +224,11 @@ static void test_conv_every_path(void **state)
         /* channel and position counts off the tile sizes; 3x3 pad 1, 5x5 pad 2, 1x1 */
         check_conv((enum dt_bf16_path)p, 5, 7, 9, 20, 3, 1, 1, 3, tiles);
         check_conv((enum dt_bf16_path)p, 34, 6, 5, 17, 5, 1, 2, 2, tiles);
-        check_conv((enum dt_bf16_path)p, 3, 8, 8, 16, 1, 1, 0, 17, tiles); /* > one wgrad chunk */
-        /* stride 2: the emulated fallback on every path */
+        check_conv((enum dt_bf16_path)p, 4, 8, 8, 16, 1, 1, 0, 17, tiles); /* > one wgrad chunk */
+        /* stride 2, and inputs of under 4 channels: the emulated fallback on every path */
         check_conv((enum dt_bf16_path)p, 6, 9, 8, 12, 3, 2, 1, 2, "emulated");
+        check_conv((enum dt_bf16_path)p, 1, 8, 8, 16, 3, 1, 1, 3, "emulated");
+        check_conv((enum dt_bf16_path)p, 3, 8, 8, 16, 3, 1, 1, 3, "emulated");
     }
 }
 

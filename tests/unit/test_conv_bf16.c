@@ -13,6 +13,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "nn/kernels/bf16/conv_bf16.h"
 
@@ -256,6 +257,58 @@ static void test_weight_gradient(void **state)
     each_shape(*(enum dt_bf16_path *)*state, "weight gradient", check_weight_grad);
 }
 
+/* pad_input_image (and dy_rows_image, position_pairs_image) on a buffer zeroed once leave
+ * the padding zero: after one sample and then another it holds what pad_input writes (from a
+ * buffer of 0xff bytes) for the second; odd and even channel counts, with and without
+ * padding. */
+static void test_pad_input_image_keeps_padding(void **state)
+{
+    (void)state;
+    struct dt_conv_shape shapes[] = {
+        {.n = 1, .c = 5, .h = 7, .w = 6, .k = 4, .kh = 3, .kw = 3, .stride = 1, .pad = 1},
+        {.n = 1, .c = 16, .h = 9, .w = 9, .k = 8, .kh = 5, .kw = 5, .stride = 1, .pad = 2},
+        {.n = 1, .c = 34, .h = 4, .w = 5, .k = 3, .kh = 3, .kw = 3, .stride = 1, .pad = 0}};
+    for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
+        const struct dt_conv_shape *s = &shapes[t];
+        struct dt_conv_bf16_geom g;
+        assert_int_equal(dt_conv_bf16_geometry(s, &g), 0);
+        size_t nx = (size_t)s->c * s->h * s->w;
+        float *x1 = malloc(nx * 4), *x2 = malloc(nx * 4);
+        for (size_t i = 0; i < nx; i++) {
+            x1[i] = uniform();
+            x2[i] = uniform();
+        }
+        dt_bf16 *image = calloc(g.xv, 2), *whole = malloc(g.xv * 2);
+        memset(whole, 0xff, g.xv * 2);
+        dt_conv_bf16_pad_input_image(s, &g, x1, image);
+        dt_conv_bf16_pad_input_image(s, &g, x2, image);
+        dt_conv_bf16_pad_input(s, &g, x2, whole);
+        assert_memory_equal(image, whole, g.xv * 2);
+        /* the weight gradient's operands: dY rows (of an output-sized dy) and position pairs */
+        assert_true((size_t)s->k * g.oh * g.ow <= nx); /* x1, x2 serve as dy too */
+        dt_bf16 *rows = calloc(g.dyq, 2), *rows_whole = malloc(g.dyq * 2);
+        dt_bf16 *pairs = calloc(2 * g.xt, 2), *pairs_whole = malloc(2 * g.xt * 2);
+        memset(rows_whole, 0xff, g.dyq * 2);
+        memset(pairs_whole, 0xff, 2 * g.xt * 2);
+        dt_conv_bf16_dy_rows_image(s, &g, x1, rows);
+        dt_conv_bf16_dy_rows_image(s, &g, x2, rows);
+        dt_conv_bf16_dy_rows(s, &g, x2, rows_whole);
+        assert_memory_equal(rows, rows_whole, g.dyq * 2);
+        dt_conv_bf16_position_pairs_image(s, &g, x1, pairs, pairs + g.xt);
+        dt_conv_bf16_position_pairs_image(s, &g, x2, pairs, pairs + g.xt);
+        dt_conv_bf16_position_pairs(s, &g, x2, pairs_whole, pairs_whole + g.xt);
+        assert_memory_equal(pairs, pairs_whole, 2 * g.xt * 2);
+        free(rows);
+        free(rows_whole);
+        free(pairs);
+        free(pairs_whole);
+        free(x1);
+        free(x2);
+        free(image);
+        free(whole);
+    }
+}
+
 static void test_unsupported_shapes_are_refused(void **state)
 {
     (void)state;
@@ -281,6 +334,7 @@ int main(void)
         cmocka_unit_test_prestate(test_weight_gradient, &paths[0]),
         cmocka_unit_test_prestate(test_weight_gradient, &paths[1]),
         cmocka_unit_test_prestate(test_weight_gradient, &paths[2]),
+        cmocka_unit_test(test_pad_input_image_keeps_padding),
         cmocka_unit_test(test_unsupported_shapes_are_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

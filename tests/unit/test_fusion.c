@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "nn/fusion.h"
+#include "nn/kernels/isa.h"
 #include "nn/layers.h"
 #include "nn/model.h"
 #include "model_run.h"
@@ -198,6 +199,52 @@ static void test_relu_below(void **state)
     compare_on(DT_CONV2D_GEMM, s, n, IN, 5, DT_FUSE_NONE, DT_FUSE_RELU_BELOW, 0);
 }
 
+/* The same on a bf16 model, on every bf16 tile path the CPU has (the plain-C tiles always):
+ * the tile conv writes dx as the relu's backward would, runs the relu and maxpool2d above
+ * it (pool) and the batchnorm above's input gradient (bn_grad). The first conv (3 channels) runs
+ * emulated and takes neither; the second, on tiles, does. */
+static void test_bf16_fusions(void **state)
+{
+    (void)state;
+    struct dt_layer_spec s[] = {conv_spec(16, 3, 1, 1), spec_of("relu"), conv_spec(16, 3, 1, 1),
+                                spec_of("add"),         spec_of("relu"), spec_of("flatten"),
+                                linear_spec(3)};
+    s[3].from = -2;
+    model_run_precision = DT_PRECISION_BF16;
+    for (int p = DT_BF16_CTILE; p <= DT_BF16_AMX; p++) {
+        const char *why;
+        if (!dt_bf16_path_available((enum dt_bf16_path)p, &why)) {
+            printf("test_bf16_fusions: %s skipped: %s\n", dt_bf16_path_name((enum dt_bf16_path)p),
+                   why);
+            continue;
+        }
+        enum dt_bf16_path was = dt_isa_force_bf16_path((enum dt_bf16_path)p);
+        compare_on(DT_CONV2D_GEMM, s, 7, IN, 5, DT_FUSE_NONE, DT_FUSE_RELU_BELOW, 1);
+        compare_on(DT_CONV2D_GEMM, s, 7, IN, 5, DT_FUSE_RELU | DT_FUSE_DY_EXTRA, DT_FUSE_RELU_BELOW,
+                   1);
+        compare_on(DT_CONV2D_GEMM, s, 7, IN, 5, DT_FUSE_RELU_BELOW, DT_FUSE_SKIP_IN_DY, 1);
+        /* conv2d -> relu -> maxpool2d: the tile conv pools each sample (odd sizes: 9x8) */
+        struct dt_layer_spec pool[] = {conv_spec(16, 3, 1, 1),
+                                       spec_of("relu"),
+                                       conv_spec(16, 3, 1, 1),
+                                       spec_of("relu"),
+                                       pool_spec("maxpool2d", 2, 0, 0),
+                                       spec_of("flatten"),
+                                       linear_spec(3)};
+        compare_on(DT_CONV2D_GEMM, pool, 7, IN, 5, DT_FUSE_RELU, DT_FUSE_POOL, 1);
+        compare_on(DT_CONV2D_GEMM, pool, 7, IN, 5, DT_FUSE_ALL & ~DT_FUSE_POOL, DT_FUSE_POOL, 1);
+        /* conv2d -> batchnorm2d: the batchnorm's input gradient in the tile conv's backward
+         * (the block's first conv has 3 input channels and runs emulated: one taker) */
+        struct dt_layer_spec b[16];
+        int nb = block(b);
+        compare_on(DT_CONV2D_GEMM, b, nb, IN, 5, DT_FUSE_NONE, DT_FUSE_BN_GRAD, 1);
+        compare_on(DT_CONV2D_GEMM, b, nb, IN, 5, DT_FUSE_ALL & ~DT_FUSE_BN_GRAD, DT_FUSE_BN_GRAD,
+                   1);
+        dt_isa_force_bf16_path(was);
+    }
+    model_run_precision = DT_PRECISION_FP32;
+}
+
 /* conv2d (Winograd) -> batchnorm2d: the batchnorm's input gradient in the conv's backward. */
 static void test_bn_grad(void **state)
 {
@@ -373,10 +420,10 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_relu),         cmocka_unit_test(test_pool),
         cmocka_unit_test(test_add),          cmocka_unit_test(test_relu_below),
-        cmocka_unit_test(test_bn_grad),      cmocka_unit_test(test_dy_extra),
-        cmocka_unit_test(test_skip_in_dy),   cmocka_unit_test(test_chunks),
-        cmocka_unit_test(test_fusion_parse), cmocka_unit_test(test_fuse_env),
-        cmocka_unit_test(test_input_grad),
+        cmocka_unit_test(test_bf16_fusions), cmocka_unit_test(test_bn_grad),
+        cmocka_unit_test(test_dy_extra),     cmocka_unit_test(test_skip_in_dy),
+        cmocka_unit_test(test_chunks),       cmocka_unit_test(test_fusion_parse),
+        cmocka_unit_test(test_fuse_env),     cmocka_unit_test(test_input_grad),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -15,10 +15,10 @@ static inline dt_bf16 dt_bf16_from_f32(float f)
 {
     uint32_t u;
     memcpy(&u, &f, sizeof u);
-    if ((u & 0x7fffffffu) > 0x7f800000u) /* NaN: keep the sign, force a quiet payload */
-        return (dt_bf16)((u >> 16) | 0x40);
-    u += 0x7fffu + ((u >> 16) & 1); /* round to nearest, ties to even */
-    return (dt_bf16)(u >> 16);
+    /* Written as a select, not a branch, so that the conversion loops vectorise. */
+    uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1)) >> 16; /* nearest, ties to even */
+    uint32_t nan = (u >> 16) | 0x40; /* NaN: keep the sign, force a quiet payload */
+    return (dt_bf16)((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
 }
 
 static inline float dt_bf16_to_f32(dt_bf16 h)

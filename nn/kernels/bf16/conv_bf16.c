@@ -109,25 +109,17 @@ void dt_conv_bf16_pack_weights_input_grad(const struct dt_conv_shape *t,
     pack_weights(t, g, w, true, wp);
 }
 
-void dt_conv_bf16_pad_input(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
-                            const float *x, dt_bf16 *xv)
+void dt_conv_bf16_pad_input_image(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
+                                  const float *x, dt_bf16 *xv)
 {
     size_t plane = (size_t)s->h * s->w, pair_plane = (size_t)g->positions * 2;
-    /* A pair plane's top padding rows, each row's side padding and the tail are zero; the
-     * image rows are written whole, both channels of a pair together (contiguous stores). */
-    for (int p = 0; p < g->cpad / 2; p++) {
-        dt_bf16 *pp = xv + p * pair_plane;
-        if (2 * p >= s->c) { /* channel padding up to cpad: the whole pair plane is zero */
-            memset(pp, 0, pair_plane * sizeof *pp);
-            continue;
-        }
+    /* The image rows are written whole, both channels of a pair together (contiguous stores);
+     * an odd channel count's last pair has no second channel, which stays zero. */
+    for (int p = 0; 2 * p < s->c; p++) {
+        dt_bf16 *top = xv + p * pair_plane + (size_t)s->pad * g->wp * 2;
         const float *c0 = x + 2 * p * plane, *c1 = 2 * p + 1 < s->c ? c0 + plane : NULL;
-        size_t top = (size_t)s->pad * g->wp * 2;
-        memset(pp, 0, top * sizeof *pp);
         for (int h = 0; h < s->h; h++) {
-            dt_bf16 *row = pp + top + (size_t)h * g->wp * 2;
-            memset(row, 0, (size_t)s->pad * 2 * sizeof *row);
-            dt_bf16 *out = row + s->pad * 2;
+            dt_bf16 *out = top + ((size_t)h * g->wp + s->pad) * 2;
             const float *r0 = c0 + (size_t)h * s->w;
             if (c1) {
                 const float *r1 = c1 + (size_t)h * s->w;
@@ -135,17 +127,19 @@ void dt_conv_bf16_pad_input(const struct dt_conv_shape *s, const struct dt_conv_
                     out[2 * w] = dt_bf16_from_f32(r0[w]);
                     out[2 * w + 1] = dt_bf16_from_f32(r1[w]);
                 }
-            } else { /* an odd channel count's last pair */
-                for (int w = 0; w < s->w; w++) {
+            } else {
+                for (int w = 0; w < s->w; w++)
                     out[2 * w] = dt_bf16_from_f32(r0[w]);
-                    out[2 * w + 1] = 0;
-                }
             }
-            memset(out + 2 * s->w, 0, (size_t)(g->wp - s->w - s->pad) * 2 * sizeof *out);
         }
-        size_t written = top + (size_t)s->h * g->wp * 2;
-        memset(pp + written, 0, (pair_plane - written) * sizeof *pp);
     }
+}
+
+void dt_conv_bf16_pad_input(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
+                            const float *x, dt_bf16 *xv)
+{
+    memset(xv, 0, g->xv * sizeof *xv);
+    dt_conv_bf16_pad_input_image(s, g, x, xv);
 }
 
 void dt_conv_bf16_pack_weights_cl(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
@@ -215,24 +209,32 @@ void dt_conv_bf16_compact(const struct dt_conv_shape *s, const struct dt_conv_bf
     }
 }
 
+void dt_conv_bf16_dy_rows_image(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
+                                const float *dy, dt_bf16 *dyq)
+{
+    for (int k = 0; k < s->k; k++)
+        for (int oh = 0; oh < g->oh; oh++) {
+            const float *src = dy + ((size_t)k * g->oh + oh) * g->ow;
+            dt_bf16 *dst = dyq + (size_t)k * g->qrow + (size_t)oh * g->wp;
+            for (int ow = 0; ow < g->ow; ow++) /* inline: rows are short (8-32) */
+                dst[ow] = dt_bf16_from_f32(src[ow]);
+        }
+}
+
 void dt_conv_bf16_dy_rows(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
                           const float *dy, dt_bf16 *dyq)
 {
     memset(dyq, 0, g->dyq * sizeof *dyq);
-    for (int k = 0; k < s->k; k++)
-        for (int oh = 0; oh < g->oh; oh++)
-            dt_bf16_from_f32_n(dy + ((size_t)k * g->oh + oh) * g->ow,
-                               dyq + (size_t)k * g->qrow + (size_t)oh * g->wp, (size_t)g->ow);
+    dt_conv_bf16_dy_rows_image(s, g, dy, dyq);
 }
 
-void dt_conv_bf16_position_pairs(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
-                                 const float *x, dt_bf16 *even, dt_bf16 *odd)
+void dt_conv_bf16_position_pairs_image(const struct dt_conv_shape *s,
+                                       const struct dt_conv_bf16_geom *g, const float *x,
+                                       dt_bf16 *even, dt_bf16 *odd)
 {
-    /* Padding is zero in both copies; each image pixel lands once in each. Positions walk the
-     * image row by row and the channels innermost, so the writes of one position are adjacent
-     * (a position pair holds its channels side by side). */
-    memset(even, 0, g->xt * sizeof *even);
-    memset(odd, 0, g->xt * sizeof *odd);
+    /* Each image pixel lands once in each copy. Positions walk the image row by row and the
+     * channels innermost, so the writes of one position are adjacent (a position pair holds
+     * its channels side by side). */
     size_t plane = (size_t)s->h * s->w;
     for (int h = 0; h < s->h; h++)
         for (int w = 0; w < s->w; w++) {
@@ -248,6 +250,14 @@ void dt_conv_bf16_position_pairs(const struct dt_conv_shape *s, const struct dt_
                     o[2 * c] = v;
             }
         }
+}
+
+void dt_conv_bf16_position_pairs(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
+                                 const float *x, dt_bf16 *even, dt_bf16 *odd)
+{
+    memset(even, 0, g->xt * sizeof *even);
+    memset(odd, 0, g->xt * sizeof *odd);
+    dt_conv_bf16_position_pairs_image(s, g, x, even, odd);
 }
 
 static void weight_grad_reference(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,

@@ -70,6 +70,11 @@ void dt_conv_bf16_pack_weights_input_grad(const struct dt_conv_shape *t,
 /* One sample's x [C][H][W] fp32 -> xv (g->xv elements, padding and tail zeroed). */
 void dt_conv_bf16_pad_input(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
                             const float *x, dt_bf16 *xv);
+/* The same but writes only the image's elements: for a buffer of this geometry that only
+ * this function writes after it was zeroed once, whose padding therefore stays zero (the
+ * layers' per-thread buffers: no padding rewritten per sample). */
+void dt_conv_bf16_pad_input_image(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
+                                  const float *x, dt_bf16 *xv);
 
 /* One sample: yq [K][qpad] = conv(xv, wp) over the padded width, on path p. */
 void dt_conv_bf16_forward_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
@@ -90,6 +95,13 @@ void dt_conv_bf16_dy_rows(const struct dt_conv_shape *s, const struct dt_conv_bf
                           const float *dy, dt_bf16 *dyq);
 void dt_conv_bf16_position_pairs(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
                                  const float *x, dt_bf16 *even, dt_bf16 *odd);
+/* Both as pad_input_image: only the image's elements written, into buffers of this geometry
+ * zeroed once and written only by these (the layers' chunk buffers). */
+void dt_conv_bf16_dy_rows_image(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
+                                const float *dy, dt_bf16 *dyq);
+void dt_conv_bf16_position_pairs_image(const struct dt_conv_shape *s,
+                                       const struct dt_conv_bf16_geom *g, const float *x,
+                                       dt_bf16 *even, dt_bf16 *odd);
 
 /* dwt [k][kh kw][c16] (fp32) = [dwt +] the sum over n samples (sample i's operands at
  * dyq + i * g->dyq, even/odd + i * g->xt). */

@@ -4,7 +4,6 @@
 
 #include <omp.h>
 
-
 #define TILE_ELEMS 512
 
 void dt_bf16_from_f32_n(const float *src, dt_bf16 *dst, size_t n)
@@ -40,32 +39,92 @@ static inline dt_bf16 element(const float *f32, const dt_bf16 *h, ptrdiff_t at)
     return f32 ? dt_bf16_from_f32(f32[at]) : h[at];
 }
 
+/* A whole 16 x 32 tile of A from fp32 at src (its element (0, 0)): the conversion pass that
+ * runs at every forward (weights, activations), so the contiguous case gets its own loop
+ * the compiler vectorises. */
+static void pack_a_tile_f32(const float *src, ptrdiff_t rs, ptrdiff_t cs, dt_bf16 *dst)
+{
+    for (int r = 0; r < 16; r++, src += rs, dst += 32)
+        if (cs == 1)
+            for (int c = 0; c < 32; c++)
+                dst[c] = dt_bf16_from_f32(src[c]);
+        else
+            for (int c = 0; c < 32; c++)
+                dst[c] = dt_bf16_from_f32(src[c * cs]);
+}
+
+/* A whole 32 x 16 tile of B from fp32: rows 2p and 2p + 1 of a column side by side. */
+static void pack_b_tile_f32(const float *src, ptrdiff_t rs, ptrdiff_t cs, dt_bf16 *dst)
+{
+    if (rs == 1) { /* columns contiguous: one column's 32 values to its 16 pairs */
+        for (int c = 0; c < 16; c++) {
+            const float *col = src + c * cs;
+            for (int p = 0; p < 16; p++) {
+                dst[p * 32 + 2 * c] = dt_bf16_from_f32(col[2 * p]);
+                dst[p * 32 + 2 * c + 1] = dt_bf16_from_f32(col[2 * p + 1]);
+            }
+        }
+        return;
+    }
+    for (int p = 0; p < 16; p++) {
+        const float *r0 = src + 2 * p * rs, *r1 = r0 + rs;
+        if (cs == 1) { /* rows contiguous: two rows interleaved */
+            for (int c = 0; c < 16; c++) {
+                dst[p * 32 + 2 * c] = dt_bf16_from_f32(r0[c]);
+                dst[p * 32 + 2 * c + 1] = dt_bf16_from_f32(r1[c]);
+            }
+            continue;
+        }
+        for (int c = 0; c < 16; c++) {
+            dst[p * 32 + 2 * c] = dt_bf16_from_f32(r0[c * cs]);
+            dst[p * 32 + 2 * c + 1] = dt_bf16_from_f32(r1[c * cs]);
+        }
+    }
+}
+
+/* Tiles wholly inside the matrix take the fp32 fast loops above; edge tiles (and bf16
+ * sources) the element loop, padding with zeros. Tile rows are independent: threads take
+ * them unless called inside a parallel region. */
 static void pack_a(const float *f32, const dt_bf16 *h, ptrdiff_t rs, ptrdiff_t cs, int m, int k,
                    dt_bf16 *dst)
 {
     int mt_count = tiles(m, 16), kt_count = tiles(k, 32);
+#pragma omp parallel for schedule(static) if (!omp_in_parallel() && (double)m * k > 1e6)
     for (int mt = 0; mt < mt_count; mt++)
-        for (int kt = 0; kt < kt_count; kt++, dst += TILE_ELEMS)
+        for (int kt = 0; kt < kt_count; kt++) {
+            dt_bf16 *t = dst + ((size_t)mt * kt_count + kt) * TILE_ELEMS;
+            if (f32 && (mt + 1) * 16 <= m && (kt + 1) * 32 <= k) {
+                pack_a_tile_f32(f32 + mt * 16 * rs + kt * 32 * cs, rs, cs, t);
+                continue;
+            }
             for (int r = 0; r < 16; r++)
                 for (int c = 0; c < 32; c++) {
                     int i = mt * 16 + r, j = kt * 32 + c;
-                    dst[r * 32 + c] = i < m && j < k ? element(f32, h, i * rs + j * cs) : 0;
+                    t[r * 32 + c] = i < m && j < k ? element(f32, h, i * rs + j * cs) : 0;
                 }
+        }
 }
 
 static void pack_b(const float *f32, const dt_bf16 *h, ptrdiff_t rs, ptrdiff_t cs, int k, int n,
                    dt_bf16 *dst)
 {
     int nt_count = tiles(n, 16), kt_count = tiles(k, 32);
+#pragma omp parallel for schedule(static) if (!omp_in_parallel() && (double)k * n > 1e6)
     for (int nt = 0; nt < nt_count; nt++)
-        for (int kt = 0; kt < kt_count; kt++, dst += TILE_ELEMS)
+        for (int kt = 0; kt < kt_count; kt++) {
+            dt_bf16 *t = dst + ((size_t)nt * kt_count + kt) * TILE_ELEMS;
+            if (f32 && (nt + 1) * 16 <= n && (kt + 1) * 32 <= k) {
+                pack_b_tile_f32(f32 + kt * 32 * rs + nt * 16 * cs, rs, cs, t);
+                continue;
+            }
             for (int p = 0; p < 16; p++)
                 for (int c = 0; c < 16; c++)
                     for (int half = 0; half < 2; half++) {
                         int i = kt * 32 + 2 * p + half, j = nt * 16 + c;
-                        dst[p * 32 + c * 2 + half] =
+                        t[p * 32 + c * 2 + half] =
                             i < k && j < n ? element(f32, h, i * rs + j * cs) : 0;
                     }
+        }
 }
 
 void dt_bf16_pack_a_f32(const float *src, ptrdiff_t rs, ptrdiff_t cs, int m, int k, dt_bf16 *dst)
