@@ -15,9 +15,8 @@
 #include "util/json.h"
 #include "util/log.h"
 
-static const struct dt_command *const commands[] = {&dt_cmd_fetch,   &dt_cmd_train,
-                                                    &dt_cmd_eval,    &dt_cmd_predict,
-                                                    &dt_cmd_bench,   &dt_cmd_report};
+static const struct dt_command *const commands[] = {&dt_cmd_fetch,   &dt_cmd_train, &dt_cmd_eval,
+                                                    &dt_cmd_predict, &dt_cmd_bench, &dt_cmd_report};
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 
 static void print_usage(FILE *out)

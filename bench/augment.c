@@ -47,8 +47,8 @@ static double time_batch(const struct bench *b, const struct dt_augment_opts *au
     double *t = malloc((size_t)b->repeats * sizeof *t);
     for (int r = 0; r < b->repeats; r++) {
         double t0 = dt_now();
-        dt_batch_assemble(&batcher, b->d, b->idx + (size_t)r * b->batch % (N - b->batch),
-                          b->batch, (uint64_t)r, augment, b->x, b->y);
+        dt_batch_assemble(&batcher, b->d, b->idx + (size_t)r * b->batch % (N - b->batch), b->batch,
+                          (uint64_t)r, augment, b->x, b->y);
         t[r] = dt_now() - t0;
     }
     double m = dt_bench_median(t, b->repeats);
@@ -133,7 +133,7 @@ int main(int argc, char **argv)
     on[6].rotate = 15;
     on[6].brightness = on[6].contrast = on[6].saturation = 0.4f;
     on[6].erase = 0.5f;
-    const char *names[] = {"resized_crop", "rotate 15", "brightness 0.4", "contrast 0.4",
+    const char *names[] = {"resized_crop",   "rotate 15", "brightness 0.4", "contrast 0.4",
                            "saturation 0.4", "erase 1.0", "all (erase 0.5)"};
 
     double step = time_step(&b);

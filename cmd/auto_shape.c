@@ -112,8 +112,8 @@ static char *cache_key(const struct dt_config *cfg, const struct dt_auto_shape_o
         free(model);
         return NULL;
     }
-    fprintf(f, "dtrain %s; cpu %s; cpus %s (%d used); isa %s; ", DTRAIN_VERSION, cpu_model,
-            cpuset, cpus, isa && *isa ? isa : "auto");
+    fprintf(f, "dtrain %s; cpu %s; cpus %s (%d used); isa %s; ", DTRAIN_VERSION, cpu_model, cpuset,
+            cpus, isa && *isa ? isa : "auto");
     fprintf(f, "model %016llx; optimizer %s; batch %d%s; ", (unsigned long long)fnv1a(model),
             dt_names_name(&dt_optim_type_names, cfg->optimizer.type), cfg->train.batch_size,
             cfg->train.batch_per_instance ? " per instance" : "");
@@ -239,7 +239,8 @@ static bool cache_read(const char *path, const char *key, const struct dt_bench_
         r->instances = (int)i->num;
         r->threads = (int)t->num;
         r->seconds = secs && secs->type == DT_JSON_NUM ? secs->num : NAN;
-        snprintf(r->when, sizeof r->when, "%s", when && when->type == DT_JSON_STR ? when->str : "?");
+        snprintf(r->when, sizeof r->when, "%s",
+                 when && when->type == DT_JSON_STR ? when->str : "?");
         for (const struct dt_json *e = rows->child; e && r->nrows < MAX_SHAPES; e = e->next) {
             const struct dt_json *ri = dt_json_get(e, "instances"), *rt = dt_json_get(e, "threads"),
                                  *rs = dt_json_get(e, "samples_per_s"),
@@ -287,7 +288,8 @@ static int probe(const struct dt_auto_shape_opts *o, struct dt_bench_combo *c, i
         if (r->rows[i].ok && (best < 0 || r->rows[i].samples_s > r->rows[best].samples_s))
             best = i;
     if (best < 0)
-        return dt_fail(DT_ERUNTIME, "--instances/--threads auto: every probe run failed; %d x %d: %s",
+        return dt_fail(DT_ERUNTIME,
+                       "--instances/--threads auto: every probe run failed; %d x %d: %s",
                        r->rows[0].combo.instances, r->rows[0].combo.threads, r->rows[0].error);
     r->instances = r->rows[best].combo.instances;
     r->threads = r->rows[best].combo.threads;
@@ -305,8 +307,8 @@ static void print_table(const struct result *r, const char *how)
         const struct dt_bench_sweep_row *row = &r->rows[i];
         bool chosen = row->combo.instances == r->instances && row->combo.threads == r->threads;
         if (row->ok)
-            dt_log_info("  %3d x %-3d %10.1f samples/s%s", row->combo.instances,
-                        row->combo.threads, row->samples_s, chosen ? "  <- chosen" : "");
+            dt_log_info("  %3d x %-3d %10.1f samples/s%s", row->combo.instances, row->combo.threads,
+                        row->samples_s, chosen ? "  <- chosen" : "");
         else
             dt_log_info("  %3d x %-3d     failed: %s", row->combo.instances, row->combo.threads,
                         row->error);
@@ -342,8 +344,8 @@ int dt_auto_shape_choose(const struct dt_config *cfg, const struct dt_auto_shape
         can_cache = false;
     } else if (can_cache && !o->again && cache_read(path, key, c, n, r)) {
         out->cached = true;
-        snprintf(how, sizeof how, "probed %s, cached in %s; --probe-again measures again",
-                 r->when, path);
+        snprintf(how, sizeof how, "probed %s, cached in %s; --probe-again measures again", r->when,
+                 path);
     } else {
         if (!o->quiet)
             dt_log_info("auto shape: probing %d shape%s of %d CPU%s, %d + %d steps each", n,

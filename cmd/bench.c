@@ -52,7 +52,7 @@ struct bench_args {
     int cores, steps, warmup, epochs, repeat, instances, iters;
     bool threads_only, steps_given, no_pin;
     const char *grid, *csv, *plot, *backend;
-    const char *precisions; /* --precision LIST: the sweep once per value */
+    const char *precisions;      /* --precision LIST: the sweep once per value */
     struct dt_cli_launch launch; /* --nodes (also hier's simulated hosts), --master, ... */
     double timeout;
     size_t min_bytes, max_bytes;
@@ -229,8 +229,7 @@ static int run_sweep(struct bench_args *a, const struct dt_bench_machine *m)
 static int run_allreduce(struct bench_args *a, const struct dt_bench_machine *m)
 {
     if (a->grid || a->threads_only || a->steps_given || a->epochs || a->repeat || a->sets.n ||
-        a->precisions ||
-        a->cores || a->warmup >= 0)
+        a->precisions || a->cores || a->warmup >= 0)
         return dt_fail(DT_EUSAGE,
                        "bench allreduce: --grid, --threads-only, --steps, --warmup, "
                        "--epochs, --repeat, --cores, --set and --precision belong to the training "

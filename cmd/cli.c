@@ -114,8 +114,8 @@ bool dt_cli_launch_option(struct dt_cli_launch *l, int opt, const char *arg, int
         l->token_file = arg;
         return true;
     case DT_OPT_RENDEZVOUS_TIMEOUT:
-        *rc = dt_cli_parse_double("--rendezvous-timeout", arg, 0.001, 86400,
-                                  &l->rendezvous_timeout);
+        *rc =
+            dt_cli_parse_double("--rendezvous-timeout", arg, 0.001, 86400, &l->rendezvous_timeout);
         return true;
     default:
         return false;

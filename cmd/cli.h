@@ -32,7 +32,7 @@ enum {
 
 /* The help line of --precision, the same on every face. */
 #define DT_CLI_PRECISION_HELP                                                                      \
-    "      --precision P    fp32 or bf16: conv2d and linear arithmetic (train.precision;\n"       \
+    "      --precision P    fp32 or bf16: conv2d and linear arithmetic (train.precision;\n"        \
     "                       bf16 = autocast-style mixed precision, docs/bf16.md)\n"
 
 /* getopt_long short-option string for the common options: the leading ':' makes getopt
@@ -83,10 +83,10 @@ int dt_cli_parse_double(const char *name, const char *arg, double lo, double hi,
  * same spellings and ranges: --nodes M (1..65536), --node-rank K (0..65535), --master
  * HOST:PORT, --iface NAME, --token-file F, --rendezvous-timeout S (0.001..86400 s). */
 struct dt_cli_launch {
-    int nodes;                 /* 0 when not given */
-    int node_rank;             /* -1 when not given */
+    int nodes;                               /* 0 when not given */
+    int node_rank;                           /* -1 when not given */
     const char *master, *iface, *token_file; /* NULL when not given */
-    double rendezvous_timeout; /* 0 when not given */
+    double rendezvous_timeout;               /* 0 when not given */
 };
 
 #define DT_CLI_LAUNCH_LONGOPTS                                                                     \

@@ -125,22 +125,23 @@ static int run_report(int argc, char **argv)
 const struct dt_command dt_cmd_report = {
     .name = "report",
     .summary = "draw a run's loss, accuracy and lr curves (SVG and PNG)",
-    .help = "usage: dtrain report RUN_DIR [--compare DIR]... [--out DIR]\n"
-            "\n"
-            "Draws the curves of a training run from its directory's metrics.csv (train writes\n"
-            "it into checkpoint.dir): loss, accuracy and learning rate against the step, loss\n"
-            "and accuracy against the epoch, train / val / test, with the best epoch (the one\n"
-            "best.safetensors holds) marked. Each chart is written as NAME.svg and NAME.png\n"
-            "(loss, accuracy, lr, loss_epoch, accuracy_epoch) into RUN_DIR or --out DIR.\n"
-            "The run's TensorBoard event files are checked too (CRCs); a last record or line\n"
-            "cut short by a crash is left out with a warning.\n"
-            "\n"
-            "options:\n"
-            "      --compare DIR    another run on the same charts (repeatable, or several DIRs\n"
-            "                       after the first; up to 8 runs); files are compare_NAME.*\n"
-            "      --out DIR        write the pictures into DIR (made if missing)\n" DT_CLI_COMMON_HELP
-            "\n"
-            "exit codes: 0 ok, 1 a picture could not be written, 2 usage error,\n"
-            "            3 a run directory is missing, holds no metrics, or is damaged\n",
+    .help =
+        "usage: dtrain report RUN_DIR [--compare DIR]... [--out DIR]\n"
+        "\n"
+        "Draws the curves of a training run from its directory's metrics.csv (train writes\n"
+        "it into checkpoint.dir): loss, accuracy and learning rate against the step, loss\n"
+        "and accuracy against the epoch, train / val / test, with the best epoch (the one\n"
+        "best.safetensors holds) marked. Each chart is written as NAME.svg and NAME.png\n"
+        "(loss, accuracy, lr, loss_epoch, accuracy_epoch) into RUN_DIR or --out DIR.\n"
+        "The run's TensorBoard event files are checked too (CRCs); a last record or line\n"
+        "cut short by a crash is left out with a warning.\n"
+        "\n"
+        "options:\n"
+        "      --compare DIR    another run on the same charts (repeatable, or several DIRs\n"
+        "                       after the first; up to 8 runs); files are compare_NAME.*\n"
+        "      --out DIR        write the pictures into DIR (made if missing)\n" DT_CLI_COMMON_HELP
+        "\n"
+        "exit codes: 0 ok, 1 a picture could not be written, 2 usage error,\n"
+        "            3 a run directory is missing, holds no metrics, or is damaged\n",
     .run = run_report,
 };

@@ -60,10 +60,10 @@ struct train_args {
     bool print_config, dry_run, config_reference, overwrite;
     int max_restarts;
     const char *resume;
-    const char *trace; /* --trace FILE */
+    const char *trace;                              /* --trace FILE */
     bool auto_instances, auto_threads, probe_again; /* --instances/--threads auto */
     int cores;                                      /* --cores: CPUs the auto shapes divide */
-    struct dt_cli_launch launch; /* --nodes, --master, ... */
+    struct dt_cli_launch launch;                    /* --nodes, --master, ... */
 };
 
 static int take_flag(void *ctx, int opt, const char *arg)
@@ -80,16 +80,18 @@ static int take_flag(void *ctx, int opt, const char *arg)
         if ((a->auto_instances = !strcmp(arg, "auto")))
             return 0;
         if (dt_cli_parse_int("--instances", arg, 1, 1024, &n))
-            return dt_fail(DT_EUSAGE, "--instances: expected a count from 1 to 1024 or auto, got "
-                                      "'%s'",
+            return dt_fail(DT_EUSAGE,
+                           "--instances: expected a count from 1 to 1024 or auto, got "
+                           "'%s'",
                            arg);
         return dt_cli_sets_addf(&a->flags, "dist.instances", arg);
     case OPT_THREADS:
         if ((a->auto_threads = !strcmp(arg, "auto")))
             return 0;
         if (dt_cli_parse_int("--threads", arg, 0, 1024, &n))
-            return dt_fail(DT_EUSAGE, "--threads: expected a count from 0 to 1024 or auto, got "
-                                      "'%s'",
+            return dt_fail(DT_EUSAGE,
+                           "--threads: expected a count from 0 to 1024 or auto, got "
+                           "'%s'",
                            arg);
         return dt_cli_sets_addf(&a->flags, "dist.threads", arg);
     case OPT_PROBE_AGAIN:
@@ -256,8 +258,9 @@ static int apply_auto_shape(struct train_args *a, const struct dt_job_opts *job,
                             struct dt_config *cfg, struct dt_job_plan *plan, char **probe_json)
 {
     if (plan->job.per_rank || plan->env.nodes > 1)
-        return dt_fail(DT_EUSAGE, "--%s auto: probes the shapes of a job on this host; with "
-                                  "several hosts or %s give --instances and --threads",
+        return dt_fail(DT_EUSAGE,
+                       "--%s auto: probes the shapes of a job on this host; with "
+                       "several hosts or %s give --instances and --threads",
                        a->auto_instances ? "instances" : "threads",
                        plan->job.per_rank ? plan->env.source : "--nodes");
     struct dt_auto_shape_opts o = {.config = a->config,
@@ -417,8 +420,8 @@ const struct dt_command dt_cmd_train = {
         "options:\n"
         "      --set KEY=VALUE  override one config key, e.g. --set train.epochs=5 or\n"
         "                       --set model.layers.3.p=0 (repeatable; applied in order, checked\n"
-        "                       like the file; strings may be bare, lists as [0.5, 0.25])\n"
-        DT_CLI_PRECISION_HELP
+        "                       like the file; strings may be bare, lists as [0.5, "
+        "0.25])\n" DT_CLI_PRECISION_HELP
         "      --instances N    processes training together (sets dist.instances);\n"
         "                       auto = probe the shapes that fit this machine's CPUs\n"
         "                       and train with the fastest (cached; docs/cli.md)\n"

@@ -66,8 +66,8 @@ static int round_half_even(double v)
     return (int)nearbyint(v);
 }
 
-void dt_augment_crop_box(struct dt_rng *r, int h, int w, const float scale[2],
-                         const float ratio[2], int *y, int *x, int *bh, int *bw)
+void dt_augment_crop_box(struct dt_rng *r, int h, int w, const float scale[2], const float ratio[2],
+                         int *y, int *x, int *bh, int *bw)
 {
     double area = (double)h * w, lr0 = log(ratio[0]), lr1 = log(ratio[1]);
     for (int attempt = 0; attempt < 10; attempt++) {
@@ -197,8 +197,8 @@ static inline float at_rotation_source(const struct geometry *g, const float *bu
 /* Output (i, j) rotated by the draw's angle about the image centre: the source point is the
  * output point turned back, read bilinearly; neighbours outside the image are `fill` (what
  * torchvision's rotate blends in through its mask). Zero-weight neighbours are not read. */
-static void rotate_plane(const struct geometry *g, const float *buf, float cs, float sn,
-                         float fill, float *out)
+static void rotate_plane(const struct geometry *g, const float *buf, float cs, float sn, float fill,
+                         float *out)
 {
     float cy = 0.5f * (float)(g->h - 1), cx = 0.5f * (float)(g->w - 1);
     for (int i = 0; i < g->h; i++) {

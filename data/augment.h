@@ -66,8 +66,8 @@ void dt_augment_draw(const struct dt_augment_opts *o, struct dt_rng *r, int h, i
 
 /* torchvision RandomResizedCrop.get_params: 10 tries of (area share, log-uniform ratio),
  * then a centre crop clamped to the ratio range. The box always lies inside h x w. */
-void dt_augment_crop_box(struct dt_rng *r, int h, int w, const float scale[2],
-                         const float ratio[2], int *y, int *x, int *bh, int *bw);
+void dt_augment_crop_box(struct dt_rng *r, int h, int w, const float scale[2], const float ratio[2],
+                         int *y, int *x, int *bh, int *bw);
 
 /* torchvision RandomErasing.get_params: 10 tries; *eh = 0 when none fits. */
 void dt_augment_erase_box(struct dt_rng *r, int h, int w, const float scale[2],

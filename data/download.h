@@ -3,9 +3,9 @@
  * A download appends to `part_path` and resumes from its current size with an HTTP Range
  * request; when the server cannot resume (it ignores Range and answers 200, or answers 416) the
  * part file is truncated and the transfer starts over from zero within the same call. The caller
- * owns retries, backoff and mirror order (data/fetch_sources.c), because only it knows what to try next;
- * this module classifies each failure so the caller can decide. Nothing here prints: progress is
- * reported through a callback. */
+ * owns retries, backoff and mirror order (data/fetch_sources.c), because only it knows what to try
+ * next; this module classifies each failure so the caller can decide. Nothing here prints: progress
+ * is reported through a callback. */
 #ifndef DT_DATA_DOWNLOAD_H
 #define DT_DATA_DOWNLOAD_H
 

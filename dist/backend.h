@@ -21,7 +21,13 @@
 #include "dist/launch_env.h"
 #include "util/names.h"
 
-enum dt_backend { DT_BACKEND_SINGLE, DT_BACKEND_SHM, DT_BACKEND_TCP, DT_BACKEND_HIER, DT_BACKEND_MPI };
+enum dt_backend {
+    DT_BACKEND_SINGLE,
+    DT_BACKEND_SHM,
+    DT_BACKEND_TCP,
+    DT_BACKEND_HIER,
+    DT_BACKEND_MPI
+};
 
 /* What a job asks for (dist.backend): auto or a backend by name. Never single, which a
  * one-rank job gets whatever it asks. */
@@ -62,12 +68,12 @@ struct dt_backend_job {
     enum dt_backend backend;
     const char *launcher; /* who started the ranks: "flags", "ompi", "slurm", ... (messages,
                              the mpi check); NULL = "flags" */
-    int world;      /* ranks in the job */
-    int rank_base;  /* global rank of this process's local rank 0 */
-    int local_n;    /* ranks this process runs (forks) */
-    int host_ranks; /* ranks on this host */
-    bool per_rank;  /* this process is one rank of an outside launch */
-    int local_rank; /* per_rank: this process's rank within the host */
+    int world;            /* ranks in the job */
+    int rank_base;        /* global rank of this process's local rank 0 */
+    int local_n;          /* ranks this process runs (forks) */
+    int host_ranks;       /* ranks on this host */
+    bool per_rank;        /* this process is one rank of an outside launch */
+    int local_rank;       /* per_rank: this process's rank within the host */
     /* Hosts: `nodes` in the job; this process stands for `groups` consecutive ones from
      * node_base (1 for a real host; bench allreduce simulates several on one machine), each
      * of local_n / groups ranks with its own shm segment. */

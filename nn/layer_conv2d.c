@@ -260,9 +260,9 @@ static int conv2d_setup(struct dt_layer *l, const struct dt_layer_spec *spec, st
         if (rc < 0)
             return rc;
         if (!dt_bf16_conv_tiles(cv->bf)) /* the rounded x, weights and dy */
-            bytes += 4.0 * ((double)l->model->max_batch *
-                                (dt_shape_size(in) + (double)cv->oc * cv->pix) +
-                            (double)cv->oc * cv->ckk);
+            bytes += 4.0 *
+                     ((double)l->model->max_batch * (dt_shape_size(in) + (double)cv->oc * cv->pix) +
+                      (double)cv->oc * cv->ckk);
         else { /* the fp32 algorithm's scratch is not allocated */
             s->scratch_bytes = 0;
             s->caps |= DT_CAP_RELU_BELOW_GRAD | DT_CAP_POOL_IN_FORWARD | DT_CAP_BN_ABOVE_GRAD;
@@ -475,8 +475,8 @@ static void backward_samples(struct dt_layer *l, const float *x, const float *dy
         struct dt_bn_grad part;
         memset(g, 0, l->nparams * sizeof *g); /* the kernel accumulates */
         (void)dt_conv_winograd_backward(&s, x + b0 * in_sample, dy + b0 * out_sample,
-                                        dt_bn_grad_from(bn, b0 * out_sample, &part), weight, g,
-                                        gb, dx ? dx + b0 * in_sample : NULL, c->relu_below,
+                                        dt_bn_grad_from(bn, b0 * out_sample, &part), weight, g, gb,
+                                        dx ? dx + b0 * in_sample : NULL, c->relu_below,
                                         c->below_extra ? c->below_extra + b0 * in_sample : NULL,
                                         cv->scratch, cv->scratch_floats, direct_threads(cv));
         return;

@@ -38,13 +38,13 @@ static int linear_setup(struct dt_layer *l, const struct dt_layer_spec *spec, st
     l->out = (struct dt_shape){li->out, 1, 1};
     l->nparams = (size_t)li->out * li->in + (li->bias ? (size_t)li->out : 0);
     if (l->model->precision == DT_PRECISION_BF16) {
-        int rc = dt_bf16_linear_setup(&li->bf, li->in, li->out, l->model->max_batch,
-                                      &s->scratch_bytes);
+        int rc =
+            dt_bf16_linear_setup(&li->bf, li->in, li->out, l->model->max_batch, &s->scratch_bytes);
         if (rc < 0)
             return rc;
         if (!dt_bf16_linear_tiles(li->bf))
-            s->scratch_bytes = 4.0 * ((double)l->model->max_batch * (li->in + li->out) +
-                                      (double)li->out * li->in);
+            s->scratch_bytes =
+                4.0 * ((double)l->model->max_batch * (li->in + li->out) + (double)li->out * li->in);
         s->precision = dt_bf16_linear_note(li->bf);
     }
     return 0;
@@ -76,8 +76,8 @@ static void forward_rows(const struct dt_layer *l, const float *x, const float *
 {
     const struct linear *li = l->state;
     if (li->bf && dt_bf16_linear_tiles(li->bf)) {
-        dt_bf16_linear_forward(li->bf, x, li->bias ? l->params + (size_t)li->out * li->in : NULL,
-                               y, rows);
+        dt_bf16_linear_forward(li->bf, x, li->bias ? l->params + (size_t)li->out * li->in : NULL, y,
+                               rows);
         return;
     }
     float beta = 0.0f;
@@ -87,8 +87,7 @@ static void forward_rows(const struct dt_layer *l, const float *x, const float *
             memcpy(y + (size_t)b * li->out, bias, li->out * sizeof *y);
         beta = 1.0f;
     }
-    dt_sgemm(false, true, rows, li->out, li->in, 1.0f, x, li->in, weight, li->in, beta, y,
-             li->out);
+    dt_sgemm(false, true, rows, li->out, li->in, 1.0f, x, li->in, weight, li->in, beta, y, li->out);
 }
 
 static void linear_forward(struct dt_layer *l, const float *x, float *y, int batch,
@@ -119,8 +118,7 @@ static void backward_rows(const struct dt_layer *l, const float *x, const float 
     if (tiles)
         dt_bf16_linear_backward(li->bf, x, dy, dx, rows, g);
     else
-        dt_sgemm(true, false, li->out, li->in, rows, 1.0f, dy, li->out, x, li->in, 0.0f, g,
-                 li->in);
+        dt_sgemm(true, false, li->out, li->in, rows, 1.0f, dy, li->out, x, li->in, 0.0f, g, li->in);
     if (li->bias) {
         float *db = g + (size_t)li->out * li->in;
         for (int o = 0; o < li->out; o++)

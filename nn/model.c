@@ -65,7 +65,7 @@ struct model_impl {
     float *grad_a, *grad_b;
     const float *input; /* the last forward's x (not copied) */
     int last_batch;
-    double scratch_bytes; /* the layers' own, as their setups reported */
+    double scratch_bytes;   /* the layers' own, as their setups reported */
     const char **precision; /* per layer: its setup's precision note (NULL = none) */
     int tensor_cap, buffer_tensor_cap;
 };

@@ -128,10 +128,10 @@ struct dt_model {
     int grad_slice;
     struct dt_grad_tree grad_tree;
     double profile_fwd[DT_MAX_PROFILE_LAYERS], profile_bwd[DT_MAX_PROFILE_LAYERS];
-    bool profile;                  /* accumulate per-layer seconds into profile_* */
+    bool profile;                          /* accumulate per-layer seconds into profile_* */
     struct dt_model_layer_hook layer_hook; /* told each layer's span when fn is set (a trace) */
-    struct dt_model_memory memory; /* what the build allocated, as counted before it did */
-    enum dt_precision precision;   /* dt_model_options.precision; layers read it at setup */
+    struct dt_model_memory memory;         /* what the build allocated, as counted before it did */
+    enum dt_precision precision;           /* dt_model_options.precision; layers read it at setup */
     void *impl;
 };
 

@@ -15,9 +15,9 @@
 #include "util/json.h"
 
 struct dt_best {
-    bool on_val;  /* choose on validation accuracy (else on training loss) */
-    bool any;     /* an epoch has been scored */
-    double score; /* higher is better: val accuracy, or minus the training loss */
+    bool on_val;           /* choose on validation accuracy (else on training loss) */
+    bool any;              /* an epoch has been scored */
+    double score;          /* higher is better: val accuracy, or minus the training loss */
     long long epoch, step; /* the best epoch (counted from 1) and the step at its end */
 };
 

@@ -87,8 +87,7 @@ static void axes(const struct dt_chart *c, const struct frame *f, struct dt_draw
     }
     dt_draw_line(d, f->x0, f->y0 + f->h, f->x0 + f->w, f->y0 + f->h, 0x333333, 1, false);
     dt_draw_line(d, f->x0, f->y0, f->x0, f->y0 + f->h, 0x333333, 1, false);
-    dt_draw_text(d, f->x0 + f->w / 2, f->y0 + f->h + 42, 12, DT_ANCHOR_MIDDLE, 0x222222,
-                 c->xlabel);
+    dt_draw_text(d, f->x0 + f->w / 2, f->y0 + f->h + 42, 12, DT_ANCHOR_MIDDLE, 0x222222, c->xlabel);
     dt_draw_text(d, 8, f->y0 - 12, 12, DT_ANCHOR_START, 0x222222, c->ylabel);
     dt_draw_text(d, f->x0 + f->w / 2, 24, 16, DT_ANCHOR_MIDDLE, 0x111111, c->title);
 }
@@ -129,8 +128,12 @@ static void legend(const struct dt_chart *c, const struct frame *f, bool bottom,
 void dt_chart_draw(const struct dt_chart *c, int width, int height, struct dt_drawing *d)
 {
     dt_draw_init(d, width, height);
-    struct frame f = {LEFT, TOP, width - LEFT - RIGHT, height - TOP - BOTTOM,
-                      data_range(c, false), data_range(c, true)};
+    struct frame f = {LEFT,
+                      TOP,
+                      width - LEFT - RIGHT,
+                      height - TOP - BOTTOM,
+                      data_range(c, false),
+                      data_range(c, true)};
     axes(c, &f, d);
     bool high = curves_end_high(c, &f); /* legend below, mark labels above */
     for (int m = 0; m < c->nmarks; m++) {

@@ -24,7 +24,7 @@ struct dt_chart_mark {
 };
 
 #define DT_CHART_MAX_SERIES 32
-#define DT_CHART_MAX_MARKS 16
+#define DT_CHART_MAX_MARKS  16
 
 struct dt_chart {
     char title[160];

@@ -26,8 +26,8 @@ struct dt_ckpt_writer {
     pthread_t thread;
     bool started, quit, busy;
     struct dt_ckpt_job *head, *tail;
-    int err_code;   /* first failed write since the last report, 0 if none */
-    char err[1024]; /* its message */
+    int err_code;           /* first failed write since the last report, 0 if none */
+    char err[1024];         /* its message */
     struct dt_trace *trace; /* --trace: each file write as a span of the writer's track */
 };
 

@@ -65,21 +65,21 @@ enum key_type {
     T_CUSTOM /* read and written by the row's codec (train/finetune_config.h) */
 };
 
-#define REQUIRED 1u /* no default: the file or a --set must give it */
-#define MIN_OPEN 2u /* value must be strictly greater than min */
-#define MAX_OPEN 4u /* value must be strictly less than max */
-#define FILLS    8u /* T_FLOATS: one number, not a list, stands for every element ([S, S]) */
+#define REQUIRED 1u  /* no default: the file or a --set must give it */
+#define MIN_OPEN 2u  /* value must be strictly greater than min */
+#define MAX_OPEN 4u  /* value must be strictly less than max */
+#define FILLS    8u  /* T_FLOATS: one number, not a list, stands for every element ([S, S]) */
 #define AUTO     16u /* T_FLOATS: the string "auto" is allowed (count DT_CONFIG_AUTO) */
 
 struct key {
     const char *path;
     enum key_type type;
     unsigned flags;
-    const char *def;     /* default in libconfig syntax; NULL when REQUIRED */
-    double min, max;     /* numbers and list elements: allowed range */
+    const char *def;              /* default in libconfig syntax; NULL when REQUIRED */
+    double min, max;              /* numbers and list elements: allowed range */
     const struct dt_names *names; /* T_ENUM, and T_STRING's allowed values (NULL = free) */
-    size_t offset, size; /* the field (strings: buffer size, lists: capacity in bytes) */
-    size_t count_offset; /* T_FLOATS: the int that receives the element count */
+    size_t offset, size;          /* the field (strings: buffer size, lists: capacity in bytes) */
+    size_t count_offset;          /* T_FLOATS: the int that receives the element count */
     const char *help;
 };
 
@@ -101,7 +101,7 @@ static const struct dt_config_codec *codec_of(const struct key *k)
     return NULL; /* not reached: every T_CUSTOM row has one (test_config checks the table) */
 }
 
-#define FIELD(f)     offsetof(struct dt_config, f), sizeof(((struct dt_config *)0)->f)
+#define FIELD(f) offsetof(struct dt_config, f), sizeof(((struct dt_config *)0)->f)
 /* An enum field, stored as an int (what every enum of these tables is). */
 #define ENUM(f)                                                                                    \
     offsetof(struct dt_config, f), sizeof(int) / (sizeof(((struct dt_config *)0)->f) == sizeof(int))
@@ -154,9 +154,8 @@ static const struct key keys[] = {
     {"data.val_fraction", T_FLOAT, MAX_OPEN, "0.0", 0, 1, NULL, FIELD(data.val_fraction), 0,
      "share of the training set held out (stratified, by train.seed) to choose "
      "best.safetensors on; 0 = none (a folder's val/ is used when present)"},
-    {"data.augment.resized_crop", T_BOOL, 0, "false", 0, 0, NULL,
-     FIELD(data.augment.resized_crop), 0,
-     "augmentation: torchvision RandomResizedCrop to the image size (crop_scale, crop_ratio)"},
+    {"data.augment.resized_crop", T_BOOL, 0, "false", 0, 0, NULL, FIELD(data.augment.resized_crop),
+     0, "augmentation: torchvision RandomResizedCrop to the image size (crop_scale, crop_ratio)"},
     {"data.augment.crop_scale", T_FLOATS, MIN_OPEN, "[0.08, 1.0]", 0, 1, NULL,
      LIST(data.augment.crop_scale, data.augment.ncrop_scale),
      "resized_crop: [min, max] share of the image's area the crop box covers"},
@@ -167,13 +166,13 @@ static const struct key keys[] = {
      "augmentation: rotate by an angle uniform in [-rotate, rotate] degrees (bilinear); 0 = off"},
     {"data.augment.rotate_fill", T_INT, 0, "0", 0, 255, NULL, FIELD(data.augment.rotate_fill), 0,
      "rotate: pixel value (0..255, before normalization) of the corners brought in"},
-    {"data.augment.brightness", T_FLOAT, 0, "0.0", 0, 100, NULL, FIELD(data.augment.brightness),
-     0, "augmentation: multiply pixels by a factor uniform in [max(0, 1-v), 1+v]; 0 = off"},
+    {"data.augment.brightness", T_FLOAT, 0, "0.0", 0, 100, NULL, FIELD(data.augment.brightness), 0,
+     "augmentation: multiply pixels by a factor uniform in [max(0, 1-v), 1+v]; 0 = off"},
     {"data.augment.contrast", T_FLOAT, 0, "0.0", 0, 100, NULL, FIELD(data.augment.contrast), 0,
      "augmentation: blend with the image's mean grey by a factor uniform in [max(0, 1-v), 1+v]"},
-    {"data.augment.saturation", T_FLOAT, 0, "0.0", 0, 100, NULL, FIELD(data.augment.saturation),
-     0, "augmentation, RGB only: blend with each pixel's grey by a factor uniform in "
-        "[max(0, 1-v), 1+v]"},
+    {"data.augment.saturation", T_FLOAT, 0, "0.0", 0, 100, NULL, FIELD(data.augment.saturation), 0,
+     "augmentation, RGB only: blend with each pixel's grey by a factor uniform in "
+     "[max(0, 1-v), 1+v]"},
     {"data.augment.erase", T_FLOAT, 0, "0.0", 0, 1, NULL, FIELD(data.augment.erase), 0,
      "augmentation: probability of torchvision RandomErasing (erase_scale, erase_ratio, "
      "erase_value); 0 = off"},
@@ -204,8 +203,8 @@ static const struct key keys[] = {
      "cross_entropy only: target (1 - eps) on the label + eps / classes on every class, as "
      "torch.nn.CrossEntropyLoss(label_smoothing=eps)"},
 
-    {"optimizer.type", T_ENUM, 0, "\"sgd\"", 0, 0, &dt_optim_type_names,
-     ENUM(optimizer.type), 0, "update rule, as in torch.optim"},
+    {"optimizer.type", T_ENUM, 0, "\"sgd\"", 0, 0, &dt_optim_type_names, ENUM(optimizer.type), 0,
+     "update rule, as in torch.optim"},
     {"optimizer.lr", T_FLOAT, 0, "0.0", 0, 10, NULL, FIELD(optimizer.lr), 0,
      "learning rate; 0 = PyTorch's default for the type (sgd 0.01, adam/adamw 0.001, "
      "adadelta 1.0)"},
@@ -296,9 +295,8 @@ static const struct key keys[] = {
      FIELD(train.early_stop.metric_name), 0,
      "stop training when this stops improving: val_accuracy, val_loss (both need a validation "
      "split), train_loss, train_accuracy; none = off (train/early_stop.h)"},
-    {"train.early_stop.patience", T_INT, 0, "5", 1, 1000000, NULL,
-     FIELD(train.early_stop.patience), 0,
-     "epochs in a row without improvement before training stops"},
+    {"train.early_stop.patience", T_INT, 0, "5", 1, 1000000, NULL, FIELD(train.early_stop.patience),
+     0, "epochs in a row without improvement before training stops"},
     {"train.early_stop.min_delta", T_DOUBLE, 0, "0.0", 0, 1e9, NULL,
      FIELD(train.early_stop.min_delta), 0,
      "an epoch improves when it beats the best by more than this (higher accuracy, lower "
@@ -1325,7 +1323,8 @@ static int check_cross_keys(struct load *ld)
     if (cfg->loss.label_smoothing != 0 && cfg->loss.type != DT_LOSS_CROSS_ENTROPY) {
         key_where(ld, "loss.label_smoothing", where, sizeof where);
         return dt_fail(DT_EUSAGE, "%s: %g needs loss.type \"cross_entropy\" (found \"%s\")", where,
-                       cfg->loss.label_smoothing, dt_names_name(&dt_loss_kind_names, cfg->loss.type));
+                       cfg->loss.label_smoothing,
+                       dt_names_name(&dt_loss_kind_names, cfg->loss.type));
     }
     if (cfg->optimizer.schedule.warmup_epochs > 0 && cfg->optimizer.schedule.warmup_steps > 0) {
         key_where(ld, "optimizer.schedule.warmup_epochs", where, sizeof where);
@@ -1343,10 +1342,9 @@ static int check_cross_keys(struct load *ld)
     }
     /* a folder may bring its own val/ split: the run checks that once the data is read */
     char problem[300];
-    const char *es_key =
-        dt_early_stop_resolve(&cfg->train.early_stop,
-                              cfg->data.val_fraction > 0 || cfg->data.format == DT_DATA_FOLDER,
-                              problem, sizeof problem);
+    const char *es_key = dt_early_stop_resolve(
+        &cfg->train.early_stop, cfg->data.val_fraction > 0 || cfg->data.format == DT_DATA_FOLDER,
+        problem, sizeof problem);
     if (es_key) {
         key_where(ld, es_key, where, sizeof where);
         return dt_fail(DT_EUSAGE, "%s: %s", where, problem);

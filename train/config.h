@@ -43,7 +43,7 @@ struct dt_config {
                         what checkpoints store); malloc'd */
 
     struct {
-        char dataset[64];   /* registry name: mnist, fashion-mnist, kmnist, cifar10, cifar100 */
+        char dataset[64]; /* registry name: mnist, fashion-mnist, kmnist, cifar10, cifar100 */
         /* the registry's format for data.dataset when the config gives none */
         enum dt_data_format format;
         char dir[1024];     /* where the archives are; default $DTRAIN_DATA/<dataset> */
@@ -60,7 +60,7 @@ struct dt_config {
         bool skip_bad;        /* folder: leave out undecodable images instead of failing */
         long long max_pixels; /* folder, predict: pixel budget of one image (h x w) */
         float val_fraction;   /* share of the training set held out for validation (0 = none) */
-        struct dt_augment_opts augment; /* data.augment.*: owned by data/augment.h */
+        struct dt_augment_opts augment;        /* data.augment.*: owned by data/augment.h */
         struct dt_class_select select_classes; /* n = 0: every class */
     } data;
 
@@ -72,7 +72,7 @@ struct dt_config {
 
     struct {
         enum dt_loss_kind type; /* nll | cross_entropy */
-        float label_smoothing; /* cross_entropy: eps in [0, 1] */
+        float label_smoothing;  /* cross_entropy: eps in [0, 1] */
     } loss;
 
     struct {
@@ -85,11 +85,11 @@ struct dt_config {
         struct dt_param_groups param_groups;  /* lr scales by tensor name */
         struct {
             enum dt_schedule_type type; /* constant | step | cosine | one_cycle */
-            int step_size;     /* step: epochs between decays */
-            float gamma;       /* step: decay factor */
-            float min_lr;      /* cosine: floor */
-            int warmup_steps;  /* linear warmup from 0 in front of any schedule */
-            int warmup_epochs; /* the same in epochs */
+            int step_size;              /* step: epochs between decays */
+            float gamma;                /* step: decay factor */
+            float min_lr;               /* cosine: floor */
+            int warmup_steps;           /* linear warmup from 0 in front of any schedule */
+            int warmup_epochs;          /* the same in epochs */
             double pct_start, div_factor, final_div_factor; /* one_cycle (nn/schedule's doubles) */
         } schedule;
     } optimizer;
@@ -102,7 +102,7 @@ struct dt_config {
         long long max_steps; /* stop after this many steps in total (0 = no limit) */
         bool drop_last;      /* drop the final partial batch of an epoch */
         int eval_batch_size;
-        enum dt_precision precision; /* fp32 | bf16 (nn/precision.h) */
+        enum dt_precision precision;            /* fp32 | bf16 (nn/precision.h) */
         struct dt_early_stop_config early_stop; /* train/early_stop.h */
         char init_from[1024];           /* fine-tuning: checkpoint to start from ("" = none) */
         struct dt_name_patterns freeze; /* tensors not trained */
@@ -113,20 +113,20 @@ struct dt_config {
         int threads;
         enum dt_backend_request backend; /* auto | shm | tcp | hier | mpi */
         enum dt_bn_stats batchnorm;      /* sync | per_instance */
-        bool split_invariant; /* weight gradients in a fixed tree of batch slices */
-        enum dt_pin_mode pin; /* cores | sockets | none (list: cpu_list) */
-        char cpu_list[256];   /* explicit list like "0-7,16-23" (overrides pin) */
-        double timeout;       /* seconds a collective may wait for a peer */
+        bool split_invariant;            /* weight gradients in a fixed tree of batch slices */
+        enum dt_pin_mode pin;            /* cores | sockets | none (list: cpu_list) */
+        char cpu_list[256];              /* explicit list like "0-7,16-23" (overrides pin) */
+        double timeout;                  /* seconds a collective may wait for a peer */
     } dist;
 
     struct {
         char dir[1024];
-        bool dir_default;     /* dir was derived (runs/NAME), not given: a fresh runs/NAME-N
-                                 may replace it rather than overwrite another run */
-        int every;            /* epochs between checkpoints (0 = only at the end) */
-        int every_steps;      /* also every N optimizer steps, mid-epoch (0 = off) */
-        double every_minutes; /* also every M minutes of training, mid-epoch (0 = off) */
-        bool best;            /* also keep best.safetensors by test accuracy */
+        bool dir_default;            /* dir was derived (runs/NAME), not given: a fresh runs/NAME-N
+                                        may replace it rather than overwrite another run */
+        int every;                   /* epochs between checkpoints (0 = only at the end) */
+        int every_steps;             /* also every N optimizer steps, mid-epoch (0 = off) */
+        double every_minutes;        /* also every M minutes of training, mid-epoch (0 = off) */
+        bool best;                   /* also keep best.safetensors by test accuracy */
         enum dt_usr1_action on_usr1; /* SIGUSR1: stop (checkpoint, exit 143) or continue */
     } checkpoint;
 

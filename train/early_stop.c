@@ -103,8 +103,8 @@ bool dt_early_stop_update(struct dt_early_stop *s, const struct dt_epoch_scores 
     double v = score_of(s->metric, e);
     bool higher = metrics[s->metric].higher_better;
     /* a NaN loss never improves: a diverged run stops after `patience` epochs */
-    bool better = isfinite(v) && (!s->any || (higher ? v > s->best + s->min_delta
-                                                     : v < s->best - s->min_delta));
+    bool better = isfinite(v) &&
+                  (!s->any || (higher ? v > s->best + s->min_delta : v < s->best - s->min_delta));
     if (better) {
         s->any = true;
         s->best = v;

@@ -192,8 +192,8 @@ static void record_metrics(struct dt_history *h, const struct dt_metrics_row *r)
         int ns = 0;
         for (int i = 0; i < DT_M_COUNT; i++)
             if (columns[i].tb_tag && r->has[columns[i].metric])
-                s[ns++] = (struct dt_tf_scalar){columns[i].tb_tag, 0,
-                                                (float)r->v[columns[i].metric]};
+                s[ns++] =
+                    (struct dt_tf_scalar){columns[i].tb_tag, 0, (float)r->v[columns[i].metric]};
         rc = ns ? dt_tfevents_scalars(&h->tf, wall, step, s, ns) : 0;
     }
     if (rc) {

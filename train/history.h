@@ -26,11 +26,11 @@
 #include "util/json.h"
 
 struct dt_history {
-    bool json_stdout;  /* --json: events to stdout too */
-    int events_fd;     /* events.jsonl, -1 when not recording */
-    int csv_fd;        /* metrics.csv */
+    bool json_stdout; /* --json: events to stdout too */
+    int events_fd;    /* events.jsonl, -1 when not recording */
+    int csv_fd;       /* metrics.csv */
     struct dt_tfevents tf;
-    bool created[3];   /* this run created events.jsonl, metrics.csv, the tfevents file */
+    bool created[3]; /* this run created events.jsonl, metrics.csv, the tfevents file */
     char dir[1024];
 };
 

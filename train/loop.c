@@ -312,8 +312,7 @@ static int train_step(struct rank_state *st, const struct run *run, uint64_t epo
         dt_clip_grad_norm(st->model->grads, n, run->cfg->optimizer.clip_grad_norm);
     }
     if (!run->shared) {
-        rc = dt_optim_step(st->optim, st->model->params, st->model->grads, st->model->nparams,
-                           lr);
+        rc = dt_optim_step(st->optim, st->model->params, st->model->grads, st->model->nparams, lr);
         t = span_end(st, DT_TIME_OPTIMIZER, t);
     } else {
         /* Shared weights: each rank updates its own slice; the barrier publishes every slice
@@ -511,8 +510,7 @@ static int resume(struct loop *lp)
                         "train.early_stop.patience to go on); evaluating the checkpoint",
                         why);
         }
-        return dt_evaluate(st->model, &run->data->test, &st->batcher, &st->eval, comm,
-                           &st->result);
+        return dt_evaluate(st->model, &run->data->test, &st->batcher, &st->eval, comm, &st->result);
     }
     if (lp->step < lp->total_steps)
         return 0;
@@ -678,20 +676,20 @@ static int report_epoch(struct loop *lp, int epoch, double train_seconds,
                     epoch + 1, cfg->train.epochs, train_loss, 100 * train_acc, val_part,
                     dt_eval_loss(&st->result), 100 * test_acc, train_seconds,
                     samples / train_seconds, time_part, best_part);
-    struct epoch_record rec = {
-        .train_steps = lp->step - lp->sums_from,
-        .resumed_at = lp->epoch_first % lp->steps_per_epoch ? lp->epoch_first : -1,
-        .new_best = best,
-        .best = &lp->best};
+    struct epoch_record rec = {.train_steps = lp->step - lp->sums_from,
+                               .resumed_at =
+                                   lp->epoch_first % lp->steps_per_epoch ? lp->epoch_first : -1,
+                               .new_best = best,
+                               .best = &lp->best};
     emit_epoch_json(lp->run, st, epoch, lp->step, train_loss, train_acc, train_seconds, samples,
                     lp->lr, times, &rec);
     if (test_acc > lp->best_acc)
         lp->best_acc = test_acc;
     long long step = lp->step, spe = lp->steps_per_epoch;
     bool epoch_done = step % spe == 0;
-    bool due = step >= lp->total_steps || lp->early_stopped ||
-               (cfg->checkpoint.every > 0 && epoch_done &&
-                (step / spe) % cfg->checkpoint.every == 0);
+    bool due =
+        step >= lp->total_steps || lp->early_stopped ||
+        (cfg->checkpoint.every > 0 && epoch_done && (step / spe) % cfg->checkpoint.every == 0);
     if (!due && !(best && cfg->checkpoint.best))
         return 0;
     struct dt_run_resume meta = checkpoint_meta(lp);
@@ -867,9 +865,9 @@ static void report_final(const struct loop *lp, const struct dt_timing_report *t
     dt_jw_int(&w, "steps", lp->step);
     /* why the run ended: all its epochs, train.max_steps, or train.early_stop */
     dt_jw_str(&w, "stop_reason",
-              lp->early_stopped                                            ? "early_stop"
+              lp->early_stopped                                                ? "early_stop"
               : lp->step >= lp->steps_per_epoch * (long long)cfg->train.epochs ? "epochs"
-                                                                              : "max_steps");
+                                                                               : "max_steps");
     if (dt_early_stop_enabled(&lp->es))
         add_early_stop_json(&w, &lp->es, lp->early_stopped ? why : NULL);
     dt_jw_num(&w, "seconds", seconds);
@@ -901,8 +899,8 @@ static void report_host_done(const struct loop *lp)
         return;
     if (p->job.per_rank) { /* every rank its own process: local rank 0 speaks for the host */
         if (p->env.local_rank == 0)
-            dt_log_info("host %d: %d rank%s finished, %lld steps", p->env.node_rank, p->job.host_ranks,
-                        p->job.host_ranks == 1 ? "" : "s", lp->step);
+            dt_log_info("host %d: %d rank%s finished, %lld steps", p->env.node_rank,
+                        p->job.host_ranks, p->job.host_ranks == 1 ? "" : "s", lp->step);
         return;
     }
     if (c->rank != p->job.rank_base)
@@ -1117,8 +1115,8 @@ static int run_with_restarts(struct run *run)
             return stopped_between_restarts(run, again.resume);
         int stale = opt->create_dir ? dt_run_dir_sweep(run->dir) : 0;
         if (stale)
-            dt_log_info("%s: removed %d temp file%s of the failed job's checkpoint write",
-                        run->dir, stale, stale == 1 ? "" : "s");
+            dt_log_info("%s: removed %d temp file%s of the failed job's checkpoint write", run->dir,
+                        stale, stale == 1 ? "" : "s");
         run->opt = &again;
     }
 }
@@ -1239,8 +1237,7 @@ static int train_loaded(const struct dt_config *cfg, const struct dt_train_optio
         return dt_fail(DT_EUSAGE,
                        "%s: train.early_stop.metric: %s needs a validation split, and %s has "
                        "none (set data.val_fraction, or use train_loss)",
-                       cfg->path, dt_es_metric_name(cfg->train.early_stop.metric),
-                       cfg->data.dir);
+                       cfg->path, dt_es_metric_name(cfg->train.early_stop.metric), cfg->data.dir);
     }
     /* Before any batch-sized buffer is allocated (or a rank forked): the whole run at its real
      * per-rank batch against the memory available, as the dry run reports it. */

@@ -28,8 +28,8 @@ static const char *const names[DT_M_COUNT] = {
 };
 _Static_assert(sizeof names / sizeof names[0] == DT_M_COUNT, "a name for every metric");
 
-static const char *const kinds[] = {[DT_ROW_STEP] = "step", [DT_ROW_EPOCH] = "epoch",
-                                    [DT_ROW_RESUME] = "resume"};
+static const char *const kinds[] = {
+    [DT_ROW_STEP] = "step", [DT_ROW_EPOCH] = "epoch", [DT_ROW_RESUME] = "resume"};
 
 const char *dt_metric_name(enum dt_metric m)
 {
@@ -101,8 +101,8 @@ static int read_header(const char *path, char *line, int *col, int *kind_col)
                 col[m] = i;
     }
     if (*kind_col < 0 || col[DT_M_STEP] < 0)
-        return dt_fail(DT_EDATA, "%s: line 1: not a metrics.csv header (expected %.40s...)",
-                       path, dt_metrics_csv_header());
+        return dt_fail(DT_EDATA, "%s: line 1: not a metrics.csv header (expected %.40s...)", path,
+                       dt_metrics_csv_header());
     return 0;
 }
 
@@ -118,8 +118,8 @@ static int parse_row(const char *path, size_t lineno, char *line, const int *col
     while (k < 3 && strcmp(cells[kind_col], kinds[k]))
         k++;
     if (k == 3)
-        return dt_fail(DT_EDATA, "%s: line %zu: kind \"%.20s\" is not step, epoch or resume",
-                       path, lineno, cells[kind_col]);
+        return dt_fail(DT_EDATA, "%s: line %zu: kind \"%.20s\" is not step, epoch or resume", path,
+                       lineno, cells[kind_col]);
     r->kind = (enum dt_metrics_kind)k;
     for (int m = 0; m < DT_M_COUNT; m++) {
         if (col[m] < 0 || col[m] >= n || !cells[col[m]][0])

@@ -164,8 +164,8 @@ int dt_run_ranks(const struct dt_config *cfg, const struct dt_job_plan *plan,
     /* The watchdog's limit is the collectives': ranks that stall outside any collective (in
      * computation, say) fail after the same time a stalled peer would. Until a rank's set-up
      * is done (a rendezvous across hosts among it) it has the rendezvous's time on top. */
-    double rdv = p->rendezvous_timeout > 0 ? p->rendezvous_timeout
-                                           : DT_TCP_DEFAULT_RENDEZVOUS_TIMEOUT;
+    double rdv =
+        p->rendezvous_timeout > 0 ? p->rendezvous_timeout : DT_TCP_DEFAULT_RENDEZVOUS_TIMEOUT;
     struct dt_launch_opts lo = {.n = p->local_n,
                                 .rank_main = run_rank,
                                 .on_failure = abort_job,

@@ -151,8 +151,7 @@ static const struct chart_spec {
     {"loss", "loss", "loss", false, DT_M_TRAIN_LOSS, DT_M_VAL_LOSS, DT_M_TEST_LOSS},
     {"accuracy", "accuracy", "accuracy", false, DT_M_TRAIN_ACC, DT_M_VAL_ACC, DT_M_TEST_ACC},
     {"lr", "learning rate", "lr", false, DT_M_LR, DT_M_COUNT, DT_M_COUNT},
-    {"loss_epoch", "loss per epoch", "loss", true, DT_M_TRAIN_LOSS, DT_M_VAL_LOSS,
-     DT_M_TEST_LOSS},
+    {"loss_epoch", "loss per epoch", "loss", true, DT_M_TRAIN_LOSS, DT_M_VAL_LOSS, DT_M_TEST_LOSS},
     {"accuracy_epoch", "accuracy per epoch", "accuracy", true, DT_M_TRAIN_ACC, DT_M_VAL_ACC,
      DT_M_TEST_ACC},
 };
@@ -166,9 +165,7 @@ static void mark_best(struct dt_chart *c, const struct chart_spec *spec,
     if (!b || c->nmarks == DT_CHART_MAX_MARKS)
         return;
     bool on_val = b->has[DT_M_VAL_ACC];
-    enum dt_metric y = spec->train == DT_M_LR    ? DT_M_LR
-                       : on_val                  ? spec->val
-                                                 : spec->train;
+    enum dt_metric y = spec->train == DT_M_LR ? DT_M_LR : on_val ? spec->val : spec->train;
     if (!b->has[y])
         y = spec->train;
     if (!b->has[y])

@@ -15,7 +15,7 @@
 #ifndef DT_TRAIN_REPORT_H
 #define DT_TRAIN_REPORT_H
 
-#define DT_REPORT_MAX_RUNS 8
+#define DT_REPORT_MAX_RUNS  8
 #define DT_REPORT_MAX_FILES 16
 
 struct dt_report_opts {

@@ -510,8 +510,7 @@ char *dt_run_class_names_json(const struct dt_dataset *d)
 }
 
 /* The running sums of a checkpoint's epoch, in dt_run_resume's order. */
-static const char *const epoch_sum_keys[3] = {"epoch_loss_sum", "epoch_correct",
-                                              "epoch_samples"};
+static const char *const epoch_sum_keys[3] = {"epoch_loss_sum", "epoch_correct", "epoch_samples"};
 
 static int save_one(const char *path, const struct dt_config *cfg, const struct dt_model *m,
                     const struct dt_optim *o, const struct dt_run_resume *r,

@@ -119,8 +119,8 @@ int dt_run_schedule(const struct dt_config *cfg, long long steps_per_epoch,
 float dt_run_lr(const struct dt_schedule *s, long long step, long long steps_per_epoch,
                 long long total_steps);
 /* Queues last.safetensors (when `last`) and best.safetensors (when `best`) under dir (the
- * run's checkpoint directory, dt_run_dir_choose's) on w, which writes each atomically from its thread (the tensors are copied
- * before this returns, so training may go on). */
+ * run's checkpoint directory, dt_run_dir_choose's) on w, which writes each atomically from its
+ * thread (the tensors are copied before this returns, so training may go on). */
 int dt_run_save_checkpoints(const struct dt_config *cfg, const char *dir, const struct dt_model *m,
                             const struct dt_optim *o, const struct dt_run_resume *meta, bool last,
                             bool best, struct dt_ckpt_writer *w);

@@ -17,8 +17,13 @@
 /* Protobuf wire types. */
 enum { WIRE_VARINT = 0, WIRE_FIXED64 = 1, WIRE_BYTES = 2, WIRE_FIXED32 = 5 };
 /* Field numbers of event.proto and summary.proto. */
-enum { EVENT_WALL_TIME = 1, EVENT_STEP = 2, EVENT_FILE_VERSION = 3, EVENT_SUMMARY = 5,
-       EVENT_SESSION_LOG = 6 };
+enum {
+    EVENT_WALL_TIME = 1,
+    EVENT_STEP = 2,
+    EVENT_FILE_VERSION = 3,
+    EVENT_SUMMARY = 5,
+    EVENT_SESSION_LOG = 6
+};
 enum { SUMMARY_VALUE = 1, VALUE_TAG = 1, VALUE_SIMPLE = 2, SESSION_STATUS = 1, SESSION_START = 1 };
 
 static const char file_version[] = "brain.Event:2";
@@ -375,8 +380,8 @@ int dt_tfevents_read(const char *path, int (*on_event)(void *ctx, const struct d
         }
         struct dt_tf_event e;
         if (!decode_event((struct cursor){msg, msg + n}, &e)) {
-            rc = dt_fail(DT_EDATA, "%s: record at byte %zu: not a well-formed Event message",
-                         path, at);
+            rc = dt_fail(DT_EDATA, "%s: record at byte %zu: not a well-formed Event message", path,
+                         at);
             break;
         }
         rc = on_event(ctx, &e);

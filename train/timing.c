@@ -9,10 +9,9 @@
 #include "util/json.h"
 #include "util/log.h"
 
-static const char *const kind_names[] = {"data",       "forward",    "backward", "allreduce_wait",
-                                         "optimizer",  "checkpoint", "eval"};
-_Static_assert(sizeof kind_names / sizeof kind_names[0] == DT_TIME_KINDS,
-               "one name per time kind");
+static const char *const kind_names[] = {"data",      "forward",    "backward", "allreduce_wait",
+                                         "optimizer", "checkpoint", "eval"};
+_Static_assert(sizeof kind_names / sizeof kind_names[0] == DT_TIME_KINDS, "one name per time kind");
 /* The epoch line's abbreviations, in the same order. */
 static const char *const short_names[] = {"data", "fwd", "bwd", "wait", "opt", "ckpt", "eval"};
 _Static_assert(sizeof short_names / sizeof short_names[0] == DT_TIME_KINDS,
@@ -124,9 +123,8 @@ static void print_row(const char *who, const double *s, long long steps)
     double per = steps > 0 ? 1e3 / (double)steps : 0;
     dt_log_info("  %-14s data %8.3f  fwd %8.3f  bwd %8.3f  wait %8.3f  opt %8.3f  ckpt %8.3f  "
                 "eval %8.3f s",
-                who, s[DT_TIME_DATA], s[DT_TIME_FORWARD], s[DT_TIME_BACKWARD],
-                s[DT_TIME_ALLREDUCE], s[DT_TIME_OPTIMIZER], s[DT_TIME_CHECKPOINT],
-                s[DT_TIME_EVAL]);
+                who, s[DT_TIME_DATA], s[DT_TIME_FORWARD], s[DT_TIME_BACKWARD], s[DT_TIME_ALLREDUCE],
+                s[DT_TIME_OPTIMIZER], s[DT_TIME_CHECKPOINT], s[DT_TIME_EVAL]);
     if (steps > 0)
         dt_log_info("  %-14s data %8.3f  fwd %8.3f  bwd %8.3f  wait %8.3f  opt %8.3f ms/step", "",
                     per * s[DT_TIME_DATA], per * s[DT_TIME_FORWARD], per * s[DT_TIME_BACKWARD],

@@ -105,9 +105,8 @@ void dt_trace_span(struct dt_trace *t, int tid, const char *cat, const char *nam
     pthread_mutex_lock(&t->mu);
     if (t->n == DT_TRACE_BUFFER)
         flush_locked(t);
-    t->buf[t->n++] =
-        (struct dt_trace_event){.name = name, .cat = cat, .t0 = t0, .t1 = t1, .step = step,
-                                .tid = tid};
+    t->buf[t->n++] = (struct dt_trace_event){
+        .name = name, .cat = cat, .t0 = t0, .t1 = t1, .step = step, .tid = tid};
     pthread_mutex_unlock(&t->mu);
 }
 
@@ -115,8 +114,7 @@ void dt_trace_layer(void *trace, int layer, bool backward, double t0, double t1)
 {
     struct dt_trace *t = trace;
     if (layer >= 0 && layer < t->nlayers)
-        dt_trace_span(t, DT_TRACE_MAIN, "layer", t->layer_names[2 * layer + backward], t0, t1,
-                      -1);
+        dt_trace_span(t, DT_TRACE_MAIN, "layer", t->layer_names[2 * layer + backward], t0, t1, -1);
 }
 
 void dt_trace_flush(struct dt_trace *t)

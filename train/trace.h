@@ -34,11 +34,11 @@ struct dt_trace_event {
 
 struct dt_trace {
     int rank;
-    double base;  /* dt_now() of time 0 */
-    FILE *part;   /* NULL: tracing is off (every call is then a no-op) */
+    double base;        /* dt_now() of time 0 */
+    FILE *part;         /* NULL: tracing is off (every call is then a no-op) */
     pthread_mutex_t mu; /* the writer thread records too */
     int n;
-    int failed; /* a write to the part failed: reported once at the end */
+    int failed;         /* a write to the part failed: reported once at the end */
     char **layer_names; /* "fwd 3 conv2d", "bwd 3 conv2d": 2 x nlayers */
     int nlayers;
     struct dt_trace_event buf[DT_TRACE_BUFFER];

@@ -46,13 +46,19 @@ static struct dt_draw_item *add(struct dt_drawing *d, enum dt_draw_kind kind)
     return it;
 }
 
-void dt_draw_line(struct dt_drawing *d, double x1, double y1, double x2, double y2,
-                  uint32_t color, double width, bool dashed)
+void dt_draw_line(struct dt_drawing *d, double x1, double y1, double x2, double y2, uint32_t color,
+                  double width, bool dashed)
 {
     struct dt_draw_item *it = add(d, DT_DRAW_LINE);
     if (it)
-        *it = (struct dt_draw_item){.kind = DT_DRAW_LINE, .x = x1, .y = y1, .x2 = x2, .y2 = y2,
-                                    .color = color, .width = width, .dashed = dashed};
+        *it = (struct dt_draw_item){.kind = DT_DRAW_LINE,
+                                    .x = x1,
+                                    .y = y1,
+                                    .x2 = x2,
+                                    .y2 = y2,
+                                    .color = color,
+                                    .width = width,
+                                    .dashed = dashed};
 }
 
 void dt_draw_rect(struct dt_drawing *d, double x, double y, double w, double h, uint32_t fill,
@@ -60,8 +66,14 @@ void dt_draw_rect(struct dt_drawing *d, double x, double y, double w, double h, 
 {
     struct dt_draw_item *it = add(d, DT_DRAW_RECT);
     if (it)
-        *it = (struct dt_draw_item){.kind = DT_DRAW_RECT, .x = x, .y = y, .x2 = w, .y2 = h,
-                                    .fill = fill, .filled = true, .color = stroke,
+        *it = (struct dt_draw_item){.kind = DT_DRAW_RECT,
+                                    .x = x,
+                                    .y = y,
+                                    .x2 = w,
+                                    .y2 = h,
+                                    .fill = fill,
+                                    .filled = true,
+                                    .color = stroke,
                                     .width = stroke_width};
 }
 
@@ -69,18 +81,23 @@ void dt_draw_circle(struct dt_drawing *d, double x, double y, double r, uint32_t
 {
     struct dt_draw_item *it = add(d, DT_DRAW_CIRCLE);
     if (it)
-        *it = (struct dt_draw_item){.kind = DT_DRAW_CIRCLE, .x = x, .y = y, .r = r,
-                                    .fill = fill, .filled = true};
+        *it = (struct dt_draw_item){
+            .kind = DT_DRAW_CIRCLE, .x = x, .y = y, .r = r, .fill = fill, .filled = true};
 }
 
-void dt_draw_text(struct dt_drawing *d, double x, double y, double size,
-                  enum dt_text_anchor anchor, uint32_t color, const char *text)
+void dt_draw_text(struct dt_drawing *d, double x, double y, double size, enum dt_text_anchor anchor,
+                  uint32_t color, const char *text)
 {
     struct dt_draw_item *it = add(d, DT_DRAW_TEXT);
     if (!it)
         return;
-    *it = (struct dt_draw_item){.kind = DT_DRAW_TEXT, .x = x, .y = y, .size = size,
-                                .anchor = anchor, .color = color, .text = strdup(text)};
+    *it = (struct dt_draw_item){.kind = DT_DRAW_TEXT,
+                                .x = x,
+                                .y = y,
+                                .size = size,
+                                .anchor = anchor,
+                                .color = color,
+                                .text = strdup(text)};
     if (!it->text)
         d->failed = true;
 }
@@ -92,8 +109,11 @@ void dt_draw_polyline(struct dt_drawing *d, const double *px, const double *py, 
     struct dt_draw_item *it = add(d, DT_DRAW_POLYLINE);
     if (!it)
         return;
-    *it = (struct dt_draw_item){.kind = DT_DRAW_POLYLINE, .color = color, .width = width,
-                                .npts = n, .text = strdup(series ? series : "")};
+    *it = (struct dt_draw_item){.kind = DT_DRAW_POLYLINE,
+                                .color = color,
+                                .width = width,
+                                .npts = n,
+                                .text = strdup(series ? series : "")};
     it->pts = malloc((2 * n + 1) * sizeof(double));
     it->data = data_x ? malloc((2 * n + 1) * sizeof(double)) : NULL;
     if (!it->text || !it->pts || (data_x && !it->data)) {
@@ -112,7 +132,8 @@ void dt_draw_polyline(struct dt_drawing *d, const double *px, const double *py, 
 
 double dt_draw_text_width(const char *text, double size)
 {
-    return (double)strlen(text) * size * 0.6; /* a monospace advance: the SVG font's, and about the PNG's */
+    return (double)strlen(text) * size *
+           0.6; /* a monospace advance: the SVG font's, and about the PNG's */
 }
 
 int dt_draw_write(const struct dt_drawing *d, const char *path)

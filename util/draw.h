@@ -21,11 +21,11 @@ struct dt_draw_item {
     double r, width;      /* circle radius; stroke width (0: no stroke) */
     uint32_t color, fill; /* 0xRRGGBB; fill only for rect and circle */
     bool filled, dashed;
-    double size;          /* text height in pixels */
+    double size; /* text height in pixels */
     enum dt_text_anchor anchor;
-    char *text;           /* text; polyline: its series name (the SVG's data-series) */
-    double *pts;          /* polyline: x0 y0 x1 y1 ... in pixels */
-    double *data;         /* polyline: the plotted values, x0 y0 x1 y1 ..., or NULL */
+    char *text;   /* text; polyline: its series name (the SVG's data-series) */
+    double *pts;  /* polyline: x0 y0 x1 y1 ... in pixels */
+    double *data; /* polyline: the plotted values, x0 y0 x1 y1 ..., or NULL */
     size_t npts;
 };
 
@@ -38,13 +38,13 @@ struct dt_drawing {
 
 void dt_draw_init(struct dt_drawing *d, int width, int height);
 void dt_draw_free(struct dt_drawing *d);
-void dt_draw_line(struct dt_drawing *d, double x1, double y1, double x2, double y2,
-                  uint32_t color, double width, bool dashed);
+void dt_draw_line(struct dt_drawing *d, double x1, double y1, double x2, double y2, uint32_t color,
+                  double width, bool dashed);
 void dt_draw_rect(struct dt_drawing *d, double x, double y, double w, double h, uint32_t fill,
                   uint32_t stroke, double stroke_width);
 void dt_draw_circle(struct dt_drawing *d, double x, double y, double r, uint32_t fill);
-void dt_draw_text(struct dt_drawing *d, double x, double y, double size,
-                  enum dt_text_anchor anchor, uint32_t color, const char *text);
+void dt_draw_text(struct dt_drawing *d, double x, double y, double size, enum dt_text_anchor anchor,
+                  uint32_t color, const char *text);
 /* n points in pixels (px, py), and when data_x is not NULL the values they plot. */
 void dt_draw_polyline(struct dt_drawing *d, const double *px, const double *py, size_t n,
                       uint32_t color, double width, const char *series, const double *data_x,

@@ -19,7 +19,10 @@ struct dt_names {
 };
 
 /* DT_NAMES(table) for a `static const char *const table[N]` whose N is the enum's count. */
-#define DT_NAMES(table) {(table), (int)(sizeof(table) / sizeof((table)[0]))}
+#define DT_NAMES(table)                                                                            \
+    {                                                                                              \
+        (table), (int)(sizeof(table) / sizeof((table)[0]))                                         \
+    }
 
 /* The value named `name`, or -1. */
 int dt_names_find(const struct dt_names *t, const char *name);

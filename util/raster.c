@@ -118,8 +118,8 @@ static void draw(struct image *im, const struct dt_draw_item *it)
         break;
     case DT_DRAW_POLYLINE:
         for (size_t i = 1; i < it->npts; i++)
-            segment(im, it->pts[2 * i - 2], it->pts[2 * i - 1], it->pts[2 * i],
-                    it->pts[2 * i + 1], it->width, it->color, false);
+            segment(im, it->pts[2 * i - 2], it->pts[2 * i - 1], it->pts[2 * i], it->pts[2 * i + 1],
+                    it->width, it->color, false);
         if (it->npts == 1) /* one point: a dot, or nothing would show */
             circle(im, it->pts[0], it->pts[1], it->width, it->color);
         break;

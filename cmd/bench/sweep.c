@@ -459,8 +459,8 @@ static void measure_combo(struct dt_bench_sweep_row *row, const struct dt_bench_
     row->accuracy = acc;
 }
 
-static const struct dt_bench_sweep_row *find_row(const struct dt_bench_sweep_row *rows, int n, int instances,
-                                        int threads)
+static const struct dt_bench_sweep_row *find_row(const struct dt_bench_sweep_row *rows, int n,
+                                                 int instances, int threads)
 {
     for (int i = 0; i < n; i++)
         if (rows[i].ok && rows[i].combo.instances == instances && rows[i].combo.threads == threads)

@@ -7,8 +7,7 @@
 #include "nn/kernels/bf16/amx.h"
 #include "util/cpu.h"
 
-static const char *const labels[DT_ISA_COUNT] = {"generic", "avx2", "avx512", "avx512bf16",
-                                                  "amx"};
+static const char *const labels[DT_ISA_COUNT] = {"generic", "avx2", "avx512", "avx512bf16", "amx"};
 
 /* -1 until chosen: the kernels call dt_isa_build() on every call, tests switch with dt_isa_set. */
 static int current = -1;
@@ -91,8 +90,10 @@ int dt_isa_set(enum dt_isa isa, char *err, size_t errlen)
     if ((unsigned)isa >= DT_ISA_COUNT || !dt_isa_available(isa)) {
         const char *why = "";
         if (isa == DT_ISA_AMX && !dt_amx_usable(&why) && *why)
-            snprintf(err, errlen, "DTRAIN_ISA: this CPU cannot run the amx kernels: %s (best "
-                     "here: %s)", why, dt_isa_label(dt_isa_best()));
+            snprintf(err, errlen,
+                     "DTRAIN_ISA: this CPU cannot run the amx kernels: %s (best "
+                     "here: %s)",
+                     why, dt_isa_label(dt_isa_best()));
         else
             snprintf(err, errlen, "DTRAIN_ISA: this CPU cannot run the %s kernels (best here: %s)",
                      dt_isa_label(isa), dt_isa_label(dt_isa_best()));

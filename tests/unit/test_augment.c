@@ -26,8 +26,8 @@ static const float zeros[4] = {0, 0, 0, 0}, ones[4] = {1, 1, 1, 1};
 /* A draw that changes nothing for an h x w image. */
 static struct dt_augment_draw identity(int h, int w)
 {
-    return (struct dt_augment_draw){.crop_h = h, .crop_w = w, .brightness = 1, .contrast = 1,
-                                    .saturation = 1};
+    return (struct dt_augment_draw){
+        .crop_h = h, .crop_w = w, .brightness = 1, .contrast = 1, .saturation = 1};
 }
 
 static void pattern(uint8_t *px, size_t n)
@@ -251,10 +251,14 @@ static void test_erase_box_within_bounds(void **state)
 
 static struct dt_augment_opts defaults(void)
 {
-    return (struct dt_augment_opts){.ncrop_scale = 2, .crop_scale = {0.08f, 1},
-                                    .ncrop_ratio = 2, .crop_ratio = {0.75f, 4.0f / 3},
-                                    .nerase_scale = 2, .erase_scale = {0.02f, 0.33f},
-                                    .nerase_ratio = 2, .erase_ratio = {0.3f, 3.3f}};
+    return (struct dt_augment_opts){.ncrop_scale = 2,
+                                    .crop_scale = {0.08f, 1},
+                                    .ncrop_ratio = 2,
+                                    .crop_ratio = {0.75f, 4.0f / 3},
+                                    .nerase_scale = 2,
+                                    .erase_scale = {0.02f, 0.33f},
+                                    .nerase_ratio = 2,
+                                    .erase_ratio = {0.3f, 3.3f}};
 }
 
 static void test_checks(void **state)

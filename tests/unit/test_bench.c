@@ -1,6 +1,6 @@
-/* cmd/bench/ (combos, report, plot): combination lists, --grid parsing, the median, and the table writers' quoting
- * (CSV fields with commas and quotes, SVG text with markup characters). The runs themselves
- * are tested end to end in tests/cli/bench.sh. */
+/* cmd/bench/ (combos, report, plot): combination lists, --grid parsing, the median, and the table
+ * writers' quoting (CSV fields with commas and quotes, SVG text with markup characters). The runs
+ * themselves are tested end to end in tests/cli/bench.sh. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

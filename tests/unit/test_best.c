@@ -13,9 +13,9 @@ static void test_on_val_accuracy(void **state)
     (void)state;
     struct dt_best b;
     dt_best_init(&b, true);
-    assert_true(dt_best_update(&b, 0.0, 9.0, 1, 10));   /* first epoch, even at 0% */
-    assert_true(dt_best_update(&b, 0.5, 9.0, 2, 20));   /* train loss is ignored */
-    assert_false(dt_best_update(&b, 0.5, 0.1, 3, 30));  /* a tie keeps the earlier */
+    assert_true(dt_best_update(&b, 0.0, 9.0, 1, 10));  /* first epoch, even at 0% */
+    assert_true(dt_best_update(&b, 0.5, 9.0, 2, 20));  /* train loss is ignored */
+    assert_false(dt_best_update(&b, 0.5, 0.1, 3, 30)); /* a tie keeps the earlier */
     assert_false(dt_best_update(&b, 0.4, 0.01, 4, 40));
     assert_true(dt_best_update(&b, 0.6, 5.0, 5, 50));
 }
@@ -25,8 +25,8 @@ static void test_on_train_loss(void **state)
     (void)state;
     struct dt_best b;
     dt_best_init(&b, false);
-    assert_true(dt_best_update(&b, 0.9, 2.5, 6, 60));   /* losses above 1 too */
-    assert_false(dt_best_update(&b, 1.0, 2.6, 7, 70));  /* val accuracy is ignored */
+    assert_true(dt_best_update(&b, 0.9, 2.5, 6, 60));  /* losses above 1 too */
+    assert_false(dt_best_update(&b, 1.0, 2.6, 7, 70)); /* val accuracy is ignored */
     assert_true(dt_best_update(&b, 0.0, 0.7, 8, 80));
     assert_false(dt_best_update(&b, 0.0, 0.7, 9, 90));
 }

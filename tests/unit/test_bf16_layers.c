@@ -129,11 +129,15 @@ static void run_free(struct run *r)
     dt_model_free(r->m);
 }
 
-static void check_conv(enum dt_bf16_path p, int c, int h, int w, int k, int ks, int stride,
-                       int pad, int batch, const char *mode)
+static void check_conv(enum dt_bf16_path p, int c, int h, int w, int k, int ks, int stride, int pad,
+                       int batch, const char *mode)
 {
-    struct dt_layer_spec spec = {.type = "conv2d", .out_channels = k, .kernel = ks,
-                                 .stride = stride, .padding = pad, .bias = true};
+    struct dt_layer_spec spec = {.type = "conv2d",
+                                 .out_channels = k,
+                                 .kernel = ks,
+                                 .stride = stride,
+                                 .padding = pad,
+                                 .bias = true};
     struct run r;
     run_layer(&r, p, spec, (struct dt_shape){c, h, w}, batch, DT_PRECISION_BF16);
     assert_non_null(strstr(r.note, mode));

@@ -61,9 +61,8 @@ static int setup(void **state)
     for (int s = 0; s < 2; s++) {
         for (size_t i = 0; i < f->model->nparams; i++)
             f->model->grads[i] = 0.01f * (float)((int)(i % 7) - 3 + s);
-        assert_int_equal(dt_optim_step(f->optim, f->model->params, f->model->grads,
-                                       f->model->nparams, 1e-3),
-                         0);
+        assert_int_equal(
+            dt_optim_step(f->optim, f->model->params, f->model->grads, f->model->nparams, 1e-3), 0);
     }
     for (size_t i = 0; i < f->model->nbuffers; i++)
         f->model->buffers[i] = 1.0f + (float)i; /* integers: num_batches_tracked is int64 */

@@ -777,9 +777,10 @@ static void test_layer_and_data_enums(void **state)
         dt_config_free(&cfg);
     }
     const char *wingrad[] = {"model.layers.0.algo=wingrad"};
-    config_expect_usage_error(convnet, wingrad, 1,
-                       "--set model.layers.0.algo: must be one of auto, gemm, direct, winograd, "
-                       "got \"wingrad\" (did you mean winograd?)");
+    config_expect_usage_error(
+        convnet, wingrad, 1,
+        "--set model.layers.0.algo: must be one of auto, gemm, direct, winograd, "
+        "got \"wingrad\" (did you mean winograd?)");
     expect_edit_error("kernel = 3;", "kernel = 3; algo = \"fast\";",
                       "t.cfg:9: model.layers.0.algo: must be one of auto, gemm, direct, winograd, "
                       "got \"fast\"");
@@ -787,8 +788,8 @@ static void test_layer_and_data_enums(void **state)
     /* an add after the relu, its skip from the conv */
     const char *relu = "{ type = \"relu\"; },";
     char *text = config_edit_text(convnet, relu,
-                      "{ type = \"relu\"; }, { type = \"add\"; from = -2; "
-                      "shortcut = \"projection\"; },");
+                                  "{ type = \"relu\"; }, { type = \"add\"; from = -2; "
+                                  "shortcut = \"projection\"; },");
     struct dt_config cfg, again;
     assert_int_equal(config_load_text(&cfg, text, NULL, 0), 0);
     assert_int_equal(cfg.model.layers[2].shortcut, DT_SHORTCUT_PROJECTION);
@@ -803,11 +804,12 @@ static void test_layer_and_data_enums(void **state)
     dt_config_free(&cfg);
     free(text);
     text = config_edit_text(convnet, relu,
-                "{ type = \"relu\"; }, { type = \"add\"; from = -2; "
-                "shortcut = \"projektion\"; },");
-    config_expect_usage_error(text, NULL, 0,
-                       "t.cfg:10: model.layers.2.shortcut: must be one of identity, projection, "
-                       "got \"projektion\" (did you mean projection?)");
+                            "{ type = \"relu\"; }, { type = \"add\"; from = -2; "
+                            "shortcut = \"projektion\"; },");
+    config_expect_usage_error(
+        text, NULL, 0,
+        "t.cfg:10: model.layers.2.shortcut: must be one of identity, projection, "
+        "got \"projektion\" (did you mean projection?)");
     free(text);
 
     const char *given[] = {"data.format=idx"};
@@ -815,9 +817,10 @@ static void test_layer_and_data_enums(void **state)
     assert_int_equal(cfg.data.format, DT_DATA_IDX);
     dt_config_free(&cfg);
     const char *csv[] = {"data.format=csv"};
-    config_expect_usage_error(convnet, csv, 1,
-                       "--set data.format: must be one of \"\", idx, cifar10, cifar100, folder, "
-                       "got \"csv\"");
+    config_expect_usage_error(
+        convnet, csv, 1,
+        "--set data.format: must be one of \"\", idx, cifar10, cifar100, folder, "
+        "got \"csv\"");
 }
 
 int main(void)

@@ -464,8 +464,8 @@ static void test_build_in_storage(void **state)
     storage[floats] = 12345.0f;
     struct dt_model *own, *in;
     assert_int_equal(dt_model_build(&own, s, n, MNIST, 4, DT_LOSS_NLL, 7), 0);
-    assert_int_equal(
-        dt_model_build_in(&in, s, n, MNIST, 2, DT_LOSS_NLL, 7, storage, floats, NULL), 0);
+    assert_int_equal(dt_model_build_in(&in, s, n, MNIST, 2, DT_LOSS_NLL, 7, storage, floats, NULL),
+                     0);
     assert_int_equal(own->nparams, floats);
     assert_ptr_equal(in->params, storage);
     assert_memory_equal(own->params, storage, floats * sizeof(float));

@@ -50,12 +50,12 @@ static void test_join_and_suggest(void **state)
 static void test_config_tables(void **state)
 {
     (void)state;
-    const struct dt_names *tables[] = {&dt_optim_type_names,   &dt_decay_skip_names,
+    const struct dt_names *tables[] = {&dt_optim_type_names,    &dt_decay_skip_names,
                                        &dt_schedule_type_names, &dt_loss_kind_names,
                                        &dt_bn_stats_names,      &dt_backend_request_names,
                                        &dt_pin_mode_names};
-    const int counts[] = {DT_OPTIM_COUNT,    DT_DECAY_SKIP_COUNT, DT_SCHEDULE_COUNT,
-                          DT_LOSS_COUNT,     DT_BN_STATS_COUNT,   DT_BACKEND_REQUEST_COUNT,
+    const int counts[] = {DT_OPTIM_COUNT,   DT_DECAY_SKIP_COUNT, DT_SCHEDULE_COUNT,
+                          DT_LOSS_COUNT,    DT_BN_STATS_COUNT,   DT_BACKEND_REQUEST_COUNT,
                           DT_PIN_MODE_COUNT};
     for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++) {
         assert_int_equal(tables[t]->count, counts[t]);

@@ -44,8 +44,8 @@ static void test_cosine_endpoints_and_middle(void **state)
     assert_float_equal(dt_schedule_lr(&s, 0, 0, 100), 0.1, 1e-15);
     assert_float_equal(dt_schedule_lr(&s, 50, 0, 100), 0.055, 1e-15);
     assert_float_equal(dt_schedule_lr(&s, 100, 0, 100), 0.01, 1e-15);
-    assert_float_equal(dt_schedule_lr(&s, 25, 0, 100),
-                       0.01 + 0.09 * (1 + cos(M_PI * 0.25)) / 2, 1e-15);
+    assert_float_equal(dt_schedule_lr(&s, 25, 0, 100), 0.01 + 0.09 * (1 + cos(M_PI * 0.25)) / 2,
+                       1e-15);
     /* Monotone non-increasing over the run. */
     double prev = 1;
     for (long t = 0; t <= 100; t++) {

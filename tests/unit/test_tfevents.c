@@ -177,7 +177,7 @@ static void test_metrics_csv_rows(void **state)
     dt_metrics_csv_format(&resume, line, sizeof line);
     fputs(line, f);
     fputs("step,3,,,9.5,,,,,,,,,,\n", f); /* the resumed run's step 3 */
-    fputs("step,4,,,9.", f);                /* a torn last line */
+    fputs("step,4,,,9.", f);              /* a torn last line */
     fclose(f);
     struct dt_metrics m;
     assert_int_equal(dt_metrics_csv_read(path, &m), 0);
@@ -205,10 +205,8 @@ static void test_metrics_csv_rows(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_crc32c_check_value),
-        cmocka_unit_test(test_round_trip),
-        cmocka_unit_test(test_torn_tail_tolerated),
-        cmocka_unit_test(test_damage_refused),
+        cmocka_unit_test(test_crc32c_check_value),  cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_torn_tail_tolerated), cmocka_unit_test(test_damage_refused),
         cmocka_unit_test(test_metrics_csv_rows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

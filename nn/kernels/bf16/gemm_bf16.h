@@ -39,7 +39,8 @@ void dt_bf16_pack_b_bf16(const dt_bf16 *src, ptrdiff_t rs, ptrdiff_t cs, int k, 
                          dt_bf16 *dst);
 
 /* C (m x n, row stride ldc floats) = [C +] A * B from packed A (m x k) and B (k x n), on the
- * path in use (dt_isa_bf16_path). Splits its blocks over the OpenMP team unless called inside a parallel region. */
+ * path in use (dt_isa_bf16_path). Splits its blocks over the OpenMP team unless called inside a
+ * parallel region. */
 void dt_gemm_bf16(int m, int n, int k, const dt_bf16 *a, const dt_bf16 *b, float *c, ptrdiff_t ldc,
                   bool accumulate);
 /* The same on a chosen path (tests, benchmarks); p must be available. */
