@@ -1,10 +1,12 @@
 /* What train/loop.c shares with the files split out of it, and with nothing else: the run, a
  * rank's state and the loop's position (the structs loop.c's steps and epochs work on), and the
- * functions loop_report.c (the log lines and --json events) and loop_rundir.c (the run
- * directory's own files, the trace merge) give it. Private to these three files. */
+ * functions loop_report.c (the log lines and --json events), loop_rundir.c (the run
+ * directory's own files, the trace merge) and loop_restart.c (--max-restarts) give it. Private
+ * to these four files. */
 #ifndef DT_TRAIN_LOOP_INTERNAL_H
 #define DT_TRAIN_LOOP_INTERNAL_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -105,6 +107,14 @@ struct loop {
     long long epoch_first; /* this run's first step of the epoch */
     bool resumed_sums;     /* st->stats holds the checkpoint's sums for the epoch */
 };
+
+/* loop.c: the stop signal (SIGINT, SIGTERM, SIGUSR1) this process received, 0 for none; and a
+ * rank's whole run, as dt_run_ranks runs it. */
+extern volatile sig_atomic_t stop_signal;
+int rank_main(struct dt_comm *comm, void *arg);
+
+/* loop_restart.c: the job run, and run again after a runtime failure (--max-restarts). */
+int run_with_restarts(struct run *run);
 
 /* loop_report.c: what the run says, as log lines and --json events (train/history.h). */
 void emit_epoch_json(const struct run *run, const struct rank_state *st, int epoch, long long step,
