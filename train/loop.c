@@ -19,14 +19,11 @@
 #include "train/loop_internal.h"
 
 #include <errno.h>
-#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
-#include <unistd.h>
 
 #include "train/best.h"
 #include "train/ckpt_writer.h"
@@ -37,8 +34,6 @@
 #include "train/norm_stats.h"
 #include "train/param_groups.h"
 #include "train/progress.h"
-#include "train/ranks.h"
-#include "train/restart.h"
 #include "train/rundir.h"
 #include "train/setup.h"
 #include "train/timing.h"
@@ -47,7 +42,6 @@
 #include "data/sampler.h"
 #include "dist/comm.h"
 #include "dist/launcher.h"
-#include "nn/checkpoint.h"
 #include "nn/layers.h"
 #include "nn/model.h"
 #include "nn/optim.h"
@@ -55,8 +49,6 @@
 #include "util/alloc.h"
 #include "util/clock.h"
 #include "util/err.h"
-#include "util/fileio.h"
-#include "util/json.h"
 #include "util/log.h"
 
 static const char *const usr1_action_names[] = {
