@@ -323,8 +323,8 @@ static void test_tap_pairs_layout(void **state)
         bool pairs;
         int steps;
     } cases[] = {
-        {{1, 16, 32, 32, 16, 3, 3, 1, 1}, true, 6},  {{1, 5, 6, 11, 7, 5, 5, 1, 2}, true, 15},
-        {{1, 16, 5, 6, 20, 2, 2, 1, 0}, true, 2},    {{1, 17, 8, 8, 16, 3, 3, 1, 1}, false, 9},
+        {{1, 16, 32, 32, 16, 3, 3, 1, 1}, true, 6}, {{1, 5, 6, 11, 7, 5, 5, 1, 2}, true, 15},
+        {{1, 16, 5, 6, 20, 2, 2, 1, 0}, true, 2},   {{1, 17, 8, 8, 16, 3, 3, 1, 1}, false, 9},
         {{1, 40, 7, 9, 20, 3, 3, 1, 1}, false, 18},
     };
     for (size_t t = 0; t < sizeof cases / sizeof *cases; t++) {

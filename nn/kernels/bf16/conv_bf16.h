@@ -2,7 +2,8 @@
  *
  * The product is Y[k][q] = W[k][(i, j, c)] * X[(i, j, c)][q]: output channels are the tile
  * rows (A = the weights, packed once per step, gemm_bf16.h's A layout with K in (i, j, c)
- * order and c running to cpad = C rounded up to 32), output positions the tile columns.
+ * order and c running to cpad = C rounded up to 32; with tap_pairs, C <= 16, each 32-deep
+ * step holds two taps' channels, below), output positions the tile columns.
  *
  * X is read in place from one sample's input converted once into channel-pair planes:
  * xv[cpad / 2][positions][2], the zero-padded plane flattened (Wp = W + 2 pad wide) with the
@@ -40,11 +41,11 @@ struct dt_conv_bf16_geom {
      * position on (plane 8 + p at position q = plane p at q + 1), so one B tile at a tap's
      * offset reads taps (i, j) and (i, j + 1): a 3x3 kernel takes 6 steps, not 9. */
     bool tap_pairs;
-    int steps; /* K steps of the pair-plane forward: kh kw cpad / 32, or kh ceil(kw / 2) */
-    size_t xv;     /* bf16 elements of one sample's converted input: cpad * positions */
-    size_t yq;     /* floats of one sample's padded-width output: k * qpad */
-    size_t wpack;  /* bf16 elements of the packed weights (either variant) */
-    size_t ycl;    /* floats of one sample's channels-last output: k (to 16) * qpad */
+    int steps;    /* K steps of the pair-plane forward: kh kw cpad / 32, or kh ceil(kw / 2) */
+    size_t xv;    /* bf16 elements of one sample's converted input: cpad * positions */
+    size_t yq;    /* floats of one sample's padded-width output: k * qpad */
+    size_t wpack; /* bf16 elements of the packed weights (either variant) */
+    size_t ycl;   /* floats of one sample's channels-last output: k (to 16) * qpad */
     /* The weight gradient's operands (dt_conv_bf16_weight_grad): */
     int qrow;   /* dY row length: q rounded up to 32 (one A tile's depth) */
     int c16;    /* channels rounded up to 16 (one B tile's width) */
