@@ -430,29 +430,6 @@ static bool is_group_path(const char *path)
     return false;
 }
 
-static const char *type_name(const config_setting_t *s)
-{
-    switch (config_setting_type(s)) {
-    case CONFIG_TYPE_GROUP:
-        return "a group";
-    case CONFIG_TYPE_INT:
-    case CONFIG_TYPE_INT64:
-        return "an integer";
-    case CONFIG_TYPE_FLOAT:
-        return "a float";
-    case CONFIG_TYPE_STRING:
-        return "a string";
-    case CONFIG_TYPE_BOOL:
-        return "a boolean";
-    case CONFIG_TYPE_ARRAY:
-        return "an array";
-    case CONFIG_TYPE_LIST:
-        return "a list";
-    default:
-        return "nothing";
-    }
-}
-
 static const char *last_component(const char *path)
 {
     const char *dot = strrchr(path, '.');
@@ -684,7 +661,7 @@ static int store_floats(void *base, const struct key *k, const config_setting_t 
             const config_setting_t *e = config_setting_get_elem(s, (unsigned)i);
             if (!is_number(e))
                 return dt_fail(DT_EUSAGE, "%s: element %d: expected a number, got %s", where, i,
-                               type_name(e));
+                               dt_config_kind_name(e));
             char got[64];
             shortest(got, 32, number_of(e));
             snprintf(got + strlen(got), sizeof got - strlen(got), " (element %d)", i);
@@ -703,7 +680,7 @@ static int store_floats(void *base, const struct key *k, const config_setting_t 
             vals[i] = vals[0];
     } else {
         return dt_fail(DT_EUSAGE, "%s: expected a list of numbers like [0.5]%s, got %s", where,
-                       k->flags & AUTO ? " or \"auto\"" : "", type_name(s));
+                       k->flags & AUTO ? " or \"auto\"" : "", dt_config_kind_name(s));
     }
     memset(dst, 0, k->size);
     memcpy(dst, vals, (size_t)n * sizeof(float));
@@ -727,7 +704,7 @@ static int store_string(void *base, const struct key *k, const config_setting_t 
                         const char *where)
 {
     if (config_setting_type(s) != CONFIG_TYPE_STRING)
-        return dt_fail(DT_EUSAGE, "%s: expected a string, got %s", where, type_name(s));
+        return dt_fail(DT_EUSAGE, "%s: expected a string, got %s", where, dt_config_kind_name(s));
     const char *v = config_setting_get_string(s);
     if (k->type == T_STRING && strlen(v) >= k->size)
         return dt_fail(DT_EUSAGE, "%s: at most %zu characters, got %zu", where, k->size - 1,
@@ -752,7 +729,7 @@ static int store_value(void *base, const struct key *k, const config_setting_t *
     case T_INT:
     case T_INT64:
         if (!is_integer(s))
-            return dt_fail(DT_EUSAGE, "%s: expected an integer, got %s", where, type_name(s));
+            return dt_fail(DT_EUSAGE, "%s: expected an integer, got %s", where, dt_config_kind_name(s));
         long long iv = config_setting_get_int64(s);
         /* widen_integers saturated a literal beyond 64 bits; no key's range reaches there */
         snprintf(got, sizeof got, "%lld%s", iv,
@@ -767,7 +744,7 @@ static int store_value(void *base, const struct key *k, const config_setting_t *
     case T_FLOAT:
     case T_DOUBLE:
         if (!is_number(s))
-            return dt_fail(DT_EUSAGE, "%s: expected a number, got %s", where, type_name(s));
+            return dt_fail(DT_EUSAGE, "%s: expected a number, got %s", where, dt_config_kind_name(s));
         double dv = number_of(s);
         shortest(got, sizeof got, dv);
         if (k->type == T_FLOAT)
@@ -778,7 +755,7 @@ static int store_value(void *base, const struct key *k, const config_setting_t *
         return 0;
     case T_BOOL:
         if (config_setting_type(s) != CONFIG_TYPE_BOOL)
-            return dt_fail(DT_EUSAGE, "%s: expected true or false, got %s", where, type_name(s));
+            return dt_fail(DT_EUSAGE, "%s: expected true or false, got %s", where, dt_config_kind_name(s));
         *(bool *)field = config_setting_get_bool(s) != 0;
         return 0;
     case T_STRING:
@@ -826,7 +803,7 @@ static int layer_kind_of(const config_setting_t *g, const char *where,
         return dt_fail(DT_EUSAGE, "%s: missing required key 'type' (one of: %s)", where,
                        dt_layer_kind_names());
     if (config_setting_type(t) != CONFIG_TYPE_STRING)
-        return dt_fail(DT_EUSAGE, "%s.type: expected a string, got %s", where, type_name(t));
+        return dt_fail(DT_EUSAGE, "%s.type: expected a string, got %s", where, dt_config_kind_name(t));
     *kind = dt_layer_kind_find(config_setting_get_string(t));
     if (!*kind)
         return dt_fail(DT_EUSAGE, "%s.type: unknown layer type \"%s\" (known: %s)", where,
@@ -866,7 +843,7 @@ static int load_layer(const config_setting_t *g, int index, const char *file,
     layer_where(where, sizeof where, file, g, index, NULL);
     if (!config_setting_is_group(g))
         return dt_fail(DT_EUSAGE, "%s: expected a group like { type = \"relu\"; }, got %s", where,
-                       type_name(g));
+                       dt_config_kind_name(g));
     const struct dt_layer_kind *kind;
     int rc = layer_kind_of(g, where, &kind);
     if (rc)
@@ -882,7 +859,7 @@ static int load_layer(const config_setting_t *g, int index, const char *file,
         layer_where(kwhere, sizeof kwhere, file, m, index, name);
         if (strcmp(name, "name") == 0) { /* every kind takes a name (its tensors' prefix) */
             if (config_setting_type(m) != CONFIG_TYPE_STRING)
-                return dt_fail(DT_EUSAGE, "%s: expected a string, got %s", kwhere, type_name(m));
+                return dt_fail(DT_EUSAGE, "%s: expected a string, got %s", kwhere, dt_config_kind_name(m));
             if ((rc = dt_layer_name_check(config_setting_get_string(m), kwhere)))
                 return rc;
             set_string(spec->name, sizeof spec->name, config_setting_get_string(m));
@@ -900,7 +877,7 @@ static int load_layers(struct dt_config *cfg, const config_setting_t *s, const c
     if (!config_setting_is_list(s))
         return dt_fail(DT_EUSAGE,
                        "%s: expected a list of layer groups ( { type = ...; }, ... ), got %s",
-                       where, type_name(s));
+                       where, dt_config_kind_name(s));
     int n = config_setting_length(s);
     if (n < 1 || n > DT_MAX_LAYERS)
         return dt_fail(DT_EUSAGE, "%s: must have between 1 and %d layers, got %d", where,
@@ -990,7 +967,7 @@ static int walk_group(struct load *ld, const config_setting_t *group, const char
         else if (is_group_path(path) && config_setting_is_group(s))
             rc = walk_group(ld, s, path);
         else if (is_group_path(path))
-            rc = dt_fail(DT_EUSAGE, "%s: expected a group { ... }, got %s", where, type_name(s));
+            rc = dt_fail(DT_EUSAGE, "%s: expected a group { ... }, got %s", where, dt_config_kind_name(s));
         else
             rc = unknown_key(where, path);
         if (rc)

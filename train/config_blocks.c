@@ -49,7 +49,7 @@ static void where_of(char *out, size_t size, const struct expand *ex, const conf
         snprintf(out, size, "--set %s.%d", path, index);
 }
 
-static const char *kind_of(const config_setting_t *s)
+const char *dt_config_kind_name(const config_setting_t *s)
 {
     switch (config_setting_type(s)) {
     case CONFIG_TYPE_GROUP:
@@ -124,7 +124,7 @@ static int copy_value(config_setting_t *parent, const char *name, const config_s
     config_setting_t *s = config_setting_add(parent, name, type);
     if (!s)
         return dt_fail(DT_EUSAGE, "%s: %s cannot go here (a list or array holds one kind)", where,
-                       kind_of(v));
+                       dt_config_kind_name(v));
     s->line = v->line;
     switch (type) {
     case CONFIG_TYPE_INT:
@@ -178,7 +178,7 @@ static int check_definition(const struct expand *ex, const config_setting_t *def
     if (!config_setting_is_group(def))
         return dt_fail(DT_EUSAGE,
                        "%s: expected a group { params = [...]; layers = (...); }, got %s", where,
-                       kind_of(def));
+                       dt_config_kind_name(def));
     for (int i = 0; i < config_setting_length(def); i++) {
         const char *key = config_setting_name(config_setting_get_elem(def, (unsigned)i));
         if (strcmp(key, "params") && strcmp(key, "defaults") && strcmp(key, "layers"))
@@ -192,7 +192,7 @@ static int check_definition(const struct expand *ex, const config_setting_t *def
     const config_setting_t *params = config_setting_get_member(def, "params");
     if (params && !config_setting_is_array(params) && !config_setting_is_list(params))
         return dt_fail(DT_EUSAGE, "%s.params: expected a list of names like [\"width\"], got %s",
-                       where, kind_of(params));
+                       where, dt_config_kind_name(params));
     int np = params ? config_setting_length(params) : 0;
     if (np > MAX_PARAMS)
         return dt_fail(DT_EUSAGE, "%s.params: at most %d parameters, got %d", where, MAX_PARAMS,
@@ -212,7 +212,7 @@ static int check_definition(const struct expand *ex, const config_setting_t *def
     const config_setting_t *defaults = config_setting_get_member(def, "defaults");
     if (defaults && !config_setting_is_group(defaults))
         return dt_fail(DT_EUSAGE, "%s.defaults: expected a group { stride = 1; }, got %s", where,
-                       kind_of(defaults));
+                       dt_config_kind_name(defaults));
     for (int i = 0; defaults && i < config_setting_length(defaults); i++) {
         const char *dn = config_setting_name(config_setting_get_elem(defaults, (unsigned)i));
         bool known = false;
@@ -288,7 +288,7 @@ static int string_member(const config_setting_t *g, const char *key, const struc
     if (rc)
         return rc;
     if (config_setting_type(s) != CONFIG_TYPE_STRING)
-        return dt_fail(DT_EUSAGE, "%s: expected a string, got %s", kwhere, kind_of(s));
+        return dt_fail(DT_EUSAGE, "%s: expected a string, got %s", kwhere, dt_config_kind_name(s));
     *out = config_setting_get_string(s);
     return 0;
 }
@@ -339,7 +339,7 @@ static int expand_use(struct expand *ex, const config_setting_t *use, const char
             return rc;
         int t = config_setting_type(r);
         if (t != CONFIG_TYPE_INT && t != CONFIG_TYPE_INT64)
-            return dt_fail(DT_EUSAGE, "%s: expected an integer, got %s", kwhere, kind_of(r));
+            return dt_fail(DT_EUSAGE, "%s: expected an integer, got %s", kwhere, dt_config_kind_name(r));
         repeat = config_setting_get_int64(r);
         if (repeat < 1 || repeat > ex->max_layers)
             return dt_fail(DT_EUSAGE, "%s: must be between 1 and %d, got %lld", kwhere,
@@ -462,7 +462,7 @@ static int expand_list(struct expand *ex, const config_setting_t *list, const ch
             rc = dt_fail(DT_EUSAGE,
                          "%s: expected a group like { type = \"relu\"; } or { block = \"NAME\"; }, "
                          "got %s",
-                         where, kind_of(e));
+                         where, dt_config_kind_name(e));
         else if (config_setting_get_member(e, "block") && config_setting_get_member(e, "type"))
             rc = dt_fail(DT_EUSAGE, "%s: give type (a layer) or block (a block use), not both",
                          where);
@@ -499,11 +499,11 @@ int dt_blocks_expand(const config_setting_t *blocks, const config_setting_t *lay
         snprintf(where, sizeof where, "model.blocks");
     if (blocks && !config_setting_is_group(blocks))
         return dt_fail(DT_EUSAGE, "%s: expected a group of named blocks { NAME = {...}; }, got %s",
-                       where, kind_of(blocks));
+                       where, dt_config_kind_name(blocks));
     if (!config_setting_is_list(layers))
         return dt_fail(DT_EUSAGE, "%s%s%d: model.layers: expected a list of layer groups, got %s",
                        file ? file : "--set", file ? ":" : " ",
-                       file ? config_setting_source_line(layers) : 0, kind_of(layers));
+                       file ? config_setting_source_line(layers) : 0, dt_config_kind_name(layers));
     struct expand ex = {.blocks = blocks, .file = file, .max_layers = max_layers};
     ex.out = config_setting_add(config_root_setting(out), "layers", CONFIG_TYPE_LIST);
     if (!ex.out)

@@ -63,6 +63,10 @@ int dt_blocks_expand(const config_setting_t *blocks, const config_setting_t *lay
 char *dt_blocks_source_text(const config_setting_t *blocks, const config_setting_t *layers,
                             const char *indent);
 
+/* A setting's type as an error message names it ("an integer", "a list", ...); train/config.c
+ * uses it too. */
+const char *dt_config_kind_name(const config_setting_t *s);
+
 /* A layer name: dot-separated parts of letters, digits and '_', shorter than
  * DT_LAYER_NAME_MAX. DT_EUSAGE "WHERE: ..." otherwise. */
 int dt_layer_name_check(const char *name, const char *where);
