@@ -333,6 +333,13 @@ static int run_train(int argc, char **argv)
     struct dt_config cfg;
     memset(&cfg, 0, sizeof cfg);
     char *resume_cmd = NULL, *probe_json = NULL;
+    /* The command line as typed, for cmdline.txt and the resume command: getopt_long permutes
+     * argv (the config path moves after the options). */
+    char **typed = malloc(((size_t)argc + 1) * sizeof *typed);
+    if (!typed)
+        return dt_fail(DT_ERUNTIME, "out of memory");
+    memcpy(typed, argv, (size_t)argc * sizeof *typed);
+    typed[argc] = NULL;
     int rc = parse_args(&a, argc, argv);
     if (rc || a.common.help || a.config_reference) {
         if (!rc && a.common.help)
@@ -386,7 +393,7 @@ static int run_train(int argc, char **argv)
     snprintf(dir, sizeof dir, "%s", cfg.checkpoint.dir);
     if (leader && (rc = choose_checkpoint_dir(&cfg, &a, resume != NULL, dir, sizeof dir, &moved)))
         goto out;
-    resume_cmd = resume_command(argc, argv, dir, moved); /* argv[0]: "train" */
+    resume_cmd = resume_command(argc, typed, dir, moved); /* argv[0]: "train" */
     struct dt_train_options opt = {.resume = resume,
                                    .job = job,
                                    .plan = &plan,
@@ -397,11 +404,12 @@ static int run_train(int argc, char **argv)
                                    .trace = a.trace,
                                    .probe_json = probe_json,
                                    .argc = argc,
-                                   .argv = argv};
+                                   .argv = typed};
     rc = dt_train_run(&cfg, &opt);
 out:
     free(resume_cmd);
     free(probe_json);
+    free(typed);
     dt_config_free(&cfg);
     dt_cli_sets_free(&a.sets);
     dt_cli_sets_free(&a.flags);

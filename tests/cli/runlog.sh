@@ -34,6 +34,8 @@ check "TensorBoard event files named events.out.tfevents.<time>.<host>" \
     test "$(ls "$TMP/split" | grep -c '^events\.out\.tfevents\.[0-9]*\.')" -ge 1
 check "cmdline.txt: a line per invocation, the resume's with --resume" \
     sh -c "test \$(wc -l <'$TMP/split/cmdline.txt') -eq 2 && tail -1 '$TMP/split/cmdline.txt' | grep -q -- '--resume auto'"
+check "cmdline.txt keeps the order as typed (the config before the options)" \
+    sh -c "head -1 '$TMP/split/cmdline.txt' | grep -q -- ' train $CFG --threads 1 '"
 "$DTRAIN" train "$CFG" --set data.dir="$FIX" --set checkpoint.dir="$TMP/split" --set train.epochs=3 \
     --log-every 1 --threads 1 --quiet --json --print-config >"$TMP/printed" 2>/dev/null
 check "config.cfg is what --print-config prints (of the latest invocation)" cmp -s "$TMP/printed" "$TMP/split/config.cfg"
