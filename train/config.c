@@ -729,7 +729,8 @@ static int store_value(void *base, const struct key *k, const config_setting_t *
     case T_INT:
     case T_INT64:
         if (!is_integer(s))
-            return dt_fail(DT_EUSAGE, "%s: expected an integer, got %s", where, dt_config_kind_name(s));
+            return dt_fail(DT_EUSAGE, "%s: expected an integer, got %s", where,
+                           dt_config_kind_name(s));
         long long iv = config_setting_get_int64(s);
         /* widen_integers saturated a literal beyond 64 bits; no key's range reaches there */
         snprintf(got, sizeof got, "%lld%s", iv,
@@ -744,7 +745,8 @@ static int store_value(void *base, const struct key *k, const config_setting_t *
     case T_FLOAT:
     case T_DOUBLE:
         if (!is_number(s))
-            return dt_fail(DT_EUSAGE, "%s: expected a number, got %s", where, dt_config_kind_name(s));
+            return dt_fail(DT_EUSAGE, "%s: expected a number, got %s", where,
+                           dt_config_kind_name(s));
         double dv = number_of(s);
         shortest(got, sizeof got, dv);
         if (k->type == T_FLOAT)
@@ -755,7 +757,8 @@ static int store_value(void *base, const struct key *k, const config_setting_t *
         return 0;
     case T_BOOL:
         if (config_setting_type(s) != CONFIG_TYPE_BOOL)
-            return dt_fail(DT_EUSAGE, "%s: expected true or false, got %s", where, dt_config_kind_name(s));
+            return dt_fail(DT_EUSAGE, "%s: expected true or false, got %s", where,
+                           dt_config_kind_name(s));
         *(bool *)field = config_setting_get_bool(s) != 0;
         return 0;
     case T_STRING:
@@ -803,7 +806,8 @@ static int layer_kind_of(const config_setting_t *g, const char *where,
         return dt_fail(DT_EUSAGE, "%s: missing required key 'type' (one of: %s)", where,
                        dt_layer_kind_names());
     if (config_setting_type(t) != CONFIG_TYPE_STRING)
-        return dt_fail(DT_EUSAGE, "%s.type: expected a string, got %s", where, dt_config_kind_name(t));
+        return dt_fail(DT_EUSAGE, "%s.type: expected a string, got %s", where,
+                       dt_config_kind_name(t));
     *kind = dt_layer_kind_find(config_setting_get_string(t));
     if (!*kind)
         return dt_fail(DT_EUSAGE, "%s.type: unknown layer type \"%s\" (known: %s)", where,
@@ -859,7 +863,8 @@ static int load_layer(const config_setting_t *g, int index, const char *file,
         layer_where(kwhere, sizeof kwhere, file, m, index, name);
         if (strcmp(name, "name") == 0) { /* every kind takes a name (its tensors' prefix) */
             if (config_setting_type(m) != CONFIG_TYPE_STRING)
-                return dt_fail(DT_EUSAGE, "%s: expected a string, got %s", kwhere, dt_config_kind_name(m));
+                return dt_fail(DT_EUSAGE, "%s: expected a string, got %s", kwhere,
+                               dt_config_kind_name(m));
             if ((rc = dt_layer_name_check(config_setting_get_string(m), kwhere)))
                 return rc;
             set_string(spec->name, sizeof spec->name, config_setting_get_string(m));
@@ -967,7 +972,8 @@ static int walk_group(struct load *ld, const config_setting_t *group, const char
         else if (is_group_path(path) && config_setting_is_group(s))
             rc = walk_group(ld, s, path);
         else if (is_group_path(path))
-            rc = dt_fail(DT_EUSAGE, "%s: expected a group { ... }, got %s", where, dt_config_kind_name(s));
+            rc = dt_fail(DT_EUSAGE, "%s: expected a group { ... }, got %s", where,
+                         dt_config_kind_name(s));
         else
             rc = unknown_key(where, path);
         if (rc)
