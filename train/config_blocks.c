@@ -339,7 +339,8 @@ static int expand_use(struct expand *ex, const config_setting_t *use, const char
             return rc;
         int t = config_setting_type(r);
         if (t != CONFIG_TYPE_INT && t != CONFIG_TYPE_INT64)
-            return dt_fail(DT_EUSAGE, "%s: expected an integer, got %s", kwhere, dt_config_kind_name(r));
+            return dt_fail(DT_EUSAGE, "%s: expected an integer, got %s", kwhere,
+                           dt_config_kind_name(r));
         repeat = config_setting_get_int64(r);
         if (repeat < 1 || repeat > ex->max_layers)
             return dt_fail(DT_EUSAGE, "%s: must be between 1 and %d, got %lld", kwhere,
