@@ -317,9 +317,9 @@ static const struct key keys[] = {
      "layers)"},
     {"dist.grad_dtype", T_ENUM, 0, "\"fp32\"", 0, 0, &dt_grad_dtype_names, ENUM(dist.grad_dtype), 0,
      "what the gradient all-reduce sends: bf16 rounds each instance's gradients to bf16 "
-     "(nearest even), half the bytes on every link, and sums in fp32; gradients lose about 3 "
-     "significant digits (independent of train.precision; not with split_invariant; "
-     "docs/distributed.md)"},
+     "(nearest even, 8 significant bits), half the bytes on every link, and sums in fp32; "
+     "partial sums passed between ranks are rounded again (independent of train.precision; "
+     "not with split_invariant; docs/distributed.md)"},
     {"dist.backend", T_ENUM, 0, "\"auto\"", 0, 0, &dt_backend_request_names, ENUM(dist.backend), 0,
      "gradient all-reduce: shared memory on one host, tcp across hosts, hier = both, mpi "
      "(when built with MPI=1); auto picks"},
