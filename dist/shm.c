@@ -31,6 +31,12 @@
  * barrier, every rank sums all in[k] in the same tree. One barrier instead of two, and the same
  * order of additions on every rank keeps the results bit-identical.
  *
+ * bf16 all-reduce (dist.grad_dtype): the same two algorithms over the same bytes. Copy-in packs
+ * the terms as bf16 (so a chunk holds twice the elements); the reducing rank widens every rank's
+ * bf16 terms (its own rounded the same way, from its buffer) to fp32 block by block, adds them in
+ * the same tree, rounds the sum to bf16 into its buffer and its out area; the gather widens the
+ * others' out areas. One rounding per term and one of the sum, whatever the rank count.
+ *
  * Broadcast streams pieces of size x chunk floats (the in[] area of a set) from the root, one
  * barrier per piece; barrier is the barrier itself. The first barrier of every collective also
  * compares the call (op, root, length) with rank 0's, so mismatched calls fail loudly.
