@@ -436,9 +436,10 @@ static int ring_allreduce(struct tcp *t, int size, int r, float *buf, size_t n)
 
 /* ---- bf16 (dist.grad_dtype; the rules are dist/bf16_sum.h's) ---- */
 
+/* Twice fp32's elements: the same bytes per link, and exactly the bytes t->gather holds. */
 static size_t small_max_bf16(int size)
 {
-    return size < 2 ? 0 : SMALL_LINK_BYTES / (size_t)(size - 1) / sizeof(dt_bf16);
+    return 2 * dt_tcp_small_max(size);
 }
 
 /* The small path in bf16: every rank's terms rounded once, gathered whole, summed in fp32 in

@@ -50,6 +50,12 @@ check "bf16 gradients stay close to fp32's (weights, rtol 0.02)" $PY tests/tools
     --rtol 0.02 "$TMP/fp32/last.safetensors" "$TMP/shm/last.safetensors"
 check "bf16 gradients: final test loss within 2 % of fp32's" close_loss "$TMP/shm.out" "$TMP/fp32.out"
 
+# ---- resume: 1 epoch + resume = 2 epochs, bit for bit ----
+train e1 --instances 2 $BF16 --set train.epochs=1
+train e1r --instances 2 $BF16 --resume "$TMP/e1/last.safetensors"
+expect_rc "bf16 gradients, resumed for epoch 2: exit 0" 0
+check "bf16 gradients: 1 epoch + resume = 2 epochs, bit for bit" same_bits "$TMP/e1r" "$TMP/shm"
+
 # ---- tcp on loopback ----
 train tcp --instances 2 --backend tcp $BF16
 expect_rc "bf16 gradients, 2 instances over tcp: exit 0" 0
