@@ -41,6 +41,7 @@ expect_rc "fp32 gradients, 2 instances (shm): exit 0" 0
 train shm --instances 2 $BF16 --verbose
 expect_rc "bf16 gradients, 2 instances (shm): exit 0" 0
 expect_err "bf16 gradients over shm" "backend shm"
+expect_out "the final event records grad_dtype" '"event":"final".*"grad_dtype":"bf16"'
 train shm2 --instances 2 $BF16
 check "bf16 gradients (shm) twice: bit-identical weights" same_bits "$TMP/shm" "$TMP/shm2"
 if same_bits "$TMP/shm" "$TMP/fp32" >/dev/null 2>&1; then
