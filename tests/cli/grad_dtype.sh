@@ -5,7 +5,8 @@
 # defines the same sum (one fp32 addition of two bf16 terms, rounded), so shm, tcp and hier give
 # the same bits. bf16 gradients with fp32 training and with bf16 training. Bad values and the
 # combination with dist.split_invariant are one-line config errors (exit 2); --print-config and
-# --config-reference show the key; `bench allreduce --dtype bf16` checks every size exactly.
+# --config-reference show the key; `bench allreduce --dtype bf16` checks every size exactly
+# (shm, tcp, hier, mpi).
 . tests/cli/lib.sh
 
 PY=/usr/bin/python3
@@ -167,6 +168,14 @@ done
 run "$DTRAIN" bench allreduce --backend hier --instances 4 --nodes 2 --dtype bf16 --min-bytes 4 \
     --max-bytes 256K --iters 3 --json
 check "bench allreduce hier 2 x 2 --dtype bf16: every size checked exactly" check_rows 4 bf16
+if command -v mpirun >/dev/null && [ -x "$DTRAIN_MPI" ]; then
+    run mpirun --allow-run-as-root --oversubscribe -np 3 "$DTRAIN_MPI" bench allreduce \
+        --backend mpi --dtype bf16 --min-bytes 4 --max-bytes 256K --iters 3 --json
+    expect_rc "bench allreduce mpi x 3 --dtype bf16 (mpirun): exit 0" 0
+    check "bench allreduce mpi x 3 --dtype bf16: every size checked exactly" check_rows 3 bf16
+else
+    skip "bench allreduce mpi --dtype bf16" "no mpirun or no MPI=1 build (make dtrain-mpi)"
+fi
 run "$DTRAIN" bench allreduce --backend tcp --instances 2 --dtype bf16 --min-bytes 1K \
     --max-bytes 1K --iters 3
 expect_out "bench allreduce --dtype bf16: the header says bf16 on the wire" "bf16 on the wire"
