@@ -2,8 +2,9 @@
 # All-reduce across two "hosts" (network namespaces) joined by a link with added delay, against
 # that link's measured capacity (issue 5: "the ring must keep the link busy").
 #
-#   sudo [MAX_BYTES=256M] [DTRAIN_SOCKET_BUFFER=16M] bench/delay_link.sh [DELAY_MS] [RATE_MBIT]
-#   (defaults: 20 ms each way, no rate cap, messages up to 64M, dtrain's 4 MiB socket buffers)
+#   sudo [MAX_BYTES=256M] [DTRAIN_SOCKET_BUFFER=16M] [DTYPE=bf16] bench/delay_link.sh [DELAY_MS] [RATE_MBIT]
+#   (defaults: 20 ms each way, no rate cap, messages up to 64M, dtrain's 4 MiB socket buffers,
+#   fp32 on the wire; DTYPE=bf16 times dist.grad_dtype's bf16 all-reduce, --dtype bf16)
 #
 # The link is tc netem on a veth pair where the kernel has sch_netem, else
 # tests/tools/delayline.py (a user-space delay line over TUN devices, DELAY_MS each way). The
@@ -88,9 +89,11 @@ wait $R1 $R2
 echo "# capacity: a->b $(cat /tmp/$NS.ab) MB/s, b->a $(cat /tmp/$NS.ba) MB/s at the same time (4 streams each way, 10 s after 2 s of warm-up)"
 rm -f /tmp/$NS.ab /tmp/$NS.ba /tmp/$NS.dl
 ip netns exec ${NS}b ./dtrain bench allreduce --backend tcp --nodes 2 --node-rank 1 \
-    --master $A:29650 --iface $IFB --min-bytes 64K --max-bytes "${MAX_BYTES:-64M}" --quiet >/dev/null &
+    --master $A:29650 --iface $IFB --min-bytes 64K --max-bytes "${MAX_BYTES:-64M}" \
+    --dtype "${DTYPE:-fp32}" --quiet >/dev/null &
 R1=$!
 ip netns exec ${NS}a ./dtrain bench allreduce --backend tcp --nodes 2 --node-rank 0 \
-    --master $A:29650 --iface $IFA --min-bytes 64K --max-bytes "${MAX_BYTES:-64M}" --quiet
+    --master $A:29650 --iface $IFA --min-bytes 64K --max-bytes "${MAX_BYTES:-64M}" \
+    --dtype "${DTYPE:-fp32}" --quiet
 wait $R1
 echo "# busbw is what each direction of the link carried (2 ranks: bytes each way = message size)"

@@ -122,10 +122,11 @@ static char *cache_key(const struct dt_config *cfg, const struct dt_auto_shape_o
     fprintf(f, "data %s %s c%d %dx%d%s%s; ", cfg->data.dataset,
             dt_names_name(&dt_data_format_names, (int)cfg->data.format), cfg->data.channels,
             cfg->data.size_h, cfg->data.size_w, folder ? " " : "", folder ? cfg->data.dir : "");
-    fprintf(f, "dist %s %s%s pin %s [%s]; ",
+    fprintf(f, "dist %s %s%s%s pin %s [%s]; ",
             dt_names_name(&dt_backend_request_names, cfg->dist.backend),
             dt_names_name(&dt_bn_stats_names, cfg->dist.batchnorm),
             cfg->dist.split_invariant ? " split_invariant" : "",
+            cfg->dist.grad_dtype == DT_GRAD_BF16 ? " grad_bf16" : "",
             dt_names_name(&dt_pin_mode_names, cfg->dist.pin), cfg->dist.cpu_list);
     bool free_t = o->auto_threads || cfg->dist.threads == 0;
     if (o->auto_instances && free_t)

@@ -14,9 +14,9 @@
  * shape-<hash>.json, keyed on everything that decides the speed and nothing else: the model
  * section, optimizer type, batch size and semantics, the data's shape (dataset, format,
  * channels, size; a folder's path), the dist keys that change the work (backend, batchnorm,
- * split_invariant, pin, cpu_list), which of instances / threads was fixed, and the machine
- * (CPU model, usable CPU set, DTRAIN_ISA, dtrain version). The file holds the key in full; a
- * file whose key differs is not used.
+ * split_invariant, grad_dtype, pin, cpu_list), which of instances / threads was fixed, and the
+ * machine (CPU model, usable CPU set, DTRAIN_ISA, dtrain version). The file holds the key in full;
+ * a file whose key differs is not used.
  */
 #ifndef DT_CMD_AUTO_SHAPE_H
 #define DT_CMD_AUTO_SHAPE_H

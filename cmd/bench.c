@@ -1,7 +1,8 @@
 /* `dtrain bench`: the command line of the two benchmarks.
  *
  *   dtrain bench CONFIG [--cores C | --threads-only | --grid LIST] [--steps S | --epochs E] ...
- *   dtrain bench allreduce [--backend shm|tcp|hier|mpi] [--instances N] [--min-bytes A] ...
+ *   dtrain bench allreduce [--backend shm|tcp|hier|mpi] [--instances N] [--dtype fp32|bf16]
+ * [--min-bytes A] ...
  *
  * This file only parses and dispatches; the sweep is cmd/bench/sweep.c, the collective
  * benchmark cmd/bench/allreduce.c, and both hand a table to cmd/bench/report.c / plot.c.
@@ -43,6 +44,7 @@ enum {
     OPT_MAX_BYTES,
     OPT_ITERS,
     OPT_NO_PIN,
+    OPT_DTYPE,
 };
 
 struct bench_args {
@@ -53,6 +55,7 @@ struct bench_args {
     bool threads_only, steps_given, no_pin;
     const char *grid, *csv, *plot, *backend;
     const char *precisions;      /* --precision LIST: the sweep once per value */
+    const char *dtype;           /* allreduce --dtype: fp32 | bf16 */
     struct dt_cli_launch launch; /* --nodes (also hier's simulated hosts), --master, ... */
     double timeout;
     size_t min_bytes, max_bytes;
@@ -111,6 +114,9 @@ static int take_option(void *ctx, int opt, const char *arg)
     case OPT_NO_PIN:
         a->no_pin = true;
         return 0;
+    case OPT_DTYPE:
+        a->dtype = arg;
+        return 0;
     default:
         return dt_fail(DT_EUSAGE, "internal error: option %d not handled; %s", opt, BENCH_USAGE);
     }
@@ -138,6 +144,7 @@ static int parse_args(struct bench_args *a, int argc, char **argv)
         {"max-bytes", required_argument, NULL, OPT_MAX_BYTES},
         {"iters", required_argument, NULL, OPT_ITERS},
         {"no-pin", no_argument, NULL, OPT_NO_PIN},
+        {"dtype", required_argument, NULL, OPT_DTYPE},
         DT_CLI_LAUNCH_LONGOPTS,
         {NULL, 0, NULL, 0},
     };
@@ -192,11 +199,12 @@ static int run_sweep(struct bench_args *a, const struct dt_bench_machine *m)
                                : "--steps and --epochs exclude each other",
                        BENCH_USAGE);
     if (a->backend || a->instances || a->min_bytes || a->max_bytes || a->iters || a->no_pin ||
-        dt_cli_launch_given(&a->launch))
+        a->dtype || dt_cli_launch_given(&a->launch))
         return dt_fail(DT_EUSAGE,
                        "bench: --backend, --instances, --nodes, --min-bytes, --max-bytes, "
-                       "--iters, --no-pin, --master, --node-rank, --iface, --token-file and "
-                       "--rendezvous-timeout belong to 'bench allreduce'; %s",
+                       "--iters, --no-pin, --dtype, --master, --node-rank, --iface, --token-file "
+                       "and --rendezvous-timeout belong to 'bench allreduce' (a training sweep "
+                       "takes --set dist.grad_dtype=...); %s",
                        BENCH_USAGE);
     struct dt_bench_sweep_opts o = {
         .config = a->target,
@@ -247,6 +255,16 @@ static int run_allreduce(struct bench_args *a, const struct dt_bench_machine *m)
         .rendezvous_timeout = a->launch.rendezvous_timeout > 0 ? a->launch.rendezvous_timeout : 30,
         .out = {a->common.json, a->common.quiet, a->common.verbose, a->csv, a->plot},
     };
+    if (a->dtype) {
+        int v = dt_names_find(&dt_grad_dtype_names, a->dtype);
+        if (v < 0) {
+            char names[64];
+            dt_names_join(&dt_grad_dtype_names, names, sizeof names);
+            return dt_fail(DT_EUSAGE, "bench allreduce: --dtype: unknown dtype '%s' (valid: %s)",
+                           a->dtype, names);
+        }
+        o.dtype = (enum dt_grad_dtype)v;
+    }
     const struct dt_cli_launch *l = &a->launch;
     if (l->master || l->node_rank >= 0 || l->iface || l->token_file) {
         if (strcmp(o.backend, "tcp") || !l->master || l->node_rank < 0 || !l->nodes || a->instances)
@@ -333,13 +351,16 @@ const struct dt_command dt_cmd_bench = {
         "                       apply as in train\n"
         "      --no-pin         leave the ranks unpinned (default: one core each, as\n"
         "                       `train` and mpirun place them)\n"
+        "      --dtype D        what is sent: fp32 (default) or bf16, dist.grad_dtype's\n"
+        "                       all-reduce (bf16 terms, fp32 sums); bytes stay the float\n"
+        "                       array's, algbw and busbw count the bytes sent (half)\n"
         "      --nodes M --node-rank K --master HOST:PORT [--iface NAME] [--token-file F]\n"
         "                       tcp across real hosts: run one `dtrain bench allreduce`\n"
         "                       per host (rank K of M; DTRAIN_TOKEN or --token-file alike\n"
         "                       on all);\n"
         "                       rank 0 listens on PORT and prints the table\n"
-        "  Columns: bytes, us (median latency), algbw_GBs (bytes / time) and busbw_GBs\n"
-        "  (algbw x 2(n-1)/n, the nccl-tests convention), check.\n"
+        "  Columns: bytes, us (median latency), algbw_GBs (bytes sent / time) and busbw_GBs\n"
+        "  (algbw x 2(n-1)/n, the nccl-tests convention), iters, dtype, check.\n"
         "\n"
         "output options (both):\n"
         "      --csv FILE       also write the table as CSV (header row, \"error\" column last)\n"

@@ -9,6 +9,13 @@ static int single_allreduce(struct dt_comm *c, float *buf, size_t n)
     return 0;
 }
 
+/* Nothing is sent, so nothing is rounded: a one-rank run keeps its fp32 gradients. */
+static int single_allreduce_bf16(struct dt_comm *c, float *buf, size_t n)
+{
+    (void)c, (void)buf, (void)n;
+    return 0;
+}
+
 static int single_broadcast(struct dt_comm *c, void *buf, size_t bytes, int root)
 {
     (void)c, (void)buf, (void)bytes;
@@ -37,6 +44,7 @@ struct dt_comm *dt_comm_single(void)
     c->local_size = 1;
     c->backend = "single";
     c->allreduce_sum = single_allreduce;
+    c->allreduce_sum_bf16 = single_allreduce_bf16;
     c->broadcast = single_broadcast;
     c->barrier = single_barrier;
     c->close = single_close;

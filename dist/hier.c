@@ -32,17 +32,31 @@ static int hier_fail(struct hier *h, int rc)
     return dt_fail(-rc, "%s", h->error);
 }
 
-static int hier_allreduce_sum(struct dt_comm *c, float *buf, size_t n)
+/* Local sum, leaders' sum, local broadcast. With bf16 the two sums each follow their own
+ * communicator's rules, so a host's partial sum is rounded to bf16 before it goes on the
+ * leaders' ring (it is the shm sum's result); the broadcast copies the leader's fp32 buffer,
+ * whose values are already bf16's, inside the host. */
+static int allreduce(struct dt_comm *c, float *buf, size_t n, enum dt_grad_dtype dtype)
 {
     struct hier *h = c->impl;
     int rc = hier_check(h);
     if (rc == 0)
-        rc = h->local->allreduce_sum(h->local, buf, n);
+        rc = dt_comm_allreduce_sum(h->local, buf, n, dtype);
     if (rc == 0 && h->leaders)
-        rc = h->leaders->allreduce_sum(h->leaders, buf, n);
+        rc = dt_comm_allreduce_sum(h->leaders, buf, n, dtype);
     if (rc == 0)
         rc = h->local->broadcast(h->local, buf, n * sizeof *buf, 0);
     return rc < 0 ? hier_fail(h, rc) : 0;
+}
+
+static int hier_allreduce_sum(struct dt_comm *c, float *buf, size_t n)
+{
+    return allreduce(c, buf, n, DT_GRAD_FP32);
+}
+
+static int hier_allreduce_sum_bf16(struct dt_comm *c, float *buf, size_t n)
+{
+    return allreduce(c, buf, n, DT_GRAD_BF16);
 }
 
 static int hier_broadcast(struct dt_comm *c, void *buf, size_t bytes, int root)
@@ -121,6 +135,7 @@ int dt_hier_comm_create(struct dt_comm **out, struct dt_comm *local, struct dt_c
     c->size = nodes * local->size;
     c->backend = "hier";
     c->allreduce_sum = hier_allreduce_sum;
+    c->allreduce_sum_bf16 = hier_allreduce_sum_bf16;
     c->broadcast = hier_broadcast;
     c->barrier = hier_barrier;
     c->close = hier_close;

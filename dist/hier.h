@@ -3,7 +3,8 @@
  *
  *   allreduce_sum  local all-reduce; leaders (local rank 0) all-reduce across hosts; local
  *                  broadcast from the leader. Every rank ends with the leader's bytes, and the
- *                  leaders' ring makes those identical on every host.
+ *                  leaders' ring makes those identical on every host. bf16: both sums
+ *                  in bf16 (a host's sum is rounded before the leaders' ring takes it).
  *   broadcast      on the root's host, local broadcast from the root (the leader has it);
  *                  leaders broadcast from the root's host; every other host broadcasts
  *                  locally from its leader.

@@ -31,6 +31,12 @@
  * barrier, every rank sums all in[k] in the same tree. One barrier instead of two, and the same
  * order of additions on every rank keeps the results bit-identical.
  *
+ * bf16 all-reduce (dist.grad_dtype): the same two algorithms over the same bytes. Copy-in packs
+ * the terms as bf16 (so a chunk holds twice the elements); the reducing rank widens every rank's
+ * bf16 terms (its own rounded the same way, from its buffer) to fp32 block by block, adds them in
+ * the same tree, rounds the sum to bf16 into its buffer and its out area; the gather widens the
+ * others' out areas. One rounding per term and one of the sum, whatever the rank count.
+ *
  * Broadcast streams pieces of size x chunk floats (the in[] area of a set) from the root, one
  * barrier per piece; barrier is the barrier itself. The first barrier of every collective also
  * compares the call (op, root, length) with rank 0's, so mismatched calls fail loudly.
@@ -78,6 +84,7 @@
 #define cpu_relax() ((void)0)
 #endif
 
+#include "dist/bf16_sum.h"
 #include "util/clock.h"
 #include "util/cpu.h"
 #include "util/err.h"
@@ -454,7 +461,7 @@ static int barrier_wait(struct shm_comm *s, const char *what)
 }
 
 /* What a collective call was: op, root and length, so ranks can tell they called the same. */
-enum { OP_ALLREDUCE = 1, OP_BROADCAST, OP_BARRIER };
+enum { OP_ALLREDUCE = 1, OP_BROADCAST, OP_BARRIER, OP_ALLREDUCE_BF16 };
 
 static uint64_t call_desc(int op, int root, size_t n)
 {
@@ -467,6 +474,8 @@ static void describe(char *out, size_t len, uint64_t d)
     unsigned long long n = d & 0xffffffffffu;
     if (op == OP_ALLREDUCE)
         snprintf(out, len, "all-reduce of %llu floats", n);
+    else if (op == OP_ALLREDUCE_BF16)
+        snprintf(out, len, "bf16 all-reduce of %llu floats", n);
     else if (op == OP_BROADCAST)
         snprintf(out, len, "broadcast of %llu bytes from rank %d", n, root);
     else
@@ -547,12 +556,73 @@ static void sum_ranks(float *dst, float *copy, float *const *src, int nsrc, size
     }
 }
 
-static int allreduce_small(struct shm_comm *s, float *buf, size_t n)
+/* sum_ranks for the bf16 all-reduce: the leaves are the ranks' bf16 terms, src[k], except
+ * this rank's own (src[k] NULL), which is still fp32 in `own` and is rounded here as packing
+ * would have rounded it. The same tree, its additions in fp32; the sum rounded to bf16 into
+ * dst (as fp32) and copy (bf16, when not NULL). dst may be `own`: a block is read before it is
+ * written. */
+static void sum_ranks_bf16(float *dst, dt_bf16 *copy, const dt_bf16 *const *src, const float *own,
+                           int nsrc, size_t n)
 {
-    memcpy(slot_in(s->seg, s->epoch, s->rank), buf, n * sizeof *buf);
-    int rc = first_barrier(s, "all-reduce", call_desc(OP_ALLREDUCE, 0, n));
+    struct rank_block rb;
+    struct dt_sum_tree tree;
+    for (size_t b = 0; b < n; b += BLOCK) {
+        rb.m = n - b < BLOCK ? n - b : BLOCK;
+        dt_sum_tree_begin(&tree);
+        for (int k = 0; k < nsrc; k++) {
+            int e = dt_sum_tree_next(&tree);
+            if (src[k])
+                dt_bf16_to_f32_n(src[k] + b, rb.sum[e], rb.m);
+            else
+                dt_bf16_round_n(own + b, rb.sum[e], rb.m);
+            rb.entry[e] = rb.sum[e];
+            dt_sum_tree_push(&tree, add_ranks, &rb);
+        }
+        const float *sum = rb.entry[dt_sum_tree_finish(&tree, add_ranks, &rb)];
+        dt_bf16_round_n(sum, dst + b, rb.m);
+        if (copy)
+            dt_bf16_from_f32_n(dst + b, copy + b, rb.m);
+    }
+}
+
+/* A slot's element e, in the all-reduce's wire type. */
+static void *slot_at(float *slot, size_t e, bool bf16)
+{
+    return bf16 ? (void *)((dt_bf16 *)slot + e) : (void *)(slot + e);
+}
+
+/* m terms from buf into a slot: copied, or rounded to bf16. */
+static void put_terms(void *slot, const float *buf, size_t m, bool bf16)
+{
+    if (bf16)
+        dt_bf16_from_f32_n(buf, slot, m);
+    else
+        memcpy(slot, buf, m * sizeof *buf);
+}
+
+/* m finished sums from a slot into buf. */
+static void get_sums(float *buf, const void *slot, size_t m, bool bf16)
+{
+    if (bf16)
+        dt_bf16_to_f32_n(slot, buf, m);
+    else
+        memcpy(buf, slot, m * sizeof *buf);
+}
+
+static int allreduce_small(struct shm_comm *s, float *buf, size_t n, bool bf16)
+{
+    put_terms(slot_in(s->seg, s->epoch, s->rank), buf, n, bf16);
+    int rc =
+        first_barrier(s, "all-reduce", call_desc(bf16 ? OP_ALLREDUCE_BF16 : OP_ALLREDUCE, 0, n));
     if (rc < 0)
         return rc;
+    if (bf16) {
+        const dt_bf16 *src[MAX_RANKS];
+        for (int k = 0; k < s->size; k++)
+            src[k] = k == s->rank ? NULL : (const dt_bf16 *)slot_in(s->seg, s->epoch - 1, k);
+        sum_ranks_bf16(buf, NULL, src, buf, s->size, n);
+        return 0;
+    }
     float *src[MAX_RANKS];
     for (int k = 0; k < s->size; k++)
         src[k] = k == s->rank ? buf : slot_in(s->seg, s->epoch - 1, k);
@@ -567,46 +637,59 @@ static size_t seg_len(size_t len, size_t seglen, int k)
     return start >= len ? 0 : (len - start < seglen ? len - start : seglen);
 }
 
-static size_t chunk_seglen(size_t len, int size)
+/* Segments start on cache lines: `align` elements of the wire type. */
+static size_t chunk_seglen(size_t len, int size, size_t align)
 {
-    return round_up((len + (size_t)size - 1) / (size_t)size, SEG_ALIGN);
+    return round_up((len + (size_t)size - 1) / (size_t)size, align);
 }
 
-static int allreduce_pipelined(struct shm_comm *s, float *buf, size_t n)
+/* bf16 packs twice the elements into a slot's bytes, so a chunk holds twice as many: the same
+ * bytes and the same number of barriers per chunk, half the chunks for an array. */
+static int allreduce_pipelined(struct shm_comm *s, float *buf, size_t n, bool bf16)
 {
     struct dt_shm_segment *seg = s->seg;
-    size_t chunk = seg->hdr->chunk;
+    size_t widen = bf16 ? 2 : 1, chunk = seg->hdr->chunk * widen, align = SEG_ALIGN * widen;
     size_t nchunks = (n + chunk - 1) / chunk;
     int r = s->rank;
     float *src[MAX_RANKS];
+    const dt_bf16 *src16[MAX_RANKS];
     for (size_t t = 0; t < nchunks + 2; t++) {
         if (t < nchunks) { /* copy-in chunk t: every segment but ours */
             size_t base = t * chunk, len = n - base < chunk ? n - base : chunk;
-            size_t sl = chunk_seglen(len, s->size), own = (size_t)r * sl;
+            size_t sl = chunk_seglen(len, s->size, align), own = (size_t)r * sl;
             float *in = slot_in(seg, s->epoch, r);
-            memcpy(in, buf + base, (own < len ? own : len) * sizeof *buf);
+            put_terms(in, buf + base, own < len ? own : len, bf16);
             if (own + sl < len)
-                memcpy(in + own + sl, buf + base + own + sl, (len - own - sl) * sizeof *buf);
+                put_terms(slot_at(in, own + sl, bf16), buf + base + own + sl, len - own - sl, bf16);
         }
         if (t >= 1 && t - 1 < nchunks) { /* reduce chunk t-1, segment r */
             size_t c = t - 1, base = c * chunk, len = n - base < chunk ? n - base : chunk;
-            size_t sl = chunk_seglen(len, s->size), m = seg_len(len, sl, r);
+            size_t sl = chunk_seglen(len, s->size, align), m = seg_len(len, sl, r);
             float *mine = buf + base + (size_t)r * sl;
-            for (int k = 0; k < s->size; k++)
-                src[k] = k == r ? mine : slot_in(seg, s->epoch - 1, k) + (size_t)r * sl;
-            sum_ranks(mine, slot_out(seg, s->epoch, r), src, s->size, m);
+            if (bf16) {
+                for (int k = 0; k < s->size; k++)
+                    src16[k] =
+                        k == r ? NULL
+                               : (const dt_bf16 *)slot_in(seg, s->epoch - 1, k) + (size_t)r * sl;
+                sum_ranks_bf16(mine, (dt_bf16 *)slot_out(seg, s->epoch, r), src16, mine, s->size,
+                               m);
+            } else {
+                for (int k = 0; k < s->size; k++)
+                    src[k] = k == r ? mine : slot_in(seg, s->epoch - 1, k) + (size_t)r * sl;
+                sum_ranks(mine, slot_out(seg, s->epoch, r), src, s->size, m);
+            }
         }
         if (t >= 2) { /* gather chunk t-2 */
             size_t c = t - 2, base = c * chunk, len = n - base < chunk ? n - base : chunk;
-            size_t sl = chunk_seglen(len, s->size);
+            size_t sl = chunk_seglen(len, s->size, align);
             for (int k = 0; k < s->size; k++)
                 if (k != r)
-                    memcpy(buf + base + (size_t)k * sl, slot_out(seg, s->epoch - 1, k),
-                           seg_len(len, sl, k) * sizeof *buf);
+                    get_sums(buf + base + (size_t)k * sl, slot_out(seg, s->epoch - 1, k),
+                             seg_len(len, sl, k), bf16);
         }
         if (t + 1 < nchunks + 2) {
-            int rc = t == 0 ? first_barrier(s, "all-reduce", call_desc(OP_ALLREDUCE, 0, n))
-                            : barrier_wait(s, "all-reduce");
+            uint64_t desc = call_desc(bf16 ? OP_ALLREDUCE_BF16 : OP_ALLREDUCE, 0, n);
+            int rc = t == 0 ? first_barrier(s, "all-reduce", desc) : barrier_wait(s, "all-reduce");
             if (rc < 0)
                 return rc;
         }
@@ -614,15 +697,26 @@ static int allreduce_pipelined(struct shm_comm *s, float *buf, size_t n)
     return 0;
 }
 
-static int shm_allreduce_sum(struct dt_comm *c, float *buf, size_t n)
+static int allreduce(struct dt_comm *c, float *buf, size_t n, bool bf16)
 {
     struct shm_comm *s = c->impl;
     int rc = enter(s, "all-reduce");
     if (rc < 0 || s->size == 1 || n == 0)
         return rc;
-    if (n * sizeof *buf <= SMALL_BYTES && n <= s->hdr->chunk)
-        return allreduce_small(s, buf, n);
-    return allreduce_pipelined(s, buf, n);
+    size_t bytes = n * (bf16 ? sizeof(dt_bf16) : sizeof(float));
+    if (bytes <= SMALL_BYTES && n <= s->hdr->chunk * (bf16 ? 2 : 1))
+        return allreduce_small(s, buf, n, bf16);
+    return allreduce_pipelined(s, buf, n, bf16);
+}
+
+static int shm_allreduce_sum(struct dt_comm *c, float *buf, size_t n)
+{
+    return allreduce(c, buf, n, false);
+}
+
+static int shm_allreduce_sum_bf16(struct dt_comm *c, float *buf, size_t n)
+{
+    return allreduce(c, buf, n, true);
 }
 
 static int shm_broadcast(struct dt_comm *c, void *buf, size_t bytes, int root)
@@ -699,6 +793,7 @@ int dt_shm_comm_create(struct dt_comm **out, struct dt_shm_segment *seg, int ran
     c->size = c->local_size = size;
     c->backend = "shm";
     c->allreduce_sum = shm_allreduce_sum;
+    c->allreduce_sum_bf16 = shm_allreduce_sum_bf16;
     c->broadcast = shm_broadcast;
     c->barrier = shm_barrier;
     c->close = shm_close;

@@ -16,7 +16,9 @@
  *
  * Collectives: allreduce_sum is reduce-scatter then all-gather over per-rank slots in the
  * segment, chunked (so large arrays pipeline through a bounded segment) and summed in rank
- * order (so every rank ends bit-identical); broadcast and barrier. Waiting ranks spin briefly
+ * order (so every rank ends bit-identical); allreduce_sum_bf16 is the same with each rank's terms
+ * packed into the slots as bf16 (twice the elements per chunk) and the segment's sum rounded to
+ * bf16 before the all-gather (dist/bf16_sum.h); broadcast and barrier. Waiting ranks spin briefly
  * then sleep on a futex (an oversubscribed run does not burn cores), checking the abort flag
  * and the timeout while they wait.
  */

@@ -33,6 +33,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "dist/bf16_sum.h"
 #include "dist/rendezvous.h"
 #include "dist/wire.h"
 #include "util/clock.h"
@@ -64,11 +65,13 @@ struct tcp {
     struct dt_rdzv rdzv;
     struct link next, prev;
     double timeout;
-    double spin;     /* seconds of spinning after the last progress before poll() */
-    float *scratch;  /* SCRATCH bytes for reduce-scatter */
-    uint8_t *gather; /* size * dt_tcp_small_max(size) floats: the small path's buffers */
-    float *ones;     /* size floats for barrier */
-    int failed;      /* 0, or the status every later call returns */
+    double spin;       /* seconds of spinning after the last progress before poll() */
+    float *scratch;    /* SCRATCH bytes for reduce-scatter */
+    uint8_t *gather;   /* size * dt_tcp_small_max(size) floats: the small path's buffers */
+    float *ones;       /* size floats for barrier */
+    dt_bf16 *stage[2]; /* bf16 ring: the segment being sent and the one arriving */
+    size_t stage_cap;  /* elements in each */
+    int failed;        /* 0, or the status every later call returns */
     char error[1024];
 };
 
@@ -93,6 +96,7 @@ struct xfer {
     uint8_t rhdr[DT_WIRE_HDR];
     size_t rhdr_have;
     bool reduce;   /* sum received floats into r instead of storing them */
+    bool bf16;     /* reduce: the payload is bf16, r still the fp32 sums (dt_bf16_add_own_n) */
     bool rprivate; /* r is our scratch: payload may land before its header is checked */
 };
 
@@ -217,15 +221,21 @@ static uint8_t *recv_dst(struct tcp *t, const struct xfer *x, size_t at, size_t 
     return (uint8_t *)t->scratch + off;
 }
 
-/* Sums the whole floats of the current frame received since the last call (still in cache). */
+/* Sums the whole elements of the current frame received since the last call (still in cache)
+ * into the fp32 sums at r: payload byte b is element b / esize. SCRATCH is a multiple of both
+ * element sizes, so no element straddles the scratch ring's end. */
 static void reduce_received(struct tcp *t, struct xfer *x)
 {
-    size_t at = x->rdone - x->rframe_start, end = at - at % sizeof(float);
+    size_t esize = x->bf16 ? sizeof(dt_bf16) : sizeof(float);
+    size_t at = x->rdone - x->rframe_start, end = at - at % esize;
     if (end == x->rreduced)
         return;
-    reduce_into((float *)(x->r + x->rframe_start + x->rreduced),
-                (const float *)((uint8_t *)t->scratch + x->rreduced % SCRATCH),
-                (end - x->rreduced) / sizeof(float));
+    float *dst = (float *)x->r + (x->rframe_start + x->rreduced) / esize;
+    const void *src = (uint8_t *)t->scratch + x->rreduced % SCRATCH;
+    if (x->bf16)
+        dt_bf16_add_own_n(dst, src, (end - x->rreduced) / esize);
+    else
+        reduce_into(dst, src, (end - x->rreduced) / esize);
     x->rreduced = end;
 }
 
@@ -424,6 +434,115 @@ static int ring_allreduce(struct tcp *t, int size, int r, float *buf, size_t n)
     return rc;
 }
 
+/* ---- bf16 (dist.grad_dtype; the rules are dist/bf16_sum.h's) ---- */
+
+/* Twice fp32's elements: the same bytes per link, and exactly the bytes t->gather holds. */
+static size_t small_max_bf16(int size)
+{
+    return 2 * dt_tcp_small_max(size);
+}
+
+/* The small path in bf16: every rank's terms rounded once, gathered whole, summed in fp32 in
+ * rank order 0..size-1, the sum rounded (what a ring's all-gather would have carried). */
+static int small_allreduce_bf16(struct tcp *t, int size, int rank, float *buf, size_t n)
+{
+    size_t bytes = n * sizeof(dt_bf16);
+    dt_bf16_from_f32_n(buf, (dt_bf16 *)t->gather, n);
+    struct xfer x = {.frame = bytes,
+                     .s = t->gather,
+                     .slen = (size_t)(size - 1) * bytes,
+                     .sbase = bytes,
+                     .r = t->gather + bytes,
+                     .rlen = (size_t)(size - 1) * bytes,
+                     .rprivate = true};
+    x.savail = &x.rdone;
+    int rc = xfer_run(t, &x);
+    if (rc < 0)
+        return rc;
+    for (int q = 0; q < size; q++) {
+        const dt_bf16 *b =
+            (const dt_bf16 *)(t->gather + (size_t)((rank - q + size) % size) * bytes);
+        if (q == 0)
+            dt_bf16_to_f32_n(b, buf, n);
+        else
+            dt_bf16_add_n(buf, b, n);
+    }
+    dt_bf16_round_n(buf, buf, n);
+    return 0;
+}
+
+static int stage_reserve(struct tcp *t, size_t n)
+{
+    if (n <= t->stage_cap)
+        return 0;
+    for (int i = 0; i < 2; i++) {
+        dt_bf16 *p = realloc(t->stage[i], n * sizeof *p);
+        if (!p)
+            return dt_fail(DT_ERUNTIME, "tcp: out of memory for the bf16 ring (%zu values)", n);
+        t->stage[i] = p;
+    }
+    t->stage_cap = n;
+    return 0;
+}
+
+/* The ring in bf16. Reduce-scatter: a segment leaves its rank rounded to bf16 (its own terms
+ * at the first step, the partial sum after), and the receiver adds it in fp32 to its own terms,
+ * rounded as if they had been sent; so a segment's sum over size ranks is rounded at each of
+ * its size - 1 hops. The finished segment is rounded once more and the all-gather passes the
+ * bf16 bytes on unchanged, so every rank ends with the same values. */
+static int ring_allreduce_bf16(struct tcp *t, int size, int r, float *buf, size_t n)
+{
+    dt_bf16 *send = t->stage[0], *recv = t->stage[1];
+    int rc = 0;
+    for (int k = 0; k < size - 1 && rc == 0; k++) {
+        int s = ((r - k) % size + size) % size, v = ((r - k - 1) % size + size) % size;
+        size_t so = seg_off(n, size, s), vo = seg_off(n, size, v);
+        size_t slen = seg_off(n, size, s + 1) - so, vlen = seg_off(n, size, v + 1) - vo;
+        dt_bf16_from_f32_n(buf + so, send, slen);
+        struct xfer x = {.frame = FRAME,
+                         .s = (const uint8_t *)send,
+                         .slen = slen * sizeof(dt_bf16),
+                         .r = (uint8_t *)(buf + vo),
+                         .rlen = vlen * sizeof(dt_bf16),
+                         .reduce = true,
+                         .bf16 = true};
+        rc = vlen || slen ? xfer_run(t, &x) : 0;
+    }
+    int f = (r + 1) % size;
+    size_t fo = seg_off(n, size, f), flen = seg_off(n, size, f + 1) - fo;
+    dt_bf16_from_f32_n(buf + fo, send, flen);
+    dt_bf16_to_f32_n(send, buf + fo, flen);
+    for (int k = 0; k < size - 1 && rc == 0; k++) {
+        int s = ((r + 1 - k) % size + size) % size, v = ((r - k) % size + size) % size;
+        size_t slen = seg_off(n, size, s + 1) - seg_off(n, size, s);
+        size_t vo = seg_off(n, size, v), vlen = seg_off(n, size, v + 1) - vo;
+        rc = ring_step(t, send, slen * sizeof(dt_bf16), recv, vlen * sizeof(dt_bf16), false);
+        if (rc == 0)
+            dt_bf16_to_f32_n(recv, buf + vo, vlen);
+        dt_bf16 *tmp = send; /* what arrived is what goes on next */
+        send = recv, recv = tmp;
+    }
+    return rc;
+}
+
+static int tcp_allreduce_sum_bf16(struct dt_comm *c, float *buf, size_t n)
+{
+    struct tcp *t = c->impl;
+    int rc = tcp_check(t), size = c->size, r = c->rank;
+    if (rc < 0 || size == 1 || n == 0)
+        return rc;
+    if (n <= small_max_bf16(size))
+        return small_allreduce_bf16(t, size, r, buf, n);
+    /* Rounds of the same bytes per step as fp32's, so twice the elements. */
+    size_t chunk = ROUND_STEP ? (size_t)ROUND_STEP / sizeof(dt_bf16) * (size_t)size : n;
+    size_t first = n < chunk ? n : chunk;
+    if ((rc = stage_reserve(t, first / (size_t)size + 1)) < 0)
+        return rc;
+    for (size_t off = 0; off < n && rc == 0; off += chunk)
+        rc = ring_allreduce_bf16(t, size, r, buf + off, n - off < chunk ? n - off : chunk);
+    return rc;
+}
+
 static int tcp_allreduce_sum(struct dt_comm *c, float *buf, size_t n)
 {
     struct tcp *t = c->impl;
@@ -480,6 +599,8 @@ static void tcp_close(struct dt_comm *c)
         free(t->scratch);
         free(t->gather);
         free(t->ones);
+        free(t->stage[0]);
+        free(t->stage[1]);
         free(t);
     }
     free(c);
@@ -515,6 +636,7 @@ int dt_tcp_comm_create(struct dt_comm **out, const struct dt_tcp_opts *o)
     c->local_rank = o->local_rank, c->local_size = o->local_size > 0 ? o->local_size : 1;
     c->backend = "tcp";
     c->allreduce_sum = tcp_allreduce_sum;
+    c->allreduce_sum_bf16 = tcp_allreduce_sum_bf16;
     c->broadcast = tcp_broadcast;
     c->barrier = tcp_barrier;
     c->close = tcp_close;

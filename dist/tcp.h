@@ -9,6 +9,13 @@
  *                  previous one (non-blocking I/O, a short spin before poll()), in framed
  *                  chunks. Segment j is always summed in the same rank order and the all-gather
  *                  copies bytes, so every rank ends bit-identical.
+ *   allreduce_sum_bf16  the same two paths with bf16 payloads (half the bytes, so twice the
+ *                  elements per round and a small path up to twice as long): the small path
+ *                  sums the gathered bf16 terms in fp32 in rank order and rounds the sum; the
+ *                  ring adds each arriving bf16 partial sum to the receiver's own terms
+ *                  (rounded) in fp32 and rounds before the next hop, so a segment's sum is
+ *                  rounded once per hop (size - 1 times) and once more before the all-gather,
+ *                  which passes bf16 bytes on unchanged (dist/bf16_sum.h).
  *   broadcast      the root's bytes passed along the ring, chunk by chunk (pipelined).
  *   barrier        an all-reduce of one float per rank (no rank can finish it before every
  *                  rank has entered).

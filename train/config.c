@@ -315,6 +315,11 @@ static const struct key keys[] = {
      "sum weight gradients over eighths of the global batch in a fixed tree, so that 1, 2, 4 or "
      "8 instances on one host compute the same bits (costs speed, most with large linear "
      "layers)"},
+    {"dist.grad_dtype", T_ENUM, 0, "\"fp32\"", 0, 0, &dt_grad_dtype_names, ENUM(dist.grad_dtype), 0,
+     "what the gradient all-reduce sends: bf16 rounds each instance's gradients to bf16 "
+     "(nearest even, 8 significant bits), half the bytes on every link, and sums in fp32; "
+     "partial sums passed between ranks are rounded again (independent of train.precision; "
+     "not with split_invariant; docs/distributed.md)"},
     {"dist.backend", T_ENUM, 0, "\"auto\"", 0, 0, &dt_backend_request_names, ENUM(dist.backend), 0,
      "gradient all-reduce: shared memory on one host, tcp across hosts, hier = both, mpi "
      "(when built with MPI=1); auto picks"},
@@ -1321,6 +1326,14 @@ static int check_cross_keys(struct load *ld)
                   where, sizeof where);
         return dt_fail(DT_EUSAGE,
                        "%s: one_cycle has its own warmup (pct_start); remove the linear warmup",
+                       where);
+    }
+    if (cfg->dist.split_invariant && cfg->dist.grad_dtype == DT_GRAD_BF16) {
+        key_where(ld, "dist.grad_dtype", where, sizeof where);
+        return dt_fail(DT_EUSAGE,
+                       "%s: \"bf16\" cannot be combined with dist.split_invariant = true: each "
+                       "instance's gradient sum is rounded to bf16, and which part of the batch "
+                       "that sum covers depends on the instance count, so the bits would too",
                        where);
     }
     /* a folder may bring its own val/ split: the run checks that once the data is read */

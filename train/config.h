@@ -114,6 +114,7 @@ struct dt_config {
         enum dt_backend_request backend; /* auto | shm | tcp | hier | mpi */
         enum dt_bn_stats batchnorm;      /* sync | per_instance */
         bool split_invariant;            /* weight gradients in a fixed tree of batch slices */
+        enum dt_grad_dtype grad_dtype;   /* what the gradient all-reduce sends: fp32 | bf16 */
         enum dt_pin_mode pin;            /* cores | sockets | none (list: cpu_list) */
         char cpu_list[256];              /* explicit list like "0-7,16-23" (overrides pin) */
         double timeout;                  /* seconds a collective may wait for a peer */

@@ -206,6 +206,17 @@ static void rank_teardown(struct rank_state *st)
     dt_sampler_free(&st->sampler);
 }
 
+/* The step's all-reduce of the n gradients and the tail after them: one fp32 sum; or, with
+ * dist.grad_dtype = "bf16", the gradients in bf16 and the tail (the loss, the counts and the
+ * stop flags, which must not be rounded) in a second, fp32 one of T_FLOATS values. */
+static int sum_step(struct dt_comm *comm, float *grads, size_t n, enum dt_grad_dtype dtype)
+{
+    if (dtype == DT_GRAD_FP32)
+        return comm->allreduce_sum(comm, grads, n + T_FLOATS);
+    int rc = comm->allreduce_sum_bf16(comm, grads, n);
+    return rc ? rc : comm->allreduce_sum(comm, grads + n, T_FLOATS);
+}
+
 /* One optimisation step on this rank's share of (epoch, step). */
 /* due: rank 0's clock says a timed checkpoint is due (checkpoint.every_minutes). */
 static int train_step(struct rank_state *st, const struct run *run, uint64_t epoch, size_t step,
@@ -247,7 +258,7 @@ static int train_step(struct rank_state *st, const struct run *run, uint64_t epo
     tail[T_TERM] = sig == SIGTERM;
     tail[T_USR1] = sig == SIGUSR1;
     tail[T_DUE] = due;
-    if ((rc = st->comm->allreduce_sum(st->comm, st->model->grads, n + T_FLOATS)))
+    if ((rc = sum_step(st->comm, st->model->grads, n, run->cfg->dist.grad_dtype)))
         return rc;
     t = span_end(st, DT_TIME_ALLREDUCE, t);
     memcpy(st->job, tail, sizeof st->job);

@@ -233,6 +233,7 @@ void report_final(const struct loop *lp, const struct dt_timing_report *times)
     dt_jw_int(&w, "batch_size", cfg->train.batch_size);
     dt_jw_bool(&w, "batch_per_instance", cfg->train.batch_per_instance);
     dt_jw_bool(&w, "split_invariant", cfg->dist.split_invariant);
+    dt_jw_str(&w, "grad_dtype", dt_names_name(&dt_grad_dtype_names, (int)cfg->dist.grad_dtype));
     dt_jw_int(&w, "steps", lp->step);
     /* why the run ended: all its epochs, train.max_steps, or train.early_stop */
     dt_jw_str(&w, "stop_reason",

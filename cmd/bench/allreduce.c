@@ -13,7 +13,11 @@
  *
  * Every size is checked, before and after the timed iterations: each rank fills its buffer with
  * small integers that depend on rank and index, so the sum is exact in float32 and every rank
- * must end with exactly the expected value at every index.
+ * must end with exactly the expected value at every index. --dtype bf16 times the bf16
+ * all-reduce (dist.grad_dtype) of the same float arrays; its pattern is 1 or 2 (by rank and
+ * index) times a power of two, so every partial sum of up to 128 ranks is exact in bf16 too
+ * (beyond that the check allows bf16's rounding). Its algbw and busbw count the bytes sent,
+ * half the array's, as nccl-tests counts count x sizeof(type).
  */
 #include <arpa/inet.h>
 #include <math.h>
@@ -38,6 +42,7 @@
 #include "dist/tcp.h"
 #include "dist/pin.h"
 #include "util/alloc.h"
+#include "util/bf16.h"
 #include "util/clock.h"
 #include "util/err.h"
 #include "util/log.h"
@@ -88,24 +93,43 @@ static void shared_error(struct ar_shared *s, const char *msg)
         snprintf(s->error, sizeof s->error, "%s", msg);
 }
 
-static float pattern(int rank, size_t i)
+static float pattern(int rank, size_t i, enum dt_grad_dtype dtype)
 {
+    if (dtype == DT_GRAD_BF16)
+        return ldexpf((float)(1 + (rank + (int)(i % 2)) % 2), (int)(i % 31) - 15);
     return (float)((rank + 1) * (int)(i % 31 + 1));
 }
 
+/* The sum of pattern() over `size` ranks. */
+static float pattern_sum(int size, size_t i, enum dt_grad_dtype dtype)
+{
+    if (dtype == DT_GRAD_BF16) /* size ones, plus one more for each rank where rank + i is odd */
+        return ldexpf((float)(size + (i % 2 ? (size + 1) / 2 : size / 2)), (int)(i % 31) - 15);
+    return (float)size * (float)(size + 1) / 2 * (float)(i % 31 + 1);
+}
+
+static bool sum_ok(float got, float want, int size, enum dt_grad_dtype dtype)
+{
+    if (dtype == DT_GRAD_BF16 && size > 128) /* partial sums past 256 units round */
+        return fabsf(got - want) <= want * (float)size * 0x1p-8f;
+    return got == want;
+}
+
 /* One all-reduce of the exact pattern; every rank compares every element. Returns how many
- * ranks saw a wrong value (agreed by a second all-reduce), or -1 when a collective failed. */
-static int checked_allreduce(struct dt_comm *c, float *buf, size_t n, char *why, size_t cap)
+ * ranks saw a wrong value (agreed by a second, fp32 all-reduce), or -1 when a collective
+ * failed. */
+static int checked_allreduce(struct dt_comm *c, float *buf, size_t n, enum dt_grad_dtype dtype,
+                             char *why, size_t cap)
 {
     for (size_t i = 0; i < n; i++)
-        buf[i] = pattern(c->rank, i);
-    if (c->allreduce_sum(c, buf, n))
+        buf[i] = pattern(c->rank, i, dtype);
+    if (dt_comm_allreduce_sum(c, buf, n, dtype))
         return -1;
-    float bad = 0, tri = (float)c->size * (float)(c->size + 1) / 2;
+    float bad = 0;
     for (size_t i = 0; i < n; i++)
-        if (buf[i] != tri * (float)(i % 31 + 1)) {
+        if (!sum_ok(buf[i], pattern_sum(c->size, i, dtype), c->size, dtype)) {
             snprintf(why, cap, "rank %d: element %zu of %zu is %g, expected %g", c->rank, i, n,
-                     (double)buf[i], (double)(tri * (float)(i % 31 + 1)));
+                     (double)buf[i], (double)pattern_sum(c->size, i, dtype));
             bad = 1;
             break;
         }
@@ -140,7 +164,8 @@ static int measure_size(struct dt_comm *c, const struct ar_job *j, float *buf, s
 {
     size_t n = bytes / sizeof(float);
     char why[200] = "";
-    int bad = checked_allreduce(c, buf, n, why, sizeof why);
+    enum dt_grad_dtype dtype = j->o->dtype;
+    int bad = checked_allreduce(c, buf, n, dtype, why, sizeof why);
     if (bad < 0)
         return -DT_ERUNTIME;
     memset(buf, 0, n * sizeof *buf);
@@ -149,7 +174,7 @@ static int measure_size(struct dt_comm *c, const struct ar_job *j, float *buf, s
     double fastest = INFINITY;
     for (int w = 0; w < 3; w++) {
         double t0 = dt_now();
-        if (c->allreduce_sum(c, buf, n))
+        if (dt_comm_allreduce_sum(c, buf, n, dtype))
             return -DT_ERUNTIME;
         fastest = fmin(fastest, dt_now() - t0);
     }
@@ -165,11 +190,11 @@ static int measure_size(struct dt_comm *c, const struct ar_job *j, float *buf, s
         return -DT_ERUNTIME;
     for (int i = 0; i < iters; i++) {
         double t0 = dt_now();
-        if (c->allreduce_sum(c, buf, n))
+        if (dt_comm_allreduce_sum(c, buf, n, dtype))
             return -DT_ERUNTIME;
         times[i] = dt_now() - t0;
     }
-    if (!bad && (bad = checked_allreduce(c, buf, n, why, sizeof why)) < 0)
+    if (!bad && (bad = checked_allreduce(c, buf, n, dtype, why, sizeof why)) < 0)
         return -DT_ERUNTIME;
     if (c->rank != 0)
         return 0;
@@ -178,7 +203,8 @@ static int measure_size(struct dt_comm *c, const struct ar_job *j, float *buf, s
     row->bytes = bytes;
     row->iters = iters;
     row->us = t * 1e6;
-    row->algbw = t > 0 ? (double)bytes / t / 1e9 : NAN;
+    size_t sent = dtype == DT_GRAD_BF16 ? n * sizeof(dt_bf16) : bytes;
+    row->algbw = t > 0 ? (double)sent / t / 1e9 : NAN;
     row->busbw = row->algbw * 2.0 * (c->size - 1) / c->size;
     if (bad)
         snprintf(row->error, sizeof row->error, "wrong result on %d rank%s (%s)", bad,
@@ -360,7 +386,7 @@ static void size_label(size_t bytes, char *buf, size_t cap)
         snprintf(buf, cap, "%zu B", bytes);
 }
 
-enum { C_SIZE, C_BYTES, C_US, C_ALGBW, C_BUSBW, C_ITERS, C_CHECK, NCOLS };
+enum { C_SIZE, C_BYTES, C_US, C_ALGBW, C_BUSBW, C_ITERS, C_DTYPE, C_CHECK, NCOLS };
 
 static const struct dt_bench_col cols[NCOLS] = {
     {"size", "size", DT_BENCH_STR, NULL, false},
@@ -369,6 +395,7 @@ static const struct dt_bench_col cols[NCOLS] = {
     {"algbw GB/s", "algbw_GBs", DT_BENCH_NUM, "%.3f", false},
     {"busbw GB/s", "busbw_GBs", DT_BENCH_NUM, "%.3f", false},
     {"iters", "iters", DT_BENCH_INT, NULL, false},
+    {"dtype", "dtype", DT_BENCH_STR, NULL, false},
     {"check", "check", DT_BENCH_STR, NULL, false},
 };
 
@@ -394,11 +421,13 @@ static int report(const struct ar_job *j, const struct dt_bench_machine *m, int 
         c[C_ALGBW].num = r->algbw;
         c[C_BUSBW].num = r->busbw;
         c[C_ITERS].num = r->iters;
+        c[C_DTYPE].str = dt_names_name(&dt_grad_dtype_names, (int)j->o->dtype);
         c[C_CHECK].str = "ok";
         rc = dt_bench_table_add(&t, c, r->error[0] ? r->error : NULL);
     }
     char what[200];
-    snprintf(what, sizeof what, "allreduce, float32 sum, %s backend, %d ranks%s%s", j->o->backend,
+    snprintf(what, sizeof what, "allreduce, float32 sum%s, %s backend, %d ranks%s%s",
+             j->o->dtype == DT_GRAD_BF16 ? " of bf16 terms (bf16 on the wire)" : "", j->o->backend,
              nranks,
              j->o->master                    ? " on separate hosts"
              : strcmp(j->o->backend, "hier") ? ""

@@ -17,6 +17,8 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "dist/comm.h"
+
 /* ---- machine ---- */
 
 struct dt_bench_machine {
@@ -147,9 +149,10 @@ struct dt_bench_allreduce_opts {
     const char *backend;  /* shm, tcp, hier, mpi */
     int instances, nodes; /* nodes: hier only, simulated hosts on this machine */
     size_t min_bytes, max_bytes;
-    int iters;      /* timed iterations per size; 0 = enough for ~0.2 s */
-    bool no_pin;    /* leave the ranks unpinned (default: one core each, like train) */
-    double timeout; /* collective timeout in seconds */
+    int iters;                /* timed iterations per size; 0 = enough for ~0.2 s */
+    enum dt_grad_dtype dtype; /* what the all-reduce sends (dist.grad_dtype) */
+    bool no_pin;              /* leave the ranks unpinned (default: one core each, like train) */
+    double timeout;           /* collective timeout in seconds */
     /* Across real hosts (tcp only): this process is rank node_rank of `nodes`, one per host,
      * meeting at master (HOST:PORT), authenticated by DTRAIN_TOKEN; NULL for a forked job. */
     const char *master, *iface;

@@ -1,42 +1,8 @@
-/* bfloat16: the top 16 bits of an IEEE binary32, stored as uint16_t.
- *
- * Conversion from fp32 rounds to nearest, ties to even (what VCVTNEPS2BF16 and PyTorch's
- * autocast do); a NaN stays a NaN (quiet). bf16 -> fp32 is exact. */
+/* bfloat16 for the kernel room: the type and its conversions live in util/bf16.h, shared with
+ * dist's bf16 all-reduce, so both round the same way. */
 #ifndef DT_NN_KERNELS_BF16_H
 #define DT_NN_KERNELS_BF16_H
 
-#include <stddef.h>
-#include <stdint.h>
-#include <string.h>
-
-typedef uint16_t dt_bf16;
-
-static inline dt_bf16 dt_bf16_from_f32(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    /* Written as a select, not a branch, so that the conversion loops vectorise. */
-    uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1)) >> 16; /* nearest, ties to even */
-    uint32_t nan = (u >> 16) | 0x40; /* NaN: keep the sign, force a quiet payload */
-    return (dt_bf16)((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
-}
-
-static inline float dt_bf16_to_f32(dt_bf16 h)
-{
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-/* f rounded to the nearest bf16, as an fp32 (the reference kernels' arithmetic). */
-static inline float dt_bf16_round(float f)
-{
-    return dt_bf16_to_f32(dt_bf16_from_f32(f));
-}
-
-/* n values each way. */
-void dt_bf16_from_f32_n(const float *src, dt_bf16 *dst, size_t n);
-void dt_bf16_to_f32_n(const dt_bf16 *src, float *dst, size_t n);
+#include "util/bf16.h"
 
 #endif

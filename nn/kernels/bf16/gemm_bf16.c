@@ -6,18 +6,6 @@
 
 #define TILE_ELEMS 512
 
-void dt_bf16_from_f32_n(const float *src, dt_bf16 *dst, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        dst[i] = dt_bf16_from_f32(src[i]);
-}
-
-void dt_bf16_to_f32_n(const dt_bf16 *src, float *dst, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        dst[i] = dt_bf16_to_f32(src[i]);
-}
-
 static int tiles(int n, int per)
 {
     return n > 0 ? (n + per - 1) / per : 0;
