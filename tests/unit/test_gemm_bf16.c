@@ -3,8 +3,8 @@
  *
  * Tolerance: a product of two bf16 values is exact in fp32 (8 + 8 significant bits), so the
  * only error is fp32 accumulation, in whatever order a path adds: |c - exact| <= k * 2^-24 *
- * sum |a b| (the standard bound, doubled for margin). The reference, C-tile and AMX paths must
- * all meet it; a path this CPU lacks is skipped with its reason printed. */
+ * sum |a b| (the standard bound, doubled for margin). The reference, C-tile, AVX512-BF16 and
+ * AMX paths must all meet it; a path this CPU lacks is skipped with its reason printed. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -150,20 +150,27 @@ static void test_ctile_path(void **state)
     run_shapes(DT_BF16_CTILE);
 }
 
+static void test_avx512bf16_path(void **state)
+{
+    (void)state;
+    run_shapes(DT_BF16_AVX512BF16);
+}
+
 static void test_amx_path(void **state)
 {
     (void)state;
     run_shapes(DT_BF16_AMX);
 }
 
-/* The C tiles and AMX run the same blocking; they differ only in how TDPBF16PS adds a pair's
- * two products inside the hardware (not specified bit for bit), so they agree to rounding. */
-static void test_amx_matches_ctile(void **state)
+/* The C tiles and a hardware path (the prestate) run the same blocking; they differ only in
+ * the order the instruction adds a pair's two products (TDPBF16PS's is not specified bit for
+ * bit; VDPBF16PS adds the odd one first), so they agree to rounding. */
+static void test_matches_ctile(void **state)
 {
-    (void)state;
+    enum dt_bf16_path p = *(enum dt_bf16_path *)*state;
     const char *why;
-    if (!dt_bf16_path_available(DT_BF16_AMX, &why)) {
-        print_message("skip amx vs ctile: %s\n", why);
+    if (!dt_bf16_path_available(p, &why)) {
+        print_message("skip %s vs ctile: %s\n", dt_bf16_path_name(p), why);
         skip();
     }
     int m = 50, n = 70, k = 130;
@@ -177,12 +184,13 @@ static void test_amx_matches_ctile(void **state)
             *pb = malloc(2 * dt_bf16_packed_b_size(k, n));
     dt_bf16_pack_a_f32(a, k, 1, m, k, pa);
     dt_bf16_pack_b_f32(b, n, 1, k, n, pb);
-    dt_gemm_bf16_on(DT_BF16_AMX, m, n, k, pa, pb, c1, n, false);
+    dt_gemm_bf16_on(p, m, n, k, pa, pb, c1, n, false);
     dt_gemm_bf16_on(DT_BF16_CTILE, m, n, k, pa, pb, c2, n, false);
     int differ = 0;
     for (int i = 0; i < m * n; i++)
         differ += c1[i] != c2[i];
-    print_message("amx vs ctile: %d of %d outputs differ in any bit\n", differ, m * n);
+    print_message("%s vs ctile: %d of %d outputs differ in any bit\n", dt_bf16_path_name(p), differ,
+                  m * n);
     for (int i = 0; i < m * n; i++)
         assert_true(fabsf(c1[i] - c2[i]) <= 1e-5f * (1 + fabsf(c2[i])));
     free(a), free(b), free(c1), free(c2), free(pa), free(pb);
@@ -190,13 +198,16 @@ static void test_amx_matches_ctile(void **state)
 
 int main(void)
 {
+    static enum dt_bf16_path hardware[] = {DT_BF16_AVX512BF16, DT_BF16_AMX};
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rounding_is_nearest_even),
         cmocka_unit_test(test_packing_through_strides),
         cmocka_unit_test(test_reference_path),
         cmocka_unit_test(test_ctile_path),
+        cmocka_unit_test(test_avx512bf16_path),
         cmocka_unit_test(test_amx_path),
-        cmocka_unit_test(test_amx_matches_ctile),
+        cmocka_unit_test_prestate(test_matches_ctile, &hardware[0]),
+        cmocka_unit_test_prestate(test_matches_ctile, &hardware[1]),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
