@@ -118,21 +118,44 @@ __attribute__((always_inline)) static inline void vtile_zero(int t)
         _mm512_store_si512(vtiles[t].b[r], _mm512_setzero_si512());
 }
 
-/* Out of line: one copy per kernel source, its 16 accumulators in registers (both loops are
- * unrolled whole). VDPBF16PS adds a pair's odd product, then its even one, each rounded. */
+/* Out of line: one copy per kernel source, its 16 accumulators in registers (the loops are
+ * unrolled whole). VDPBF16PS adds a pair's odd product, then its even one, each rounded.
+ *
+ * A group of 4 pairs (8 channels) whose A columns and B rows are all zero bits is skipped: a
+ * 16-channel input fills half of each 32-deep step with zero planes and zero weights (the
+ * channels padded to 32), and a GEMM's last step its depth beyond K. The instruction costs the
+ * same on zeros, so this halves the products of ResNet's first stage; AMX cannot skip. The
+ * result differs only where adding +0 would turn a -0 or a denormal accumulator into +0. */
 __attribute__((noinline, unused)) static void vtile_dpbf16(union vtile *c, const union vtile *a,
                                                            const union vtile *b)
 {
+    __m512i any = _mm512_load_si512(a->b[0]);
+#pragma GCC unroll 16
+    for (int m = 1; m < TILE_ROWS; m++)
+        any = _mm512_or_si512(any, _mm512_load_si512(a->b[m]));
+    __mmask16 a_pairs = _mm512_test_epi32_mask(any, any); /* bit k: pair k nonzero in some row */
     __m512 acc[TILE_ROWS];
 #pragma GCC unroll 16
     for (int m = 0; m < TILE_ROWS; m++)
         acc[m] = _mm512_load_ps(c->f[m]);
+#pragma GCC unroll 4
+    for (int g = 0; g < 16; g += 4) {
+        __m512i bk[4];
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++)
+            bk[k] = _mm512_load_si512(b->b[g + k]);
+        if (!((a_pairs >> g) & 0xf)) {
+            __m512i rows =
+                _mm512_or_si512(_mm512_or_si512(bk[0], bk[1]), _mm512_or_si512(bk[2], bk[3]));
+            if (!_mm512_test_epi32_mask(rows, rows))
+                continue;
+        }
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++)
 #pragma GCC unroll 16
-    for (int k = 0; k < 16; k++) {
-        __m512bh bk = (__m512bh)_mm512_load_si512(b->b[k]);
-#pragma GCC unroll 16
-        for (int m = 0; m < TILE_ROWS; m++)
-            acc[m] = _mm512_dpbf16_ps(acc[m], (__m512bh)_mm512_set1_epi32(a->pair[m][k]), bk);
+            for (int m = 0; m < TILE_ROWS; m++)
+                acc[m] = _mm512_dpbf16_ps(acc[m], (__m512bh)_mm512_set1_epi32(a->pair[m][g + k]),
+                                          (__m512bh)bk[k]);
     }
 #pragma GCC unroll 16
     for (int m = 0; m < TILE_ROWS; m++)
