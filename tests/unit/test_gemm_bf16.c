@@ -196,9 +196,49 @@ static void test_matches_ctile(void **state)
     free(a), free(b), free(c1), free(c2), free(pa), free(pb);
 }
 
+/* A group of pairs that is zero in A but holds an infinity in B (or the other way round) must
+ * still be multiplied: 0 x inf is NaN, as on AMX. The avx512bf16 build skips a group only
+ * when both sides are zero bits (the channel padding), so the NaN shows on every tile path. */
+static void test_zero_groups_still_multiply_infinities(void **state)
+{
+    enum dt_bf16_path p = *(enum dt_bf16_path *)*state;
+    const char *why;
+    if (!dt_bf16_path_available(p, &why)) {
+        print_message("skip %s zero groups: %s\n", dt_bf16_path_name(p), why);
+        skip();
+    }
+    enum { M = 16, N = 16, K = 32 };
+    float a[M * K], b[K * N], c[M * N];
+    dt_bf16 pa[512], pb[512];
+    for (int side = 0; side < 2; side++) {
+        for (int i = 0; i < M * K; i++)
+            a[i] = uniform();
+        for (int i = 0; i < K * N; i++)
+            b[i] = uniform();
+        /* depth 16-23 (pairs 8-11, one group): zero on one side, one infinity on the other */
+        for (int d = 16; d < 24; d++) {
+            for (int i = 0; i < M; i++)
+                a[i * K + d] = side ? (i == 3 && d == 17 ? INFINITY : uniform()) : 0.0f;
+            for (int j = 0; j < N; j++)
+                b[d * N + j] = side ? 0.0f : (d == 17 && j == 5 ? INFINITY : uniform());
+        }
+        dt_bf16_pack_a_f32(a, K, 1, M, K, pa);
+        dt_bf16_pack_b_f32(b, N, 1, K, N, pb);
+        dt_gemm_bf16_on(p, M, N, K, pa, pb, c, N, false);
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                bool nan_expected = side ? i == 3 : j == 5;
+                if (nan_expected != (bool)isnan(c[i * N + j]))
+                    fail_msg("%s: side %d, c[%d][%d] = %g", dt_bf16_path_name(p), side, i, j,
+                             c[i * N + j]);
+            }
+    }
+}
+
 int main(void)
 {
     static enum dt_bf16_path hardware[] = {DT_BF16_AVX512BF16, DT_BF16_AMX};
+    static enum dt_bf16_path tiles[] = {DT_BF16_CTILE, DT_BF16_AVX512BF16, DT_BF16_AMX};
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rounding_is_nearest_even),
         cmocka_unit_test(test_packing_through_strides),
@@ -208,6 +248,9 @@ int main(void)
         cmocka_unit_test(test_amx_path),
         cmocka_unit_test_prestate(test_matches_ctile, &hardware[0]),
         cmocka_unit_test_prestate(test_matches_ctile, &hardware[1]),
+        cmocka_unit_test_prestate(test_zero_groups_still_multiply_infinities, &tiles[0]),
+        cmocka_unit_test_prestate(test_zero_groups_still_multiply_infinities, &tiles[1]),
+        cmocka_unit_test_prestate(test_zero_groups_still_multiply_infinities, &tiles[2]),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
