@@ -89,10 +89,10 @@ static inline void ctile_dpbf16(int c, int a, int b)
 /* Tiles are per-thread arrays as in the C build, and a load copies, as TILELOADD does (a kernel
  * may reuse a load's source, e.g. an edge buffer, before the product). The product is 256
  * VDPBF16PS with C's 16 rows in zmm registers: for each pair row k of B (one zmm: 16 columns
- * x 2), every row m of C adds A[m][2k..2k+1] broadcast times it, the broadcast an embedded
- * memory operand. The 16 rows are independent chains, so VDPBF16PS's latency is hidden; C
- * is loaded and stored once per product (32 accesses per 256 products). A union, so the A
- * pairs are read as 32-bit words without breaking the aliasing rules. */
+ * x 2), every row m of C adds A[m][2k..2k+1], broadcast from memory, times it. The 16 rows are
+ * independent chains, so VDPBF16PS's latency is hidden; C is loaded and stored once per product (32
+ * accesses per 256 products). A union, so the A pairs are read as 32-bit words without breaking the
+ * aliasing rules. */
 union vtile {
     _Alignas(64) uint8_t b[TILE_ROWS][TILE_BYTES];
     int32_t pair[TILE_ROWS][16];
