@@ -56,17 +56,20 @@ LIB_SRC := $(sort $(filter-out %.isa.c,$(wildcard util/*.c data/*.c nn/*.c nn/ke
 # that runs. A file's ISA set is ISA_SET_<NAME> where one is set here, else its folder's:
 #   fp32/: generic (the binary's own x86-64-v2), avx2 (AVX2 + FMA), avx512 (AVX-512F);
 #   bf16/: ctile (plain C, the tile vocabulary of nn/kernels/bf16/tile.h emulated; runs
-#          anywhere) and amx (called only where nn/kernels/bf16/amx.c finds AMX in the CPU and
-#          Linux grants the tile state).
+#          anywhere), avx512bf16 (each tile product as VDPBF16PS on zmm registers; called only
+#          where the CPU has AVX512-BF16) and amx (called only where nn/kernels/bf16/amx.c finds
+#          AMX in the CPU and Linux grants the tile state).
 # The flags are the ones the kernels' target attributes had, so each build's code is the same.
 ISA_SET_fp32          := generic avx2 avx512
-ISA_SET_bf16          := ctile amx
+ISA_SET_bf16          := ctile avx512bf16 amx
 ISA_SET_conv_winograd := avx2 avx512   # intrinsics at 8 and 16 lanes; no generic build
 ISA_SET_optim_steps   := generic avx2  # the AVX-512 path runs the avx2 build (isa.c)
 ISA_FLAGS_generic := -DDT_BUILD_GENERIC
 ISA_FLAGS_avx2    := -DDT_BUILD_AVX2 -mavx2 -mfma
 ISA_FLAGS_avx512  := -DDT_BUILD_AVX512 -mavx512f
 ISA_FLAGS_ctile   := -DDT_BUILD_CTILE
+ISA_FLAGS_avx512bf16 := -DDT_BUILD_AVX512BF16 -mavx512f -mavx512bw -mavx512vl -mavx512dq \
+                        -mavx512bf16
 ISA_FLAGS_amx     := -DDT_BUILD_AMX -mamx-tile -mamx-bf16 -mavx512f -mavx512bw -mavx512vl \
                      -mavx512dq -mavx512bf16
 ISA_BUILDS := $(sort $(ISA_SET_fp32) $(ISA_SET_bf16))

@@ -3,16 +3,16 @@
  *
  * Each such layer chooses once, at setup, one of two modes and says which in its note (the
  * dry run's and --verbose's "bf16" column):
- *   tiles     the bf16 tile kernels (nn/kernels/bf16/) on the amx path, or on the plain-C ctile
- *             build when a test forces it: conv2d with stride 1 and pad < kernel through
- *             conv_bf16 (forward, input gradient through the forward kernel, weight gradient as
- *             a GEMM over positions), linear through dt_gemm_bf16 (all three products). Operands
+ *   tiles     the bf16 tile kernels (nn/kernels/bf16/) on the amx or avx512bf16 path, or on the
+ *             plain-C ctile build when a test forces it: conv2d with stride 1 and pad < kernel
+ *             through conv_bf16 (forward, input gradient through the forward kernel, weight
+ * gradient as a GEMM over positions), linear through dt_gemm_bf16 (all three products). Operands
  *             are rounded to bf16 as they are packed; the kernels accumulate in fp32.
  *   emulated  the layer's own fp32 kernels on bf16-rounded copies of its input, its weights and,
  *             in backward, its output gradient: the same products of bf16 values, accumulated
- *             in fp32 (in another order). This is the reference path (every CPU without AMX, and
- *             avx512bf16 until a VDPBF16PS kernel exists) and the fallback for conv shapes the
- *             tile kernels do not take (stride 2, pad >= kernel), named in the note.
+ *             in fp32 (in another order). This is the reference path (every CPU without AMX or
+ *             AVX512-BF16) and the fallback for conv shapes the tile kernels do not take
+ *             (stride 2, pad >= kernel), named in the note.
  * Either way the fp32 master weights are read afresh at every forward call (the bf16 copy is
  * refreshed there, i.e. once per step after the optimizer changed them, and at each evaluation
  * batch), so nothing has to tell the layer that its parameters changed; weight and bias

@@ -23,6 +23,17 @@ for cfg in fashion-convnet cifar10-cnn cifar10-resnet20; do
   ./dtrain bench configs/$cfg.cfg --set data.dir=$d --grid 1x1,1x2,2x1 --steps 30 --repeat 3 \
      --precision fp32,bf16 > $S/bf16.$cfg.txt 2>&1
 done
+# 3b. bf16 on the avx512bf16 path (the tile kernels' VDPBF16PS build; Zen 4's default path)
+log bf16-avx512bf16
+for cfg in fashion-convnet cifar10-resnet20; do
+  d=$C; [ $cfg = fashion-convnet ] && d=$FM
+  DTRAIN_ISA=avx512bf16 ./dtrain bench configs/$cfg.cfg --set data.dir=$d --grid 1x1 --steps 20 \
+     --repeat 3 --precision fp32,bf16 > $S/vdp.$cfg.txt 2>&1
+done
+make -s build/bench/conv_bf16 >/dev/null 2>&1
+for isa in avx512bf16 amx; do
+  OMP_NUM_THREADS=1 DTRAIN_ISA=$isa ./build/bench/conv_bf16 5 128 > $S/vdp.kernels.$isa.txt 2>&1
+done
 # 4. ResNet-56 vs ResNet-20 per MAC
 log r56
 for c in cifar10-resnet20 cifar10-resnet56; do

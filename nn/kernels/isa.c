@@ -32,12 +32,13 @@ static const enum dt_isa builds[DT_KERNEL_FAMILY_COUNT][DT_ISA_COUNT] = {
 
 /* builds' counterpart for bf16 products: the bf16 path of each path. */
 static const enum dt_bf16_path bf16_paths[DT_ISA_COUNT] = {
-    DT_BF16_REFERENCE, DT_BF16_REFERENCE, DT_BF16_REFERENCE, DT_BF16_REFERENCE, DT_BF16_AMX};
+    DT_BF16_REFERENCE, DT_BF16_REFERENCE, DT_BF16_REFERENCE, DT_BF16_AVX512BF16, DT_BF16_AMX};
 
 /* Test switch (dt_isa_force_bf16_path); DT_BF16_PATH_COUNT = none. */
 static enum dt_bf16_path forced_bf16 = DT_BF16_PATH_COUNT;
 
-static const char *const bf16_names[DT_BF16_PATH_COUNT] = {"reference", "ctile", "amx"};
+static const char *const bf16_names[DT_BF16_PATH_COUNT] = {"reference", "ctile", "avx512bf16",
+                                                           "amx"};
 
 const char *dt_isa_label(enum dt_isa isa)
 {
@@ -159,6 +160,11 @@ bool dt_bf16_path_available(enum dt_bf16_path p, const char **why)
         *why = "";
     if (p == DT_BF16_AMX)
         return dt_amx_usable(why);
+    if (p == DT_BF16_AVX512BF16 && !dt_isa_available(DT_ISA_AVX512BF16)) {
+        if (why)
+            *why = "the CPU has no AVX512-BF16 (VDPBF16PS)";
+        return false;
+    }
     return (unsigned)p < DT_BF16_PATH_COUNT;
 }
 
@@ -172,10 +178,7 @@ const char *dt_isa_bf16_path_text(void)
     enum dt_bf16_path p = dt_isa_bf16_path();
     if (p != DT_BF16_REFERENCE)
         return dt_bf16_path_name(p);
-    return dt_isa_get() == DT_ISA_AVX512BF16
-               ? "reference (emulated: no AVX512-BF16 kernel yet, fp32 kernels on bf16-rounded "
-                 "operands)"
-               : "reference (emulated: fp32 kernels on bf16-rounded operands)";
+    return "reference (emulated: fp32 kernels on bf16-rounded operands)";
 }
 
 enum dt_bf16_path dt_isa_force_bf16_path(enum dt_bf16_path p)

@@ -28,10 +28,17 @@ enum dt_isa {
 };
 
 /* How the bf16 products of a bf16 model (train.precision) run: "amx" (TDPBF16PS through the
- * tile vocabulary), "ctile" (the same kernel source over plain-C tiles: tests), "reference"
- * (fp32 arithmetic on bf16-rounded values: any CPU; the layers run it through their fp32
- * kernels, docs/bf16.md). */
-enum dt_bf16_path { DT_BF16_REFERENCE, DT_BF16_CTILE, DT_BF16_AMX, DT_BF16_PATH_COUNT };
+ * tile vocabulary), "avx512bf16" (the same kernel source with each tile product as VDPBF16PS
+ * on zmm registers: Zen 4, Cooper Lake), "ctile" (the same source over plain-C tiles: tests),
+ * "reference" (fp32 arithmetic on bf16-rounded values: any CPU; the layers run it through
+ * their fp32 kernels, docs/bf16.md). The tile builds are ctile..amx, in this order. */
+enum dt_bf16_path {
+    DT_BF16_REFERENCE,
+    DT_BF16_CTILE,
+    DT_BF16_AVX512BF16,
+    DT_BF16_AMX,
+    DT_BF16_PATH_COUNT
+};
 
 /* The kernel families whose build is chosen at run time. */
 enum dt_kernel_family {
@@ -79,19 +86,20 @@ int dt_isa_parse(const char *name, enum dt_isa *isa, char *err, size_t errlen);
 /* Use isa from now on; 0, or -2 with a message when this CPU cannot run it. */
 int dt_isa_set(enum dt_isa isa, char *err, size_t errlen);
 
-/* The bf16 path of the path in use: amx on the amx path, else the reference (on avx512bf16
- * too: no VDPBF16PS kernel exists yet, so that path is emulated). A forced path
- * (dt_isa_force_bf16_path) wins. */
+/* The bf16 path of the path in use: amx on the amx path, avx512bf16 on the avx512bf16 path
+ * (the best one where the CPU has AVX512-BF16 and no AMX, or Linux refused the tile data),
+ * else the reference. A forced path (dt_isa_force_bf16_path) wins. */
 enum dt_bf16_path dt_isa_bf16_path(void);
 
-/* What a verbose line says of dt_isa_bf16_path(): "amx", "reference (emulated: ...)". */
+/* What a verbose line says of dt_isa_bf16_path(): "amx", "avx512bf16",
+ * "reference (emulated: ...)". */
 const char *dt_isa_bf16_path_text(void);
 
 /* Test and benchmark switch: layers set up from now on take path p (DT_BF16_PATH_COUNT:
  * back to the rule above). p must be available. Returns the previous setting. */
 enum dt_bf16_path dt_isa_force_bf16_path(enum dt_bf16_path p);
 
-/* "reference", "ctile", "amx". */
+/* "reference", "ctile", "avx512bf16", "amx". */
 const char *dt_bf16_path_name(enum dt_bf16_path p);
 
 /* This CPU (and Linux) can run p; otherwise *why (if not NULL) says why. */

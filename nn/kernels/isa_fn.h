@@ -4,10 +4,10 @@
  * The Makefile compiles each such source once per entry of its ISA set, with -DDT_BUILD_<X> and
  * that ISA's -m flags (ISA_FLAGS_<x>). Inside, `#if defined(DT_BUILD_AVX512)` and friends are the
  * only guards a kernel uses, and DT_ISA_FN(name) names a function for its build:
- * DT_ISA_FN(dt_gemm_bf16) is dt_gemm_bf16_amx in the AMX build, dt_gemm_bf16_ctile in the
- * plain-C tile one; static functions are named the same way, so perf, gdb and the linker see
- * distinct names (winograd's gemm_avx2 and gemm_avx512, not two `gemm`). Which build runs is
- * decided in one place: nn/kernels/isa.c. */
+ * DT_ISA_FN(dt_gemm_bf16) is dt_gemm_bf16_amx in the AMX build, dt_gemm_bf16_avx512bf16 in the
+ * VDPBF16PS one, dt_gemm_bf16_ctile in the plain-C tile one; static functions are named the same
+ * way, so perf, gdb and the linker see distinct names (winograd's gemm_avx2 and gemm_avx512, not
+ * two `gemm`). Which build runs is decided in one place: nn/kernels/isa.c. */
 #ifndef DT_NN_KERNELS_ISA_FN_H
 #define DT_NN_KERNELS_ISA_FN_H
 
@@ -19,6 +19,8 @@
 #define DT_ISA_SUFFIX avx2
 #elif defined(DT_BUILD_AVX512)
 #define DT_ISA_SUFFIX avx512
+#elif defined(DT_BUILD_AVX512BF16)
+#define DT_ISA_SUFFIX avx512bf16
 #elif defined(DT_BUILD_AMX)
 #define DT_ISA_SUFFIX amx
 #elif defined(DT_BUILD_CTILE)

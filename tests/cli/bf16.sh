@@ -3,8 +3,9 @@
 # dist.split_invariant the same bits for every instance count, the same bits twice, and
 # 1 epoch + resume = 2 epochs bit for bit. --verbose and the dry run name each layer's bf16
 # path; the checkpoint keeps fp32 weights and says bf16 in its stored config; eval and predict
-# take --precision; bad values are one-line config errors (exit 2); DTRAIN_ISA=amx where the
-# CPU lacks AMX is refused in one line (never SIGILL).
+# take --precision; bad values are one-line config errors (exit 2); DTRAIN_ISA=amx or
+# avx512bf16 where the CPU lacks it is refused in one line (never SIGILL); where the CPU has
+# AVX512-BF16, DTRAIN_ISA=avx512bf16 trains on the VDPBF16PS build and names it.
 . tests/cli/lib.sh
 
 FIX="$TMP/fix"
@@ -14,7 +15,11 @@ CFG=configs/fashion-convnet.cfg
 COMMON="--set data.dataset=mnist --set data.dir=$FIX --set model.layers.5.p=0
         --set model.layers.9.p=0 --set optimizer.type=sgd --set optimizer.lr=0.01
         --threads 1 --precision bf16 --quiet"
-if grep -q "^flags.*\\bamx_bf16\\b" /proc/cpuinfo; then PATH_NAME=amx; else PATH_NAME=reference; fi
+if grep -q "^flags.*\\bamx_bf16\\b" /proc/cpuinfo; then
+    PATH_NAME=amx
+elif grep -q "^flags.*\\bavx512_bf16\\b" /proc/cpuinfo; then
+    PATH_NAME=avx512bf16
+else PATH_NAME=reference; fi
 
 # ---- 1, 2, 4 instances: the same bits with split-invariant gradient sums ----
 for n in 1 2 4; do
@@ -102,6 +107,39 @@ else
     expect_rc "DTRAIN_ISA=amx without AMX: exit 2" 2
     expect_err_lines "DTRAIN_ISA=amx without AMX: one line" 1
     expect_err "DTRAIN_ISA=amx without AMX: said" "cannot run the amx kernels"
+fi
+
+# ---- DTRAIN_ISA=avx512bf16: the tile kernels' VDPBF16PS build ----
+if grep -q "^flags.*\\bavx512_bf16\\b" /proc/cpuinfo; then
+    run env DTRAIN_ISA=avx512bf16 "$DTRAIN" train $CFG $COMMON --instances 1 \
+        --set dist.split_invariant=true --set train.max_steps=8 --set train.batch_size=32 \
+        --set checkpoint.dir="$TMP/vdp"
+    expect_rc "DTRAIN_ISA=avx512bf16 trains the ConvNet: exit 0" 0
+    # the same products in another fp32 order than n1's path: close, not the same bits
+    check "avx512bf16: the weights of bf16 on the default path within rtol 1e-3 after 8 steps" \
+        /usr/bin/python3 tests/tools/compare_weights.py --rtol 1e-3 "$TMP/n1/last.safetensors" \
+        "$TMP/vdp/last.safetensors"
+    run env DTRAIN_ISA=avx512bf16 "$DTRAIN" train $CFG $COMMON --instances 1 \
+        --set dist.split_invariant=true --set train.max_steps=8 --set train.batch_size=32 \
+        --set checkpoint.dir="$TMP/vdp2"
+    check "avx512bf16 twice: bit-identical" /usr/bin/python3 tests/tools/compare_weights.py \
+        "$TMP/vdp/last.safetensors" "$TMP/vdp2/last.safetensors"
+    run env DTRAIN_ISA=avx512bf16 "$DTRAIN" train $CFG --set data.dataset=mnist \
+        --set data.dir=$FIX --precision bf16 --dry-run
+    expect_out "DTRAIN_ISA=avx512bf16: the dry run names the path" "conv2d .*bf16: avx512bf16"
+    expect_out "DTRAIN_ISA=avx512bf16: and for the linear layers" "linear .*bf16: avx512bf16"
+    run env DTRAIN_ISA=avx512bf16 "$DTRAIN" bench $CFG --set data.dataset=mnist \
+        --set data.dir=$FIX --precision bf16 --grid 1x1 --steps 1
+    expect_rc "DTRAIN_ISA=avx512bf16 bench: exit 0" 0
+    expect_out "DTRAIN_ISA=avx512bf16: the bench header names the path" \
+        "^# dtrain bf16 products \\(train.precision = bf16\\): avx512bf16$"
+else
+    run env DTRAIN_ISA=avx512bf16 "$DTRAIN" train $CFG --set data.dir=$FIX --precision bf16 \
+        --dry-run
+    expect_rc "DTRAIN_ISA=avx512bf16 without AVX512-BF16: exit 2" 2
+    expect_err_lines "DTRAIN_ISA=avx512bf16 without AVX512-BF16: one line" 1
+    expect_err "DTRAIN_ISA=avx512bf16 without AVX512-BF16: said" \
+        "cannot run the avx512bf16 kernels"
 fi
 
 finish

@@ -1,9 +1,9 @@
 /* nn/bf16_layers.c through the conv2d and linear layers of a bf16 model (train.precision):
  * forward, input gradient and weight gradient against a double-precision computation on the
  * bf16-rounded operands (x, the weights, dy), on every bf16 path this CPU has (reference,
- * ctile, amx; a path the CPU lacks is skipped with its reason printed). Covers both modes: the
- * tile kernels (stride-1 conv, linear) and the emulated fallback (stride-2 conv on the tile
- * paths, everything on the reference path).
+ * ctile, avx512bf16, amx; a path the CPU lacks is skipped with its reason printed). Covers both
+ * modes: the tile kernels (stride-1 conv, linear) and the emulated fallback (stride-2 conv on the
+ * tile paths, everything on the reference path).
  *
  * Tolerance: a product of two bf16 values is exact in fp32, so the layer differs from the
  * double sum only by its fp32 accumulation: per element at most 1e-5 x sum |a b| over the

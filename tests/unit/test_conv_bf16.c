@@ -321,19 +321,24 @@ static void test_unsupported_shapes_are_refused(void **state)
 
 int main(void)
 {
-    static enum dt_bf16_path paths[] = {DT_BF16_REFERENCE, DT_BF16_CTILE, DT_BF16_AMX};
+    static enum dt_bf16_path paths[] = {DT_BF16_REFERENCE, DT_BF16_CTILE, DT_BF16_AVX512BF16,
+                                        DT_BF16_AMX};
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_prestate(test_forward, &paths[0]),
         cmocka_unit_test_prestate(test_forward, &paths[1]),
         cmocka_unit_test_prestate(test_forward, &paths[2]),
+        cmocka_unit_test_prestate(test_forward, &paths[3]),
         cmocka_unit_test_prestate(test_forward_channels_last, &paths[1]),
         cmocka_unit_test_prestate(test_forward_channels_last, &paths[2]),
+        cmocka_unit_test_prestate(test_forward_channels_last, &paths[3]),
         cmocka_unit_test_prestate(test_input_gradient, &paths[0]),
         cmocka_unit_test_prestate(test_input_gradient, &paths[1]),
         cmocka_unit_test_prestate(test_input_gradient, &paths[2]),
+        cmocka_unit_test_prestate(test_input_gradient, &paths[3]),
         cmocka_unit_test_prestate(test_weight_gradient, &paths[0]),
         cmocka_unit_test_prestate(test_weight_gradient, &paths[1]),
         cmocka_unit_test_prestate(test_weight_gradient, &paths[2]),
+        cmocka_unit_test_prestate(test_weight_gradient, &paths[3]),
         cmocka_unit_test(test_pad_input_image_keeps_padding),
         cmocka_unit_test(test_unsupported_shapes_are_refused),
     };

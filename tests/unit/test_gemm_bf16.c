@@ -3,8 +3,8 @@
  *
  * Tolerance: a product of two bf16 values is exact in fp32 (8 + 8 significant bits), so the
  * only error is fp32 accumulation, in whatever order a path adds: |c - exact| <= k * 2^-24 *
- * sum |a b| (the standard bound, doubled for margin). The reference, C-tile and AMX paths must
- * all meet it; a path this CPU lacks is skipped with its reason printed. */
+ * sum |a b| (the standard bound, doubled for margin). The reference, C-tile, AVX512-BF16 and
+ * AMX paths must all meet it; a path this CPU lacks is skipped with its reason printed. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -150,20 +150,27 @@ static void test_ctile_path(void **state)
     run_shapes(DT_BF16_CTILE);
 }
 
+static void test_avx512bf16_path(void **state)
+{
+    (void)state;
+    run_shapes(DT_BF16_AVX512BF16);
+}
+
 static void test_amx_path(void **state)
 {
     (void)state;
     run_shapes(DT_BF16_AMX);
 }
 
-/* The C tiles and AMX run the same blocking; they differ only in how TDPBF16PS adds a pair's
- * two products inside the hardware (not specified bit for bit), so they agree to rounding. */
-static void test_amx_matches_ctile(void **state)
+/* The C tiles and a hardware path (the prestate) run the same blocking; they differ only in
+ * the order the instruction adds a pair's two products (TDPBF16PS's is not specified bit for
+ * bit; VDPBF16PS adds the odd one first), so they agree to rounding. */
+static void test_matches_ctile(void **state)
 {
-    (void)state;
+    enum dt_bf16_path p = *(enum dt_bf16_path *)*state;
     const char *why;
-    if (!dt_bf16_path_available(DT_BF16_AMX, &why)) {
-        print_message("skip amx vs ctile: %s\n", why);
+    if (!dt_bf16_path_available(p, &why)) {
+        print_message("skip %s vs ctile: %s\n", dt_bf16_path_name(p), why);
         skip();
     }
     int m = 50, n = 70, k = 130;
@@ -177,26 +184,73 @@ static void test_amx_matches_ctile(void **state)
             *pb = malloc(2 * dt_bf16_packed_b_size(k, n));
     dt_bf16_pack_a_f32(a, k, 1, m, k, pa);
     dt_bf16_pack_b_f32(b, n, 1, k, n, pb);
-    dt_gemm_bf16_on(DT_BF16_AMX, m, n, k, pa, pb, c1, n, false);
+    dt_gemm_bf16_on(p, m, n, k, pa, pb, c1, n, false);
     dt_gemm_bf16_on(DT_BF16_CTILE, m, n, k, pa, pb, c2, n, false);
     int differ = 0;
     for (int i = 0; i < m * n; i++)
         differ += c1[i] != c2[i];
-    print_message("amx vs ctile: %d of %d outputs differ in any bit\n", differ, m * n);
+    print_message("%s vs ctile: %d of %d outputs differ in any bit\n", dt_bf16_path_name(p), differ,
+                  m * n);
     for (int i = 0; i < m * n; i++)
         assert_true(fabsf(c1[i] - c2[i]) <= 1e-5f * (1 + fabsf(c2[i])));
     free(a), free(b), free(c1), free(c2), free(pa), free(pb);
 }
 
+/* A group of pairs that is zero in A but holds an infinity in B (or the other way round) must
+ * still be multiplied: 0 x inf is NaN, as on AMX. The avx512bf16 build skips a group only
+ * when both sides are zero bits (the channel padding), so the NaN shows on every tile path. */
+static void test_zero_groups_still_multiply_infinities(void **state)
+{
+    enum dt_bf16_path p = *(enum dt_bf16_path *)*state;
+    const char *why;
+    if (!dt_bf16_path_available(p, &why)) {
+        print_message("skip %s zero groups: %s\n", dt_bf16_path_name(p), why);
+        skip();
+    }
+    enum { M = 16, N = 16, K = 32 };
+    float a[M * K], b[K * N], c[M * N];
+    dt_bf16 pa[512], pb[512];
+    for (int side = 0; side < 2; side++) {
+        for (int i = 0; i < M * K; i++)
+            a[i] = uniform();
+        for (int i = 0; i < K * N; i++)
+            b[i] = uniform();
+        /* depth 16-23 (pairs 8-11, one group): zero on one side, one infinity on the other */
+        for (int d = 16; d < 24; d++) {
+            for (int i = 0; i < M; i++)
+                a[i * K + d] = side ? (i == 3 && d == 17 ? INFINITY : uniform()) : 0.0f;
+            for (int j = 0; j < N; j++)
+                b[d * N + j] = side ? 0.0f : (d == 17 && j == 5 ? INFINITY : uniform());
+        }
+        dt_bf16_pack_a_f32(a, K, 1, M, K, pa);
+        dt_bf16_pack_b_f32(b, N, 1, K, N, pb);
+        dt_gemm_bf16_on(p, M, N, K, pa, pb, c, N, false);
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                bool nan_expected = side ? i == 3 : j == 5;
+                if (nan_expected != (bool)isnan(c[i * N + j]))
+                    fail_msg("%s: side %d, c[%d][%d] = %g", dt_bf16_path_name(p), side, i, j,
+                             c[i * N + j]);
+            }
+    }
+}
+
 int main(void)
 {
+    static enum dt_bf16_path hardware[] = {DT_BF16_AVX512BF16, DT_BF16_AMX};
+    static enum dt_bf16_path tiles[] = {DT_BF16_CTILE, DT_BF16_AVX512BF16, DT_BF16_AMX};
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rounding_is_nearest_even),
         cmocka_unit_test(test_packing_through_strides),
         cmocka_unit_test(test_reference_path),
         cmocka_unit_test(test_ctile_path),
+        cmocka_unit_test(test_avx512bf16_path),
         cmocka_unit_test(test_amx_path),
-        cmocka_unit_test(test_amx_matches_ctile),
+        cmocka_unit_test_prestate(test_matches_ctile, &hardware[0]),
+        cmocka_unit_test_prestate(test_matches_ctile, &hardware[1]),
+        cmocka_unit_test_prestate(test_zero_groups_still_multiply_infinities, &tiles[0]),
+        cmocka_unit_test_prestate(test_zero_groups_still_multiply_infinities, &tiles[1]),
+        cmocka_unit_test_prestate(test_zero_groups_still_multiply_infinities, &tiles[2]),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,5 +1,6 @@
-/* nn/kernels/isa.c: parsing DTRAIN_ISA names, refusing unknown names and paths this CPU lacks, and
- * the choice from the environment (unset: the widest path the CPU runs). */
+/* nn/kernels/isa.c: parsing DTRAIN_ISA names, refusing unknown names and paths this CPU lacks,
+ * the choice from the environment (unset: the widest path the CPU runs), and the bf16 products
+ * each path runs. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -89,6 +90,38 @@ static void test_init_from_env(void **state)
     unsetenv("DTRAIN_ISA");
 }
 
+/* Each path's bf16 products: the tile kernels' build of that path (amx, avx512bf16), else the
+ * emulated reference; a bf16 path is available exactly where its path is, and one the CPU
+ * lacks says why. */
+static void test_bf16_path_of_each_path(void **state)
+{
+    (void)state;
+    char err[160];
+    static const enum dt_bf16_path expected[DT_ISA_COUNT] = {
+        DT_BF16_REFERENCE, DT_BF16_REFERENCE, DT_BF16_REFERENCE, DT_BF16_AVX512BF16, DT_BF16_AMX};
+    enum dt_isa keep = dt_isa_get();
+    for (enum dt_isa i = 0; i < DT_ISA_COUNT; i++) {
+        if (dt_isa_set(i, err, sizeof err)) {
+            print_message("skip path %s: %s\n", dt_isa_label(i), err);
+            continue;
+        }
+        assert_int_equal(dt_isa_bf16_path(), expected[i]);
+        const char *text = dt_isa_bf16_path_text();
+        if (expected[i] == DT_BF16_REFERENCE)
+            assert_non_null(strstr(text, "reference (emulated"));
+        else
+            assert_string_equal(text, dt_isa_label(i));
+    }
+    const char *why = NULL;
+    bool vdp = dt_bf16_path_available(DT_BF16_AVX512BF16, &why);
+    assert_int_equal(vdp, dt_isa_available(DT_ISA_AVX512BF16));
+    if (!vdp)
+        assert_string_equal(why, "the CPU has no AVX512-BF16 (VDPBF16PS)");
+    assert_true(dt_bf16_path_available(DT_BF16_CTILE, NULL));
+    assert_true(dt_bf16_path_available(DT_BF16_REFERENCE, NULL));
+    assert_int_equal(dt_isa_set(keep, err, sizeof err), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -96,6 +129,7 @@ int main(void)
         cmocka_unit_test(test_unknown_names_refused),
         cmocka_unit_test(test_set_follows_availability),
         cmocka_unit_test(test_init_from_env),
+        cmocka_unit_test(test_bf16_path_of_each_path),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

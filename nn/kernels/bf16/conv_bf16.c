@@ -191,6 +191,8 @@ void dt_conv_bf16_forward_cl_on(enum dt_bf16_path p, const struct dt_conv_shape 
 {
     if (p == DT_BF16_AMX)
         dt_conv_bf16_forward_cl_amx(s, g, xc, wp, yc);
+    else if (p == DT_BF16_AVX512BF16)
+        dt_conv_bf16_forward_cl_avx512bf16(s, g, xc, wp, yc);
     else
         dt_conv_bf16_forward_cl_ctile(s, g, xc, wp, yc);
 }
@@ -289,6 +291,8 @@ void dt_conv_bf16_weight_grad_on(enum dt_bf16_path p, const struct dt_conv_shape
 {
     if (p == DT_BF16_AMX)
         dt_conv_bf16_weight_grad_amx(s, g, n, dyq, even, odd, dwt, accumulate);
+    else if (p == DT_BF16_AVX512BF16)
+        dt_conv_bf16_weight_grad_avx512bf16(s, g, n, dyq, even, odd, dwt, accumulate);
     else if (p == DT_BF16_CTILE)
         dt_conv_bf16_weight_grad_ctile(s, g, n, dyq, even, odd, dwt, accumulate);
     else
@@ -336,6 +340,9 @@ void dt_conv_bf16_forward_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
     switch (p) {
     case DT_BF16_AMX:
         dt_conv_bf16_forward_amx(s, g, xv, wp, yq);
+        break;
+    case DT_BF16_AVX512BF16:
+        dt_conv_bf16_forward_avx512bf16(s, g, xv, wp, yq);
         break;
     case DT_BF16_CTILE:
         dt_conv_bf16_forward_ctile(s, g, xv, wp, yq);

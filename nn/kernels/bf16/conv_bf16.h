@@ -17,7 +17,8 @@
  * width); dt_conv_bf16_compact() then writes the NCHW output, bias added, one row copy per
  * (k, oh). A consumer that reads the padded-width layout itself can skip that pass.
  *
- * Paths as gemm_bf16.h: "amx", "ctile" (the same source over plain-C tiles) and "reference"
+ * Paths as gemm_bf16.h: "amx", "avx512bf16" and "ctile" (the same source over VDPBF16PS and
+ * plain-C tiles) and "reference"
  * (fp32 arithmetic on the same bf16 values). */
 #ifndef DT_NN_KERNELS_CONV_BF16_H
 #define DT_NN_KERNELS_CONV_BF16_H
@@ -128,7 +129,7 @@ void dt_conv_bf16_pad_input_cl(const struct dt_conv_shape *s, const struct dt_co
                                const float *x, dt_bf16 *xc);
 void dt_conv_bf16_compact_cl(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
                              const float *yc, const float *b, float *y);
-/* On path p (ctile or amx; the reference path runs the ctile build). */
+/* On path p (a tile path; the reference path runs the ctile build). */
 void dt_conv_bf16_forward_cl_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
                                 const struct dt_conv_bf16_geom *g, const dt_bf16 *xc,
                                 const dt_bf16 *wp, float *yc);
@@ -136,15 +137,25 @@ void dt_conv_bf16_forward_cl_on(enum dt_bf16_path p, const struct dt_conv_shape 
 /* The per-ISA builds of conv_bf16.isa.c. */
 void dt_conv_bf16_forward_amx(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
                               const dt_bf16 *xv, const dt_bf16 *wp, float *yq);
+void dt_conv_bf16_forward_avx512bf16(const struct dt_conv_shape *s,
+                                     const struct dt_conv_bf16_geom *g, const dt_bf16 *xv,
+                                     const dt_bf16 *wp, float *yq);
 void dt_conv_bf16_forward_ctile(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
                                 const dt_bf16 *xv, const dt_bf16 *wp, float *yq);
 void dt_conv_bf16_forward_cl_amx(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
                                  const dt_bf16 *xc, const dt_bf16 *wp, float *yc);
+void dt_conv_bf16_forward_cl_avx512bf16(const struct dt_conv_shape *s,
+                                        const struct dt_conv_bf16_geom *g, const dt_bf16 *xc,
+                                        const dt_bf16 *wp, float *yc);
 void dt_conv_bf16_forward_cl_ctile(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
                                    const dt_bf16 *xc, const dt_bf16 *wp, float *yc);
 void dt_conv_bf16_weight_grad_amx(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
                                   int n, const dt_bf16 *dyq, const dt_bf16 *even,
                                   const dt_bf16 *odd, float *dwt, bool accumulate);
+void dt_conv_bf16_weight_grad_avx512bf16(const struct dt_conv_shape *s,
+                                         const struct dt_conv_bf16_geom *g, int n,
+                                         const dt_bf16 *dyq, const dt_bf16 *even,
+                                         const dt_bf16 *odd, float *dwt, bool accumulate);
 void dt_conv_bf16_weight_grad_ctile(const struct dt_conv_shape *s,
                                     const struct dt_conv_bf16_geom *g, int n, const dt_bf16 *dyq,
                                     const dt_bf16 *even, const dt_bf16 *odd, float *dwt,

@@ -170,6 +170,9 @@ void dt_gemm_bf16_on(enum dt_bf16_path p, int m, int n, int k, const dt_bf16 *a,
     case DT_BF16_AMX:
         dt_gemm_bf16_amx(m, n, k, a, b, c, ldc, accumulate);
         break;
+    case DT_BF16_AVX512BF16:
+        dt_gemm_bf16_avx512bf16(m, n, k, a, b, c, ldc, accumulate);
+        break;
     case DT_BF16_CTILE:
         dt_gemm_bf16_ctile(m, n, k, a, b, c, ldc, accumulate);
         break;

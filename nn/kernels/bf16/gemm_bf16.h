@@ -10,7 +10,8 @@
  * pack is addressed through two strides (rs between rows, cs between columns), so a
  * transposed operand (the backward products' W^T and X^T) packs the same way.
  *
- * Paths: "amx" (TDPBF16PS), "ctile" (the same kernel source over the plain-C tile vocabulary,
+ * Paths: "amx" (TDPBF16PS), "avx512bf16" (the same kernel source, each tile product as
+ * VDPBF16PS on zmm registers), "ctile" (the same source over the plain-C tile vocabulary,
  * nn/kernels/bf16/tile.h), and "reference" (a plain triple loop, fp32 arithmetic on the bf16
  * values: the emulation any CPU can run and the tests' yardstick). */
 #ifndef DT_NN_KERNELS_GEMM_BF16_H
@@ -50,6 +51,8 @@ void dt_gemm_bf16_on(enum dt_bf16_path p, int m, int n, int k, const dt_bf16 *a,
 /* The per-ISA builds of nn/kernels/bf16/gemm_bf16.isa.c (dispatch goes through the calls above). */
 void dt_gemm_bf16_amx(int m, int n, int k, const dt_bf16 *a, const dt_bf16 *b, float *c,
                       ptrdiff_t ldc, bool accumulate);
+void dt_gemm_bf16_avx512bf16(int m, int n, int k, const dt_bf16 *a, const dt_bf16 *b, float *c,
+                             ptrdiff_t ldc, bool accumulate);
 void dt_gemm_bf16_ctile(int m, int n, int k, const dt_bf16 *a, const dt_bf16 *b, float *c,
                         ptrdiff_t ldc, bool accumulate);
 

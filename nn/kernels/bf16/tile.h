@@ -9,10 +9,12 @@
  *   TILE_BEGIN()              configure this thread's tiles (once; cheap after that)
  *
  * A kernel source (nn/kernels/bf16/NAME.isa.c) is compiled once per implementation: DT_BUILD_AMX
- * maps the operations to the AMX instructions (tile numbers must be constants), DT_BUILD_CTILE to
+ * maps the operations to the AMX instructions (tile numbers must be constants),
+ * DT_BUILD_AVX512BF16 keeps the tiles in per-thread arrays and does each product as VDPBF16PS
+ * on zmm registers (CPUs with AVX512-BF16 and no AMX: Zen 4, Cooper Lake), DT_BUILD_CTILE is
  * plain C on per-thread arrays with the same arithmetic in fp32. The C build runs on every
  * machine, so the blocking and packing logic above the vocabulary is tested everywhere, not
- * only where AMX exists; the two builds then differ only in these five operations. */
+ * only where AMX exists; the builds then differ only in these five operations. */
 #ifndef DT_NN_KERNELS_TILE_H
 #define DT_NN_KERNELS_TILE_H
 
@@ -80,8 +82,94 @@ static inline void ctile_dpbf16(int c, int a, int b)
 #define TILE_DPBF16(c, a, b)       ctile_dpbf16(c, a, b)
 #define TILE_BEGIN()               ((void)0)
 
+#elif defined(DT_BUILD_AVX512BF16)
+
+#include <immintrin.h>
+
+/* Tiles are per-thread arrays as in the C build, and a load copies, as TILELOADD does (a kernel
+ * may reuse a load's source, e.g. an edge buffer, before the product). The product is 256
+ * VDPBF16PS with C's 16 rows in zmm registers: for each pair row k of B (one zmm: 16 columns
+ * x 2), every row m of C adds A[m][2k..2k+1], broadcast from memory, times it. The 16 rows are
+ * independent chains, so VDPBF16PS's latency is hidden; C is loaded and stored once per product (32
+ * accesses per 256 products). A union, so the A pairs are read as 32-bit words without breaking the
+ * aliasing rules. */
+union vtile {
+    _Alignas(64) uint8_t b[TILE_ROWS][TILE_BYTES];
+    int32_t pair[TILE_ROWS][16];
+    float f[TILE_ROWS][16];
+};
+static _Thread_local union vtile vtiles[8];
+
+__attribute__((always_inline)) static inline void vtile_load(int t, const void *ptr, long stride)
+{
+    for (int r = 0; r < TILE_ROWS; r++)
+        _mm512_store_si512(vtiles[t].b[r], _mm512_loadu_si512((const uint8_t *)ptr + r * stride));
+}
+
+__attribute__((always_inline)) static inline void vtile_store(int t, void *ptr, long stride)
+{
+    for (int r = 0; r < TILE_ROWS; r++)
+        _mm512_storeu_si512((uint8_t *)ptr + r * stride, _mm512_load_si512(vtiles[t].b[r]));
+}
+
+__attribute__((always_inline)) static inline void vtile_zero(int t)
+{
+    for (int r = 0; r < TILE_ROWS; r++)
+        _mm512_store_si512(vtiles[t].b[r], _mm512_setzero_si512());
+}
+
+/* Out of line: one copy per kernel source, its 16 accumulators in registers (the loops are
+ * unrolled whole). VDPBF16PS adds a pair's odd product, then its even one, each rounded.
+ *
+ * A group of 4 pairs (8 channels) whose A columns and B rows are all zero bits is skipped: a
+ * 16-channel input fills half of each 32-deep step with zero planes and zero weights (the
+ * channels padded to 32), and a GEMM's last step its depth beyond K. The instruction costs the
+ * same on zeros, so this halves the products of ResNet's first stage; AMX cannot skip. The
+ * result differs only where adding +0 would turn a -0 or a denormal accumulator into +0. */
+__attribute__((noinline, unused)) static void vtile_dpbf16(union vtile *c, const union vtile *a,
+                                                           const union vtile *b)
+{
+    __m512i any = _mm512_load_si512(a->b[0]);
+#pragma GCC unroll 16
+    for (int m = 1; m < TILE_ROWS; m++)
+        any = _mm512_or_si512(any, _mm512_load_si512(a->b[m]));
+    __mmask16 a_pairs = _mm512_test_epi32_mask(any, any); /* bit k: pair k nonzero in some row */
+    __m512 acc[TILE_ROWS];
+#pragma GCC unroll 16
+    for (int m = 0; m < TILE_ROWS; m++)
+        acc[m] = _mm512_load_ps(c->f[m]);
+#pragma GCC unroll 4
+    for (int g = 0; g < 16; g += 4) {
+        __m512i bk[4];
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++)
+            bk[k] = _mm512_load_si512(b->b[g + k]);
+        if (!((a_pairs >> g) & 0xf)) {
+            __m512i rows =
+                _mm512_or_si512(_mm512_or_si512(bk[0], bk[1]), _mm512_or_si512(bk[2], bk[3]));
+            if (!_mm512_test_epi32_mask(rows, rows))
+                continue;
+        }
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++)
+#pragma GCC unroll 16
+            for (int m = 0; m < TILE_ROWS; m++)
+                acc[m] = _mm512_dpbf16_ps(acc[m], (__m512bh)_mm512_set1_epi32(a->pair[m][g + k]),
+                                          (__m512bh)bk[k]);
+    }
+#pragma GCC unroll 16
+    for (int m = 0; m < TILE_ROWS; m++)
+        _mm512_store_ps(c->f[m], acc[m]);
+}
+
+#define TILE_ZERO(t)               vtile_zero(t)
+#define TILE_LOAD(t, ptr, stride)  vtile_load(t, ptr, stride)
+#define TILE_STORE(t, ptr, stride) vtile_store(t, ptr, stride)
+#define TILE_DPBF16(c, a, b)       vtile_dpbf16(&vtiles[c], &vtiles[a], &vtiles[b])
+#define TILE_BEGIN()               ((void)0)
+
 #else
-#error "nn/kernels/bf16/tile.h: compile with -DDT_BUILD_AMX or -DDT_BUILD_CTILE (see the Makefile)"
+#error "nn/kernels/bf16/tile.h: compile with -DDT_BUILD_<AMX|AVX512BF16|CTILE> (see the Makefile)"
 #endif
 
 /* One 32-deep step of a block of up to 2 x 2 accumulators, tiles 0 1 / 2 3 (rows x columns):
