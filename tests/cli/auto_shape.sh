@@ -22,7 +22,7 @@ for l in open(sys.argv[1]):
 
 run "$DTRAIN" train $CFG $BASE --instances auto --set checkpoint.dir="$TMP/a1"
 expect_rc "--instances auto: exit 0" 0
-expect_err "probes the shapes of the usable CPUs" "auto shape: probing [0-9]+ shapes? of [0-9]+ CPUs?, 2 \+ 8 steps each|auto shape: [0-9]+ x [0-9]+ \(the only shape"
+expect_err "probes the shapes of the usable CPUs" "auto shape: probing [0-9]+ shapes? of [0-9]+ CPUs?: 2 warm-up steps, then about 0.1 s of timed steps each|auto shape: [0-9]+ x [0-9]+ \(the only shape"
 expect_err "prints the choice" "auto shape: [0-9]+ x [0-9]+ \("
 check "probe.json in the run directory" test -s "$TMP/a1/probe.json"
 check "events.jsonl: the probe event first, as probe.json holds it, then start" $PY -c "
