@@ -29,10 +29,10 @@
 #include "train/plan.h"
 #include "data/dataset.h"
 
-#define AUTO_WARMUP    2   /* steps each shape makes before the clock starts */
-#define AUTO_SECONDS   0.1 /* then timed steps for about this long, */
-#define AUTO_MIN_STEPS 4   /* but at least this many (a slow model's few steps still */
-#define AUTO_MAX_STEPS 200 /* average out its step-to-step jitter), at most this many */
+#define AUTO_WARMUP    2    /* steps each shape makes before the clock starts */
+#define AUTO_SECONDS   0.05 /* then timed steps for about this long, */
+#define AUTO_MIN_STEPS 4    /* but at least this many (a slow model's few steps still */
+#define AUTO_MAX_STEPS 200  /* average out its step-to-step jitter), at most this many */
 
 struct dt_auto_shape_opts {
     const struct dt_job_opts *job; /* the run's job flags (--verbose), for the probe's ranks */

@@ -95,7 +95,8 @@ static int probe_rank(struct dt_comm *comm, void *arg)
         claim_error(pj->result, comm->rank);
     }
     rank_teardown(&st);
-    return rc;
+    /* reported: the row holds the error, so the launcher does not print it too */
+    return rc < 0 ? -rc : rc;
 }
 
 /* The run's config at this shape. data.mean/std = "auto" are left unset (0 and 1): the batcher
@@ -165,8 +166,8 @@ static int probe_shape(const struct dt_config *cfg, const struct dt_job_opts *jo
         munmap(pj.run.shared, pj.run.shared_floats * sizeof(float));
     if (rc == -DT_EINTR || rc == -DT_ETERM)
         return rc;
-    if (rc && res->error[0]) /* the rank's own words, then how the job ended */
-        snprintf(row->error, sizeof row->error, "%s (%s)", res->error, dt_last_error());
+    if (rc && res->error[0]) /* the rank's own words, not the launcher's "exited with code" */
+        snprintf(row->error, sizeof row->error, "%s", res->error);
     else if (rc)
         snprintf(row->error, sizeof row->error, "%s", dt_last_error());
     else if (!res->measured || !(res->seconds > 0) || res->steps < 1)
