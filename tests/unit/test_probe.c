@@ -1,7 +1,8 @@
 /* train/probe.c: the shape probe of `--instances auto` runs the run's own ranks on the data the
  * parent already loaded (the data directory is gone before it starts), forks even a one-rank
  * shape (the parent is left without threads, at 2 x 2 too), picks its timed steps by time
- * within [min_steps, max_steps], and reports a shape that cannot run in its row. */
+ * within [min_steps, max_steps], runs before data.mean/std = "auto" are resolved, and reports a
+ * shape that cannot run in its row. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -117,6 +118,23 @@ static void test_probe_steps_by_time(void **state)
     assert_int_equal(row.steps, 11);
 }
 
+/* data.mean/std = "auto" are resolved by the run after the probe: the probe runs without them
+ * (the batcher's table does not change the speed). */
+static void test_probe_with_auto_stats(void **state)
+{
+    struct fixture *f = *state;
+    struct dt_config c = f->cfg; /* shallow: only read */
+    c.data.nmean = c.data.nstd = DT_CONFIG_AUTO;
+    const int shapes[][2] = {{2, 1}};
+    struct dt_probe_row row;
+    set_shapes(&row, shapes, 1);
+    const struct dt_probe_opts o = {.warmup = 1, .seconds = 0.01, .min_steps = 2, .max_steps = 5};
+    int done = 0;
+    assert_int_equal(dt_probe_shapes(&c, &f->job, &f->data, &o, &row, 1, &done), 0);
+    if (!row.ok)
+        fail_msg("%s", row.error);
+}
+
 /* A shape that cannot run is its row's error (the rank's own message), and the probe goes on
  * to the next shape. Here the batcher, which only a rank sets up, refuses the crop padding at
  * 1 x 1; a pin list naming a CPU that is not there fails the parent's set-up of 2 x 1. */
@@ -153,6 +171,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_probe_shapes_on_loaded_data),
         cmocka_unit_test(test_probe_steps_by_time),
+        cmocka_unit_test(test_probe_with_auto_stats),
         cmocka_unit_test(test_probe_failed_shape_is_a_row),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
