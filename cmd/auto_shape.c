@@ -264,7 +264,8 @@ static bool cache_read(const char *path, const char *key, const struct dt_probe_
 
 /* ---- the probe ---- */
 
-/* The datasets, loaded once here for the probe and then handed to the run. */
+/* Loads the datasets (out->data: the run takes them over, so they are read once) and measures
+ * every candidate on them; r gets the rows and the fastest shape. */
 static int probe(const struct dt_config *cfg, const struct dt_auto_shape_opts *o,
                  struct dt_probe_row *c, int n, struct dt_auto_shape *out, struct result *r)
 {
