@@ -11,6 +11,8 @@
 #include <time.h>
 
 #include "cmd/bench/bench.h"
+#include "train/probe.h"
+#include "train/setup.h"
 #include "dist/topology.h"
 #include "util/clock.h"
 #include "util/cpu.h"
@@ -24,20 +26,20 @@
 
 /* ---- the candidates ---- */
 
-static int add_shape(struct dt_bench_combo *c, int n, int instances, int threads)
+static int add_shape(struct dt_probe_row *c, int n, int instances, int threads)
 {
     for (int k = 0; k < n; k++)
         if (c[k].instances == instances && c[k].threads == threads)
             return n;
     if (n < MAX_SHAPES && instances >= 1 && threads >= 1)
-        c[n++] = (struct dt_bench_combo){instances, threads};
+        c[n++] = (struct dt_probe_row){.instances = instances, .threads = threads};
     return n;
 }
 
 /* threads 0 in the config is "the CPUs divided among the instances": with instances auto that
  * is a second free dimension, so both are searched. */
 static int candidates(const struct dt_config *cfg, const struct dt_auto_shape_opts *o, int cpus,
-                      struct dt_bench_combo *c)
+                      struct dt_probe_row *c)
 {
     bool free_i = o->auto_instances, free_t = o->auto_threads || cfg->dist.threads == 0;
     int n = 0;
@@ -159,7 +161,7 @@ struct result {
     double seconds;
     char when[32];
     int nrows;
-    struct dt_bench_sweep_row rows[MAX_SHAPES];
+    struct dt_probe_row rows[MAX_SHAPES];
 };
 
 static char *result_json(const struct result *r, const char *key, const char *event, bool cached,
@@ -175,7 +177,7 @@ static char *result_json(const struct result *r, const char *key, const char *ev
     dt_jw_str(&w, "measured_at", r->when);
     dt_jw_num(&w, "probe_seconds", r->seconds);
     dt_jw_int(&w, "warmup_steps", AUTO_WARMUP);
-    dt_jw_int(&w, "steps", AUTO_STEPS);
+    dt_jw_num(&w, "seconds_per_shape", AUTO_SECONDS);
     dt_jw_str(&w, "key", key);
     char *rows = NULL;
     size_t len = 0;
@@ -183,12 +185,12 @@ static char *result_json(const struct result *r, const char *key, const char *ev
     if (f) {
         fputc('[', f);
         for (int i = 0; i < r->nrows; i++) {
-            const struct dt_bench_sweep_row *row = &r->rows[i];
-            fprintf(f, "%s{\"instances\":%d,\"threads\":%d,\"ok\":%s", i ? "," : "",
-                    row->combo.instances, row->combo.threads, row->ok ? "true" : "false");
+            const struct dt_probe_row *row = &r->rows[i];
+            fprintf(f, "%s{\"instances\":%d,\"threads\":%d,\"ok\":%s", i ? "," : "", row->instances,
+                    row->threads, row->ok ? "true" : "false");
             if (row->ok) {
-                fprintf(f, ",\"samples_per_s\":%.3f,\"s_per_step\":%.6f", row->samples_s,
-                        row->unit_s);
+                fprintf(f, ",\"samples_per_s\":%.3f,\"s_per_step\":%.6f,\"steps\":%d",
+                        row->samples_s, row->step_s, row->steps);
             } else {
                 struct dt_json_writer e = {0};
                 dt_json_escape_to(&e, row->error);
@@ -205,7 +207,7 @@ static char *result_json(const struct result *r, const char *key, const char *ev
     return dt_jw_finish(&w);
 }
 
-static bool shape_in(const struct dt_bench_combo *c, int n, int instances, int threads)
+static bool shape_in(const struct dt_probe_row *c, int n, int instances, int threads)
 {
     for (int i = 0; i < n; i++)
         if (c[i].instances == instances && c[i].threads == threads)
@@ -215,7 +217,7 @@ static bool shape_in(const struct dt_bench_combo *c, int n, int instances, int t
 
 /* The cached result for key, when the file is there, whole, has this key and a shape that is
  * still a candidate. */
-static bool cache_read(const char *path, const char *key, const struct dt_bench_combo *c, int n,
+static bool cache_read(const char *path, const char *key, const struct dt_probe_row *c, int n,
                        struct result *r)
 {
     char *text = NULL;
@@ -245,12 +247,14 @@ static bool cache_read(const char *path, const char *key, const struct dt_bench_
         for (const struct dt_json *e = rows->child; e && r->nrows < MAX_SHAPES; e = e->next) {
             const struct dt_json *ri = dt_json_get(e, "instances"), *rt = dt_json_get(e, "threads"),
                                  *rs = dt_json_get(e, "samples_per_s"),
-                                 *re = dt_json_get(e, "error");
-            struct dt_bench_sweep_row *row = &r->rows[r->nrows++];
-            row->combo.instances = ri && ri->type == DT_JSON_NUM ? (int)ri->num : 0;
-            row->combo.threads = rt && rt->type == DT_JSON_NUM ? (int)rt->num : 0;
+                                 *rn = dt_json_get(e, "steps"), *re = dt_json_get(e, "error");
+            struct dt_probe_row *row = &r->rows[r->nrows++];
+            row->instances = ri && ri->type == DT_JSON_NUM ? (int)ri->num : 0;
+            row->threads = rt && rt->type == DT_JSON_NUM ? (int)rt->num : 0;
             row->ok = rs && rs->type == DT_JSON_NUM;
             row->samples_s = row->ok ? rs->num : 0;
+            row->step_s = 0;
+            row->steps = rn && rn->type == DT_JSON_NUM ? (int)rn->num : 0;
             snprintf(row->error, sizeof row->error, "%s",
                      re && re->type == DT_JSON_STR ? re->str : "");
         }
@@ -261,25 +265,26 @@ static bool cache_read(const char *path, const char *key, const struct dt_bench_
 
 /* ---- the probe ---- */
 
-static int probe(const struct dt_auto_shape_opts *o, struct dt_bench_combo *c, int n,
-                 struct result *r)
+/* Loads the datasets (out->data: the run takes them over, so they are read once) and measures
+ * every candidate on them; r gets the rows and the fastest shape. */
+static int probe(const struct dt_config *cfg, const struct dt_auto_shape_opts *o,
+                 struct dt_probe_row *c, int n, struct dt_auto_shape *out, struct result *r)
 {
-    struct dt_bench_sweep_opts so = {
-        .config = o->config,
-        .sets = o->sets,
-        .nsets = o->nsets,
-        .combos = c,
-        .ncombos = n,
-        .steps = AUTO_STEPS,
-        .warmup = AUTO_WARMUP,
-        .repeat = 1,
-        .timeout = 600,
-        .out = {.quiet = true},
-    };
+    int rc = dt_run_load_data(cfg, &out->data);
+    if (rc) { /* dt_run_load_data freed what it had read */
+        memset(&out->data, 0, sizeof out->data);
+        return rc;
+    }
+    out->loaded = true;
+    const struct dt_probe_opts po = {.warmup = AUTO_WARMUP,
+                                     .seconds = AUTO_SECONDS,
+                                     .min_steps = AUTO_MIN_STEPS,
+                                     .max_steps = AUTO_MAX_STEPS};
     memset(r, 0, sizeof *r);
+    memcpy(r->rows, c, (size_t)n * sizeof *c);
     double t0 = dt_now();
     int done = 0;
-    int rc = dt_bench_sweep_measure(&so, r->rows, &done);
+    rc = dt_probe_shapes(cfg, o->job, &out->data, &po, r->rows, n, &done);
     r->seconds = dt_now() - t0;
     r->nrows = done;
     if (rc)
@@ -291,9 +296,9 @@ static int probe(const struct dt_auto_shape_opts *o, struct dt_bench_combo *c, i
     if (best < 0)
         return dt_fail(DT_ERUNTIME,
                        "--instances/--threads auto: every probe run failed; %d x %d: %s",
-                       r->rows[0].combo.instances, r->rows[0].combo.threads, r->rows[0].error);
-    r->instances = r->rows[best].combo.instances;
-    r->threads = r->rows[best].combo.threads;
+                       r->rows[0].instances, r->rows[0].threads, r->rows[0].error);
+    r->instances = r->rows[best].instances;
+    r->threads = r->rows[best].threads;
     time_t now = time(NULL);
     struct tm tm;
     gmtime_r(&now, &tm);
@@ -305,14 +310,13 @@ static void print_table(const struct result *r, const char *how)
 {
     dt_log_info("auto shape: %d x %d (%s)", r->instances, r->threads, how);
     for (int i = 0; i < r->nrows; i++) {
-        const struct dt_bench_sweep_row *row = &r->rows[i];
-        bool chosen = row->combo.instances == r->instances && row->combo.threads == r->threads;
+        const struct dt_probe_row *row = &r->rows[i];
+        bool chosen = row->instances == r->instances && row->threads == r->threads;
         if (row->ok)
-            dt_log_info("  %3d x %-3d %10.1f samples/s%s", row->combo.instances, row->combo.threads,
+            dt_log_info("  %3d x %-3d %10.1f samples/s%s", row->instances, row->threads,
                         row->samples_s, chosen ? "  <- chosen" : "");
         else
-            dt_log_info("  %3d x %-3d     failed: %s", row->combo.instances, row->combo.threads,
-                        row->error);
+            dt_log_info("  %3d x %-3d     failed: %s", row->instances, row->threads, row->error);
     }
 }
 
@@ -321,7 +325,7 @@ int dt_auto_shape_choose(const struct dt_config *cfg, const struct dt_auto_shape
 {
     memset(out, 0, sizeof *out);
     int cpus = o->cores > 0 ? o->cores : dt_cpu_usable();
-    struct dt_bench_combo c[MAX_SHAPES];
+    struct dt_probe_row c[MAX_SHAPES];
     int n = candidates(cfg, o, cpus, c);
     struct dt_bench_machine m;
     dt_bench_machine_read(&m);
@@ -349,11 +353,13 @@ int dt_auto_shape_choose(const struct dt_config *cfg, const struct dt_auto_shape
                  path);
     } else {
         if (!o->quiet)
-            dt_log_info("auto shape: probing %d shape%s of %d CPU%s, %d + %d steps each", n,
-                        n == 1 ? "" : "s", cpus, cpus == 1 ? "" : "s", AUTO_WARMUP, AUTO_STEPS);
-        if ((rc = probe(o, c, n, r)))
+            dt_log_info("auto shape: probing %d shape%s of %d CPU%s: %d warm-up steps, then about "
+                        "%g s of timed steps each",
+                        n, n == 1 ? "" : "s", cpus, cpus == 1 ? "" : "s", AUTO_WARMUP,
+                        AUTO_SECONDS);
+        if ((rc = probe(cfg, o, c, n, out, r)))
             goto out;
-        snprintf(how, sizeof how, "probe took %.1f s", r->seconds);
+        snprintf(how, sizeof how, "probe took %.2f s", r->seconds);
         char *text = can_cache ? result_json(r, key, "probe", false, NULL) : NULL;
         /* a cache that cannot be written costs the next run a probe, nothing more */
         if (text && (dt_mkdir_p(dir) || dt_write_file_atomic(path, text, strlen(text)))) {

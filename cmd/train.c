@@ -252,10 +252,12 @@ static int check_job_token(const struct dt_job_plan *p, const struct dt_job_opts
 
 /* --instances auto / --threads auto: the probe (or its cache) picks the shape, which then
  * enters the config as dist.instances and dist.threads, so the plan, --print-config and the
- * checkpoints see it like any other value. One host's job only: with several hosts or an
- * outside launcher every host would have to agree on it. */
+ * checkpoints see it like any other value. A probe loads the datasets (shape->data), and the
+ * run trains on those: dist.* changes nothing the loader reads. One host's job only: with several
+ * hosts or an outside launcher every host would have to agree on it. */
 static int apply_auto_shape(struct train_args *a, const struct dt_job_opts *job,
-                            struct dt_config *cfg, struct dt_job_plan *plan, char **probe_json)
+                            struct dt_config *cfg, struct dt_job_plan *plan,
+                            struct dt_auto_shape *shape)
 {
     if (plan->job.per_rank || plan->env.nodes > 1)
         return dt_fail(DT_EUSAGE,
@@ -263,24 +265,20 @@ static int apply_auto_shape(struct train_args *a, const struct dt_job_opts *job,
                        "several hosts or %s give --instances and --threads",
                        a->auto_instances ? "instances" : "threads",
                        plan->job.per_rank ? plan->env.source : "--nodes");
-    struct dt_auto_shape_opts o = {.config = a->config,
-                                   .sets = a->sets.items,
-                                   .nsets = a->sets.n,
+    struct dt_auto_shape_opts o = {.job = job,
                                    .auto_instances = a->auto_instances,
                                    .auto_threads = a->auto_threads,
                                    .cores = a->cores,
                                    .again = a->probe_again,
                                    .quiet = cfg->log.quiet};
-    struct dt_auto_shape shape;
-    int rc = dt_auto_shape_choose(cfg, &o, &shape);
+    int rc = dt_auto_shape_choose(cfg, &o, shape);
     if (rc)
         return rc;
-    *probe_json = shape.json;
     char v[16];
-    snprintf(v, sizeof v, "%d", shape.instances);
+    snprintf(v, sizeof v, "%d", shape->instances);
     if ((rc = dt_cli_sets_addf(&a->sets, "dist.instances", v)))
         return rc;
-    snprintf(v, sizeof v, "%d", shape.threads);
+    snprintf(v, sizeof v, "%d", shape->threads);
     if ((rc = dt_cli_sets_addf(&a->sets, "dist.threads", v)))
         return rc;
     dt_config_free(cfg);
@@ -332,7 +330,9 @@ static int run_train(int argc, char **argv)
     dt_cli_launch_init(&a.launch);
     struct dt_config cfg;
     memset(&cfg, 0, sizeof cfg);
-    char *resume_cmd = NULL, *probe_json = NULL;
+    char *resume_cmd = NULL;
+    struct dt_auto_shape shape; /* --instances/--threads auto: the choice, perhaps the data */
+    memset(&shape, 0, sizeof shape);
     /* The command line as typed, for cmdline.txt and the resume command: getopt_long permutes
      * argv (the config path moves after the options). */
     char **typed = malloc(((size_t)argc + 1) * sizeof *typed);
@@ -373,7 +373,7 @@ static int run_train(int argc, char **argv)
     if ((rc = dt_job_plan_make(&plan, &cfg, &job)))
         goto out;
     if ((a.auto_instances || a.auto_threads) && !a.dry_run &&
-        (rc = apply_auto_shape(&a, &job, &cfg, &plan, &probe_json)))
+        (rc = apply_auto_shape(&a, &job, &cfg, &plan, &shape)))
         goto out;
     if (a.dry_run) {
         rc = dt_dry_run(&cfg, &plan, a.common.json);
@@ -402,13 +402,17 @@ static int run_train(int argc, char **argv)
                                    .create_dir = leader,
                                    .resume_command = resume_cmd,
                                    .trace = a.trace,
-                                   .probe_json = probe_json,
+                                   .probe_json = shape.json,
+                                   .data = shape.loaded ? &shape.data : NULL,
                                    .argc = argc,
                                    .argv = typed};
+    shape.loaded = false; /* the run's now, freed there */
     rc = dt_train_run(&cfg, &opt);
 out:
+    if (shape.loaded)
+        dt_data_free(&shape.data);
     free(resume_cmd);
-    free(probe_json);
+    free(shape.json);
     free(typed);
     dt_config_free(&cfg);
     dt_cli_sets_free(&a.sets);

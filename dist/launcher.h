@@ -2,8 +2,9 @@
  * when anything goes wrong.
  *
  * dt_launch_run() forks `n` children; child r runs rank_main(r, arg) and _exits with its
- * status mapped to an exit code (it never returns into the caller's stack). Children die with
- * the parent (PR_SET_PDEATHSIG). The parent waits:
+ * status mapped to an exit code (it never returns into the caller's stack); a negative status
+ * is an error the child prints (dt_last_error) first, a positive one an error rank_main has
+ * reported its own way. Children die with the parent (PR_SET_PDEATHSIG). The parent waits:
  *   - a child exits non-zero or is killed by a signal: on_failure(arg, reason) is called (e.g.
  *     to abort the shared-memory segment), the other children get SIGTERM, then SIGKILL after
  *     the grace period; returns DT_ERUNTIME "rank R exited with code C" / "rank R was killed by
@@ -24,7 +25,8 @@
 
 struct dt_launch_opts {
     int n;                                             /* ranks to fork (>= 1) */
-    int (*rank_main)(int rank, void *arg);             /* returns 0 or a negative dt_status */
+    int (*rank_main)(int rank, void *arg);             /* returns 0 or a dt_status: negative
+                                                          printed, positive already reported */
     void (*on_failure)(void *arg, const char *reason); /* may be NULL; called once */
     void *arg;
     double grace;         /* seconds between SIGTERM and SIGKILL; 0 -> 2 */

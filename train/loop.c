@@ -122,7 +122,7 @@ static int comm_sum(void *comm, float *data, size_t n)
     return c->allreduce_sum(c, data, n);
 }
 
-static int rank_setup(struct rank_state *st, const struct run *run)
+int rank_setup(struct rank_state *st, const struct run *run)
 {
     const struct dt_config *cfg = run->cfg;
     const struct dt_dataset *train = &run->data->train;
@@ -192,7 +192,7 @@ static int rank_setup(struct rank_state *st, const struct run *run)
     return dt_eval_result_init(&st->result, train->classes);
 }
 
-static void rank_teardown(struct rank_state *st)
+void rank_teardown(struct rank_state *st)
 {
     dt_eval_result_free(&st->result);
     dt_eval_result_free(&st->val_result);
@@ -219,8 +219,8 @@ static int sum_step(struct dt_comm *comm, float *grads, size_t n, enum dt_grad_d
 
 /* One optimisation step on this rank's share of (epoch, step). */
 /* due: rank 0's clock says a timed checkpoint is due (checkpoint.every_minutes). */
-static int train_step(struct rank_state *st, const struct run *run, uint64_t epoch, size_t step,
-                      float lr, bool due)
+int train_step(struct rank_state *st, const struct run *run, uint64_t epoch, size_t step, float lr,
+               bool due)
 {
     const struct dt_dataset *train = &run->data->train;
     int count, global_count;
@@ -289,7 +289,7 @@ static int train_step(struct rank_state *st, const struct run *run, uint64_t epo
 /* Shared weights: the slice of weights and optimizer state this rank updates, cut at 64-byte
  * boundaries so no two ranks write one cache line; the barrier orders every rank's set-up
  * writes to the shared copy (the same values from each) before anyone trains on it. */
-static int share_weights(struct rank_state *st)
+int share_weights(struct rank_state *st)
 {
     size_t n = st->model->nparams;
     size_t r = (size_t)st->comm->rank, size = (size_t)st->comm->size;
@@ -792,8 +792,10 @@ int dt_train_run(const struct dt_config *cfg, const struct dt_train_options *opt
 {
     struct dt_data data;
     memset(&data, 0, sizeof data);
-    int rc = dt_run_load_data(cfg, &data);
-    if (rc)
+    int rc = 0;
+    if (opt->data) /* loaded by the shape probe: the run reads no file twice */
+        data = *opt->data;
+    else if ((rc = dt_run_load_data(cfg, &data)))
         return rc;
     struct dt_config *resolved;
     if ((rc = dt_run_stats_resolve(cfg, &data.train, &resolved))) {

@@ -7,6 +7,7 @@
 
 #include "train/config.h"
 #include "train/plan.h"
+#include "data/dataset.h"
 
 /* What `train` needs besides the config (the config's log.* keys hold the output options). */
 struct dt_train_options {
@@ -24,6 +25,9 @@ struct dt_train_options {
     const char *probe_json;         /* --instances/--threads auto: the probe's result, written
                                        to checkpoint_dir/probe.json and emitted as the `probe`
                                        event before `start`; NULL = none */
+    struct dt_data *data;           /* the datasets, already loaded (`--instances auto` loads
+                                       them for its probe): taken over and freed by
+                                       dt_train_run, whatever it returns; NULL = load them */
     int argc;                       /* the command line, for the run directory's cmdline.txt */
     char *const *argv;
 };

@@ -1,8 +1,8 @@
 /* What train/loop.c shares with the files split out of it, and with nothing else: the run, a
  * rank's state and the loop's position (the structs loop.c's steps and epochs work on), and the
  * functions loop_report.c (the log lines and --json events), loop_rundir.c (the run
- * directory's own files, the trace merge) and loop_restart.c (--max-restarts) give it. Private
- * to these four files. */
+ * directory's own files, the trace merge) and loop_restart.c (--max-restarts) give it, and the
+ * rank pieces probe.c (`--instances auto`'s probe) runs. Private to these five files. */
 #ifndef DT_TRAIN_LOOP_INTERNAL_H
 #define DT_TRAIN_LOOP_INTERNAL_H
 
@@ -37,7 +37,7 @@ _Static_assert(T_FLOATS <= DT_MODEL_GRAD_SPARE, "the step tail must fit the spar
 struct run {
     const struct dt_config *cfg;
     const struct dt_train_options *opt;
-    struct dt_data *data;
+    const struct dt_data *data;
     const char *dir;             /* the checkpoint directory (opt->checkpoint_dir) */
     struct dt_schedule schedule; /* the learning rate of every step, made once */
     /* One host, forked ranks: the parameters and the optimizer state, one copy in memory
@@ -112,6 +112,14 @@ struct loop {
  * rank's whole run, as dt_run_ranks runs it. */
 extern volatile sig_atomic_t stop_signal;
 int rank_main(struct dt_comm *comm, void *arg);
+/* loop.c: the pieces of a rank's run that the shape probe (probe.c) runs too: a rank's set-up
+ * and teardown, one training step at (epoch, step of the epoch), and the slice of the shared
+ * weights this rank updates. */
+int rank_setup(struct rank_state *st, const struct run *run);
+void rank_teardown(struct rank_state *st);
+int train_step(struct rank_state *st, const struct run *run, uint64_t epoch, size_t step, float lr,
+               bool due);
+int share_weights(struct rank_state *st);
 
 /* loop_restart.c: the job run, and run again after a runtime failure (--max-restarts). */
 int run_with_restarts(struct run *run);

@@ -125,9 +125,9 @@ static void abort_job(void *arg, const char *reason)
     dt_backend_abort(&j->bj, reason);
 }
 
-int dt_run_ranks(const struct dt_config *cfg, const struct dt_job_plan *plan,
-                 const struct dt_job_opts *o, int (*rank_main)(struct dt_comm *comm, void *arg),
-                 void *arg)
+static int run_ranks(const struct dt_config *cfg, const struct dt_job_plan *plan,
+                     const struct dt_job_opts *o, int (*rank_main)(struct dt_comm *comm, void *arg),
+                     void *arg, bool always_fork)
 {
     /* This start's own copy of the plan's job: prepare and release fill and clear its
      * resources (a restart prepares afresh, a new loopback port among them). */
@@ -157,7 +157,7 @@ int dt_run_ranks(const struct dt_config *cfg, const struct dt_job_plan *plan,
         dt_log_warn("dist.split_invariant: the %s backend does not sum %d ranks in a fixed tree; "
                     "the bits may depend on the instance count (one host with shm keeps them)",
                     dt_backend_name(p->backend), p->world);
-    if (p->per_rank || (p->local_n == 1 && p->backend == DT_BACKEND_SINGLE)) {
+    if (p->per_rank || (p->local_n == 1 && p->backend == DT_BACKEND_SINGLE && !always_fork)) {
         rc = run_rank(0, &j);
         goto out;
     }
@@ -181,4 +181,20 @@ out:
     if (j.pinned)
         dt_pin_plan_free(&j.pins);
     return rc;
+}
+
+int dt_run_ranks(const struct dt_config *cfg, const struct dt_job_plan *plan,
+                 const struct dt_job_opts *o, int (*rank_main)(struct dt_comm *comm, void *arg),
+                 void *arg)
+{
+    return run_ranks(cfg, plan, o, rank_main, arg, false);
+}
+
+int dt_run_ranks_forked(const struct dt_config *cfg, const struct dt_job_plan *plan,
+                        const struct dt_job_opts *o,
+                        int (*rank_main)(struct dt_comm *comm, void *arg), void *arg)
+{
+    if (plan->job.per_rank)
+        return dt_fail(DT_EUSAGE, "internal error: an outside launcher's rank cannot fork ranks");
+    return run_ranks(cfg, plan, o, rank_main, arg, true);
 }

@@ -16,4 +16,12 @@ int dt_run_ranks(const struct dt_config *cfg, const struct dt_job_plan *plan,
                  const struct dt_job_opts *o, int (*rank_main)(struct dt_comm *comm, void *arg),
                  void *arg);
 
+/* The same, with a job of one rank forked too (as a child under the launcher's watch, on the
+ * trivial communicator) instead of run in this process: the shape probe (train/probe.h) runs
+ * one job after another from a parent that must stay free of threads for the run's own fork.
+ * Not for a plan whose ranks an outside launcher started (DT_EUSAGE). */
+int dt_run_ranks_forked(const struct dt_config *cfg, const struct dt_job_plan *plan,
+                        const struct dt_job_opts *o,
+                        int (*rank_main)(struct dt_comm *comm, void *arg), void *arg);
+
 #endif

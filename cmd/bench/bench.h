@@ -121,21 +121,6 @@ struct dt_bench_sweep_opts {
 
 int dt_bench_sweep(const struct dt_bench_sweep_opts *o, const struct dt_bench_machine *m);
 
-/* One combination's result: the median of its runs, or why it failed. */
-struct dt_bench_sweep_row {
-    struct dt_bench_combo combo;
-    bool ok;
-    char error[400];
-    double unit_s, samples_s, lo, hi, loss, accuracy;
-    int runs;
-};
-
-/* The measuring half of the sweep, no table: rows[0..ncombos) in order, *done of them run.
- * -DT_EINTR / -DT_ETERM when a signal stopped it (the rows done are kept), a config error as
- * dt_config_load reports it. `train --instances auto` probes shapes with it. */
-int dt_bench_sweep_measure(const struct dt_bench_sweep_opts *o, struct dt_bench_sweep_row *rows,
-                           int *done);
-
 /* Combination lists. Each returns the count (malloc'd array in *out) or a negative status. */
 int dt_bench_combos_split(int cores, struct dt_bench_combo **out);
 int dt_bench_combos_threads(int cores, struct dt_bench_combo **out);

@@ -44,6 +44,15 @@ static void on_stop_signal(int sig)
         kill(running_child, sig);
 }
 
+/* One combination's result: the median of its runs, or why it failed. */
+struct dt_bench_sweep_row {
+    struct dt_bench_combo combo;
+    bool ok;
+    char error[400];
+    double unit_s, samples_s, lo, hi, loss, accuracy;
+    int runs;
+};
+
 /* ---- one run ---- */
 
 #define ERROR_CAP 400 /* a run's last stderr line (300) plus how it ended */
@@ -532,8 +541,11 @@ static void report_progress_row(const struct progress *p, const struct dt_bench_
     fflush(stderr);
 }
 
-int dt_bench_sweep_measure(const struct dt_bench_sweep_opts *o, struct dt_bench_sweep_row *rows,
-                           int *done_out)
+/* The measuring half of the sweep, no table: rows[0..ncombos) in order, *done_out of them run.
+ * -DT_EINTR / -DT_ETERM when a signal stopped it (the rows done are kept), a config error as
+ * dt_config_load reports it. */
+static int sweep_measure(const struct dt_bench_sweep_opts *o, struct dt_bench_sweep_row *rows,
+                         int *done_out)
 {
     *done_out = 0;
     /* A config or --set that every run would refuse is a usage error, not N failed rows. */
@@ -588,7 +600,7 @@ int dt_bench_sweep(const struct dt_bench_sweep_opts *o, const struct dt_bench_ma
     if (!rows)
         return dt_fail(DT_ERUNTIME, "out of memory");
     int done = 0;
-    int stopped = dt_bench_sweep_measure(o, rows, &done);
+    int stopped = sweep_measure(o, rows, &done);
     if (stopped && stopped != -DT_EINTR && stopped != -DT_ETERM) {
         free(rows);
         return stopped;

@@ -22,7 +22,7 @@ for l in open(sys.argv[1]):
 
 run "$DTRAIN" train $CFG $BASE --instances auto --set checkpoint.dir="$TMP/a1"
 expect_rc "--instances auto: exit 0" 0
-expect_err "probes the shapes of the usable CPUs" "auto shape: probing [0-9]+ shapes? of [0-9]+ CPUs?, 2 \+ 8 steps each|auto shape: [0-9]+ x [0-9]+ \(the only shape"
+expect_err "probes the shapes of the usable CPUs" "auto shape: probing [0-9]+ shapes? of [0-9]+ CPUs?: 2 warm-up steps, then about [0-9.]+ s of timed steps each|auto shape: [0-9]+ x [0-9]+ \(the only shape"
 expect_err "prints the choice" "auto shape: [0-9]+ x [0-9]+ \("
 check "probe.json in the run directory" test -s "$TMP/a1/probe.json"
 check "events.jsonl: the probe event first, as probe.json holds it, then start" $PY -c "
@@ -84,6 +84,37 @@ check "...and the effective config in the checkpoint says so" $PY -c "
 import json,struct; f=open('$TMP/b2/last.safetensors','rb'); n=struct.unpack('<Q',f.read(8))[0]
 c=json.loads(f.read(n))['__metadata__']['config']
 assert 'instances = 2;' in c and 'threads = 2;' in c, c"
+
+# The probe runs on the run's own datasets: the parent reads them once, before the probe, and
+# the probe's ranks and then the run's train on them (no probe process reads or decodes them).
+if command -v strace >/dev/null 2>&1 && strace -f -o /dev/null true 2>/dev/null; then
+    run strace -f -qq -e trace=openat -o "$TMP/trace" "$DTRAIN" train $CFG $BASE --instances auto \
+        --cores 2 --probe-again --set checkpoint.dir="$TMP/c1"
+    expect_rc "under strace: exit 0" 0
+    expect_err "...after probing 2 shapes" "auto shape: probing 2 shapes of 2 CPUs"
+    check "the training images are opened once in the whole process tree" \
+        test "$(grep -c 'train-images-idx3-ubyte' "$TMP/trace")" = 1
+    check "...by the parent, before any fork" \
+        test "$(grep 'train-images-idx3-ubyte' "$TMP/trace" | cut -d' ' -f1)" = "$(head -n 1 "$TMP/trace" | cut -d' ' -f1)"
+else
+    skip "the datasets are read once" "strace is missing or cannot trace here"
+fi
+
+# ---- a probe that fails ----
+# Every shape fails alike (a value only a rank's set-up can check against the data): one line
+# naming the first shape and the rank's own error, exit 1, no run directory.
+run "$DTRAIN" train $CFG $BASE --instances auto --cores 2 --probe-again \
+    --set data.crop_padding=28 --set checkpoint.dir="$TMP/f1"
+expect_rc "every probe shape failing: exit 1" 1
+expect_err "...one error naming the shape and the rank's own message" \
+    "error: --instances/--threads auto: every probe run failed; 1 x 2: rank 0: .*data.crop_padding: 28 must be 0 or more and below the image size 28x28"
+check "...and nothing else on stderr but the probe's first line" test "$(grep -vc 'auto shape: probing' "$TMP/err")" = 1
+check "...no run directory" test ! -e "$TMP/f1"
+# A value that fails the parent's own set-up of each shape (its CPU pinning).
+run "$DTRAIN" train $CFG $BASE --instances auto --cores 2 --probe-again \
+    --set dist.cpu_list=4095 --set checkpoint.dir="$TMP/f2"
+expect_rc "every shape failing to pin: exit 1" 1
+expect_err "...names the shape and why" "every probe run failed; 1 x 2: pin list: CPU 4095 is not usable"
 
 # ---- bad values ----
 run "$DTRAIN" train $CFG $BASE --instances autox
