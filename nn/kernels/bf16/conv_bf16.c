@@ -2,6 +2,7 @@
  * is conv_bf16.isa.c. */
 #include "nn/kernels/bf16/conv_bf16.h"
 
+#include <stdint.h>
 #include <string.h>
 
 #include "util/err.h"
@@ -209,6 +210,26 @@ void dt_conv_bf16_compact(const struct dt_conv_shape *s, const struct dt_conv_bf
     }
 }
 
+void dt_conv_bf16_compact_relu_below(const struct dt_conv_shape *t,
+                                     const struct dt_conv_bf16_geom *g, const float *yq,
+                                     const float *x, const float *extra, float *dx)
+{
+    for (int k = 0; k < t->k; k++)
+        for (int oh = 0; oh < g->oh; oh++) {
+            const float *src = yq + (size_t)k * g->qpad + (size_t)oh * g->wp;
+            size_t at = ((size_t)k * g->oh + oh) * g->ow;
+            /* a bit mask, not a branch (the mask is data: a branch mispredicts half the
+             * time); x > 0 ? v : +0, the same bits */
+            for (int ow = 0; ow < g->ow; ow++) {
+                float v = extra ? src[ow] + extra[at + ow] : src[ow];
+                uint32_t bits, keep = 0u - (uint32_t)(x[at + ow] > 0.0f);
+                memcpy(&bits, &v, sizeof bits);
+                bits &= keep;
+                memcpy(&dx[at + ow], &bits, sizeof bits);
+            }
+        }
+}
+
 void dt_conv_bf16_dy_rows_image(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
                                 const float *dy, dt_bf16 *dyq)
 {
@@ -344,4 +365,56 @@ void dt_conv_bf16_forward_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
         forward_reference(s, g, xv, wp, yq);
         break;
     }
+}
+
+void dt_conv_bf16_pad_input_image_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
+                                     const struct dt_conv_bf16_geom *g, const float *x, dt_bf16 *xv)
+{
+    if (p == DT_BF16_AMX)
+        dt_conv_bf16_pad_input_image_amx(s, g, x, xv);
+    else
+        dt_conv_bf16_pad_input_image(s, g, x, xv);
+}
+
+void dt_conv_bf16_compact_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
+                             const struct dt_conv_bf16_geom *g, const float *yq, const float *b,
+                             bool relu, float *y)
+{
+    if (p == DT_BF16_AMX) {
+        dt_conv_bf16_compact_amx(s, g, yq, b, relu, y);
+        return;
+    }
+    dt_conv_bf16_compact(s, g, yq, b, y);
+    size_t out = (size_t)s->k * g->oh * g->ow;
+    for (size_t j = 0; relu && j < out; j++)
+        y[j] = y[j] > 0.0f ? y[j] : 0.0f;
+}
+
+void dt_conv_bf16_compact_relu_below_on(enum dt_bf16_path p, const struct dt_conv_shape *t,
+                                        const struct dt_conv_bf16_geom *g, const float *yq,
+                                        const float *x, const float *extra, float *dx)
+{
+    if (p == DT_BF16_AMX)
+        dt_conv_bf16_compact_relu_below_amx(t, g, yq, x, extra, dx);
+    else
+        dt_conv_bf16_compact_relu_below(t, g, yq, x, extra, dx);
+}
+
+void dt_conv_bf16_dy_rows_image_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
+                                   const struct dt_conv_bf16_geom *g, const float *dy, dt_bf16 *dyq)
+{
+    if (p == DT_BF16_AMX)
+        dt_conv_bf16_dy_rows_image_amx(s, g, dy, dyq);
+    else
+        dt_conv_bf16_dy_rows_image(s, g, dy, dyq);
+}
+
+void dt_conv_bf16_position_pairs_image_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
+                                          const struct dt_conv_bf16_geom *g, const float *x,
+                                          dt_bf16 *even, dt_bf16 *odd)
+{
+    if (p == DT_BF16_AMX)
+        dt_conv_bf16_position_pairs_image_amx(s, g, x, even, odd);
+    else
+        dt_conv_bf16_position_pairs_image(s, g, x, even, odd);
 }

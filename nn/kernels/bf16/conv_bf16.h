@@ -115,6 +115,33 @@ void dt_conv_bf16_weight_grad_unpack(const struct dt_conv_shape *s,
                                      const struct dt_conv_bf16_geom *g, const float *dwt,
                                      float *dw);
 
+/* The padded-width input gradient yq of one sample (t = dt_conv_bf16_input_grad_shape's
+ * shape, g its geometry) compacted into dx [t->k][OH][OW] through the backward of a relu
+ * below: dx = x > 0 ? yq + extra : +0 (the relu layer's bits: dy + extra, then the mask);
+ * extra may be NULL, or dx itself (each element is read before it is written). */
+void dt_conv_bf16_compact_relu_below(const struct dt_conv_shape *t,
+                                     const struct dt_conv_bf16_geom *g, const float *yq,
+                                     const float *x, const float *extra, float *dx);
+
+/* The layout passes on path p: the amx path runs their AVX-512 builds
+ * (conv_bf16_layout.isa.c), which write the same bits as the plain C above; every other path
+ * runs the plain C. compact_on with `relu` applies x > 0 ? x : 0 to what compact writes. */
+void dt_conv_bf16_pad_input_image_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
+                                     const struct dt_conv_bf16_geom *g, const float *x,
+                                     dt_bf16 *xv);
+void dt_conv_bf16_compact_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
+                             const struct dt_conv_bf16_geom *g, const float *yq, const float *b,
+                             bool relu, float *y);
+void dt_conv_bf16_compact_relu_below_on(enum dt_bf16_path p, const struct dt_conv_shape *t,
+                                        const struct dt_conv_bf16_geom *g, const float *yq,
+                                        const float *x, const float *extra, float *dx);
+void dt_conv_bf16_dy_rows_image_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
+                                   const struct dt_conv_bf16_geom *g, const float *dy,
+                                   dt_bf16 *dyq);
+void dt_conv_bf16_position_pairs_image_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
+                                          const struct dt_conv_bf16_geom *g, const float *x,
+                                          dt_bf16 *even, dt_bf16 *odd);
+
 /* Channels-last variant of the forward product, the layout a channels-last bf16 network would
  * keep between layers: the input as xc[cpad / 32][positions][32] (one position's 32 channels
  * of a block side by side), read as A (16 positions x 32 channels: 16 consecutive 64-byte rows,
@@ -149,5 +176,21 @@ void dt_conv_bf16_weight_grad_ctile(const struct dt_conv_shape *s,
                                     const struct dt_conv_bf16_geom *g, int n, const dt_bf16 *dyq,
                                     const dt_bf16 *even, const dt_bf16 *odd, float *dwt,
                                     bool accumulate);
+
+/* The AVX-512 builds of the layout passes (conv_bf16_layout.isa.c). */
+void dt_conv_bf16_pad_input_image_amx(const struct dt_conv_shape *s,
+                                      const struct dt_conv_bf16_geom *g, const float *x,
+                                      dt_bf16 *xv);
+void dt_conv_bf16_dy_rows_image_amx(const struct dt_conv_shape *s,
+                                    const struct dt_conv_bf16_geom *g, const float *dy,
+                                    dt_bf16 *dyq);
+void dt_conv_bf16_position_pairs_image_amx(const struct dt_conv_shape *s,
+                                           const struct dt_conv_bf16_geom *g, const float *x,
+                                           dt_bf16 *even, dt_bf16 *odd);
+void dt_conv_bf16_compact_amx(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
+                              const float *yq, const float *b, bool relu, float *y);
+void dt_conv_bf16_compact_relu_below_amx(const struct dt_conv_shape *t,
+                                         const struct dt_conv_bf16_geom *g, const float *yq,
+                                         const float *x, const float *extra, float *dx);
 
 #endif
