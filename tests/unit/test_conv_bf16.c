@@ -4,7 +4,8 @@
  * bound of test_gemm_bf16.c: |y - exact| <= 2 (K + 1) 2^-24 sum |x w|, K = C kh kw. Shapes cover
  * channel counts below, at and above a 32-channel tile row, plane widths whose padded rows
  * do not fill a 16-position tile, 1x1 and 5x5 kernels, no padding, and output channels that
- * do not fill a 16-wide tile; the two backward products the same way. */
+ * do not fill a 16-wide tile, tap pairing (16 channels or fewer) over odd and even kernel
+ * widths; the two backward products the same way. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -213,6 +214,8 @@ static const struct dt_conv_shape shapes[] = {
     {1, 5, 6, 11, 7, 5, 5, 1, 2},    /* 5x5 */
     {1, 33, 5, 5, 17, 1, 1, 1, 0},   /* 1x1 */
     {1, 8, 9, 9, 3, 3, 3, 1, 0},     /* no padding */
+    {1, 12, 7, 8, 9, 4, 4, 1, 1},    /* tap pairs over an even kernel width */
+    {1, 16, 5, 6, 20, 2, 2, 1, 0},   /* tap pairs, a row at position 0 (no padding) */
 };
 
 /* Every shape through `check` on one path (alternating its variant: bias, accumulation),
@@ -406,6 +409,47 @@ static void test_layout_passes_match_plain_c(void **state)
     }
 }
 
+/* Tap pairing (conv_bf16.h): chosen for 16 channels or fewer, with kh ceil(kw / 2) steps; the
+ * pair planes 8-15 of a padded input hold planes 0-7 one position on, and the last position,
+ * which has no next, zero. */
+static void test_tap_pairs_layout(void **state)
+{
+    (void)state;
+    struct {
+        struct dt_conv_shape s;
+        bool pairs;
+        int steps;
+    } cases[] = {
+        {{1, 16, 32, 32, 16, 3, 3, 1, 1}, true, 6}, {{1, 5, 6, 11, 7, 5, 5, 1, 2}, true, 15},
+        {{1, 16, 5, 6, 20, 2, 2, 1, 0}, true, 2},   {{1, 17, 8, 8, 16, 3, 3, 1, 1}, false, 9},
+        {{1, 40, 7, 9, 20, 3, 3, 1, 1}, false, 18},
+    };
+    for (size_t t = 0; t < sizeof cases / sizeof *cases; t++) {
+        const struct dt_conv_shape *s = &cases[t].s;
+        struct dt_conv_bf16_geom g;
+        assert_int_equal(dt_conv_bf16_geometry(s, &g), 0);
+        assert_int_equal(g.tap_pairs, cases[t].pairs);
+        assert_int_equal(g.steps, cases[t].steps);
+        if (!g.tap_pairs)
+            continue;
+        size_t nx = (size_t)s->c * s->h * s->w;
+        float *x = malloc(nx * 4);
+        for (size_t i = 0; i < nx; i++)
+            x[i] = uniform();
+        dt_bf16 *xv = malloc(g.xv * 2);
+        dt_conv_bf16_pad_input(s, &g, x, xv);
+        size_t plane = (size_t)g.positions * 2;
+        for (int p = 0; p < 8; p++) {
+            const dt_bf16 *src = xv + p * plane, *shifted = xv + (p + 8) * plane;
+            assert_memory_equal(shifted, src + 2, (plane - 2) * 2);
+            assert_int_equal(shifted[plane - 2], 0);
+            assert_int_equal(shifted[plane - 1], 0);
+        }
+        free(x);
+        free(xv);
+    }
+}
+
 static void test_unsupported_shapes_are_refused(void **state)
 {
     (void)state;
@@ -433,6 +477,7 @@ int main(void)
         cmocka_unit_test_prestate(test_weight_gradient, &paths[2]),
         cmocka_unit_test(test_pad_input_image_keeps_padding),
         cmocka_unit_test(test_layout_passes_match_plain_c),
+        cmocka_unit_test(test_tap_pairs_layout),
         cmocka_unit_test(test_unsupported_shapes_are_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -31,6 +31,9 @@ int dt_conv_bf16_geometry(const struct dt_conv_shape *s, struct dt_conv_bf16_geo
         g->positions = g->hp * g->wp;
     g->xv = (size_t)g->cpad * g->positions;
     g->yq = (size_t)s->k * g->qpad;
+    g->tap_pairs = s->c <= 16;
+    g->steps = g->tap_pairs ? s->kh * ((s->kw + 1) / 2) : s->kh * s->kw * (g->cpad / 32);
+    /* The channels-last packing keeps one tap per step: room for either. */
     g->wpack = dt_bf16_packed_a_size(s->k, s->kh * s->kw * g->cpad);
     g->ycl = (size_t)((s->k + 15) / 16 * 16) * g->qpad;
     g->qrow = (g->q + 31) / 32 * 32;
@@ -68,18 +71,24 @@ static dt_bf16 tap_weight(const struct dt_conv_shape *s, const float *w, bool tr
     return dt_bf16_from_f32(w[at]);
 }
 
-/* Packs the weights as A: output channels are rows, (i, j, c) the depth. */
+/* Packs the weights as A: output channels are rows, the steps' (i, j, c) the depth; with
+ * tap_pairs a step's depth 16-31 is the next tap's channels (zero past the kernel's edge). */
 static void pack_weights(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
                          const float *w, bool transposed, dt_bf16 *wp)
 {
-    int kt_count = s->kh * s->kw * (g->cpad / 32), mt_count = (s->k + 15) / 16;
+    int mt_count = (s->k + 15) / 16;
     for (int mt = 0; mt < mt_count; mt++)
-        for (int kt = 0; kt < kt_count; kt++, wp += TILE_ELEMS) {
-            int i, j, c0;
-            tap_of(s, g, kt, &i, &j, &c0);
+        for (int kt = 0; kt < g->steps; kt++, wp += TILE_ELEMS) {
+            int plane0, offset;
+            dt_conv_bf16_step(s, g, kt, &plane0, &offset);
+            int i = offset / g->wp, j = offset % g->wp;
             for (int r = 0; r < 16; r++)
-                for (int col = 0; col < 32; col++)
-                    wp[r * 32 + col] = tap_weight(s, w, transposed, mt * 16 + r, c0 + col, i, j);
+                for (int col = 0; col < 32; col++) {
+                    int c = g->tap_pairs ? col % 16 : plane0 * 2 + col;
+                    int jj = g->tap_pairs ? j + col / 16 : j;
+                    wp[r * 32 + col] =
+                        jj < s->kw ? tap_weight(s, w, transposed, mt * 16 + r, c, i, jj) : 0;
+                }
         }
 }
 
@@ -118,6 +127,9 @@ void dt_conv_bf16_pad_input_image(const struct dt_conv_shape *s, const struct dt
      * an odd channel count's last pair has no second channel, which stays zero. */
     for (int p = 0; 2 * p < s->c; p++) {
         dt_bf16 *top = xv + p * pair_plane + (size_t)s->pad * g->wp * 2;
+        /* tap_pairs: the row again, one position earlier, in plane 8 + p (a row starting at
+         * position 0, pad 0, drops its first element there). */
+        dt_bf16 *shifted = g->tap_pairs ? top + 8 * pair_plane - 2 : NULL;
         const float *c0 = x + 2 * p * plane, *c1 = 2 * p + 1 < s->c ? c0 + plane : NULL;
         for (int h = 0; h < s->h; h++) {
             dt_bf16 *out = top + ((size_t)h * g->wp + s->pad) * 2;
@@ -131,6 +143,11 @@ void dt_conv_bf16_pad_input_image(const struct dt_conv_shape *s, const struct dt
             } else {
                 for (int w = 0; w < s->w; w++)
                     out[2 * w] = dt_bf16_from_f32(r0[w]);
+            }
+            if (shifted) {
+                size_t first = (size_t)h * g->wp + s->pad, skip = first == 0 ? 2 : 0;
+                memcpy(shifted + first * 2 + skip, out + skip,
+                       ((size_t)s->w * 2 - skip) * sizeof *out);
             }
         }
     }
@@ -330,19 +347,17 @@ void dt_conv_bf16_weight_grad_unpack(const struct dt_conv_shape *s,
 static void forward_reference(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
                               const dt_bf16 *xv, const dt_bf16 *wp, float *yq)
 {
-    int kt_count = s->kh * s->kw * (g->cpad / 32);
     for (int k = 0; k < s->k; k++)
         for (int q = 0; q < g->qpad; q++) {
             float sum = 0;
-            for (int kt = 0; kt < kt_count; kt++) {
-                int i, j, c0;
-                tap_of(s, g, kt, &i, &j, &c0);
-                int at = q + i * g->wp + j;
-                const dt_bf16 *a = wp + ((size_t)(k / 16) * kt_count + kt) * TILE_ELEMS;
+            for (int kt = 0; kt < g->steps; kt++) {
+                int plane0, offset;
+                dt_conv_bf16_step(s, g, kt, &plane0, &offset);
+                int at = q + offset;
+                const dt_bf16 *a = wp + ((size_t)(k / 16) * g->steps + kt) * TILE_ELEMS;
                 for (int c = 0; c < 32; c++) {
-                    int ch = c0 + c;
-                    float xval =
-                        dt_bf16_to_f32(xv[((size_t)(ch / 2) * g->positions + at) * 2 + ch % 2]);
+                    float xval = dt_bf16_to_f32(
+                        xv[((size_t)(plane0 + c / 2) * g->positions + at) * 2 + c % 2]);
                     sum += dt_bf16_to_f32(a[(k % 16) * 32 + c]) * xval;
                 }
             }

@@ -12,6 +12,7 @@
  * the plain C is whole 64-byte loads and stores with masked row tails instead of one element
  * (or one interleaved pair of bf16) at a time. */
 #include <immintrin.h>
+#include <stdbool.h>
 
 #include "nn/kernels/bf16/conv_bf16.h"
 #include "nn/kernels/isa_fn.h"
@@ -36,8 +37,11 @@ static inline __m512i round_high(__m512 v)
 }
 
 /* Two channel rows of n floats into n interleaved pairs (the first channel in the low half of
- * each 32-bit pair); r1 NULL: the second channel's half is zero. */
-static inline void pair_row(const float *r0, const float *r1, int n, dt_bf16 *out)
+ * each 32-bit pair); r1 NULL: the second channel's half is zero. With tap pairing (shifted not
+ * NULL) the same pairs again from shifted on, the first of them dropped when `drop_first`
+ * (a row at position 0 has no position before it). */
+static inline void pair_row(const float *r0, const float *r1, int n, dt_bf16 *out, dt_bf16 *shifted,
+                            bool drop_first)
 {
     for (int w = 0; w < n; w += 16) {
         __mmask16 m = lanes(n - w);
@@ -45,22 +49,29 @@ static inline void pair_row(const float *r0, const float *r1, int n, dt_bf16 *ou
         if (r1)
             pair = _mm512_or_si512(pair, round_high(_mm512_maskz_loadu_ps(m, r1 + w)));
         _mm512_mask_storeu_epi32(out + 2 * w, m, pair);
+        if (shifted)
+            _mm512_mask_storeu_epi32(shifted + 2 * w, w == 0 && drop_first ? m & ~1u : m, pair);
     }
 }
 
 /* The missing second channel of an odd count's last pair is written zero: it is padding, zero
- * already in every buffer this function may write (conv_bf16.h). */
+ * already in every buffer this function may write (conv_bf16.h). With tap pairing, planes 8-15
+ * get planes 0-7 one position earlier. */
 void DT_ISA_FN(dt_conv_bf16_pad_input_image)(const struct dt_conv_shape *s,
                                              const struct dt_conv_bf16_geom *g, const float *x,
                                              dt_bf16 *xv)
 {
     size_t plane = (size_t)s->h * s->w, pair_plane = (size_t)g->positions * 2;
     for (int p = 0; 2 * p < s->c; p++) {
-        dt_bf16 *top = xv + p * pair_plane + ((size_t)s->pad * g->wp + s->pad) * 2;
+        size_t first = (size_t)s->pad * g->wp + s->pad;
         const float *c0 = x + 2 * p * plane, *c1 = 2 * p + 1 < s->c ? c0 + plane : NULL;
-        for (int h = 0; h < s->h; h++)
-            pair_row(c0 + (size_t)h * s->w, c1 ? c1 + (size_t)h * s->w : NULL, s->w,
-                     top + (size_t)h * g->wp * 2);
+        for (int h = 0; h < s->h; h++) {
+            size_t at = (p * pair_plane) + (first + (size_t)h * g->wp) * 2;
+            /* the position before the row's first, in plane 8 + p (within xv: 8 planes on) */
+            dt_bf16 *shifted = g->tap_pairs ? xv + at + 8 * pair_plane - 2 : NULL;
+            pair_row(c0 + (size_t)h * s->w, c1 ? c1 + (size_t)h * s->w : NULL, s->w, xv + at,
+                     shifted, first == 0 && h == 0);
+        }
     }
 }
 
