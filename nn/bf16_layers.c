@@ -199,7 +199,7 @@ void dt_bf16_conv_forward(struct dt_bf16_conv *bf, const float *x, const float *
         float *yi = sink ? bf->ysample + (size_t)t * out : y + (size_t)i * out;
         dt_conv_bf16_pad_input_image_on(bf->path, s, &bf->g, x + (size_t)i * in, xv);
         dt_conv_bf16_forward_on(bf->path, s, &bf->g, xv, bf->wp, yq);
-        dt_conv_bf16_compact_on(bf->path, s, &bf->g, yq, b, relu, yi);
+        dt_conv_bf16_compact_on(bf->path, s, &bf->g, yq, b, relu, !sink, yi);
         if (sink)
             sink->fn(sink->ctx, yi, i);
     }
@@ -258,7 +258,7 @@ static void input_grad(struct dt_bf16_conv *bf, const float *dy, float *dx, int 
         dt_conv_bf16_compact_relu_below_on(bf->path, t, &bf->gt, yq, relu_x + at,
                                            extra ? extra + at : NULL, dx + at);
     else
-        dt_conv_bf16_compact_on(bf->path, t, &bf->gt, yq, NULL, false, dx + at);
+        dt_conv_bf16_compact_on(bf->path, t, &bf->gt, yq, NULL, false, true, dx + at);
 }
 
 void dt_bf16_conv_backward(struct dt_bf16_conv *bf, const float *x, const float *dy,

@@ -338,8 +338,9 @@ static void assert_same_floats(const float *a, const float *b, size_t n)
 
 /* The amx path's layout passes (AVX-512, conv_bf16_layout.isa.c) write the plain C's bytes:
  * pair planes, dY rows, position pairs (into buffers zeroed once, two samples in turn), the
- * compaction with and without bias and relu, and the relu below's backward with and without
- * the skip gradient (extra given as dx itself; a sum of two NaNs may keep either's payload). */
+ * compaction with and without bias, relu and streaming stores, and the relu below's backward with
+ * and without the skip gradient (extra given as dx itself; a sum of two NaNs may keep either's
+ * payload). */
 static void test_layout_passes_match_plain_c(void **state)
 {
     (void)state;
@@ -363,7 +364,10 @@ static void test_layout_passes_match_plain_c(void **state)
         size_t nx = (size_t)s.c * s.h * s.w, ny = (size_t)s.k * g.oh * g.ow;
         size_t nd = nx > ny ? nx : ny; /* x's values serve as dy too */
         float *x[2] = {malloc(nd * 4), malloc(nd * 4)}, *yq = malloc(g.yq * 4);
-        float *b = malloc(s.k * 4), *out[2] = {malloc(ny * 4), malloc(ny * 4)};
+        /* 64-byte aligned outputs, so that rows of 16 floats or more are streamed */
+        size_t out_bytes = (ny * 4 + 63) / 64 * 64;
+        float *b = malloc(s.k * 4);
+        float *out[2] = {aligned_alloc(64, out_bytes), aligned_alloc(64, out_bytes)};
         for (int sample = 0; sample < 2; sample++)
             for (size_t i = 0; i < nd; i++)
                 x[sample][i] = layout_value();
@@ -387,10 +391,10 @@ static void test_layout_passes_match_plain_c(void **state)
         assert_memory_equal(xv[0], xv[1], g.xv * 2);
         assert_memory_equal(dyq[0], dyq[1], g.dyq * 2);
         assert_memory_equal(pairs[0], pairs[1], 4 * g.xt);
-        for (int variant = 0; variant < 4; variant++) {
+        for (int variant = 0; variant < 8; variant++) {
             for (int p = 0; p < 2; p++)
                 dt_conv_bf16_compact_on(paths[p], &s, &g, yq, variant & 1 ? b : NULL, variant & 2,
-                                        out[p]);
+                                        variant & 4, out[p]);
             assert_memory_equal(out[0], out[1], ny * 4);
         }
         /* the relu below's backward (s standing for an input gradient's shape), dx holding

@@ -393,10 +393,10 @@ void dt_conv_bf16_pad_input_image_on(enum dt_bf16_path p, const struct dt_conv_s
 
 void dt_conv_bf16_compact_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
                              const struct dt_conv_bf16_geom *g, const float *yq, const float *b,
-                             bool relu, float *y)
+                             bool relu, bool stream, float *y)
 {
     if (p == DT_BF16_AMX) {
-        dt_conv_bf16_compact_amx(s, g, yq, b, relu, y);
+        dt_conv_bf16_compact_amx(s, g, yq, b, relu, stream, y);
         return;
     }
     dt_conv_bf16_compact(s, g, yq, b, y);

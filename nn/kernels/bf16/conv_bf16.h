@@ -149,13 +149,15 @@ void dt_conv_bf16_compact_relu_below(const struct dt_conv_shape *t,
 
 /* The layout passes on path p: the amx path runs their AVX-512 builds
  * (conv_bf16_layout.isa.c), which write the same bits as the plain C above; every other path
- * runs the plain C. compact_on with `relu` applies x > 0 ? x : 0 to what compact writes. */
+ * runs the plain C. compact_on with `relu` applies x > 0 ? x : 0 to what compact writes;
+ * `stream`: y is a batch-wide output, not read again soon (the amx build then writes it with
+ * non-temporal stores; false for a buffer read back at once, e.g. a per-thread one). */
 void dt_conv_bf16_pad_input_image_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
                                      const struct dt_conv_bf16_geom *g, const float *x,
                                      dt_bf16 *xv);
 void dt_conv_bf16_compact_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
                              const struct dt_conv_bf16_geom *g, const float *yq, const float *b,
-                             bool relu, float *y);
+                             bool relu, bool stream, float *y);
 void dt_conv_bf16_compact_relu_below_on(enum dt_bf16_path p, const struct dt_conv_shape *t,
                                         const struct dt_conv_bf16_geom *g, const float *yq,
                                         const float *x, const float *extra, float *dx);
@@ -212,7 +214,7 @@ void dt_conv_bf16_position_pairs_image_amx(const struct dt_conv_shape *s,
                                            const struct dt_conv_bf16_geom *g, const float *x,
                                            dt_bf16 *even, dt_bf16 *odd);
 void dt_conv_bf16_compact_amx(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
-                              const float *yq, const float *b, bool relu, float *y);
+                              const float *yq, const float *b, bool relu, bool stream, float *y);
 void dt_conv_bf16_compact_relu_below_amx(const struct dt_conv_shape *t,
                                          const struct dt_conv_bf16_geom *g, const float *yq,
                                          const float *x, const float *extra, float *dx);

@@ -13,6 +13,7 @@
  * (or one interleaved pair of bf16) at a time. */
 #include <immintrin.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "nn/kernels/bf16/conv_bf16.h"
 #include "nn/kernels/isa_fn.h"
@@ -132,26 +133,46 @@ void DT_ISA_FN(dt_conv_bf16_position_pairs_image)(const struct dt_conv_shape *s,
     }
 }
 
+/* Rows of y whose whole 64-byte vectors lie aligned are written with non-temporal stores when
+ * `stream`: a batch-wide output is not read again before the whole batch is done, and a plain
+ * store first reads each line for ownership (a third more memory traffic; the compaction's
+ * stores were two thirds of its time, ResNet-20 bf16, perf). */
+static inline void store_row(float *dst, int ow, __mmask16 m, __m512 v, bool stream)
+{
+    if (stream)
+        _mm512_stream_ps(dst + ow, v);
+    else
+        _mm512_mask_storeu_ps(dst + ow, m, v);
+}
+
+static inline bool streamable(const struct dt_conv_bf16_geom *g, const float *row, bool stream)
+{
+    return stream && g->ow % 16 == 0 && (uintptr_t)row % 64 == 0;
+}
+
 void DT_ISA_FN(dt_conv_bf16_compact)(const struct dt_conv_shape *s,
                                      const struct dt_conv_bf16_geom *g, const float *yq,
-                                     const float *b, bool relu, float *y)
+                                     const float *b, bool relu, bool stream, float *y)
 {
     for (int k = 0; k < s->k; k++) {
         __m512 bias = _mm512_set1_ps(b ? b[k] : 0.0f), zero = _mm512_setzero_ps();
         for (int oh = 0; oh < g->oh; oh++) {
             const float *src = yq + (size_t)k * g->qpad + (size_t)oh * g->wp;
             float *dst = y + ((size_t)k * g->oh + oh) * g->ow;
+            bool nt = streamable(g, dst, stream);
             for (int ow = 0; ow < g->ow; ow += 16) {
                 __mmask16 m = lanes(g->ow - ow);
                 __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(m, src + ow), bias);
                 if (relu) /* v > 0 ? v : 0, MAXPS's order: NaN and -0 give +0 */
                     v = _mm512_max_ps(v, zero);
-                _mm512_mask_storeu_ps(dst + ow, m, v);
+                store_row(dst, ow, m, v, nt);
             }
         }
     }
+    _mm_sfence();
 }
 
+/* dx is batch-wide: streamed (see store_row). */
 void DT_ISA_FN(dt_conv_bf16_compact_relu_below)(const struct dt_conv_shape *t,
                                                 const struct dt_conv_bf16_geom *g, const float *yq,
                                                 const float *x, const float *extra, float *dx)
@@ -161,6 +182,7 @@ void DT_ISA_FN(dt_conv_bf16_compact_relu_below)(const struct dt_conv_shape *t,
         for (int oh = 0; oh < g->oh; oh++) {
             const float *src = yq + (size_t)k * g->qpad + (size_t)oh * g->wp;
             size_t at = ((size_t)k * g->oh + oh) * g->ow;
+            bool nt = streamable(g, dx + at, true);
             for (int ow = 0; ow < g->ow; ow += 16) {
                 __mmask16 m = lanes(g->ow - ow);
                 __m512 v = _mm512_maskz_loadu_ps(m, src + ow);
@@ -168,7 +190,8 @@ void DT_ISA_FN(dt_conv_bf16_compact_relu_below)(const struct dt_conv_shape *t,
                     v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, extra + at + ow));
                 __mmask16 keep =
                     _mm512_cmp_ps_mask(_mm512_maskz_loadu_ps(m, x + at + ow), zero, _CMP_GT_OQ);
-                _mm512_mask_storeu_ps(dx + at + ow, m, _mm512_maskz_mov_ps(keep, v));
+                store_row(dx + at, ow, m, _mm512_maskz_mov_ps(keep, v), nt);
             }
         }
+    _mm_sfence();
 }
