@@ -2,7 +2,11 @@
  * reference models' stride-1 shapes, one batch at a time, one thread unless OMP_NUM_THREADS
  * says otherwise:
  *
- *   make build/bench/conv_bf16 && ./build/bench/conv_bf16 [repeats] [batch]
+ *   make build/bench/conv_bf16 && ./build/bench/conv_bf16 [repeats] [batch] [c]
+ *
+ * The layout passes ("in", "out") are the ones the layers run on this path (on amx the
+ * AVX-512 builds of conv_bf16_layout.isa.c), into buffers zeroed once as the layers' are;
+ * a third argument `c` runs the plain-C passes instead, to compare the two alternately.
  *
  * fp32 is the layer's choice between Winograd and direct (dt_conv_winograd_preferred). bf16 is
  * timed in three parts: "in", the conversion to channel-pair planes (a producer that stored
@@ -19,6 +23,7 @@
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cmd/bench/bench.h"
 #include "nn/kernels/fp32/conv_direct.h"
@@ -26,6 +31,14 @@
 #include "nn/kernels/bf16/conv_bf16.h"
 #include "util/clock.h"
 #include "util/cpu.h"
+
+/* bytes of zero (64-byte aligned), for the buffers the layout passes write only the image of */
+static void *zeroed(size_t bytes)
+{
+    void *p = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    memset(p, 0, (bytes + 63) / 64 * 64);
+    return p;
+}
 
 static float *floats(size_t n)
 {
@@ -40,11 +53,14 @@ int main(int argc, char **argv)
     int repeats = argc > 1 ? atoi(argv[1]) : 5, batch = argc > 2 ? atoi(argv[2]) : 128;
     int threads = omp_get_max_threads();
     enum dt_bf16_path path = dt_isa_bf16_path();
+    /* The plain C runs on every path but amx (conv_bf16.h's *_on). */
+    enum dt_bf16_path layout = argc > 3 && strcmp(argv[3], "c") == 0 ? DT_BF16_CTILE : path;
     struct dt_cpu_features f;
     dt_cpu_features_read(&f);
-    printf("# batch %d, %d thread%s, bf16 path %s (avx512 %d, avx512_bf16 %d, amx_bf16 %d)\n",
+    printf("# batch %d, %d thread%s, bf16 path %s (avx512 %d, avx512_bf16 %d, amx_bf16 %d), "
+           "layout passes: %s\n",
            batch, threads, threads == 1 ? "" : "s", dt_bf16_path_name(path), f.avx512,
-           f.avx512_bf16, f.amx_bf16);
+           f.avx512_bf16, f.amx_bf16, layout == DT_BF16_AMX ? "avx512" : "plain C");
     printf("%-24s %9s %9s %9s %9s %8s %8s %6s\n", "shape", "fp32 ms", "in ms", "tiles ms", "out ms",
            "tiles x", "all x", "GF/s");
     static const struct {
@@ -71,7 +87,7 @@ int main(int argc, char **argv)
         size_t ns = wino ? dt_conv_winograd_scratch_floats(&s, threads)
                          : dt_conv_direct_scratch_floats(&s, threads);
         float *scratch = floats(ns);
-        dt_bf16 *xv = aligned_alloc(64, (g.xv * 2 * batch + 63) / 64 * 64);
+        dt_bf16 *xv = zeroed(g.xv * 2 * batch);
         float *yq = floats(g.yq * batch);
         dt_bf16 *wp = aligned_alloc(64, (g.wpack * 2 + 63) / 64 * 64);
         dt_conv_bf16_pack_weights(&s, &g, w, wp);
@@ -83,7 +99,7 @@ int main(int argc, char **argv)
             double t1 = dt_now();
 #pragma omp parallel for
             for (int n = 0; n < batch; n++)
-                dt_conv_bf16_pad_input(&s, &g, x + n * sx, xv + n * g.xv);
+                dt_conv_bf16_pad_input_image_on(layout, &s, &g, x + n * sx, xv + n * g.xv);
             double t2 = dt_now();
 #pragma omp parallel for
             for (int n = 0; n < batch; n++)
@@ -91,7 +107,7 @@ int main(int argc, char **argv)
             double t3 = dt_now();
 #pragma omp parallel for
             for (int n = 0; n < batch; n++)
-                dt_conv_bf16_compact(&s, &g, yq + n * g.yq, b, y + n * sy);
+                dt_conv_bf16_compact_on(layout, &s, &g, yq + n * g.yq, b, false, true, y + n * sy);
             double t4 = dt_now();
             if (rc)
                 return 1;
@@ -114,10 +130,8 @@ int main(int argc, char **argv)
         dt_conv_bf16_input_grad_shape(&s, &t);
         if (dt_conv_bf16_geometry(&t, &gt))
             return 1;
-        dt_bf16 *dyq = aligned_alloc(64, (g.dyq * 2 * batch + 63) / 64 * 64);
-        dt_bf16 *ev = aligned_alloc(64, (g.xt * 2 * batch + 63) / 64 * 64);
-        dt_bf16 *od = aligned_alloc(64, (g.xt * 2 * batch + 63) / 64 * 64);
-        dt_bf16 *dyv = aligned_alloc(64, (gt.xv * 2 * batch + 63) / 64 * 64);
+        dt_bf16 *dyq = zeroed(g.dyq * 2 * batch), *ev = zeroed(g.xt * 2 * batch);
+        dt_bf16 *od = zeroed(g.xt * 2 * batch), *dyv = zeroed(gt.xv * 2 * batch);
         dt_bf16 *wt = aligned_alloc(64, (gt.wpack * 2 + 63) / 64 * 64);
         float *dwt = floats(g.dwt), *dxq = floats(gt.yq * batch);
         dt_conv_bf16_pack_weights_input_grad(&t, &gt, w, wt);
@@ -134,8 +148,9 @@ int main(int argc, char **argv)
             double t1 = dt_now();
 #pragma omp parallel for
             for (int i = 0; i < batch; i++) {
-                dt_conv_bf16_dy_rows(&s, &g, dy + i * sy, dyq + i * g.dyq);
-                dt_conv_bf16_position_pairs(&s, &g, x + i * sx, ev + i * g.xt, od + i * g.xt);
+                dt_conv_bf16_dy_rows_image_on(layout, &s, &g, dy + i * sy, dyq + i * g.dyq);
+                dt_conv_bf16_position_pairs_image_on(layout, &s, &g, x + i * sx, ev + i * g.xt,
+                                                     od + i * g.xt);
             }
             double t2 = dt_now();
             dt_conv_bf16_weight_grad_on(path, &s, &g, batch, dyq, ev, od, dwt, false);
@@ -145,7 +160,7 @@ int main(int argc, char **argv)
             double t4 = dt_now();
 #pragma omp parallel for
             for (int i = 0; i < batch; i++)
-                dt_conv_bf16_pad_input(&t, &gt, dy + i * sy, dyv + i * gt.xv);
+                dt_conv_bf16_pad_input_image_on(layout, &t, &gt, dy + i * sy, dyv + i * gt.xv);
             double t5 = dt_now();
 #pragma omp parallel for
             for (int i = 0; i < batch; i++)

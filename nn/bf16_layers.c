@@ -197,12 +197,9 @@ void dt_bf16_conv_forward(struct dt_bf16_conv *bf, const float *x, const float *
         dt_bf16 *xv = bf->xv + (size_t)t * bf->g.xv;
         float *yq = bf->yq + (size_t)t * bf->yq_per;
         float *yi = sink ? bf->ysample + (size_t)t * out : y + (size_t)i * out;
-        dt_conv_bf16_pad_input_image(s, &bf->g, x + (size_t)i * in, xv);
+        dt_conv_bf16_pad_input_image_on(bf->path, s, &bf->g, x + (size_t)i * in, xv);
         dt_conv_bf16_forward_on(bf->path, s, &bf->g, xv, bf->wp, yq);
-        dt_conv_bf16_compact(s, &bf->g, yq, b, yi);
-        if (relu)
-            for (size_t j = 0; j < out; j++)
-                yi[j] = yi[j] > 0.0f ? yi[j] : 0.0f;
+        dt_conv_bf16_compact_on(bf->path, s, &bf->g, yq, b, relu, !sink, yi);
         if (sink)
             sink->fn(sink->ctx, yi, i);
     }
@@ -225,31 +222,6 @@ static void bias_parts(const struct dt_bf16_conv *bf, const dt_bf16 *dyq, float 
                 lane[j] += lane[j + w];
         part[k] = lane[0];
     }
-}
-
-/* The padded-width input gradient yq of one sample compacted into dx through the backward of
- * the relu below: dx = x > 0 ? yq + extra : 0, the relu layer's bits (dy + extra, then the
- * mask). extra may be dx itself (the skip_in_dy fusion leaves the skip gradient in the
- * buffer this conv's dx goes to), so each element is read before it is written. */
-static void compact_relu_below(const struct dt_bf16_conv *bf, const float *yq, const float *x,
-                               const float *extra, float *dx)
-{
-    const struct dt_conv_shape *t = &bf->t;
-    const struct dt_conv_bf16_geom *g = &bf->gt;
-    for (int k = 0; k < t->k; k++)
-        for (int oh = 0; oh < g->oh; oh++) {
-            const float *src = yq + (size_t)k * g->qpad + (size_t)oh * g->wp;
-            size_t at = ((size_t)k * g->oh + oh) * g->ow;
-            /* a bit mask, not a branch (the mask is data: a branch mispredicts half the
-             * time); x > 0 ? v : +0, the same bits */
-            for (int ow = 0; ow < g->ow; ow++) {
-                float v = extra ? src[ow] + extra[at + ow] : src[ow];
-                uint32_t bits, keep = 0u - (uint32_t)(x[at + ow] > 0.0f);
-                memcpy(&bits, &v, sizeof bits);
-                bits &= keep;
-                memcpy(&dx[at + ow], &bits, sizeof bits);
-            }
-        }
 }
 
 /* One sample's dy through the batchnorm above (bn_grad.h's formula and order of operations,
@@ -280,12 +252,13 @@ static void input_grad(struct dt_bf16_conv *bf, const float *dy, float *dx, int 
     int th = omp_get_thread_num();
     dt_bf16 *xv = bf->xvt + (size_t)th * bf->gt.xv;
     float *yq = bf->yq + (size_t)th * bf->yq_per;
-    dt_conv_bf16_pad_input_image(t, &bf->gt, dy, xv);
+    dt_conv_bf16_pad_input_image_on(bf->path, t, &bf->gt, dy, xv);
     dt_conv_bf16_forward_on(bf->path, t, &bf->gt, xv, bf->wpi, yq);
-    if (relu_x)
-        compact_relu_below(bf, yq, relu_x + at, extra ? extra + at : NULL, dx + at);
+    if (relu_x) /* the relu below's backward, with the skip gradient (relu_below fusion) */
+        dt_conv_bf16_compact_relu_below_on(bf->path, t, &bf->gt, yq, relu_x + at,
+                                           extra ? extra + at : NULL, dx + at);
     else
-        dt_conv_bf16_compact(t, &bf->gt, yq, NULL, dx + at);
+        dt_conv_bf16_compact_on(bf->path, t, &bf->gt, yq, NULL, false, true, dx + at);
 }
 
 void dt_bf16_conv_backward(struct dt_bf16_conv *bf, const float *x, const float *dy,
@@ -309,11 +282,11 @@ void dt_bf16_conv_backward(struct dt_bf16_conv *bf, const float *x, const float 
                 bn_dy(bf, bn, dy, sample, own);
                 dyi = own;
             }
-            dt_conv_bf16_dy_rows_image(s, &bf->g, dyi, bf->dyq + i * bf->g.dyq);
+            dt_conv_bf16_dy_rows_image_on(bf->path, s, &bf->g, dyi, bf->dyq + i * bf->g.dyq);
             if (bias)
                 bias_parts(bf, bf->dyq + i * bf->g.dyq, bf->bparts + (size_t)(c0 + i) * s->k);
-            dt_conv_bf16_position_pairs_image(s, &bf->g, x + (size_t)sample * in,
-                                              bf->even + i * bf->g.xt, bf->odd + i * bf->g.xt);
+            dt_conv_bf16_position_pairs_image_on(bf->path, s, &bf->g, x + (size_t)sample * in,
+                                                 bf->even + i * bf->g.xt, bf->odd + i * bf->g.xt);
             if (dx)
                 input_grad(bf, dyi, dx, sample, relu_x, extra);
         }

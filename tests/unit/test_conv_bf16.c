@@ -4,7 +4,8 @@
  * bound of test_gemm_bf16.c: |y - exact| <= 2 (K + 1) 2^-24 sum |x w|, K = C kh kw. Shapes cover
  * channel counts below, at and above a 32-channel tile row, plane widths whose padded rows
  * do not fill a 16-position tile, 1x1 and 5x5 kernels, no padding, and output channels that
- * do not fill a 16-wide tile; the two backward products the same way. */
+ * do not fill a 16-wide tile, tap pairing (16 channels or fewer) over odd and even kernel
+ * widths; the two backward products the same way. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -213,6 +214,8 @@ static const struct dt_conv_shape shapes[] = {
     {1, 5, 6, 11, 7, 5, 5, 1, 2},    /* 5x5 */
     {1, 33, 5, 5, 17, 1, 1, 1, 0},   /* 1x1 */
     {1, 8, 9, 9, 3, 3, 3, 1, 0},     /* no padding */
+    {1, 12, 7, 8, 9, 4, 4, 1, 1},    /* tap pairs over an even kernel width */
+    {1, 16, 5, 6, 20, 2, 2, 1, 0},   /* tap pairs, a row at position 0 (no padding) */
 };
 
 /* Every shape through `check` on one path (alternating its variant: bias, accumulation),
@@ -309,6 +312,148 @@ static void test_pad_input_image_keeps_padding(void **state)
     }
 }
 
+/* A value for the layout tests: mostly uniform, with the conversion's hard cases mixed in
+ * (ties to even, denormals, +-0, infinities, NaNs, the largest finite values). */
+static float layout_value(void)
+{
+    static const uint32_t special[] = {0x3f808000u, 0x3f818000u, 0x00000001u, 0x807fffffu,
+                                       0x00008000u, 0x80000000u, 0x00000000u, 0x7f800000u,
+                                       0xff800000u, 0x7fc00001u, 0xff812345u, 0x7f7fffffu};
+    float f = uniform();
+    if (rng % 5 == 0) {
+        uint32_t u = special[rng / 5 % (sizeof special / sizeof *special)];
+        memcpy(&f, &u, sizeof f);
+    }
+    return f;
+}
+
+/* a and b hold the same bits, except that a NaN may be either of two NaNs: which operand's
+ * payload a sum of two NaNs keeps is the compiler's choice (it may swap an add's operands). */
+static void assert_same_floats(const float *a, const float *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!(isnan(a[i]) && isnan(b[i])) && memcmp(&a[i], &b[i], sizeof *a) != 0)
+            fail_msg("element %zu: %a vs %a", i, (double)a[i], (double)b[i]);
+}
+
+/* The amx path's layout passes (AVX-512, conv_bf16_layout.isa.c) write the plain C's bytes:
+ * pair planes, dY rows, position pairs (into buffers zeroed once, two samples in turn), the
+ * compaction with and without bias, relu and streaming stores, and the relu below's backward with
+ * and without the skip gradient (extra given as dx itself; a sum of two NaNs may keep either's
+ * payload). */
+static void test_layout_passes_match_plain_c(void **state)
+{
+    (void)state;
+    const char *why;
+    if (!dt_bf16_path_available(DT_BF16_AMX, &why)) {
+        print_message("skip amx layout passes: %s\n", why);
+        skip();
+    }
+    struct dt_conv_shape more[] = {{1, 5, 7, 6, 4, 3, 3, 1, 1},
+                                   {1, 16, 9, 9, 8, 5, 5, 1, 2},
+                                   {1, 34, 4, 5, 3, 3, 3, 1, 0},
+                                   {1, 17, 28, 28, 19, 3, 3, 1, 0},
+                                   {1, 16, 26, 26, 32, 3, 3, 1, 1}};
+    size_t count = sizeof shapes / sizeof *shapes + sizeof more / sizeof *more;
+    for (size_t t = 0; t < count; t++) {
+        struct dt_conv_shape s = t < sizeof shapes / sizeof *shapes
+                                     ? shapes[t]
+                                     : more[t - sizeof shapes / sizeof *shapes];
+        struct dt_conv_bf16_geom g;
+        assert_int_equal(dt_conv_bf16_geometry(&s, &g), 0);
+        size_t nx = (size_t)s.c * s.h * s.w, ny = (size_t)s.k * g.oh * g.ow;
+        size_t nd = nx > ny ? nx : ny; /* x's values serve as dy too */
+        float *x[2] = {malloc(nd * 4), malloc(nd * 4)}, *yq = malloc(g.yq * 4);
+        /* 64-byte aligned outputs, so that rows of 16 floats or more are streamed */
+        size_t out_bytes = (ny * 4 + 63) / 64 * 64;
+        float *b = malloc(s.k * 4);
+        float *out[2] = {aligned_alloc(64, out_bytes), aligned_alloc(64, out_bytes)};
+        for (int sample = 0; sample < 2; sample++)
+            for (size_t i = 0; i < nd; i++)
+                x[sample][i] = layout_value();
+        for (size_t i = 0; i < g.yq; i++)
+            yq[i] = layout_value();
+        for (int k = 0; k < s.k; k++)
+            b[k] = k % 3 ? uniform() : 0.0f;
+        enum dt_bf16_path paths[2] = {DT_BF16_CTILE, DT_BF16_AMX};
+        dt_bf16 *xv[2], *dyq[2], *pairs[2];
+        for (int p = 0; p < 2; p++) {
+            xv[p] = calloc(g.xv, 2);
+            dyq[p] = calloc(g.dyq, 2);
+            pairs[p] = calloc(2 * g.xt, 2);
+            for (int sample = 0; sample < 2; sample++) {
+                dt_conv_bf16_pad_input_image_on(paths[p], &s, &g, x[sample], xv[p]);
+                dt_conv_bf16_dy_rows_image_on(paths[p], &s, &g, x[sample], dyq[p]);
+                dt_conv_bf16_position_pairs_image_on(paths[p], &s, &g, x[sample], pairs[p],
+                                                     pairs[p] + g.xt);
+            }
+        }
+        assert_memory_equal(xv[0], xv[1], g.xv * 2);
+        assert_memory_equal(dyq[0], dyq[1], g.dyq * 2);
+        assert_memory_equal(pairs[0], pairs[1], 4 * g.xt);
+        for (int variant = 0; variant < 8; variant++) {
+            for (int p = 0; p < 2; p++)
+                dt_conv_bf16_compact_on(paths[p], &s, &g, yq, variant & 1 ? b : NULL, variant & 2,
+                                        variant & 4, out[p]);
+            assert_memory_equal(out[0], out[1], ny * 4);
+        }
+        /* the relu below's backward (s standing for an input gradient's shape), dx holding
+         * the skip gradient */
+        for (int with_extra = 0; with_extra < 2; with_extra++) {
+            for (int p = 0; p < 2; p++) {
+                memcpy(out[p], x[1], ny * 4);
+                dt_conv_bf16_compact_relu_below_on(paths[p], &s, &g, yq, x[0],
+                                                   with_extra ? out[p] : NULL, out[p]);
+            }
+            assert_same_floats(out[0], out[1], ny);
+        }
+        for (int p = 0; p < 2; p++)
+            free(xv[p]), free(dyq[p]), free(pairs[p]), free(out[p]), free(x[p]);
+        free(yq), free(b);
+    }
+}
+
+/* Tap pairing (conv_bf16.h): chosen for 16 channels or fewer, with kh ceil(kw / 2) steps; the
+ * pair planes 8-15 of a padded input hold planes 0-7 one position on, and the last position,
+ * which has no next, zero. */
+static void test_tap_pairs_layout(void **state)
+{
+    (void)state;
+    struct {
+        struct dt_conv_shape s;
+        bool pairs;
+        int steps;
+    } cases[] = {
+        {{1, 16, 32, 32, 16, 3, 3, 1, 1}, true, 6}, {{1, 5, 6, 11, 7, 5, 5, 1, 2}, true, 15},
+        {{1, 16, 5, 6, 20, 2, 2, 1, 0}, true, 2},   {{1, 17, 8, 8, 16, 3, 3, 1, 1}, false, 9},
+        {{1, 40, 7, 9, 20, 3, 3, 1, 1}, false, 18},
+    };
+    for (size_t t = 0; t < sizeof cases / sizeof *cases; t++) {
+        const struct dt_conv_shape *s = &cases[t].s;
+        struct dt_conv_bf16_geom g;
+        assert_int_equal(dt_conv_bf16_geometry(s, &g), 0);
+        assert_int_equal(g.tap_pairs, cases[t].pairs);
+        assert_int_equal(g.steps, cases[t].steps);
+        if (!g.tap_pairs)
+            continue;
+        size_t nx = (size_t)s->c * s->h * s->w;
+        float *x = malloc(nx * 4);
+        for (size_t i = 0; i < nx; i++)
+            x[i] = uniform();
+        dt_bf16 *xv = malloc(g.xv * 2);
+        dt_conv_bf16_pad_input(s, &g, x, xv);
+        size_t plane = (size_t)g.positions * 2;
+        for (int p = 0; p < 8; p++) {
+            const dt_bf16 *src = xv + p * plane, *shifted = xv + (p + 8) * plane;
+            assert_memory_equal(shifted, src + 2, (plane - 2) * 2);
+            assert_int_equal(shifted[plane - 2], 0);
+            assert_int_equal(shifted[plane - 1], 0);
+        }
+        free(x);
+        free(xv);
+    }
+}
+
 static void test_unsupported_shapes_are_refused(void **state)
 {
     (void)state;
@@ -340,6 +485,8 @@ int main(void)
         cmocka_unit_test_prestate(test_weight_gradient, &paths[2]),
         cmocka_unit_test_prestate(test_weight_gradient, &paths[3]),
         cmocka_unit_test(test_pad_input_image_keeps_padding),
+        cmocka_unit_test(test_layout_passes_match_plain_c),
+        cmocka_unit_test(test_tap_pairs_layout),
         cmocka_unit_test(test_unsupported_shapes_are_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -2,6 +2,7 @@
  * is conv_bf16.isa.c. */
 #include "nn/kernels/bf16/conv_bf16.h"
 
+#include <stdint.h>
 #include <string.h>
 
 #include "util/err.h"
@@ -30,6 +31,9 @@ int dt_conv_bf16_geometry(const struct dt_conv_shape *s, struct dt_conv_bf16_geo
         g->positions = g->hp * g->wp;
     g->xv = (size_t)g->cpad * g->positions;
     g->yq = (size_t)s->k * g->qpad;
+    g->tap_pairs = s->c <= 16;
+    g->steps = g->tap_pairs ? s->kh * ((s->kw + 1) / 2) : s->kh * s->kw * (g->cpad / 32);
+    /* The channels-last packing keeps one tap per step: room for either. */
     g->wpack = dt_bf16_packed_a_size(s->k, s->kh * s->kw * g->cpad);
     g->ycl = (size_t)((s->k + 15) / 16 * 16) * g->qpad;
     g->qrow = (g->q + 31) / 32 * 32;
@@ -67,18 +71,24 @@ static dt_bf16 tap_weight(const struct dt_conv_shape *s, const float *w, bool tr
     return dt_bf16_from_f32(w[at]);
 }
 
-/* Packs the weights as A: output channels are rows, (i, j, c) the depth. */
+/* Packs the weights as A: output channels are rows, the steps' (i, j, c) the depth; with
+ * tap_pairs a step's depth 16-31 is the next tap's channels (zero past the kernel's edge). */
 static void pack_weights(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
                          const float *w, bool transposed, dt_bf16 *wp)
 {
-    int kt_count = s->kh * s->kw * (g->cpad / 32), mt_count = (s->k + 15) / 16;
+    int mt_count = (s->k + 15) / 16;
     for (int mt = 0; mt < mt_count; mt++)
-        for (int kt = 0; kt < kt_count; kt++, wp += TILE_ELEMS) {
-            int i, j, c0;
-            tap_of(s, g, kt, &i, &j, &c0);
+        for (int kt = 0; kt < g->steps; kt++, wp += TILE_ELEMS) {
+            int plane0, offset;
+            dt_conv_bf16_step(s, g, kt, &plane0, &offset);
+            int i = offset / g->wp, j = offset % g->wp;
             for (int r = 0; r < 16; r++)
-                for (int col = 0; col < 32; col++)
-                    wp[r * 32 + col] = tap_weight(s, w, transposed, mt * 16 + r, c0 + col, i, j);
+                for (int col = 0; col < 32; col++) {
+                    int c = g->tap_pairs ? col % 16 : plane0 * 2 + col;
+                    int jj = g->tap_pairs ? j + col / 16 : j;
+                    wp[r * 32 + col] =
+                        jj < s->kw ? tap_weight(s, w, transposed, mt * 16 + r, c, i, jj) : 0;
+                }
         }
 }
 
@@ -117,6 +127,9 @@ void dt_conv_bf16_pad_input_image(const struct dt_conv_shape *s, const struct dt
      * an odd channel count's last pair has no second channel, which stays zero. */
     for (int p = 0; 2 * p < s->c; p++) {
         dt_bf16 *top = xv + p * pair_plane + (size_t)s->pad * g->wp * 2;
+        /* tap_pairs: the row again, one position earlier, in plane 8 + p (a row starting at
+         * position 0, pad 0, drops its first element there). */
+        dt_bf16 *shifted = g->tap_pairs ? top + 8 * pair_plane - 2 : NULL;
         const float *c0 = x + 2 * p * plane, *c1 = 2 * p + 1 < s->c ? c0 + plane : NULL;
         for (int h = 0; h < s->h; h++) {
             dt_bf16 *out = top + ((size_t)h * g->wp + s->pad) * 2;
@@ -130,6 +143,11 @@ void dt_conv_bf16_pad_input_image(const struct dt_conv_shape *s, const struct dt
             } else {
                 for (int w = 0; w < s->w; w++)
                     out[2 * w] = dt_bf16_from_f32(r0[w]);
+            }
+            if (shifted) {
+                size_t first = (size_t)h * g->wp + s->pad, skip = first == 0 ? 2 : 0;
+                memcpy(shifted + first * 2 + skip, out + skip,
+                       ((size_t)s->w * 2 - skip) * sizeof *out);
             }
         }
     }
@@ -209,6 +227,26 @@ void dt_conv_bf16_compact(const struct dt_conv_shape *s, const struct dt_conv_bf
                 dst[ow] = src[ow] + bias;
         }
     }
+}
+
+void dt_conv_bf16_compact_relu_below(const struct dt_conv_shape *t,
+                                     const struct dt_conv_bf16_geom *g, const float *yq,
+                                     const float *x, const float *extra, float *dx)
+{
+    for (int k = 0; k < t->k; k++)
+        for (int oh = 0; oh < g->oh; oh++) {
+            const float *src = yq + (size_t)k * g->qpad + (size_t)oh * g->wp;
+            size_t at = ((size_t)k * g->oh + oh) * g->ow;
+            /* a bit mask, not a branch (the mask is data: a branch mispredicts half the
+             * time); x > 0 ? v : +0, the same bits */
+            for (int ow = 0; ow < g->ow; ow++) {
+                float v = extra ? src[ow] + extra[at + ow] : src[ow];
+                uint32_t bits, keep = 0u - (uint32_t)(x[at + ow] > 0.0f);
+                memcpy(&bits, &v, sizeof bits);
+                bits &= keep;
+                memcpy(&dx[at + ow], &bits, sizeof bits);
+            }
+        }
 }
 
 void dt_conv_bf16_dy_rows_image(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
@@ -313,19 +351,17 @@ void dt_conv_bf16_weight_grad_unpack(const struct dt_conv_shape *s,
 static void forward_reference(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
                               const dt_bf16 *xv, const dt_bf16 *wp, float *yq)
 {
-    int kt_count = s->kh * s->kw * (g->cpad / 32);
     for (int k = 0; k < s->k; k++)
         for (int q = 0; q < g->qpad; q++) {
             float sum = 0;
-            for (int kt = 0; kt < kt_count; kt++) {
-                int i, j, c0;
-                tap_of(s, g, kt, &i, &j, &c0);
-                int at = q + i * g->wp + j;
-                const dt_bf16 *a = wp + ((size_t)(k / 16) * kt_count + kt) * TILE_ELEMS;
+            for (int kt = 0; kt < g->steps; kt++) {
+                int plane0, offset;
+                dt_conv_bf16_step(s, g, kt, &plane0, &offset);
+                int at = q + offset;
+                const dt_bf16 *a = wp + ((size_t)(k / 16) * g->steps + kt) * TILE_ELEMS;
                 for (int c = 0; c < 32; c++) {
-                    int ch = c0 + c;
-                    float xval =
-                        dt_bf16_to_f32(xv[((size_t)(ch / 2) * g->positions + at) * 2 + ch % 2]);
+                    float xval = dt_bf16_to_f32(
+                        xv[((size_t)(plane0 + c / 2) * g->positions + at) * 2 + c % 2]);
                     sum += dt_bf16_to_f32(a[(k % 16) * 32 + c]) * xval;
                 }
             }
@@ -351,4 +387,56 @@ void dt_conv_bf16_forward_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
         forward_reference(s, g, xv, wp, yq);
         break;
     }
+}
+
+void dt_conv_bf16_pad_input_image_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
+                                     const struct dt_conv_bf16_geom *g, const float *x, dt_bf16 *xv)
+{
+    if (p == DT_BF16_AMX)
+        dt_conv_bf16_pad_input_image_amx(s, g, x, xv);
+    else
+        dt_conv_bf16_pad_input_image(s, g, x, xv);
+}
+
+void dt_conv_bf16_compact_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
+                             const struct dt_conv_bf16_geom *g, const float *yq, const float *b,
+                             bool relu, bool stream, float *y)
+{
+    if (p == DT_BF16_AMX) {
+        dt_conv_bf16_compact_amx(s, g, yq, b, relu, stream, y);
+        return;
+    }
+    dt_conv_bf16_compact(s, g, yq, b, y);
+    size_t out = (size_t)s->k * g->oh * g->ow;
+    for (size_t j = 0; relu && j < out; j++)
+        y[j] = y[j] > 0.0f ? y[j] : 0.0f;
+}
+
+void dt_conv_bf16_compact_relu_below_on(enum dt_bf16_path p, const struct dt_conv_shape *t,
+                                        const struct dt_conv_bf16_geom *g, const float *yq,
+                                        const float *x, const float *extra, float *dx)
+{
+    if (p == DT_BF16_AMX)
+        dt_conv_bf16_compact_relu_below_amx(t, g, yq, x, extra, dx);
+    else
+        dt_conv_bf16_compact_relu_below(t, g, yq, x, extra, dx);
+}
+
+void dt_conv_bf16_dy_rows_image_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
+                                   const struct dt_conv_bf16_geom *g, const float *dy, dt_bf16 *dyq)
+{
+    if (p == DT_BF16_AMX)
+        dt_conv_bf16_dy_rows_image_amx(s, g, dy, dyq);
+    else
+        dt_conv_bf16_dy_rows_image(s, g, dy, dyq);
+}
+
+void dt_conv_bf16_position_pairs_image_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
+                                          const struct dt_conv_bf16_geom *g, const float *x,
+                                          dt_bf16 *even, dt_bf16 *odd)
+{
+    if (p == DT_BF16_AMX)
+        dt_conv_bf16_position_pairs_image_amx(s, g, x, even, odd);
+    else
+        dt_conv_bf16_position_pairs_image(s, g, x, even, odd);
 }

@@ -36,10 +36,16 @@ struct dt_conv_bf16_geom {
     int q;         /* output positions over the padded width: oh * wp */
     int qpad;      /* q rounded up to whole tiles (16) */
     int positions; /* positions of each pair plane of the input (tail included) */
-    size_t xv;     /* bf16 elements of one sample's converted input: cpad * positions */
-    size_t yq;     /* floats of one sample's padded-width output: k * qpad */
-    size_t wpack;  /* bf16 elements of the packed weights (either variant) */
-    size_t ycl;    /* floats of one sample's channels-last output: k (to 16) * qpad */
+    /* Tap pairing (channels <= 16): the 16 padding channels of a 32-deep step carry the next
+     * kernel tap instead of zeros. Pair planes 8-15 of xv then hold planes 0-7 shifted one
+     * position on (plane 8 + p at position q = plane p at q + 1), so one B tile at a tap's
+     * offset reads taps (i, j) and (i, j + 1): a 3x3 kernel takes 6 steps, not 9. */
+    bool tap_pairs;
+    int steps;    /* K steps of the pair-plane forward: kh kw cpad / 32, or kh ceil(kw / 2) */
+    size_t xv;    /* bf16 elements of one sample's converted input: cpad * positions */
+    size_t yq;    /* floats of one sample's padded-width output: k * qpad */
+    size_t wpack; /* bf16 elements of the packed weights (either variant) */
+    size_t ycl;   /* floats of one sample's channels-last output: k (to 16) * qpad */
     /* The weight gradient's operands (dt_conv_bf16_weight_grad): */
     int qrow;   /* dY row length: q rounded up to 32 (one A tile's depth) */
     int c16;    /* channels rounded up to 16 (one B tile's width) */
@@ -68,7 +74,25 @@ void dt_conv_bf16_pack_weights_input_grad(const struct dt_conv_shape *t,
                                           const struct dt_conv_bf16_geom *g, const float *w,
                                           dt_bf16 *wp);
 
-/* One sample's x [C][H][W] fp32 -> xv (g->xv elements, padding and tail zeroed). */
+/* Pair-plane forward step kt: the first channel pair plane its B tile reads and the offset
+ * of its (first) kernel tap, i Wp + j. */
+static inline void dt_conv_bf16_step(const struct dt_conv_shape *s,
+                                     const struct dt_conv_bf16_geom *g, int kt, int *plane0,
+                                     int *offset)
+{
+    if (g->tap_pairs) {
+        int per_row = (s->kw + 1) / 2;
+        *plane0 = 0;
+        *offset = kt / per_row * g->wp + 2 * (kt % per_row);
+    } else {
+        int cb_count = g->cpad / 32, ij = kt / cb_count;
+        *plane0 = kt % cb_count * 16;
+        *offset = ij / s->kw * g->wp + ij % s->kw;
+    }
+}
+
+/* One sample's x [C][H][W] fp32 -> xv (g->xv elements, padding and tail zeroed; with
+ * tap_pairs the shifted copy too). */
 void dt_conv_bf16_pad_input(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
                             const float *x, dt_bf16 *xv);
 /* The same but writes only the image's elements: for a buffer of this geometry that only
@@ -116,6 +140,35 @@ void dt_conv_bf16_weight_grad_unpack(const struct dt_conv_shape *s,
                                      const struct dt_conv_bf16_geom *g, const float *dwt,
                                      float *dw);
 
+/* The padded-width input gradient yq of one sample (t = dt_conv_bf16_input_grad_shape's
+ * shape, g its geometry) compacted into dx [t->k][OH][OW] through the backward of a relu
+ * below: dx = x > 0 ? yq + extra : +0 (the relu layer's bits: dy + extra, then the mask);
+ * extra may be NULL, or dx itself (each element is read before it is written). */
+void dt_conv_bf16_compact_relu_below(const struct dt_conv_shape *t,
+                                     const struct dt_conv_bf16_geom *g, const float *yq,
+                                     const float *x, const float *extra, float *dx);
+
+/* The layout passes on path p: the amx path runs their AVX-512 builds
+ * (conv_bf16_layout.isa.c), which write the same bits as the plain C above; every other path
+ * runs the plain C. compact_on with `relu` applies x > 0 ? x : 0 to what compact writes;
+ * `stream`: y is a batch-wide output, not read again soon (the amx build then writes it with
+ * non-temporal stores; false for a buffer read back at once, e.g. a per-thread one). */
+void dt_conv_bf16_pad_input_image_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
+                                     const struct dt_conv_bf16_geom *g, const float *x,
+                                     dt_bf16 *xv);
+void dt_conv_bf16_compact_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
+                             const struct dt_conv_bf16_geom *g, const float *yq, const float *b,
+                             bool relu, bool stream, float *y);
+void dt_conv_bf16_compact_relu_below_on(enum dt_bf16_path p, const struct dt_conv_shape *t,
+                                        const struct dt_conv_bf16_geom *g, const float *yq,
+                                        const float *x, const float *extra, float *dx);
+void dt_conv_bf16_dy_rows_image_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
+                                   const struct dt_conv_bf16_geom *g, const float *dy,
+                                   dt_bf16 *dyq);
+void dt_conv_bf16_position_pairs_image_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
+                                          const struct dt_conv_bf16_geom *g, const float *x,
+                                          dt_bf16 *even, dt_bf16 *odd);
+
 /* Channels-last variant of the forward product, the layout a channels-last bf16 network would
  * keep between layers: the input as xc[cpad / 32][positions][32] (one position's 32 channels
  * of a block side by side), read as A (16 positions x 32 channels: 16 consecutive 64-byte rows,
@@ -160,5 +213,21 @@ void dt_conv_bf16_weight_grad_ctile(const struct dt_conv_shape *s,
                                     const struct dt_conv_bf16_geom *g, int n, const dt_bf16 *dyq,
                                     const dt_bf16 *even, const dt_bf16 *odd, float *dwt,
                                     bool accumulate);
+
+/* The AVX-512 builds of the layout passes (conv_bf16_layout.isa.c). */
+void dt_conv_bf16_pad_input_image_amx(const struct dt_conv_shape *s,
+                                      const struct dt_conv_bf16_geom *g, const float *x,
+                                      dt_bf16 *xv);
+void dt_conv_bf16_dy_rows_image_amx(const struct dt_conv_shape *s,
+                                    const struct dt_conv_bf16_geom *g, const float *dy,
+                                    dt_bf16 *dyq);
+void dt_conv_bf16_position_pairs_image_amx(const struct dt_conv_shape *s,
+                                           const struct dt_conv_bf16_geom *g, const float *x,
+                                           dt_bf16 *even, dt_bf16 *odd);
+void dt_conv_bf16_compact_amx(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
+                              const float *yq, const float *b, bool relu, bool stream, float *y);
+void dt_conv_bf16_compact_relu_below_amx(const struct dt_conv_shape *t,
+                                         const struct dt_conv_bf16_geom *g, const float *yq,
+                                         const float *x, const float *extra, float *dx);
 
 #endif

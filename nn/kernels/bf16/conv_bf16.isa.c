@@ -2,8 +2,9 @@
  * built once per implementation like gemm_bf16.isa.c.
  *
  * A: the packed weights, tile (output channels mt, K step kt). B: read in place from the
- * channel-pair planes, tile (kt, positions qt) = 16 pair planes from cb * 16 on, 64 bytes at
- * position qt * 16 + the offset of kernel tap (i, j), stride one pair plane. Blocks of 2 x 2
+ * channel-pair planes, tile (kt, positions qt) = 16 pair planes from the step's first on, 64
+ * bytes at position qt * 16 + the step's tap offset, stride one pair plane
+ * (dt_conv_bf16_step; with tap_pairs a step covers two taps). Blocks of 2 x 2
  * accumulator tiles (32 channels x 32 positions), stored straight into yq. */
 #include "nn/kernels/bf16/conv_bf16.h"
 #include "nn/kernels/isa_fn.h"
@@ -40,7 +41,7 @@ void DT_ISA_FN(dt_conv_bf16_forward)(const struct dt_conv_shape *s,
                                      const struct dt_conv_bf16_geom *g, const dt_bf16 *xv,
                                      const dt_bf16 *wp, float *yq)
 {
-    int cb_count = g->cpad / 32, kt_count = s->kh * s->kw * cb_count;
+    int kt_count = g->steps;
     int mt_count = (s->k + 15) / 16, qt_count = g->qpad / 16;
     int mb = (mt_count + 1) / 2, qb = (qt_count + 1) / 2;
     long plane = (long)g->positions * 4, ystride = (long)g->qpad * 4;
@@ -57,9 +58,9 @@ void DT_ISA_FN(dt_conv_bf16_forward)(const struct dt_conv_shape *s,
         TILE_ZERO(2);
         TILE_ZERO(3);
         for (int kt = 0; kt < kt_count; kt++) {
-            int ij = kt / cb_count, cb = kt % cb_count;
-            int at = qt * 16 + ij / s->kw * g->wp + ij % s->kw;
-            const dt_bf16 *b0 = xv + ((size_t)cb * 16 * g->positions + at) * 2;
+            int plane0, offset;
+            dt_conv_bf16_step(s, g, kt, &plane0, &offset);
+            const dt_bf16 *b0 = xv + ((size_t)plane0 * g->positions + qt * 16 + offset) * 2;
             size_t ka = (size_t)kt * TILE_ELEMS;
             tile_step_2x2(a0 + ka, a1 + ka, 64, b0, b0 + 32, plane, two_m, two_q);
         }

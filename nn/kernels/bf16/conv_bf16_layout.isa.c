@@ -1,0 +1,197 @@
+/* The stride-1 bf16 convolution's layout passes (conv_bf16.h) in AVX-512: the conversion of
+ * fp32 NCHW into channel-pair planes, the dY rows and the position-pair copies of the weight
+ * gradient, and the compaction of the padded-width output back to NCHW (with the bias, the
+ * relu above or the relu below's backward). Built for the amx path only (the Makefile's
+ * ISA_SET_conv_bf16_layout; any build with AVX-512 BW/VL may join it); every other path runs
+ * the plain C in conv_bf16.c.
+ *
+ * Each writes the plain C's bits exactly (test_conv_bf16 compares them byte for byte): the
+ * rounding to bf16 is bf16.h's, done in integer lanes (u + 0x7fff + lsb, a NaN kept quiet),
+ * not VCVTNE2PS2BF16, which flushes denormal inputs to zero; the adds and the relu are the
+ * same single fp32 operations. The passes wait on memory, not on arithmetic: the gain over
+ * the plain C is whole 64-byte loads and stores with masked row tails instead of one element
+ * (or one interleaved pair of bf16) at a time. */
+#include <immintrin.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "nn/kernels/bf16/conv_bf16.h"
+#include "nn/kernels/isa_fn.h"
+
+/* The first n (< 16) of 16 lanes, or all of them. */
+static inline __mmask16 lanes(int n)
+{
+    return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1);
+}
+
+/* 16 floats rounded to bf16 as dt_bf16_from_f32 does, each in the top half of its 32-bit lane
+ * (the bottom half zero). */
+static inline __m512i round_high(__m512 v)
+{
+    __m512i u = _mm512_castps_si512(v);
+    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    __m512i r = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb);
+    __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+                                            _mm512_set1_epi32(0x7f800000));
+    r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(u, _mm512_set1_epi32(0x00400000)));
+    return _mm512_and_si512(r, _mm512_set1_epi32((int)0xffff0000u));
+}
+
+/* Two channel rows of n floats into n interleaved pairs (the first channel in the low half of
+ * each 32-bit pair); r1 NULL: the second channel's half is zero. With tap pairing (shifted not
+ * NULL) the same pairs again from shifted on, the first of them dropped when `drop_first`
+ * (a row at position 0 has no position before it). */
+static inline void pair_row(const float *r0, const float *r1, int n, dt_bf16 *out, dt_bf16 *shifted,
+                            bool drop_first)
+{
+    for (int w = 0; w < n; w += 16) {
+        __mmask16 m = lanes(n - w);
+        __m512i pair = _mm512_srli_epi32(round_high(_mm512_maskz_loadu_ps(m, r0 + w)), 16);
+        if (r1)
+            pair = _mm512_or_si512(pair, round_high(_mm512_maskz_loadu_ps(m, r1 + w)));
+        _mm512_mask_storeu_epi32(out + 2 * w, m, pair);
+        if (shifted)
+            _mm512_mask_storeu_epi32(shifted + 2 * w, w == 0 && drop_first ? m & ~1u : m, pair);
+    }
+}
+
+/* The missing second channel of an odd count's last pair is written zero: it is padding, zero
+ * already in every buffer this function may write (conv_bf16.h). With tap pairing, planes 8-15
+ * get planes 0-7 one position earlier. */
+void DT_ISA_FN(dt_conv_bf16_pad_input_image)(const struct dt_conv_shape *s,
+                                             const struct dt_conv_bf16_geom *g, const float *x,
+                                             dt_bf16 *xv)
+{
+    size_t plane = (size_t)s->h * s->w, pair_plane = (size_t)g->positions * 2;
+    for (int p = 0; 2 * p < s->c; p++) {
+        size_t first = (size_t)s->pad * g->wp + s->pad;
+        const float *c0 = x + 2 * p * plane, *c1 = 2 * p + 1 < s->c ? c0 + plane : NULL;
+        for (int h = 0; h < s->h; h++) {
+            size_t at = (p * pair_plane) + (first + (size_t)h * g->wp) * 2;
+            /* the position before the row's first, in plane 8 + p (within xv: 8 planes on) */
+            dt_bf16 *shifted = g->tap_pairs ? xv + at + 8 * pair_plane - 2 : NULL;
+            pair_row(c0 + (size_t)h * s->w, c1 ? c1 + (size_t)h * s->w : NULL, s->w, xv + at,
+                     shifted, first == 0 && h == 0);
+        }
+    }
+}
+
+void DT_ISA_FN(dt_conv_bf16_dy_rows_image)(const struct dt_conv_shape *s,
+                                           const struct dt_conv_bf16_geom *g, const float *dy,
+                                           dt_bf16 *dyq)
+{
+    for (int k = 0; k < s->k; k++)
+        for (int oh = 0; oh < g->oh; oh++) {
+            const float *src = dy + ((size_t)k * g->oh + oh) * g->ow;
+            dt_bf16 *dst = dyq + (size_t)k * g->qrow + (size_t)oh * g->wp;
+            for (int ow = 0; ow < g->ow; ow += 16) {
+                __mmask16 m = lanes(g->ow - ow);
+                __m512i h = _mm512_srli_epi32(round_high(_mm512_maskz_loadu_ps(m, src + ow)), 16);
+                _mm256_mask_storeu_epi16(dst + ow, m, _mm512_cvtepi32_epi16(h));
+            }
+        }
+}
+
+/* Position pos's channels of one block (lanes cm, index: each lane's plane offset) rounded,
+ * in the top halves of the lanes; zero outside the image (the padding). */
+static inline __m512i position_channels(const struct dt_conv_shape *s, int wp, const float *x,
+                                        int pos, __mmask16 cm, __m512i index)
+{
+    int row = pos / wp - s->pad, col = pos % wp - s->pad;
+    if (row < 0 || row >= s->h || col < 0 || col >= s->w)
+        return _mm512_setzero_si512();
+    return round_high(
+        _mm512_mask_i32gather_ps(_mm512_setzero_ps(), cm, index, x + row * s->w + col, 4));
+}
+
+/* Position pairs: every pair of positions (2P, 2P + 1) of the even copy and (2P + 1, 2P + 2)
+ * of the odd one, from the pair before the first image position's to the last's; each
+ * position's 16 channels of a block gathered once (one lane per channel plane). A position
+ * outside the image (the padding columns between rows) is zero, what the buffer holds there,
+ * so whole 64-byte pairs are written. */
+void DT_ISA_FN(dt_conv_bf16_position_pairs_image)(const struct dt_conv_shape *s,
+                                                  const struct dt_conv_bf16_geom *g, const float *x,
+                                                  dt_bf16 *even, dt_bf16 *odd)
+{
+    int plane = s->h * s->w;
+    int first = s->pad * g->wp + s->pad, last = (s->pad + s->h - 1) * g->wp + s->pad + s->w - 1;
+    int p0 = first > 0 ? (first - 1) / 2 : 0, p1 = last / 2;
+    __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    for (int cb = 0; cb < g->c16; cb += 16) {
+        __mmask16 cm = lanes(s->c - cb);
+        __m512i index = _mm512_mullo_epi32(_mm512_add_epi32(_mm512_set1_epi32(cb), lane),
+                                           _mm512_set1_epi32(plane));
+        __m512i a = position_channels(s, g->wp, x, 2 * p0, cm, index);
+        for (int p = p0; p <= p1; p++) {
+            __m512i b = position_channels(s, g->wp, x, 2 * p + 1, cm, index);
+            __m512i c = position_channels(s, g->wp, x, 2 * p + 2, cm, index);
+            size_t at = ((size_t)p * g->c16 + cb) * 2;
+            _mm512_storeu_si512(even + at, _mm512_or_si512(_mm512_srli_epi32(a, 16), b));
+            _mm512_storeu_si512(odd + at, _mm512_or_si512(_mm512_srli_epi32(b, 16), c));
+            a = c;
+        }
+    }
+}
+
+/* Rows of y whose whole 64-byte vectors lie aligned are written with non-temporal stores when
+ * `stream`: a batch-wide output is not read again before the whole batch is done, and a plain
+ * store first reads each line for ownership (a third more memory traffic; the compaction's
+ * stores were two thirds of its time, ResNet-20 bf16, perf). */
+static inline void store_row(float *dst, int ow, __mmask16 m, __m512 v, bool stream)
+{
+    if (stream)
+        _mm512_stream_ps(dst + ow, v);
+    else
+        _mm512_mask_storeu_ps(dst + ow, m, v);
+}
+
+static inline bool streamable(const struct dt_conv_bf16_geom *g, const float *row, bool stream)
+{
+    return stream && g->ow % 16 == 0 && (uintptr_t)row % 64 == 0;
+}
+
+void DT_ISA_FN(dt_conv_bf16_compact)(const struct dt_conv_shape *s,
+                                     const struct dt_conv_bf16_geom *g, const float *yq,
+                                     const float *b, bool relu, bool stream, float *y)
+{
+    for (int k = 0; k < s->k; k++) {
+        __m512 bias = _mm512_set1_ps(b ? b[k] : 0.0f), zero = _mm512_setzero_ps();
+        for (int oh = 0; oh < g->oh; oh++) {
+            const float *src = yq + (size_t)k * g->qpad + (size_t)oh * g->wp;
+            float *dst = y + ((size_t)k * g->oh + oh) * g->ow;
+            bool nt = streamable(g, dst, stream);
+            for (int ow = 0; ow < g->ow; ow += 16) {
+                __mmask16 m = lanes(g->ow - ow);
+                __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(m, src + ow), bias);
+                if (relu) /* v > 0 ? v : 0, MAXPS's order: NaN and -0 give +0 */
+                    v = _mm512_max_ps(v, zero);
+                store_row(dst, ow, m, v, nt);
+            }
+        }
+    }
+    _mm_sfence();
+}
+
+/* dx is batch-wide: streamed (see store_row). */
+void DT_ISA_FN(dt_conv_bf16_compact_relu_below)(const struct dt_conv_shape *t,
+                                                const struct dt_conv_bf16_geom *g, const float *yq,
+                                                const float *x, const float *extra, float *dx)
+{
+    __m512 zero = _mm512_setzero_ps();
+    for (int k = 0; k < t->k; k++)
+        for (int oh = 0; oh < g->oh; oh++) {
+            const float *src = yq + (size_t)k * g->qpad + (size_t)oh * g->wp;
+            size_t at = ((size_t)k * g->oh + oh) * g->ow;
+            bool nt = streamable(g, dx + at, true);
+            for (int ow = 0; ow < g->ow; ow += 16) {
+                __mmask16 m = lanes(g->ow - ow);
+                __m512 v = _mm512_maskz_loadu_ps(m, src + ow);
+                if (extra) /* read before dx is written: extra may be dx */
+                    v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, extra + at + ow));
+                __mmask16 keep =
+                    _mm512_cmp_ps_mask(_mm512_maskz_loadu_ps(m, x + at + ow), zero, _CMP_GT_OQ);
+                store_row(dx + at, ow, m, _mm512_maskz_mov_ps(keep, v), nt);
+            }
+        }
+    _mm_sfence();
+}
