@@ -61,6 +61,7 @@ LIB_SRC := $(sort $(filter-out %.isa.c,$(wildcard util/*.c data/*.c nn/*.c nn/ke
 # The flags are the ones the kernels' target attributes had, so each build's code is the same.
 ISA_SET_fp32          := generic avx2 avx512
 ISA_SET_bf16          := ctile amx
+ISA_SET_conv_s2_bf16  := ctile amx   # over tile.h: the tile builds only, whatever bf16/ gains
 ISA_SET_conv_winograd := avx2 avx512   # intrinsics at 8 and 16 lanes; no generic build
 ISA_SET_optim_steps   := generic avx2  # the AVX-512 path runs the avx2 build (isa.c)
 ISA_FLAGS_generic := -DDT_BUILD_GENERIC
