@@ -2,6 +2,7 @@
  * (conv_s2_bf16.h); the tile kernels are conv_s2_bf16.isa.c. */
 #include "nn/kernels/bf16/conv_s2_bf16.h"
 
+#include <stdint.h>
 #include <string.h>
 
 #include "util/err.h"
@@ -82,6 +83,7 @@ int dt_conv_s2_bf16_geometry(const struct dt_conv_shape *s, struct dt_conv_s2_ge
         int i = ij / s->kw, j = ij % s->kw, plane = i % 2 * 2 + j % 2;
         int shift = i / 2 * g->wq + j / 2;
         g->planes |= 1u << plane;
+        g->copies |= 1u << (plane * 2 + shift % 2);
         g->fwd_at[ij] = (long)plane * g->cpad * g->positions + (long)shift * 2;
         g->wg_at[ij] = (long)(plane * 2 + shift % 2) * (long)g->xt;
         g->wg_shift[ij] = shift;
@@ -230,30 +232,60 @@ void dt_conv_s2_bf16_input_grad_on(enum dt_bf16_path p, const struct dt_conv_sha
     }
 }
 
+/* One value of dx through the relu below's backward, its bits: (dy + extra), then
+ * x > 0 ? v : +0 as a bit mask, not a branch (the mask is data: a branch mispredicts half the
+ * time). */
+static inline float relu_below(float v, float x)
+{
+    uint32_t bits, keep = 0u - (uint32_t)(x > 0.0f);
+    memcpy(&bits, &v, sizeof bits);
+    bits &= keep;
+    memcpy(&v, &bits, sizeof bits);
+    return v;
+}
+
 void dt_conv_s2_bf16_compact_dx(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g,
                                 const float *dxq, const float *relu_x, const float *extra,
                                 float *dx)
 {
+    /* A row of dx interleaves two parity planes' rows: even columns w = 2k from the plane of
+     * padded column parity pad % 2 at column k + pad / 2, odd ones from the other at
+     * k + (pad + 1) / 2; a plane no tap reaches gives zeros. Written in order, two columns
+     * at a time (thread CPU time under load: 1.1-1.5x faster than a pass per parity writing
+     * every other column). */
+    int odd = s->w / 2, even = s->w - odd;
     for (int c = 0; c < s->c; c++)
         for (int h = 0; h < s->h; h++) {
             int hp = h + s->pad;
             size_t at = ((size_t)c * s->h + h) * s->w;
+            const float *src[2]; /* even and odd columns */
             for (int b = 0; b < 2; b++) {
-                int pl = hp % 2 * 2 + b;
-                const float *src = g->dx_taps[pl] ? dxq + ((size_t)pl * s->c + c) * g->qdpad +
-                                                        (size_t)(hp / 2) * g->wd
-                                                  : NULL;
-                for (int w = first_of_parity(s->pad, b); w < s->w; w += 2) {
-                    float v = src ? src[(w + s->pad) / 2] : 0.0f;
-                    if (!relu_x) {
-                        dx[at + w] = v;
-                        continue;
-                    }
-                    /* the relu below's backward, its bits: (dy + extra), then the mask */
-                    if (extra)
-                        v += extra[at + w];
-                    dx[at + w] = relu_x[at + w] > 0.0f ? v : 0.0f;
+                int pl = hp % 2 * 2 + (s->pad + b) % 2;
+                src[b] = g->dx_taps[pl] ? dxq + ((size_t)pl * s->c + c) * g->qdpad +
+                                              (size_t)(hp / 2) * g->wd + (s->pad + b) / 2
+                                        : NULL;
+            }
+            const float *a = src[0], *b = src[1], *x = relu_x ? relu_x + at : NULL;
+            const float *e = relu_x && extra ? extra + at : NULL;
+            float *d = dx + at;
+            for (int k = 0; k < odd; k++) {
+                float v0 = a ? a[k] : 0.0f, v1 = b ? b[k] : 0.0f;
+                if (e) {
+                    v0 += e[2 * k];
+                    v1 += e[2 * k + 1];
                 }
+                if (x) {
+                    v0 = relu_below(v0, x[2 * k]);
+                    v1 = relu_below(v1, x[2 * k + 1]);
+                }
+                d[2 * k] = v0;
+                d[2 * k + 1] = v1;
+            }
+            if (even > odd) { /* the last, even column of an odd width */
+                float v = a ? a[odd] : 0.0f;
+                if (e)
+                    v += e[2 * odd];
+                d[2 * odd] = x ? relu_below(v, x[2 * odd]) : v;
             }
         }
 }
@@ -274,8 +306,9 @@ void dt_conv_s2_bf16_position_pairs_image(const struct dt_conv_shape *s,
                                           const struct dt_conv_s2_geom *g, const float *x,
                                           dt_bf16 *xp)
 {
-    /* Each image pixel of a read plane lands once in each of its plane's two copies, its
-     * channels side by side (a position pair holds them so). */
+    /* Each image pixel of a read plane lands once in each copy of its plane that a tap reads
+     * (1x1: the even copy of plane 00 only), its channels side by side (a position pair holds
+     * them so). */
     size_t plane = (size_t)s->h * s->w;
     for (int h = 0; h < s->h; h++)
         for (int w = 0; w < s->w; w++) {
@@ -283,14 +316,18 @@ void dt_conv_s2_bf16_position_pairs_image(const struct dt_conv_shape *s,
             if (!(g->planes & 1u << pl))
                 continue;
             int pos = hp / 2 * g->wq + wp / 2;
-            dt_bf16 *e = xp + (size_t)pl * 2 * g->xt + (size_t)(pos / 2) * g->c16 * 2 + pos % 2;
-            dt_bf16 *o = pos > 0 ? xp + ((size_t)pl * 2 + 1) * g->xt +
-                                       (size_t)((pos - 1) / 2) * g->c16 * 2 + (pos - 1) % 2
-                                 : NULL;
+            dt_bf16 *e = g->copies & 1u << (pl * 2) ? xp + (size_t)pl * 2 * g->xt +
+                                                          (size_t)(pos / 2) * g->c16 * 2 + pos % 2
+                                                    : NULL;
+            dt_bf16 *o = pos > 0 && g->copies & 1u << (pl * 2 + 1)
+                             ? xp + ((size_t)pl * 2 + 1) * g->xt +
+                                   (size_t)((pos - 1) / 2) * g->c16 * 2 + (pos - 1) % 2
+                             : NULL;
             const float *px = x + (size_t)h * s->w + w;
             for (int c = 0; c < s->c; c++) {
                 dt_bf16 v = dt_bf16_from_f32(px[c * plane]);
-                e[2 * c] = v;
+                if (e)
+                    e[2 * c] = v;
                 if (o)
                     o[2 * c] = v;
             }

@@ -51,6 +51,7 @@ struct dt_conv_s2_geom {
     int r, wq;           /* a parity plane's rows and width: ceil(hp / 2), ceil(wp / 2) */
     int th, tw;          /* taps per side of one parity: ceil(kh / 2), ceil(kw / 2) */
     unsigned planes;     /* bit a * 2 + b: parity plane ab is read by some tap */
+    unsigned copies;     /* bit (a * 2 + b) * 2 + odd: the weight gradient reads that copy */
     /* forward */
     int q, qpad;   /* output positions over the parity width, to whole tiles */
     int positions; /* positions of each pair plane of a parity plane */
@@ -115,7 +116,7 @@ void dt_conv_s2_bf16_compact_dx(const struct dt_conv_shape *s, const struct dt_c
                                 float *dx);
 
 /* Weight gradient. dy -> dyq (bf16 rows over the parity width, image only), x -> xp (the
- * position-pair copies of the read parity planes, image only); dwt [k][tap][c16] = [dwt +]
+ * position-pair copies the taps read, image only); dwt [k][tap][c16] = [dwt +]
  * the sum over n samples (sample i's operands at dyq + i g->dyq, xp + i g->xp) on path p;
  * dwt -> dw [K][C][kh][kw]. */
 void dt_conv_s2_bf16_dy_rows_image(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g,
