@@ -198,15 +198,17 @@ void dt_conv_s2_bf16_compact(const struct dt_conv_shape *s, const struct dt_conv
 void dt_conv_s2_bf16_dy_planes_image(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g,
                                      const float *dy, dt_bf16 *dv)
 {
+    /* Without padding columns (wd == OW: 1x1) a channel pair is one run (as dy_rows) */
     size_t plane = (size_t)g->oh * g->ow;
+    int rows = g->wd == g->ow ? 1 : g->oh, len = g->wd == g->ow ? g->oh * g->ow : g->ow;
     for (int p = 0; 2 * p < s->k; p++) {
         const float *c0 = dy + 2 * p * plane, *c1 = 2 * p + 1 < s->k ? c0 + plane : NULL;
-        for (int oh = 0; oh < g->oh; oh++) {
+        for (int oh = 0; oh < rows; oh++) {
             dt_bf16 *out =
                 dv +
                 ((size_t)p * g->positions_d + (size_t)(oh + g->th - 1) * g->wd + g->tw - 1) * 2;
             const float *r0 = c0 + (size_t)oh * g->ow, *r1 = c1 ? c1 + (size_t)oh * g->ow : NULL;
-            for (int ow = 0; ow < g->ow; ow++) {
+            for (int ow = 0; ow < len; ow++) {
                 out[2 * ow] = dt_bf16_from_f32(r0[ow]);
                 if (r1)
                     out[2 * ow + 1] = dt_bf16_from_f32(r1[ow]);
@@ -268,6 +270,10 @@ void dt_conv_s2_bf16_compact_dx(const struct dt_conv_shape *s, const struct dt_c
             const float *a = src[0], *b = src[1], *x = relu_x ? relu_x + at : NULL;
             const float *e = relu_x && extra ? extra + at : NULL;
             float *d = dx + at;
+            if (!a && !b && !e) { /* a row no tap reaches (1x1: every other one) */
+                memset(d, 0, (size_t)s->w * sizeof *d);
+                continue;
+            }
             for (int k = 0; k < odd; k++) {
                 float v0 = a ? a[k] : 0.0f, v1 = b ? b[k] : 0.0f;
                 if (e) {
@@ -293,11 +299,14 @@ void dt_conv_s2_bf16_compact_dx(const struct dt_conv_shape *s, const struct dt_c
 void dt_conv_s2_bf16_dy_rows_image(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g,
                                    const float *dy, dt_bf16 *dyq)
 {
+    /* Without junk columns (wq == OW: 1x1 pad 0) a channel is one run: one loop, not OH
+     * short ones (rows of 7-16 cost their loop overhead). */
+    int rows = g->wq == g->ow ? 1 : g->oh, len = g->wq == g->ow ? g->q : g->ow;
     for (int k = 0; k < s->k; k++)
-        for (int oh = 0; oh < g->oh; oh++) {
+        for (int oh = 0; oh < rows; oh++) {
             const float *src = dy + ((size_t)k * g->oh + oh) * g->ow;
             dt_bf16 *dst = dyq + (size_t)k * g->qrow + (size_t)oh * g->wq;
-            for (int ow = 0; ow < g->ow; ow++)
+            for (int ow = 0; ow < len; ow++)
                 dst[ow] = dt_bf16_from_f32(src[ow]);
         }
 }
