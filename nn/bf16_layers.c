@@ -10,6 +10,7 @@
 
 #include "nn/kernels/bf16/bf16.h"
 #include "nn/kernels/bf16/conv_bf16.h"
+#include "nn/kernels/bf16/conv_s2_bf16.h"
 #include "nn/kernels/bf16/gemm_bf16.h"
 #include "nn/kernels/isa.h"
 #include "util/alloc.h"
@@ -75,22 +76,50 @@ static int team_size(int sized_for)
 
 struct dt_bf16_conv {
     bool tiles;
+    bool stride2; /* tiles through conv_s2_bf16.h (parity planes), else conv_bf16.h */
     enum dt_bf16_path path;
     char note[112];
-    struct dt_conv_shape s, t; /* the layer's shape and its input gradient's (n unused) */
-    struct dt_conv_bf16_geom g, gt;
-    int threads;       /* per-thread buffers below */
-    dt_bf16 *wp, *wpi; /* the forward's and the input gradient's packed weights */
+    struct dt_conv_shape s, t;      /* the layer's shape and its input gradient's (n unused) */
+    struct dt_conv_bf16_geom g, gt; /* stride 1 */
+    struct dt_conv_s2_geom g2;      /* stride 2 */
+    int oh, ow;                     /* the output plane */
+    int threads;                    /* per-thread buffers below */
+    dt_bf16 *wp, *wpi;              /* the forward's and the input gradient's packed weights */
     dt_bf16 *xv, *xvt; /* per thread: a sample's input, or dY, in pair planes (padding zero
                           from init: only the image is written, pad_input_image) */
     float *yq;         /* per thread: a sample's padded-width output */
     size_t yq_per;
     dt_bf16 *dyq, *even, *odd; /* WGRAD_CHUNK samples' weight-gradient operands (padding zero
                                   from init: only the image is written, *_image) */
+    dt_bf16 *xp;               /* stride 2: their parity planes' position pairs, in place of
+                                  even and odd */
     float *dwt;                /* the weight gradient in tap-major order */
     float *bparts;             /* [max_batch][K]: each sample's bias gradient part */
     float *ysample;            /* per thread: a sample's output for a forward's sink */
 };
+
+/* The tiles mode of a stride-2 shape (conv_s2_bf16.h): its geometry, note and scratch. */
+static int stride2_setup(struct dt_bf16_conv *bf, double *scratch_bytes)
+{
+    const struct dt_conv_s2_geom *g = &bf->g2;
+    if (dt_conv_s2_bf16_geometry(&bf->s, &bf->g2) < 0) {
+        /* cannot happen for the shapes setup sends; keep the layer correct anyway */
+        dt_clear_error();
+        emulated_note(bf->note, sizeof bf->note, bf->path, "shape not in the bf16 conv kernels");
+        return 0;
+    }
+    bf->tiles = bf->stride2 = true;
+    snprintf(bf->note, sizeof bf->note, "%s", dt_bf16_path_name(bf->path));
+    bf->threads = omp_get_max_threads() > 1 ? omp_get_max_threads() : 1;
+    bf->oh = g->oh;
+    bf->ow = g->ow;
+    bf->yq_per = g->yq > g->dxq ? g->yq : g->dxq;
+    *scratch_bytes = 2.0 * (g->wpack + g->wpack_dx) +
+                     (double)bf->threads * (2.0 * (g->xv + g->dv) + 4.0 * bf->yq_per) +
+                     WGRAD_CHUNK * 2.0 * (g->dyq + g->xp) + 4.0 * g->dwt + 4.0 * bf->s.n * bf->s.k +
+                     4.0 * bf->threads * bf->s.k * g->oh * g->ow;
+    return 0;
+}
 
 int dt_bf16_conv_setup(struct dt_bf16_conv **out, const struct dt_conv_shape *s,
                        double *scratch_bytes)
@@ -103,16 +132,20 @@ int dt_bf16_conv_setup(struct dt_bf16_conv **out, const struct dt_conv_shape *s,
     bf->path = dt_isa_bf16_path();
     *scratch_bytes = 0;
     const char *why = NULL;
-    if (s->stride != 1)
-        why = "stride 2+ is not in the bf16 conv kernels yet";
+    if (s->stride > 2)
+        why = "stride 3+ is not in the bf16 conv kernels";
     else if (s->pad >= s->kh || s->kh != s->kw)
         why = "pad >= kernel is not in the bf16 conv kernels";
     else if (s->c < SMALL_INPUT_CHANNELS)
         why = "under 4 input channels fill too little of a 32-deep tile step";
+    else if (s->stride == 2 && s->kh > DT_CONV_S2_MAX_KERNEL)
+        why = "stride 2 with a kernel over 7x7 is not in the bf16 conv kernels";
     if (bf->path == DT_BF16_REFERENCE || why) {
         emulated_note(bf->note, sizeof bf->note, bf->path, why);
         return 0;
     }
+    if (s->stride == 2)
+        return stride2_setup(bf, scratch_bytes);
     dt_conv_bf16_input_grad_shape(s, &bf->t);
     int rc = dt_conv_bf16_geometry(s, &bf->g);
     if (rc == 0)
@@ -125,6 +158,8 @@ int dt_bf16_conv_setup(struct dt_bf16_conv **out, const struct dt_conv_shape *s,
     bf->tiles = true;
     snprintf(bf->note, sizeof bf->note, "%s", dt_bf16_path_name(bf->path));
     bf->threads = omp_get_max_threads() > 1 ? omp_get_max_threads() : 1;
+    bf->oh = bf->g.oh;
+    bf->ow = bf->g.ow;
     bf->yq_per = bf->g.yq > bf->gt.yq ? bf->g.yq : bf->gt.yq;
     *scratch_bytes = 2.0 * (bf->g.wpack + bf->gt.wpack) +
                      (double)bf->threads * (2.0 * (bf->g.xv + bf->gt.xv) + 4.0 * bf->yq_per) +
@@ -133,10 +168,33 @@ int dt_bf16_conv_setup(struct dt_bf16_conv **out, const struct dt_conv_shape *s,
     return 0;
 }
 
+/* The stride-2 tiles mode's buffers (as dt_bf16_conv_init's, the weight-gradient copies in
+ * xp). */
+static int stride2_init(struct dt_bf16_conv *bf)
+{
+    const struct dt_conv_s2_geom *g = &bf->g2;
+    bf->wp = dt_alloc(g->wpack, sizeof(dt_bf16));
+    bf->wpi = dt_alloc(g->wpack_dx, sizeof(dt_bf16));
+    bf->xv = dt_alloc((size_t)bf->threads * g->xv, sizeof(dt_bf16));
+    bf->xvt = dt_alloc((size_t)bf->threads * g->dv, sizeof(dt_bf16));
+    bf->yq = dt_alloc((size_t)bf->threads * bf->yq_per, sizeof(float));
+    bf->dyq = dt_alloc((size_t)WGRAD_CHUNK * g->dyq, sizeof(dt_bf16));
+    bf->xp = dt_alloc((size_t)WGRAD_CHUNK * g->xp, sizeof(dt_bf16));
+    bf->dwt = dt_alloc(g->dwt, sizeof(float));
+    bf->bparts = dt_alloc((size_t)bf->s.n * bf->s.k, sizeof(float));
+    bf->ysample = dt_alloc((size_t)bf->threads * bf->s.k * g->oh * g->ow, sizeof(float));
+    if (!bf->wp || !bf->wpi || !bf->xv || !bf->xvt || !bf->yq || !bf->dyq || !bf->xp || !bf->dwt ||
+        !bf->bparts || !bf->ysample)
+        return dt_fail_context(-DT_ERUNTIME, "conv2d bf16 scratch");
+    return 0;
+}
+
 int dt_bf16_conv_init(struct dt_bf16_conv *bf)
 {
     if (!bf->tiles)
         return 0;
+    if (bf->stride2)
+        return stride2_init(bf);
     bf->wp = dt_alloc(bf->g.wpack, sizeof(dt_bf16));
     bf->wpi = dt_alloc(bf->gt.wpack, sizeof(dt_bf16));
     bf->xv = dt_alloc((size_t)bf->threads * bf->g.xv, sizeof(dt_bf16));
@@ -147,7 +205,7 @@ int dt_bf16_conv_init(struct dt_bf16_conv *bf)
     bf->odd = dt_alloc((size_t)WGRAD_CHUNK * bf->g.xt, sizeof(dt_bf16));
     bf->dwt = dt_alloc(bf->g.dwt, sizeof(float));
     bf->bparts = dt_alloc((size_t)bf->s.n * bf->s.k, sizeof(float));
-    bf->ysample = dt_alloc((size_t)bf->threads * bf->s.k * bf->g.oh * bf->g.ow, sizeof(float));
+    bf->ysample = dt_alloc((size_t)bf->threads * bf->s.k * bf->oh * bf->ow, sizeof(float));
     if (!bf->wp || !bf->wpi || !bf->xv || !bf->xvt || !bf->yq || !bf->dyq || !bf->even ||
         !bf->odd || !bf->dwt || !bf->bparts || !bf->ysample)
         return dt_fail_context(-DT_ERUNTIME, "conv2d bf16 scratch");
@@ -166,6 +224,7 @@ void dt_bf16_conv_free(struct dt_bf16_conv *bf)
     dt_free(bf->dyq);
     dt_free(bf->even);
     dt_free(bf->odd);
+    dt_free(bf->xp);
     dt_free(bf->dwt);
     dt_free(bf->bparts);
     dt_free(bf->ysample);
@@ -182,24 +241,47 @@ const char *dt_bf16_conv_note(const struct dt_bf16_conv *bf)
     return bf->note;
 }
 
+/* One sample's y (bias added) on thread t's buffers. */
+static void forward_sample(struct dt_bf16_conv *bf, int t, const float *x, const float *b,
+                           bool relu, bool stream, float *y)
+{
+    const struct dt_conv_shape *s = &bf->s;
+    float *yq = bf->yq + (size_t)t * bf->yq_per;
+    if (bf->stride2) {
+        dt_bf16 *xv = bf->xv + (size_t)t * bf->g2.xv;
+        dt_conv_s2_bf16_parity_planes_image(s, &bf->g2, x, xv);
+        dt_conv_s2_bf16_forward_on(bf->path, s, &bf->g2, xv, bf->wp, yq);
+        dt_conv_s2_bf16_compact(s, &bf->g2, yq, b, y);
+        if (relu)
+            for (size_t j = 0, out = (size_t)s->k * bf->oh * bf->ow; j < out; j++)
+                y[j] = y[j] > 0.0f ? y[j] : 0.0f;
+        return;
+    }
+    dt_bf16 *xv = bf->xv + (size_t)t * bf->g.xv;
+    dt_conv_bf16_pad_input_image_on(bf->path, s, &bf->g, x, xv);
+    dt_conv_bf16_forward_on(bf->path, s, &bf->g, xv, bf->wp, yq);
+    dt_conv_bf16_compact_on(bf->path, s, &bf->g, yq, b, relu, stream, y);
+}
+
 void dt_bf16_conv_forward(struct dt_bf16_conv *bf, const float *x, const float *w, const float *b,
                           float *y, int batch, bool relu, const struct dt_bf16_conv_sink *sink)
 {
     const struct dt_conv_shape *s = &bf->s;
-    dt_conv_bf16_pack_weights(s, &bf->g, w, bf->wp);
-    dt_conv_bf16_pack_weights_input_grad(&bf->t, &bf->gt, w, bf->wpi);
-    size_t in = (size_t)s->c * s->h * s->w, out = (size_t)s->k * bf->g.oh * bf->g.ow;
+    if (bf->stride2) {
+        dt_conv_s2_bf16_pack_weights(s, &bf->g2, w, bf->wp);
+        dt_conv_s2_bf16_pack_weights_input_grad(s, &bf->g2, w, bf->wpi);
+    } else {
+        dt_conv_bf16_pack_weights(s, &bf->g, w, bf->wp);
+        dt_conv_bf16_pack_weights_input_grad(&bf->t, &bf->gt, w, bf->wpi);
+    }
+    size_t in = (size_t)s->c * s->h * s->w, out = (size_t)s->k * bf->oh * bf->ow;
     /* One sample per iteration on each thread; the kernels see the parallel region and run
      * single-threaded. An output depends on its sample only, whatever the team. */
 #pragma omp parallel for schedule(static) num_threads(team_size(bf->threads)) if (batch > 1)
     for (int i = 0; i < batch; i++) {
         int t = omp_get_thread_num();
-        dt_bf16 *xv = bf->xv + (size_t)t * bf->g.xv;
-        float *yq = bf->yq + (size_t)t * bf->yq_per;
         float *yi = sink ? bf->ysample + (size_t)t * out : y + (size_t)i * out;
-        dt_conv_bf16_pad_input_image_on(bf->path, s, &bf->g, x + (size_t)i * in, xv);
-        dt_conv_bf16_forward_on(bf->path, s, &bf->g, xv, bf->wp, yq);
-        dt_conv_bf16_compact_on(bf->path, s, &bf->g, yq, b, relu, !sink, yi);
+        forward_sample(bf, t, x + (size_t)i * in, b, relu, !sink, yi);
         if (sink)
             sink->fn(sink->ctx, yi, i);
     }
@@ -208,9 +290,9 @@ void dt_bf16_conv_forward(struct dt_bf16_conv *bf, const float *x, const float *
 /* One sample's bias gradient part per channel, from its dY rows (the bf16-rounded dy, zero
  * at the junk columns) while they are in cache: 16 interleaved partial sums in float, added
  * pairwise (one sequential sum costs an add's latency per element), in a fixed order. */
-static void bias_parts(const struct dt_bf16_conv *bf, const dt_bf16 *dyq, float *part)
+static void bias_parts(const struct dt_bf16_conv *bf, const dt_bf16 *dyq, int qrow, float *part)
 {
-    int qrow = bf->g.qrow; /* a multiple of 32 */
+    /* qrow: the dY rows' length, a multiple of 32 */
     for (int k = 0; k < bf->s.k; k++) {
         const dt_bf16 *row = dyq + (size_t)k * qrow;
         float lane[16] = {0};
@@ -229,7 +311,7 @@ static void bias_parts(const struct dt_bf16_conv *bf, const dt_bf16 *dyq, float 
 static void bn_dy(const struct dt_bf16_conv *bf, const struct dt_bn_grad *bn, const float *dy,
                   int sample, float *dst)
 {
-    size_t pix = (size_t)bf->g.oh * bf->g.ow, at = (size_t)sample * bf->s.k * pix;
+    size_t pix = (size_t)bf->oh * bf->ow, at = (size_t)sample * bf->s.k * pix;
     for (int c = 0; c < bf->s.k; c++, at += pix) {
         const float *d = dy + at, *x = bn->x + at;
         float *o = dst + (size_t)c * pix;
@@ -248,10 +330,18 @@ static void input_grad(struct dt_bf16_conv *bf, const float *dy, float *dx, int 
                        const float *relu_x, const float *extra)
 {
     const struct dt_conv_shape *t = &bf->t;
-    size_t out = (size_t)t->k * bf->gt.oh * bf->gt.ow, at = (size_t)sample * out;
+    size_t out = (size_t)bf->s.c * bf->s.h * bf->s.w, at = (size_t)sample * out;
     int th = omp_get_thread_num();
-    dt_bf16 *xv = bf->xvt + (size_t)th * bf->gt.xv;
     float *yq = bf->yq + (size_t)th * bf->yq_per;
+    if (bf->stride2) {
+        dt_bf16 *dv = bf->xvt + (size_t)th * bf->g2.dv;
+        dt_conv_s2_bf16_dy_planes_image(&bf->s, &bf->g2, dy, dv);
+        dt_conv_s2_bf16_input_grad_on(bf->path, &bf->s, &bf->g2, dv, bf->wpi, yq);
+        dt_conv_s2_bf16_compact_dx(&bf->s, &bf->g2, yq, relu_x ? relu_x + at : NULL,
+                                   relu_x && extra ? extra + at : NULL, dx + at);
+        return;
+    }
+    dt_bf16 *xv = bf->xvt + (size_t)th * bf->gt.xv;
     dt_conv_bf16_pad_input_image_on(bf->path, t, &bf->gt, dy, xv);
     dt_conv_bf16_forward_on(bf->path, t, &bf->gt, xv, bf->wpi, yq);
     if (relu_x) /* the relu below's backward, with the skip gradient (relu_below fusion) */
@@ -261,12 +351,44 @@ static void input_grad(struct dt_bf16_conv *bf, const float *dy, float *dx, int 
         dt_conv_bf16_compact_on(bf->path, t, &bf->gt, yq, NULL, false, true, dx + at);
 }
 
+/* Chunk slot i's weight-gradient operands from one sample's dy and x, and its bias part when
+ * part is not NULL. */
+static void wgrad_operands(struct dt_bf16_conv *bf, int i, const float *dy, const float *x,
+                           float *part)
+{
+    const struct dt_conv_shape *s = &bf->s;
+    if (bf->stride2) {
+        dt_bf16 *dyq = bf->dyq + i * bf->g2.dyq;
+        dt_conv_s2_bf16_dy_rows_image(s, &bf->g2, dy, dyq);
+        if (part)
+            bias_parts(bf, dyq, bf->g2.qrow, part);
+        dt_conv_s2_bf16_position_pairs_image(s, &bf->g2, x, bf->xp + i * bf->g2.xp);
+        return;
+    }
+    dt_conv_bf16_dy_rows_image_on(bf->path, s, &bf->g, dy, bf->dyq + i * bf->g.dyq);
+    if (part)
+        bias_parts(bf, bf->dyq + i * bf->g.dyq, bf->g.qrow, part);
+    dt_conv_bf16_position_pairs_image_on(bf->path, s, &bf->g, x, bf->even + i * bf->g.xt,
+                                         bf->odd + i * bf->g.xt);
+}
+
+/* The n laid-out samples' weight gradient added into (or, first, written to) dwt. */
+static void wgrad_chunk(struct dt_bf16_conv *bf, int n, bool accumulate)
+{
+    if (bf->stride2)
+        dt_conv_s2_bf16_weight_grad_on(bf->path, &bf->s, &bf->g2, n, bf->dyq, bf->xp, bf->dwt,
+                                       accumulate);
+    else
+        dt_conv_bf16_weight_grad_on(bf->path, &bf->s, &bf->g, n, bf->dyq, bf->even, bf->odd,
+                                    bf->dwt, accumulate);
+}
+
 void dt_bf16_conv_backward(struct dt_bf16_conv *bf, const float *x, const float *dy,
                            const struct dt_bn_grad *bn, float *dx, const float *relu_x,
                            const float *extra, int b0, int count, float *g, bool bias)
 {
     const struct dt_conv_shape *s = &bf->s;
-    size_t in = (size_t)s->c * s->h * s->w, out = (size_t)s->k * bf->g.oh * bf->g.ow;
+    size_t in = (size_t)s->c * s->h * s->w, out = (size_t)s->k * bf->oh * bf->ow;
     /* Chunks in sample order, each added into the tile-major sum: every element is one fp32
      * sum over the samples in order, the same bits for any team. Each sample's dy and x are
      * read once from memory: its weight-gradient operands, bias part and input gradient are
@@ -282,19 +404,17 @@ void dt_bf16_conv_backward(struct dt_bf16_conv *bf, const float *x, const float 
                 bn_dy(bf, bn, dy, sample, own);
                 dyi = own;
             }
-            dt_conv_bf16_dy_rows_image_on(bf->path, s, &bf->g, dyi, bf->dyq + i * bf->g.dyq);
-            if (bias)
-                bias_parts(bf, bf->dyq + i * bf->g.dyq, bf->bparts + (size_t)(c0 + i) * s->k);
-            dt_conv_bf16_position_pairs_image_on(bf->path, s, &bf->g, x + (size_t)sample * in,
-                                                 bf->even + i * bf->g.xt, bf->odd + i * bf->g.xt);
+            wgrad_operands(bf, i, dyi, x + (size_t)sample * in,
+                           bias ? bf->bparts + (size_t)(c0 + i) * s->k : NULL);
             if (dx)
                 input_grad(bf, dyi, dx, sample, relu_x, extra);
         }
-        dt_conv_bf16_weight_grad_on(bf->path, s, &bf->g, n, bf->dyq, bf->even, bf->odd, bf->dwt,
-                                    c0 > 0);
+        wgrad_chunk(bf, n, c0 > 0);
     }
     size_t nw = (size_t)s->k * s->c * s->kh * s->kw;
-    if (count > 0)
+    if (count > 0 && bf->stride2)
+        dt_conv_s2_bf16_weight_grad_unpack(s, &bf->g2, bf->dwt, g);
+    else if (count > 0)
         dt_conv_bf16_weight_grad_unpack(s, &bf->g, bf->dwt, g);
     else
         memset(g, 0, nw * sizeof *g);

@@ -42,7 +42,8 @@ static int projection_stride(struct dt_shape s, struct dt_shape in)
 }
 
 /* Sets sub-layer sub of layer parent up as a layer of kind `type`; its capabilities and
- * scratch are added to *s, the parent's. Its fusions are none: it runs alone. */
+ * scratch are added to *s, the parent's, and its precision note (the projection conv's bf16
+ * path) becomes the parent's. Its fusions are none: it runs alone. */
 static int sub_setup(struct dt_layer *parent, struct dt_layer *sub, const char *type,
                      struct dt_layer_spec *spec, struct dt_shape in, struct dt_layer_setup *s)
 {
@@ -57,6 +58,8 @@ static int sub_setup(struct dt_layer *parent, struct dt_layer *sub, const char *
     int rc = sub->kind->ops->setup(sub, spec, in, &own);
     s->caps |= own.caps & DT_CAP_COLLECTIVE;
     s->scratch_bytes += own.scratch_bytes;
+    if (own.precision)
+        s->precision = own.precision;
     return rc;
 }
 

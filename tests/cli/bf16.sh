@@ -1,4 +1,5 @@
-# train.precision = "bf16" end to end: the ConvNet trains on generated data at 1, 2 and 4
+# train.precision = "bf16" end to end: the ConvNet (and the 28x28 ResNet: stride-2 convs and
+# projections) trains on generated data at 1, 2 and 4
 # instances (4 oversubscribed on small machines) with the rules fp32 has: with
 # dist.split_invariant the same bits for every instance count, the same bits twice, and
 # 1 epoch + resume = 2 epochs bit for bit. --verbose and the dry run name each layer's bf16
@@ -46,6 +47,29 @@ if grep -aq 'precision = \\"bf16\\"' "$TMP/n1/last.safetensors"; then
     pass "checkpoint metadata: train.precision = bf16"
 else fail "checkpoint metadata: train.precision = bf16" "not in the stored config"; fi
 
+# ---- the same for a ResNet on 28x28 (28 -> 14 -> 7): stride-2 convs and 1x1 projections on
+# the tile path where the CPU has one ----
+RCFG=configs/fashion-resnet.cfg
+# a constant learning rate: one_cycle spans the run, so 1 epoch + resume would not be 2
+RCOMMON="--set data.dataset=mnist --set data.dir=$FIX --threads 1 --precision bf16 --quiet
+         --set dist.split_invariant=true --set train.batch_size=32
+         --set optimizer.schedule.type=constant --set optimizer.lr=0.01"
+for n in 1 2 4; do
+    run "$DTRAIN" train $RCFG $RCOMMON --instances $n --set train.max_steps=4 \
+        --set checkpoint.dir="$TMP/r$n"
+    expect_rc "bf16 ResNet, $n instance(s): exit 0" 0
+done
+check "bf16 ResNet: 1, 2 and 4 instances give the same bits (split_invariant)" \
+    /usr/bin/python3 tests/tools/compare_weights.py "$TMP/r1/last.safetensors" \
+    "$TMP/r2/last.safetensors" "$TMP/r4/last.safetensors"
+run "$DTRAIN" train $RCFG $RCOMMON --instances 2 --set train.epochs=2 --set checkpoint.dir="$TMP/re2"
+run "$DTRAIN" train $RCFG $RCOMMON --instances 2 --set train.epochs=1 --set checkpoint.dir="$TMP/re1"
+run "$DTRAIN" train $RCFG $RCOMMON --instances 2 --set train.epochs=2 \
+    --set checkpoint.dir="$TMP/re1r" --resume "$TMP/re1/last.safetensors"
+expect_rc "bf16 ResNet, resumed for epoch 2: exit 0" 0
+check "bf16 ResNet: 1 epoch + resume = 2 epochs, bit for bit" /usr/bin/python3 \
+    tests/tools/compare_weights.py "$TMP/re2/last.safetensors" "$TMP/re1r/last.safetensors"
+
 # ---- resume: 2 instances, 1 epoch + resume = 2 epochs, bit for bit ----
 RESUME="$COMMON --instances 2"
 run "$DTRAIN" train $CFG $RESUME --set train.epochs=2 --set checkpoint.dir="$TMP/e2"
@@ -67,7 +91,9 @@ run "$DTRAIN" train $CFG --set data.dataset=mnist --set data.dir=$FIX --precisio
 expect_out "dry run: the bf16 path per layer" "conv2d .*bf16: $PATH_NAME"
 run "$DTRAIN" train configs/fashion-resnet.cfg --set data.dataset=mnist --set data.dir=$FIX \
     --precision bf16 --dry-run
-expect_out "dry run: a stride-2 conv names its fallback" "3x3/2.*bf16: .*emulated"
+expect_out "dry run: a stride-2 conv names its path" "3x3/2.*bf16: $PATH_NAME"
+expect_out "dry run: a projection shortcut names its conv's path" "proj .*bf16: $PATH_NAME"
+expect_out "dry run: a 1-channel conv names its fallback" "3x3/1.*bf16: .*emulated"
 
 # ---- eval and predict take --precision ----
 run "$DTRAIN" eval "$TMP/fp32/last.safetensors" --data "$FIX" --precision bf16 --json

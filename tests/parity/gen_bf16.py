@@ -5,7 +5,12 @@ Net (dtrain's layer list in the test): conv2d 3->16 3x3 pad 1, relu, conv2d 16->
 relu, flatten, linear 1024->10 (no max-pool: bf16-rounded activations tie often, and
 autocast's pool and dtrain's, which sees fp32 values, then route the gradient differently); cross-entropy (mean) over a batch of 8 3x8x8 inputs.
 Writes OUTDIR/params.f32 (the parameters in state_dict order, dtrain's arena order), x.f32,
-labels.u8, grads_bf16.f32 (autocast) and grads_fp32.f32 (plain fp32), all little-endian."""
+labels.u8, grads_bf16.f32 (autocast) and grads_fp32.f32 (plain fp32), all little-endian.
+
+Then the same files prefixed "down_" for a downsampling net (the stride-2 tile conv and a
+projection shortcut): conv2d 3->16 3x3 pad 1, relu, then a block relu(relu(conv2d 16->32 3x3
+stride 2 pad 1 (h)) + conv2d 16->32 1x1 stride 2 (h)) (dtrain: conv2d, relu, add with
+shortcut = "projection", batchnorm = false, relu), flatten, linear 512->10, same batch."""
 import sys
 
 import numpy as np
@@ -21,7 +26,19 @@ x = torch.randn(8, 3, 8, 8)
 y = torch.randint(0, 10, (8,))
 
 
-def grads(autocast):
+class Down(torch.nn.Module):
+    """conv (stride 2) - relu - add (1x1 stride-2 projection of the block input) - relu."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(16, 32, 3, stride=2, padding=1)
+        self.proj = torch.nn.Conv2d(16, 32, 1, stride=2)
+
+    def forward(self, h):
+        return torch.relu(torch.relu(self.conv(h)) + self.proj(h))
+
+
+def grads(net, autocast):
     net.zero_grad()
     with torch.autocast('cpu', dtype=torch.bfloat16, enabled=autocast):
         logits = net(x)
@@ -30,9 +47,17 @@ def grads(autocast):
     return np.concatenate([p.grad.numpy().ravel() for p in net.parameters()])
 
 
-np.concatenate([p.detach().numpy().ravel() for p in net.parameters()]).astype('<f4').tofile(
-    f"{out}/params.f32")
+def write(net, prefix):
+    np.concatenate([p.detach().numpy().ravel() for p in net.parameters()]).astype(
+        '<f4').tofile(f"{out}/{prefix}params.f32")
+    grads(net, True).astype('<f4').tofile(f"{out}/{prefix}grads_bf16.f32")
+    grads(net, False).astype('<f4').tofile(f"{out}/{prefix}grads_fp32.f32")
+
+
 x.numpy().astype('<f4').tofile(f"{out}/x.f32")
 y.numpy().astype(np.uint8).tofile(f"{out}/labels.u8")
-grads(True).astype('<f4').tofile(f"{out}/grads_bf16.f32")
-grads(False).astype('<f4').tofile(f"{out}/grads_fp32.f32")
+write(net, "")
+torch.manual_seed(4)
+write(torch.nn.Sequential(
+    torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.ReLU(), Down(),
+    torch.nn.Flatten(), torch.nn.Linear(512, 10)), "down_")

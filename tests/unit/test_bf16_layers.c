@@ -2,8 +2,8 @@
  * forward, input gradient and weight gradient against a double-precision computation on the
  * bf16-rounded operands (x, the weights, dy), on every bf16 path this CPU has (reference,
  * ctile, avx512bf16, amx; a path the CPU lacks is skipped with its reason printed). Covers both
- * modes: the tile kernels (stride-1 conv, linear) and the emulated fallback (stride-2 conv on the
- * tile paths, everything on the reference path).
+ * modes: the tile kernels (stride-1 and stride-2 conv, linear) and the emulated fallback (stride 3
+ * and inputs of under 4 channels on the tile paths, everything on the reference path).
  *
  * Tolerance: a product of two bf16 values is exact in fp32, so the layer differs from the
  * double sum only by its fp32 accumulation: per element at most 1e-5 x sum |a b| over the
@@ -229,8 +229,15 @@ static void test_conv_every_path(void **state)
         check_conv((enum dt_bf16_path)p, 5, 7, 9, 20, 3, 1, 1, 3, tiles);
         check_conv((enum dt_bf16_path)p, 34, 6, 5, 17, 5, 1, 2, 2, tiles);
         check_conv((enum dt_bf16_path)p, 4, 8, 8, 16, 1, 1, 0, 17, tiles); /* > one wgrad chunk */
-        /* stride 2, and inputs of under 4 channels: the emulated fallback on every path */
-        check_conv((enum dt_bf16_path)p, 6, 9, 8, 12, 3, 2, 1, 2, "emulated");
+        /* stride 2 (parity planes): 3x3 pad 1 on odd and even sizes, 1x1 pad 0 (a
+         * projection), 5x5, and more samples than one weight-gradient chunk */
+        check_conv((enum dt_bf16_path)p, 6, 9, 8, 12, 3, 2, 1, 2, tiles);
+        check_conv((enum dt_bf16_path)p, 16, 14, 14, 32, 3, 2, 1, 3, tiles); /* 14 -> 7 */
+        check_conv((enum dt_bf16_path)p, 16, 14, 14, 32, 1, 2, 0, 3, tiles);
+        check_conv((enum dt_bf16_path)p, 5, 7, 7, 17, 1, 2, 0, 17, tiles);
+        check_conv((enum dt_bf16_path)p, 4, 11, 10, 7, 5, 2, 2, 2, tiles);
+        /* stride 3, and inputs of under 4 channels: the emulated fallback on every path */
+        check_conv((enum dt_bf16_path)p, 6, 9, 8, 12, 3, 3, 1, 2, "emulated");
         check_conv((enum dt_bf16_path)p, 1, 8, 8, 16, 3, 1, 1, 3, "emulated");
         check_conv((enum dt_bf16_path)p, 3, 8, 8, 16, 3, 1, 1, 3, "emulated");
     }

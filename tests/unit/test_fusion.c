@@ -199,6 +199,36 @@ static void test_relu_below(void **state)
     compare_on(DT_CONV2D_GEMM, s, n, IN, 5, DT_FUSE_NONE, DT_FUSE_RELU_BELOW, 0);
 }
 
+/* test_bf16_fusions' cases with the tile conv at stride 2 (parity planes, 9x8 -> 5x4: odd
+ * sizes), and a projection shortcut (its 1x1 stride-2 conv on tiles too, running alone). */
+static void bf16_stride2_fusions(void)
+{
+    struct dt_layer_spec s[] = {conv_spec(16, 3, 1, 1), spec_of("relu"), conv_spec(16, 3, 2, 1),
+                                spec_of("add"),         spec_of("relu"), spec_of("flatten"),
+                                linear_spec(3)};
+    s[3].from = -2;
+    s[3].shortcut = DT_SHORTCUT_PROJECTION;
+    compare_on(DT_CONV2D_GEMM, s, 7, IN, 5, DT_FUSE_NONE, DT_FUSE_RELU_BELOW, 1);
+    compare_on(DT_CONV2D_GEMM, s, 7, IN, 5, DT_FUSE_RELU | DT_FUSE_DY_EXTRA, DT_FUSE_RELU_BELOW, 1);
+    struct dt_layer_spec pool[] = {conv_spec(16, 3, 1, 1),
+                                   spec_of("relu"),
+                                   conv_spec(16, 3, 2, 1),
+                                   spec_of("relu"),
+                                   pool_spec("maxpool2d", 2, 0, 0),
+                                   spec_of("flatten"),
+                                   linear_spec(3)};
+    compare_on(DT_CONV2D_GEMM, pool, 7, IN, 5, DT_FUSE_RELU, DT_FUSE_POOL, 1);
+    compare_on(DT_CONV2D_GEMM, pool, 7, IN, 5, DT_FUSE_ALL & ~DT_FUSE_POOL, DT_FUSE_POOL, 1);
+    /* ResNet's downsampling block: conv (stride 2) - bn - relu - conv - bn - add (projection) */
+    struct dt_layer_spec b[16];
+    int nb = block(b);
+    b[0] = conv_spec(16, 3, 1, 1);
+    b[3] = conv_spec(16, 3, 2, 1); /* the block's input is the first relu's output */
+    b[5].shortcut = DT_SHORTCUT_PROJECTION;
+    compare_on(DT_CONV2D_GEMM, b, nb, IN, 5, DT_FUSE_NONE, DT_FUSE_BN_GRAD, 1);
+    compare_on(DT_CONV2D_GEMM, b, nb, IN, 5, DT_FUSE_ALL & ~DT_FUSE_BN_GRAD, DT_FUSE_BN_GRAD, 1);
+}
+
 /* The same on a bf16 model, on every bf16 tile path the CPU has (the plain-C tiles always):
  * the tile conv writes dx as the relu's backward would, runs the relu and maxpool2d above
  * it (pool) and the batchnorm above's input gradient (bn_grad). The first conv (3 channels) runs
@@ -240,6 +270,7 @@ static void test_bf16_fusions(void **state)
         compare_on(DT_CONV2D_GEMM, b, nb, IN, 5, DT_FUSE_NONE, DT_FUSE_BN_GRAD, 1);
         compare_on(DT_CONV2D_GEMM, b, nb, IN, 5, DT_FUSE_ALL & ~DT_FUSE_BN_GRAD, DT_FUSE_BN_GRAD,
                    1);
+        bf16_stride2_fusions();
         dt_isa_force_bf16_path(was);
     }
     model_run_precision = DT_PRECISION_FP32;

@@ -13,6 +13,8 @@
  * implementation (fp32 torch is 3-7 % from autocast on the conv tensors, 0.2-0.5 % on the
  * linear's; dtrain bf16 measured 2-6 % and 0.2 %). No max-pool: bf16-rounded activations tie
  * often and autocast's pool (on bf16) and dtrain's (on fp32) then route gradients apart.
+ * A second net (test_downsampling_matches_autocast) has a downsampling block: a stride-2 3x3
+ * conv and a 1x1 stride-2 projection shortcut, both on the stride-2 tile kernels.
  * Needs /usr/bin/python3 with torch and numpy (FAILS without them, never skipped). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -72,27 +74,28 @@ static double tensor_error(const float *a, const float *b, size_t n)
     return sqrt(err / mag);
 }
 
-static void run_path(enum dt_bf16_path p, const float *want, const float *fp32)
+/* The net `specs` (the files prefixed `prefix`) on path p against autocast's gradients. */
+static void run_path(enum dt_bf16_path p, const struct dt_layer_spec *specs, int nspecs,
+                     const char *prefix)
 {
-    static const struct dt_layer_spec specs[] = {
-        {.type = "conv2d", .out_channels = 16, .kernel = 3, .padding = 1, .bias = true},
-        {.type = "relu"},
-        {.type = "conv2d", .out_channels = 16, .kernel = 3, .padding = 1, .bias = true},
-        {.type = "relu"},
-        {.type = "flatten"},
-        {.type = "linear", .out_features = 10, .bias = true},
-    };
     struct dt_model_options opt = {.fusions = DT_FUSE_ALL, .precision = DT_PRECISION_BF16};
     struct dt_model *m;
     enum dt_bf16_path was = dt_isa_force_bf16_path(p);
-    assert_int_equal(dt_model_build_with(&m, specs, 6, (struct dt_shape){3, 8, 8}, BATCH,
+    assert_int_equal(dt_model_build_with(&m, specs, nspecs, (struct dt_shape){3, 8, 8}, BATCH,
                                          DT_LOSS_CROSS_ENTROPY, 1, &opt),
                      0);
     dt_isa_force_bf16_path(was);
-    float *params = read_file("params.f32", m->nparams * sizeof(float));
+    char name[64];
+    size_t bytes = m->nparams * sizeof(float);
+    snprintf(name, sizeof name, "%sparams.f32", prefix);
+    float *params = read_file(name, bytes);
+    snprintf(name, sizeof name, "%sgrads_bf16.f32", prefix);
+    float *want = read_file(name, bytes);
+    snprintf(name, sizeof name, "%sgrads_fp32.f32", prefix);
+    float *fp32 = read_file(name, bytes);
     float *x = read_file("x.f32", (size_t)BATCH * 3 * 8 * 8 * sizeof(float));
     uint8_t *labels = read_file("labels.u8", BATCH);
-    memcpy(m->params, params, m->nparams * sizeof(float));
+    memcpy(m->params, params, bytes);
     struct dt_forward_ctx ctx = {.training = true};
     assert_int_equal(dt_model_forward(m, x, BATCH, &ctx), 0);
     assert_int_equal(dt_model_backward(m, labels, BATCH, 1.0f / BATCH), 0);
@@ -107,33 +110,67 @@ static void run_path(enum dt_bf16_path p, const float *want, const float *fp32)
                      dt_bf16_path_name(p), ti->name, e, e32);
     }
     free(params);
+    free(want);
+    free(fp32);
     free(x);
     free(labels);
     dt_model_free(m);
 }
 
-static void test_gradients_match_autocast(void **state)
+/* Every bf16 path this CPU has, the path the test's prestate names the net of. */
+static void each_path(const struct dt_layer_spec *specs, int nspecs, const char *prefix)
 {
-    (void)state;
-    size_t n = 16 * 3 * 9 + 16 + 16 * 16 * 9 + 16 + 10 * 1024 + 10;
-    float *want = read_file("grads_bf16.f32", n * sizeof(float));
-    float *fp32 = read_file("grads_fp32.f32", n * sizeof(float));
     for (int p = 0; p < DT_BF16_PATH_COUNT; p++) {
         const char *why;
         if (!dt_bf16_path_available((enum dt_bf16_path)p, &why)) {
             print_message("skip bf16 path %s: %s\n", dt_bf16_path_name((enum dt_bf16_path)p), why);
             continue;
         }
-        run_path((enum dt_bf16_path)p, want, fp32);
+        run_path((enum dt_bf16_path)p, specs, nspecs, prefix);
     }
-    free(want);
-    free(fp32);
+}
+
+static void test_gradients_match_autocast(void **state)
+{
+    (void)state;
+    static const struct dt_layer_spec specs[] = {
+        {.type = "conv2d", .out_channels = 16, .kernel = 3, .padding = 1, .bias = true},
+        {.type = "relu"},
+        {.type = "conv2d", .out_channels = 16, .kernel = 3, .padding = 1, .bias = true},
+        {.type = "relu"},
+        {.type = "flatten"},
+        {.type = "linear", .out_features = 10, .bias = true},
+    };
+    each_path(specs, 6, "");
+}
+
+/* A downsampling block: the stride-2 conv and the 1x1 stride-2 projection on tiles. */
+static void test_downsampling_matches_autocast(void **state)
+{
+    (void)state;
+    static const struct dt_layer_spec specs[] = {
+        {.type = "conv2d", .out_channels = 16, .kernel = 3, .padding = 1, .bias = true},
+        {.type = "relu"},
+        {.type = "conv2d",
+         .out_channels = 32,
+         .kernel = 3,
+         .stride = 2,
+         .padding = 1,
+         .bias = true},
+        {.type = "relu"},
+        {.type = "add", .from = -3, .shortcut = DT_SHORTCUT_PROJECTION, .batchnorm = false},
+        {.type = "relu"},
+        {.type = "flatten"},
+        {.type = "linear", .out_features = 10, .bias = true},
+    };
+    each_path(specs, 8, "down_");
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gradients_match_autocast),
+        cmocka_unit_test(test_downsampling_matches_autocast),
     };
     return cmocka_run_group_tests(tests, generate_reference, remove_reference);
 }

@@ -1,0 +1,315 @@
+/* nn/kernels/bf16/conv_s2_bf16: the stride-2 bf16 convolution through parity planes, its three
+ * products on every tile path the CPU has (ctile always, avx512bf16 and amx where present) against
+ * double sums of the bf16-rounded operands, within the fp32-accumulation bound of test_conv_bf16.c:
+ * |got - exact| <= 2 (terms + 2) 2^-24 sum |a b|. Shapes: ResNet-20's downsampling 3x3 convs
+ * and 1x1 projections on 32x32 and on 28x28 (28 -> 14 -> 7: odd outputs), odd input sizes,
+ * odd channel counts, output channels that fill no 16-wide tile, 5x5, no padding. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/kernels/bf16/conv_s2_bf16.h"
+
+static uint64_t rng = 88172645463325252ull;
+static float uniform(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (float)((rng >> 40) * (1.0 / (1 << 23))) - 1.0f;
+}
+
+static float *random_floats(size_t n)
+{
+    float *v = malloc(n * sizeof *v);
+    for (size_t i = 0; i < n; i++)
+        v[i] = uniform();
+    return v;
+}
+
+static double rb(float v)
+{
+    return dt_bf16_round(v);
+}
+
+static double ratio(double got, double exact, double mag, long terms)
+{
+    double bound = 2.0 * (double)(terms + 2) * 0x1p-24 * mag + 1e-30;
+    return isnan(got) ? INFINITY : fabs(got - exact) / bound;
+}
+
+/* y = conv(x, w) + b (b every other shape). */
+static double check_forward(enum dt_bf16_path p, struct dt_conv_shape s, bool bias)
+{
+    struct dt_conv_s2_geom g;
+    assert_int_equal(dt_conv_s2_bf16_geometry(&s, &g), 0);
+    size_t nx = (size_t)s.c * s.h * s.w, nw = (size_t)s.k * s.c * s.kh * s.kw;
+    size_t ny = (size_t)s.k * g.oh * g.ow;
+    float *x = random_floats(nx), *w = random_floats(nw), *b = random_floats((size_t)s.k);
+    float *y = malloc(ny * 4), *yq = malloc(g.yq * 4);
+    for (size_t i = 0; i < ny; i++)
+        y[i] = NAN; /* every output must be written */
+    dt_bf16 *xv = calloc(g.xv, 2), *wp = malloc(g.wpack * 2);
+    dt_conv_s2_bf16_parity_planes_image(&s, &g, x, xv);
+    dt_conv_s2_bf16_pack_weights(&s, &g, w, wp);
+    dt_conv_s2_bf16_forward_on(p, &s, &g, xv, wp, yq);
+    dt_conv_s2_bf16_compact(&s, &g, yq, bias ? b : NULL, y);
+    double worst = 0;
+    for (int k = 0; k < s.k; k++)
+        for (int oh = 0; oh < g.oh; oh++)
+            for (int ow = 0; ow < g.ow; ow++) {
+                double exact = bias ? b[k] : 0, mag = fabs(exact);
+                for (int c = 0; c < s.c; c++)
+                    for (int i = 0; i < s.kh; i++)
+                        for (int j = 0; j < s.kw; j++) {
+                            int ih = 2 * oh + i - s.pad, iw = 2 * ow + j - s.pad;
+                            if (ih < 0 || iw < 0 || ih >= s.h || iw >= s.w)
+                                continue;
+                            double t = rb(x[((size_t)c * s.h + ih) * s.w + iw]) *
+                                       rb(w[(((size_t)k * s.c + c) * s.kh + i) * s.kw + j]);
+                            exact += t;
+                            mag += fabs(t);
+                        }
+                double got = y[((size_t)k * g.oh + oh) * g.ow + ow];
+                worst = fmax(worst, ratio(got, exact, mag, (long)s.c * s.kh * s.kw));
+            }
+    free(x), free(w), free(b), free(y), free(yq), free(xv), free(wp);
+    return worst;
+}
+
+/* dX[c][ih][iw] = sum over k, oh, ow with 2 oh + i - pad = ih, 2 ow + j - pad = iw of
+ * dY[k][oh][ow] W[k][c][i][j]; with `relu` (every other shape) through a relu below: dx =
+ * x > 0 ? dX + extra : 0, and extra the very buffer dx is written to. */
+static double check_input_grad(enum dt_bf16_path p, struct dt_conv_shape s, bool relu)
+{
+    struct dt_conv_s2_geom g;
+    assert_int_equal(dt_conv_s2_bf16_geometry(&s, &g), 0);
+    size_t ndy = (size_t)s.k * g.oh * g.ow, nw = (size_t)s.k * s.c * s.kh * s.kw;
+    size_t ndx = (size_t)s.c * s.h * s.w;
+    float *dy = random_floats(ndy), *w = random_floats(nw), *dx = malloc(ndx * 4);
+    float *relu_x = random_floats(ndx), *extra = random_floats(ndx);
+    float *dxq = malloc(g.dxq * 4);
+    for (size_t i = 0; i < ndx; i++)
+        dx[i] = relu ? extra[i] : NAN; /* extra in place, as the skip_in_dy fusion has it */
+    dt_bf16 *dv = calloc(g.dv, 2), *wpi = malloc(g.wpack_dx * 2);
+    dt_conv_s2_bf16_dy_planes_image(&s, &g, dy, dv);
+    dt_conv_s2_bf16_pack_weights_input_grad(&s, &g, w, wpi);
+    dt_conv_s2_bf16_input_grad_on(p, &s, &g, dv, wpi, dxq);
+    dt_conv_s2_bf16_compact_dx(&s, &g, dxq, relu ? relu_x : NULL, relu ? dx : NULL, dx);
+    double worst = 0;
+    for (int c = 0; c < s.c; c++)
+        for (int ih = 0; ih < s.h; ih++)
+            for (int iw = 0; iw < s.w; iw++) {
+                double exact = 0, mag = 0;
+                for (int k = 0; k < s.k; k++)
+                    for (int i = 0; i < s.kh; i++)
+                        for (int j = 0; j < s.kw; j++) {
+                            int yh = ih + s.pad - i, yw = iw + s.pad - j;
+                            if (yh < 0 || yw < 0 || yh % 2 || yw % 2 || yh / 2 >= g.oh ||
+                                yw / 2 >= g.ow)
+                                continue;
+                            double v = rb(dy[((size_t)k * g.oh + yh / 2) * g.ow + yw / 2]) *
+                                       rb(w[(((size_t)k * s.c + c) * s.kh + i) * s.kw + j]);
+                            exact += v;
+                            mag += fabs(v);
+                        }
+                size_t at = ((size_t)c * s.h + ih) * s.w + iw;
+                if (relu) {
+                    exact = relu_x[at] > 0 ? exact + extra[at] : 0;
+                    mag += fabs(extra[at]);
+                }
+                worst = fmax(worst, ratio(dx[at], exact, mag, (long)s.k * s.kh * s.kw));
+            }
+    free(dy), free(w), free(dx), free(relu_x), free(extra), free(dxq), free(dv), free(wpi);
+    return worst;
+}
+
+/* dW over 3 samples, onto a non-zero start (every other shape) or not. */
+static double check_weight_grad(enum dt_bf16_path p, struct dt_conv_shape s, bool accumulate)
+{
+    enum { N = 3 };
+    struct dt_conv_s2_geom g;
+    assert_int_equal(dt_conv_s2_bf16_geometry(&s, &g), 0);
+    size_t sx = (size_t)s.c * s.h * s.w, sy = (size_t)s.k * g.oh * g.ow;
+    size_t nw = (size_t)s.k * s.c * s.kh * s.kw;
+    float *x = random_floats(N * sx), *dy = random_floats(N * sy), *start = random_floats(nw);
+    float *dw = malloc(nw * 4), *dwt = malloc(g.dwt * 4);
+    dt_bf16 *dyq = calloc(N * g.dyq, 2), *xp = calloc(N * g.xp, 2);
+    for (int n = 0; n < N; n++) {
+        dt_conv_s2_bf16_dy_rows_image(&s, &g, dy + n * sy, dyq + n * g.dyq);
+        dt_conv_s2_bf16_position_pairs_image(&s, &g, x + n * sx, xp + n * g.xp);
+    }
+    int taps = s.kh * s.kw;
+    for (size_t i = 0; i < g.dwt; i++)
+        dwt[i] = accumulate ? 0 : NAN; /* garbage the kernel must not read */
+    for (int k = 0; accumulate && k < s.k; k++)
+        for (int c = 0; c < s.c; c++)
+            for (int t = 0; t < taps; t++)
+                dwt[((size_t)k * taps + t) * g.c16 + c] = start[((size_t)k * s.c + c) * taps + t];
+    dt_conv_s2_bf16_weight_grad_on(p, &s, &g, N, dyq, xp, dwt, accumulate);
+    dt_conv_s2_bf16_weight_grad_unpack(&s, &g, dwt, dw);
+    double worst = 0;
+    for (int k = 0; k < s.k; k++)
+        for (int c = 0; c < s.c; c++)
+            for (int i = 0; i < s.kh; i++)
+                for (int j = 0; j < s.kw; j++) {
+                    size_t at = (((size_t)k * s.c + c) * s.kh + i) * s.kw + j;
+                    double exact = accumulate ? start[at] : 0, mag = fabs(exact);
+                    for (int n = 0; n < N; n++)
+                        for (int oh = 0; oh < g.oh; oh++)
+                            for (int ow = 0; ow < g.ow; ow++) {
+                                int ih = 2 * oh + i - s.pad, iw = 2 * ow + j - s.pad;
+                                if (ih < 0 || iw < 0 || ih >= s.h || iw >= s.w)
+                                    continue;
+                                double v = rb(dy[n * sy + ((size_t)k * g.oh + oh) * g.ow + ow]) *
+                                           rb(x[n * sx + ((size_t)c * s.h + ih) * s.w + iw]);
+                                exact += v;
+                                mag += fabs(v);
+                            }
+                    worst = fmax(worst, ratio(dw[at], exact, mag, (long)N * g.qrow));
+                }
+    free(x), free(dy), free(start), free(dw), free(dwt), free(dyq), free(xp);
+    return worst;
+}
+
+/* {n, c, h, w, k, kh, kw, stride, pad} */
+static const struct dt_conv_shape shapes[] = {
+    {1, 16, 32, 32, 32, 3, 3, 2, 1}, /* ResNet-20 stage 2's first conv */
+    {1, 16, 32, 32, 32, 1, 1, 2, 0}, /* its projection */
+    {1, 32, 16, 16, 64, 3, 3, 2, 1}, /* stage 3 */
+    {1, 32, 16, 16, 64, 1, 1, 2, 0},
+    {1, 32, 14, 14, 64, 3, 3, 2, 1}, /* fashion-resnet: 14 -> 7 */
+    {1, 32, 14, 14, 64, 1, 1, 2, 0},
+    {1, 5, 7, 9, 20, 3, 3, 2, 1},  /* odd sizes and channels; outputs under two tiles */
+    {1, 40, 9, 8, 17, 1, 1, 2, 0}, /* odd height, channels over one tile row */
+    {1, 6, 11, 10, 7, 5, 5, 2, 2}, /* 5x5 */
+    {1, 8, 9, 9, 3, 3, 3, 2, 0},   /* no padding */
+};
+
+static void each_shape(enum dt_bf16_path p, const char *what,
+                       double (*check)(enum dt_bf16_path, struct dt_conv_shape, bool))
+{
+    const char *why;
+    if (!dt_bf16_path_available(p, &why)) {
+        print_message("skip %s %s: %s\n", dt_bf16_path_name(p), what, why);
+        skip();
+    }
+    double worst = 0;
+    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
+        double r = check(p, shapes[i], i % 2);
+        if (r > 1)
+            fail_msg("%s %s: shape %zu off by %.2f times the bound", dt_bf16_path_name(p), what, i,
+                     r);
+        worst = fmax(worst, r);
+    }
+    print_message("%s %s: worst error %.3f of the bound\n", dt_bf16_path_name(p), what, worst);
+}
+
+static void test_forward(void **state)
+{
+    each_shape(*(enum dt_bf16_path *)*state, "stride-2 forward", check_forward);
+}
+
+static void test_input_gradient(void **state)
+{
+    each_shape(*(enum dt_bf16_path *)*state, "stride-2 input gradient", check_input_grad);
+}
+
+static void test_weight_gradient(void **state)
+{
+    each_shape(*(enum dt_bf16_path *)*state, "stride-2 weight gradient", check_weight_grad);
+}
+
+/* The *_image layouts write only the image: a buffer zeroed once and written for one sample
+ * and then another holds what a fresh zeroed buffer holds for the second. */
+static void test_images_keep_padding(void **state)
+{
+    (void)state;
+    for (size_t t = 0; t < sizeof shapes / sizeof *shapes; t++) {
+        const struct dt_conv_shape *s = &shapes[t];
+        struct dt_conv_s2_geom g;
+        assert_int_equal(dt_conv_s2_bf16_geometry(s, &g), 0);
+        size_t nx = (size_t)s->c * s->h * s->w, ny = (size_t)s->k * g.oh * g.ow;
+        float *x1 = random_floats(nx), *x2 = random_floats(nx);
+        float *y1 = random_floats(ny), *y2 = random_floats(ny);
+        size_t sizes[] = {g.xv, g.dv, g.dyq, g.xp};
+        for (int kind = 0; kind < 4; kind++) {
+            dt_bf16 *reused = calloc(sizes[kind], 2), *fresh = calloc(sizes[kind], 2);
+            for (int pass = 0; pass < 3; pass++) {
+                dt_bf16 *dst = pass < 2 ? reused : fresh;
+                const float *x = pass == 0 ? x1 : x2, *y = pass == 0 ? y1 : y2;
+                if (kind == 0)
+                    dt_conv_s2_bf16_parity_planes_image(s, &g, x, dst);
+                else if (kind == 1)
+                    dt_conv_s2_bf16_dy_planes_image(s, &g, y, dst);
+                else if (kind == 2)
+                    dt_conv_s2_bf16_dy_rows_image(s, &g, y, dst);
+                else
+                    dt_conv_s2_bf16_position_pairs_image(s, &g, x, dst);
+            }
+            assert_memory_equal(reused, fresh, sizes[kind] * 2);
+            free(reused);
+            free(fresh);
+        }
+        free(x1), free(x2), free(y1), free(y2);
+    }
+}
+
+/* A 1x1 pad-0 conv reads only the even-even plane; its input gradient is zero elsewhere. */
+static void test_projection_reads_one_plane(void **state)
+{
+    (void)state;
+    struct dt_conv_shape s = {1, 16, 32, 32, 32, 1, 1, 2, 0};
+    struct dt_conv_s2_geom g;
+    assert_int_equal(dt_conv_s2_bf16_geometry(&s, &g), 0);
+    assert_int_equal(g.planes, 1);
+    assert_int_equal(g.dx_taps[0], 1);
+    assert_int_equal(g.dx_taps[1] + g.dx_taps[2] + g.dx_taps[3], 0);
+    assert_int_equal(g.oh, 16);
+    assert_int_equal(g.wq, 16); /* no junk column */
+    struct dt_conv_shape s3 = {1, 16, 32, 32, 32, 3, 3, 2, 1};
+    assert_int_equal(dt_conv_s2_bf16_geometry(&s3, &g), 0);
+    assert_int_equal(g.planes, 15);
+    assert_int_equal(g.dx_taps[0] + g.dx_taps[1] + g.dx_taps[2] + g.dx_taps[3], 9);
+}
+
+static void test_unsupported_shapes_are_refused(void **state)
+{
+    (void)state;
+    struct dt_conv_s2_geom g;
+    struct dt_conv_shape shapes_refused[] = {
+        {1, 16, 32, 32, 16, 3, 3, 1, 1}, /* stride 1: conv_bf16.h */
+        {1, 16, 32, 32, 16, 3, 3, 3, 1}, /* stride 3 */
+        {1, 16, 32, 32, 16, 3, 3, 2, 3}, /* pad >= kernel */
+        {1, 16, 32, 32, 16, 9, 9, 2, 4}, /* over the largest kernel */
+        {1, 16, 1, 1, 16, 3, 3, 2, 0},   /* empty output */
+    };
+    for (size_t i = 0; i < sizeof shapes_refused / sizeof *shapes_refused; i++)
+        assert_int_equal(dt_conv_s2_bf16_geometry(&shapes_refused[i], &g), -2);
+}
+
+int main(void)
+{
+    static enum dt_bf16_path paths[] = {DT_BF16_CTILE, DT_BF16_AVX512BF16, DT_BF16_AMX};
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_prestate(test_forward, &paths[0]),
+        cmocka_unit_test_prestate(test_forward, &paths[1]),
+        cmocka_unit_test_prestate(test_forward, &paths[2]),
+        cmocka_unit_test_prestate(test_input_gradient, &paths[0]),
+        cmocka_unit_test_prestate(test_input_gradient, &paths[1]),
+        cmocka_unit_test_prestate(test_input_gradient, &paths[2]),
+        cmocka_unit_test_prestate(test_weight_gradient, &paths[0]),
+        cmocka_unit_test_prestate(test_weight_gradient, &paths[1]),
+        cmocka_unit_test_prestate(test_weight_gradient, &paths[2]),
+        cmocka_unit_test(test_images_keep_padding),
+        cmocka_unit_test(test_projection_reads_one_plane),
+        cmocka_unit_test(test_unsupported_shapes_are_refused),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
