@@ -10,8 +10,23 @@ Runs, on this machine and in one go:
 then prints Markdown tables with the ratios (dtrain / reference; above 1 means dtrain is
 faster) to stdout, and to --out FILE when given.
 
+--precision fp32,bf16 runs the training part once per precision: dtrain with
+`--precision P` (train.precision) against torch_ref.py `--precision P`, whose bf16 is
+torch.autocast('cpu', dtype=torch.bfloat16). Each row names its precision and has the
+dtrain / PyTorch ratio of that precision; with both precisions, the bf16 rows add dtrain's and
+PyTorch's own bf16 / fp32 ratios. The default, fp32 alone, prints the tables without the
+precision column, as before.
+
     /usr/bin/python3 bench/compare.py                      # full: 1 epoch per combination
     /usr/bin/python3 bench/compare.py --tiny               # seconds: small data, few steps
+    /usr/bin/python3 bench/compare.py --models resnet20,convnet --grid 1x1,1x2,2x1 --steps 100 \
+        --repeat 3 --precision fp32,bf16 --cifar-dir /tmp/cifar-full --no-allreduce
+                                  # bf16 against PyTorch autocast (BENCHMARKS.md, issue 30)
+
+--cifar-dir DIR is a directory holding cifar-10-binary.tar.gz (`dtrain fetch cifar10`, or
+tests/fixtures/mkdata.py cifar10 DIR --train 50000 --test 10000); without it, and with --tiny,
+dtrain reads a generated fixture. torch_ref.py trains on random CIFAR-shaped tensors either way:
+a step's speed does not depend on the pixels.
 
 Needs Debian's python3-torch (torch_ref.py) and openmpi-bin (mpicc, mpirun) only here; a side
 that cannot run is reported as "-" with the reason on stderr, and the rest goes on. Compare
@@ -90,28 +105,28 @@ def prepare_data(args, tmp):
 
 # ---- training ----
 
-def dtrain_training(args, model, grid, data_dir):
-    """One run of each combination: {(instances, threads): bench_row}."""
+def dtrain_training(args, model, grid, data_dir, precision):
+    """One run of each combination in one precision: {(instances, threads): bench_row}."""
     cfg, _ = MODELS[model]
     cmd = [args.dtrain, "bench", cfg, "--grid", ",".join(f"{i}x{t}" for i, t in grid),
-           "--json", "--quiet", "--set", f"data.dir={data_dir}"]
+           "--json", "--quiet", "--set", f"data.dir={data_dir}", "--precision", precision]
     # torch_ref.py times every step, so dtrain does too (--warmup 0): the same measurement.
     cmd += ["--steps", str(args.steps), "--warmup", "0"] if args.steps else ["--epochs", "1"]
-    rows = run_json(cmd, args.timeout * len(grid), f"dtrain {model}") or []
+    rows = run_json(cmd, args.timeout * len(grid), f"dtrain {model} {precision}") or []
     return {(r["instances"], r["threads"]): r for r in rows if r.get("event") == "bench_row"}
 
 
-def torch_training(args, model, procs, threads, data_dir):
-    """One run of one combination: torch_ref.py's final object, or None."""
+def torch_training(args, model, procs, threads, data_dir, precision):
+    """One run of one combination in one precision: torch_ref.py's final object, or None."""
     cmd = [PY, "bench/torch_ref.py", model, "--procs", str(procs), "--threads", str(threads),
-           "--epochs", "1", "--steps", str(args.steps)]
+           "--epochs", "1", "--steps", str(args.steps), "--precision", precision]
     if MODELS[model][1] == "fashion":
         cmd += ["--data", data_dir]
     if not args.steps:
         cmd.append("--eval")
     if procs > 1:
         cmd.append("--pin")
-    objs = run_json(cmd, args.timeout, f"torch {model} {procs}x{threads}")
+    objs = run_json(cmd, args.timeout, f"torch {model} {procs}x{threads} {precision}")
     finals = [o for o in objs or [] if o.get("event") == "final"]
     return finals[-1] if finals else None
 
@@ -124,42 +139,66 @@ def median_run(runs):
 
 def training_tables(args, grid, dirs):
     out = []
+    by_precision = args.precision != ["fp32"]  # the default prints the tables as before
+    both = {"fp32", "bf16"} <= set(args.precision)
     for model in args.models:
         data = dirs[MODELS[model][1]]
-        # --repeat rounds, each dtrain's grid then PyTorch's combinations, so that a drift in
-        # the machine's speed over the run (17 % between two sittings 40 minutes apart on a
-        # cloud VM) reaches both sides alike; the median run of each side is reported
+        # --repeat rounds, each every precision's dtrain grid then PyTorch's combinations, so
+        # that a drift in the machine's speed over the run (17 % between two sittings 40
+        # minutes apart on a cloud VM) reaches both sides and both precisions alike; the
+        # median run of each side is reported
         ours, theirs, failed = {}, {}, {}
         for _ in range(args.repeat):
-            for key, row in dtrain_training(args, model, grid, data).items():
-                if row.get("ok"):
-                    ours.setdefault(key, []).append(row)
-                else:
-                    failed[key] = row
-            for i, t in grid if not args.skip_torch else []:
-                p = torch_training(args, model, i, t, data)
-                if p:
-                    theirs.setdefault((i, t), []).append(p)
+            for prec in args.precision:
+                for (i, t), row in dtrain_training(args, model, grid, data, prec).items():
+                    if row.get("ok"):
+                        ours.setdefault((prec, i, t), []).append(row)
+                    else:
+                        failed[(prec, i, t)] = row
+                for i, t in grid if not args.skip_torch else []:
+                    p = torch_training(args, model, i, t, data, prec)
+                    if p:
+                        theirs.setdefault((prec, i, t), []).append(p)
         rounds = f", median of {args.repeat} alternated rounds" if args.repeat > 1 else ""
         out.append(f"### {model} ({MODELS[model][0]}), "
                    + (f"{args.steps} steps" if args.steps else "1 epoch") + " per combination"
                    + rounds + "\n")
-        out.append("| instances x threads | dtrain samples/s | PyTorch samples/s | ratio "
-                   "| dtrain test acc | PyTorch test acc |")
-        out.append("|---|---|---|---|---|---|")
+        if "bf16" in args.precision:
+            out.append("bf16: dtrain `--precision bf16` (train.precision) against PyTorch with "
+                       "forward and loss under `torch.autocast('cpu', dtype=torch.bfloat16)`; "
+                       "ratio = dtrain / PyTorch in the row's precision"
+                       + ("; bf16 / fp32 = each side's bf16 samples/s over its fp32 ones" if both
+                          else "") + ".\n")
+        cols = (["instances x threads"] + (["precision"] if by_precision else [])
+                + ["dtrain samples/s", "PyTorch samples/s", "ratio", "dtrain test acc",
+                   "PyTorch test acc"]
+                + (["dtrain bf16 / fp32", "PyTorch bf16 / fp32"] if both else []))
+        out.append("| " + " | ".join(cols) + " |")
+        out.append("|---" * len(cols) + "|")
         for i, t in grid:
-            runs = [[round(r["samples_per_s"]) for r in side.get((i, t), [])]
-                    for side in (ours, theirs)]
-            log(f"{model} {i}x{t} samples/s per round: dtrain {runs[0]}, PyTorch {runs[1]}")
-            d = median_run(ours.get((i, t), [])) or failed.get((i, t))
-            p = median_run(theirs.get((i, t), []))
-            ds = d["samples_per_s"] if d and d.get("ok") else None
-            ps = p["samples_per_s"] if p else None
-            dacc = d.get("test_accuracy") if d and d.get("ok") else None
-            pacc = p.get("test_accuracy") if p else None
-            note = f" (dtrain: {d['error']})" if d and not d.get("ok") else ""
-            out.append(f"| {i} x {t}{note} | {fmt(ds)} | {fmt(ps)} | {ratio(ds, ps)} "
-                       f"| {pct(dacc)} | {pct(pacc)} |")
+            rows = {}  # precision: (dtrain row or failure, PyTorch row)
+            for prec in args.precision:
+                key = (prec, i, t)
+                runs = [[round(r["samples_per_s"]) for r in side.get(key, [])]
+                        for side in (ours, theirs)]
+                log(f"{model} {i}x{t} {prec} samples/s per round: dtrain {runs[0]}, "
+                    f"PyTorch {runs[1]}")
+                rows[prec] = (median_run(ours.get(key, [])) or failed.get(key),
+                              median_run(theirs.get(key, [])))
+            speed = {prec: (d["samples_per_s"] if d and d.get("ok") else None,
+                            p["samples_per_s"] if p else None) for prec, (d, p) in rows.items()}
+            for prec in args.precision:
+                d, p = rows[prec]
+                ds, ps = speed[prec]
+                dacc = d.get("test_accuracy") if d and d.get("ok") else None
+                pacc = p.get("test_accuracy") if p else None
+                note = f" (dtrain: {d['error']})" if d and not d.get("ok") else ""
+                cells = ([f"{i} x {t}{note}"] + ([prec] if by_precision else [])
+                         + [fmt(ds), fmt(ps), ratio(ds, ps), pct(dacc), pct(pacc)])
+                if both:
+                    cells += ([ratio(ds, speed["fp32"][0]), ratio(ps, speed["fp32"][1])]
+                              if prec == "bf16" else ["", ""])
+                out.append("| " + " | ".join(cells) + " |")
         out.append("")
     return out
 
@@ -258,6 +297,8 @@ def main():
     ap.add_argument("--grid", help="instances x threads list (default: 1xC,...,Cx1)")
     ap.add_argument("--cores", type=int, default=len(os.sched_getaffinity(0)))
     ap.add_argument("--steps", type=int, default=0, help="steps per combination (0 = an epoch)")
+    ap.add_argument("--precision", default="fp32",
+                    help="training precisions, e.g. fp32,bf16 (bf16: PyTorch under autocast)")
     ap.add_argument("--repeat", type=int, default=1,
                     help="rounds of both sides, alternated; medians are reported")
     ap.add_argument("--ranks", type=int, default=2, help="all-reduce ranks")
@@ -279,6 +320,10 @@ def main():
         args.max_bytes = min(args.max_bytes, 64 << 10)
         args.fixture_samples = min(args.fixture_samples, 512)
     args.models = [m for m in args.models.split(",") if m]
+    args.precision = list(dict.fromkeys(p for p in args.precision.split(",") if p))
+    for p in args.precision or [""]:
+        if p not in ("fp32", "bf16"):
+            ap.error(f"--precision: unknown precision {p!r} (known: fp32, bf16)")
     for m in args.models:
         if m not in MODELS:
             ap.error(f"unknown model {m!r} (known: {', '.join(MODELS)})")

@@ -2,15 +2,23 @@
 """PyTorch reference runs for dtrain's benchmarks (BENCHMARKS.md).
 
 Trains the background documents' two models the way REFERENCE.md measured them: data held in
-memory as tensors (no DataLoader), float32, one process with T threads or DDP over gloo with
-P processes x T threads. Prints one JSON object per run on stdout, the same fields dtrain's
---json "final" event has, so bench/compare.py can put both side by side.
+memory as tensors (no DataLoader), one process with T threads or DDP over gloo with P processes
+x T threads. Prints one JSON object per run on stdout, the same fields dtrain's --json "final"
+event has, so bench/compare.py can put both side by side.
+
+--precision fp32 (the default) trains in float32. --precision bf16 is PyTorch's mixed-precision
+recipe, the counterpart of dtrain's train.precision = "bf16": forward and loss inside
+torch.autocast('cpu', dtype=torch.bfloat16), backward and the optimizer step outside it, fp32
+master weights and optimizer state, no GradScaler (bf16 has fp32's exponent range). Evaluation
+(--eval) runs under the same autocast. An op that this torch build's CPU autocast cannot run in
+bfloat16 ends the run with one line naming the op's module (exit 1).
 
     /usr/bin/python3 bench/torch_ref.py convnet --procs 1 --threads 1 --epochs 1
     /usr/bin/python3 bench/torch_ref.py cnn --procs 2 --threads 1 --steps 300
     /usr/bin/python3 bench/torch_ref.py allreduce --procs 2
     /usr/bin/python3 bench/torch_ref.py fashion-resnet --epochs 5 --seed 3 --eval
     /usr/bin/python3 bench/torch_ref.py resnet20 --procs 2 --steps 100
+    /usr/bin/python3 bench/torch_ref.py resnet20 --steps 40 --precision bf16
 
 The ResNets are docs/resnet.md's module (the same state_dict names as dtrain's checkpoints)
 trained with configs/fashion-resnet.cfg's and configs/cifar10-resnet20.cfg's recipe: SGD with
@@ -132,6 +140,48 @@ def augment(x, g, crop):
     return x.contiguous()
 
 
+def autocast(precision):
+    """The context forward and loss run in: for bf16, torch.autocast on the CPU in bfloat16
+    (conv and linear in bf16, the ops on autocast's fp32 list in fp32); for fp32, none."""
+    return torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16")
+
+
+def where_bf16_fails(model, x, y, loss_fn):
+    """Re-runs one bf16 step of a model whose step raised, without DDP, with hooks that keep the
+    stack of modules whose forward is running: returns where it fails ("the forward of
+    layers.5 (MaxPool2d)", "the loss", "the backward pass") and the exception, or (None, None)
+    when the re-run passes."""
+    net = model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
+    names = {m: n for n, m in net.named_modules()}
+    running, hooks = [], []
+    def enter(mod, inp):
+        running.append(mod)  # a hook's non-None return would replace the input or output
+
+    def leave(mod, inp, out):
+        running.pop()
+
+    for m in names:
+        hooks.append(m.register_forward_pre_hook(enter))
+        hooks.append(m.register_forward_hook(leave))
+    stage = "forward"
+    try:
+        with autocast("bf16"):
+            out = net(x)
+            stage = "loss"
+            loss = loss_fn(out, y)
+        stage = "backward pass"
+        loss.backward()
+    except Exception as e:
+        if stage != "forward":
+            return f"the {stage}", e
+        m = running[-1] if running else net
+        return f"the forward of {names[m] or 'the model'} ({type(m).__name__})", e
+    finally:
+        for h in hooks:
+            h.remove()
+    return None, None
+
+
 def train_worker(rank, args, data, queue):
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
@@ -178,32 +228,47 @@ def train_worker(rank, args, data, queue):
     model.train()
     t0 = time.perf_counter()
     done = 0
-    for epoch in range(args.epochs):
-        shard = torch.randperm(n, generator=g)[rank::args.procs]
-        for s in range(steps):
-            idx = shard[(s * batch) % len(shard):][:batch]
-            x = xs[idx]
-            if sched is not None:
-                x = augment(x, aug, crop)
-            opt.zero_grad(set_to_none=True)
-            loss = loss_fn(model(x), ys[idx])
-            loss.backward()
-            opt.step()
-            if sched is not None:
-                sched.step()
-            done += len(idx)
-    elapsed = time.perf_counter() - t0
-    acc = None
-    if rank == 0 and args.eval:
-        model.eval()
-        with torch.no_grad():
-            correct = sum((model(xt[i:i + 1000]).argmax(1) == yt[i:i + 1000]).sum().item()
-                          for i in range(0, xt.shape[0], 1000))
-        acc = correct / xt.shape[0]
+    x = y = xs[:0]
+    try:
+        for epoch in range(args.epochs):
+            shard = torch.randperm(n, generator=g)[rank::args.procs]
+            for s in range(steps):
+                idx = shard[(s * batch) % len(shard):][:batch]
+                x, y = xs[idx], ys[idx]
+                if sched is not None:
+                    x = augment(x, aug, crop)
+                opt.zero_grad(set_to_none=True)
+                with autocast(args.precision):  # the optimizer stays outside: fp32 master weights
+                    loss = loss_fn(model(x), y)
+                loss.backward()
+                opt.step()
+                if sched is not None:
+                    sched.step()
+                done += len(idx)
+        elapsed = time.perf_counter() - t0
+        acc = None
+        if rank == 0 and args.eval:
+            x = None  # a failure from here on is the evaluation's
+            model.eval()
+            with torch.no_grad(), autocast(args.precision):
+                correct = sum((model(xt[i:i + 1000]).argmax(1) == yt[i:i + 1000]).sum().item()
+                              for i in range(0, xt.shape[0], 1000))
+            acc = correct / xt.shape[0]
+    except (RuntimeError, NotImplementedError) as e:
+        if args.precision != "bf16":
+            raise
+        where, err = ("the evaluation (--eval)", e) if x is None else where_bf16_fails(model, x, y, loss_fn)
+        if where is None:
+            where, err = "a step (a re-run of one step without DDP passed)", e
+        if rank == 0:
+            first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+            print(f"torch_ref.py: {args.model}: the CPU autocast of torch {torch.__version__} cannot "
+                  f"train this model in bfloat16: {where} raised: {first}", file=sys.stderr, flush=True)
+        os._exit(1)  # no traceback, and no DDP teardown waiting on the other ranks
     if rank == 0:
         queue.put({"event": "final", "impl": "pytorch", "torch": torch.__version__, "model": args.model,
-                   "instances": args.procs, "threads": args.threads, "batch_per_instance": batch,
-                   "steps": steps * args.epochs, "seconds": elapsed,
+                   "precision": args.precision, "instances": args.procs, "threads": args.threads,
+                   "batch_per_instance": batch, "steps": steps * args.epochs, "seconds": elapsed,
                    "samples_per_s": done * args.procs / elapsed, "test_accuracy": acc})
     if args.procs > 1:
         dist.destroy_process_group()
@@ -244,11 +309,15 @@ def main():
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--steps", type=int, default=0, help="steps per epoch (0 = full epoch)")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                    help="bf16: forward and loss under torch.autocast('cpu', dtype=torch.bfloat16)")
     ap.add_argument("--eval", action="store_true", help="report test accuracy")
     ap.add_argument("--pin", action="store_true", help="pin process r to cores r*T..r*T+T-1")
     ap.add_argument("--data", default=FASHION)
     ap.add_argument("--max-bytes", type=int, default=64 << 20)
     args = ap.parse_args()
+    if args.model == "allreduce" and args.precision != "fp32":
+        ap.error("--precision applies to the training models; allreduce sums float32")
     os.environ["MASTER_PORT"] = str(29500 + os.getpid() % 1000)
     ctx = mp.get_context("fork")
     queue = ctx.SimpleQueue()
