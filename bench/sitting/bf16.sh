@@ -46,4 +46,8 @@ log grad
 for t in fp32 bf16; do
   ./dtrain bench allreduce --backend shm --instances 2 --min-bytes 64K --max-bytes 4M --dtype $t
 done > $S/grad.txt 2>&1
+# 7. against PyTorch autocast (torch 1.13 CPU, DDP over Gloo), ResNet-20 and the ConvNet
+log torch
+/usr/bin/python3 bench/compare.py --models resnet20,convnet --grid 1x1,1x2,2x1 --precision fp32,bf16 \
+    --steps 60 --cifar-dir $C --no-allreduce --out $S/compare.md > $S/compare.log 2>&1
 log done
