@@ -65,6 +65,7 @@ ISA_SET_bf16          := ctile avx512bf16 amx
 ISA_SET_conv_winograd := avx2 avx512   # intrinsics at 8 and 16 lanes; no generic build
 ISA_SET_optim_steps   := generic avx2  # the AVX-512 path runs the avx2 build (isa.c)
 ISA_SET_conv_bf16_layout := amx        # AVX-512 layout passes; other paths run conv_bf16.c's C
+ISA_SET_conv_s2_bf16_layout := amx     # the same for stride 2; other paths run conv_s2_bf16.c's C
 ISA_FLAGS_generic := -DDT_BUILD_GENERIC
 ISA_FLAGS_avx2    := -DDT_BUILD_AVX2 -mavx2 -mfma
 ISA_FLAGS_avx512  := -DDT_BUILD_AVX512 -mavx512f

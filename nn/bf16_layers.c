@@ -249,9 +249,9 @@ static void forward_sample(struct dt_bf16_conv *bf, int t, const float *x, const
     float *yq = bf->yq + (size_t)t * bf->yq_per;
     if (bf->stride2) {
         dt_bf16 *xv = bf->xv + (size_t)t * bf->g2.xv;
-        dt_conv_s2_bf16_parity_planes_image(s, &bf->g2, x, xv);
+        dt_conv_s2_bf16_parity_planes_image_on(bf->path, s, &bf->g2, x, xv);
         dt_conv_s2_bf16_forward_on(bf->path, s, &bf->g2, xv, bf->wp, yq);
-        dt_conv_s2_bf16_compact(s, &bf->g2, yq, b, y);
+        dt_conv_s2_bf16_compact_on(bf->path, s, &bf->g2, yq, b, y);
         if (relu)
             for (size_t j = 0, out = (size_t)s->k * bf->oh * bf->ow; j < out; j++)
                 y[j] = y[j] > 0.0f ? y[j] : 0.0f;
@@ -335,10 +335,10 @@ static void input_grad(struct dt_bf16_conv *bf, const float *dy, float *dx, int 
     float *yq = bf->yq + (size_t)th * bf->yq_per;
     if (bf->stride2) {
         dt_bf16 *dv = bf->xvt + (size_t)th * bf->g2.dv;
-        dt_conv_s2_bf16_dy_planes_image(&bf->s, &bf->g2, dy, dv);
+        dt_conv_s2_bf16_dy_planes_image_on(bf->path, &bf->s, &bf->g2, dy, dv);
         dt_conv_s2_bf16_input_grad_on(bf->path, &bf->s, &bf->g2, dv, bf->wpi, yq);
-        dt_conv_s2_bf16_compact_dx(&bf->s, &bf->g2, yq, relu_x ? relu_x + at : NULL,
-                                   relu_x && extra ? extra + at : NULL, dx + at);
+        dt_conv_s2_bf16_compact_dx_on(bf->path, &bf->s, &bf->g2, yq, relu_x ? relu_x + at : NULL,
+                                      relu_x && extra ? extra + at : NULL, dx + at);
         return;
     }
     dt_bf16 *xv = bf->xvt + (size_t)th * bf->gt.xv;
@@ -359,10 +359,10 @@ static void wgrad_operands(struct dt_bf16_conv *bf, int i, const float *dy, cons
     const struct dt_conv_shape *s = &bf->s;
     if (bf->stride2) {
         dt_bf16 *dyq = bf->dyq + i * bf->g2.dyq;
-        dt_conv_s2_bf16_dy_rows_image(s, &bf->g2, dy, dyq);
+        dt_conv_s2_bf16_dy_rows_image_on(bf->path, s, &bf->g2, dy, dyq);
         if (part)
             bias_parts(bf, dyq, bf->g2.qrow, part);
-        dt_conv_s2_bf16_position_pairs_image(s, &bf->g2, x, bf->xp + i * bf->g2.xp);
+        dt_conv_s2_bf16_position_pairs_image_on(bf->path, s, &bf->g2, x, bf->xp + i * bf->g2.xp);
         return;
     }
     dt_conv_bf16_dy_rows_image_on(bf->path, s, &bf->g, dy, bf->dyq + i * bf->g.dyq);

@@ -279,6 +279,107 @@ static void test_projection_reads_one_plane(void **state)
     assert_int_equal(g.dx_taps[0] + g.dx_taps[1] + g.dx_taps[2] + g.dx_taps[3], 9);
 }
 
+/* A value for the layout test: mostly uniform, with the conversion's hard cases mixed in
+ * (ties to even, denormals, +-0, infinities, NaNs, the largest finite values). */
+static float layout_value(void)
+{
+    static const uint32_t special[] = {0x3f808000u, 0x3f818000u, 0x00000001u, 0x807fffffu,
+                                       0x00008000u, 0x80000000u, 0x00000000u, 0x7f800000u,
+                                       0xff800000u, 0x7fc00001u, 0xff812345u, 0x7f7fffffu};
+    float f = uniform();
+    if (rng % 5 == 0) {
+        uint32_t u = special[rng / 5 % (sizeof special / sizeof *special)];
+        memcpy(&f, &u, sizeof f);
+    }
+    return f;
+}
+
+static float *layout_values(size_t n)
+{
+    float *v = malloc(n * sizeof *v);
+    for (size_t i = 0; i < n; i++)
+        v[i] = layout_value();
+    return v;
+}
+
+/* a and b hold the same bits, except that a NaN may be either of two NaNs: which operand's
+ * payload a sum of two NaNs keeps is the compiler's choice (it may swap an add's operands). */
+static void assert_same_floats(const float *a, const float *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!(isnan(a[i]) && isnan(b[i])) && memcmp(&a[i], &b[i], sizeof *a) != 0)
+            fail_msg("element %zu: %a vs %a", i, (double)a[i], (double)b[i]);
+}
+
+/* The amx path's layout passes (AVX-512, conv_s2_bf16_layout.isa.c) write the plain C's bytes:
+ * parity planes, dY pair planes, dY rows and position pairs (into buffers zeroed once, two
+ * samples in turn), the compaction with and without bias, and compact_dx without the relu
+ * below, with it, and with it and the skip gradient (given as dx itself; a sum of two NaNs may
+ * keep either's payload). Shapes: the tests' own, 28 -> 14, and rows over 32 columns, even and
+ * odd, so that every other column is picked across vectors. */
+static void test_layout_passes_match_plain_c(void **state)
+{
+    (void)state;
+    const char *why;
+    if (!dt_bf16_path_available(DT_BF16_AMX, &why)) {
+        print_message("skip amx stride-2 layout passes: %s\n", why);
+        skip();
+    }
+    struct dt_conv_shape more[] = {{1, 16, 28, 28, 32, 3, 3, 2, 1},
+                                   {1, 16, 28, 28, 32, 1, 1, 2, 0},
+                                   {1, 3, 66, 67, 5, 3, 3, 2, 1},
+                                   {1, 17, 5, 70, 3, 1, 1, 2, 0},
+                                   {1, 2, 35, 33, 33, 5, 5, 2, 1}};
+    size_t count = sizeof shapes / sizeof *shapes + sizeof more / sizeof *more;
+    for (size_t t = 0; t < count; t++) {
+        struct dt_conv_shape s = t < sizeof shapes / sizeof *shapes
+                                     ? shapes[t]
+                                     : more[t - sizeof shapes / sizeof *shapes];
+        struct dt_conv_s2_geom g;
+        assert_int_equal(dt_conv_s2_bf16_geometry(&s, &g), 0);
+        size_t nx = (size_t)s.c * s.h * s.w, ny = (size_t)s.k * g.oh * g.ow;
+        float *x[2] = {layout_values(nx), layout_values(nx)};
+        float *dy[2] = {layout_values(ny), layout_values(ny)};
+        float *yq = layout_values(g.yq), *dxq = layout_values(g.dxq), *b = random_floats(s.k);
+        float *relu_x = layout_values(nx);
+        enum dt_bf16_path paths[2] = {DT_BF16_CTILE, DT_BF16_AMX};
+        dt_bf16 *xv[2], *dv[2], *dyq[2], *xp[2];
+        float *y[2], *dx[2];
+        for (int p = 0; p < 2; p++) {
+            xv[p] = calloc(g.xv, 2), dv[p] = calloc(g.dv, 2), dyq[p] = calloc(g.dyq, 2);
+            xp[p] = calloc(g.xp, 2), y[p] = malloc(ny * 4), dx[p] = malloc(nx * 4);
+            for (int sample = 0; sample < 2; sample++) {
+                dt_conv_s2_bf16_parity_planes_image_on(paths[p], &s, &g, x[sample], xv[p]);
+                dt_conv_s2_bf16_dy_planes_image_on(paths[p], &s, &g, dy[sample], dv[p]);
+                dt_conv_s2_bf16_dy_rows_image_on(paths[p], &s, &g, dy[sample], dyq[p]);
+                dt_conv_s2_bf16_position_pairs_image_on(paths[p], &s, &g, x[sample], xp[p]);
+            }
+        }
+        assert_memory_equal(xv[0], xv[1], g.xv * 2);
+        assert_memory_equal(dv[0], dv[1], g.dv * 2);
+        assert_memory_equal(dyq[0], dyq[1], g.dyq * 2);
+        assert_memory_equal(xp[0], xp[1], g.xp * 2);
+        for (int with_bias = 0; with_bias < 2; with_bias++) {
+            for (int p = 0; p < 2; p++)
+                dt_conv_s2_bf16_compact_on(paths[p], &s, &g, yq, with_bias ? b : NULL, y[p]);
+            assert_memory_equal(y[0], y[1], ny * 4);
+        }
+        for (int variant = 0; variant < 3; variant++) {
+            for (int p = 0; p < 2; p++) {
+                memcpy(dx[p], x[1], nx * 4); /* the skip gradient, in dx */
+                dt_conv_s2_bf16_compact_dx_on(paths[p], &s, &g, dxq, variant ? relu_x : NULL,
+                                              variant == 2 ? dx[p] : NULL, dx[p]);
+            }
+            assert_same_floats(dx[0], dx[1], nx);
+        }
+        for (int p = 0; p < 2; p++) {
+            free(xv[p]), free(dv[p]), free(dyq[p]), free(xp[p]), free(y[p]), free(dx[p]);
+            free(x[p]), free(dy[p]);
+        }
+        free(yq), free(dxq), free(b), free(relu_x);
+    }
+}
+
 static void test_unsupported_shapes_are_refused(void **state)
 {
     (void)state;
@@ -309,6 +410,7 @@ int main(void)
         cmocka_unit_test_prestate(test_weight_gradient, &paths[2]),
         cmocka_unit_test(test_images_keep_padding),
         cmocka_unit_test(test_projection_reads_one_plane),
+        cmocka_unit_test(test_layout_passes_match_plain_c),
         cmocka_unit_test(test_unsupported_shapes_are_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -16,26 +16,8 @@
 #include <stdint.h>
 
 #include "nn/kernels/bf16/conv_bf16.h"
+#include "nn/kernels/bf16/layout_avx512.h"
 #include "nn/kernels/isa_fn.h"
-
-/* The first n (< 16) of 16 lanes, or all of them. */
-static inline __mmask16 lanes(int n)
-{
-    return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1);
-}
-
-/* 16 floats rounded to bf16 as dt_bf16_from_f32 does, each in the top half of its 32-bit lane
- * (the bottom half zero). */
-static inline __m512i round_high(__m512 v)
-{
-    __m512i u = _mm512_castps_si512(v);
-    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-    __m512i r = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb);
-    __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
-                                            _mm512_set1_epi32(0x7f800000));
-    r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(u, _mm512_set1_epi32(0x00400000)));
-    return _mm512_and_si512(r, _mm512_set1_epi32((int)0xffff0000u));
-}
 
 /* Two channel rows of n floats into n interleaved pairs (the first channel in the low half of
  * each 32-bit pair); r1 NULL: the second channel's half is zero. With tap pairing (shifted not
@@ -45,10 +27,10 @@ static inline void pair_row(const float *r0, const float *r1, int n, dt_bf16 *ou
                             bool drop_first)
 {
     for (int w = 0; w < n; w += 16) {
-        __mmask16 m = lanes(n - w);
-        __m512i pair = _mm512_srli_epi32(round_high(_mm512_maskz_loadu_ps(m, r0 + w)), 16);
+        __mmask16 m = dt_lanes(n - w);
+        __m512i pair = _mm512_srli_epi32(dt_round_high(_mm512_maskz_loadu_ps(m, r0 + w)), 16);
         if (r1)
-            pair = _mm512_or_si512(pair, round_high(_mm512_maskz_loadu_ps(m, r1 + w)));
+            pair = _mm512_or_si512(pair, dt_round_high(_mm512_maskz_loadu_ps(m, r1 + w)));
         _mm512_mask_storeu_epi32(out + 2 * w, m, pair);
         if (shifted)
             _mm512_mask_storeu_epi32(shifted + 2 * w, w == 0 && drop_first ? m & ~1u : m, pair);
@@ -85,8 +67,9 @@ void DT_ISA_FN(dt_conv_bf16_dy_rows_image)(const struct dt_conv_shape *s,
             const float *src = dy + ((size_t)k * g->oh + oh) * g->ow;
             dt_bf16 *dst = dyq + (size_t)k * g->qrow + (size_t)oh * g->wp;
             for (int ow = 0; ow < g->ow; ow += 16) {
-                __mmask16 m = lanes(g->ow - ow);
-                __m512i h = _mm512_srli_epi32(round_high(_mm512_maskz_loadu_ps(m, src + ow)), 16);
+                __mmask16 m = dt_lanes(g->ow - ow);
+                __m512i h =
+                    _mm512_srli_epi32(dt_round_high(_mm512_maskz_loadu_ps(m, src + ow)), 16);
                 _mm256_mask_storeu_epi16(dst + ow, m, _mm512_cvtepi32_epi16(h));
             }
         }
@@ -100,7 +83,7 @@ static inline __m512i position_channels(const struct dt_conv_shape *s, int wp, c
     int row = pos / wp - s->pad, col = pos % wp - s->pad;
     if (row < 0 || row >= s->h || col < 0 || col >= s->w)
         return _mm512_setzero_si512();
-    return round_high(
+    return dt_round_high(
         _mm512_mask_i32gather_ps(_mm512_setzero_ps(), cm, index, x + row * s->w + col, 4));
 }
 
@@ -118,7 +101,7 @@ void DT_ISA_FN(dt_conv_bf16_position_pairs_image)(const struct dt_conv_shape *s,
     int p0 = first > 0 ? (first - 1) / 2 : 0, p1 = last / 2;
     __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     for (int cb = 0; cb < g->c16; cb += 16) {
-        __mmask16 cm = lanes(s->c - cb);
+        __mmask16 cm = dt_lanes(s->c - cb);
         __m512i index = _mm512_mullo_epi32(_mm512_add_epi32(_mm512_set1_epi32(cb), lane),
                                            _mm512_set1_epi32(plane));
         __m512i a = position_channels(s, g->wp, x, 2 * p0, cm, index);
@@ -161,7 +144,7 @@ void DT_ISA_FN(dt_conv_bf16_compact)(const struct dt_conv_shape *s,
             float *dst = y + ((size_t)k * g->oh + oh) * g->ow;
             bool nt = streamable(g, dst, stream);
             for (int ow = 0; ow < g->ow; ow += 16) {
-                __mmask16 m = lanes(g->ow - ow);
+                __mmask16 m = dt_lanes(g->ow - ow);
                 __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(m, src + ow), bias);
                 if (relu) /* v > 0 ? v : 0, MAXPS's order: NaN and -0 give +0 */
                     v = _mm512_max_ps(v, zero);
@@ -184,7 +167,7 @@ void DT_ISA_FN(dt_conv_bf16_compact_relu_below)(const struct dt_conv_shape *t,
             size_t at = ((size_t)k * g->oh + oh) * g->ow;
             bool nt = streamable(g, dx + at, true);
             for (int ow = 0; ow < g->ow; ow += 16) {
-                __mmask16 m = lanes(g->ow - ow);
+                __mmask16 m = dt_lanes(g->ow - ow);
                 __m512 v = _mm512_maskz_loadu_ps(m, src + ow);
                 if (extra) /* read before dx is written: extra may be dx */
                     v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, extra + at + ow));

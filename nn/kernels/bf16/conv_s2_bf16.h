@@ -131,6 +131,47 @@ void dt_conv_s2_bf16_weight_grad_unpack(const struct dt_conv_shape *s,
                                         const struct dt_conv_s2_geom *g, const float *dwt,
                                         float *dw);
 
+/* The layout passes on path p: the amx path runs their AVX-512 builds
+ * (conv_s2_bf16_layout.isa.c), which write the same bits as the plain C above; every other path
+ * runs the plain C. */
+void dt_conv_s2_bf16_parity_planes_image_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
+                                            const struct dt_conv_s2_geom *g, const float *x,
+                                            dt_bf16 *xv);
+void dt_conv_s2_bf16_compact_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
+                                const struct dt_conv_s2_geom *g, const float *yq, const float *b,
+                                float *y);
+void dt_conv_s2_bf16_dy_planes_image_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
+                                        const struct dt_conv_s2_geom *g, const float *dy,
+                                        dt_bf16 *dv);
+void dt_conv_s2_bf16_compact_dx_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
+                                   const struct dt_conv_s2_geom *g, const float *dxq,
+                                   const float *relu_x, const float *extra, float *dx);
+void dt_conv_s2_bf16_dy_rows_image_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
+                                      const struct dt_conv_s2_geom *g, const float *dy,
+                                      dt_bf16 *dyq);
+void dt_conv_s2_bf16_position_pairs_image_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
+                                             const struct dt_conv_s2_geom *g, const float *x,
+                                             dt_bf16 *xp);
+
+/* Their AVX-512 builds. */
+void dt_conv_s2_bf16_parity_planes_image_amx(const struct dt_conv_shape *s,
+                                             const struct dt_conv_s2_geom *g, const float *x,
+                                             dt_bf16 *xv);
+void dt_conv_s2_bf16_compact_amx(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g,
+                                 const float *yq, const float *b, float *y);
+void dt_conv_s2_bf16_dy_planes_image_amx(const struct dt_conv_shape *s,
+                                         const struct dt_conv_s2_geom *g, const float *dy,
+                                         dt_bf16 *dv);
+void dt_conv_s2_bf16_compact_dx_amx(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g,
+                                    const float *dxq, const float *relu_x, const float *extra,
+                                    float *dx);
+void dt_conv_s2_bf16_dy_rows_image_amx(const struct dt_conv_shape *s,
+                                       const struct dt_conv_s2_geom *g, const float *dy,
+                                       dt_bf16 *dyq);
+void dt_conv_s2_bf16_position_pairs_image_amx(const struct dt_conv_shape *s,
+                                              const struct dt_conv_s2_geom *g, const float *x,
+                                              dt_bf16 *xp);
+
 /* The two tap-table kernels of conv_s2_bf16.isa.c, per build.
  * taps_forward: y[m][q] (q < qpad, row stride qpad) = sum over taps u < ntaps and d < depth
  * (a multiple of 32) of A[m][(u, d)] B_u[d][q], A packed as gemm_bf16.h's A (m rows, depth

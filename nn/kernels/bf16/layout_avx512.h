@@ -1,0 +1,29 @@
+/* Helpers of the AVX-512 layout passes (conv_bf16_layout.isa.c, conv_s2_bf16_layout.isa.c):
+ * lane masks for row tails and bf16.h's rounding in integer lanes. Include only from a build
+ * with AVX-512 F/BW/VL. */
+#ifndef DT_NN_KERNELS_BF16_LAYOUT_AVX512_H
+#define DT_NN_KERNELS_BF16_LAYOUT_AVX512_H
+
+#include <immintrin.h>
+
+/* The first n of 16 lanes: none for n <= 0, all for n >= 16. */
+static inline __mmask16 dt_lanes(int n)
+{
+    return n >= 16 ? (__mmask16)0xffff : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
+}
+
+/* 16 floats rounded to bf16 as dt_bf16_from_f32 does (u + 0x7fff + lsb, a NaN kept quiet),
+ * each in the top half of its 32-bit lane (the bottom half zero). Not VCVTNE2PS2BF16: it
+ * flushes denormal inputs to zero. */
+static inline __m512i dt_round_high(__m512 v)
+{
+    __m512i u = _mm512_castps_si512(v);
+    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    __m512i r = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb);
+    __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+                                            _mm512_set1_epi32(0x7f800000));
+    r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(u, _mm512_set1_epi32(0x00400000)));
+    return _mm512_and_si512(r, _mm512_set1_epi32((int)0xffff0000u));
+}
+
+#endif
