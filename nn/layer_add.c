@@ -57,6 +57,8 @@ static int sub_setup(struct dt_layer *parent, struct dt_layer *sub, const char *
     int rc = sub->kind->ops->setup(sub, spec, in, &own);
     s->caps |= own.caps & DT_CAP_COLLECTIVE;
     s->scratch_bytes += own.scratch_bytes;
+    if (own.call_scratch_bytes > s->call_scratch_bytes) /* shared, not added */
+        s->call_scratch_bytes = own.call_scratch_bytes;
     return rc;
 }
 
