@@ -481,21 +481,26 @@ int dt_model_build(struct dt_model **out, const struct dt_layer_spec *specs, int
     return dt_model_build_in(out, specs, nspecs, input, max_batch, loss, seed, NULL, 0, NULL);
 }
 
-int dt_model_estimate(const struct dt_layer_spec *specs, int nspecs, struct dt_shape input,
-                      int max_batch, enum dt_loss_kind loss, struct dt_model_memory *out)
+int dt_model_estimate_with(const struct dt_layer_spec *specs, int nspecs, struct dt_shape input,
+                           int max_batch, enum dt_loss_kind loss,
+                           const struct dt_model_options *opt, struct dt_model_memory *out)
 {
-    struct dt_model_options opt;
     struct dt_model *m;
-    int rc = dt_model_default_options(&opt);
-    if (rc < 0)
-        return rc;
-    rc = model_new(&m, nspecs, input, max_batch, loss, &opt);
+    int rc = model_new(&m, nspecs, input, max_batch, loss, opt);
     if (rc == 0)
         rc = setup_all(m, specs);
     if (rc == 0)
         *out = m->memory;
     dt_model_free(m);
     return rc;
+}
+
+int dt_model_estimate(const struct dt_layer_spec *specs, int nspecs, struct dt_shape input,
+                      int max_batch, enum dt_loss_kind loss, struct dt_model_memory *out)
+{
+    struct dt_model_options opt;
+    int rc = dt_model_default_options(&opt);
+    return rc < 0 ? rc : dt_model_estimate_with(specs, nspecs, input, max_batch, loss, &opt, out);
 }
 
 int dt_model_set_grad_slice(struct dt_model *m, int slice)

@@ -179,6 +179,11 @@ void dt_model_free(struct dt_model *m);
  * it: the layers are set up (shapes checked, the same errors as the build) and freed. */
 int dt_model_estimate(const struct dt_layer_spec *specs, int nspecs, struct dt_shape input,
                       int max_batch, enum dt_loss_kind loss, struct dt_model_memory *out);
+/* The same for a model built with these options (a bf16 model's layers take other buffers
+ * than an fp32 one's). */
+int dt_model_estimate_with(const struct dt_layer_spec *specs, int nspecs, struct dt_shape input,
+                           int max_batch, enum dt_loss_kind loss,
+                           const struct dt_model_options *opt, struct dt_model_memory *out);
 
 /* Forward pass on `batch` samples (x: batch x c x h x w floats). Result in m->output. */
 int dt_model_forward(struct dt_model *m, const float *x, int batch,
