@@ -380,29 +380,32 @@ struct dt_bf16_linear {
     enum dt_bf16_path path;
     char note[112];
     int in, out, max_batch;
-    dt_bf16 *wt; /* B = W^T [in x out]: the forward's */
-    dt_bf16 *w;  /* B = W [out x in]: the input gradient's */
-    /* In the model's call scratch, taken at each call: */
+    /* All in the model's call scratch, bound by the pack calls (forward's, backward's): */
     struct dt_call_scratch *scratch;
-    size_t a_bytes, b_bytes;
+    size_t wt_bytes, a_bytes, b_bytes;
+    dt_bf16 *wt; /* B = W^T [in x out] for the forward; in backward B = W [out x in] for the
+                    input gradient (the same bytes) */
     dt_bf16 *a;  /* A: x [rows x in], then dy^T [out x rows] */
     dt_bf16 *b;  /* B: x [rows x in] for the weight gradient */
     dt_bf16 *a2; /* A: dy [rows x out] for the input gradient */
 };
 
-/* This call's operand buffers a, b and a2, in the call scratch. */
-static void bind_linear_scratch(struct dt_bf16_linear *bf)
-{
-    unsigned char *base = dt_call_scratch_take(bf->scratch, dt_bf16_linear_call_bytes(bf));
-    bf->a = (dt_bf16 *)base;
-    bf->b = (dt_bf16 *)(base + aligned(bf->a_bytes));
-    bf->a2 = (dt_bf16 *)(base + aligned(bf->a_bytes) + aligned(bf->b_bytes));
-}
-
 static size_t max3(size_t a, size_t b, size_t c)
 {
     size_t m = a > b ? a : b;
     return m > c ? m : c;
+}
+
+/* This call's buffers in the call scratch, in struct order. */
+static void bind_linear_scratch(struct dt_bf16_linear *bf)
+{
+    unsigned char *base = dt_call_scratch_take(bf->scratch, dt_bf16_linear_call_bytes(bf));
+    size_t at = aligned(bf->wt_bytes);
+    bf->wt = (dt_bf16 *)base;
+    bf->a = (dt_bf16 *)(base + at);
+    at += aligned(bf->a_bytes);
+    bf->b = (dt_bf16 *)(base + at);
+    bf->a2 = (dt_bf16 *)(base + at + aligned(bf->b_bytes));
 }
 
 int dt_bf16_linear_setup(struct dt_bf16_linear **out, int in, int out_features, int max_batch,
@@ -421,10 +424,11 @@ int dt_bf16_linear_setup(struct dt_bf16_linear **out, int in, int out_features, 
     }
     bf->tiles = true;
     snprintf(bf->note, sizeof bf->note, "%s", dt_bf16_path_name(bf->path));
+    bf->wt_bytes = sizeof(dt_bf16) * max3(dt_bf16_packed_b_size(in, out_features),
+                                          dt_bf16_packed_b_size(out_features, in), 0);
     bf->a_bytes = sizeof(dt_bf16) * max3(dt_bf16_packed_a_size(max_batch, in),
                                          dt_bf16_packed_a_size(out_features, max_batch), 0);
     bf->b_bytes = sizeof(dt_bf16) * dt_bf16_packed_b_size(max_batch, in);
-    *scratch_bytes = 2.0 * 2.0 * dt_bf16_packed_b_size(in, out_features);
     return 0;
 }
 
@@ -432,28 +436,18 @@ size_t dt_bf16_linear_call_bytes(const struct dt_bf16_linear *bf)
 {
     if (!bf->tiles)
         return 0;
-    return aligned(bf->a_bytes) + aligned(bf->b_bytes) +
+    return aligned(bf->wt_bytes) + aligned(bf->a_bytes) + aligned(bf->b_bytes) +
            sizeof(dt_bf16) * dt_bf16_packed_a_size(bf->max_batch, bf->out);
 }
 
 int dt_bf16_linear_init(struct dt_bf16_linear *bf, struct dt_call_scratch *scratch)
 {
-    if (!bf->tiles)
-        return 0;
     bf->scratch = scratch;
-    bf->wt = dt_alloc(dt_bf16_packed_b_size(bf->in, bf->out), sizeof(dt_bf16));
-    bf->w = dt_alloc(dt_bf16_packed_b_size(bf->out, bf->in), sizeof(dt_bf16));
-    if (!bf->wt || !bf->w)
-        return dt_fail_context(-DT_ERUNTIME, "linear bf16 packed weights");
     return 0;
 }
 
 void dt_bf16_linear_free(struct dt_bf16_linear *bf)
 {
-    if (!bf)
-        return;
-    dt_free(bf->wt);
-    dt_free(bf->w);
     free(bf);
 }
 
@@ -469,8 +463,14 @@ const char *dt_bf16_linear_note(const struct dt_bf16_linear *bf)
 
 void dt_bf16_linear_pack_weights(struct dt_bf16_linear *bf, const float *w)
 {
+    bind_linear_scratch(bf);
     dt_bf16_pack_b_f32(w, 1, bf->in, bf->in, bf->out, bf->wt); /* (i, o) = w[o][i] */
-    dt_bf16_pack_b_f32(w, bf->in, 1, bf->out, bf->in, bf->w);  /* (o, i) = w[o][i] */
+}
+
+void dt_bf16_linear_pack_weights_grad(struct dt_bf16_linear *bf, const float *w)
+{
+    bind_linear_scratch(bf);
+    dt_bf16_pack_b_f32(w, bf->in, 1, bf->out, bf->in, bf->wt); /* (o, i) = w[o][i] */
 }
 
 void dt_bf16_linear_forward(struct dt_bf16_linear *bf, const float *x, const float *b, float *y,
@@ -479,7 +479,6 @@ void dt_bf16_linear_forward(struct dt_bf16_linear *bf, const float *x, const flo
     if (b)
         for (int r = 0; r < rows; r++)
             memcpy(y + (size_t)r * bf->out, b, (size_t)bf->out * sizeof *y);
-    bind_linear_scratch(bf);
     dt_bf16_pack_a_f32(x, bf->in, 1, rows, bf->in, bf->a);
     dt_gemm_bf16_on(bf->path, rows, bf->out, bf->in, bf->a, bf->wt, y, bf->out, b != NULL);
 }
@@ -488,7 +487,6 @@ void dt_bf16_linear_backward(struct dt_bf16_linear *bf, const float *x, const fl
                              int rows, float *g)
 {
     /* dW [out x in] = dy^T [out x rows] x [rows x in] */
-    bind_linear_scratch(bf);
     dt_bf16_pack_a_f32(dy, 1, bf->out, bf->out, rows, bf->a);
     dt_bf16_pack_b_f32(x, bf->in, 1, rows, bf->in, bf->b);
     if (rows > 0)
@@ -499,5 +497,5 @@ void dt_bf16_linear_backward(struct dt_bf16_linear *bf, const float *x, const fl
         return;
     /* dx [rows x in] = dy [rows x out] x W [out x in] */
     dt_bf16_pack_a_f32(dy, bf->out, 1, rows, bf->out, bf->a2);
-    dt_gemm_bf16_on(bf->path, rows, bf->in, bf->out, bf->a2, bf->w, dx, bf->in, false);
+    dt_gemm_bf16_on(bf->path, rows, bf->in, bf->out, bf->a2, bf->wt, dx, bf->in, false);
 }

@@ -108,20 +108,24 @@ struct dt_bf16_linear;
  * *scratch_bytes as for conv2d. 0 or DT_ERUNTIME. */
 int dt_bf16_linear_setup(struct dt_bf16_linear **out, int in, int out_features, int max_batch,
                          double *scratch_bytes);
-/* As for conv2d: the call-scratch bytes of the tiles mode (its packed operands), and init. */
+/* As for conv2d: the call-scratch bytes of the tiles mode (its packed weights and operands:
+ * it keeps nothing of its own between calls), and init. */
 size_t dt_bf16_linear_call_bytes(const struct dt_bf16_linear *bf);
 int dt_bf16_linear_init(struct dt_bf16_linear *bf, struct dt_call_scratch *scratch);
 void dt_bf16_linear_free(struct dt_bf16_linear *bf);
 bool dt_bf16_linear_tiles(const struct dt_bf16_linear *bf);
 const char *dt_bf16_linear_note(const struct dt_bf16_linear *bf);
 
-/* Tiles mode. Packs w ([out][in]) for this forward and the backward that follows. */
+/* Tiles mode, each in the call scratch. A forward call: pack_weights (w [out][in]) once, then
+ * forward for each group of rows. A backward call: pack_weights_grad once, then backward for
+ * each group of rows. No other layer may run in between. */
 void dt_bf16_linear_pack_weights(struct dt_bf16_linear *bf, const float *w);
+void dt_bf16_linear_pack_weights_grad(struct dt_bf16_linear *bf, const float *w);
 /* y [rows][out] = x w^T (+ b). */
 void dt_bf16_linear_forward(struct dt_bf16_linear *bf, const float *x, const float *b, float *y,
                             int rows);
 /* The weight gradient of these rows WRITTEN to g ([out][in]; the bias gradient after it is the
- * caller's), and dx [rows][in] unless NULL. */
+ * caller's), and dx [rows][in] unless NULL (with the weights pack_weights_grad packed). */
 void dt_bf16_linear_backward(struct dt_bf16_linear *bf, const float *x, const float *dy, float *dx,
                              int rows, float *g);
 
