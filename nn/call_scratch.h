@@ -11,7 +11,7 @@
  * sample, docs/bf16.md) takes the scratch with dt_call_scratch_zeroed and a key naming its
  * layout; the scratch is cleared when the key differs from the last one it was cleared for,
  * so layers of one shape (a ResNet stage's convs) share the zeros and only a change of shape
- * (or another layer's use in between) costs a memset.
+ * (or another layer's use that does not fit after them) costs a memset.
  */
 #ifndef DT_NN_CALL_SCRATCH_H
 #define DT_NN_CALL_SCRATCH_H
@@ -33,7 +33,10 @@ struct dt_call_scratch {
 int dt_call_scratch_alloc(struct dt_call_scratch *s, size_t bytes);
 void dt_call_scratch_free(struct dt_call_scratch *s);
 
-/* The scratch for a caller that writes all it reads: its first `bytes` (<= s->bytes). */
+/* `bytes` (<= s->bytes) of the scratch for a caller that writes all it reads: after the part
+ * the last dt_call_scratch_zeroed kept zero where they fit, so that layers of one layout
+ * keep their zeros across other layers' calls (a ResNet stage's convs across its emulated
+ * projection's); else its start, which ends those zeros. Aligned as the zeroed part's end. */
 void *dt_call_scratch_take(struct dt_call_scratch *s, size_t bytes);
 
 /* The scratch with its first `zero` bytes zero but for what earlier callers with the same key

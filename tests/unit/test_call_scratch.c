@@ -1,5 +1,6 @@
 /* nn/call_scratch: the buffer every layer of a model shares for what it uses inside one call.
- *  - zeros by key: cleared when the key changes, kept for the same key, ended by a plain take;
+ *  - zeros by key: cleared when the key changes, kept for the same key and across a take
+ *    that fits after them, ended by one that does not;
  *  - a bf16 model whose convs and linear share it (tile convs of one shape sharing their zero
  *    padding, convs of other shapes and emulated ones clearing or overwriting it in between)
  *    computes, over two rounds of forward and backward, the bits that each layer gives alone
@@ -37,23 +38,30 @@ static void test_zeroed_by_key(void **state)
     assert_int_equal(p[5], 0); /* another key: cleared up to `zero` */
     assert_int_equal(p[200], 9);
     p[5] = 3;
-    p = dt_call_scratch_take(&s, 64);
+    unsigned char *t = dt_call_scratch_take(&s, 128); /* fits after the zeros: kept */
+    assert_ptr_equal(t, s.base + 128);
     p = dt_call_scratch_zeroed(&s, &b, sizeof b, 128);
-    assert_int_equal(p[5], 0); /* a take in between ends every key's zeros */
+    assert_int_equal(p[5], 3);
+    t = dt_call_scratch_take(&s, 129); /* does not fit: from the start, ends the zeros */
+    assert_ptr_equal(t, s.base);
+    p = dt_call_scratch_zeroed(&s, &b, sizeof b, 128);
+    assert_int_equal(p[5], 0);
     dt_call_scratch_free(&s);
     assert_null(s.base);
 }
 
-/* in 16x6x7: two 16->16 3x3 convs (one tile layout), a stride-2 conv (emulated on every path),
- * 16->8 and 8->16 convs (layouts of their own), a linear. */
-#define NLAYERS 6
+/* in 16x6x7: 16->3 convs (one tile layout) with 3->16 convs between them (emulated on every
+ * path: under 4 input channels; their calls fit after the tile layout's zeros), a stride-2 conv
+ * (emulated), 16->8 and 8->16 convs (layouts of their own), a linear. */
+#define NLAYERS 8
 #define BATCH   3
 static const struct dt_shape IN = {16, 6, 7};
 
 static void specs(struct dt_layer_spec *s)
 {
-    s[0] = conv_spec(16, 3, 1, 1), s[1] = conv_spec(16, 3, 1, 1), s[2] = conv_spec(16, 3, 2, 1);
-    s[3] = conv_spec(8, 3, 1, 1), s[4] = conv_spec(16, 3, 1, 1), s[5] = linear_spec(10);
+    s[0] = conv_spec(3, 3, 1, 1), s[1] = conv_spec(16, 3, 1, 1), s[2] = conv_spec(3, 3, 1, 1);
+    s[3] = conv_spec(16, 3, 1, 1), s[4] = conv_spec(16, 3, 2, 1), s[5] = conv_spec(8, 3, 1, 1);
+    s[6] = conv_spec(16, 3, 1, 1), s[7] = linear_spec(10);
 }
 
 static struct dt_model *build(const struct dt_layer_spec *s, int n, struct dt_shape in,
