@@ -24,6 +24,14 @@
  * first conv: 4.3 ms per step on tiles, 2.3 ms emulated; docs/bf16.md). */
 #define SMALL_INPUT_CHANNELS 4
 
+/* Offsets into the call scratch are kept to whole cache lines. */
+#define SCRATCH_ALIGN 64
+
+static size_t aligned(size_t bytes)
+{
+    return (bytes + SCRATCH_ALIGN - 1) / SCRATCH_ALIGN * SCRATCH_ALIGN;
+}
+
 /* ---- emulated mode ---- */
 
 float *dt_bf16_round_into(float *dst, const float *src, size_t n)
@@ -34,25 +42,17 @@ float *dt_bf16_round_into(float *dst, const float *src, size_t n)
     return dst;
 }
 
-int dt_bf16_copies_alloc(struct dt_bf16_copies *c, size_t nx, size_t nw, size_t ndy)
+size_t dt_bf16_rounded_bytes(size_t nx, size_t ndy)
 {
-    *c = (struct dt_bf16_copies){.nx = nx, .nw = nw, .ndy = ndy};
-    c->x = dt_alloc(nx, sizeof(float));
-    c->w = dt_alloc(nw, sizeof(float));
-    c->dy = dt_alloc(ndy, sizeof(float));
-    if (!c->x || !c->w || !c->dy) {
-        dt_bf16_copies_free(c);
-        return dt_fail(DT_ERUNTIME, "out of memory for the bf16 copies");
-    }
-    return 0;
+    return aligned(ndy * sizeof(float)) + nx * sizeof(float);
 }
 
-void dt_bf16_copies_free(struct dt_bf16_copies *c)
+void dt_bf16_rounded_take(struct dt_bf16_rounded *r, struct dt_call_scratch *scratch, size_t nx,
+                          size_t ndy)
 {
-    dt_free(c->x);
-    dt_free(c->w);
-    dt_free(c->dy);
-    memset(c, 0, sizeof *c);
+    unsigned char *base = dt_call_scratch_take(scratch, dt_bf16_rounded_bytes(nx, ndy));
+    r->dy = (float *)base;
+    r->x = (float *)(base + aligned(ndy * sizeof(float)));
 }
 
 /* The note of a layer in emulated mode: the path's own text on the reference path, else why
@@ -84,19 +84,84 @@ struct dt_bf16_conv {
     struct dt_conv_s2_geom g2;      /* stride 2 */
     int oh, ow;                     /* the output plane */
     int threads;                    /* per-thread buffers below */
-    dt_bf16 *wp, *wpi;              /* the forward's and the input gradient's packed weights */
-    dt_bf16 *xv, *xvt; /* per thread: a sample's input, or dY, in pair planes (padding zero
-                          from init: only the image is written, pad_input_image) */
-    float *yq;         /* per thread: a sample's padded-width output */
-    size_t yq_per;
-    dt_bf16 *dyq, *even, *odd; /* WGRAD_CHUNK samples' weight-gradient operands (padding zero
-                                  from init: only the image is written, *_image) */
+    dt_bf16 *wp, *wpi;              /* the forward's and the input gradient's packed weights (the
+                                       layer's own: backward reads what forward packed) */
+    /* The rest lives in the model's call scratch, bound at each call (bind_scratch), in the
+     * order listed; the first five keep their padding zero from one call to the next (only
+     * the image is written: pad_input_image, *_image; conv_s2_bf16.h's *_image for stride 2),
+     * shared by every conv of this layout (key): */
+    struct dt_call_scratch *scratch;
+    int key[10];       /* the shape and thread count: equal keys, equal offsets */
+    size_t at[9];      /* byte offsets of the buffers below in the call scratch */
+    size_t zero_bytes; /* the part whose padding stays zero: xv .. odd */
+    size_t call_bytes;
+    dt_bf16 *xv, *xvt;         /* per thread: a sample's input, or dY, in pair planes (stride
+                                  2: parity planes, dY planes) */
+    dt_bf16 *dyq, *even, *odd; /* WGRAD_CHUNK samples' weight-gradient operands */
     dt_bf16 *xp;               /* stride 2: their parity planes' position pairs, in place of
-                                  even and odd */
-    float *dwt;                /* the weight gradient in tap-major order */
-    float *bparts;             /* [max_batch][K]: each sample's bias gradient part */
-    float *ysample;            /* per thread: a sample's output for a forward's sink */
+                                  even and odd (bound at even's offset; odd's is empty) */
+    float *yq;                 /* per thread: a sample's padded-width output */
+    size_t yq_per;
+    float *ysample; /* per thread: a sample's output for a forward's sink, or its dy */
+    float *dwt;     /* the weight gradient in tap-major order */
+    float *bparts;  /* [max_batch][K]: each sample's bias gradient part */
 };
+
+/* The offsets of the call-scratch buffers, in struct order, and the call's key (the shape
+ * holds the stride, so stride-1 and stride-2 layouts never share a key). */
+static void plan_scratch(struct dt_bf16_conv *bf)
+{
+    const struct dt_conv_shape *s = &bf->s;
+    size_t t = (size_t)bf->threads;
+    size_t bytes[9] = {
+        t * bf->g.xv * sizeof(dt_bf16),             /* xv */
+        t * bf->gt.xv * sizeof(dt_bf16),            /* xvt */
+        WGRAD_CHUNK * bf->g.dyq * sizeof(dt_bf16),  /* dyq */
+        WGRAD_CHUNK * bf->g.xt * sizeof(dt_bf16),   /* even */
+        WGRAD_CHUNK * bf->g.xt * sizeof(dt_bf16),   /* odd */
+        t * bf->yq_per * sizeof(float),             /* yq */
+        t * s->k * bf->oh * bf->ow * sizeof(float), /* ysample */
+        bf->g.dwt * sizeof(float),                  /* dwt */
+        (size_t)s->n * s->k * sizeof(float),        /* bparts */
+    };
+    if (bf->stride2) { /* the parity layouts, zeroed the same way (conv_s2_bf16.h) */
+        bytes[0] = t * bf->g2.xv * sizeof(dt_bf16);
+        bytes[1] = t * bf->g2.dv * sizeof(dt_bf16);
+        bytes[2] = WGRAD_CHUNK * bf->g2.dyq * sizeof(dt_bf16);
+        bytes[3] = WGRAD_CHUNK * bf->g2.xp * sizeof(dt_bf16); /* xp */
+        bytes[4] = 0;
+        bytes[7] = bf->g2.dwt * sizeof(float);
+    }
+    size_t at = 0;
+    for (int i = 0; i < 9; i++) {
+        bf->at[i] = at;
+        at += aligned(bytes[i]);
+        if (i == 4)
+            bf->zero_bytes = at;
+    }
+    bf->call_bytes = at;
+    int key[10] = {s->n, s->c, s->h, s->w, s->k, s->kh, s->kw, s->stride, s->pad, bf->threads};
+    memcpy(bf->key, key, sizeof key);
+}
+
+/* This call's buffers: the call scratch, its zero padding kept for this layout. */
+static void bind_scratch(struct dt_bf16_conv *bf)
+{
+    unsigned char *b = dt_call_scratch_zeroed(bf->scratch, bf->key, sizeof bf->key, bf->zero_bytes);
+    bf->xv = (dt_bf16 *)(b + bf->at[0]);
+    bf->xvt = (dt_bf16 *)(b + bf->at[1]);
+    bf->dyq = (dt_bf16 *)(b + bf->at[2]);
+    if (bf->stride2) {
+        bf->xp = (dt_bf16 *)(b + bf->at[3]);
+    } else {
+        bf->even = (dt_bf16 *)(b + bf->at[3]);
+        bf->odd = (dt_bf16 *)(b + bf->at[4]);
+    }
+    bf->yq = (float *)(b + bf->at[5]);
+    bf->ysample = (float *)(b + bf->at[6]);
+    bf->dwt = (float *)(b + bf->at[7]);
+    bf->bparts = (float *)(b + bf->at[8]);
+}
 
 /* The tiles mode of a stride-2 shape (conv_s2_bf16.h): its geometry, note and scratch. */
 static int stride2_setup(struct dt_bf16_conv *bf, double *scratch_bytes)
@@ -114,10 +179,8 @@ static int stride2_setup(struct dt_bf16_conv *bf, double *scratch_bytes)
     bf->oh = g->oh;
     bf->ow = g->ow;
     bf->yq_per = g->yq > g->dxq ? g->yq : g->dxq;
-    *scratch_bytes = 2.0 * (g->wpack + g->wpack_dx) +
-                     (double)bf->threads * (2.0 * (g->xv + g->dv) + 4.0 * bf->yq_per) +
-                     WGRAD_CHUNK * 2.0 * (g->dyq + g->xp) + 4.0 * g->dwt + 4.0 * bf->s.n * bf->s.k +
-                     4.0 * bf->threads * bf->s.k * g->oh * g->ow;
+    plan_scratch(bf);
+    *scratch_bytes = 2.0 * (g->wpack + g->wpack_dx);
     return 0;
 }
 
@@ -161,54 +224,25 @@ int dt_bf16_conv_setup(struct dt_bf16_conv **out, const struct dt_conv_shape *s,
     bf->oh = bf->g.oh;
     bf->ow = bf->g.ow;
     bf->yq_per = bf->g.yq > bf->gt.yq ? bf->g.yq : bf->gt.yq;
-    *scratch_bytes = 2.0 * (bf->g.wpack + bf->gt.wpack) +
-                     (double)bf->threads * (2.0 * (bf->g.xv + bf->gt.xv) + 4.0 * bf->yq_per) +
-                     WGRAD_CHUNK * 2.0 * (bf->g.dyq + 2 * bf->g.xt) + 4.0 * bf->g.dwt +
-                     4.0 * s->n * s->k + 4.0 * bf->threads * s->k * bf->g.oh * bf->g.ow;
+    plan_scratch(bf);
+    *scratch_bytes = 2.0 * (bf->g.wpack + bf->gt.wpack);
     return 0;
 }
 
-/* The stride-2 tiles mode's buffers (as dt_bf16_conv_init's, the weight-gradient copies in
- * xp). */
-static int stride2_init(struct dt_bf16_conv *bf)
+size_t dt_bf16_conv_call_bytes(const struct dt_bf16_conv *bf)
 {
-    const struct dt_conv_s2_geom *g = &bf->g2;
-    bf->wp = dt_alloc(g->wpack, sizeof(dt_bf16));
-    bf->wpi = dt_alloc(g->wpack_dx, sizeof(dt_bf16));
-    bf->xv = dt_alloc((size_t)bf->threads * g->xv, sizeof(dt_bf16));
-    bf->xvt = dt_alloc((size_t)bf->threads * g->dv, sizeof(dt_bf16));
-    bf->yq = dt_alloc((size_t)bf->threads * bf->yq_per, sizeof(float));
-    bf->dyq = dt_alloc((size_t)WGRAD_CHUNK * g->dyq, sizeof(dt_bf16));
-    bf->xp = dt_alloc((size_t)WGRAD_CHUNK * g->xp, sizeof(dt_bf16));
-    bf->dwt = dt_alloc(g->dwt, sizeof(float));
-    bf->bparts = dt_alloc((size_t)bf->s.n * bf->s.k, sizeof(float));
-    bf->ysample = dt_alloc((size_t)bf->threads * bf->s.k * g->oh * g->ow, sizeof(float));
-    if (!bf->wp || !bf->wpi || !bf->xv || !bf->xvt || !bf->yq || !bf->dyq || !bf->xp || !bf->dwt ||
-        !bf->bparts || !bf->ysample)
-        return dt_fail_context(-DT_ERUNTIME, "conv2d bf16 scratch");
-    return 0;
+    return bf->tiles ? bf->call_bytes : 0;
 }
 
-int dt_bf16_conv_init(struct dt_bf16_conv *bf)
+int dt_bf16_conv_init(struct dt_bf16_conv *bf, struct dt_call_scratch *scratch)
 {
     if (!bf->tiles)
         return 0;
-    if (bf->stride2)
-        return stride2_init(bf);
-    bf->wp = dt_alloc(bf->g.wpack, sizeof(dt_bf16));
-    bf->wpi = dt_alloc(bf->gt.wpack, sizeof(dt_bf16));
-    bf->xv = dt_alloc((size_t)bf->threads * bf->g.xv, sizeof(dt_bf16));
-    bf->xvt = dt_alloc((size_t)bf->threads * bf->gt.xv, sizeof(dt_bf16));
-    bf->yq = dt_alloc((size_t)bf->threads * bf->yq_per, sizeof(float));
-    bf->dyq = dt_alloc((size_t)WGRAD_CHUNK * bf->g.dyq, sizeof(dt_bf16));
-    bf->even = dt_alloc((size_t)WGRAD_CHUNK * bf->g.xt, sizeof(dt_bf16));
-    bf->odd = dt_alloc((size_t)WGRAD_CHUNK * bf->g.xt, sizeof(dt_bf16));
-    bf->dwt = dt_alloc(bf->g.dwt, sizeof(float));
-    bf->bparts = dt_alloc((size_t)bf->s.n * bf->s.k, sizeof(float));
-    bf->ysample = dt_alloc((size_t)bf->threads * bf->s.k * bf->oh * bf->ow, sizeof(float));
-    if (!bf->wp || !bf->wpi || !bf->xv || !bf->xvt || !bf->yq || !bf->dyq || !bf->even ||
-        !bf->odd || !bf->dwt || !bf->bparts || !bf->ysample)
-        return dt_fail_context(-DT_ERUNTIME, "conv2d bf16 scratch");
+    bf->scratch = scratch;
+    bf->wp = dt_alloc(bf->stride2 ? bf->g2.wpack : bf->g.wpack, sizeof(dt_bf16));
+    bf->wpi = dt_alloc(bf->stride2 ? bf->g2.wpack_dx : bf->gt.wpack, sizeof(dt_bf16));
+    if (!bf->wp || !bf->wpi)
+        return dt_fail_context(-DT_ERUNTIME, "conv2d bf16 packed weights");
     return 0;
 }
 
@@ -218,16 +252,6 @@ void dt_bf16_conv_free(struct dt_bf16_conv *bf)
         return;
     dt_free(bf->wp);
     dt_free(bf->wpi);
-    dt_free(bf->xv);
-    dt_free(bf->xvt);
-    dt_free(bf->yq);
-    dt_free(bf->dyq);
-    dt_free(bf->even);
-    dt_free(bf->odd);
-    dt_free(bf->xp);
-    dt_free(bf->dwt);
-    dt_free(bf->bparts);
-    dt_free(bf->ysample);
     free(bf);
 }
 
@@ -267,6 +291,7 @@ void dt_bf16_conv_forward(struct dt_bf16_conv *bf, const float *x, const float *
                           float *y, int batch, bool relu, const struct dt_bf16_conv_sink *sink)
 {
     const struct dt_conv_shape *s = &bf->s;
+    bind_scratch(bf);
     if (bf->stride2) {
         dt_conv_s2_bf16_pack_weights(s, &bf->g2, w, bf->wp);
         dt_conv_s2_bf16_pack_weights_input_grad(s, &bf->g2, w, bf->wpi);
@@ -389,6 +414,7 @@ void dt_bf16_conv_backward(struct dt_bf16_conv *bf, const float *x, const float 
 {
     const struct dt_conv_shape *s = &bf->s;
     size_t in = (size_t)s->c * s->h * s->w, out = (size_t)s->k * bf->oh * bf->ow;
+    bind_scratch(bf);
     /* Chunks in sample order, each added into the tile-major sum: every element is one fp32
      * sum over the samples in order, the same bits for any team. Each sample's dy and x are
      * read once from memory: its weight-gradient operands, bias part and input gradient are
@@ -435,8 +461,11 @@ struct dt_bf16_linear {
     enum dt_bf16_path path;
     char note[112];
     int in, out, max_batch;
-    dt_bf16 *wt; /* B = W^T [in x out]: the forward's */
-    dt_bf16 *w;  /* B = W [out x in]: the input gradient's */
+    /* All in the model's call scratch, bound by the pack calls (forward's, backward's): */
+    struct dt_call_scratch *scratch;
+    size_t wt_bytes, a_bytes, b_bytes;
+    dt_bf16 *wt; /* B = W^T [in x out] for the forward; in backward B = W [out x in] for the
+                    input gradient (the same bytes) */
     dt_bf16 *a;  /* A: x [rows x in], then dy^T [out x rows] */
     dt_bf16 *b;  /* B: x [rows x in] for the weight gradient */
     dt_bf16 *a2; /* A: dy [rows x out] for the input gradient */
@@ -446,6 +475,18 @@ static size_t max3(size_t a, size_t b, size_t c)
 {
     size_t m = a > b ? a : b;
     return m > c ? m : c;
+}
+
+/* This call's buffers in the call scratch, in struct order. */
+static void bind_linear_scratch(struct dt_bf16_linear *bf)
+{
+    unsigned char *base = dt_call_scratch_take(bf->scratch, dt_bf16_linear_call_bytes(bf));
+    size_t at = aligned(bf->wt_bytes);
+    bf->wt = (dt_bf16 *)base;
+    bf->a = (dt_bf16 *)(base + at);
+    at += aligned(bf->a_bytes);
+    bf->b = (dt_bf16 *)(base + at);
+    bf->a2 = (dt_bf16 *)(base + at + aligned(bf->b_bytes));
 }
 
 int dt_bf16_linear_setup(struct dt_bf16_linear **out, int in, int out_features, int max_batch,
@@ -464,39 +505,30 @@ int dt_bf16_linear_setup(struct dt_bf16_linear **out, int in, int out_features, 
     }
     bf->tiles = true;
     snprintf(bf->note, sizeof bf->note, "%s", dt_bf16_path_name(bf->path));
-    *scratch_bytes = 2.0 * (2.0 * dt_bf16_packed_b_size(in, out_features) +
-                            max3(dt_bf16_packed_a_size(max_batch, in),
-                                 dt_bf16_packed_a_size(out_features, max_batch), 0) +
-                            dt_bf16_packed_b_size(max_batch, in) +
-                            dt_bf16_packed_a_size(max_batch, out_features));
+    bf->wt_bytes = sizeof(dt_bf16) * max3(dt_bf16_packed_b_size(in, out_features),
+                                          dt_bf16_packed_b_size(out_features, in), 0);
+    bf->a_bytes = sizeof(dt_bf16) * max3(dt_bf16_packed_a_size(max_batch, in),
+                                         dt_bf16_packed_a_size(out_features, max_batch), 0);
+    bf->b_bytes = sizeof(dt_bf16) * dt_bf16_packed_b_size(max_batch, in);
     return 0;
 }
 
-int dt_bf16_linear_init(struct dt_bf16_linear *bf)
+size_t dt_bf16_linear_call_bytes(const struct dt_bf16_linear *bf)
 {
     if (!bf->tiles)
         return 0;
-    bf->wt = dt_alloc(dt_bf16_packed_b_size(bf->in, bf->out), sizeof(dt_bf16));
-    bf->w = dt_alloc(dt_bf16_packed_b_size(bf->out, bf->in), sizeof(dt_bf16));
-    bf->a = dt_alloc(max3(dt_bf16_packed_a_size(bf->max_batch, bf->in),
-                          dt_bf16_packed_a_size(bf->out, bf->max_batch), 0),
-                     sizeof(dt_bf16));
-    bf->b = dt_alloc(dt_bf16_packed_b_size(bf->max_batch, bf->in), sizeof(dt_bf16));
-    bf->a2 = dt_alloc(dt_bf16_packed_a_size(bf->max_batch, bf->out), sizeof(dt_bf16));
-    if (!bf->wt || !bf->w || !bf->a || !bf->b || !bf->a2)
-        return dt_fail_context(-DT_ERUNTIME, "linear bf16 scratch");
+    return aligned(bf->wt_bytes) + aligned(bf->a_bytes) + aligned(bf->b_bytes) +
+           sizeof(dt_bf16) * dt_bf16_packed_a_size(bf->max_batch, bf->out);
+}
+
+int dt_bf16_linear_init(struct dt_bf16_linear *bf, struct dt_call_scratch *scratch)
+{
+    bf->scratch = scratch;
     return 0;
 }
 
 void dt_bf16_linear_free(struct dt_bf16_linear *bf)
 {
-    if (!bf)
-        return;
-    dt_free(bf->wt);
-    dt_free(bf->w);
-    dt_free(bf->a);
-    dt_free(bf->b);
-    dt_free(bf->a2);
     free(bf);
 }
 
@@ -512,8 +544,14 @@ const char *dt_bf16_linear_note(const struct dt_bf16_linear *bf)
 
 void dt_bf16_linear_pack_weights(struct dt_bf16_linear *bf, const float *w)
 {
+    bind_linear_scratch(bf);
     dt_bf16_pack_b_f32(w, 1, bf->in, bf->in, bf->out, bf->wt); /* (i, o) = w[o][i] */
-    dt_bf16_pack_b_f32(w, bf->in, 1, bf->out, bf->in, bf->w);  /* (o, i) = w[o][i] */
+}
+
+void dt_bf16_linear_pack_weights_grad(struct dt_bf16_linear *bf, const float *w)
+{
+    bind_linear_scratch(bf);
+    dt_bf16_pack_b_f32(w, bf->in, 1, bf->out, bf->in, bf->wt); /* (o, i) = w[o][i] */
 }
 
 void dt_bf16_linear_forward(struct dt_bf16_linear *bf, const float *x, const float *b, float *y,
@@ -540,5 +578,5 @@ void dt_bf16_linear_backward(struct dt_bf16_linear *bf, const float *x, const fl
         return;
     /* dx [rows x in] = dy [rows x out] x W [out x in] */
     dt_bf16_pack_a_f32(dy, bf->out, 1, rows, bf->out, bf->a2);
-    dt_gemm_bf16_on(bf->path, rows, bf->in, bf->out, bf->a2, bf->w, dx, bf->in, false);
+    dt_gemm_bf16_on(bf->path, rows, bf->in, bf->out, bf->a2, bf->wt, dx, bf->in, false);
 }

@@ -20,8 +20,12 @@
  * batch), so nothing has to tell the layer that its parameters changed; weight and bias
  * gradients are written in fp32; bias is added in fp32.
  *
- * Backward reads what the same batch's forward rounded and packed (x, the weights): the model
- * always runs a training forward and then the backward of that batch.
+ * Backward reads what the same batch's forward packed (the weights): the model always runs a
+ * training forward and then the backward of that batch.
+ *
+ * Memory: what a layer needs only inside one call (the tiles mode's operand layouts, the
+ * emulated mode's rounded x and dy) is in the model's call scratch (nn/call_scratch.h), which
+ * all layers share; each layer keeps only its bf16 weights (docs/bf16.md, "Memory").
  */
 #ifndef DT_NN_BF16_LAYERS_H
 #define DT_NN_BF16_LAYERS_H
@@ -29,18 +33,27 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "nn/call_scratch.h"
 #include "nn/kernels/fp32/bn_grad.h"     /* struct dt_bn_grad */
 #include "nn/kernels/fp32/conv_direct.h" /* struct dt_conv_shape */
 
-/* ---- emulated mode: rounded copies for the fp32 kernels ---- */
+/* ---- emulated mode: rounded copies for the fp32 kernels ----
+ * The rounded x and dy live in the model's call scratch, only inside the call that made them:
+ * forward rounds x there; backward rounds dy there and, where the fp32 kernel's backward reads
+ * x, rounds x again from the same fp32 x, the values forward used (the model keeps every
+ * layer's input unchanged until that layer's backward). Kept per batch, the rounded x of
+ * every emulated layer would cost as much as its fp32 input (all of them on CPUs without AMX);
+ * rounding again costs one pass over x. The rounded weights, which backward reads as forward
+ * made them, are the layer's own. */
 
-/* The bf16-rounded copies of a layer's operands, sized at init for max_batch. */
-struct dt_bf16_copies {
-    float *x, *w, *dy;
-    size_t nx, nw, ndy; /* floats each holds */
+/* Where x (nx floats) and dy (ndy floats) rounded go, disjoint, in the call scratch. */
+struct dt_bf16_rounded {
+    float *x, *dy;
 };
-int dt_bf16_copies_alloc(struct dt_bf16_copies *c, size_t nx, size_t nw, size_t ndy);
-void dt_bf16_copies_free(struct dt_bf16_copies *c);
+/* Call-scratch bytes dt_bf16_rounded_take needs for nx and ndy floats. */
+size_t dt_bf16_rounded_bytes(size_t nx, size_t ndy);
+void dt_bf16_rounded_take(struct dt_bf16_rounded *r, struct dt_call_scratch *scratch, size_t nx,
+                          size_t ndy);
 /* dst[0..n) = src rounded to bf16 (nearest even), as floats; returns dst. */
 float *dt_bf16_round_into(float *dst, const float *src, size_t n);
 
@@ -53,8 +66,12 @@ struct dt_bf16_conv;
  * dt_bf16_conv_init will allocate. 0 or DT_ERUNTIME. */
 int dt_bf16_conv_setup(struct dt_bf16_conv **out, const struct dt_conv_shape *s,
                        double *scratch_bytes);
-/* Allocates the tiles mode's buffers. 0 or -DT_ERUNTIME. */
-int dt_bf16_conv_init(struct dt_bf16_conv *bf);
+/* Bytes the tiles mode takes from the call scratch in each forward and backward (0 when
+ * emulated: the layer sizes its rounded copies itself, dt_bf16_rounded_bytes). */
+size_t dt_bf16_conv_call_bytes(const struct dt_bf16_conv *bf);
+/* Allocates the tiles mode's packed weights; its other buffers are in `scratch`, the model's
+ * call scratch of at least dt_bf16_conv_call_bytes. 0 or -DT_ERUNTIME. */
+int dt_bf16_conv_init(struct dt_bf16_conv *bf, struct dt_call_scratch *scratch);
 void dt_bf16_conv_free(struct dt_bf16_conv *bf);
 /* The tiles mode was chosen; otherwise the layer runs emulated. */
 bool dt_bf16_conv_tiles(const struct dt_bf16_conv *bf);
@@ -93,18 +110,24 @@ struct dt_bf16_linear;
  * *scratch_bytes as for conv2d. 0 or DT_ERUNTIME. */
 int dt_bf16_linear_setup(struct dt_bf16_linear **out, int in, int out_features, int max_batch,
                          double *scratch_bytes);
-int dt_bf16_linear_init(struct dt_bf16_linear *bf);
+/* As for conv2d: the call-scratch bytes of the tiles mode (its packed weights and operands:
+ * it keeps nothing of its own between calls), and init. */
+size_t dt_bf16_linear_call_bytes(const struct dt_bf16_linear *bf);
+int dt_bf16_linear_init(struct dt_bf16_linear *bf, struct dt_call_scratch *scratch);
 void dt_bf16_linear_free(struct dt_bf16_linear *bf);
 bool dt_bf16_linear_tiles(const struct dt_bf16_linear *bf);
 const char *dt_bf16_linear_note(const struct dt_bf16_linear *bf);
 
-/* Tiles mode. Packs w ([out][in]) for this forward and the backward that follows. */
+/* Tiles mode, each in the call scratch. A forward call: pack_weights (w [out][in]) once, then
+ * forward for each group of rows. A backward call: pack_weights_grad once, then backward for
+ * each group of rows. No other layer may run in between. */
 void dt_bf16_linear_pack_weights(struct dt_bf16_linear *bf, const float *w);
+void dt_bf16_linear_pack_weights_grad(struct dt_bf16_linear *bf, const float *w);
 /* y [rows][out] = x w^T (+ b). */
 void dt_bf16_linear_forward(struct dt_bf16_linear *bf, const float *x, const float *b, float *y,
                             int rows);
 /* The weight gradient of these rows WRITTEN to g ([out][in]; the bias gradient after it is the
- * caller's), and dx [rows][in] unless NULL. */
+ * caller's), and dx [rows][in] unless NULL (with the weights pack_weights_grad packed). */
 void dt_bf16_linear_backward(struct dt_bf16_linear *bf, const float *x, const float *dy, float *dx,
                              int rows, float *g);
 

@@ -60,6 +60,8 @@ static int sub_setup(struct dt_layer *parent, struct dt_layer *sub, const char *
     s->scratch_bytes += own.scratch_bytes;
     if (own.precision)
         s->precision = own.precision;
+    if (own.call_scratch_bytes > s->call_scratch_bytes) /* shared, not added */
+        s->call_scratch_bytes = own.call_scratch_bytes;
     return rc;
 }
 

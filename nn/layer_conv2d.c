@@ -81,9 +81,9 @@ struct conv {
     size_t fwd_scratch_floats;
     float *u; /* winograd: the forward's transformed filter */
     /* bf16 model (nn/bf16_layers.h): the bf16 products, and in their emulated mode the
-     * rounded operands the fp32 algorithm above reads instead of x, the weights and dy */
+     * rounded weights the fp32 algorithm above reads (x and dy rounded: in the call scratch) */
     struct dt_bf16_conv *bf;
-    struct dt_bf16_copies round;
+    float *round_w;
 };
 
 /* Output bytes per thread convolved before pooling: well inside a core's L2. */
@@ -164,6 +164,24 @@ static double scratch_bytes(const struct conv *cv, int max_batch)
         floats = (double)max_batch * cv->pix * ((double)cv->ckk + cv->oc);
     }
     return floats * sizeof(float);
+}
+
+/* The emulated bf16 mode's backward rounds x again only where the fp32 algorithm's backward
+ * reads it: the GEMM path keeps the columns forward made from the rounded x. */
+static bool emulated_backward_reads_x(const struct conv *cv)
+{
+    return cv->algo != DT_CONV2D_GEMM;
+}
+
+/* Call-scratch bytes of the emulated mode: forward's rounded x, or backward's rounded dy (and
+ * x again where it is read). */
+static size_t emulated_call_bytes(const struct conv *cv, const struct dt_layer *l, int max_batch)
+{
+    size_t nx = (size_t)max_batch * dt_shape_size(l->in);
+    size_t ny = (size_t)max_batch * dt_shape_size(l->out);
+    size_t fwd = dt_bf16_rounded_bytes(nx, 0);
+    size_t bwd = dt_bf16_rounded_bytes(emulated_backward_reads_x(cv) ? nx : 0, ny);
+    return fwd > bwd ? fwd : bwd;
 }
 
 static int scratch_setup(struct conv *cv, int max_batch)
@@ -254,17 +272,18 @@ static int conv2d_setup(struct dt_layer *l, const struct dt_layer_spec *spec, st
     if (l->model->precision == DT_PRECISION_BF16) {
         /* bf16 takes the relu at its store and, on tiles, per sample: the pool above, the
          * relu below at dx's store and the batchnorm above's input gradient as it reads dy.
-         * Emulated takes only the relu: it rounds the whole batch's x and dy first. */
+         * Emulated takes only the relu: it rounds the whole batch's x and dy first (into
+         * the model's call scratch: the fp32 kernels read whole batches). */
         double bytes;
         int rc = dt_bf16_conv_setup(&cv->bf, &cv->ds, &bytes);
         if (rc < 0)
             return rc;
-        if (!dt_bf16_conv_tiles(cv->bf)) /* the rounded x, weights and dy */
-            bytes += 4.0 *
-                     ((double)l->model->max_batch * (dt_shape_size(in) + (double)cv->oc * cv->pix) +
-                      (double)cv->oc * cv->ckk);
-        else { /* the fp32 algorithm's scratch is not allocated */
+        if (!dt_bf16_conv_tiles(cv->bf)) { /* the rounded weights; x and dy per call */
+            bytes += 4.0 * (double)cv->oc * cv->ckk;
+            s->call_scratch_bytes = (double)emulated_call_bytes(cv, l, l->model->max_batch);
+        } else { /* the fp32 algorithm's scratch is not allocated */
             s->scratch_bytes = 0;
+            s->call_scratch_bytes = (double)dt_bf16_conv_call_bytes(cv->bf);
             s->caps |= DT_CAP_RELU_BELOW_GRAD | DT_CAP_POOL_IN_FORWARD | DT_CAP_BN_ABOVE_GRAD;
         }
         s->scratch_bytes += bytes;
@@ -285,10 +304,9 @@ static int conv2d_init(struct dt_layer *l, uint64_t seed)
     size_t nw = (size_t)cv->oc * cv->ckk;
     int rc = 0;
     if (cv->bf && dt_bf16_conv_tiles(cv->bf))
-        rc = dt_bf16_conv_init(cv->bf);
-    else if (cv->bf)
-        rc = dt_bf16_copies_alloc(&cv->round, (size_t)l->model->max_batch * dt_shape_size(l->in),
-                                  nw, (size_t)l->model->max_batch * dt_shape_size(l->out));
+        rc = dt_bf16_conv_init(cv->bf, &l->model->call_scratch);
+    else if (cv->bf && !(cv->round_w = dt_alloc(nw, sizeof(float))))
+        rc = dt_fail_context(-DT_ERUNTIME, "conv2d bf16 weights");
     if (rc == 0 && !(cv->bf && dt_bf16_conv_tiles(cv->bf)))
         rc = scratch_setup(cv, l->model->max_batch);
     if (rc < 0)
@@ -373,8 +391,11 @@ static void conv2d_forward(struct dt_layer *l, const float *x, float *y, int bat
         return;
     }
     if (cv->bf) { /* emulated: the fp32 algorithm on bf16-rounded x and weights */
-        weight = dt_bf16_round_into(cv->round.w, weight, cv->round.nw);
-        x = dt_bf16_round_into(cv->round.x, x, (size_t)batch * dt_shape_size(l->in));
+        struct dt_bf16_rounded r;
+        size_t nx = (size_t)batch * dt_shape_size(l->in);
+        dt_bf16_rounded_take(&r, &l->model->call_scratch, nx, 0);
+        weight = dt_bf16_round_into(cv->round_w, weight, (size_t)cv->oc * cv->ckk);
+        x = dt_bf16_round_into(r.x, x, nx);
     }
     if (cv->algo == DT_CONV2D_WINOGRAD && c->first_sample == 0)
         (void)dt_conv_winograd_filter(&cv->ds, weight, cv->u);
@@ -514,10 +535,16 @@ static void conv2d_backward(struct dt_layer *l, const float *x, const float *y, 
     }
     const float *weight = l->params;
     bool tiles = cv->bf && dt_bf16_conv_tiles(cv->bf);
-    if (cv->bf && !tiles) { /* emulated: what forward rounded, and dy rounded */
-        x = cv->round.x;
-        weight = cv->round.w;
-        dy = dt_bf16_round_into(cv->round.dy, dy, (size_t)batch * dt_shape_size(l->out));
+    if (cv->bf && !tiles) { /* emulated: the weights forward rounded, dy and x rounded */
+        struct dt_bf16_rounded r;
+        bool reads_x = emulated_backward_reads_x(cv);
+        size_t nx = reads_x ? (size_t)batch * dt_shape_size(l->in) : 0;
+        size_t ny = (size_t)batch * dt_shape_size(l->out);
+        dt_bf16_rounded_take(&r, &l->model->call_scratch, nx, ny);
+        if (reads_x) /* the same x forward rounded: the same values */
+            x = dt_bf16_round_into(r.x, x, nx);
+        weight = cv->round_w;
+        dy = dt_bf16_round_into(r.dy, dy, ny);
     }
     if (cv->algo == DT_CONV2D_GEMM && !tiles)
         regroup_dy(cv, dy, cv->yt, batch);
@@ -558,7 +585,7 @@ static void conv2d_destroy(struct dt_layer *l)
     dt_free(cv->fwd_scratch);
     dt_free(cv->u);
     dt_bf16_conv_free(cv->bf);
-    dt_bf16_copies_free(&cv->round);
+    dt_free(cv->round_w);
     free(cv);
 }
 

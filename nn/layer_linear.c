@@ -13,19 +13,19 @@
 #include "nn/kernels/fp32/blas.h"
 #include "nn/init.h"
 #include "nn/layer_common.h"
+#include "util/alloc.h"
 #include "util/err.h"
 
 struct linear {
     int in, out;
     bool bias;
-    struct dt_bf16_linear *bf;   /* bf16 model */
-    struct dt_bf16_copies round; /* bf16, emulated: the rounded x, weights and dy */
+    struct dt_bf16_linear *bf; /* bf16 model */
+    float *round_w; /* bf16, emulated: the rounded weights (x and dy: in the call scratch) */
 };
 
 static int linear_setup(struct dt_layer *l, const struct dt_layer_spec *spec, struct dt_shape in,
                         struct dt_layer_setup *s)
 {
-    (void)s;
     if (spec->out_features < 1)
         return dt_fail(DT_EUSAGE, "out_features %d, expected >= 1", spec->out_features);
     struct linear *li = calloc(1, sizeof *li);
@@ -42,9 +42,13 @@ static int linear_setup(struct dt_layer *l, const struct dt_layer_spec *spec, st
             dt_bf16_linear_setup(&li->bf, li->in, li->out, l->model->max_batch, &s->scratch_bytes);
         if (rc < 0)
             return rc;
-        if (!dt_bf16_linear_tiles(li->bf))
-            s->scratch_bytes =
-                4.0 * ((double)l->model->max_batch * (li->in + li->out) + (double)li->out * li->in);
+        size_t rows = (size_t)l->model->max_batch;
+        if (!dt_bf16_linear_tiles(li->bf)) {
+            s->scratch_bytes = 4.0 * (double)li->out * li->in;
+            s->call_scratch_bytes = (double)dt_bf16_rounded_bytes(rows * li->in, rows * li->out);
+        } else {
+            s->call_scratch_bytes = (double)dt_bf16_linear_call_bytes(li->bf);
+        }
         s->precision = dt_bf16_linear_note(li->bf);
     }
     return 0;
@@ -56,10 +60,9 @@ static int linear_init(struct dt_layer *l, uint64_t seed)
     size_t nw = (size_t)li->out * li->in;
     int rc = 0;
     if (li->bf && dt_bf16_linear_tiles(li->bf))
-        rc = dt_bf16_linear_init(li->bf);
-    else if (li->bf)
-        rc = dt_bf16_copies_alloc(&li->round, (size_t)l->model->max_batch * li->in, nw,
-                                  (size_t)l->model->max_batch * li->out);
+        rc = dt_bf16_linear_init(li->bf, &l->model->call_scratch);
+    else if (li->bf && !(li->round_w = dt_alloc(nw, sizeof(float))))
+        rc = dt_fail_context(-DT_ERUNTIME, "linear bf16 weights");
     if (rc < 0)
         return rc;
     int wshape[2] = {li->out, li->in};
@@ -101,8 +104,10 @@ static void linear_forward(struct dt_layer *l, const float *x, float *y, int bat
     if (li->bf && dt_bf16_linear_tiles(li->bf)) {
         dt_bf16_linear_pack_weights(li->bf, weight);
     } else if (li->bf) {
-        weight = dt_bf16_round_into(li->round.w, weight, li->round.nw);
-        x = dt_bf16_round_into(li->round.x, x, (size_t)batch * li->in);
+        struct dt_bf16_rounded r;
+        dt_bf16_rounded_take(&r, &l->model->call_scratch, (size_t)batch * li->in, 0);
+        weight = dt_bf16_round_into(li->round_w, weight, (size_t)li->out * li->in);
+        x = dt_bf16_round_into(r.x, x, (size_t)batch * li->in);
     }
     for (int b0 = 0; b0 < batch; b0 += slice)
         forward_rows(l, x + (size_t)b0 * li->in, weight, y + (size_t)b0 * li->out,
@@ -140,10 +145,15 @@ static void linear_backward(struct dt_layer *l, const float *x, const float *y, 
     (void)y;
     const struct linear *li = l->state;
     const float *weight = l->params;
-    if (li->bf && !dt_bf16_linear_tiles(li->bf)) { /* what forward rounded, and dy rounded */
-        x = li->round.x;
-        weight = li->round.w;
-        dy = dt_bf16_round_into(li->round.dy, dy, (size_t)batch * li->out);
+    if (li->bf && dt_bf16_linear_tiles(li->bf)) /* W for dx, once for every slice */
+        dt_bf16_linear_pack_weights_grad(li->bf, weight);
+    if (li->bf && !dt_bf16_linear_tiles(li->bf)) { /* the weights forward rounded; x, dy */
+        struct dt_bf16_rounded r;
+        size_t nx = (size_t)batch * li->in, ny = (size_t)batch * li->out;
+        dt_bf16_rounded_take(&r, &l->model->call_scratch, nx, ny);
+        x = dt_bf16_round_into(r.x, x, nx); /* the same x forward rounded: the same values */
+        weight = li->round_w;
+        dy = dt_bf16_round_into(r.dy, dy, ny);
     }
     int slice = dt_layer_grad_slice(l, batch);
     if (!slice) {
@@ -166,7 +176,7 @@ static void linear_destroy(struct dt_layer *l)
     struct linear *li = l->state;
     if (li) {
         dt_bf16_linear_free(li->bf);
-        dt_bf16_copies_free(&li->round);
+        dt_free(li->round_w);
     }
     free(li);
 }

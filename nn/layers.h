@@ -29,6 +29,10 @@ struct dt_layer_setup {
      * (im2col columns, pooling indices, dropout masks). Setup allocates nothing batch-sized,
      * so the model counts this before any of it is touched (dt_model_estimate). */
     double scratch_bytes;
+    /* set by setup: bytes the layer takes from the model's call scratch (nn/call_scratch.h)
+     * inside one forward or backward call; the model allocates the largest layer's need once,
+     * shared by all */
+    double call_scratch_bytes;
     /* set by setup in a bf16 model (conv2d, linear): the path its products take, text the
      * layer keeps for its lifetime (dt_layer_summary.precision); NULL = nothing to say */
     const char *precision;

@@ -8,6 +8,9 @@
  *   grad_a, grad_b  gradient w.r.t. the current layer's output and input, swapped per layer;
  *                   each holds the largest activation of the model.
  *   layer scratch   owned by each layer (im2col columns, pooling indices, dropout masks).
+ *   call scratch    one buffer all layers share for what they use only inside one forward or
+ *                   backward call (the bf16 convs' operand layouts and rounded copies), sized
+ *                   by the largest layer's need: a model runs one layer at a time.
  * Parameters of layer i occupy one contiguous slice of params (and the same slice of grads),
  * in layer order, so the arena is exactly PyTorch's parameters() order.
  *
@@ -66,6 +69,7 @@ struct model_impl {
     const float *input; /* the last forward's x (not copied) */
     int last_batch;
     double scratch_bytes;   /* the layers' own, as their setups reported */
+    double call_scratch;    /* the largest call scratch a layer's setup asked for */
     const char **precision; /* per layer: its setup's precision note (NULL = none) */
     int tensor_cap, buffer_tensor_cap;
 };
@@ -192,6 +196,8 @@ static int setup_layer(struct dt_model *m, int i, const struct dt_layer_spec *sp
     impl->precision[i] = s.precision;
     m->plan[i].skip_from = s.skip_from;
     impl->scratch_bytes += s.scratch_bytes;
+    if (s.call_scratch_bytes > impl->call_scratch)
+        impl->call_scratch = s.call_scratch_bytes;
     return 0;
 }
 
@@ -250,7 +256,7 @@ static int allocate_arenas(struct dt_model *m, float *params)
     impl->grad_b = dt_alloc((size_t)m->max_batch * largest, sizeof(float));
     if (!impl->grad_a || !impl->grad_b)
         return dt_fail_context(-DT_ERUNTIME, "activation gradients");
-    return 0;
+    return dt_call_scratch_alloc(&m->call_scratch, (size_t)impl->call_scratch);
 }
 
 static int init_layers(struct dt_model *m, uint64_t seed)
@@ -305,7 +311,7 @@ static void count_memory(const struct dt_model *m, struct dt_model_memory *out)
         .params = 4.0 * (double)m->nparams,
         .grads = 4.0 * ((double)m->nparams + DT_MODEL_GRAD_SPARE + (double)m->nbuffers),
         .activations = 4.0 * batch * (act + 2 * largest), /* + grad_a, grad_b */
-        .scratch = impl->scratch_bytes,
+        .scratch = impl->scratch_bytes + impl->call_scratch,
     };
 }
 
@@ -475,21 +481,26 @@ int dt_model_build(struct dt_model **out, const struct dt_layer_spec *specs, int
     return dt_model_build_in(out, specs, nspecs, input, max_batch, loss, seed, NULL, 0, NULL);
 }
 
-int dt_model_estimate(const struct dt_layer_spec *specs, int nspecs, struct dt_shape input,
-                      int max_batch, enum dt_loss_kind loss, struct dt_model_memory *out)
+int dt_model_estimate_with(const struct dt_layer_spec *specs, int nspecs, struct dt_shape input,
+                           int max_batch, enum dt_loss_kind loss,
+                           const struct dt_model_options *opt, struct dt_model_memory *out)
 {
-    struct dt_model_options opt;
     struct dt_model *m;
-    int rc = dt_model_default_options(&opt);
-    if (rc < 0)
-        return rc;
-    rc = model_new(&m, nspecs, input, max_batch, loss, &opt);
+    int rc = model_new(&m, nspecs, input, max_batch, loss, opt);
     if (rc == 0)
         rc = setup_all(m, specs);
     if (rc == 0)
         *out = m->memory;
     dt_model_free(m);
     return rc;
+}
+
+int dt_model_estimate(const struct dt_layer_spec *specs, int nspecs, struct dt_shape input,
+                      int max_batch, enum dt_loss_kind loss, struct dt_model_memory *out)
+{
+    struct dt_model_options opt;
+    int rc = dt_model_default_options(&opt);
+    return rc < 0 ? rc : dt_model_estimate_with(specs, nspecs, input, max_batch, loss, &opt, out);
 }
 
 int dt_model_set_grad_slice(struct dt_model *m, int slice)
@@ -532,6 +543,7 @@ void dt_model_free(struct dt_model *m)
     dt_free(impl->grad_b);
     free(impl->precision);
     dt_grad_tree_release(&m->grad_tree);
+    dt_call_scratch_free(&m->call_scratch);
     free(impl);
     free(m->layers);
     free(m->plan);

@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "nn/call_scratch.h"
 #include "nn/grad_tree.h"
 #include "nn/layer_spec.h"
 #include "nn/precision.h"
@@ -86,7 +87,8 @@ struct dt_model_memory {
     double params;      /* the trainable parameters */
     double grads;       /* their gradients and the non-trainable buffers */
     double activations; /* every kept layer output, skip gradients, the two gradient buffers */
-    double scratch;     /* the layers' own: im2col columns, pooling indices, dropout masks */
+    double scratch;     /* the layers' own: im2col columns, pooling indices, dropout masks, and
+                           the call scratch they share (the largest layer's need) */
 };
 double dt_model_memory_total(const struct dt_model_memory *mem);
 
@@ -127,6 +129,9 @@ struct dt_model {
      * 0 = over the whole batch at once. Set with dt_model_set_grad_slice. */
     int grad_slice;
     struct dt_grad_tree grad_tree;
+    /* what a layer uses only inside one forward or backward call, shared by all the layers,
+     * sized by the largest need their setups stated (nn/call_scratch.h) */
+    struct dt_call_scratch call_scratch;
     double profile_fwd[DT_MAX_PROFILE_LAYERS], profile_bwd[DT_MAX_PROFILE_LAYERS];
     bool profile;                          /* accumulate per-layer seconds into profile_* */
     struct dt_model_layer_hook layer_hook; /* told each layer's span when fn is set (a trace) */
@@ -174,6 +179,11 @@ void dt_model_free(struct dt_model *m);
  * it: the layers are set up (shapes checked, the same errors as the build) and freed. */
 int dt_model_estimate(const struct dt_layer_spec *specs, int nspecs, struct dt_shape input,
                       int max_batch, enum dt_loss_kind loss, struct dt_model_memory *out);
+/* The same for a model built with these options (a bf16 model's layers take other buffers
+ * than an fp32 one's). */
+int dt_model_estimate_with(const struct dt_layer_spec *specs, int nspecs, struct dt_shape input,
+                           int max_batch, enum dt_loss_kind loss,
+                           const struct dt_model_options *opt, struct dt_model_memory *out);
 
 /* Forward pass on `batch` samples (x: batch x c x h x w floats). Result in m->output. */
 int dt_model_forward(struct dt_model *m, const float *x, int batch,

@@ -407,8 +407,13 @@ int dt_run_memory(const struct dt_config *cfg, const struct dt_job_plan *plan,
     out->batch = eval > batch ? eval : batch;
     out->ranks = plan->job.local_n > 0 ? plan->job.local_n : 1;
     struct dt_shape in = {train->c, train->h, train->w};
-    rc = dt_model_estimate(cfg->model.layers, cfg->model.nlayers, in, out->batch, cfg->loss.type,
-                           &out->model);
+    struct dt_model_options opt;
+    rc = dt_model_default_options(&opt);
+    if (rc)
+        return rc;
+    opt.precision = cfg->train.precision; /* as dt_run_build_model_in builds it */
+    rc = dt_model_estimate_with(cfg->model.layers, cfg->model.nlayers, in, out->batch,
+                                cfg->loss.type, &opt, &out->model);
     if (rc)
         return dt_fail_context(rc, "%s: model", cfg->path);
     struct dt_optim_config oc;

@@ -9,9 +9,10 @@
  * double sum only by its fp32 accumulation: per element at most 1e-5 x sum |a b| over the
  * terms (+1e-7), about 100x the worst seen (1e-7 on every path); an operand left unrounded
  * would show as about 2^-9 / sqrt(terms), 7e-5 or more at these shapes. The
- * emulated conv runs on the GEMM algorithm here (forced), whose rounding is of that kind;
- * Winograd's own accuracy is test_conv_layer's. The bias gradient is an fp32 sum of the
- * bf16-rounded dy (autocast's).
+ * emulated conv runs on the GEMM algorithm here (forced), whose rounding is of that kind, and
+ * again on the direct and Winograd algorithms, whose backward reads x: the emulated mode
+ * rounds it again there, in the model's call scratch (test_emulated_rounds_x_again). The bias
+ * gradient is an fp32 sum of the bf16-rounded dy (autocast's).
  * Also: an fp32 model names no bf16 path, and forward/backward are deterministic. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -25,6 +26,8 @@
 #include <string.h>
 
 #include "nn/kernels/bf16/bf16.h"
+#include "nn/kernels/fp32/conv_direct.h"
+#include "nn/kernels/fp32/conv_winograd.h"
 #include "nn/kernels/isa.h"
 #include "nn/layers.h"
 #include "nn/model.h"
@@ -81,6 +84,9 @@ static void check(const struct expect *e, const float *got, const char *path, co
     free(e->mag);
 }
 
+/* The fp32 algorithm an emulated conv runs on (forced at build). */
+static enum dt_conv2d_algo emulated_algo = DT_CONV2D_GEMM;
+
 /* Builds a one-layer bf16 model of spec on path p and runs forward and backward. */
 struct run {
     struct dt_model *m;
@@ -94,7 +100,7 @@ static bool run_layer(struct run *r, enum dt_bf16_path p, struct dt_layer_spec s
 {
     struct dt_model_options opt = {.fusions = DT_FUSE_ALL, .precision = precision};
     enum dt_bf16_path was = dt_isa_force_bf16_path(p);
-    enum dt_conv2d_algo algo = dt_conv2d_force_algo(DT_CONV2D_GEMM);
+    enum dt_conv2d_algo algo = dt_conv2d_force_algo(emulated_algo);
     assert_int_equal(dt_model_build_with(&r->m, &spec, 1, in, batch, DT_LOSS_NLL, 9, &opt), 0);
     dt_conv2d_force_algo(algo);
     dt_isa_force_bf16_path(was);
@@ -142,6 +148,8 @@ static void check_conv(enum dt_bf16_path p, int c, int h, int w, int k, int ks, 
     run_layer(&r, p, spec, (struct dt_shape){c, h, w}, batch, DT_PRECISION_BF16);
     assert_non_null(strstr(r.note, mode));
     const struct dt_layer *l = r.m->layers[0];
+    if (strstr(r.note, "emulated")) /* the algorithm asked for (the tests ask for one it runs) */
+        assert_int_equal(dt_conv2d_algo_of(l), emulated_algo);
     int oh = l->out.h, ow = l->out.w;
     const float *wt = l->params, *bias = l->params + (size_t)k * c * ks * ks;
     struct expect y = expect_new(r.nout), dx = expect_new(r.nin);
@@ -254,6 +262,32 @@ static void test_linear_every_path(void **state)
     }
 }
 
+/* The emulated mode on the direct and Winograd algorithms, whose backward reads x: rounded
+ * again from the fp32 x there, it must be the x forward rounded (an unrounded x would miss
+ * the bound by far). Stride 1 on the reference path; 3-channel inputs, stride 2 and stride
+ * 1, on every path (stride 2 with 4 or more channels runs on tiles). */
+static void test_emulated_rounds_x_again(void **state)
+{
+    (void)state;
+    enum dt_conv2d_algo algos[2] = {DT_CONV2D_DIRECT, DT_CONV2D_WINOGRAD};
+    for (int a = 0; a < 2; a++) {
+        emulated_algo = algos[a];
+        struct dt_conv_shape s2 = {
+            .n = 2, .c = 3, .h = 9, .w = 8, .k = 12, .kh = 3, .kw = 3, .stride = 2, .pad = 1};
+        bool runs = a == 0 ? dt_conv_direct_supported(&s2) : dt_conv_winograd_supported(&s2);
+        for (int p = 0; p < DT_BF16_PATH_COUNT; p++) {
+            if (!path_or_skip((enum dt_bf16_path)p))
+                continue;
+            if (p == DT_BF16_REFERENCE)
+                check_conv((enum dt_bf16_path)p, 5, 7, 9, 20, 3, 1, 1, 3, "emulated");
+            if (runs)
+                check_conv((enum dt_bf16_path)p, 3, 9, 8, 12, 3, 2, 1, 2, "emulated");
+            check_conv((enum dt_bf16_path)p, 3, 8, 8, 16, 3, 1, 1, 3, "emulated");
+        }
+    }
+    emulated_algo = DT_CONV2D_GEMM;
+}
+
 /* An fp32 model names nothing, and a bf16 layer gives the same bits when run twice. */
 static void test_fp32_unnamed_and_deterministic(void **state)
 {
@@ -278,6 +312,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_conv_every_path),
         cmocka_unit_test(test_linear_every_path),
+        cmocka_unit_test(test_emulated_rounds_x_again),
         cmocka_unit_test(test_fp32_unnamed_and_deterministic),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
