@@ -10,33 +10,6 @@
 #include "nn/kernels/isa_fn.h"
 #include "nn/kernels/bf16/tile.h"
 
-#define TILE_ELEMS 512
-
-/* Accumulator tile t into 16 rows of `row` floats from dst on, or only the first `rows` of
- * them when the tile holds the last output channels (its other rows are padding); LOAD_ROWS
- * the other way, padding rows zero. Both need `buf` and `ystride` (= row * 4) in scope. */
-#define STORE_ROWS(t, rows, dst, row)                                                              \
-    do {                                                                                           \
-        if ((rows) >= 16) {                                                                        \
-            TILE_STORE(t, dst, ystride);                                                           \
-        } else {                                                                                   \
-            TILE_STORE(t, buf, 64);                                                                \
-            for (int r_ = 0; r_ < (rows); r_++)                                                    \
-                memcpy((dst) + (size_t)r_ * (row), buf + r_ * 16, 64);                             \
-        }                                                                                          \
-    } while (0)
-#define LOAD_ROWS(t, rows, src, row)                                                               \
-    do {                                                                                           \
-        if ((rows) >= 16) {                                                                        \
-            TILE_LOAD(t, src, ystride);                                                            \
-        } else {                                                                                   \
-            memset(buf, 0, sizeof buf);                                                            \
-            for (int r_ = 0; r_ < (rows); r_++)                                                    \
-                memcpy(buf + r_ * 16, (src) + (size_t)r_ * (row), 64);                             \
-            TILE_LOAD(t, buf, 64);                                                                 \
-        }                                                                                          \
-    } while (0)
-
 void DT_ISA_FN(dt_conv_bf16_forward)(const struct dt_conv_shape *s,
                                      const struct dt_conv_bf16_geom *g, const dt_bf16 *xv,
                                      const dt_bf16 *wp, float *yq)

@@ -7,32 +7,6 @@
 #include "nn/kernels/isa_fn.h"
 #include "nn/kernels/bf16/tile.h"
 
-#define TILE_ELEMS 512
-
-/* Accumulator tile t to/from 16 rows of `row` floats at p (stride ystride bytes), or only the
- * first `rows` when the tile holds the last output rows (through buf; loaded padding zero). */
-#define TILE_OUT(t, rows, p, row)                                                                  \
-    do {                                                                                           \
-        if ((rows) >= 16) {                                                                        \
-            TILE_STORE(t, p, ystride);                                                             \
-        } else {                                                                                   \
-            TILE_STORE(t, buf, 64);                                                                \
-            for (int r_ = 0; r_ < (rows); r_++)                                                    \
-                memcpy((p) + (size_t)r_ * (row), buf + r_ * 16, 64);                               \
-        }                                                                                          \
-    } while (0)
-#define TILE_IN(t, rows, p, row)                                                                   \
-    do {                                                                                           \
-        if ((rows) >= 16) {                                                                        \
-            TILE_LOAD(t, p, ystride);                                                              \
-        } else {                                                                                   \
-            memset(buf, 0, sizeof buf);                                                            \
-            for (int r_ = 0; r_ < (rows); r_++)                                                    \
-                memcpy(buf + r_ * 16, (p) + (size_t)r_ * (row), 64);                               \
-            TILE_LOAD(t, buf, 64);                                                                 \
-        }                                                                                          \
-    } while (0)
-
 /* Blocks of 32 rows x 32 positions; one 32-deep step per (tap, 32 channels). */
 void DT_ISA_FN(dt_conv_s2_taps_forward)(int m, int depth, int ntaps, const long *at, long plane,
                                         int qpad, const dt_bf16 *a, const dt_bf16 *b, float *y)
@@ -62,13 +36,13 @@ void DT_ISA_FN(dt_conv_s2_taps_forward)(int m, int depth, int ntaps, const long 
         float *y0 = y + (size_t)mt * 16 * qpad + qt * 16, *y1 = y0 + (size_t)16 * qpad;
         int rows0 = m - mt * 16, rows1 = rows0 - 16;
         _Alignas(64) float buf[256];
-        TILE_OUT(0, rows0, y0, qpad);
+        STORE_ROWS(0, rows0, y0, qpad);
         if (two_q)
-            TILE_OUT(1, rows0, y0 + 16, qpad);
+            STORE_ROWS(1, rows0, y0 + 16, qpad);
         if (two_m)
-            TILE_OUT(2, rows1, y1, qpad);
+            STORE_ROWS(2, rows1, y1, qpad);
         if (two_m && two_q)
-            TILE_OUT(3, rows1, y1 + 16, qpad);
+            STORE_ROWS(3, rows1, y1 + 16, qpad);
     }
 }
 
@@ -98,13 +72,13 @@ void DT_ISA_FN(dt_conv_s2_taps_weight_grad)(int m, int c16, int ntaps, const lon
             TILE_ZERO(2);
             TILE_ZERO(3);
         } else {
-            TILE_IN(0, rows0, y0, row);
+            LOAD_ROWS(0, rows0, y0, row);
             if (two_c)
-                TILE_IN(1, rows0, y0 + 16, row);
+                LOAD_ROWS(1, rows0, y0 + 16, row);
             if (two_m)
-                TILE_IN(2, rows1, y1, row);
+                LOAD_ROWS(2, rows1, y1, row);
             if (two_m && two_c)
-                TILE_IN(3, rows1, y1 + 16, row);
+                LOAD_ROWS(3, rows1, y1 + 16, row);
         }
         for (int i = 0; i < n; i++) {
             const dt_bf16 *a0 = a + i * astep + (size_t)mt * 16 * qrow;
@@ -115,12 +89,12 @@ void DT_ISA_FN(dt_conv_s2_taps_weight_grad)(int m, int c16, int ntaps, const lon
                               two_m, two_c);
             }
         }
-        TILE_OUT(0, rows0, y0, row);
+        STORE_ROWS(0, rows0, y0, row);
         if (two_c)
-            TILE_OUT(1, rows0, y0 + 16, row);
+            STORE_ROWS(1, rows0, y0 + 16, row);
         if (two_m)
-            TILE_OUT(2, rows1, y1, row);
+            STORE_ROWS(2, rows1, y1, row);
         if (two_m && two_c)
-            TILE_OUT(3, rows1, y1 + 16, row);
+            STORE_ROWS(3, rows1, y1 + 16, row);
     }
 }
