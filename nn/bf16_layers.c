@@ -25,9 +25,12 @@
  * first conv: 4.3 ms per step on tiles, 2.3 ms emulated; docs/bf16.md). */
 #define SMALL_INPUT_CHANNELS 4
 
-/* Such inputs whose whole column (channels x taps) fits one 32-deep tile step run as im2col
- * GEMMs instead (the stem mode, below): 1x3x3 and 3x3x3 are 9 and 27 deep. */
+/* Such inputs whose whole column (channels x taps) fits one 32-deep tile step, and fills more
+ * than half of it, run as im2col GEMMs instead (the stem mode, below): the CIFAR nets' 3x3x3 is
+ * 27 deep (the CIFAR CNN's step about 6% faster than emulated, under load). The ConvNet's
+ * 1x3x3 (9 deep) stays emulated: its step was about 8% slower in the stem mode (docs/bf16.md). */
 #define STEM_MAX_DEPTH 32
+#define STEM_MIN_DEPTH 17
 
 /* Offsets into the call scratch are kept to whole cache lines. */
 #define SCRATCH_ALIGN 64
@@ -117,8 +120,8 @@ struct dt_bf16_conv {
     size_t colp_per, dya_per;   /* per thread, bf16 elements of colp and dya */
     float *col;                 /* per thread: a sample's im2col [ckk][pix], or its dx columns */
     dt_bf16 *colh;              /* per thread: a sample's im2col [ckk][pix] in bf16 */
-    dt_bf16 *xh; /* per thread: a sample's x in bf16, then (backward) its dy [K][pix] */
-    size_t xh_per, dyh_per;
+    dt_bf16 *xh;                /* per thread: a sample's x in bf16 */
+    size_t xh_per;
     dt_bf16 *colp; /* per thread: col packed as B (ckk x pix, or pix x ckk) */
     dt_bf16 *dya;  /* per thread: dY packed as A (K x pix), or as B (K x pix) */
     float *wparts; /* [max_batch][K * ckk]: each sample's weight gradient */
@@ -312,16 +315,18 @@ static void stem_im2col(const struct dt_bf16_conv *bf, const dt_bf16 *x, dt_bf16
     }
 }
 
-/* m rows of n bf16 (row stride n) packed as A (gemm_bf16.h): 32 values of a row at a time. */
-static void stem_pack_rows(const dt_bf16 *src, int m, int n, dt_bf16 *dst)
+/* m rows of n fp32 (row stride n) rounded and packed as A (gemm_bf16.h) in one pass: 32 values
+ * of a row at a time (the general packer takes a row's tail tile element by element). */
+static void stem_pack_rows(const float *src, int m, int n, dt_bf16 *dst)
 {
     int kt_count = (n + 31) / 32;
     for (int mt = 0; mt * 16 < m; mt++)
         for (int kt = 0; kt < kt_count; kt++, dst += 512)
             for (int r = 0; r < 16; r++) {
                 int i = mt * 16 + r, w = i < m ? (n - kt * 32 < 32 ? n - kt * 32 : 32) : 0;
-                if (w > 0)
-                    memcpy(dst + r * 32, src + (size_t)i * n + kt * 32, (size_t)w * sizeof *dst);
+                const float *row = src + (size_t)i * n + kt * 32;
+                for (int c = 0; c < w; c++)
+                    dst[r * 32 + c] = dt_bf16_from_f32(row[c]);
                 memset(dst + r * 32 + w, 0, (size_t)(32 - w) * sizeof *dst);
             }
 }
@@ -343,8 +348,7 @@ static int stem_setup(struct dt_bf16_conv *bf, double *scratch_bytes)
     bf->wpi_elems = dt_bf16_packed_a_size(bf->ckk, s->k);
     bf->colp_per =
         max_size(dt_bf16_packed_b_size(bf->ckk, bf->pix), dt_bf16_packed_b_size(bf->pix, bf->ckk));
-    bf->dyh_per = (size_t)s->k * bf->pix;
-    bf->xh_per = (size_t)s->c * s->h * s->w + bf->dyh_per;
+    bf->xh_per = (size_t)s->c * s->h * s->w;
     bf->dya_per =
         max_size(dt_bf16_packed_a_size(s->k, bf->pix), dt_bf16_packed_b_size(s->k, bf->pix));
     plan_scratch(bf);
@@ -364,7 +368,8 @@ int dt_bf16_conv_setup(struct dt_bf16_conv **out, const struct dt_conv_shape *s,
     *scratch_bytes = 0;
     const char *why = NULL;
     if (bf->path != DT_BF16_REFERENCE && s->c < SMALL_INPUT_CHANNELS && s->stride <= 2 &&
-        s->kh == s->kw && s->c * s->kh * s->kw <= STEM_MAX_DEPTH)
+        s->kh == s->kw && s->c * s->kh * s->kw <= STEM_MAX_DEPTH &&
+        s->c * s->kh * s->kw >= STEM_MIN_DEPTH)
         return stem_setup(bf, scratch_bytes);
     if (s->stride > 2)
         why = "stride 3+ is not in the bf16 conv kernels";
@@ -631,12 +636,11 @@ static void stem_backward_sample(struct dt_bf16_conv *bf, int slot, const float 
     dt_bf16 *colp = bf->colp + (size_t)th * bf->colp_per;
     dt_bf16 *dya = bf->dya + (size_t)th * bf->dya_per;
     dt_bf16 *colh = bf->colh + (size_t)th * ckk * pix;
-    dt_bf16 *xh = bf->xh + (size_t)th * bf->xh_per, *dyh = xh + bf->xh_per - bf->dyh_per;
+    dt_bf16 *xh = bf->xh + (size_t)th * bf->xh_per;
     dt_bf16_from_f32_n(x, xh, (size_t)s->c * s->h * s->w);
     stem_im2col(bf, xh, colh);
     stem_pack_cols_t(colh, ckk, pix, colp);
-    dt_bf16_from_f32_n(dy, dyh, (size_t)s->k * pix);
-    stem_pack_rows(dyh, s->k, pix, dya);
+    stem_pack_rows(dy, s->k, pix, dya);
     dt_gemm_bf16_on(bf->path, s->k, ckk, pix, dya, colp, bf->wparts + (size_t)slot * s->k * ckk,
                     ckk, false);
     if (part)
@@ -644,7 +648,7 @@ static void stem_backward_sample(struct dt_bf16_conv *bf, int slot, const float 
     if (!dx)
         return;
     size_t in = (size_t)s->c * s->h * s->w, at = (size_t)sample * in;
-    dt_bf16_pack_b_bf16(dyh, pix, 1, s->k, pix, dya);
+    dt_bf16_pack_b_f32(dy, pix, 1, s->k, pix, dya);
     dt_gemm_bf16_on(bf->path, ckk, pix, s->k, bf->wpi, dya, col, pix, false);
     dt_col2im(s, col, dx + at, 1);
     if (relu_x) /* the relu below's backward, with the skip gradient (relu_below fusion) */

@@ -246,16 +246,17 @@ static void test_conv_every_path(void **state)
         check_conv((enum dt_bf16_path)p, 16, 14, 14, 32, 1, 2, 0, 3, tiles);
         check_conv((enum dt_bf16_path)p, 5, 7, 7, 17, 1, 2, 0, 17, tiles);
         check_conv((enum dt_bf16_path)p, 4, 11, 10, 7, 5, 2, 2, 2, tiles);
-        /* inputs of under 4 channels (the stem mode): the ConvNet's 1x3x3 (9 deep) unpadded,
-         * the CIFAR nets' 3x3x3 (27), 5x5 on one channel (25), 1x1, stride 2, odd sizes,
-         * more samples than one thread takes */
-        check_conv((enum dt_bf16_path)p, 1, 8, 8, 16, 3, 1, 1, 3, tiles);
-        check_conv((enum dt_bf16_path)p, 1, 11, 9, 17, 3, 1, 0, 5, tiles);
+        /* inputs of under 4 channels whose channels x taps are 17 to 32 (the stem mode): the
+         * CIFAR nets' 3x3x3 (27), 5x5 on one channel (25), 2x3x3 (18), stride 2, odd sizes,
+         * more samples than one thread takes; outside 17-32 the emulated fallback (the
+         * ConvNet's 1x3x3, 3x5x5) */
         check_conv((enum dt_bf16_path)p, 3, 8, 8, 16, 3, 1, 1, 3, tiles);
-        check_conv((enum dt_bf16_path)p, 3, 13, 10, 33, 3, 1, 1, 2, tiles);
+        check_conv((enum dt_bf16_path)p, 3, 13, 10, 33, 3, 1, 0, 5, tiles);
         check_conv((enum dt_bf16_path)p, 1, 9, 7, 6, 5, 1, 2, 2, tiles);
-        check_conv((enum dt_bf16_path)p, 2, 7, 6, 5, 1, 1, 0, 2, tiles);
+        check_conv((enum dt_bf16_path)p, 1, 11, 9, 17, 5, 1, 0, 3, tiles);
+        check_conv((enum dt_bf16_path)p, 2, 7, 6, 5, 3, 1, 1, 2, tiles);
         check_conv((enum dt_bf16_path)p, 3, 9, 8, 12, 3, 2, 1, 2, tiles);
+        check_conv((enum dt_bf16_path)p, 1, 8, 8, 16, 3, 1, 1, 3, "emulated");   /* 9 deep */
         check_conv((enum dt_bf16_path)p, 3, 10, 11, 16, 5, 2, 2, 3, "emulated"); /* 75 deep */
         /* stride 3: the emulated fallback on every path */
         check_conv((enum dt_bf16_path)p, 6, 9, 8, 12, 3, 3, 1, 2, "emulated");
