@@ -27,8 +27,8 @@
 
 /* Such inputs whose whole column (channels x taps) fits one 32-deep tile step, and fills more
  * than half of it, run as im2col GEMMs instead (the stem mode, below): the CIFAR nets' 3x3x3 is
- * 27 deep (the CIFAR CNN's step about 6% faster than emulated, under load). The ConvNet's
- * 1x3x3 (9 deep) stays emulated: its step was about 8% slower in the stem mode (docs/bf16.md). */
+ * 27 deep (the CIFAR CNN's step 0.86-0.94x emulated's, under load). The ConvNet's 1x3x3 (9
+ * deep) stays emulated: its step was 1.08-1.10x emulated's in the stem mode (docs/bf16.md). */
 #define STEM_MAX_DEPTH 32
 #define STEM_MIN_DEPTH 17
 
@@ -118,11 +118,11 @@ struct dt_bf16_conv {
     int ckk, pix;               /* a column's depth (C * kh * kw) and the output positions */
     size_t wp_elems, wpi_elems; /* the packed weights: W [K x ckk], W^T [ckk x K] */
     size_t colp_per, dya_per;   /* per thread, bf16 elements of colp and dya */
-    float *col;                 /* per thread: a sample's im2col [ckk][pix], or its dx columns */
+    float *col;                 /* per thread: a sample's dx columns W^T dY [ckk][pix] */
     dt_bf16 *colh;              /* per thread: a sample's im2col [ckk][pix] in bf16 */
     dt_bf16 *xh;                /* per thread: a sample's x in bf16 */
     size_t xh_per;
-    dt_bf16 *colp; /* per thread: col packed as B (ckk x pix, or pix x ckk) */
+    dt_bf16 *colp; /* per thread: colh packed as B (ckk x pix, or pix x ckk) */
     dt_bf16 *dya;  /* per thread: dY packed as A (K x pix), or as B (K x pix) */
     float *wparts; /* [max_batch][K * ckk]: each sample's weight gradient */
 };
@@ -246,10 +246,12 @@ static void stem_pack_cols(const dt_bf16 *col, int ckk, int pix, dt_bf16 *dst)
         int w = pix - p0 < 16 ? pix - p0 : 16;
         for (int pr = 0; pr < 16; pr++) { /* the rows 2 pr and 2 pr + 1, side by side */
             dt_bf16 *o = dst + pr * 32;
-            const dt_bf16 *a = col + (size_t)2 * pr * pix + p0, *b = a + pix;
             if (2 * pr >= ckk) {
                 memset(o, 0, 32 * sizeof *o);
-            } else if (w == 16 && 2 * pr + 1 < ckk) { /* the common case, as whole words */
+                continue;
+            }
+            const dt_bf16 *a = col + (size_t)2 * pr * pix + p0, *b = a + pix;
+            if (w == 16 && 2 * pr + 1 < ckk) { /* the common case, as whole words */
                 uint32_t pair[16];
                 for (int c = 0; c < 16; c++)
                     pair[c] = (uint32_t)a[c] | (uint32_t)b[c] << 16;
@@ -272,11 +274,11 @@ static void stem_pack_cols_t(const dt_bf16 *col, int ckk, int pix, dt_bf16 *dst)
             dt_bf16 *t = dst + ((size_t)nt * kt_count + kt) * 512;
             int n = pix - kt * 32 < 32 ? pix - kt * 32 : 32;
             for (int rr = 0; rr < 16; rr++) { /* positions q, q + 1 of column r side by side */
-                int r = nt * 16 + rr;
-                const dt_bf16 *src = col + (size_t)r * pix + kt * 32;
+                int r = nt * 16 + rr, w = r < ckk ? n : 0;
+                const dt_bf16 *src = col + (size_t)(r < ckk ? r : 0) * pix + kt * 32;
                 for (int q = 0; q < 32; q += 2) {
-                    t[q * 16 + rr * 2] = r < ckk && q < n ? src[q] : 0;
-                    t[q * 16 + rr * 2 + 1] = r < ckk && q + 1 < n ? src[q + 1] : 0;
+                    t[q * 16 + rr * 2] = q < w ? src[q] : 0;
+                    t[q * 16 + rr * 2 + 1] = q + 1 < w ? src[q + 1] : 0;
                 }
             }
         }
@@ -324,9 +326,8 @@ static void stem_pack_rows(const float *src, int m, int n, dt_bf16 *dst)
         for (int kt = 0; kt < kt_count; kt++, dst += 512)
             for (int r = 0; r < 16; r++) {
                 int i = mt * 16 + r, w = i < m ? (n - kt * 32 < 32 ? n - kt * 32 : 32) : 0;
-                const float *row = src + (size_t)i * n + kt * 32;
                 for (int c = 0; c < w; c++)
-                    dst[r * 32 + c] = dt_bf16_from_f32(row[c]);
+                    dst[r * 32 + c] = dt_bf16_from_f32(src[(size_t)i * n + kt * 32 + c]);
                 memset(dst + r * 32 + w, 0, (size_t)(32 - w) * sizeof *dst);
             }
 }
@@ -452,7 +453,7 @@ static void forward_sample(struct dt_bf16_conv *bf, int t, const float *x, const
                            bool relu, bool stream, float *y)
 {
     const struct dt_conv_shape *s = &bf->s;
-    if (bf->stem) { /* y = W x cols (+ b): the bias first, the product added to it */
+    if (bf->stem) { /* yq = W x cols in this thread's buffer, then y = yq + b (relu'd) once */
         dt_bf16 *colp = bf->colp + (size_t)t * bf->colp_per;
         dt_bf16 *colh = bf->colh + (size_t)t * bf->ckk * bf->pix;
         dt_bf16 *xh = bf->xh + (size_t)t * bf->xh_per;
