@@ -270,6 +270,13 @@ static void test_bf16_fusions(void **state)
         compare_on(DT_CONV2D_GEMM, b, nb, IN, 5, DT_FUSE_NONE, DT_FUSE_BN_GRAD, 2);
         compare_on(DT_CONV2D_GEMM, b, nb, IN, 5, DT_FUSE_ALL & ~DT_FUSE_BN_GRAD, DT_FUSE_BN_GRAD,
                    2);
+        /* a stem-mode conv (3 -> 16, 27 deep) with a relu below it takes relu_below */
+        struct dt_layer_spec stem[] = {conv_spec(3, 3, 1, 1),  spec_of("relu"),
+                                       conv_spec(16, 3, 1, 1), spec_of("relu"),
+                                       spec_of("flatten"),     linear_spec(3)};
+        compare_on(DT_CONV2D_GEMM, stem, 6, IN, 5, DT_FUSE_NONE, DT_FUSE_RELU_BELOW, 1);
+        compare_on(DT_CONV2D_GEMM, stem, 6, IN, 5, DT_FUSE_RELU | DT_FUSE_DY_EXTRA,
+                   DT_FUSE_RELU_BELOW, 1);
         bf16_stride2_fusions();
         dt_isa_force_bf16_path(was);
     }
