@@ -12,6 +12,7 @@
 #include "nn/kernels/bf16/conv_bf16.h"
 #include "nn/kernels/bf16/conv_s2_bf16.h"
 #include "nn/kernels/bf16/gemm_bf16.h"
+#include "nn/kernels/fp32/im2col.h"
 #include "nn/kernels/isa.h"
 #include "util/alloc.h"
 #include "util/err.h"
@@ -23,6 +24,13 @@
  * 7/8 zeros, and the operand layouts cost more than the products (the ConvNet's 1-channel
  * first conv: 4.3 ms per step on tiles, 2.3 ms emulated; docs/bf16.md). */
 #define SMALL_INPUT_CHANNELS 4
+
+/* Such inputs whose whole column (channels x taps) fits one 32-deep tile step, and fills more
+ * than half of it, run as im2col GEMMs instead (the stem mode, below): the CIFAR nets' 3x3x3 is
+ * 27 deep (the CIFAR CNN's step 0.86-0.94x emulated's, under load). The ConvNet's 1x3x3 (9
+ * deep) stays emulated: its step was 1.08-1.10x emulated's in the stem mode (docs/bf16.md). */
+#define STEM_MAX_DEPTH 32
+#define STEM_MIN_DEPTH 17
 
 /* Offsets into the call scratch are kept to whole cache lines. */
 #define SCRATCH_ALIGN 64
@@ -76,6 +84,7 @@ static int team_size(int sized_for)
 
 struct dt_bf16_conv {
     bool tiles;
+    bool stem;    /* tiles as im2col GEMMs through gemm_bf16.h (C * kh * kw <= 32) */
     bool stride2; /* tiles through conv_s2_bf16.h (parity planes), else conv_bf16.h */
     enum dt_bf16_path path;
     char note[112];
@@ -105,6 +114,17 @@ struct dt_bf16_conv {
     float *ysample; /* per thread: a sample's output for a forward's sink, or its dy */
     float *dwt;     /* the weight gradient in tap-major order */
     float *bparts;  /* [max_batch][K]: each sample's bias gradient part */
+    /* The stem mode's (the call scratch too, bound in the same way; nothing kept zero): */
+    int ckk, pix;               /* a column's depth (C * kh * kw) and the output positions */
+    size_t wp_elems, wpi_elems; /* the packed weights: W [K x ckk], W^T [ckk x K] */
+    size_t colp_per, dya_per;   /* per thread, bf16 elements of colp and dya */
+    float *col;                 /* per thread: a sample's dx columns W^T dY [ckk][pix] */
+    dt_bf16 *colh;              /* per thread: a sample's im2col [ckk][pix] in bf16 */
+    dt_bf16 *xh;                /* per thread: a sample's x in bf16 */
+    size_t xh_per;
+    dt_bf16 *colp; /* per thread: colh packed as B (ckk x pix, or pix x ckk) */
+    dt_bf16 *dya;  /* per thread: dY packed as A (K x pix), or as B (K x pix) */
+    float *wparts; /* [max_batch][K * ckk]: each sample's weight gradient */
 };
 
 /* The offsets of the call-scratch buffers, in struct order, and the call's key (the shape
@@ -124,6 +144,16 @@ static void plan_scratch(struct dt_bf16_conv *bf)
         bf->g.dwt * sizeof(float),                  /* dwt */
         (size_t)s->n * s->k * sizeof(float),        /* bparts */
     };
+    if (bf->stem) { /* col, colp, dya, colh, xh, yq, ysample, wparts, bparts; none kept zero */
+        size_t ckk = (size_t)bf->ckk, pix = (size_t)bf->pix;
+        bytes[0] = t * ckk * pix * sizeof(float);
+        bytes[1] = t * bf->colp_per * sizeof(dt_bf16);
+        bytes[2] = t * bf->dya_per * sizeof(dt_bf16);
+        bytes[3] = t * ckk * pix * sizeof(dt_bf16); /* colh */
+        bytes[4] = t * bf->xh_per * sizeof(dt_bf16);
+        bytes[5] = t * (size_t)s->k * pix * sizeof(float); /* yq: a sample's product */
+        bytes[7] = (size_t)s->n * s->k * ckk * sizeof(float);
+    }
     if (bf->stride2) { /* the parity layouts, zeroed the same way (conv_s2_bf16.h) */
         bytes[0] = t * bf->g2.xv * sizeof(dt_bf16);
         bytes[1] = t * bf->g2.dv * sizeof(dt_bf16);
@@ -140,6 +170,8 @@ static void plan_scratch(struct dt_bf16_conv *bf)
             bf->zero_bytes = at;
     }
     bf->call_bytes = at;
+    if (bf->stem)
+        bf->zero_bytes = 0;
     int key[10] = {s->n, s->c, s->h, s->w, s->k, s->kh, s->kw, s->stride, s->pad, bf->threads};
     memcpy(bf->key, key, sizeof key);
 }
@@ -147,6 +179,19 @@ static void plan_scratch(struct dt_bf16_conv *bf)
 /* This call's buffers: the call scratch, its zero padding kept for this layout. */
 static void bind_scratch(struct dt_bf16_conv *bf)
 {
+    if (bf->stem) { /* the packers write their padding: nothing to keep zero */
+        unsigned char *b = dt_call_scratch_take(bf->scratch, bf->call_bytes);
+        bf->col = (float *)(b + bf->at[0]);
+        bf->colp = (dt_bf16 *)(b + bf->at[1]);
+        bf->dya = (dt_bf16 *)(b + bf->at[2]);
+        bf->colh = (dt_bf16 *)(b + bf->at[3]);
+        bf->xh = (dt_bf16 *)(b + bf->at[4]);
+        bf->yq = (float *)(b + bf->at[5]);
+        bf->ysample = (float *)(b + bf->at[6]);
+        bf->wparts = (float *)(b + bf->at[7]);
+        bf->bparts = (float *)(b + bf->at[8]);
+        return;
+    }
     unsigned char *b = dt_call_scratch_zeroed(bf->scratch, bf->key, sizeof bf->key, bf->zero_bytes);
     bf->xv = (dt_bf16 *)(b + bf->at[0]);
     bf->xvt = (dt_bf16 *)(b + bf->at[1]);
@@ -184,6 +229,134 @@ static int stride2_setup(struct dt_bf16_conv *bf, double *scratch_bytes)
     return 0;
 }
 
+static size_t max_size(size_t a, size_t b)
+{
+    return a > b ? a : b;
+}
+
+/* The stem mode's operands from a sample's columns col [ckk][pix] (ckk <= 32), already bf16,
+ * zero-padded to whole tiles in gemm_bf16.h's B layout: cols as B (ckk x pix: one 32-deep
+ * step, tile nt the positions 16 nt ..) for the forward, cols^T as B (pix x ckk: tile
+ * (nt, kt) the columns 16 nt .. at positions 32 kt ..) for the weight gradient. The general
+ * packers take these all-edge tiles element by element from fp32 (a quarter of a ConvNet
+ * step). */
+static void stem_pack_cols(const dt_bf16 *col, int ckk, int pix, dt_bf16 *dst)
+{
+    for (int p0 = 0; p0 < pix; p0 += 16, dst += 512) {
+        int w = pix - p0 < 16 ? pix - p0 : 16;
+        for (int pr = 0; pr < 16; pr++) { /* the rows 2 pr and 2 pr + 1, side by side */
+            dt_bf16 *o = dst + pr * 32;
+            if (2 * pr >= ckk) {
+                memset(o, 0, 32 * sizeof *o);
+                continue;
+            }
+            const dt_bf16 *a = col + (size_t)2 * pr * pix + p0, *b = a + pix;
+            if (w == 16 && 2 * pr + 1 < ckk) { /* the common case, as whole words */
+                uint32_t pair[16];
+                for (int c = 0; c < 16; c++)
+                    pair[c] = (uint32_t)a[c] | (uint32_t)b[c] << 16;
+                memcpy(o, pair, sizeof pair);
+            } else {
+                for (int c = 0; c < 16; c++) {
+                    o[2 * c] = c < w ? a[c] : 0;
+                    o[2 * c + 1] = 2 * pr + 1 < ckk && c < w ? b[c] : 0;
+                }
+            }
+        }
+    }
+}
+
+static void stem_pack_cols_t(const dt_bf16 *col, int ckk, int pix, dt_bf16 *dst)
+{
+    int kt_count = (pix + 31) / 32;
+    for (int nt = 0; nt * 16 < ckk; nt++)
+        for (int kt = 0; kt < kt_count; kt++) {
+            dt_bf16 *t = dst + ((size_t)nt * kt_count + kt) * 512;
+            int n = pix - kt * 32 < 32 ? pix - kt * 32 : 32;
+            for (int rr = 0; rr < 16; rr++) { /* positions q, q + 1 of column r side by side */
+                int r = nt * 16 + rr, w = r < ckk ? n : 0;
+                const dt_bf16 *src = col + (size_t)(r < ckk ? r : 0) * pix + kt * 32;
+                for (int q = 0; q < 32; q += 2) {
+                    t[q * 16 + rr * 2] = q < w ? src[q] : 0;
+                    t[q * 16 + rr * 2 + 1] = q + 1 < w ? src[q + 1] : 0;
+                }
+            }
+        }
+}
+
+/* The stem mode's columns of one sample from its input in bf16: colh [ckk][pix], row
+ * (c, ky, kx) the input under that tap of each output position, 0 in the padding (as
+ * dt_im2col, on bf16: one conversion of the input instead of one per tap). */
+static void stem_im2col(const struct dt_bf16_conv *bf, const dt_bf16 *x, dt_bf16 *col)
+{
+    const struct dt_conv_shape *s = &bf->s;
+    int k = s->kh, st = s->stride;
+    for (int r = 0; r < bf->ckk; r++) {
+        int c = r / (k * k), ky = r / k % k, kx = r % k, off = kx - s->pad;
+        /* output columns [lo, hi) read inside the row */
+        int lo = off >= 0 ? 0 : (-off + st - 1) / st;
+        int hi = s->w - off <= 0 ? 0 : (s->w - off - 1) / st + 1;
+        hi = hi > bf->ow ? bf->ow : hi;
+        lo = lo > hi ? hi : lo;
+        dt_bf16 *dst = col + (size_t)r * bf->pix;
+        for (int oy = 0; oy < bf->oh; oy++, dst += bf->ow) {
+            int iy = oy * st - s->pad + ky;
+            if (iy < 0 || iy >= s->h) {
+                memset(dst, 0, (size_t)bf->ow * sizeof *dst);
+                continue;
+            }
+            const dt_bf16 *src = x + ((size_t)c * s->h + iy) * s->w;
+            memset(dst, 0, (size_t)lo * sizeof *dst);
+            if (st == 1)
+                memcpy(dst + lo, src + lo + off, (size_t)(hi - lo) * sizeof *dst);
+            else
+                for (int ox = lo; ox < hi; ox++)
+                    dst[ox] = src[ox * st + off];
+            memset(dst + hi, 0, (size_t)(bf->ow - hi) * sizeof *dst);
+        }
+    }
+}
+
+/* m rows of n fp32 (row stride n) rounded and packed as A (gemm_bf16.h) in one pass: 32 values
+ * of a row at a time (the general packer takes a row's tail tile element by element). */
+static void stem_pack_rows(const float *src, int m, int n, dt_bf16 *dst)
+{
+    int kt_count = (n + 31) / 32;
+    for (int mt = 0; mt * 16 < m; mt++)
+        for (int kt = 0; kt < kt_count; kt++, dst += 512)
+            for (int r = 0; r < 16; r++) {
+                int i = mt * 16 + r, w = i < m ? (n - kt * 32 < 32 ? n - kt * 32 : 32) : 0;
+                for (int c = 0; c < w; c++)
+                    dst[r * 32 + c] = dt_bf16_from_f32(src[(size_t)i * n + kt * 32 + c]);
+                memset(dst + r * 32 + w, 0, (size_t)(32 - w) * sizeof *dst);
+            }
+}
+
+/* The stem mode of a shape with a column of at most 32 (one tile step): forward
+ * Y [K x pix] = W [K x ckk] x cols [ckk x pix], weight gradient dY [K x pix] x cols^T summed
+ * over samples, input gradient col2im(W^T [ckk x K] x dY), one sample per thread. */
+static int stem_setup(struct dt_bf16_conv *bf, double *scratch_bytes)
+{
+    const struct dt_conv_shape *s = &bf->s;
+    bf->tiles = bf->stem = true;
+    snprintf(bf->note, sizeof bf->note, "%s", dt_bf16_path_name(bf->path));
+    bf->threads = omp_get_max_threads() > 1 ? omp_get_max_threads() : 1;
+    bf->oh = (s->h + 2 * s->pad - s->kh) / s->stride + 1;
+    bf->ow = (s->w + 2 * s->pad - s->kw) / s->stride + 1;
+    bf->ckk = s->c * s->kh * s->kw;
+    bf->pix = bf->oh * bf->ow;
+    bf->wp_elems = dt_bf16_packed_a_size(s->k, bf->ckk);
+    bf->wpi_elems = dt_bf16_packed_a_size(bf->ckk, s->k);
+    bf->colp_per =
+        max_size(dt_bf16_packed_b_size(bf->ckk, bf->pix), dt_bf16_packed_b_size(bf->pix, bf->ckk));
+    bf->xh_per = (size_t)s->c * s->h * s->w;
+    bf->dya_per =
+        max_size(dt_bf16_packed_a_size(s->k, bf->pix), dt_bf16_packed_b_size(s->k, bf->pix));
+    plan_scratch(bf);
+    *scratch_bytes = 2.0 * (double)(bf->wp_elems + bf->wpi_elems);
+    return 0;
+}
+
 int dt_bf16_conv_setup(struct dt_bf16_conv **out, const struct dt_conv_shape *s,
                        double *scratch_bytes)
 {
@@ -195,6 +368,10 @@ int dt_bf16_conv_setup(struct dt_bf16_conv **out, const struct dt_conv_shape *s,
     bf->path = dt_isa_bf16_path();
     *scratch_bytes = 0;
     const char *why = NULL;
+    if (bf->path != DT_BF16_REFERENCE && s->c < SMALL_INPUT_CHANNELS && s->stride <= 2 &&
+        s->kh == s->kw && s->c * s->kh * s->kw <= STEM_MAX_DEPTH &&
+        s->c * s->kh * s->kw >= STEM_MIN_DEPTH)
+        return stem_setup(bf, scratch_bytes);
     if (s->stride > 2)
         why = "stride 3+ is not in the bf16 conv kernels";
     else if (s->pad >= s->kh || s->kh != s->kw)
@@ -239,8 +416,14 @@ int dt_bf16_conv_init(struct dt_bf16_conv *bf, struct dt_call_scratch *scratch)
     if (!bf->tiles)
         return 0;
     bf->scratch = scratch;
-    bf->wp = dt_alloc(bf->stride2 ? bf->g2.wpack : bf->g.wpack, sizeof(dt_bf16));
-    bf->wpi = dt_alloc(bf->stride2 ? bf->g2.wpack_dx : bf->gt.wpack, sizeof(dt_bf16));
+    bf->wp = dt_alloc(bf->stem      ? bf->wp_elems
+                      : bf->stride2 ? bf->g2.wpack
+                                    : bf->g.wpack,
+                      sizeof(dt_bf16));
+    bf->wpi = dt_alloc(bf->stem      ? bf->wpi_elems
+                       : bf->stride2 ? bf->g2.wpack_dx
+                                     : bf->gt.wpack,
+                       sizeof(dt_bf16));
     if (!bf->wp || !bf->wpi)
         return dt_fail_context(-DT_ERUNTIME, "conv2d bf16 packed weights");
     return 0;
@@ -270,6 +453,25 @@ static void forward_sample(struct dt_bf16_conv *bf, int t, const float *x, const
                            bool relu, bool stream, float *y)
 {
     const struct dt_conv_shape *s = &bf->s;
+    if (bf->stem) { /* yq = W x cols in this thread's buffer, then y = yq + b (relu'd) once */
+        dt_bf16 *colp = bf->colp + (size_t)t * bf->colp_per;
+        dt_bf16 *colh = bf->colh + (size_t)t * bf->ckk * bf->pix;
+        dt_bf16 *xh = bf->xh + (size_t)t * bf->xh_per;
+        dt_bf16_from_f32_n(x, xh, (size_t)s->c * s->h * s->w);
+        stem_im2col(bf, xh, colh);
+        stem_pack_cols(colh, bf->ckk, bf->pix, colp);
+        float *yq = bf->yq + (size_t)t * s->k * bf->pix;
+        dt_gemm_bf16_on(bf->path, s->k, bf->pix, bf->ckk, bf->wp, colp, yq, bf->pix, false);
+        for (int k = 0; k < s->k; k++) { /* y written once, from the product in cache */
+            const float *src = yq + (size_t)k * bf->pix;
+            float *dst = y + (size_t)k * bf->pix, bk = b ? b[k] : 0.0f;
+            for (int j = 0; j < bf->pix; j++) {
+                float v = src[j] + bk;
+                dst[j] = relu && v < 0.0f ? 0.0f : v;
+            }
+        }
+        return;
+    }
     float *yq = bf->yq + (size_t)t * bf->yq_per;
     if (bf->stride2) {
         dt_bf16 *xv = bf->xv + (size_t)t * bf->g2.xv;
@@ -292,7 +494,10 @@ void dt_bf16_conv_forward(struct dt_bf16_conv *bf, const float *x, const float *
 {
     const struct dt_conv_shape *s = &bf->s;
     bind_scratch(bf);
-    if (bf->stride2) {
+    if (bf->stem) { /* W [K x ckk] and W^T, the weights' own order [K][C][kh][kw] */
+        dt_bf16_pack_a_f32(w, bf->ckk, 1, s->k, bf->ckk, bf->wp);
+        dt_bf16_pack_a_f32(w, 1, bf->ckk, bf->ckk, s->k, bf->wpi);
+    } else if (bf->stride2) {
         dt_conv_s2_bf16_pack_weights(s, &bf->g2, w, bf->wp);
         dt_conv_s2_bf16_pack_weights_input_grad(s, &bf->g2, w, bf->wpi);
     } else {
@@ -397,6 +602,90 @@ static void wgrad_operands(struct dt_bf16_conv *bf, int i, const float *dy, cons
                                          bf->odd + i * bf->g.xt);
 }
 
+/* The stem mode's bias part of one sample from its dY packed as A (gemm_bf16.h: row k of
+ * tile (k / 16, kt) holds positions 32 kt ..): bias_parts' sums, position j in lane j % 16
+ * (the padding adds zeros). */
+static void stem_bias_parts(const struct dt_bf16_conv *bf, const dt_bf16 *dya, float *part)
+{
+    int kt_count = (bf->pix + 31) / 32;
+    for (int k = 0; k < bf->s.k; k++) {
+        float lane[16] = {0};
+        for (int kt = 0; kt < kt_count; kt++) {
+            const dt_bf16 *row = dya + ((size_t)(k / 16) * kt_count + kt) * 512 + k % 16 * 32;
+            for (int j = 0; j < 16; j++)
+                lane[j] += dt_bf16_to_f32(row[j]);
+            for (int j = 0; j < 16; j++)
+                lane[j] += dt_bf16_to_f32(row[16 + j]);
+        }
+        for (int w = 8; w > 0; w /= 2)
+            for (int j = 0; j < w; j++)
+                lane[j] += lane[j + w];
+        part[k] = lane[0];
+    }
+}
+
+/* The stem mode's backward of one sample on this thread's buffers: its weight gradient
+ * dY x cols^T into wparts' slot, its bias part when part is not NULL, and unless dx is NULL
+ * its input gradient col2im(W^T dY) (the relu below's backward with relu_x, as input_grad). */
+static void stem_backward_sample(struct dt_bf16_conv *bf, int slot, const float *dy, const float *x,
+                                 float *dx, int sample, const float *relu_x, const float *extra,
+                                 float *part)
+{
+    const struct dt_conv_shape *s = &bf->s;
+    int th = omp_get_thread_num(), ckk = bf->ckk, pix = bf->pix;
+    float *col = bf->col + (size_t)th * ckk * pix;
+    dt_bf16 *colp = bf->colp + (size_t)th * bf->colp_per;
+    dt_bf16 *dya = bf->dya + (size_t)th * bf->dya_per;
+    dt_bf16 *colh = bf->colh + (size_t)th * ckk * pix;
+    dt_bf16 *xh = bf->xh + (size_t)th * bf->xh_per;
+    dt_bf16_from_f32_n(x, xh, (size_t)s->c * s->h * s->w);
+    stem_im2col(bf, xh, colh);
+    stem_pack_cols_t(colh, ckk, pix, colp);
+    stem_pack_rows(dy, s->k, pix, dya);
+    dt_gemm_bf16_on(bf->path, s->k, ckk, pix, dya, colp, bf->wparts + (size_t)slot * s->k * ckk,
+                    ckk, false);
+    if (part)
+        stem_bias_parts(bf, dya, part);
+    if (!dx)
+        return;
+    size_t in = (size_t)s->c * s->h * s->w, at = (size_t)sample * in;
+    dt_bf16_pack_b_f32(dy, pix, 1, s->k, pix, dya);
+    dt_gemm_bf16_on(bf->path, ckk, pix, s->k, bf->wpi, dya, col, pix, false);
+    dt_col2im(s, col, dx + at, 1);
+    if (relu_x) /* the relu below's backward, with the skip gradient (relu_below fusion) */
+        for (size_t j = 0; j < in; j++)
+            dx[at + j] = relu_x[at + j] > 0.0f ? dx[at + j] + (extra ? extra[at + j] : 0.0f) : 0.0f;
+}
+
+/* The stem mode's backward (dt_bf16_conv_backward's contract): one sample per thread, the
+ * weight gradient summed over the samples' parts in sample order (the same bits for any team). */
+static void stem_backward(struct dt_bf16_conv *bf, const float *x, const float *dy,
+                          const struct dt_bn_grad *bn, float *dx, const float *relu_x,
+                          const float *extra, int b0, int count, float *g, bool bias)
+{
+    const struct dt_conv_shape *s = &bf->s;
+    size_t in = (size_t)s->c * s->h * s->w, out = (size_t)s->k * bf->pix;
+#pragma omp parallel for schedule(static) num_threads(team_size(bf->threads)) if (count > 1)
+    for (int i = 0; i < count; i++) {
+        int sample = b0 + i;
+        const float *dyi = dy + (size_t)sample * out;
+        if (bn) {
+            float *own = bf->ysample + (size_t)omp_get_thread_num() * out;
+            bn_dy(bf, bn, dy, sample, own);
+            dyi = own;
+        }
+        stem_backward_sample(bf, i, dyi, x + (size_t)sample * in, dx, sample, relu_x, extra,
+                             bias ? bf->bparts + (size_t)i * s->k : NULL);
+    }
+    size_t nw = (size_t)s->k * bf->ckk;
+    for (size_t e = 0; e < nw; e++) {
+        float sum = 0.0f;
+        for (int i = 0; i < count; i++)
+            sum += bf->wparts[(size_t)i * nw + e];
+        g[e] = sum;
+    }
+}
+
 /* The n laid-out samples' weight gradient added into (or, first, written to) dwt. */
 static void wgrad_chunk(struct dt_bf16_conv *bf, int n, bool accumulate)
 {
@@ -415,11 +704,13 @@ void dt_bf16_conv_backward(struct dt_bf16_conv *bf, const float *x, const float 
     const struct dt_conv_shape *s = &bf->s;
     size_t in = (size_t)s->c * s->h * s->w, out = (size_t)s->k * bf->oh * bf->ow;
     bind_scratch(bf);
+    if (bf->stem)
+        stem_backward(bf, x, dy, bn, dx, relu_x, extra, b0, count, g, bias);
     /* Chunks in sample order, each added into the tile-major sum: every element is one fp32
      * sum over the samples in order, the same bits for any team. Each sample's dy and x are
      * read once from memory: its weight-gradient operands, bias part and input gradient are
      * made while they are in cache. */
-    for (int c0 = 0; c0 < count; c0 += WGRAD_CHUNK) {
+    for (int c0 = 0; !bf->stem && c0 < count; c0 += WGRAD_CHUNK) {
         int n = count - c0 < WGRAD_CHUNK ? count - c0 : WGRAD_CHUNK;
 #pragma omp parallel for schedule(static) num_threads(team_size(bf->threads)) if (n > 1)
         for (int i = 0; i < n; i++) {
@@ -438,11 +729,11 @@ void dt_bf16_conv_backward(struct dt_bf16_conv *bf, const float *x, const float 
         wgrad_chunk(bf, n, c0 > 0);
     }
     size_t nw = (size_t)s->k * s->c * s->kh * s->kw;
-    if (count > 0 && bf->stride2)
+    if (count > 0 && bf->stride2 && !bf->stem) /* stem_backward wrote the stem mode's */
         dt_conv_s2_bf16_weight_grad_unpack(s, &bf->g2, bf->dwt, g);
-    else if (count > 0)
+    else if (count > 0 && !bf->stem)
         dt_conv_bf16_weight_grad_unpack(s, &bf->g, bf->dwt, g);
-    else
+    else if (!bf->stem)
         memset(g, 0, nw * sizeof *g);
     /* The bias gradient as autocast's bf16 conv has it (the sum of the rounded dy): per
      * sample in float (bias_parts), across samples in double, in sample order. */

@@ -8,13 +8,16 @@
  *             through conv_bf16 (forward, input gradient through the forward kernel, weight
  *             gradient as a GEMM over positions), conv2d with stride 2 and pad < kernel <= 7
  *             through conv_s2_bf16 (the same three over parity planes), linear through
- *             dt_gemm_bf16 (all three products). Operands are rounded to bf16 as they are
+ *             dt_gemm_bf16 (all three products), conv2d of under 4 input channels whose
+ *             channels x taps are 17 to 32, stride 1 or 2, as im2col GEMMs through
+ *             dt_gemm_bf16 (the stem mode). Operands are rounded to bf16 as they are
  *             packed; the kernels accumulate in fp32.
  *   emulated  the layer's own fp32 kernels on bf16-rounded copies of its input, its weights and,
  *             in backward, its output gradient: the same products of bf16 values, accumulated
  *             in fp32 (in another order). This is the reference path (every CPU without AMX or
  *             AVX512-BF16) and the fallback for conv shapes the tile kernels do not take (stride
- *             3+, pad >= kernel, under 4 input channels), named in the note.
+ *             3+, pad >= kernel, under 4 input channels outside the stem mode), named in the
+ *             note.
  * Either way the fp32 master weights are read afresh at every forward call (the bf16 copy is
  * refreshed there, i.e. once per step after the optimizer changed them, and at each evaluation
  * batch), so nothing has to tell the layer that its parameters changed; weight and bias

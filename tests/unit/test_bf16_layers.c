@@ -2,8 +2,9 @@
  * forward, input gradient and weight gradient against a double-precision computation on the
  * bf16-rounded operands (x, the weights, dy), on every bf16 path this CPU has (reference,
  * ctile, avx512bf16, amx; a path the CPU lacks is skipped with its reason printed). Covers both
- * modes: the tile kernels (stride-1 and stride-2 conv, linear) and the emulated fallback (stride 3
- * and inputs of under 4 channels on the tile paths, everything on the reference path).
+ * modes: the tile kernels (stride-1 and stride-2 conv, the stem mode's im2col GEMMs for inputs
+ * of under 4 channels whose channels x taps fit 32, linear) and the emulated fallback (stride 3
+ * on the tile paths, everything on the reference path).
  *
  * Tolerance: a product of two bf16 values is exact in fp32, so the layer differs from the
  * double sum only by its fp32 accumulation: per element at most 1e-5 x sum |a b| over the
@@ -14,6 +15,7 @@
  * rounds it again there, in the model's call scratch (test_emulated_rounds_x_again). The bias
  * gradient is an fp32 sum of the bf16-rounded dy (autocast's).
  * Also: an fp32 model names no bf16 path, and forward/backward are deterministic. */
+#include <omp.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -244,10 +246,21 @@ static void test_conv_every_path(void **state)
         check_conv((enum dt_bf16_path)p, 16, 14, 14, 32, 1, 2, 0, 3, tiles);
         check_conv((enum dt_bf16_path)p, 5, 7, 7, 17, 1, 2, 0, 17, tiles);
         check_conv((enum dt_bf16_path)p, 4, 11, 10, 7, 5, 2, 2, 2, tiles);
-        /* stride 3, and inputs of under 4 channels: the emulated fallback on every path */
+        /* inputs of under 4 channels whose channels x taps are 17 to 32 (the stem mode): the
+         * CIFAR nets' 3x3x3 (27), 5x5 on one channel (25), 2x3x3 (18), stride 2, odd sizes,
+         * more samples than one thread takes; outside 17-32 the emulated fallback (the
+         * ConvNet's 1x3x3, 3x5x5) */
+        check_conv((enum dt_bf16_path)p, 3, 8, 8, 16, 3, 1, 1, 3, tiles);
+        check_conv((enum dt_bf16_path)p, 3, 13, 10, 33, 3, 1, 0, 5, tiles);
+        check_conv((enum dt_bf16_path)p, 1, 9, 7, 6, 5, 1, 2, 2, tiles);
+        check_conv((enum dt_bf16_path)p, 1, 11, 9, 17, 5, 1, 0, 3, tiles);
+        check_conv((enum dt_bf16_path)p, 2, 7, 6, 5, 3, 1, 1, 2, tiles);
+        check_conv((enum dt_bf16_path)p, 3, 9, 8, 12, 3, 2, 1, 2, tiles);
+        check_conv((enum dt_bf16_path)p, 1, 8, 8, 16, 3, 1, 1, 3, "emulated");   /* 9 deep */
+        check_conv((enum dt_bf16_path)p, 3, 10, 11, 16, 5, 2, 2, 3, "emulated"); /* 75 deep */
+        /* stride 3: the emulated fallback on every path */
         check_conv((enum dt_bf16_path)p, 6, 9, 8, 12, 3, 3, 1, 2, "emulated");
-        check_conv((enum dt_bf16_path)p, 1, 8, 8, 16, 3, 1, 1, 3, "emulated");
-        check_conv((enum dt_bf16_path)p, 3, 8, 8, 16, 3, 1, 1, 3, "emulated");
+        check_conv((enum dt_bf16_path)p, 3, 9, 8, 12, 3, 3, 1, 2, "emulated");
     }
 }
 
@@ -264,8 +277,7 @@ static void test_linear_every_path(void **state)
 
 /* The emulated mode on the direct and Winograd algorithms, whose backward reads x: rounded
  * again from the fp32 x there, it must be the x forward rounded (an unrounded x would miss
- * the bound by far). Stride 1 on the reference path; 3-channel inputs, stride 2 and stride
- * 1, on every path (stride 2 with 4 or more channels runs on tiles). */
+ * the bound by far). On the reference path (the tile paths take these shapes on tiles). */
 static void test_emulated_rounds_x_again(void **state)
 {
     (void)state;
@@ -278,8 +290,9 @@ static void test_emulated_rounds_x_again(void **state)
         for (int p = 0; p < DT_BF16_PATH_COUNT; p++) {
             if (!path_or_skip((enum dt_bf16_path)p))
                 continue;
-            if (p == DT_BF16_REFERENCE)
-                check_conv((enum dt_bf16_path)p, 5, 7, 9, 20, 3, 1, 1, 3, "emulated");
+            if (p != DT_BF16_REFERENCE)
+                continue;
+            check_conv((enum dt_bf16_path)p, 5, 7, 9, 20, 3, 1, 1, 3, "emulated");
             if (runs)
                 check_conv((enum dt_bf16_path)p, 3, 9, 8, 12, 3, 2, 1, 2, "emulated");
             check_conv((enum dt_bf16_path)p, 3, 8, 8, 16, 3, 1, 1, 3, "emulated");
@@ -307,6 +320,33 @@ static void test_fp32_unnamed_and_deterministic(void **state)
     run_free(&b);
 }
 
+/* The stem mode gives the same bits on one thread as on two (one sample per thread, the weight
+ * gradient summed in sample order), on every tile path. */
+static void test_stem_same_bits_any_team(void **state)
+{
+    (void)state;
+    struct dt_layer_spec spec = {.type = "conv2d", .out_channels = 16, .kernel = 3, .bias = true};
+    int was = omp_get_max_threads();
+    for (int p = 0; p < DT_BF16_PATH_COUNT; p++) {
+        if (p == DT_BF16_REFERENCE || !path_or_skip((enum dt_bf16_path)p))
+            continue;
+        struct run a, b;
+        omp_set_num_threads(1);
+        run_layer(&a, (enum dt_bf16_path)p, spec, (struct dt_shape){3, 10, 10}, 5,
+                  DT_PRECISION_BF16);
+        omp_set_num_threads(2);
+        run_layer(&b, (enum dt_bf16_path)p, spec, (struct dt_shape){3, 10, 10}, 5,
+                  DT_PRECISION_BF16);
+        assert_non_null(strstr(a.note, dt_bf16_path_name((enum dt_bf16_path)p)));
+        assert_memory_equal(a.y, b.y, a.nout * sizeof(float));
+        assert_memory_equal(a.dx, b.dx, a.nin * sizeof(float));
+        assert_memory_equal(a.m->grads, b.m->grads, a.m->nparams * sizeof(float));
+        run_free(&a);
+        run_free(&b);
+    }
+    omp_set_num_threads(was);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -314,6 +354,7 @@ int main(void)
         cmocka_unit_test(test_linear_every_path),
         cmocka_unit_test(test_emulated_rounds_x_again),
         cmocka_unit_test(test_fp32_unnamed_and_deterministic),
+        cmocka_unit_test(test_stem_same_bits_any_team),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -50,8 +50,9 @@ static void test_zeroed_by_key(void **state)
     assert_null(s.base);
 }
 
-/* in 16x6x7: 16->3 convs (one tile layout) with 3->16 convs between them (emulated on every
- * path: under 4 input channels; their calls fit after the tile layout's zeros), a stride-2 conv
+/* in 16x6x7: 16->3 convs (one tile layout) with 3->16 convs between them (under 4 input
+ * channels: the stem mode on the tile paths, emulated on the reference path; either way their
+ * calls fit after the tile layout's zeros), a stride-2 conv
  * on the odd 6x7 plane (tiles through parity planes, conv_s2_bf16.h; emulated on the reference
  * path), 16->8 and 8->16 convs (layouts of their own), a stride-2 1x1 projection (parity
  * planes again, three of four never computed), a linear. */

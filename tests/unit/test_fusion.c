@@ -225,14 +225,14 @@ static void bf16_stride2_fusions(void)
     b[0] = conv_spec(16, 3, 1, 1);
     b[3] = conv_spec(16, 3, 2, 1); /* the block's input is the first relu's output */
     b[5].shortcut = DT_SHORTCUT_PROJECTION;
-    compare_on(DT_CONV2D_GEMM, b, nb, IN, 5, DT_FUSE_NONE, DT_FUSE_BN_GRAD, 1);
-    compare_on(DT_CONV2D_GEMM, b, nb, IN, 5, DT_FUSE_ALL & ~DT_FUSE_BN_GRAD, DT_FUSE_BN_GRAD, 1);
+    compare_on(DT_CONV2D_GEMM, b, nb, IN, 5, DT_FUSE_NONE, DT_FUSE_BN_GRAD, 2);
+    compare_on(DT_CONV2D_GEMM, b, nb, IN, 5, DT_FUSE_ALL & ~DT_FUSE_BN_GRAD, DT_FUSE_BN_GRAD, 2);
 }
 
 /* The same on a bf16 model, on every bf16 tile path the CPU has (the plain-C tiles always):
  * the tile conv writes dx as the relu's backward would, runs the relu and maxpool2d above
- * it (pool) and the batchnorm above's input gradient (bn_grad). The first conv (3 channels) runs
- * emulated and takes neither; the second, on tiles, does. */
+ * it (pool) and the batchnorm above's input gradient (bn_grad). The first conv (3 channels, 27
+ * deep: the stem mode) takes them as well; where only the second has a taker above, one. */
 static void test_bf16_fusions(void **state)
 {
     (void)state;
@@ -264,12 +264,19 @@ static void test_bf16_fusions(void **state)
         compare_on(DT_CONV2D_GEMM, pool, 7, IN, 5, DT_FUSE_RELU, DT_FUSE_POOL, 1);
         compare_on(DT_CONV2D_GEMM, pool, 7, IN, 5, DT_FUSE_ALL & ~DT_FUSE_POOL, DT_FUSE_POOL, 1);
         /* conv2d -> batchnorm2d: the batchnorm's input gradient in the tile conv's backward
-         * (the block's first conv has 3 input channels and runs emulated: one taker) */
+         * (the block's first conv, 3 input channels, in the stem mode: two takers) */
         struct dt_layer_spec b[16];
         int nb = block(b);
-        compare_on(DT_CONV2D_GEMM, b, nb, IN, 5, DT_FUSE_NONE, DT_FUSE_BN_GRAD, 1);
+        compare_on(DT_CONV2D_GEMM, b, nb, IN, 5, DT_FUSE_NONE, DT_FUSE_BN_GRAD, 2);
         compare_on(DT_CONV2D_GEMM, b, nb, IN, 5, DT_FUSE_ALL & ~DT_FUSE_BN_GRAD, DT_FUSE_BN_GRAD,
-                   1);
+                   2);
+        /* a stem-mode conv (3 -> 16, 27 deep) with a relu below it takes relu_below */
+        struct dt_layer_spec stem[] = {conv_spec(3, 3, 1, 1),  spec_of("relu"),
+                                       conv_spec(16, 3, 1, 1), spec_of("relu"),
+                                       spec_of("flatten"),     linear_spec(3)};
+        compare_on(DT_CONV2D_GEMM, stem, 6, IN, 5, DT_FUSE_NONE, DT_FUSE_RELU_BELOW, 1);
+        compare_on(DT_CONV2D_GEMM, stem, 6, IN, 5, DT_FUSE_RELU | DT_FUSE_DY_EXTRA,
+                   DT_FUSE_RELU_BELOW, 1);
         bf16_stride2_fusions();
         dt_isa_force_bf16_path(was);
     }
