@@ -17,7 +17,7 @@ void DT_ISA_FN(dt_conv_bf16_forward)(const struct dt_conv_shape *s,
     int kt_count = g->steps;
     int mt_count = (s->k + 15) / 16, qt_count = g->qpad / 16;
     int mb = (mt_count + 1) / 2, qb = (qt_count + 1) / 2;
-    long plane = (long)g->positions * 4, ystride = (long)g->qpad * 4;
+    long plane = (long)g->positions * 4;
 #pragma omp parallel for schedule(static) if (!omp_in_parallel() && mb * qb > 1 &&                 \
                                               (double)g->q * s->k * kt_count * 32 > 4e6)
     for (int blk = 0; blk < mb * qb; blk++) {
@@ -37,16 +37,9 @@ void DT_ISA_FN(dt_conv_bf16_forward)(const struct dt_conv_shape *s,
             size_t ka = (size_t)kt * TILE_ELEMS;
             tile_step_2x2(a0 + ka, a1 + ka, 64, b0, b0 + 32, plane, two_m, two_q);
         }
-        float *y0 = yq + (size_t)mt * 16 * g->qpad + qt * 16, *y1 = y0 + (size_t)16 * g->qpad;
-        int rows0 = s->k - mt * 16, rows1 = rows0 - 16;
-        _Alignas(64) float buf[256];
-        STORE_ROWS(0, rows0, y0, g->qpad);
-        if (two_q)
-            STORE_ROWS(1, rows0, y0 + 16, g->qpad);
-        if (two_m)
-            STORE_ROWS(2, rows1, y1, g->qpad);
-        if (two_m && two_q)
-            STORE_ROWS(3, rows1, y1 + 16, g->qpad);
+        float *y0 = yq + (size_t)mt * 16 * g->qpad + qt * 16;
+        int rows0 = s->k - mt * 16;
+        tile_store_2x2(y0, g->qpad, rows0, two_m, two_q);
     }
 }
 
@@ -61,7 +54,7 @@ void DT_ISA_FN(dt_conv_bf16_weight_grad)(const struct dt_conv_shape *s,
 {
     int taps = s->kh * s->kw, mt_count = (s->k + 15) / 16, ct_count = g->c16 / 16;
     int mb = (mt_count + 1) / 2, cb = (ct_count + 1) / 2, blocks = mb * cb * taps;
-    long astride = (long)g->qrow * 2, bstride = (long)g->c16 * 4, ystride = (long)taps * g->c16 * 4;
+    long astride = (long)g->qrow * 2, bstride = (long)g->c16 * 4;
 #pragma omp parallel for schedule(dynamic) if (!omp_in_parallel() && blocks > 1)
     for (int blk = 0; blk < blocks; blk++) {
         TILE_BEGIN();
@@ -70,22 +63,14 @@ void DT_ISA_FN(dt_conv_bf16_weight_grad)(const struct dt_conv_shape *s,
         int shift = ij / s->kw * g->wp + ij % s->kw;
         const dt_bf16 *copy = shift % 2 ? odd : even;
         float *y0 = dwt + ((size_t)mt * 16 * taps + ij) * g->c16 + ct * 16;
-        float *y1 = y0 + (size_t)16 * taps * g->c16;
-        int rows0 = s->k - mt * 16, rows1 = rows0 - 16;
-        _Alignas(64) float buf[256];
+        int rows0 = s->k - mt * 16;
         if (!accumulate) {
             TILE_ZERO(0);
             TILE_ZERO(1);
             TILE_ZERO(2);
             TILE_ZERO(3);
         } else {
-            LOAD_ROWS(0, rows0, y0, taps * g->c16);
-            if (two_c)
-                LOAD_ROWS(1, rows0, y0 + 16, taps * g->c16);
-            if (two_m)
-                LOAD_ROWS(2, rows1, y1, taps * g->c16);
-            if (two_m && two_c)
-                LOAD_ROWS(3, rows1, y1 + 16, taps * g->c16);
+            tile_load_2x2(y0, taps * g->c16, rows0, two_m, two_c);
         }
         for (int i = 0; i < n; i++) {
             const dt_bf16 *a0 = dyq + i * g->dyq + (size_t)mt * 16 * g->qrow;
@@ -96,13 +81,7 @@ void DT_ISA_FN(dt_conv_bf16_weight_grad)(const struct dt_conv_shape *s,
                               two_m, two_c);
             }
         }
-        STORE_ROWS(0, rows0, y0, taps * g->c16);
-        if (two_c)
-            STORE_ROWS(1, rows0, y0 + 16, taps * g->c16);
-        if (two_m)
-            STORE_ROWS(2, rows1, y1, taps * g->c16);
-        if (two_m && two_c)
-            STORE_ROWS(3, rows1, y1 + 16, taps * g->c16);
+        tile_store_2x2(y0, taps * g->c16, rows0, two_m, two_c);
     }
 }
 

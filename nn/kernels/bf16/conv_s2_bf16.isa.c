@@ -14,7 +14,7 @@ void DT_ISA_FN(dt_conv_s2_taps_forward)(int m, int depth, int ntaps, const long 
     int cb_count = depth / 32, kt_count = ntaps * cb_count;
     int mt_count = (m + 15) / 16, qt_count = qpad / 16;
     int mb = (mt_count + 1) / 2, qb = (qt_count + 1) / 2;
-    long pstride = plane * 4, ystride = (long)qpad * 4;
+    long pstride = plane * 4;
 #pragma omp parallel for schedule(static) if (!omp_in_parallel() && mb * qb > 1 &&                 \
                                               (double)qpad * m * kt_count * 32 > 4e6)
     for (int blk = 0; blk < mb * qb; blk++) {
@@ -33,16 +33,9 @@ void DT_ISA_FN(dt_conv_s2_taps_forward)(int m, int depth, int ntaps, const long 
             size_t ka = (size_t)kt * TILE_ELEMS;
             tile_step_2x2(a0 + ka, a1 + ka, 64, b0, b0 + 32, pstride, two_m, two_q);
         }
-        float *y0 = y + (size_t)mt * 16 * qpad + qt * 16, *y1 = y0 + (size_t)16 * qpad;
-        int rows0 = m - mt * 16, rows1 = rows0 - 16;
-        _Alignas(64) float buf[256];
-        STORE_ROWS(0, rows0, y0, qpad);
-        if (two_q)
-            STORE_ROWS(1, rows0, y0 + 16, qpad);
-        if (two_m)
-            STORE_ROWS(2, rows1, y1, qpad);
-        if (two_m && two_q)
-            STORE_ROWS(3, rows1, y1 + 16, qpad);
+        float *y0 = y + (size_t)mt * 16 * qpad + qt * 16;
+        int rows0 = m - mt * 16;
+        tile_store_2x2(y0, qpad, rows0, two_m, two_q);
     }
 }
 
@@ -55,7 +48,7 @@ void DT_ISA_FN(dt_conv_s2_taps_weight_grad)(int m, int c16, int ntaps, const lon
 {
     int mt_count = (m + 15) / 16, ct_count = c16 / 16;
     int mb = (mt_count + 1) / 2, cb = (ct_count + 1) / 2, blocks = mb * cb * ntaps;
-    long astride = (long)qrow * 2, bstride = (long)c16 * 4, ystride = (long)ntaps * c16 * 4;
+    long astride = (long)qrow * 2, bstride = (long)c16 * 4;
     int row = ntaps * c16;
 #pragma omp parallel for schedule(dynamic) if (!omp_in_parallel() && blocks > 1)
     for (int blk = 0; blk < blocks; blk++) {
@@ -63,22 +56,14 @@ void DT_ISA_FN(dt_conv_s2_taps_weight_grad)(int m, int c16, int ntaps, const lon
         int u = blk % ntaps, mt = 2 * (blk / ntaps / cb), ct = 2 * (blk / ntaps % cb);
         bool two_m = mt + 1 < mt_count, two_c = ct + 1 < ct_count;
         float *y0 = dwt + ((size_t)mt * 16 * ntaps + u) * c16 + ct * 16;
-        float *y1 = y0 + (size_t)16 * row;
-        int rows0 = m - mt * 16, rows1 = rows0 - 16;
-        _Alignas(64) float buf[256];
+        int rows0 = m - mt * 16;
         if (!accumulate) {
             TILE_ZERO(0);
             TILE_ZERO(1);
             TILE_ZERO(2);
             TILE_ZERO(3);
         } else {
-            LOAD_ROWS(0, rows0, y0, row);
-            if (two_c)
-                LOAD_ROWS(1, rows0, y0 + 16, row);
-            if (two_m)
-                LOAD_ROWS(2, rows1, y1, row);
-            if (two_m && two_c)
-                LOAD_ROWS(3, rows1, y1 + 16, row);
+            tile_load_2x2(y0, row, rows0, two_m, two_c);
         }
         for (int i = 0; i < n; i++) {
             const dt_bf16 *a0 = a + i * astep + (size_t)mt * 16 * qrow;
@@ -89,12 +74,6 @@ void DT_ISA_FN(dt_conv_s2_taps_weight_grad)(int m, int c16, int ntaps, const lon
                               two_m, two_c);
             }
         }
-        STORE_ROWS(0, rows0, y0, row);
-        if (two_c)
-            STORE_ROWS(1, rows0, y0 + 16, row);
-        if (two_m)
-            STORE_ROWS(2, rows1, y1, row);
-        if (two_m && two_c)
-            STORE_ROWS(3, rows1, y1 + 16, row);
+        tile_store_2x2(y0, row, rows0, two_m, two_c);
     }
 }

@@ -21,6 +21,7 @@
             TILE_LOAD(t, c + (m0)*ldc + (n0), ldc * 4);                                            \
         } else {                                                                                   \
             edge_copy_in(buf, c, ldc, m0, n0, m, n);                                               \
+            __asm__ volatile("" : : "r"(buf) : "memory"); /* tile.h: tile_load_2x2 */              \
             TILE_LOAD(t, buf, 64);                                                                 \
         }                                                                                          \
     } while (0)

@@ -201,7 +201,8 @@ __attribute__((always_inline)) static inline void tile_step_2x2(const void *a0, 
 
 /* Accumulator tile t into 16 rows of `row` floats from dst on, or only the first `rows` of
  * them when the tile holds the last output channels (its other rows are padding); LOAD_ROWS
- * the other way, padding rows zero. Both need `buf` and `ystride` (= row * 4) in scope. */
+ * the other way, padding rows zero. Both need `buf` and `ystride` (= row * 4) in scope: used
+ * through tile_store_2x2 / tile_load_2x2 below. */
 #define STORE_ROWS(t, rows, dst, row)                                                              \
     do {                                                                                           \
         if ((rows) >= 16) {                                                                        \
@@ -220,8 +221,46 @@ __attribute__((always_inline)) static inline void tile_step_2x2(const void *a0, 
             memset(buf, 0, sizeof buf);                                                            \
             for (int r_ = 0; r_ < (rows); r_++)                                                    \
                 memcpy(buf + r_ * 16, (src) + (size_t)r_ * (row), 64);                             \
+            __asm__ volatile("" : : "r"(buf) : "memory"); /* see tile_load_2x2 */                  \
             TILE_LOAD(t, buf, 64);                                                                 \
         }                                                                                          \
     } while (0)
+
+/* The 2 x 2 accumulator block (tiles 0 1 / 2 3) to rows of `row` floats from y0 on: tile 1 at
+ * y0 + 16, tiles 2 and 3 sixteen rows down. rows0 is the number of output rows from y0 on; a
+ * block past the output (two_rows / two_cols false) is skipped. tile_load_2x2 the other way:
+ * gcc does not see that AMX's tile load reads memory (as with ldtilecfg, amx.c), so without the
+ * barrier in LOAD_ROWS it drops the writes into buf, a local nothing else reads, as dead. */
+__attribute__((always_inline)) static inline void tile_store_2x2(float *y0, long row, int rows0,
+                                                                 bool two_rows, bool two_cols)
+{
+    long ystride = row * 4;
+    float *y1 = y0 + (size_t)16 * row;
+    int rows1 = rows0 - 16;
+    _Alignas(64) float buf[256];
+    STORE_ROWS(0, rows0, y0, row);
+    if (two_cols)
+        STORE_ROWS(1, rows0, y0 + 16, row);
+    if (two_rows)
+        STORE_ROWS(2, rows1, y1, row);
+    if (two_rows && two_cols)
+        STORE_ROWS(3, rows1, y1 + 16, row);
+}
+
+__attribute__((always_inline)) static inline void
+tile_load_2x2(const float *y0, long row, int rows0, bool two_rows, bool two_cols)
+{
+    long ystride = row * 4;
+    const float *y1 = y0 + (size_t)16 * row;
+    int rows1 = rows0 - 16;
+    _Alignas(64) float buf[256];
+    LOAD_ROWS(0, rows0, y0, row);
+    if (two_cols)
+        LOAD_ROWS(1, rows0, y0 + 16, row);
+    if (two_rows)
+        LOAD_ROWS(2, rows1, y1, row);
+    if (two_rows && two_cols)
+        LOAD_ROWS(3, rows1, y1 + 16, row);
+}
 
 #endif
