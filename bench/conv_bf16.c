@@ -107,7 +107,8 @@ int main(int argc, char **argv)
             double t3 = dt_now();
 #pragma omp parallel for
             for (int n = 0; n < batch; n++)
-                dt_conv_bf16_compact_on(layout, &s, &g, yq + n * g.yq, b, false, true, y + n * sy);
+                dt_conv_bf16_compact_on(layout, &s, &g, yq + n * g.yq, b, false, true,
+                                        DT_STORE_ROUNDED, y + n * sy);
             double t4 = dt_now();
             if (rc)
                 return 1;

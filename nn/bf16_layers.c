@@ -448,9 +448,10 @@ const char *dt_bf16_conv_note(const struct dt_bf16_conv *bf)
     return bf->note;
 }
 
-/* One sample's y (bias added) on thread t's buffers. */
+/* One sample's y (bias added, relu'd when relu) on thread t's buffers, stored as `store` says
+ * (ROUNDED or BF16: a conv's output is bf16 values). */
 static void forward_sample(struct dt_bf16_conv *bf, int t, const float *x, const float *b,
-                           bool relu, bool stream, float *y)
+                           bool relu, bool stream, enum dt_bf16_store store, void *y)
 {
     const struct dt_conv_shape *s = &bf->s;
     if (bf->stem) { /* yq = W x cols in this thread's buffer, then y = yq + b (relu'd) once */
@@ -464,11 +465,10 @@ static void forward_sample(struct dt_bf16_conv *bf, int t, const float *x, const
         dt_gemm_bf16_on(bf->path, s->k, bf->pix, bf->ckk, bf->wp, colp, yq, bf->pix, false);
         for (int k = 0; k < s->k; k++) { /* y written once, from the product in cache */
             const float *src = yq + (size_t)k * bf->pix;
-            float *dst = y + (size_t)k * bf->pix, bk = b ? b[k] : 0.0f;
-            for (int j = 0; j < bf->pix; j++) {
-                float v = src[j] + bk;
-                dst[j] = relu && v < 0.0f ? 0.0f : v;
-            }
+            size_t at = (size_t)k * bf->pix;
+            float bk = b ? b[k] : 0.0f;
+            for (int j = 0; j < bf->pix; j++)
+                dt_bf16_store_at(y, at + j, src[j] + bk, relu, store);
         }
         return;
     }
@@ -477,20 +477,18 @@ static void forward_sample(struct dt_bf16_conv *bf, int t, const float *x, const
         dt_bf16 *xv = bf->xv + (size_t)t * bf->g2.xv;
         dt_conv_s2_bf16_parity_planes_image_on(bf->path, s, &bf->g2, x, xv);
         dt_conv_s2_bf16_forward_on(bf->path, s, &bf->g2, xv, bf->wp, yq);
-        dt_conv_s2_bf16_compact_on(bf->path, s, &bf->g2, yq, b, y);
-        if (relu)
-            for (size_t j = 0, out = (size_t)s->k * bf->oh * bf->ow; j < out; j++)
-                y[j] = y[j] > 0.0f ? y[j] : 0.0f;
+        dt_conv_s2_bf16_compact_on(bf->path, s, &bf->g2, yq, b, relu, store, y);
         return;
     }
     dt_bf16 *xv = bf->xv + (size_t)t * bf->g.xv;
     dt_conv_bf16_pad_input_image_on(bf->path, s, &bf->g, x, xv);
     dt_conv_bf16_forward_on(bf->path, s, &bf->g, xv, bf->wp, yq);
-    dt_conv_bf16_compact_on(bf->path, s, &bf->g, yq, b, relu, stream, y);
+    dt_conv_bf16_compact_on(bf->path, s, &bf->g, yq, b, relu, stream, store, y);
 }
 
 void dt_bf16_conv_forward(struct dt_bf16_conv *bf, const float *x, const float *w, const float *b,
-                          float *y, int batch, bool relu, const struct dt_bf16_conv_sink *sink)
+                          float *y, int batch, bool relu, const struct dt_bf16_conv_sink *sink,
+                          bool y_bf16)
 {
     const struct dt_conv_shape *s = &bf->s;
     bind_scratch(bf);
@@ -510,8 +508,11 @@ void dt_bf16_conv_forward(struct dt_bf16_conv *bf, const float *x, const float *
 #pragma omp parallel for schedule(static) num_threads(team_size(bf->threads)) if (batch > 1)
     for (int i = 0; i < batch; i++) {
         int t = omp_get_thread_num();
-        float *yi = sink ? bf->ysample + (size_t)t * out : y + (size_t)i * out;
-        forward_sample(bf, t, x + (size_t)i * in, b, relu, !sink, yi);
+        void *yi = sink     ? (void *)(bf->ysample + (size_t)t * out)
+                   : y_bf16 ? (void *)((dt_bf16 *)y + (size_t)i * out)
+                            : (void *)(y + (size_t)i * out);
+        forward_sample(bf, t, x + (size_t)i * in, b, relu, !sink,
+                       y_bf16 && !sink ? DT_STORE_BF16 : DT_STORE_ROUNDED, yi);
         if (sink)
             sink->fn(sink->ctx, yi, i);
     }
@@ -543,14 +544,20 @@ static void bn_dy(const struct dt_bf16_conv *bf, const struct dt_bn_grad *bn, co
 {
     size_t pix = (size_t)bf->oh * bf->ow, at = (size_t)sample * bf->s.k * pix;
     for (int c = 0; c < bf->s.k; c++, at += pix) {
-        const float *d = dy + at, *x = bn->x + at;
+        const float *d = dy + at;
         float *o = dst + (size_t)c * pix;
         float k = bn->k[c], mean = bn->mean[c], invstd = bn->invstd[c];
         float mean_dy = bn->mean_dy[c], mean_dy_xhat = bn->mean_dy_xhat[c];
-        for (size_t j = 0; j < pix; j++) {
-            float xhat = (x[j] - mean) * invstd;
-            o[j] = k * (d[j] - mean_dy - xhat * mean_dy_xhat);
-        }
+        if (bn->xh) /* x stored as bf16 (bf16_store): its values widen exactly */
+            for (size_t j = 0; j < pix; j++) {
+                float xhat = (dt_bf16_to_f32(bn->xh[at + j]) - mean) * invstd;
+                o[j] = k * (d[j] - mean_dy - xhat * mean_dy_xhat);
+            }
+        else
+            for (size_t j = 0; j < pix; j++) {
+                float xhat = (bn->x[at + j] - mean) * invstd;
+                o[j] = k * (d[j] - mean_dy - xhat * mean_dy_xhat);
+            }
     }
 }
 
@@ -578,7 +585,7 @@ static void input_grad(struct dt_bf16_conv *bf, const float *dy, float *dx, int 
         dt_conv_bf16_compact_relu_below_on(bf->path, t, &bf->gt, yq, relu_x + at,
                                            extra ? extra + at : NULL, dx + at);
     else
-        dt_conv_bf16_compact_on(bf->path, t, &bf->gt, yq, NULL, false, true, dx + at);
+        dt_conv_bf16_compact_on(bf->path, t, &bf->gt, yq, NULL, false, true, DT_STORE_F32, dx + at);
 }
 
 /* Chunk slot i's weight-gradient operands from one sample's dy and x, and its bias part when

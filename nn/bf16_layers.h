@@ -89,10 +89,12 @@ struct dt_bf16_conv_sink {
     void *ctx;
 };
 
-/* Tiles mode. forward: y = conv(x, w) + b (b may be NULL), relu'd when relu; packs w. With a
- * sink, y is not written (may be NULL). */
+/* Tiles mode. forward: y = conv(x, w) + b (b may be NULL), relu'd when relu, rounded to bf16
+ * (autocast's conv output) and stored as bf16 elements when y_bf16 (the model's bf16_store);
+ * packs w. With a sink, y is not written (may be NULL); the sink gets the rounded values. */
 void dt_bf16_conv_forward(struct dt_bf16_conv *bf, const float *x, const float *w, const float *b,
-                          float *y, int batch, bool relu, const struct dt_bf16_conv_sink *sink);
+                          float *y, int batch, bool relu, const struct dt_bf16_conv_sink *sink,
+                          bool y_bf16);
 /* Backward of samples [b0, b0 + count) (pointers are to the whole batch): the weight
  * gradient WRITTEN to g ([K][C][kh][kw], then the bias gradient [K] when bias) and, unless
  * dx is NULL, those samples' input gradient, with the weights the last forward packed. With

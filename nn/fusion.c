@@ -25,6 +25,11 @@
  *   skip_in_dy  an identity add whose skip gradient the conv above the skip's source reads (as
  *               relu_below's extra) before backward writes the add's dy buffer again leaves it
  *               there instead of copying it; that skip gradient buffer is not allocated.
+ *   bf16_store  in a bf16 model, a conv2d on tiles whose output only the batchnorm2d above
+ *               reads (bn_grad fused: the conv computes that batchnorm's input gradient)
+ *               stores that output as bf16, half the bytes written and read back by the
+ *               batchnorm's three passes over it and the conv's backward. Its values are
+ *               bf16 anyway (the output of a bf16 conv, as autocast's): no bit changes.
  *   chunks      consecutive chunkable layers (conv2d on the direct path, with what is fused
  *               into it) run chunk by chunk, each chunk through all of them, so activations
  *               between them are read back from L2 instead of memory (one thread only).
@@ -150,6 +155,10 @@ static void plan_pairs(struct dt_layer_plan *plan, int n, unsigned fusions)
             has(below, DT_CAP_BN_ABOVE_GRAD) && !below->referenced) {
             below->bn_above = true;
             p->grad_in_below = true;
+            /* ... and that output stored as bf16 (bn_above: no other reader) */
+            below->bf16_store = (fusions & DT_FUSE_BF16_STORE) && has(below, DT_CAP_BF16_STORE) &&
+                                has(p, DT_CAP_BF16_INPUT) && !below->relu_at_store &&
+                                !below->runs_pool;
         }
     }
 }
@@ -187,13 +196,14 @@ static const struct {
     {"dy_extra", DT_FUSE_DY_EXTRA},
     {"skip_in_dy", DT_FUSE_SKIP_IN_DY},
     {"chunks", DT_FUSE_CHUNKS},
+    {"bf16_store", DT_FUSE_BF16_STORE},
 };
-_Static_assert(sizeof fusion_table / sizeof fusion_table[0] == 8 && DT_FUSE_ALL == 0xff,
+_Static_assert(sizeof fusion_table / sizeof fusion_table[0] == 9 && DT_FUSE_ALL == 0x1ff,
                "one name per fusion");
 
 const char *dt_fusion_names(void)
 {
-    return "relu, pool, add, relu_below, bn_grad, dy_extra, skip_in_dy, chunks";
+    return "relu, pool, add, relu_below, bn_grad, dy_extra, skip_in_dy, chunks, bf16_store";
 }
 
 /* The fusion named by word[0..len), or 0. */

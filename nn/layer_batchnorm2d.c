@@ -46,6 +46,7 @@ struct batchnorm {
     float eps, momentum;
     bool affine;
     bool training; /* mode of the last forward */
+    bool x_bf16;   /* the last forward's x was stored as bf16 (struct dt_layer_fwd) */
     float *mean, *invstd;
     double *stats;     /* forward: per-channel sums of x - s, of (x - s)^2, and the count */
     double *grad_sums; /* backward: sum dy, then sum dy xhat, per channel */
@@ -75,7 +76,8 @@ static int batchnorm2d_setup(struct dt_layer *l, const struct dt_layer_spec *spe
     bn->momentum = spec->momentum;
     bn->affine = spec->affine;
     l->out = in;
-    s->caps = DT_CAP_RELU_AT_STORE | DT_CAP_ADD_AT_STORE | DT_CAP_IS_BATCHNORM | DT_CAP_COLLECTIVE;
+    s->caps = DT_CAP_RELU_AT_STORE | DT_CAP_ADD_AT_STORE | DT_CAP_IS_BATCHNORM | DT_CAP_COLLECTIVE |
+              DT_CAP_BF16_INPUT;
     l->nparams = bn->affine ? 2 * (size_t)in.c : 0;
     l->nbuffers = 2 * (size_t)in.c + 1;
     bn->mean = dt_alloc((size_t)in.c, sizeof(float));
@@ -173,6 +175,15 @@ static bool exact_sum(struct dt_layer *l, double *v, size_t n)
     return true;
 }
 
+/* Channel ch's first plane of x, as stored: bf16 elements when bn->x_bf16. */
+static const void *x_channel(const struct batchnorm *bn, const float *x, int ch)
+{
+    if (!x)
+        return NULL;
+    size_t at = (size_t)ch * bn->plane;
+    return bn->x_bf16 ? (const void *)((const dt_bf16 *)x + at) : (const void *)(x + at);
+}
+
 /* With c->relu, the following relu at the store (backward never reads y); with c->skip_x,
  * the identity add above (y is then its output), then the relu fused into that. */
 static void normalise(const struct dt_layer *l, const struct dt_bn_loops *k, const float *x,
@@ -182,8 +193,13 @@ static void normalise(const struct dt_layer *l, const struct dt_bn_loops *k, con
     float gamma = bn->affine ? l->params[ch] : 1.0f;
     float beta = bn->affine ? l->params[bn->c + ch] : 0.0f;
     float scale = bn->invstd[ch] * gamma, shift = beta - bn->mean[ch] * scale;
-    k->affine(AT_CHANNEL(bn, x, ch), AT_CHANNEL(bn, y, ch), bn->plane, bn->sample, batch, scale,
-              shift, c->relu, AT_CHANNEL(bn, c->skip_x, ch));
+    const void *xc = x_channel(bn, x, ch);
+    float *yc = AT_CHANNEL(bn, y, ch);
+    const float *skip = AT_CHANNEL(bn, c->skip_x, ch);
+    if (bn->x_bf16)
+        k->affine_bf16(xc, yc, bn->plane, bn->sample, batch, scale, shift, c->relu, skip);
+    else
+        k->affine(xc, yc, bn->plane, bn->sample, batch, scale, shift, c->relu, skip);
 }
 
 /* Channel ch's mean and 1/std from its sums st over n elements (every process's), and its
@@ -221,8 +237,11 @@ static void forward_train(struct dt_layer *l, const float *x, float *y, int batc
     bool global = reduces(l);
 #pragma omp parallel for if (local * c > DT_PARALLEL_MIN)
     for (int ch = 0; ch < c; ch++) {
-        k->moments(AT_CHANNEL(bn, x, ch), bn->plane, bn->sample, batch, run_mean[ch], &st[ch],
-                   &st[c + ch]);
+        const void *xc = x_channel(bn, x, ch);
+        if (bn->x_bf16)
+            k->moments_bf16(xc, bn->plane, bn->sample, batch, run_mean[ch], &st[ch], &st[c + ch]);
+        else
+            k->moments(xc, bn->plane, bn->sample, batch, run_mean[ch], &st[ch], &st[c + ch]);
         if (!global) {
             finish_channel(l, ch, local);
             normalise(l, k, x, y, batch, ch, call);
@@ -248,6 +267,7 @@ static void batchnorm2d_forward(struct dt_layer *l, const float *x, float *y, in
 {
     struct batchnorm *bn = l->state;
     bn->training = c->run.training;
+    bn->x_bf16 = c->x_bf16;
     if (bn->training) {
         forward_train(l, x, y, batch, c);
         return;
@@ -271,8 +291,13 @@ static void channel_sums(struct dt_layer *l, const struct dt_bn_loops *k, const 
 {
     struct batchnorm *bn = l->state;
     double sum_dy, sum_dy_xhat;
-    k->grad_sums(AT_CHANNEL(bn, x, ch), AT_CHANNEL(bn, dy, ch), bn->plane, bn->sample, batch,
-                 bn->mean[ch], &sum_dy, &sum_dy_xhat);
+    const void *xc = x_channel(bn, x, ch);
+    const float *dyc = AT_CHANNEL(bn, dy, ch);
+    if (bn->x_bf16)
+        k->grad_sums_bf16(xc, dyc, bn->plane, bn->sample, batch, bn->mean[ch], &sum_dy,
+                          &sum_dy_xhat);
+    else
+        k->grad_sums(xc, dyc, bn->plane, bn->sample, batch, bn->mean[ch], &sum_dy, &sum_dy_xhat);
     sum_dy_xhat *= bn->invstd[ch];
     if (bn->affine) {
         l->grads[ch] = (float)sum_dy_xhat;
@@ -322,7 +347,8 @@ void dt_batchnorm2d_grad(const struct dt_layer *l, const float *x, struct dt_bn_
 {
     const struct batchnorm *bn = l->state;
     size_t c = (size_t)bn->c;
-    *out = (struct dt_bn_grad){.x = x,
+    *out = (struct dt_bn_grad){.x = bn->x_bf16 ? NULL : x,
+                               .xh = bn->x_bf16 ? (const dt_bf16 *)x : NULL,
                                .mean = bn->mean,
                                .invstd = bn->invstd,
                                .k = bn->terms,

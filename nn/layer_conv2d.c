@@ -284,7 +284,8 @@ static int conv2d_setup(struct dt_layer *l, const struct dt_layer_spec *spec, st
         } else { /* the fp32 algorithm's scratch is not allocated */
             s->scratch_bytes = 0;
             s->call_scratch_bytes = (double)dt_bf16_conv_call_bytes(cv->bf);
-            s->caps |= DT_CAP_RELU_BELOW_GRAD | DT_CAP_POOL_IN_FORWARD | DT_CAP_BN_ABOVE_GRAD;
+            s->caps |= DT_CAP_RELU_BELOW_GRAD | DT_CAP_POOL_IN_FORWARD | DT_CAP_BN_ABOVE_GRAD |
+                       DT_CAP_BF16_STORE;
         }
         s->scratch_bytes += bytes;
         s->precision = dt_bf16_conv_note(cv->bf);
@@ -378,25 +379,11 @@ static void pool_one(void *ctx, const float *y, int sample)
                                  ps->first_sample + sample, 1);
 }
 
-static void conv2d_forward(struct dt_layer *l, const float *x, float *y, int batch,
-                           const struct dt_layer_fwd *c)
+/* The fp32 algorithm's forward (the emulated bf16 mode's too, on rounded x and weights). */
+static void forward_algo(struct dt_layer *l, const float *x, const float *weight, const float *bias,
+                         float *y, int batch, const struct dt_layer_fwd *c)
 {
     struct conv *cv = l->state;
-    const float *weight = l->params;
-    const float *bias = cv->bias ? l->params + (size_t)cv->oc * cv->ckk : NULL;
-    if (cv->bf && dt_bf16_conv_tiles(cv->bf)) {
-        struct pool_sink ps = {c->pool, y, c->first_sample};
-        struct dt_bf16_conv_sink sink = {pool_one, &ps};
-        dt_bf16_conv_forward(cv->bf, x, weight, bias, y, batch, c->relu, c->pool ? &sink : NULL);
-        return;
-    }
-    if (cv->bf) { /* emulated: the fp32 algorithm on bf16-rounded x and weights */
-        struct dt_bf16_rounded r;
-        size_t nx = (size_t)batch * dt_shape_size(l->in);
-        dt_bf16_rounded_take(&r, &l->model->call_scratch, nx, 0);
-        weight = dt_bf16_round_into(cv->round_w, weight, (size_t)cv->oc * cv->ckk);
-        x = dt_bf16_round_into(r.x, x, nx);
-    }
     if (cv->algo == DT_CONV2D_WINOGRAD && c->first_sample == 0)
         (void)dt_conv_winograd_filter(&cv->ds, weight, cv->u);
     if (cv->algo != DT_CONV2D_GEMM && c->pool) {
@@ -443,6 +430,35 @@ static void conv2d_forward(struct dt_layer *l, const float *x, float *y, int bat
                     dst[p] += add;
         }
     }
+}
+
+/* A bf16 model's output is bf16 values, as autocast's conv returns (stored as bf16 with
+ * c->y_bf16, the plan's bf16_store, on tiles only); the emulated mode rounds its fp32 result
+ * once at the end (the relu and the pool commute with the rounding: both are monotonic). */
+static void conv2d_forward(struct dt_layer *l, const float *x, float *y, int batch,
+                           const struct dt_layer_fwd *c)
+{
+    struct conv *cv = l->state;
+    const float *weight = l->params;
+    const float *bias = cv->bias ? l->params + (size_t)cv->oc * cv->ckk : NULL;
+    if (cv->bf && dt_bf16_conv_tiles(cv->bf)) {
+        struct pool_sink ps = {c->pool, y, c->first_sample};
+        struct dt_bf16_conv_sink sink = {pool_one, &ps};
+        dt_bf16_conv_forward(cv->bf, x, weight, bias, y, batch, c->relu, c->pool ? &sink : NULL,
+                             c->y_bf16);
+        return;
+    }
+    if (!cv->bf) {
+        forward_algo(l, x, weight, bias, y, batch, c);
+        return;
+    }
+    struct dt_bf16_rounded r;
+    size_t nx = (size_t)batch * dt_shape_size(l->in);
+    dt_bf16_rounded_take(&r, &l->model->call_scratch, nx, 0);
+    weight = dt_bf16_round_into(cv->round_w, weight, (size_t)cv->oc * cv->ckk);
+    forward_algo(l, dt_bf16_round_into(r.x, x, nx), weight, bias, y, batch, c);
+    size_t ny = (size_t)batch * dt_shape_size(c->pool ? c->pool->out : l->out);
+    dt_bf16_round_into(y, y, ny);
 }
 
 /* dyt[o][b*P + p] = dy[b][o][p]. */

@@ -2,7 +2,8 @@
  * activations and the gradient ping-pong buffers, and runs forward, loss and backward.
  *
  * Memory, all allocated by dt_model_build for max_batch samples and never during a step:
- *   act[i]          output of layer i (max_batch x its per-sample size); act[n-1] is m->output.
+ *   act[i]          output of layer i (max_batch x its per-sample size; bf16 elements where
+ *                   the plan's bf16_store says so); act[n-1] is m->output.
  *                   Every output is kept because backward needs x and y of each layer, but
  *                   that of a batchnorm that computes the add above it (NULL: never written).
  *   grad_a, grad_b  gradient w.r.t. the current layer's output and input, swapped per layer;
@@ -235,7 +236,9 @@ static int allocate_arenas(struct dt_model *m, float *params)
         }
         if (m->plan[i].runs_add) /* never written: the layer stores the add's output */
             continue;
-        impl->act[i] = dt_alloc((size_t)m->max_batch * n, sizeof(float));
+        /* bf16_store: the layer writes bf16 elements, half the bytes */
+        impl->act[i] = dt_alloc((size_t)m->max_batch * n,
+                                m->plan[i].bf16_store ? sizeof(dt_bf16) : sizeof(float));
         if (!impl->act[i])
             return dt_fail_context(-DT_ERUNTIME, "activations of layer %d", i);
     }
@@ -301,7 +304,7 @@ static void count_memory(const struct dt_model *m, struct dt_model_memory *out)
         double n = (double)shape_size(m->layers[i]->out);
         largest = n > largest ? n : largest;
         if (!p->in_place && !p->runs_add)
-            act += n;
+            act += p->bf16_store ? n / 2 : n;
         if (p->referenced && !p->pending_in_dy)
             act += n; /* pending skip gradient */
     }
@@ -598,7 +601,11 @@ static void forward_layer(struct dt_model *m, int i, const float *x, int first, 
     const struct dt_layer_plan *p = &m->plan[i];
     bool timed = m->profile || m->layer_hook.fn;
     double t0 = timed ? dt_now() : 0;
-    struct dt_layer_fwd c = {.run = *ctx, .first_sample = first, .relu = p->relu_at_store};
+    struct dt_layer_fwd c = {.run = *ctx,
+                             .first_sample = first,
+                             .relu = p->relu_at_store,
+                             .y_bf16 = p->bf16_store,
+                             .x_bf16 = i > 0 && m->plan[i - 1].bf16_store};
     if (l->spec.from)
         c.skip_x = skip_output(m, i);
     /* a conv with a fused pool writes the pool's output, a batchnorm with a fused add the

@@ -13,7 +13,8 @@
  * emulated conv runs on the GEMM algorithm here (forced), whose rounding is of that kind, and
  * again on the direct and Winograd algorithms, whose backward reads x: the emulated mode
  * rounds it again there, in the model's call scratch (test_emulated_rounds_x_again). The bias
- * gradient is an fp32 sum of the bf16-rounded dy (autocast's).
+ * gradient is an fp32 sum of the bf16-rounded dy (autocast's). A conv's output is bf16 values
+ * (autocast's conv returns bf16): checked as such, within one bf16 step of the exact sum.
  * Also: an fp32 model names no bf16 path, and forward/backward are deterministic. */
 #include <omp.h>
 #include <setjmp.h>
@@ -70,11 +71,21 @@ static void add_term(struct expect *e, size_t at, double a, double b)
     e->mag[at] += fabs(a * b);
 }
 
-static void check(const struct expect *e, const float *got, const char *path, const char *what)
+/* got against the exact sums; `rounded`: got is those sums rounded to bf16 (a bf16 conv's
+ * output, autocast's), so each element must be a bf16 value within one bf16 step (2^-8 of
+ * its magnitude: the rounding's half step, plus the accumulation's error moving the value
+ * across a rounding boundary) of the sum. */
+static void check_as(const struct expect *e, const float *got, const char *path, const char *what,
+                     bool rounded)
 {
     double worst = 0;
     for (size_t i = 0; i < e->n; i++) {
         double err = fabs((double)got[i] - e->v[i]), bound = TOL * e->mag[i] + 1e-7;
+        if (rounded) {
+            if (got[i] != dt_bf16_round(got[i]))
+                fail_msg("%s %s: element %zu is %.9g, not a bf16 value", path, what, i, got[i]);
+            bound += fabs(e->v[i]) * 0x1p-8;
+        }
         if (!(err <= bound))
             fail_msg("%s %s: element %zu is %.9g, expected %.9g (bound %.3g)", path, what, i,
                      got[i], e->v[i], bound);
@@ -84,6 +95,11 @@ static void check(const struct expect *e, const float *got, const char *path, co
     print_message("  %s %s: worst error %.2e x sum|ab|\n", path, what, worst);
     free(e->v);
     free(e->mag);
+}
+
+static void check(const struct expect *e, const float *got, const char *path, const char *what)
+{
+    check_as(e, got, path, what, false);
 }
 
 /* The fp32 algorithm an emulated conv runs on (forced at build). */
@@ -177,7 +193,7 @@ static void check_conv(enum dt_bf16_path p, int c, int h, int w, int k, int ks, 
                             }
                 }
     const char *name = dt_bf16_path_name(p);
-    check(&y, r.y, name, "conv forward");
+    check_as(&y, r.y, name, "conv forward", true);
     check(&dx, r.dx, name, "conv input gradient");
     check(&dw, l->grads, name, "conv weight gradient");
     for (int o = 0; o < k; o++) {

@@ -55,7 +55,7 @@ static double check_conv_layout(enum dt_bf16_path p, struct dt_conv_shape s, boo
         dt_conv_bf16_pad_input(&s, &g, x, xv);
         dt_conv_bf16_pack_weights(&s, &g, w, wp);
         dt_conv_bf16_forward_on(p, &s, &g, xv, wp, yq);
-        dt_conv_bf16_compact(&s, &g, yq, bias ? b : NULL, y);
+        dt_conv_bf16_compact(&s, &g, yq, bias ? b : NULL, false, DT_STORE_F32, y);
     }
     double worst = 0;
     for (int k = 0; k < s.k; k++)
@@ -116,7 +116,7 @@ static double check_input_grad(enum dt_bf16_path p, struct dt_conv_shape s, bool
     dt_conv_bf16_pad_input(&t, &g, dy, xv);
     dt_conv_bf16_pack_weights_input_grad(&t, &g, w, wp);
     dt_conv_bf16_forward_on(p, &t, &g, xv, wp, yq);
-    dt_conv_bf16_compact(&t, &g, yq, NULL, dx);
+    dt_conv_bf16_compact(&t, &g, yq, NULL, false, DT_STORE_F32, dx);
     double worst = 0;
     for (int c = 0; c < s.c; c++)
         for (int ih = 0; ih < s.h; ih++)
@@ -391,12 +391,26 @@ static void test_layout_passes_match_plain_c(void **state)
         assert_memory_equal(xv[0], xv[1], g.xv * 2);
         assert_memory_equal(dyq[0], dyq[1], g.dyq * 2);
         assert_memory_equal(pairs[0], pairs[1], 4 * g.xt);
-        for (int variant = 0; variant < 8; variant++) {
+        /* bias, relu, stream and the three stores: ROUNDED's values are bf16 values, and
+         * BF16's elements are exactly those values */
+        float *rounded = malloc(ny * 4);
+        for (int variant = 0; variant < 24; variant++) {
+            enum dt_bf16_store store = (enum dt_bf16_store)(variant / 8);
             for (int p = 0; p < 2; p++)
                 dt_conv_bf16_compact_on(paths[p], &s, &g, yq, variant & 1 ? b : NULL, variant & 2,
-                                        variant & 4, out[p]);
-            assert_memory_equal(out[0], out[1], ny * 4);
+                                        variant & 4, store, out[p]);
+            assert_memory_equal(out[0], out[1], ny * (store == DT_STORE_BF16 ? 2 : 4));
+            if (store == DT_STORE_F32)
+                continue;
+            dt_conv_bf16_compact_on(paths[0], &s, &g, yq, variant & 1 ? b : NULL, variant & 2,
+                                    false, DT_STORE_ROUNDED, rounded);
+            for (size_t i = 0; i < ny; i++) {
+                float v = store == DT_STORE_BF16 ? dt_bf16_to_f32(((dt_bf16 *)out[0])[i])
+                                                 : dt_bf16_round(rounded[i]);
+                assert_memory_equal(&v, &rounded[i], 4);
+            }
         }
+        free(rounded);
         /* the relu below's backward (s standing for an input gradient's shape), dx holding
          * the skip gradient */
         for (int with_extra = 0; with_extra < 2; with_extra++) {

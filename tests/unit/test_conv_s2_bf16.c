@@ -59,7 +59,7 @@ static double check_forward(enum dt_bf16_path p, struct dt_conv_shape s, bool bi
     dt_conv_s2_bf16_parity_planes_image(&s, &g, x, xv);
     dt_conv_s2_bf16_pack_weights(&s, &g, w, wp);
     dt_conv_s2_bf16_forward_on(p, &s, &g, xv, wp, yq);
-    dt_conv_s2_bf16_compact(&s, &g, yq, bias ? b : NULL, y);
+    dt_conv_s2_bf16_compact(&s, &g, yq, bias ? b : NULL, false, DT_STORE_F32, y);
     double worst = 0;
     for (int k = 0; k < s.k; k++)
         for (int oh = 0; oh < g.oh; oh++)
@@ -359,11 +359,25 @@ static void test_layout_passes_match_plain_c(void **state)
         assert_memory_equal(dv[0], dv[1], g.dv * 2);
         assert_memory_equal(dyq[0], dyq[1], g.dyq * 2);
         assert_memory_equal(xp[0], xp[1], g.xp * 2);
-        for (int with_bias = 0; with_bias < 2; with_bias++) {
+        /* bias, relu and the three stores: BF16's elements are ROUNDED's values */
+        float *rounded = malloc(ny * 4);
+        for (int variant = 0; variant < 12; variant++) {
+            enum dt_bf16_store store = (enum dt_bf16_store)(variant / 4);
+            const float *bias = variant & 1 ? b : NULL;
             for (int p = 0; p < 2; p++)
-                dt_conv_s2_bf16_compact_on(paths[p], &s, &g, yq, with_bias ? b : NULL, y[p]);
-            assert_memory_equal(y[0], y[1], ny * 4);
+                dt_conv_s2_bf16_compact_on(paths[p], &s, &g, yq, bias, variant & 2, store, y[p]);
+            assert_memory_equal(y[0], y[1], ny * (store == DT_STORE_BF16 ? 2 : 4));
+            if (store == DT_STORE_F32)
+                continue;
+            dt_conv_s2_bf16_compact_on(paths[0], &s, &g, yq, bias, variant & 2, DT_STORE_ROUNDED,
+                                       rounded);
+            for (size_t i = 0; i < ny; i++) {
+                float v = store == DT_STORE_BF16 ? dt_bf16_to_f32(((dt_bf16 *)y[0])[i])
+                                                 : dt_bf16_round(rounded[i]);
+                assert_memory_equal(&v, &rounded[i], 4);
+            }
         }
+        free(rounded);
         for (int variant = 0; variant < 3; variant++) {
             for (int p = 0; p < 2; p++) {
                 memcpy(dx[p], x[1], nx * 4); /* the skip gradient, in dx */

@@ -445,7 +445,12 @@ static void check_bn_grad(void)
             f[j] = random_floats(&rng, nk);
         for (size_t c = 0; c < nk; c++)
             f[1][c] = 0.5f + f[1][c] * f[1][c] * 3.0f; /* invstd > 0 */
-        struct dt_bn_grad bn = {bx, f[0], f[1], f[2], f[3], f[4]};
+        struct dt_bn_grad bn = {.x = bx,
+                                .mean = f[0],
+                                .invstd = f[1],
+                                .k = f[2],
+                                .mean_dy = f[3],
+                                .mean_dy_xhat = f[4]};
         float *dyc = malloc(sizeof(float) * t.ny); /* the batchnorm's dx: the conv's dy */
         assert_non_null(dyc);
         for (size_t i = 0; i < t.ny; i++) {

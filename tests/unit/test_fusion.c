@@ -47,6 +47,7 @@ static int taken(const struct dt_model *m, unsigned fusion)
              : fusion == DT_FUSE_BN_GRAD    ? p->bn_above
              : fusion == DT_FUSE_DY_EXTRA   ? p->dy_extra && p->referenced
              : fusion == DT_FUSE_SKIP_IN_DY ? p->skip_in_dy
+             : fusion == DT_FUSE_BF16_STORE ? p->bf16_store
                                             : p->run_end > 0;
     }
     return n;
@@ -227,12 +228,16 @@ static void bf16_stride2_fusions(void)
     b[5].shortcut = DT_SHORTCUT_PROJECTION;
     compare_on(DT_CONV2D_GEMM, b, nb, IN, 5, DT_FUSE_NONE, DT_FUSE_BN_GRAD, 2);
     compare_on(DT_CONV2D_GEMM, b, nb, IN, 5, DT_FUSE_ALL & ~DT_FUSE_BN_GRAD, DT_FUSE_BN_GRAD, 2);
+    compare_on(DT_CONV2D_GEMM, b, nb, IN, 5, DT_FUSE_BN_GRAD, DT_FUSE_BF16_STORE, 2);
+    compare_on(DT_CONV2D_GEMM, b, nb, IN, 5, DT_FUSE_ALL & ~DT_FUSE_BF16_STORE, DT_FUSE_BF16_STORE,
+               2);
 }
 
 /* The same on a bf16 model, on every bf16 tile path the CPU has (the plain-C tiles always):
  * the tile conv writes dx as the relu's backward would, runs the relu and maxpool2d above
  * it (pool) and the batchnorm above's input gradient (bn_grad). The first conv (3 channels, 27
- * deep: the stem mode) takes them as well; where only the second has a taker above, one. */
+ * deep: the stem mode) takes them as well; where only the second has a taker above, one. With
+ * bn_grad, a tile conv stores its output as bf16 for the batchnorm above (bf16_store). */
 static void test_bf16_fusions(void **state)
 {
     (void)state;
@@ -270,6 +275,12 @@ static void test_bf16_fusions(void **state)
         compare_on(DT_CONV2D_GEMM, b, nb, IN, 5, DT_FUSE_NONE, DT_FUSE_BN_GRAD, 2);
         compare_on(DT_CONV2D_GEMM, b, nb, IN, 5, DT_FUSE_ALL & ~DT_FUSE_BN_GRAD, DT_FUSE_BN_GRAD,
                    2);
+        /* ... and the conv's output stored as bf16 for that batchnorm (bf16_store), in the
+         * stem mode and on the stride-1 tiles; not without bn_grad */
+        compare_on(DT_CONV2D_GEMM, b, nb, IN, 5, DT_FUSE_BN_GRAD, DT_FUSE_BF16_STORE, 2);
+        compare_on(DT_CONV2D_GEMM, b, nb, IN, 5, DT_FUSE_ALL & ~DT_FUSE_BF16_STORE,
+                   DT_FUSE_BF16_STORE, 2);
+        compare_on(DT_CONV2D_GEMM, b, nb, IN, 5, DT_FUSE_NONE, DT_FUSE_BF16_STORE, 0);
         /* a stem-mode conv (3 -> 16, 27 deep) with a relu below it takes relu_below */
         struct dt_layer_spec stem[] = {conv_spec(3, 3, 1, 1),  spec_of("relu"),
                                        conv_spec(16, 3, 1, 1), spec_of("relu"),
@@ -361,6 +372,8 @@ static void test_fusion_parse(void **state)
     assert_int_equal(dt_fusion_parse("relu_below,bn_grad,dy_extra,skip_in_dy,add", &f), 0);
     assert_int_equal(f, DT_FUSE_RELU_BELOW | DT_FUSE_BN_GRAD | DT_FUSE_DY_EXTRA |
                             DT_FUSE_SKIP_IN_DY | DT_FUSE_ADD);
+    assert_int_equal(dt_fusion_parse("bn_grad,bf16_store", &f), 0);
+    assert_int_equal(f, DT_FUSE_BN_GRAD | DT_FUSE_BF16_STORE);
     assert_int_equal(dt_fusion_parse("relu,bogus", &f), -DT_EUSAGE);
     assert_non_null(strstr(dt_last_error(), "'bogus' is not a fusion"));
     assert_non_null(strstr(dt_last_error(), "skip_in_dy"));

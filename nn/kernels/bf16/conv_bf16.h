@@ -106,9 +106,11 @@ void dt_conv_bf16_forward_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
                              const struct dt_conv_bf16_geom *g, const dt_bf16 *xv,
                              const dt_bf16 *wp, float *yq);
 
-/* yq -> y [K][OH][OW], adding b[k] when b is not NULL. */
+/* yq -> y [K][OH][OW], adding b[k] when b is not NULL, then the relu when `relu`, stored as
+ * `store` says (bf16.h). */
 void dt_conv_bf16_compact(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
-                          const float *yq, const float *b, float *y);
+                          const float *yq, const float *b, bool relu, enum dt_bf16_store store,
+                          void *y);
 
 /* The weight gradient dW[k][c][i][j] = sum over samples and q of dY[k][q] X[c][q + i Wp + j]
  * is a GEMM whose depth is the positions: A = dY as bf16 rows [k][qrow] (zero at the junk
@@ -150,15 +152,15 @@ void dt_conv_bf16_compact_relu_below(const struct dt_conv_shape *t,
 
 /* The layout passes on path p: the amx path runs their AVX-512 builds
  * (conv_bf16_layout.isa.c), which write the same bits as the plain C above; every other path
- * runs the plain C. compact_on with `relu` applies x > 0 ? x : 0 to what compact writes;
- * `stream`: y is a batch-wide output, not read again soon (the amx build then writes it with
- * non-temporal stores; false for a buffer read back at once, e.g. a per-thread one). */
+ * runs the plain C. `stream`: y is a batch-wide output, not read again soon (the amx build then
+ * writes it with non-temporal stores; false for a buffer read back at once, e.g. a per-thread one).
+ */
 void dt_conv_bf16_pad_input_image_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
                                      const struct dt_conv_bf16_geom *g, const float *x,
                                      dt_bf16 *xv);
 void dt_conv_bf16_compact_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
                              const struct dt_conv_bf16_geom *g, const float *yq, const float *b,
-                             bool relu, bool stream, float *y);
+                             bool relu, bool stream, enum dt_bf16_store store, void *y);
 void dt_conv_bf16_compact_relu_below_on(enum dt_bf16_path p, const struct dt_conv_shape *t,
                                         const struct dt_conv_bf16_geom *g, const float *yq,
                                         const float *x, const float *extra, float *dx);
@@ -225,7 +227,8 @@ void dt_conv_bf16_position_pairs_image_amx(const struct dt_conv_shape *s,
                                            const struct dt_conv_bf16_geom *g, const float *x,
                                            dt_bf16 *even, dt_bf16 *odd);
 void dt_conv_bf16_compact_amx(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
-                              const float *yq, const float *b, bool relu, bool stream, float *y);
+                              const float *yq, const float *b, bool relu, bool stream,
+                              enum dt_bf16_store store, void *y);
 void dt_conv_bf16_compact_relu_below_amx(const struct dt_conv_shape *t,
                                          const struct dt_conv_bf16_geom *g, const float *yq,
                                          const float *x, const float *extra, float *dx);

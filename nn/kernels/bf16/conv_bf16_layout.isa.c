@@ -135,20 +135,25 @@ static inline bool streamable(const struct dt_conv_bf16_geom *g, const float *ro
 
 void DT_ISA_FN(dt_conv_bf16_compact)(const struct dt_conv_shape *s,
                                      const struct dt_conv_bf16_geom *g, const float *yq,
-                                     const float *b, bool relu, bool stream, float *y)
+                                     const float *b, bool relu, bool stream,
+                                     enum dt_bf16_store store, void *y)
 {
     for (int k = 0; k < s->k; k++) {
         __m512 bias = _mm512_set1_ps(b ? b[k] : 0.0f), zero = _mm512_setzero_ps();
         for (int oh = 0; oh < g->oh; oh++) {
             const float *src = yq + (size_t)k * g->qpad + (size_t)oh * g->wp;
-            float *dst = y + ((size_t)k * g->oh + oh) * g->ow;
-            bool nt = streamable(g, dst, stream);
+            size_t at = ((size_t)k * g->oh + oh) * g->ow;
+            float *dst = (float *)y + at;
+            bool nt = store != DT_STORE_BF16 && streamable(g, dst, stream);
             for (int ow = 0; ow < g->ow; ow += 16) {
                 __mmask16 m = dt_lanes(g->ow - ow);
                 __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(m, src + ow), bias);
                 if (relu) /* v > 0 ? v : 0, MAXPS's order: NaN and -0 give +0 */
                     v = _mm512_max_ps(v, zero);
-                store_row(dst, ow, m, v, nt);
+                if (store == DT_STORE_BF16)
+                    dt_store_bf16((dt_bf16 *)y + at + ow, m, v);
+                else
+                    store_row(dst, ow, m, store == DT_STORE_ROUNDED ? dt_rounded(v) : v, nt);
             }
         }
     }

@@ -199,15 +199,16 @@ void dt_conv_s2_bf16_forward_on(enum dt_bf16_path p, const struct dt_conv_shape 
 }
 
 void dt_conv_s2_bf16_compact(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g,
-                             const float *yq, const float *b, float *y)
+                             const float *yq, const float *b, bool relu, enum dt_bf16_store store,
+                             void *y)
 {
     for (int k = 0; k < s->k; k++) {
         float bias = b ? b[k] : 0.0f;
         for (int oh = 0; oh < g->oh; oh++) {
             const float *src = yq + (size_t)k * g->qpad + (size_t)oh * g->wq;
-            float *dst = y + ((size_t)k * g->oh + oh) * g->ow;
+            size_t at = ((size_t)k * g->oh + oh) * g->ow;
             for (int ow = 0; ow < g->ow; ow++)
-                dst[ow] = src[ow] + bias;
+                dt_bf16_store_at(y, at + ow, src[ow] + bias, relu, store);
         }
     }
 }
@@ -387,12 +388,12 @@ void dt_conv_s2_bf16_parity_planes_image_on(enum dt_bf16_path p, const struct dt
 
 void dt_conv_s2_bf16_compact_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
                                 const struct dt_conv_s2_geom *g, const float *yq, const float *b,
-                                float *y)
+                                bool relu, enum dt_bf16_store store, void *y)
 {
     if (p == DT_BF16_AMX)
-        dt_conv_s2_bf16_compact_amx(s, g, yq, b, y);
+        dt_conv_s2_bf16_compact_amx(s, g, yq, b, relu, store, y);
     else
-        dt_conv_s2_bf16_compact(s, g, yq, b, y);
+        dt_conv_s2_bf16_compact(s, g, yq, b, relu, store, y);
 }
 
 void dt_conv_s2_bf16_dy_planes_image_on(enum dt_bf16_path p, const struct dt_conv_shape *s,

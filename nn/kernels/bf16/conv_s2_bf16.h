@@ -100,7 +100,8 @@ void dt_conv_s2_bf16_forward_on(enum dt_bf16_path p, const struct dt_conv_shape 
                                 const struct dt_conv_s2_geom *g, const dt_bf16 *xv,
                                 const dt_bf16 *wp, float *yq);
 void dt_conv_s2_bf16_compact(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g,
-                             const float *yq, const float *b, float *y);
+                             const float *yq, const float *b, bool relu, enum dt_bf16_store store,
+                             void *y);
 
 /* Input gradient. dy [K][OH][OW] -> dv (image only); dxq = the four parity planes of dXpad on
  * path p; dx [C][H][W] = dxq interleaved, or with relu_x (the relu below's output) that relu's
@@ -139,7 +140,7 @@ void dt_conv_s2_bf16_parity_planes_image_on(enum dt_bf16_path p, const struct dt
                                             dt_bf16 *xv);
 void dt_conv_s2_bf16_compact_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
                                 const struct dt_conv_s2_geom *g, const float *yq, const float *b,
-                                float *y);
+                                bool relu, enum dt_bf16_store store, void *y);
 void dt_conv_s2_bf16_dy_planes_image_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
                                         const struct dt_conv_s2_geom *g, const float *dy,
                                         dt_bf16 *dv);
@@ -158,7 +159,8 @@ void dt_conv_s2_bf16_parity_planes_image_amx(const struct dt_conv_shape *s,
                                              const struct dt_conv_s2_geom *g, const float *x,
                                              dt_bf16 *xv);
 void dt_conv_s2_bf16_compact_amx(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g,
-                                 const float *yq, const float *b, float *y);
+                                 const float *yq, const float *b, bool relu,
+                                 enum dt_bf16_store store, void *y);
 void dt_conv_s2_bf16_dy_planes_image_amx(const struct dt_conv_shape *s,
                                          const struct dt_conv_s2_geom *g, const float *dy,
                                          dt_bf16 *dv);

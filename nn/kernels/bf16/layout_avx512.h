@@ -6,6 +6,8 @@
 
 #include <immintrin.h>
 
+#include "util/bf16.h"
+
 /* The first n of 16 lanes: none for n <= 0, all for n >= 16. */
 static inline __mmask16 dt_lanes(int n)
 {
@@ -24,6 +26,19 @@ static inline __m512i dt_round_high(__m512 v)
                                             _mm512_set1_epi32(0x7f800000));
     r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(u, _mm512_set1_epi32(0x00400000)));
     return _mm512_and_si512(r, _mm512_set1_epi32((int)0xffff0000u));
+}
+
+/* v rounded to bf16, as fp32 values (dt_bf16_round). */
+static inline __m512 dt_rounded(__m512 v)
+{
+    return _mm512_castsi512_ps(dt_round_high(v));
+}
+
+/* The lanes m of v rounded to bf16 and stored as 16-bit elements at dst. */
+static inline void dt_store_bf16(dt_bf16 *dst, __mmask16 m, __m512 v)
+{
+    __m512i h = _mm512_srli_epi32(dt_round_high(v), 16);
+    _mm256_mask_storeu_epi16(dst, m, _mm512_cvtepi32_epi16(h));
 }
 
 #endif

@@ -1,11 +1,15 @@
 /* batchnorm2d's four passes over the activations (batchnorm.isa.c), one table of functions per
  * build; nn/layer_batchnorm2d.c calls the table of the build nn/kernels/isa.c picks. x, y, dy
- * and dx point at one channel's first plane; `batch` planes of n floats, `sample` apart. */
+ * and dx point at one channel's first plane; `batch` planes of n floats, `sample` apart. The
+ * *_bf16 entries read x stored as bf16 (a bf16 model's conv output, nn/fusion.h's bf16_store)
+ * and give the bits their fp32 entries give on the same values. */
 #ifndef DT_NN_KERNELS_FP32_BATCHNORM_H
 #define DT_NN_KERNELS_FP32_BATCHNORM_H
 
 #include <stdbool.h>
 #include <stddef.h>
+
+#include "util/bf16.h"
 
 struct dt_bn_loops {
     void (*moments)(const float *x, size_t n, size_t sample, int batch, double shift, double *sum,
@@ -17,6 +21,12 @@ struct dt_bn_loops {
     void (*input_grad)(const float *x, const float *dy, float *dx, size_t n, size_t sample,
                        int batch, float mean, float invstd, float k, float mean_dy,
                        float mean_dy_xhat);
+    void (*moments_bf16)(const dt_bf16 *x, size_t n, size_t sample, int batch, double shift,
+                         double *sum, double *sum_sq);
+    void (*grad_sums_bf16)(const dt_bf16 *x, const float *dy, size_t n, size_t sample, int batch,
+                           double mean, double *sum_dy, double *sum_dy_xm);
+    void (*affine_bf16)(const dt_bf16 *x, float *y, size_t n, size_t sample, int batch, float scale,
+                        float shift, bool relu, const float *skip);
 };
 
 /* The loops of the build in use (generic, avx2 or avx512: nn/kernels/isa.c). */

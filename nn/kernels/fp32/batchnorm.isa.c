@@ -13,9 +13,29 @@
  * planes read last are the ones still there (batchnorm 3-5 ms less per step at one thread).
  * They are elementwise, so the order changes no bit.
  *
+ * moments, grad_sums and affine also read x stored as bf16 (the *_bf16 entries: a bf16 model's
+ * tiles conv2d stores its output so when only this batchnorm reads it, nn/fusion.h's bf16_store):
+ * one body per pass, x's element type a constant argument, so each entry is its own loop and
+ * the fp32 one is the code it always was. A bf16 value widens to fp32 exactly, so both entries
+ * give the same bits on the same values.
  */
 #include "nn/kernels/fp32/batchnorm.h"
 #include "nn/kernels/isa_fn.h"
+#include "util/bf16.h"
+
+#define BODY static inline __attribute__((always_inline))
+
+/* Element i of x, stored as fp32 or (half) as bf16. */
+BODY float x_at(const void *x, bool half, size_t i)
+{
+    return half ? dt_bf16_to_f32(((const dt_bf16 *)x)[i]) : ((const float *)x)[i];
+}
+
+/* x advanced by `at` elements of its type. */
+BODY const void *x_from(const void *x, bool half, size_t at)
+{
+    return half ? (const void *)((const dt_bf16 *)x + at) : (const void *)((const float *)x + at);
+}
 
 /* Sums over one channel's planes in double, in LANES independent accumulators: one running
  * double sum has a 4-cycle dependency per element, which made batchnorm a third of a ResNet
@@ -32,22 +52,22 @@ static double lanes_total(const double *acc)
 }
 
 /* Sums over `batch` planes of n floats (stride `sample` apart) of x - shift and (x - shift)^2. */
-static void DT_ISA_FN(moments)(const float *x, size_t n, size_t sample, int batch, double shift,
-                               double *sum, double *sum_sq)
+BODY void moments_of(const void *x, bool half, size_t n, size_t sample, int batch, double shift,
+                     double *sum, double *sum_sq)
 {
     double a[LANES] = {0}, q[LANES] = {0};
     size_t whole = n / LANES * LANES;
     for (int b = 0; b < batch; b++) {
-        const float *p = x + (size_t)b * sample;
+        const void *p = x_from(x, half, (size_t)b * sample);
         size_t i = 0;
         for (; i < whole; i += LANES)
             for (int k = 0; k < LANES; k++) {
-                double d = (double)p[i + k] - shift;
+                double d = (double)x_at(p, half, i + k) - shift;
                 a[k] += d;
                 q[k] += d * d;
             }
         for (; i < n; i++) {
-            double d = (double)p[i] - shift;
+            double d = (double)x_at(p, half, i) - shift;
             a[i % LANES] += d;
             q[i % LANES] += d * d;
         }
@@ -56,56 +76,93 @@ static void DT_ISA_FN(moments)(const float *x, size_t n, size_t sample, int batc
     *sum_sq = lanes_total(q);
 }
 
+static void DT_ISA_FN(moments)(const float *x, size_t n, size_t sample, int batch, double shift,
+                               double *sum, double *sum_sq)
+{
+    moments_of(x, false, n, sample, batch, shift, sum, sum_sq);
+}
+
+static void DT_ISA_FN(moments_bf16)(const dt_bf16 *x, size_t n, size_t sample, int batch,
+                                    double shift, double *sum, double *sum_sq)
+{
+    moments_of(x, true, n, sample, batch, shift, sum, sum_sq);
+}
+
 /* Backward's two sums over the same planes: sum dy and sum dy * (x - mean). */
-static void DT_ISA_FN(grad_sums)(const float *x, const float *dy, size_t n, size_t sample,
-                                 int batch, double mean, double *sum_dy, double *sum_dy_xm)
+BODY void grad_sums_of(const void *x, bool half, const float *dy, size_t n, size_t sample,
+                       int batch, double mean, double *sum_dy, double *sum_dy_xm)
 {
     double a[LANES] = {0}, q[LANES] = {0};
     size_t whole = n / LANES * LANES;
     for (int b = 0; b < batch; b++) {
         size_t i = 0;
-        const float *px = x + (size_t)b * sample, *pd = dy + (size_t)b * sample;
+        const void *px = x_from(x, half, (size_t)b * sample);
+        const float *pd = dy + (size_t)b * sample;
         for (; i < whole; i += LANES)
             for (int k = 0; k < LANES; k++) {
                 a[k] += pd[i + k];
-                q[k] += (double)pd[i + k] * ((double)px[i + k] - mean);
+                q[k] += (double)pd[i + k] * ((double)x_at(px, half, i + k) - mean);
             }
         for (; i < n; i++) {
             a[i % LANES] += pd[i];
-            q[i % LANES] += (double)pd[i] * ((double)px[i] - mean);
+            q[i % LANES] += (double)pd[i] * ((double)x_at(px, half, i) - mean);
         }
     }
     *sum_dy = lanes_total(a);
     *sum_dy_xm = lanes_total(q);
 }
 
+static void DT_ISA_FN(grad_sums)(const float *x, const float *dy, size_t n, size_t sample,
+                                 int batch, double mean, double *sum_dy, double *sum_dy_xm)
+{
+    grad_sums_of(x, false, dy, n, sample, batch, mean, sum_dy, sum_dy_xm);
+}
+
+static void DT_ISA_FN(grad_sums_bf16)(const dt_bf16 *x, const float *dy, size_t n, size_t sample,
+                                      int batch, double mean, double *sum_dy, double *sum_dy_xm)
+{
+    grad_sums_of(x, true, dy, n, sample, batch, mean, sum_dy, sum_dy_xm);
+}
+
 /* y = x * scale + shift over the planes, plus skip (laid out as x) when not NULL (a following
  * add's, in its order: (x * scale + shift) + skip), and max(y, 0) with relu (the fused
  * following relu). */
-static void DT_ISA_FN(affine)(const float *x, float *y, size_t n, size_t sample, int batch,
-                              float scale, float shift, bool relu, const float *skip)
+BODY void affine_of(const void *x, bool half, float *y, size_t n, size_t sample, int batch,
+                    float scale, float shift, bool relu, const float *skip)
 {
     for (int b = batch - 1; b >= 0; b--) { /* last read first (see the top) */
-        const float *px = x + (size_t)b * sample;
+        const void *px = x_from(x, half, (size_t)b * sample);
         float *py = y + (size_t)b * sample;
         const float *ps = skip ? skip + (size_t)b * sample : NULL;
         if (ps && relu)
             for (size_t i = 0; i < n; i++) {
-                float v = (px[i] * scale + shift) + ps[i];
+                float v = (x_at(px, half, i) * scale + shift) + ps[i];
                 py[i] = v > 0.0f ? v : 0.0f;
             }
         else if (ps)
             for (size_t i = 0; i < n; i++)
-                py[i] = (px[i] * scale + shift) + ps[i];
+                py[i] = (x_at(px, half, i) * scale + shift) + ps[i];
         else if (relu)
             for (size_t i = 0; i < n; i++) {
-                float v = px[i] * scale + shift;
+                float v = x_at(px, half, i) * scale + shift;
                 py[i] = v > 0.0f ? v : 0.0f;
             }
         else
             for (size_t i = 0; i < n; i++)
-                py[i] = px[i] * scale + shift;
+                py[i] = x_at(px, half, i) * scale + shift;
     }
+}
+
+static void DT_ISA_FN(affine)(const float *x, float *y, size_t n, size_t sample, int batch,
+                              float scale, float shift, bool relu, const float *skip)
+{
+    affine_of(x, false, y, n, sample, batch, scale, shift, relu, skip);
+}
+
+static void DT_ISA_FN(affine_bf16)(const dt_bf16 *x, float *y, size_t n, size_t sample, int batch,
+                                   float scale, float shift, bool relu, const float *skip)
+{
+    affine_of(x, true, y, n, sample, batch, scale, shift, relu, skip);
 }
 
 /* dx = k * (dy - mean_dy - xhat * mean_dy_xhat), xhat = (x - mean) * invstd, over the planes. */
@@ -123,5 +180,7 @@ static void DT_ISA_FN(input_grad)(const float *x, const float *dy, float *dx, si
     }
 }
 
-const struct dt_bn_loops DT_ISA_FN(dt_bn_loops) = {DT_ISA_FN(moments), DT_ISA_FN(grad_sums),
-                                                   DT_ISA_FN(affine), DT_ISA_FN(input_grad)};
+const struct dt_bn_loops DT_ISA_FN(dt_bn_loops) = {
+    DT_ISA_FN(moments),    DT_ISA_FN(grad_sums),    DT_ISA_FN(affine),
+    DT_ISA_FN(input_grad), DT_ISA_FN(moments_bf16), DT_ISA_FN(grad_sums_bf16),
+    DT_ISA_FN(affine_bf16)};

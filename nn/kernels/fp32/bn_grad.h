@@ -11,8 +11,13 @@
 
 #include <stddef.h>
 
+#include "util/bf16.h"
+
 struct dt_bn_grad {
-    const float *x; /* the batchnorm's input, laid out as dy */
+    /* the batchnorm's input, laid out as dy: x in fp32, or xh when it is stored as bf16 (the
+     * layer below's bf16_store, nn/fusion.h; the other NULL) */
+    const float *x;
+    const dt_bf16 *xh;
     const float *mean, *invstd, *k, *mean_dy, *mean_dy_xhat; /* [c] each */
 };
 
@@ -24,7 +29,10 @@ static inline const struct dt_bn_grad *dt_bn_grad_from(const struct dt_bn_grad *
     if (!bn)
         return NULL;
     *part = *bn;
-    part->x += offset;
+    if (part->x)
+        part->x += offset;
+    else
+        part->xh += offset;
     return part;
 }
 
