@@ -99,7 +99,7 @@ int main(int argc, char **argv)
             double t1 = dt_now();
 #pragma omp parallel for
             for (int n = 0; n < batch; n++)
-                dt_conv_bf16_pad_input_image_on(layout, &s, &g, x + n * sx, xv + n * g.xv);
+                dt_conv_bf16_pad_input_image_on(layout, &s, &g, x + n * sx, false, xv + n * g.xv);
             double t2 = dt_now();
 #pragma omp parallel for
             for (int n = 0; n < batch; n++)
@@ -150,8 +150,8 @@ int main(int argc, char **argv)
 #pragma omp parallel for
             for (int i = 0; i < batch; i++) {
                 dt_conv_bf16_dy_rows_image_on(layout, &s, &g, dy + i * sy, dyq + i * g.dyq);
-                dt_conv_bf16_position_pairs_image_on(layout, &s, &g, x + i * sx, ev + i * g.xt,
-                                                     od + i * g.xt);
+                dt_conv_bf16_position_pairs_image_on(layout, &s, &g, x + i * sx, false,
+                                                     ev + i * g.xt, od + i * g.xt);
             }
             double t2 = dt_now();
             dt_conv_bf16_weight_grad_on(path, &s, &g, batch, dyq, ev, od, dwt, false);
@@ -161,7 +161,8 @@ int main(int argc, char **argv)
             double t4 = dt_now();
 #pragma omp parallel for
             for (int i = 0; i < batch; i++)
-                dt_conv_bf16_pad_input_image_on(layout, &t, &gt, dy + i * sy, dyv + i * gt.xv);
+                dt_conv_bf16_pad_input_image_on(layout, &t, &gt, dy + i * sy, false,
+                                                dyv + i * gt.xv);
             double t5 = dt_now();
 #pragma omp parallel for
             for (int i = 0; i < batch; i++)

@@ -92,6 +92,7 @@ struct dt_bf16_conv {
     struct dt_conv_bf16_geom g, gt; /* stride 1 */
     struct dt_conv_s2_geom g2;      /* stride 2 */
     int oh, ow;                     /* the output plane */
+    bool x_bf16;                    /* this call's x is stored as bf16 (stride-1 tiles only) */
     int threads;                    /* per-thread buffers below */
     dt_bf16 *wp, *wpi;              /* the forward's and the input gradient's packed weights (the
                                        layer's own: backward reads what forward packed) */
@@ -443,15 +444,27 @@ bool dt_bf16_conv_tiles(const struct dt_bf16_conv *bf)
     return bf->tiles;
 }
 
+bool dt_bf16_conv_reads_bf16(const struct dt_bf16_conv *bf)
+{
+    return bf->tiles && !bf->stem && !bf->stride2;
+}
+
 const char *dt_bf16_conv_note(const struct dt_bf16_conv *bf)
 {
     return bf->note;
 }
 
+/* Element `at` on of an activation stored as fp32, or (x_bf16) as bf16. */
+static const void *act_from(const float *x, bool x_bf16, size_t at)
+{
+    return x_bf16 ? (const void *)((const dt_bf16 *)x + at) : (const void *)(x + at);
+}
+
 /* One sample's y (bias added, relu'd when relu) on thread t's buffers, stored as `store` says
- * (ROUNDED or BF16: a conv's output is bf16 values). */
-static void forward_sample(struct dt_bf16_conv *bf, int t, const float *x, const float *b,
-                           bool relu, bool stream, enum dt_bf16_store store, void *y)
+ * (ROUNDED or BF16: a conv's output is bf16 values). x is fp32 but on the stride-1 tiles,
+ * where bf->x_bf16 says how it is stored. */
+static void forward_sample(struct dt_bf16_conv *bf, int t, const void *x, const float *b, bool relu,
+                           bool stream, enum dt_bf16_store store, void *y)
 {
     const struct dt_conv_shape *s = &bf->s;
     if (bf->stem) { /* yq = W x cols in this thread's buffer, then y = yq + b (relu'd) once */
@@ -481,17 +494,18 @@ static void forward_sample(struct dt_bf16_conv *bf, int t, const float *x, const
         return;
     }
     dt_bf16 *xv = bf->xv + (size_t)t * bf->g.xv;
-    dt_conv_bf16_pad_input_image_on(bf->path, s, &bf->g, x, xv);
+    dt_conv_bf16_pad_input_image_on(bf->path, s, &bf->g, x, bf->x_bf16, xv);
     dt_conv_bf16_forward_on(bf->path, s, &bf->g, xv, bf->wp, yq);
     dt_conv_bf16_compact_on(bf->path, s, &bf->g, yq, b, relu, stream, store, y);
 }
 
-void dt_bf16_conv_forward(struct dt_bf16_conv *bf, const float *x, const float *w, const float *b,
-                          float *y, int batch, bool relu, const struct dt_bf16_conv_sink *sink,
-                          bool y_bf16)
+void dt_bf16_conv_forward(struct dt_bf16_conv *bf, const float *x, bool x_bf16, const float *w,
+                          const float *b, float *y, int batch, bool relu,
+                          const struct dt_bf16_conv_sink *sink, bool y_bf16)
 {
     const struct dt_conv_shape *s = &bf->s;
     bind_scratch(bf);
+    bf->x_bf16 = x_bf16;
     if (bf->stem) { /* W [K x ckk] and W^T, the weights' own order [K][C][kh][kw] */
         dt_bf16_pack_a_f32(w, bf->ckk, 1, s->k, bf->ckk, bf->wp);
         dt_bf16_pack_a_f32(w, 1, bf->ckk, bf->ckk, s->k, bf->wpi);
@@ -511,7 +525,7 @@ void dt_bf16_conv_forward(struct dt_bf16_conv *bf, const float *x, const float *
         void *yi = sink     ? (void *)(bf->ysample + (size_t)t * out)
                    : y_bf16 ? (void *)((dt_bf16 *)y + (size_t)i * out)
                             : (void *)(y + (size_t)i * out);
-        forward_sample(bf, t, x + (size_t)i * in, b, relu, !sink,
+        forward_sample(bf, t, act_from(x, x_bf16, (size_t)i * in), b, relu, !sink,
                        y_bf16 && !sink ? DT_STORE_BF16 : DT_STORE_ROUNDED, yi);
         if (sink)
             sink->fn(sink->ctx, yi, i);
@@ -579,10 +593,11 @@ static void input_grad(struct dt_bf16_conv *bf, const float *dy, float *dx, int 
         return;
     }
     dt_bf16 *xv = bf->xvt + (size_t)th * bf->gt.xv;
-    dt_conv_bf16_pad_input_image_on(bf->path, t, &bf->gt, dy, xv);
+    dt_conv_bf16_pad_input_image_on(bf->path, t, &bf->gt, dy, false, xv);
     dt_conv_bf16_forward_on(bf->path, t, &bf->gt, xv, bf->wpi, yq);
     if (relu_x) /* the relu below's backward, with the skip gradient (relu_below fusion) */
-        dt_conv_bf16_compact_relu_below_on(bf->path, t, &bf->gt, yq, relu_x + at,
+        dt_conv_bf16_compact_relu_below_on(bf->path, t, &bf->gt, yq,
+                                           act_from(relu_x, bf->x_bf16, at), bf->x_bf16,
                                            extra ? extra + at : NULL, dx + at);
     else
         dt_conv_bf16_compact_on(bf->path, t, &bf->gt, yq, NULL, false, true, DT_STORE_F32, dx + at);
@@ -590,7 +605,7 @@ static void input_grad(struct dt_bf16_conv *bf, const float *dy, float *dx, int 
 
 /* Chunk slot i's weight-gradient operands from one sample's dy and x, and its bias part when
  * part is not NULL. */
-static void wgrad_operands(struct dt_bf16_conv *bf, int i, const float *dy, const float *x,
+static void wgrad_operands(struct dt_bf16_conv *bf, int i, const float *dy, const void *x,
                            float *part)
 {
     const struct dt_conv_shape *s = &bf->s;
@@ -605,8 +620,8 @@ static void wgrad_operands(struct dt_bf16_conv *bf, int i, const float *dy, cons
     dt_conv_bf16_dy_rows_image_on(bf->path, s, &bf->g, dy, bf->dyq + i * bf->g.dyq);
     if (part)
         bias_parts(bf, bf->dyq + i * bf->g.dyq, bf->g.qrow, part);
-    dt_conv_bf16_position_pairs_image_on(bf->path, s, &bf->g, x, bf->even + i * bf->g.xt,
-                                         bf->odd + i * bf->g.xt);
+    dt_conv_bf16_position_pairs_image_on(bf->path, s, &bf->g, x, bf->x_bf16,
+                                         bf->even + i * bf->g.xt, bf->odd + i * bf->g.xt);
 }
 
 /* The stem mode's bias part of one sample from its dY packed as A (gemm_bf16.h: row k of
@@ -704,13 +719,14 @@ static void wgrad_chunk(struct dt_bf16_conv *bf, int n, bool accumulate)
                                     bf->dwt, accumulate);
 }
 
-void dt_bf16_conv_backward(struct dt_bf16_conv *bf, const float *x, const float *dy,
+void dt_bf16_conv_backward(struct dt_bf16_conv *bf, const float *x, bool x_bf16, const float *dy,
                            const struct dt_bn_grad *bn, float *dx, const float *relu_x,
                            const float *extra, int b0, int count, float *g, bool bias)
 {
     const struct dt_conv_shape *s = &bf->s;
     size_t in = (size_t)s->c * s->h * s->w, out = (size_t)s->k * bf->oh * bf->ow;
     bind_scratch(bf);
+    bf->x_bf16 = x_bf16;
     if (bf->stem)
         stem_backward(bf, x, dy, bn, dx, relu_x, extra, b0, count, g, bias);
     /* Chunks in sample order, each added into the tile-major sum: every element is one fp32
@@ -728,7 +744,7 @@ void dt_bf16_conv_backward(struct dt_bf16_conv *bf, const float *x, const float 
                 bn_dy(bf, bn, dy, sample, own);
                 dyi = own;
             }
-            wgrad_operands(bf, i, dyi, x + (size_t)sample * in,
+            wgrad_operands(bf, i, dyi, act_from(x, x_bf16, (size_t)sample * in),
                            bias ? bf->bparts + (size_t)(c0 + i) * s->k : NULL);
             if (dx)
                 input_grad(bf, dyi, dx, sample, relu_x, extra);

@@ -89,12 +89,17 @@ struct dt_bf16_conv_sink {
     void *ctx;
 };
 
+/* Whether the tiles mode reads x stored as bf16 (x_bf16 below): on the stride-1 tiles. */
+bool dt_bf16_conv_reads_bf16(const struct dt_bf16_conv *bf);
+
 /* Tiles mode. forward: y = conv(x, w) + b (b may be NULL), relu'd when relu, rounded to bf16
  * (autocast's conv output) and stored as bf16 elements when y_bf16 (the model's bf16_store);
- * packs w. With a sink, y is not written (may be NULL); the sink gets the rounded values. */
-void dt_bf16_conv_forward(struct dt_bf16_conv *bf, const float *x, const float *w, const float *b,
-                          float *y, int batch, bool relu, const struct dt_bf16_conv_sink *sink,
-                          bool y_bf16);
+ * packs w. x_bf16: x is stored as bf16 elements (only where dt_bf16_conv_reads_bf16), here and
+ * in backward (x and relu_x). With a sink, y is not written (may be NULL); the sink gets the
+ * rounded values. */
+void dt_bf16_conv_forward(struct dt_bf16_conv *bf, const float *x, bool x_bf16, const float *w,
+                          const float *b, float *y, int batch, bool relu,
+                          const struct dt_bf16_conv_sink *sink, bool y_bf16);
 /* Backward of samples [b0, b0 + count) (pointers are to the whole batch): the weight
  * gradient WRITTEN to g ([K][C][kh][kw], then the bias gradient [K] when bias) and, unless
  * dx is NULL, those samples' input gradient, with the weights the last forward packed. With
@@ -103,7 +108,7 @@ void dt_bf16_conv_forward(struct dt_bf16_conv *bf, const float *x, const float *
  * relu's output and dx is written as that relu's backward would write it,
  * dx = x > 0 ? dx + extra : 0 (extra, what skip connections sent to the relu's output, may
  * be NULL). */
-void dt_bf16_conv_backward(struct dt_bf16_conv *bf, const float *x, const float *dy,
+void dt_bf16_conv_backward(struct dt_bf16_conv *bf, const float *x, bool x_bf16, const float *dy,
                            const struct dt_bn_grad *bn, float *dx, const float *relu_x,
                            const float *extra, int b0, int count, float *g, bool bias);
 

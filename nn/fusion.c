@@ -25,11 +25,16 @@
  *   skip_in_dy  an identity add whose skip gradient the conv above the skip's source reads (as
  *               relu_below's extra) before backward writes the add's dy buffer again leaves it
  *               there instead of copying it; that skip gradient buffer is not allocated.
- *   bf16_store  in a bf16 model, a conv2d on tiles whose output only the batchnorm2d above
- *               reads (bn_grad fused: the conv computes that batchnorm's input gradient)
- *               stores that output as bf16, half the bytes written and read back by the
- *               batchnorm's three passes over it and the conv's backward. Its values are
- *               bf16 anyway (the output of a bf16 conv, as autocast's): no bit changes.
+ *   bf16_store  in a bf16 model, activations that only bf16 readers read are stored as bf16,
+ *               half the bytes written and read back: a tiles conv2d's output that only the
+ *               batchnorm2d above reads (bn_grad fused: the conv computes that batchnorm's
+ *               input gradient), read by the batchnorm's passes and the conv's backward; and
+ *               a batchnorm2d -> relu's output (relu fused) that only a stride-1 tiles conv2d
+ *               above reads (relu_below fused: the conv runs the relu's backward), read by
+ *               the conv's input and weight-gradient layouts and the relu mask. The values
+ *               are bf16 anyway (a bf16 conv's output, as autocast's; a conv's input, which
+ *               it rounds), so no bit changes, but for one: the relu mask of an fp32 output
+ *               under 2^-133 that rounds to zero (x > 0 on the fp32 value, not on the bf16).
  *   chunks      consecutive chunkable layers (conv2d on the direct path, with what is fused
  *               into it) run chunk by chunk, each chunk through all of them, so activations
  *               between them are read back from L2 instead of memory (one thread only).
@@ -155,11 +160,27 @@ static void plan_pairs(struct dt_layer_plan *plan, int n, unsigned fusions)
             has(below, DT_CAP_BN_ABOVE_GRAD) && !below->referenced) {
             below->bn_above = true;
             p->grad_in_below = true;
-            /* ... and that output stored as bf16 (bn_above: no other reader) */
-            below->bf16_store = (fusions & DT_FUSE_BF16_STORE) && has(below, DT_CAP_BF16_STORE) &&
-                                has(p, DT_CAP_BF16_INPUT) && !below->relu_at_store &&
-                                !below->runs_pool;
         }
+    }
+}
+
+/* bf16_store: the outputs stored as bf16, each read only by layers that read bf16. */
+static void plan_bf16_store(struct dt_layer_plan *plan, int n)
+{
+    for (int i = 1; i < n; i++) {
+        struct dt_layer_plan *below = &plan[i - 1], *p = &plan[i];
+        /* conv2d -> batchnorm2d, the batchnorm's input gradient in the conv (bn_above: no
+         * other reader) */
+        if (below->bn_above && has(below, DT_CAP_BF16_STORE) && has(p, DT_CAP_BF16_INPUT) &&
+            !below->relu_at_store && !below->runs_pool)
+            below->bf16_store = true;
+        /* batchnorm2d -> relu (in place) -> conv2d running the relu's backward, nothing else
+         * reading the relu's output */
+        if (i + 1 < n && has(below, DT_CAP_IS_BATCHNORM) && has(below, DT_CAP_BF16_STORE) &&
+            below->relu_at_store && !below->runs_add && !below->referenced && p->in_place &&
+            !p->referenced && plan[i + 1].relu_below && has(&plan[i + 1], DT_CAP_BF16_INPUT) &&
+            has(&plan[i + 1], DT_CAP_RELU_BELOW_GRAD))
+            below->bf16_store = p->bf16_store = true;
     }
 }
 
@@ -171,6 +192,8 @@ void dt_fusion_plan(struct dt_layer_plan *plan, struct dt_layer *const *layers, 
             plan[plan[i].skip_from].referenced = true;
     plan_relu_and_pool(plan, n, fusions);
     plan_pairs(plan, n, fusions);
+    if (fusions & DT_FUSE_BF16_STORE)
+        plan_bf16_store(plan, n);
     /* With more threads every chunk costs a fork/join per layer (a scheduler tick each on a
      * busy machine) and the gain was not measurable: one thread only. */
     for (int i = 0; (fusions & DT_FUSE_CHUNKS) && threads <= 1 && i < n;)

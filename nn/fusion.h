@@ -42,9 +42,9 @@ enum dt_layer_cap {
     DT_CAP_BN_ABOVE_GRAD = 1u << 5,
     /* backward can add what skip connections sent to y into dy itself (dy_extra) */
     DT_CAP_DY_EXTRA = 1u << 6,
-    /* forward can store y as bf16 when only the batchnorm2d above reads it, whose input
-     * gradient backward then computes (bn_above); y's values are bf16 either way (a bf16
-     * model's conv2d output, as autocast's), so storing them so changes no bit */
+    /* forward can store y as bf16 (struct dt_layer_fwd's y_bf16) for a reader that reads it
+     * so: a bf16 model's tiles conv2d (whose output is bf16 values anyway, as autocast's) and
+     * batchnorm2d (its output rounded, which the conv above rounds anyway) */
     DT_CAP_BF16_STORE = 1u << 7,
 
     /* y = max(x, 0), backward masked by y > 0 */
@@ -56,8 +56,9 @@ enum dt_layer_cap {
     DT_CAP_IS_BATCHNORM = 1u << 10,
     /* an identity add (y = x + skip): the layer below may compute it at its store */
     DT_CAP_IS_IDENTITY_ADD = 1u << 11,
-    /* a batchnorm2d that reads x stored as bf16 in forward and in backward's sums (its input
-     * gradient then computed by the layer below: grad_in_below) */
+    /* reads x stored as bf16 in forward and backward: a batchnorm2d (its input gradient then
+     * computed by the layer below: grad_in_below), a bf16 model's stride-1 tiles conv2d (its
+     * relu below's mask then read from it: relu_below) */
     DT_CAP_BF16_INPUT = 1u << 12,
 
     /* backward's dx is dy itself: the model passes dy on and calls backward with dx = NULL */
@@ -77,8 +78,8 @@ enum dt_fusion {
     DT_FUSE_DY_EXTRA = 1u << 5,   /* skip gradients added in relu's backward pass */
     DT_FUSE_SKIP_IN_DY = 1u << 6, /* an identity add's skip gradient left in its dy buffer */
     DT_FUSE_CHUNKS = 1u << 7,     /* runs of chunkable layers, chunk by chunk (one thread) */
-    DT_FUSE_BF16_STORE = 1u << 8, /* bf16 conv2d output stored as bf16 for the batchnorm2d
-                                     above (needs bn_grad) */
+    DT_FUSE_BF16_STORE = 1u << 8, /* activations stored as bf16 between a bf16 conv2d and a
+                                     batchnorm2d (needs bn_grad; relu, relu_below) */
     DT_FUSE_ALL = (1u << 9) - 1,
     DT_FUSE_NONE = 0,
 };
@@ -98,7 +99,8 @@ struct dt_layer_plan {
     bool runs_add;      /* batchnorm2d: forward computes the identity add above (and its relu)
                            at its store; y is the add's output (add fusion) */
     bool forward_below; /* this layer's forward is run by the layer below (runs_pool, runs_add) */
-    bool bf16_store;    /* y is stored as bf16, for the batchnorm2d above only (bf16_store) */
+    bool bf16_store;    /* y is stored as bf16 (bf16_store); a relu run in place on it (in_place)
+                           has this set too, its output being the same storage */
     int run_end;        /* > 0 at the first layer of a chunked run: 1 + its last layer */
     int run_chunk;      /* samples per chunk of that run */
     /* backward */

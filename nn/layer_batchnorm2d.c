@@ -47,6 +47,7 @@ struct batchnorm {
     bool affine;
     bool training; /* mode of the last forward */
     bool x_bf16;   /* the last forward's x was stored as bf16 (struct dt_layer_fwd) */
+    bool y_bf16;   /* and it stored y as bf16 */
     float *mean, *invstd;
     double *stats;     /* forward: per-channel sums of x - s, of (x - s)^2, and the count */
     double *grad_sums; /* backward: sum dy, then sum dy xhat, per channel */
@@ -77,7 +78,7 @@ static int batchnorm2d_setup(struct dt_layer *l, const struct dt_layer_spec *spe
     bn->affine = spec->affine;
     l->out = in;
     s->caps = DT_CAP_RELU_AT_STORE | DT_CAP_ADD_AT_STORE | DT_CAP_IS_BATCHNORM | DT_CAP_COLLECTIVE |
-              DT_CAP_BF16_INPUT;
+              DT_CAP_BF16_INPUT | DT_CAP_BF16_STORE;
     l->nparams = bn->affine ? 2 * (size_t)in.c : 0;
     l->nbuffers = 2 * (size_t)in.c + 1;
     bn->mean = dt_alloc((size_t)in.c, sizeof(float));
@@ -196,7 +197,10 @@ static void normalise(const struct dt_layer *l, const struct dt_bn_loops *k, con
     const void *xc = x_channel(bn, x, ch);
     float *yc = AT_CHANNEL(bn, y, ch);
     const float *skip = AT_CHANNEL(bn, c->skip_x, ch);
-    if (bn->x_bf16)
+    if (bn->y_bf16)
+        k->affine_to_bf16(xc, bn->x_bf16, y ? (dt_bf16 *)y + (size_t)ch * bn->plane : NULL,
+                          bn->plane, bn->sample, batch, scale, shift, c->relu, skip);
+    else if (bn->x_bf16)
         k->affine_bf16(xc, yc, bn->plane, bn->sample, batch, scale, shift, c->relu, skip);
     else
         k->affine(xc, yc, bn->plane, bn->sample, batch, scale, shift, c->relu, skip);
@@ -268,6 +272,7 @@ static void batchnorm2d_forward(struct dt_layer *l, const float *x, float *y, in
     struct batchnorm *bn = l->state;
     bn->training = c->run.training;
     bn->x_bf16 = c->x_bf16;
+    bn->y_bf16 = c->y_bf16;
     if (bn->training) {
         forward_train(l, x, y, batch, c);
         return;

@@ -286,6 +286,8 @@ static int conv2d_setup(struct dt_layer *l, const struct dt_layer_spec *spec, st
             s->call_scratch_bytes = (double)dt_bf16_conv_call_bytes(cv->bf);
             s->caps |= DT_CAP_RELU_BELOW_GRAD | DT_CAP_POOL_IN_FORWARD | DT_CAP_BN_ABOVE_GRAD |
                        DT_CAP_BF16_STORE;
+            if (dt_bf16_conv_reads_bf16(cv->bf))
+                s->caps |= DT_CAP_BF16_INPUT;
         }
         s->scratch_bytes += bytes;
         s->precision = dt_bf16_conv_note(cv->bf);
@@ -444,8 +446,8 @@ static void conv2d_forward(struct dt_layer *l, const float *x, float *y, int bat
     if (cv->bf && dt_bf16_conv_tiles(cv->bf)) {
         struct pool_sink ps = {c->pool, y, c->first_sample};
         struct dt_bf16_conv_sink sink = {pool_one, &ps};
-        dt_bf16_conv_forward(cv->bf, x, weight, bias, y, batch, c->relu, c->pool ? &sink : NULL,
-                             c->y_bf16);
+        dt_bf16_conv_forward(cv->bf, x, c->x_bf16, weight, bias, y, batch, c->relu,
+                             c->pool ? &sink : NULL, c->y_bf16);
         return;
     }
     if (!cv->bf) {
@@ -499,7 +501,7 @@ static void backward_samples(struct dt_layer *l, const float *x, const float *dy
 {
     struct conv *cv = l->state;
     if (cv->bf && dt_bf16_conv_tiles(cv->bf)) {
-        dt_bf16_conv_backward(cv->bf, x, dy, bn, dx, c->relu_below ? x : NULL,
+        dt_bf16_conv_backward(cv->bf, x, c->x_bf16, dy, bn, dx, c->relu_below ? x : NULL,
                               c->relu_below ? c->below_extra : NULL, b0, count, g, cv->bias);
         return;
     }

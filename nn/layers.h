@@ -85,6 +85,8 @@ struct dt_layer_bwd {
     /* batchnorm2d whose input gradient the layer below computes: keep the factors for it
      * (dt_batchnorm2d_grad); the model passes no dx */
     bool grad_in_below;
+    /* x is stored as bf16 (as in the forward's struct dt_layer_fwd) */
+    bool x_bf16;
 };
 
 struct dt_layer_ops {

@@ -236,9 +236,11 @@ static int allocate_arenas(struct dt_model *m, float *params)
         }
         if (m->plan[i].runs_add) /* never written: the layer stores the add's output */
             continue;
-        /* bf16_store: the layer writes bf16 elements, half the bytes */
-        impl->act[i] = dt_alloc((size_t)m->max_batch * n,
-                                m->plan[i].bf16_store ? sizeof(dt_bf16) : sizeof(float));
+        /* bf16_store: the layer writes bf16 elements, half the bytes, and a 64-byte tail that
+         * the bf16 layout passes' 32-bit gathers may read past the last element */
+        impl->act[i] = m->plan[i].bf16_store
+                           ? dt_alloc((size_t)m->max_batch * n + 32, sizeof(dt_bf16))
+                           : dt_alloc((size_t)m->max_batch * n, sizeof(float));
         if (!impl->act[i])
             return dt_fail_context(-DT_ERUNTIME, "activations of layer %d", i);
     }
@@ -769,6 +771,7 @@ int dt_model_backward(struct dt_model *m, const uint8_t *labels, int batch, floa
             p->relu_below && give_dx && impl->pending_live[i - 1] ? impl->pending[i - 1] : NULL;
         c.bn_above = p->bn_above ? m->layers[i + 1] : NULL;
         c.grad_in_below = p->grad_in_below;
+        c.x_bf16 = i > 0 && m->plan[i - 1].bf16_store;
         l->kind->ops->backward(l, x, impl->act[i], dy, give_dx ? dx : NULL, batch, &c);
         if (c.below_extra)
             impl->pending_live[i - 1] = false; /* taken: the relu's step must not add it */

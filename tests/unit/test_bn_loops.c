@@ -2,8 +2,9 @@
  * avx512; a build it lacks is skipped with the reason printed): the entries that read x stored
  * as bf16 (a bf16 model's conv output, nn/fusion.h's bf16_store) give exactly the bits their
  * fp32 entries give on the same values widened to fp32, at plane sizes with and without a
- * tail of the 8-lane sums, with and without the skip and relu of affine; and every build gives
- * the generic build's bits. */
+ * tail of the 8-lane sums, with and without the skip and relu of affine; the affine that
+ * stores y as bf16 stores the fp32 one's y rounded; and every build gives the generic build's
+ * bits. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -88,6 +89,17 @@ static void test_bf16_entries_match(void **state)
                 assert_memory_equal(got.sums, want.sums, sizeof want.sums);
                 assert_memory_equal(got.y, want.y, 4 * all * 4);
                 free(got.y);
+                /* y stored as bf16: the fp32 y rounded */
+                dt_bf16 *yh = calloc(all, 2);
+                for (int v = 0; v < 4; v++) {
+                    build_of((enum dt_isa)isa)
+                        ->affine_to_bf16(half ? (const void *)(xh + n) : (const void *)(x + n),
+                                         half, yh + n, n, CHANNELS * n, BATCH, 1.75f, -0.125f,
+                                         v & 2, v & 1 ? skip + n : NULL);
+                    for (size_t i = 0; i < all; i++)
+                        assert_int_equal(yh[i], dt_bf16_from_f32(want.y[v * all + i]));
+                }
+                free(yh);
             }
         }
         free(want.y);

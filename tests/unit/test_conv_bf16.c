@@ -283,8 +283,8 @@ static void test_pad_input_image_keeps_padding(void **state)
         }
         dt_bf16 *image = calloc(g.xv, 2), *whole = malloc(g.xv * 2);
         memset(whole, 0xff, g.xv * 2);
-        dt_conv_bf16_pad_input_image(s, &g, x1, image);
-        dt_conv_bf16_pad_input_image(s, &g, x2, image);
+        dt_conv_bf16_pad_input_image(s, &g, x1, false, image);
+        dt_conv_bf16_pad_input_image(s, &g, x2, false, image);
         dt_conv_bf16_pad_input(s, &g, x2, whole);
         assert_memory_equal(image, whole, g.xv * 2);
         /* the weight gradient's operands: dY rows (of an output-sized dy) and position pairs */
@@ -297,8 +297,8 @@ static void test_pad_input_image_keeps_padding(void **state)
         dt_conv_bf16_dy_rows_image(s, &g, x2, rows);
         dt_conv_bf16_dy_rows(s, &g, x2, rows_whole);
         assert_memory_equal(rows, rows_whole, g.dyq * 2);
-        dt_conv_bf16_position_pairs_image(s, &g, x1, pairs, pairs + g.xt);
-        dt_conv_bf16_position_pairs_image(s, &g, x2, pairs, pairs + g.xt);
+        dt_conv_bf16_position_pairs_image(s, &g, x1, false, pairs, pairs + g.xt);
+        dt_conv_bf16_position_pairs_image(s, &g, x2, false, pairs, pairs + g.xt);
         dt_conv_bf16_position_pairs(s, &g, x2, pairs_whole, pairs_whole + g.xt);
         assert_memory_equal(pairs, pairs_whole, 2 * g.xt * 2);
         free(rows);
@@ -382,15 +382,35 @@ static void test_layout_passes_match_plain_c(void **state)
             dyq[p] = calloc(g.dyq, 2);
             pairs[p] = calloc(2 * g.xt, 2);
             for (int sample = 0; sample < 2; sample++) {
-                dt_conv_bf16_pad_input_image_on(paths[p], &s, &g, x[sample], xv[p]);
+                dt_conv_bf16_pad_input_image_on(paths[p], &s, &g, x[sample], false, xv[p]);
                 dt_conv_bf16_dy_rows_image_on(paths[p], &s, &g, x[sample], dyq[p]);
-                dt_conv_bf16_position_pairs_image_on(paths[p], &s, &g, x[sample], pairs[p],
+                dt_conv_bf16_position_pairs_image_on(paths[p], &s, &g, x[sample], false, pairs[p],
                                                      pairs[p] + g.xt);
             }
         }
         assert_memory_equal(xv[0], xv[1], g.xv * 2);
         assert_memory_equal(dyq[0], dyq[1], g.dyq * 2);
         assert_memory_equal(pairs[0], pairs[1], 4 * g.xt);
+        /* x stored as bf16 (the model's bf16_store; its gathers may read 32 elements past the
+         * end): the layouts made from its fp32 values, and the relu mask of its values */
+        dt_bf16 *xh = calloc(nd + 32, 2);
+        float *xr = malloc(nd * 4);
+        for (size_t i = 0; i < nd; i++) {
+            xh[i] = dt_bf16_from_f32(x[1][i]);
+            xr[i] = dt_bf16_to_f32(xh[i]);
+        }
+        for (int p = 0; p < 2; p++) {
+            dt_bf16 *v = calloc(g.xv, 2), *q = calloc(2 * g.xt, 2);
+            dt_conv_bf16_pad_input_image_on(paths[p], &s, &g, xh, true, v);
+            dt_conv_bf16_position_pairs_image_on(paths[p], &s, &g, xh, true, q, q + g.xt);
+            assert_memory_equal(v, xv[0], g.xv * 2);
+            assert_memory_equal(q, pairs[0], 4 * g.xt);
+            free(v), free(q);
+            dt_conv_bf16_compact_relu_below_on(paths[p], &s, &g, yq, xh, true, NULL, out[0]);
+            dt_conv_bf16_compact_relu_below_on(paths[p], &s, &g, yq, xr, false, NULL, out[1]);
+            assert_same_floats(out[0], out[1], ny);
+        }
+        free(xh), free(xr);
         /* bias, relu, stream and the three stores: ROUNDED's values are bf16 values, and
          * BF16's elements are exactly those values */
         float *rounded = malloc(ny * 4);
@@ -416,7 +436,7 @@ static void test_layout_passes_match_plain_c(void **state)
         for (int with_extra = 0; with_extra < 2; with_extra++) {
             for (int p = 0; p < 2; p++) {
                 memcpy(out[p], x[1], ny * 4);
-                dt_conv_bf16_compact_relu_below_on(paths[p], &s, &g, yq, x[0],
+                dt_conv_bf16_compact_relu_below_on(paths[p], &s, &g, yq, x[0], false,
                                                    with_extra ? out[p] : NULL, out[p]);
             }
             assert_same_floats(out[0], out[1], ny);

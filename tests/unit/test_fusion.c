@@ -281,6 +281,17 @@ static void test_bf16_fusions(void **state)
         compare_on(DT_CONV2D_GEMM, b, nb, IN, 5, DT_FUSE_ALL & ~DT_FUSE_BF16_STORE,
                    DT_FUSE_BF16_STORE, 2);
         compare_on(DT_CONV2D_GEMM, b, nb, IN, 5, DT_FUSE_NONE, DT_FUSE_BF16_STORE, 0);
+        /* a basic block after a stem: its batchnorm -> relu output, which only the second
+         * conv reads (running the relu's backward), stored as bf16 too (at the batchnorm and
+         * the relu: 2) besides the three convs' outputs */
+        struct dt_layer_spec r[] = {conv_spec(16, 3, 1, 1), spec_of("batchnorm2d"), spec_of("relu"),
+                                    conv_spec(16, 3, 1, 1), spec_of("batchnorm2d"), spec_of("relu"),
+                                    conv_spec(16, 3, 1, 1), spec_of("batchnorm2d"), spec_of("add"),
+                                    spec_of("relu"),        spec_of("flatten"),     linear_spec(3)};
+        r[8].from = -6;
+        compare_on(DT_CONV2D_GEMM, r, 12, IN, 5, DT_FUSE_ALL & ~DT_FUSE_BF16_STORE,
+                   DT_FUSE_BF16_STORE, 5);
+        compare_on(DT_CONV2D_GEMM, r, 12, IN, 5, DT_FUSE_BN_GRAD, DT_FUSE_BF16_STORE, 3);
         /* a stem-mode conv (3 -> 16, 27 deep) with a relu below it takes relu_below */
         struct dt_layer_spec stem[] = {conv_spec(3, 3, 1, 1),  spec_of("relu"),
                                        conv_spec(16, 3, 1, 1), spec_of("relu"),

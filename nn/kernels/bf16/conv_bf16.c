@@ -120,7 +120,7 @@ void dt_conv_bf16_pack_weights_input_grad(const struct dt_conv_shape *t,
 }
 
 void dt_conv_bf16_pad_input_image(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
-                                  const float *x, dt_bf16 *xv)
+                                  const void *x, bool x_bf16, dt_bf16 *xv)
 {
     size_t plane = (size_t)s->h * s->w, pair_plane = (size_t)g->positions * 2;
     /* The image rows are written whole, both channels of a pair together (contiguous stores);
@@ -130,19 +130,15 @@ void dt_conv_bf16_pad_input_image(const struct dt_conv_shape *s, const struct dt
         /* tap_pairs: the row again, one position earlier, in plane 8 + p (a row starting at
          * position 0, pad 0, drops its first element there). */
         dt_bf16 *shifted = g->tap_pairs ? top + 8 * pair_plane - 2 : NULL;
-        const float *c0 = x + 2 * p * plane, *c1 = 2 * p + 1 < s->c ? c0 + plane : NULL;
+        size_t c0 = 2 * p * plane;
+        bool c1 = 2 * p + 1 < s->c;
         for (int h = 0; h < s->h; h++) {
             dt_bf16 *out = top + ((size_t)h * g->wp + s->pad) * 2;
-            const float *r0 = c0 + (size_t)h * s->w;
-            if (c1) {
-                const float *r1 = c1 + (size_t)h * s->w;
-                for (int w = 0; w < s->w; w++) {
-                    out[2 * w] = dt_bf16_from_f32(r0[w]);
-                    out[2 * w + 1] = dt_bf16_from_f32(r1[w]);
-                }
-            } else {
-                for (int w = 0; w < s->w; w++)
-                    out[2 * w] = dt_bf16_from_f32(r0[w]);
+            size_t r0 = c0 + (size_t)h * s->w, r1 = r0 + plane;
+            for (int w = 0; w < s->w; w++) {
+                out[2 * w] = dt_bf16_from_f32(dt_act_at(x, x_bf16, r0 + w));
+                if (c1)
+                    out[2 * w + 1] = dt_bf16_from_f32(dt_act_at(x, x_bf16, r1 + w));
             }
             if (shifted) {
                 size_t first = (size_t)h * g->wp + s->pad, skip = first == 0 ? 2 : 0;
@@ -157,7 +153,7 @@ void dt_conv_bf16_pad_input(const struct dt_conv_shape *s, const struct dt_conv_
                             const float *x, dt_bf16 *xv)
 {
     memset(xv, 0, g->xv * sizeof *xv);
-    dt_conv_bf16_pad_input_image(s, g, x, xv);
+    dt_conv_bf16_pad_input_image(s, g, x, false, xv);
 }
 
 void dt_conv_bf16_pack_weights_cl(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
@@ -232,7 +228,7 @@ void dt_conv_bf16_compact(const struct dt_conv_shape *s, const struct dt_conv_bf
 
 void dt_conv_bf16_compact_relu_below(const struct dt_conv_shape *t,
                                      const struct dt_conv_bf16_geom *g, const float *yq,
-                                     const float *x, const float *extra, float *dx)
+                                     const void *x, bool x_bf16, const float *extra, float *dx)
 {
     for (int k = 0; k < t->k; k++)
         for (int oh = 0; oh < g->oh; oh++) {
@@ -242,7 +238,7 @@ void dt_conv_bf16_compact_relu_below(const struct dt_conv_shape *t,
              * time); x > 0 ? v : +0, the same bits */
             for (int ow = 0; ow < g->ow; ow++) {
                 float v = extra ? src[ow] + extra[at + ow] : src[ow];
-                uint32_t bits, keep = 0u - (uint32_t)(x[at + ow] > 0.0f);
+                uint32_t bits, keep = 0u - (uint32_t)(dt_act_at(x, x_bf16, at + ow) > 0.0f);
                 memcpy(&bits, &v, sizeof bits);
                 bits &= keep;
                 memcpy(&dx[at + ow], &bits, sizeof bits);
@@ -270,8 +266,8 @@ void dt_conv_bf16_dy_rows(const struct dt_conv_shape *s, const struct dt_conv_bf
 }
 
 void dt_conv_bf16_position_pairs_image(const struct dt_conv_shape *s,
-                                       const struct dt_conv_bf16_geom *g, const float *x,
-                                       dt_bf16 *even, dt_bf16 *odd)
+                                       const struct dt_conv_bf16_geom *g, const void *x,
+                                       bool x_bf16, dt_bf16 *even, dt_bf16 *odd)
 {
     /* Each image pixel lands once in each copy. Positions walk the image row by row and the
      * channels innermost, so the writes of one position are adjacent (a position pair holds
@@ -283,9 +279,9 @@ void dt_conv_bf16_position_pairs_image(const struct dt_conv_shape *s,
             dt_bf16 *e = even + ((size_t)(pos / 2) * g->c16) * 2 + pos % 2;
             dt_bf16 *o =
                 pos > 0 ? odd + ((size_t)((pos - 1) / 2) * g->c16) * 2 + (pos - 1) % 2 : NULL;
-            const float *px = x + (size_t)h * s->w + w;
+            size_t px = (size_t)h * s->w + w;
             for (int c = 0; c < s->c; c++) {
-                dt_bf16 v = dt_bf16_from_f32(px[c * plane]);
+                dt_bf16 v = dt_bf16_from_f32(dt_act_at(x, x_bf16, px + c * plane));
                 e[2 * c] = v;
                 if (o)
                     o[2 * c] = v;
@@ -298,7 +294,7 @@ void dt_conv_bf16_position_pairs(const struct dt_conv_shape *s, const struct dt_
 {
     memset(even, 0, g->xt * sizeof *even);
     memset(odd, 0, g->xt * sizeof *odd);
-    dt_conv_bf16_position_pairs_image(s, g, x, even, odd);
+    dt_conv_bf16_position_pairs_image(s, g, x, false, even, odd);
 }
 
 static void weight_grad_reference(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
@@ -391,12 +387,13 @@ void dt_conv_bf16_forward_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
 }
 
 void dt_conv_bf16_pad_input_image_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
-                                     const struct dt_conv_bf16_geom *g, const float *x, dt_bf16 *xv)
+                                     const struct dt_conv_bf16_geom *g, const void *x, bool x_bf16,
+                                     dt_bf16 *xv)
 {
     if (p == DT_BF16_AMX)
-        dt_conv_bf16_pad_input_image_amx(s, g, x, xv);
+        dt_conv_bf16_pad_input_image_amx(s, g, x, x_bf16, xv);
     else
-        dt_conv_bf16_pad_input_image(s, g, x, xv);
+        dt_conv_bf16_pad_input_image(s, g, x, x_bf16, xv);
 }
 
 void dt_conv_bf16_compact_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
@@ -411,12 +408,12 @@ void dt_conv_bf16_compact_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
 
 void dt_conv_bf16_compact_relu_below_on(enum dt_bf16_path p, const struct dt_conv_shape *t,
                                         const struct dt_conv_bf16_geom *g, const float *yq,
-                                        const float *x, const float *extra, float *dx)
+                                        const void *x, bool x_bf16, const float *extra, float *dx)
 {
     if (p == DT_BF16_AMX)
-        dt_conv_bf16_compact_relu_below_amx(t, g, yq, x, extra, dx);
+        dt_conv_bf16_compact_relu_below_amx(t, g, yq, x, x_bf16, extra, dx);
     else
-        dt_conv_bf16_compact_relu_below(t, g, yq, x, extra, dx);
+        dt_conv_bf16_compact_relu_below(t, g, yq, x, x_bf16, extra, dx);
 }
 
 void dt_conv_bf16_dy_rows_image_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
@@ -429,11 +426,11 @@ void dt_conv_bf16_dy_rows_image_on(enum dt_bf16_path p, const struct dt_conv_sha
 }
 
 void dt_conv_bf16_position_pairs_image_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
-                                          const struct dt_conv_bf16_geom *g, const float *x,
-                                          dt_bf16 *even, dt_bf16 *odd)
+                                          const struct dt_conv_bf16_geom *g, const void *x,
+                                          bool x_bf16, dt_bf16 *even, dt_bf16 *odd)
 {
     if (p == DT_BF16_AMX)
-        dt_conv_bf16_position_pairs_image_amx(s, g, x, even, odd);
+        dt_conv_bf16_position_pairs_image_amx(s, g, x, x_bf16, even, odd);
     else
-        dt_conv_bf16_position_pairs_image(s, g, x, even, odd);
+        dt_conv_bf16_position_pairs_image(s, g, x, x_bf16, even, odd);
 }

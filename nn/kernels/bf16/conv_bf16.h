@@ -99,7 +99,7 @@ void dt_conv_bf16_pad_input(const struct dt_conv_shape *s, const struct dt_conv_
  * this function writes after it was zeroed once, whose padding therefore stays zero (the
  * layers' per-thread buffers: no padding rewritten per sample). */
 void dt_conv_bf16_pad_input_image(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
-                                  const float *x, dt_bf16 *xv);
+                                  const void *x, bool x_bf16, dt_bf16 *xv);
 
 /* One sample: yq [K][qpad] = conv(xv, wp) over the padded width, on path p. */
 void dt_conv_bf16_forward_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
@@ -127,8 +127,8 @@ void dt_conv_bf16_position_pairs(const struct dt_conv_shape *s, const struct dt_
 void dt_conv_bf16_dy_rows_image(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
                                 const float *dy, dt_bf16 *dyq);
 void dt_conv_bf16_position_pairs_image(const struct dt_conv_shape *s,
-                                       const struct dt_conv_bf16_geom *g, const float *x,
-                                       dt_bf16 *even, dt_bf16 *odd);
+                                       const struct dt_conv_bf16_geom *g, const void *x,
+                                       bool x_bf16, dt_bf16 *even, dt_bf16 *odd);
 
 /* dwt [k][kh kw][c16] (fp32) = [dwt +] the sum over n samples (sample i's operands at
  * dyq + i * g->dyq, even/odd + i * g->xt). */
@@ -145,10 +145,15 @@ void dt_conv_bf16_weight_grad_unpack(const struct dt_conv_shape *s,
 /* The padded-width input gradient yq of one sample (t = dt_conv_bf16_input_grad_shape's
  * shape, g its geometry) compacted into dx [t->k][OH][OW] through the backward of a relu
  * below: dx = x > 0 ? yq + extra : +0 (the relu layer's bits: dy + extra, then the mask);
- * extra may be NULL, or dx itself (each element is read before it is written). */
+ * extra may be NULL, or dx itself (each element is read before it is written).
+ *
+ * The passes that read the layer's input x (pad_input_image, position_pairs_image and the
+ * relu mask of compact_relu_below) read it as fp32, or as bf16 elements when x_bf16 (the
+ * model's bf16_store: a batchnorm2d -> relu below stored it so); the same bits either way on
+ * the same bf16 values. */
 void dt_conv_bf16_compact_relu_below(const struct dt_conv_shape *t,
                                      const struct dt_conv_bf16_geom *g, const float *yq,
-                                     const float *x, const float *extra, float *dx);
+                                     const void *x, bool x_bf16, const float *extra, float *dx);
 
 /* The layout passes on path p: the amx path runs their AVX-512 builds
  * (conv_bf16_layout.isa.c), which write the same bits as the plain C above; every other path
@@ -156,20 +161,20 @@ void dt_conv_bf16_compact_relu_below(const struct dt_conv_shape *t,
  * writes it with non-temporal stores; false for a buffer read back at once, e.g. a per-thread one).
  */
 void dt_conv_bf16_pad_input_image_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
-                                     const struct dt_conv_bf16_geom *g, const float *x,
+                                     const struct dt_conv_bf16_geom *g, const void *x, bool x_bf16,
                                      dt_bf16 *xv);
 void dt_conv_bf16_compact_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
                              const struct dt_conv_bf16_geom *g, const float *yq, const float *b,
                              bool relu, bool stream, enum dt_bf16_store store, void *y);
 void dt_conv_bf16_compact_relu_below_on(enum dt_bf16_path p, const struct dt_conv_shape *t,
                                         const struct dt_conv_bf16_geom *g, const float *yq,
-                                        const float *x, const float *extra, float *dx);
+                                        const void *x, bool x_bf16, const float *extra, float *dx);
 void dt_conv_bf16_dy_rows_image_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
                                    const struct dt_conv_bf16_geom *g, const float *dy,
                                    dt_bf16 *dyq);
 void dt_conv_bf16_position_pairs_image_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
-                                          const struct dt_conv_bf16_geom *g, const float *x,
-                                          dt_bf16 *even, dt_bf16 *odd);
+                                          const struct dt_conv_bf16_geom *g, const void *x,
+                                          bool x_bf16, dt_bf16 *even, dt_bf16 *odd);
 
 /* Channels-last variant of the forward product, the layout a channels-last bf16 network would
  * keep between layers: the input as xc[cpad / 32][positions][32] (one position's 32 channels
@@ -218,19 +223,19 @@ void dt_conv_bf16_weight_grad_ctile(const struct dt_conv_shape *s,
 
 /* The AVX-512 builds of the layout passes (conv_bf16_layout.isa.c). */
 void dt_conv_bf16_pad_input_image_amx(const struct dt_conv_shape *s,
-                                      const struct dt_conv_bf16_geom *g, const float *x,
+                                      const struct dt_conv_bf16_geom *g, const void *x, bool x_bf16,
                                       dt_bf16 *xv);
 void dt_conv_bf16_dy_rows_image_amx(const struct dt_conv_shape *s,
                                     const struct dt_conv_bf16_geom *g, const float *dy,
                                     dt_bf16 *dyq);
 void dt_conv_bf16_position_pairs_image_amx(const struct dt_conv_shape *s,
-                                           const struct dt_conv_bf16_geom *g, const float *x,
-                                           dt_bf16 *even, dt_bf16 *odd);
+                                           const struct dt_conv_bf16_geom *g, const void *x,
+                                           bool x_bf16, dt_bf16 *even, dt_bf16 *odd);
 void dt_conv_bf16_compact_amx(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
                               const float *yq, const float *b, bool relu, bool stream,
                               enum dt_bf16_store store, void *y);
 void dt_conv_bf16_compact_relu_below_amx(const struct dt_conv_shape *t,
                                          const struct dt_conv_bf16_geom *g, const float *yq,
-                                         const float *x, const float *extra, float *dx);
+                                         const void *x, bool x_bf16, const float *extra, float *dx);
 
 #endif

@@ -19,18 +19,18 @@
 #include "nn/kernels/bf16/layout_avx512.h"
 #include "nn/kernels/isa_fn.h"
 
-/* Two channel rows of n floats into n interleaved pairs (the first channel in the low half of
- * each 32-bit pair); r1 NULL: the second channel's half is zero. With tap pairing (shifted not
- * NULL) the same pairs again from shifted on, the first of them dropped when `drop_first`
- * (a row at position 0 has no position before it). */
-static inline void pair_row(const float *r0, const float *r1, int n, dt_bf16 *out, dt_bf16 *shifted,
-                            bool drop_first)
+/* Two channel rows of n elements of x (from elements r0 and r1) into n interleaved pairs (the
+ * first channel in the low half of each 32-bit pair); without `second`, the second channel's
+ * half is zero. With tap pairing (shifted not NULL) the same pairs again from shifted on, the
+ * first of them dropped when `drop_first` (a row at position 0 has no position before it). */
+static inline void pair_row(const void *x, bool x_bf16, size_t r0, size_t r1, bool second, int n,
+                            dt_bf16 *out, dt_bf16 *shifted, bool drop_first)
 {
     for (int w = 0; w < n; w += 16) {
         __mmask16 m = dt_lanes(n - w);
-        __m512i pair = _mm512_srli_epi32(dt_round_high(_mm512_maskz_loadu_ps(m, r0 + w)), 16);
-        if (r1)
-            pair = _mm512_or_si512(pair, dt_round_high(_mm512_maskz_loadu_ps(m, r1 + w)));
+        __m512i pair = _mm512_srli_epi32(dt_load_act_high(x, x_bf16, r0 + w, m), 16);
+        if (second)
+            pair = _mm512_or_si512(pair, dt_load_act_high(x, x_bf16, r1 + w, m));
         _mm512_mask_storeu_epi32(out + 2 * w, m, pair);
         if (shifted)
             _mm512_mask_storeu_epi32(shifted + 2 * w, w == 0 && drop_first ? m & ~1u : m, pair);
@@ -41,19 +41,20 @@ static inline void pair_row(const float *r0, const float *r1, int n, dt_bf16 *ou
  * already in every buffer this function may write (conv_bf16.h). With tap pairing, planes 8-15
  * get planes 0-7 one position earlier. */
 void DT_ISA_FN(dt_conv_bf16_pad_input_image)(const struct dt_conv_shape *s,
-                                             const struct dt_conv_bf16_geom *g, const float *x,
-                                             dt_bf16 *xv)
+                                             const struct dt_conv_bf16_geom *g, const void *x,
+                                             bool x_bf16, dt_bf16 *xv)
 {
     size_t plane = (size_t)s->h * s->w, pair_plane = (size_t)g->positions * 2;
     for (int p = 0; 2 * p < s->c; p++) {
-        size_t first = (size_t)s->pad * g->wp + s->pad;
-        const float *c0 = x + 2 * p * plane, *c1 = 2 * p + 1 < s->c ? c0 + plane : NULL;
+        size_t first = (size_t)s->pad * g->wp + s->pad, c0 = 2 * p * plane;
+        bool second = 2 * p + 1 < s->c;
         for (int h = 0; h < s->h; h++) {
             size_t at = (p * pair_plane) + (first + (size_t)h * g->wp) * 2;
+            size_t r0 = c0 + (size_t)h * s->w;
             /* the position before the row's first, in plane 8 + p (within xv: 8 planes on) */
             dt_bf16 *shifted = g->tap_pairs ? xv + at + 8 * pair_plane - 2 : NULL;
-            pair_row(c0 + (size_t)h * s->w, c1 ? c1 + (size_t)h * s->w : NULL, s->w, xv + at,
-                     shifted, first == 0 && h == 0);
+            pair_row(x, x_bf16, r0, r0 + plane, second, s->w, xv + at, shifted,
+                     first == 0 && h == 0);
         }
     }
 }
@@ -76,15 +77,22 @@ void DT_ISA_FN(dt_conv_bf16_dy_rows_image)(const struct dt_conv_shape *s,
 }
 
 /* Position pos's channels of one block (lanes cm, index: each lane's plane offset) rounded,
- * in the top halves of the lanes; zero outside the image (the padding). */
-static inline __m512i position_channels(const struct dt_conv_shape *s, int wp, const float *x,
-                                        int pos, __mmask16 cm, __m512i index)
+ * in the top halves of the lanes; zero outside the image (the padding). x stored as bf16: each
+ * lane gathers 32 bits from its element on, the element in the low half (the next one, in the
+ * high half, is shifted out; the model's bf16 activations have room after their last). */
+static inline __m512i position_channels(const struct dt_conv_shape *s, int wp, const void *x,
+                                        bool x_bf16, int pos, __mmask16 cm, __m512i index)
 {
     int row = pos / wp - s->pad, col = pos % wp - s->pad;
     if (row < 0 || row >= s->h || col < 0 || col >= s->w)
         return _mm512_setzero_si512();
+    size_t at = (size_t)row * s->w + col;
+    if (x_bf16)
+        return _mm512_slli_epi32(_mm512_mask_i32gather_epi32(_mm512_setzero_si512(), cm, index,
+                                                             (const dt_bf16 *)x + at, 2),
+                                 16);
     return dt_round_high(
-        _mm512_mask_i32gather_ps(_mm512_setzero_ps(), cm, index, x + row * s->w + col, 4));
+        _mm512_mask_i32gather_ps(_mm512_setzero_ps(), cm, index, (const float *)x + at, 4));
 }
 
 /* Position pairs: every pair of positions (2P, 2P + 1) of the even copy and (2P + 1, 2P + 2)
@@ -93,8 +101,8 @@ static inline __m512i position_channels(const struct dt_conv_shape *s, int wp, c
  * outside the image (the padding columns between rows) is zero, what the buffer holds there,
  * so whole 64-byte pairs are written. */
 void DT_ISA_FN(dt_conv_bf16_position_pairs_image)(const struct dt_conv_shape *s,
-                                                  const struct dt_conv_bf16_geom *g, const float *x,
-                                                  dt_bf16 *even, dt_bf16 *odd)
+                                                  const struct dt_conv_bf16_geom *g, const void *x,
+                                                  bool x_bf16, dt_bf16 *even, dt_bf16 *odd)
 {
     int plane = s->h * s->w;
     int first = s->pad * g->wp + s->pad, last = (s->pad + s->h - 1) * g->wp + s->pad + s->w - 1;
@@ -104,10 +112,10 @@ void DT_ISA_FN(dt_conv_bf16_position_pairs_image)(const struct dt_conv_shape *s,
         __mmask16 cm = dt_lanes(s->c - cb);
         __m512i index = _mm512_mullo_epi32(_mm512_add_epi32(_mm512_set1_epi32(cb), lane),
                                            _mm512_set1_epi32(plane));
-        __m512i a = position_channels(s, g->wp, x, 2 * p0, cm, index);
+        __m512i a = position_channels(s, g->wp, x, x_bf16, 2 * p0, cm, index);
         for (int p = p0; p <= p1; p++) {
-            __m512i b = position_channels(s, g->wp, x, 2 * p + 1, cm, index);
-            __m512i c = position_channels(s, g->wp, x, 2 * p + 2, cm, index);
+            __m512i b = position_channels(s, g->wp, x, x_bf16, 2 * p + 1, cm, index);
+            __m512i c = position_channels(s, g->wp, x, x_bf16, 2 * p + 2, cm, index);
             size_t at = ((size_t)p * g->c16 + cb) * 2;
             _mm512_storeu_si512(even + at, _mm512_or_si512(_mm512_srli_epi32(a, 16), b));
             _mm512_storeu_si512(odd + at, _mm512_or_si512(_mm512_srli_epi32(b, 16), c));
@@ -163,7 +171,8 @@ void DT_ISA_FN(dt_conv_bf16_compact)(const struct dt_conv_shape *s,
 /* dx is batch-wide: streamed (see store_row). */
 void DT_ISA_FN(dt_conv_bf16_compact_relu_below)(const struct dt_conv_shape *t,
                                                 const struct dt_conv_bf16_geom *g, const float *yq,
-                                                const float *x, const float *extra, float *dx)
+                                                const void *x, bool x_bf16, const float *extra,
+                                                float *dx)
 {
     __m512 zero = _mm512_setzero_ps();
     for (int k = 0; k < t->k; k++)
@@ -177,7 +186,7 @@ void DT_ISA_FN(dt_conv_bf16_compact_relu_below)(const struct dt_conv_shape *t,
                 if (extra) /* read before dx is written: extra may be dx */
                     v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, extra + at + ow));
                 __mmask16 keep =
-                    _mm512_cmp_ps_mask(_mm512_maskz_loadu_ps(m, x + at + ow), zero, _CMP_GT_OQ);
+                    _mm512_cmp_ps_mask(dt_load_act(x, x_bf16, at + ow, m), zero, _CMP_GT_OQ);
                 store_row(dx + at, ow, m, _mm512_maskz_mov_ps(keep, v), nt);
             }
         }

@@ -5,6 +5,8 @@
 #define DT_NN_KERNELS_BF16_LAYOUT_AVX512_H
 
 #include <immintrin.h>
+#include <stdbool.h>
+#include <stddef.h>
 
 #include "util/bf16.h"
 
@@ -32,6 +34,26 @@ static inline __m512i dt_round_high(__m512 v)
 static inline __m512 dt_rounded(__m512 v)
 {
     return _mm512_castsi512_ps(dt_round_high(v));
+}
+
+/* The lanes m of 16 elements of an activation from element i, as fp32: x stored as fp32, or
+ * (x_bf16) as bf16, widened exactly. */
+static inline __m512 dt_load_act(const void *x, bool x_bf16, size_t i, __mmask16 m)
+{
+    if (!x_bf16)
+        return _mm512_maskz_loadu_ps(m, (const float *)x + i);
+    __m256i h = _mm256_maskz_loadu_epi16(m, (const dt_bf16 *)x + i);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+/* The lanes m of 16 elements of an activation from element i rounded to bf16, each in the top
+ * half of its lane (dt_round_high's form): a bf16 x needs no rounding. */
+static inline __m512i dt_load_act_high(const void *x, bool x_bf16, size_t i, __mmask16 m)
+{
+    if (!x_bf16)
+        return dt_round_high(_mm512_maskz_loadu_ps(m, (const float *)x + i));
+    __m256i h = _mm256_maskz_loadu_epi16(m, (const dt_bf16 *)x + i);
+    return _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16);
 }
 
 /* The lanes m of v rounded to bf16 and stored as 16-bit elements at dst. */

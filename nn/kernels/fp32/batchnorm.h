@@ -27,6 +27,9 @@ struct dt_bn_loops {
                            double mean, double *sum_dy, double *sum_dy_xm);
     void (*affine_bf16)(const dt_bf16 *x, float *y, size_t n, size_t sample, int batch, float scale,
                         float shift, bool relu, const float *skip);
+    /* y stored as bf16 (rounded to nearest even), from x as fp32 or (x_bf16) as bf16 */
+    void (*affine_to_bf16)(const void *x, bool x_bf16, dt_bf16 *y, size_t n, size_t sample,
+                           int batch, float scale, float shift, bool relu, const float *skip);
 };
 
 /* The loops of the build in use (generic, avx2 or avx512: nn/kernels/isa.c). */

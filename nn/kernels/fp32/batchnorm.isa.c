@@ -14,10 +14,11 @@
  * They are elementwise, so the order changes no bit.
  *
  * moments, grad_sums and affine also read x stored as bf16 (the *_bf16 entries: a bf16 model's
- * tiles conv2d stores its output so when only this batchnorm reads it, nn/fusion.h's bf16_store):
- * one body per pass, x's element type a constant argument, so each entry is its own loop and
- * the fp32 one is the code it always was. A bf16 value widens to fp32 exactly, so both entries
- * give the same bits on the same values.
+ * tiles conv2d stores its output so when only this batchnorm reads it, nn/fusion.h's bf16_store),
+ * and affine_to_bf16 stores y so (for a tiles conv2d above that reads it so): one body per pass,
+ * the element types constant arguments, so each entry is its own loop and the fp32 one is the
+ * code it always was. A bf16 value widens to fp32 exactly, so the entries give the same bits
+ * on the same values; a stored bf16 y is the fp32 one rounded (util/bf16.h).
  */
 #include "nn/kernels/fp32/batchnorm.h"
 #include "nn/kernels/isa_fn.h"
@@ -124,45 +125,65 @@ static void DT_ISA_FN(grad_sums_bf16)(const dt_bf16 *x, const float *dy, size_t 
     grad_sums_of(x, true, dy, n, sample, batch, mean, sum_dy, sum_dy_xm);
 }
 
+/* Element i of y = v, stored as fp32 or (half) rounded to bf16. */
+BODY void y_put(void *y, bool half, size_t i, float v)
+{
+    if (half)
+        ((dt_bf16 *)y)[i] = dt_bf16_from_f32(v);
+    else
+        ((float *)y)[i] = v;
+}
+
 /* y = x * scale + shift over the planes, plus skip (laid out as x) when not NULL (a following
  * add's, in its order: (x * scale + shift) + skip), and max(y, 0) with relu (the fused
- * following relu). */
-BODY void affine_of(const void *x, bool half, float *y, size_t n, size_t sample, int batch,
-                    float scale, float shift, bool relu, const float *skip)
+ * following relu); x read and y stored as fp32 or (x_half, y_half) bf16. */
+BODY void affine_of(const void *x, bool x_half, void *y, bool y_half, size_t n, size_t sample,
+                    int batch, float scale, float shift, bool relu, const float *skip)
 {
     for (int b = batch - 1; b >= 0; b--) { /* last read first (see the top) */
-        const void *px = x_from(x, half, (size_t)b * sample);
-        float *py = y + (size_t)b * sample;
+        const void *px = x_from(x, x_half, (size_t)b * sample);
+        void *py = y_half ? (void *)((dt_bf16 *)y + (size_t)b * sample)
+                          : (void *)((float *)y + (size_t)b * sample);
         const float *ps = skip ? skip + (size_t)b * sample : NULL;
         if (ps && relu)
             for (size_t i = 0; i < n; i++) {
-                float v = (x_at(px, half, i) * scale + shift) + ps[i];
-                py[i] = v > 0.0f ? v : 0.0f;
+                float v = (x_at(px, x_half, i) * scale + shift) + ps[i];
+                y_put(py, y_half, i, v > 0.0f ? v : 0.0f);
             }
         else if (ps)
             for (size_t i = 0; i < n; i++)
-                py[i] = (x_at(px, half, i) * scale + shift) + ps[i];
+                y_put(py, y_half, i, (x_at(px, x_half, i) * scale + shift) + ps[i]);
         else if (relu)
             for (size_t i = 0; i < n; i++) {
-                float v = x_at(px, half, i) * scale + shift;
-                py[i] = v > 0.0f ? v : 0.0f;
+                float v = x_at(px, x_half, i) * scale + shift;
+                y_put(py, y_half, i, v > 0.0f ? v : 0.0f);
             }
         else
             for (size_t i = 0; i < n; i++)
-                py[i] = x_at(px, half, i) * scale + shift;
+                y_put(py, y_half, i, x_at(px, x_half, i) * scale + shift);
     }
 }
 
 static void DT_ISA_FN(affine)(const float *x, float *y, size_t n, size_t sample, int batch,
                               float scale, float shift, bool relu, const float *skip)
 {
-    affine_of(x, false, y, n, sample, batch, scale, shift, relu, skip);
+    affine_of(x, false, y, false, n, sample, batch, scale, shift, relu, skip);
 }
 
 static void DT_ISA_FN(affine_bf16)(const dt_bf16 *x, float *y, size_t n, size_t sample, int batch,
                                    float scale, float shift, bool relu, const float *skip)
 {
-    affine_of(x, true, y, n, sample, batch, scale, shift, relu, skip);
+    affine_of(x, true, y, false, n, sample, batch, scale, shift, relu, skip);
+}
+
+static void DT_ISA_FN(affine_to_bf16)(const void *x, bool x_bf16, dt_bf16 *y, size_t n,
+                                      size_t sample, int batch, float scale, float shift, bool relu,
+                                      const float *skip)
+{
+    if (x_bf16)
+        affine_of(x, true, y, true, n, sample, batch, scale, shift, relu, skip);
+    else
+        affine_of(x, false, y, true, n, sample, batch, scale, shift, relu, skip);
 }
 
 /* dx = k * (dy - mean_dy - xhat * mean_dy_xhat), xhat = (x - mean) * invstd, over the planes. */
@@ -181,6 +202,12 @@ static void DT_ISA_FN(input_grad)(const float *x, const float *dy, float *dx, si
 }
 
 const struct dt_bn_loops DT_ISA_FN(dt_bn_loops) = {
-    DT_ISA_FN(moments),    DT_ISA_FN(grad_sums),    DT_ISA_FN(affine),
-    DT_ISA_FN(input_grad), DT_ISA_FN(moments_bf16), DT_ISA_FN(grad_sums_bf16),
-    DT_ISA_FN(affine_bf16)};
+    .moments = DT_ISA_FN(moments),
+    .grad_sums = DT_ISA_FN(grad_sums),
+    .affine = DT_ISA_FN(affine),
+    .input_grad = DT_ISA_FN(input_grad),
+    .moments_bf16 = DT_ISA_FN(moments_bf16),
+    .grad_sums_bf16 = DT_ISA_FN(grad_sums_bf16),
+    .affine_bf16 = DT_ISA_FN(affine_bf16),
+    .affine_to_bf16 = DT_ISA_FN(affine_to_bf16),
+};
