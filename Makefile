@@ -74,8 +74,13 @@ ISA_FLAGS_avx512bf16 := -DDT_BUILD_AVX512BF16 -mavx512f -mavx512bw -mavx512vl -m
                         -mavx512bf16
 ISA_FLAGS_amx     := -DDT_BUILD_AMX -mamx-tile -mamx-bf16 -mavx512f -mavx512bw -mavx512vl \
                      -mavx512dq -mavx512bf16
+# util/ and dist/ have array loops of their own built the same way (the bf16 conversions and
+# the bf16 all-reduce's sums, util/vec_isa.h), at the fp32 levels; AVX-512 with BW/VL/DQ too,
+# which dt_cpu_features' avx512 always includes, for 16-bit packing at full width.
+ISA_SET_util := generic avx2 avx512
+ISA_SET_dist := generic avx2 avx512
 ISA_BUILDS := $(sort $(ISA_SET_fp32) $(ISA_SET_bf16))
-ISA_SRC    := $(sort $(wildcard nn/kernels/*/*.isa.c))
+ISA_SRC    := $(sort $(wildcard nn/kernels/*/*.isa.c util/*.isa.c dist/*.isa.c))
 isa_set     = $(or $(ISA_SET_$(notdir $(1:.isa.c=))),$(ISA_SET_$(notdir $(patsubst %/,%,$(dir $(1))))))
 ISA_OBJ    := $(foreach src,$(ISA_SRC),$(foreach isa,$(call isa_set,$(src)),$(BUILD)/$(src:.isa.c=.$(isa).o)))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(ISA_OBJ)
@@ -116,6 +121,7 @@ $(BUILD)/nn/kernels/fp32/optim_steps.%.o: CFLAGS += -fno-math-errno
 $(BUILD)/nn/optim.o: CFLAGS += -fno-math-errno
 # batchnorm's AVX-512 loops convert and mask with AVX-512 BW/VL/DQ as well as F.
 $(BUILD)/nn/kernels/fp32/batchnorm.avx512.o: CFLAGS += -mavx512bw -mavx512vl -mavx512dq
+$(BUILD)/util/%.avx512.o $(BUILD)/dist/%.avx512.o: CFLAGS += -mavx512bw -mavx512vl -mavx512dq
 
 $(BUILD)/tests/%: tests/unit/%.c $(LIB_OBJ)
 	@mkdir -p $(dir $@)

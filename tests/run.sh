@@ -58,7 +58,8 @@ done
 # the default run above took the widest one.
 for isa in generic avx2; do
     DTRAIN_ISA=$isa "$DTRAIN_BIN" --version >/dev/null 2>&1 || continue
-    for t in conv_direct conv_winograd conv_layer fusion gradcheck parity_layers grad_tree optim parity_optim; do
+    for t in conv_direct conv_winograd conv_layer fusion gradcheck parity_layers grad_tree optim parity_optim \
+             bf16_loops allreduce_bf16; do
         [ -x "$BUILD/tests/test_$t" ] || continue
         run_one "test_$t.$isa" unit env DTRAIN_ISA=$isa "$BUILD/tests/test_$t"
     done

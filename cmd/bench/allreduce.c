@@ -46,6 +46,7 @@
 #include "util/clock.h"
 #include "util/err.h"
 #include "util/log.h"
+#include "util/vec_isa.h"
 
 #define MAX_SIZES 64
 #define TARGET_S  0.2 /* timed seconds per size when --iters is not given */
@@ -425,10 +426,13 @@ static int report(const struct ar_job *j, const struct dt_bench_machine *m, int 
         c[C_CHECK].str = "ok";
         rc = dt_bench_table_add(&t, c, r->error[0] ? r->error : NULL);
     }
-    char what[200];
+    char what[240], bf16[80];
+    /* the vector build the ranks' conversions and sums run (util/vec_isa.h): same bits on every
+     * build, different speed */
+    snprintf(bf16, sizeof bf16, " of bf16 terms (bf16 on the wire, %s loops)",
+             dt_vec_isa_name(dt_vec_isa_get()));
     snprintf(what, sizeof what, "allreduce, float32 sum%s, %s backend, %d ranks%s%s",
-             j->o->dtype == DT_GRAD_BF16 ? " of bf16 terms (bf16 on the wire)" : "", j->o->backend,
-             nranks,
+             j->o->dtype == DT_GRAD_BF16 ? bf16 : "", j->o->backend, nranks,
              j->o->master                    ? " on separate hosts"
              : strcmp(j->o->backend, "hier") ? ""
                                              : " on simulated hosts",

@@ -6,7 +6,7 @@
 # the same bits. bf16 gradients with fp32 training and with bf16 training. Bad values and the
 # combination with dist.split_invariant are one-line config errors (exit 2); --print-config and
 # --config-reference show the key; `bench allreduce --dtype bf16` checks every size exactly
-# (shm, tcp, hier, mpi).
+# (shm, tcp, hier, mpi; shm and tcp again with the generic and avx2 loops).
 . tests/cli/lib.sh
 
 PY=/usr/bin/python3
@@ -164,6 +164,22 @@ for backend in shm tcp; do
         --max-bytes 256K --iters 5 --json
     expect_rc "bench allreduce $backend --dtype bf16: exit 0" 0
     check "bench allreduce $backend --dtype bf16: every size checked exactly" check_rows 2 bf16
+done
+# the narrower vector builds of the conversions and sums (util/vec_isa.h), forced the way a user
+# forces the kernels' path: the same exact sums, and the header names the build
+for isa in generic avx2; do
+    if ! DTRAIN_ISA=$isa "$DTRAIN" --version >/dev/null 2>&1; then
+        skip "bench allreduce --dtype bf16 with DTRAIN_ISA=$isa" "this CPU cannot run $isa"
+        continue
+    fi
+    for backend in shm tcp; do
+        run env DTRAIN_ISA=$isa "$DTRAIN" bench allreduce --backend $backend --instances 2 \
+            --dtype bf16 --min-bytes 4 --max-bytes 256K --iters 5 --json
+        check "bench allreduce $backend --dtype bf16, $isa loops: every size checked exactly" \
+            check_rows 2 bf16
+        expect_out "bench allreduce $backend --dtype bf16, $isa loops: the header names them" \
+            "bf16 on the wire, $isa loops"
+    done
 done
 run "$DTRAIN" bench allreduce --backend hier --instances 4 --nodes 2 --dtype bf16 --min-bytes 4 \
     --max-bytes 256K --iters 3 --json

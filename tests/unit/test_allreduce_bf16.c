@@ -30,6 +30,7 @@
 #include "util/bf16.h"
 #include "util/err.h"
 #include "util/sum_tree.h"
+#include "util/vec_isa.h"
 #include "tests/unit/rank_check.h"
 #include "tests/unit/shm_ranks.h"
 
@@ -154,6 +155,7 @@ enum reference { REF_SHM, REF_TCP_SMALL, REF_TCP_RING };
 struct case_ {
     enum reference ref;
     size_t n, round;
+    bool mixed_levels; /* each rank runs another vector build of the loops (util/vec_isa.h) */
 };
 
 static float reference(const struct case_ *k, int size, size_t i)
@@ -172,6 +174,15 @@ static float reference(const struct case_ *k, int size, size_t i)
  * element against the reference; then an fp32 all-reduce, unaffected. */
 static void check_rank(struct dt_comm *c, const struct case_ *k)
 {
+    if (k->mixed_levels) {
+        /* rank r takes the r-th level this CPU has, counting from the widest, round robin */
+        enum dt_vec_isa have[DT_VEC_ISA_COUNT];
+        int nhave = 0;
+        for (int i = DT_VEC_ISA_COUNT - 1; i >= 0; i--)
+            if (dt_vec_isa_available((enum dt_vec_isa)i))
+                have[nhave++] = (enum dt_vec_isa)i;
+        dt_vec_isa_force(have[c->rank % nhave]);
+    }
     float *buf = malloc(k->n * sizeof *buf), *again = malloc(k->n * sizeof *again);
     CHECK(buf && again, "out of memory");
     for (int pass = 0; pass < 2; pass++) {
@@ -226,7 +237,7 @@ static void test_shm_matches_tree_reference(void **state)
     static const size_t lengths[] = {1, 7, 1000, 5000, 70001};
     for (int size = 2; size <= 4; size++)
         for (size_t l = 0; l < sizeof lengths / sizeof lengths[0]; l++) {
-            struct case_ k = {REF_SHM, lengths[l], 0};
+            struct case_ k = {REF_SHM, lengths[l], 0, false};
             assert_int_equal(shm_job(size, lengths[l] > 1000 ? 4096 : 0, &k), 0);
         }
 }
@@ -317,7 +328,7 @@ static void test_tcp_small_path_rank_order(void **state)
      * last byte */
     static const int sizes[] = {2, 3, 7};
     for (int z = 0; z < 3; z++) {
-        struct case_ k = {REF_TCP_SMALL, small_max(sizes[z]), 0};
+        struct case_ k = {REF_TCP_SMALL, small_max(sizes[z]), 0, false};
         assert_int_equal(tcp_job(sizes[z], &k), 0);
         k.n = 5;
         assert_int_equal(tcp_job(sizes[z], &k), 0);
@@ -329,11 +340,36 @@ static void test_tcp_ring_rounds_each_hop(void **state)
     (void)state;
     for (int size = 2; size <= 3; size++) {
         size_t round = (size_t)size * (256u << 10);
-        struct case_ k = {REF_TCP_RING, small_max(size) + 1, round};
+        struct case_ k = {REF_TCP_RING, small_max(size) + 1, round, false};
         assert_int_equal(tcp_job(size, &k), 0);
         k.n = round + 12345; /* two rounds, the second short */
         assert_int_equal(tcp_job(size, &k), 0);
     }
+}
+
+/* Ranks whose CPUs differ (one with AVX-512, one with AVX2 only, one baseline) sum alike: each
+ * rank here runs another vector build of the loops, and every rank still holds the reference's
+ * bits, on shm's small and chunked paths and tcp's small path and ring. */
+static void test_ranks_on_different_vector_levels_agree(void **state)
+{
+    (void)state;
+    int levels = 0;
+    for (int i = 0; i < DT_VEC_ISA_COUNT; i++)
+        levels += dt_vec_isa_available((enum dt_vec_isa)i);
+    if (levels < 2) {
+        print_message("skip mixed vector levels: this CPU runs only the generic loops\n");
+        skip();
+    }
+    static const size_t shm_lengths[] = {7, 70001};
+    for (size_t l = 0; l < 2; l++) {
+        struct case_ k = {REF_SHM, shm_lengths[l], 0, true};
+        assert_int_equal(shm_job(3, shm_lengths[l] > 1000 ? 4096 : 0, &k), 0);
+    }
+    struct case_ small = {REF_TCP_SMALL, 1001, 0, true};
+    assert_int_equal(tcp_job(3, &small), 0);
+    size_t round = 3 * (256u << 10);
+    struct case_ ring = {REF_TCP_RING, round + 12345, round, true};
+    assert_int_equal(tcp_job(3, &ring), 0);
 }
 
 /* Two ranks: shm and tcp define the same sum (one addition, rounded), so the bits agree. */
@@ -357,6 +393,7 @@ int main(void)
         cmocka_unit_test(test_shm_mismatched_dtype),
         cmocka_unit_test(test_tcp_small_path_rank_order),
         cmocka_unit_test(test_tcp_ring_rounds_each_hop),
+        cmocka_unit_test(test_ranks_on_different_vector_levels_agree),
         cmocka_unit_test(test_two_ranks_shm_and_tcp_agree),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
