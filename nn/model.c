@@ -799,8 +799,10 @@ void dt_model_layer_summary(const struct dt_model *m, int i, struct dt_layer_sum
     out->out = l->out;
     out->nparams = l->nparams;
     const char *note = ((const struct model_impl *)m->impl)->precision[i];
-    if (note)
-        snprintf(out->precision, sizeof out->precision, "%s", note);
+    bool stored = m->plan[i].bf16_store && !m->plan[i].in_place; /* a relu in place: its storage */
+    if (note || stored)
+        snprintf(out->precision, sizeof out->precision, "%s%s%s", note ? note : "",
+                 note && stored ? ", " : "", stored ? "output stored as bf16" : "");
     if (s->out_channels > 0)
         snprintf(out->detail, sizeof out->detail, "%d %dx%d/%d", s->out_channels, s->kernel,
                  s->kernel, s->stride > 0 ? s->stride : 1);

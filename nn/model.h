@@ -212,7 +212,8 @@ struct dt_layer_summary {
     const char *type;
     char detail[48];
     /* bf16 models, conv2d and linear: the path the layer's products take ("amx", "reference
-     * (emulated)", "... fallback: <why>"); "" otherwise */
+     * (emulated)", "... fallback: <why>"), then ", output stored as bf16" where the plan's
+     * bf16_store says so (alone for a batchnorm2d); "" otherwise */
     char precision[112];
     struct dt_shape out;
     size_t nparams;

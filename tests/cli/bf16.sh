@@ -94,6 +94,12 @@ run "$DTRAIN" train configs/fashion-resnet.cfg --set data.dataset=mnist --set da
 expect_out "dry run: a stride-2 conv names its path" "3x3/2.*bf16: $PATH_NAME"
 expect_out "dry run: a projection shortcut names its conv's path" "proj .*bf16: $PATH_NAME"
 expect_out "dry run: a 1-channel conv names its fallback" "3x3/1.*bf16: .*emulated"
+if [ $PATH_NAME != reference ]; then # bf16_store needs the tile kernels
+    expect_out "dry run: a conv's output only a batchnorm reads is stored as bf16" \
+        "conv2d .*bf16: $PATH_NAME, output stored as bf16"
+    expect_out "dry run: a batchnorm -> relu output only a stride-1 conv reads, too" \
+        "batchnorm2d .*bf16: output stored as bf16"
+fi
 
 # ---- eval and predict take --precision ----
 run "$DTRAIN" eval "$TMP/fp32/last.safetensors" --data "$FIX" --precision bf16 --json

@@ -1,7 +1,8 @@
 # DTRAIN_FUSE (nn/fusion.h, docs/layers.md): which fusions a model makes, for debugging; a word
 # that is not a fusion is a usage error (exit 2) naming it. Training with no fusion gives the
 # same weights, bit for bit, as training with every one: a ResNet (relu, add, relu_below,
-# bn_grad, dy_extra, skip_in_dy) and the ConvNet (relu, pool, chunks at one thread).
+# bn_grad, dy_extra, skip_in_dy) and the ConvNet (relu, pool, chunks at one thread); and a bf16
+# ResNet with and without bf16_store (activations stored as bf16 where the CPU has bf16 tiles).
 . tests/cli/lib.sh
 
 FIX="$TMP/fix"
@@ -24,5 +25,15 @@ for cfg in fashion-convnet fashion-resnet; do
         tests/tools/compare_weights.py --rtol 0 "$TMP/$cfg-all/last.safetensors" \
         "$TMP/$cfg-none/last.safetensors"
 done
+
+run "$DTRAIN" train configs/fashion-resnet.cfg $ARGS --precision bf16 \
+    --set checkpoint.dir="$TMP/bf16-all"
+expect_rc "bf16 ResNet, every fusion: exit 0" 0
+run env DTRAIN_FUSE=all,-bf16_store "$DTRAIN" train configs/fashion-resnet.cfg $ARGS \
+    --precision bf16 --set checkpoint.dir="$TMP/bf16-nostore"
+expect_rc "bf16 ResNet, no bf16_store: exit 0" 0
+check "bf16 ResNet: the same weights with and without bf16_store" /usr/bin/python3 \
+    tests/tools/compare_weights.py --rtol 0 "$TMP/bf16-all/last.safetensors" \
+    "$TMP/bf16-nostore/last.safetensors"
 
 finish
