@@ -13,8 +13,9 @@
  * emulated conv runs on the GEMM algorithm here (forced), whose rounding is of that kind, and
  * again on the direct and Winograd algorithms, whose backward reads x: the emulated mode
  * rounds it again there, in the model's call scratch (test_emulated_rounds_x_again). The bias
- * gradient is an fp32 sum of the bf16-rounded dy (autocast's). A conv's output is bf16 values
- * (autocast's conv returns bf16): checked as such, within one bf16 step of the exact sum.
+ * gradient is an fp32 sum of the bf16-rounded dy (autocast's). A tile conv's output is bf16
+ * values (autocast's conv returns bf16): checked as such, within one bf16 step of the exact
+ * sum; the emulated mode's stays its fp32 algorithm's (nn/layer_conv2d.c says why).
  * Also: an fp32 model names no bf16 path, and forward/backward are deterministic. */
 #include <omp.h>
 #include <setjmp.h>
@@ -193,7 +194,7 @@ static void check_conv(enum dt_bf16_path p, int c, int h, int w, int k, int ks, 
                             }
                 }
     const char *name = dt_bf16_path_name(p);
-    check_as(&y, r.y, name, "conv forward", true);
+    check_as(&y, r.y, name, "conv forward", !strstr(r.note, "emulated"));
     check(&dx, r.dx, name, "conv input gradient");
     check(&dw, l->grads, name, "conv weight gradient");
     for (int o = 0; o < k; o++) {
