@@ -10,7 +10,11 @@
  * not VCVTNE2PS2BF16, which flushes denormal inputs to zero; the adds and the relu are the
  * same single fp32 operations. The passes wait on memory, not on arithmetic: the gain over
  * the plain C is whole 64-byte loads and stores with masked row tails instead of one element
- * (or one interleaved pair of bf16) at a time. */
+ * (or one interleaved pair of bf16) at a time.
+ *
+ * A pass that reads x as fp32 or bf16, or stores fp32, rounded or bf16 values, is one body
+ * inlined once per case (BODY, the case a constant): a test per vector of the element type
+ * cost the ConvNet's input layout a third more time. */
 #include <immintrin.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -19,12 +23,14 @@
 #include "nn/kernels/bf16/layout_avx512.h"
 #include "nn/kernels/isa_fn.h"
 
+#define BODY inline __attribute__((always_inline))
+
 /* Two channel rows of n elements of x (from elements r0 and r1) into n interleaved pairs (the
  * first channel in the low half of each 32-bit pair); without `second`, the second channel's
  * half is zero. With tap pairing (shifted not NULL) the same pairs again from shifted on, the
  * first of them dropped when `drop_first` (a row at position 0 has no position before it). */
-static inline void pair_row(const void *x, bool x_bf16, size_t r0, size_t r1, bool second, int n,
-                            dt_bf16 *out, dt_bf16 *shifted, bool drop_first)
+static BODY void pair_row(const void *x, bool x_bf16, size_t r0, size_t r1, bool second, int n,
+                          dt_bf16 *out, dt_bf16 *shifted, bool drop_first)
 {
     for (int w = 0; w < n; w += 16) {
         __mmask16 m = dt_lanes(n - w);
@@ -40,9 +46,8 @@ static inline void pair_row(const void *x, bool x_bf16, size_t r0, size_t r1, bo
 /* The missing second channel of an odd count's last pair is written zero: it is padding, zero
  * already in every buffer this function may write (conv_bf16.h). With tap pairing, planes 8-15
  * get planes 0-7 one position earlier. */
-void DT_ISA_FN(dt_conv_bf16_pad_input_image)(const struct dt_conv_shape *s,
-                                             const struct dt_conv_bf16_geom *g, const void *x,
-                                             bool x_bf16, dt_bf16 *xv)
+static BODY void pad_input_image(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
+                                 const void *x, bool x_bf16, dt_bf16 *xv)
 {
     size_t plane = (size_t)s->h * s->w, pair_plane = (size_t)g->positions * 2;
     for (int p = 0; 2 * p < s->c; p++) {
@@ -57,6 +62,16 @@ void DT_ISA_FN(dt_conv_bf16_pad_input_image)(const struct dt_conv_shape *s,
                      first == 0 && h == 0);
         }
     }
+}
+
+void DT_ISA_FN(dt_conv_bf16_pad_input_image)(const struct dt_conv_shape *s,
+                                             const struct dt_conv_bf16_geom *g, const void *x,
+                                             bool x_bf16, dt_bf16 *xv)
+{
+    if (x_bf16)
+        pad_input_image(s, g, x, true, xv);
+    else
+        pad_input_image(s, g, x, false, xv);
 }
 
 void DT_ISA_FN(dt_conv_bf16_dy_rows_image)(const struct dt_conv_shape *s,
@@ -80,8 +95,8 @@ void DT_ISA_FN(dt_conv_bf16_dy_rows_image)(const struct dt_conv_shape *s,
  * in the top halves of the lanes; zero outside the image (the padding). x stored as bf16: each
  * lane gathers 32 bits from its element on, the element in the low half (the next one, in the
  * high half, is shifted out; the model's bf16 activations have room after their last). */
-static inline __m512i position_channels(const struct dt_conv_shape *s, int wp, const void *x,
-                                        bool x_bf16, int pos, __mmask16 cm, __m512i index)
+static BODY __m512i position_channels(const struct dt_conv_shape *s, int wp, const void *x,
+                                      bool x_bf16, int pos, __mmask16 cm, __m512i index)
 {
     int row = pos / wp - s->pad, col = pos % wp - s->pad;
     if (row < 0 || row >= s->h || col < 0 || col >= s->w)
@@ -100,9 +115,9 @@ static inline __m512i position_channels(const struct dt_conv_shape *s, int wp, c
  * position's 16 channels of a block gathered once (one lane per channel plane). A position
  * outside the image (the padding columns between rows) is zero, what the buffer holds there,
  * so whole 64-byte pairs are written. */
-void DT_ISA_FN(dt_conv_bf16_position_pairs_image)(const struct dt_conv_shape *s,
-                                                  const struct dt_conv_bf16_geom *g, const void *x,
-                                                  bool x_bf16, dt_bf16 *even, dt_bf16 *odd)
+static BODY void position_pairs_image(const struct dt_conv_shape *s,
+                                      const struct dt_conv_bf16_geom *g, const void *x, bool x_bf16,
+                                      dt_bf16 *even, dt_bf16 *odd)
 {
     int plane = s->h * s->w;
     int first = s->pad * g->wp + s->pad, last = (s->pad + s->h - 1) * g->wp + s->pad + s->w - 1;
@@ -124,6 +139,16 @@ void DT_ISA_FN(dt_conv_bf16_position_pairs_image)(const struct dt_conv_shape *s,
     }
 }
 
+void DT_ISA_FN(dt_conv_bf16_position_pairs_image)(const struct dt_conv_shape *s,
+                                                  const struct dt_conv_bf16_geom *g, const void *x,
+                                                  bool x_bf16, dt_bf16 *even, dt_bf16 *odd)
+{
+    if (x_bf16)
+        position_pairs_image(s, g, x, true, even, odd);
+    else
+        position_pairs_image(s, g, x, false, even, odd);
+}
+
 /* Rows of y whose whole 64-byte vectors lie aligned are written with non-temporal stores when
  * `stream`: a batch-wide output is not read again before the whole batch is done, and a plain
  * store first reads each line for ownership (a third more memory traffic; the compaction's
@@ -141,10 +166,9 @@ static inline bool streamable(const struct dt_conv_bf16_geom *g, const float *ro
     return stream && g->ow % 16 == 0 && (uintptr_t)row % 64 == 0;
 }
 
-void DT_ISA_FN(dt_conv_bf16_compact)(const struct dt_conv_shape *s,
-                                     const struct dt_conv_bf16_geom *g, const float *yq,
-                                     const float *b, bool relu, bool stream,
-                                     enum dt_bf16_store store, void *y)
+static BODY void compact(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
+                         const float *yq, const float *b, bool relu, bool stream,
+                         enum dt_bf16_store store, void *y)
 {
     for (int k = 0; k < s->k; k++) {
         __m512 bias = _mm512_set1_ps(b ? b[k] : 0.0f), zero = _mm512_setzero_ps();
@@ -168,11 +192,23 @@ void DT_ISA_FN(dt_conv_bf16_compact)(const struct dt_conv_shape *s,
     _mm_sfence();
 }
 
+void DT_ISA_FN(dt_conv_bf16_compact)(const struct dt_conv_shape *s,
+                                     const struct dt_conv_bf16_geom *g, const float *yq,
+                                     const float *b, bool relu, bool stream,
+                                     enum dt_bf16_store store, void *y)
+{
+    if (store == DT_STORE_BF16)
+        compact(s, g, yq, b, relu, stream, DT_STORE_BF16, y);
+    else if (store == DT_STORE_ROUNDED)
+        compact(s, g, yq, b, relu, stream, DT_STORE_ROUNDED, y);
+    else
+        compact(s, g, yq, b, relu, stream, DT_STORE_F32, y);
+}
+
 /* dx is batch-wide: streamed (see store_row). */
-void DT_ISA_FN(dt_conv_bf16_compact_relu_below)(const struct dt_conv_shape *t,
-                                                const struct dt_conv_bf16_geom *g, const float *yq,
-                                                const void *x, bool x_bf16, const float *extra,
-                                                float *dx)
+static BODY void compact_relu_below(const struct dt_conv_shape *t,
+                                    const struct dt_conv_bf16_geom *g, const float *yq,
+                                    const void *x, bool x_bf16, const float *extra, float *dx)
 {
     __m512 zero = _mm512_setzero_ps();
     for (int k = 0; k < t->k; k++)
@@ -191,4 +227,15 @@ void DT_ISA_FN(dt_conv_bf16_compact_relu_below)(const struct dt_conv_shape *t,
             }
         }
     _mm_sfence();
+}
+
+void DT_ISA_FN(dt_conv_bf16_compact_relu_below)(const struct dt_conv_shape *t,
+                                                const struct dt_conv_bf16_geom *g, const float *yq,
+                                                const void *x, bool x_bf16, const float *extra,
+                                                float *dx)
+{
+    if (x_bf16)
+        compact_relu_below(t, g, yq, x, true, extra, dx);
+    else
+        compact_relu_below(t, g, yq, x, false, extra, dx);
 }

@@ -65,10 +65,9 @@ void DT_ISA_FN(dt_conv_s2_bf16_parity_planes_image)(const struct dt_conv_shape *
     }
 }
 
-void DT_ISA_FN(dt_conv_s2_bf16_compact)(const struct dt_conv_shape *s,
-                                        const struct dt_conv_s2_geom *g, const float *yq,
-                                        const float *b, bool relu, enum dt_bf16_store store,
-                                        void *y)
+static inline __attribute__((always_inline)) void
+compact(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g, const float *yq,
+        const float *b, bool relu, enum dt_bf16_store store, void *y)
 {
     __m512 zero = _mm512_setzero_ps();
     for (int k = 0; k < s->k; k++) {
@@ -89,6 +88,20 @@ void DT_ISA_FN(dt_conv_s2_bf16_compact)(const struct dt_conv_shape *s,
             }
         }
     }
+}
+
+/* One body per store (a constant): see conv_bf16_layout.isa.c. */
+void DT_ISA_FN(dt_conv_s2_bf16_compact)(const struct dt_conv_shape *s,
+                                        const struct dt_conv_s2_geom *g, const float *yq,
+                                        const float *b, bool relu, enum dt_bf16_store store,
+                                        void *y)
+{
+    if (store == DT_STORE_BF16)
+        compact(s, g, yq, b, relu, DT_STORE_BF16, y);
+    else if (store == DT_STORE_ROUNDED)
+        compact(s, g, yq, b, relu, DT_STORE_ROUNDED, y);
+    else
+        compact(s, g, yq, b, relu, DT_STORE_F32, y);
 }
 
 void DT_ISA_FN(dt_conv_s2_bf16_dy_planes_image)(const struct dt_conv_shape *s,
