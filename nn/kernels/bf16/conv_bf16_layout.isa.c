@@ -149,10 +149,8 @@ void DT_ISA_FN(dt_conv_bf16_position_pairs_image)(const struct dt_conv_shape *s,
         position_pairs_image(s, g, x, false, even, odd);
 }
 
-/* Rows of y whose whole 64-byte vectors lie aligned are written with non-temporal stores when
- * `stream`: a batch-wide output is not read again before the whole batch is done, and a plain
- * store first reads each line for ownership (a third more memory traffic; the compaction's
- * stores were two thirds of its time, ResNet-20 bf16, perf). */
+/* dx's rows streamed where their 64-byte vectors lie aligned (the reason: struct
+ * dt_compact_rows' stream, layout_avx512.h). */
 static inline void store_row(float *dst, int ow, __mmask16 m, __m512 v, bool stream)
 {
     if (stream)
@@ -166,46 +164,16 @@ static inline bool streamable(const struct dt_conv_bf16_geom *g, const float *ro
     return stream && g->ow % 16 == 0 && (uintptr_t)row % 64 == 0;
 }
 
-static BODY void compact(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
-                         const float *yq, const float *b, bool relu, bool stream,
-                         enum dt_bf16_store store, void *y)
-{
-    for (int k = 0; k < s->k; k++) {
-        __m512 bias = _mm512_set1_ps(b ? b[k] : 0.0f), zero = _mm512_setzero_ps();
-        for (int oh = 0; oh < g->oh; oh++) {
-            const float *src = yq + (size_t)k * g->qpad + (size_t)oh * g->wp;
-            size_t at = ((size_t)k * g->oh + oh) * g->ow;
-            float *dst = (float *)y + at;
-            bool nt = store != DT_STORE_BF16 && streamable(g, dst, stream);
-            for (int ow = 0; ow < g->ow; ow += 16) {
-                __mmask16 m = dt_lanes(g->ow - ow);
-                __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(m, src + ow), bias);
-                if (relu) /* v > 0 ? v : 0, MAXPS's order: NaN and -0 give +0 */
-                    v = _mm512_max_ps(v, zero);
-                if (store == DT_STORE_BF16)
-                    dt_store_bf16((dt_bf16 *)y + at + ow, m, v);
-                else
-                    store_row(dst, ow, m, store == DT_STORE_ROUNDED ? dt_rounded(v) : v, nt);
-            }
-        }
-    }
-    _mm_sfence();
-}
-
 void DT_ISA_FN(dt_conv_bf16_compact)(const struct dt_conv_shape *s,
                                      const struct dt_conv_bf16_geom *g, const float *yq,
                                      const float *b, bool relu, bool stream,
                                      enum dt_bf16_store store, void *y)
 {
-    if (store == DT_STORE_BF16)
-        compact(s, g, yq, b, relu, stream, DT_STORE_BF16, y);
-    else if (store == DT_STORE_ROUNDED)
-        compact(s, g, yq, b, relu, stream, DT_STORE_ROUNDED, y);
-    else
-        compact(s, g, yq, b, relu, stream, DT_STORE_F32, y);
+    struct dt_compact_rows r = {s->k, g->oh, g->ow, g->qpad, g->wp, relu, stream};
+    dt_compact_rows_as(&r, yq, b, store, y);
 }
 
-/* dx is batch-wide: streamed (see store_row). */
+/* dx is batch-wide: streamed (store_row). */
 static BODY void compact_relu_below(const struct dt_conv_shape *t,
                                     const struct dt_conv_bf16_geom *g, const float *yq,
                                     const void *x, bool x_bf16, const float *extra, float *dx)

@@ -65,43 +65,13 @@ void DT_ISA_FN(dt_conv_s2_bf16_parity_planes_image)(const struct dt_conv_shape *
     }
 }
 
-static inline __attribute__((always_inline)) void
-compact(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g, const float *yq,
-        const float *b, bool relu, enum dt_bf16_store store, void *y)
-{
-    __m512 zero = _mm512_setzero_ps();
-    for (int k = 0; k < s->k; k++) {
-        __m512 bias = _mm512_set1_ps(b ? b[k] : 0.0f);
-        for (int oh = 0; oh < g->oh; oh++) {
-            const float *src = yq + (size_t)k * g->qpad + (size_t)oh * g->wq;
-            size_t at = ((size_t)k * g->oh + oh) * g->ow;
-            for (int ow = 0; ow < g->ow; ow += 16) {
-                __mmask16 m = dt_lanes(g->ow - ow);
-                __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(m, src + ow), bias);
-                if (relu) /* v > 0 ? v : 0, MAXPS's order: NaN and -0 give +0 */
-                    v = _mm512_max_ps(v, zero);
-                if (store == DT_STORE_BF16)
-                    dt_store_bf16((dt_bf16 *)y + at + ow, m, v);
-                else
-                    _mm512_mask_storeu_ps((float *)y + at + ow, m,
-                                          store == DT_STORE_ROUNDED ? dt_rounded(v) : v);
-            }
-        }
-    }
-}
-
-/* One body per store (a constant): see conv_bf16_layout.isa.c. */
 void DT_ISA_FN(dt_conv_s2_bf16_compact)(const struct dt_conv_shape *s,
                                         const struct dt_conv_s2_geom *g, const float *yq,
                                         const float *b, bool relu, enum dt_bf16_store store,
                                         void *y)
 {
-    if (store == DT_STORE_BF16)
-        compact(s, g, yq, b, relu, DT_STORE_BF16, y);
-    else if (store == DT_STORE_ROUNDED)
-        compact(s, g, yq, b, relu, DT_STORE_ROUNDED, y);
-    else
-        compact(s, g, yq, b, relu, DT_STORE_F32, y);
+    struct dt_compact_rows r = {s->k, g->oh, g->ow, g->qpad, g->wq, relu, false};
+    dt_compact_rows_as(&r, yq, b, store, y);
 }
 
 void DT_ISA_FN(dt_conv_s2_bf16_dy_planes_image)(const struct dt_conv_shape *s,
