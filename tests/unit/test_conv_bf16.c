@@ -55,7 +55,7 @@ static double check_conv_layout(enum dt_bf16_path p, struct dt_conv_shape s, boo
         dt_conv_bf16_pad_input(&s, &g, x, xv);
         dt_conv_bf16_pack_weights(&s, &g, w, wp);
         dt_conv_bf16_forward_on(p, &s, &g, xv, wp, yq);
-        dt_conv_bf16_compact(&s, &g, yq, bias ? b : NULL, false, DT_STORE_F32, y);
+        dt_conv_bf16_compact(&s, &g, yq, bias ? b : NULL, false, false, DT_STORE_F32, y);
     }
     double worst = 0;
     for (int k = 0; k < s.k; k++)
@@ -116,7 +116,7 @@ static double check_input_grad(enum dt_bf16_path p, struct dt_conv_shape s, bool
     dt_conv_bf16_pad_input(&t, &g, dy, xv);
     dt_conv_bf16_pack_weights_input_grad(&t, &g, w, wp);
     dt_conv_bf16_forward_on(p, &t, &g, xv, wp, yq);
-    dt_conv_bf16_compact(&t, &g, yq, NULL, false, DT_STORE_F32, dx);
+    dt_conv_bf16_compact(&t, &g, yq, NULL, false, false, DT_STORE_F32, dx);
     double worst = 0;
     for (int c = 0; c < s.c; c++)
         for (int ih = 0; ih < s.h; ih++)
@@ -375,17 +375,19 @@ static void test_layout_passes_match_plain_c(void **state)
             yq[i] = layout_value();
         for (int k = 0; k < s.k; k++)
             b[k] = k % 3 ? uniform() : 0.0f;
-        enum dt_bf16_path paths[2] = {DT_BF16_CTILE, DT_BF16_AMX};
+        const struct dt_conv_bf16_layout *layout[2] = {dt_conv_bf16_layout_on(DT_BF16_CTILE),
+                                                       dt_conv_bf16_layout_on(DT_BF16_AMX)};
+        assert_ptr_not_equal(layout[0], layout[1]); /* the plain C, the AVX-512 build */
         dt_bf16 *xv[2], *dyq[2], *pairs[2];
         for (int p = 0; p < 2; p++) {
             xv[p] = calloc(g.xv, 2);
             dyq[p] = calloc(g.dyq, 2);
             pairs[p] = calloc(2 * g.xt, 2);
             for (int sample = 0; sample < 2; sample++) {
-                dt_conv_bf16_pad_input_image_on(paths[p], &s, &g, x[sample], false, xv[p]);
-                dt_conv_bf16_dy_rows_image_on(paths[p], &s, &g, x[sample], dyq[p]);
-                dt_conv_bf16_position_pairs_image_on(paths[p], &s, &g, x[sample], false, pairs[p],
-                                                     pairs[p] + g.xt);
+                layout[p]->pad_input_image(&s, &g, x[sample], false, xv[p]);
+                layout[p]->dy_rows_image(&s, &g, x[sample], dyq[p]);
+                layout[p]->position_pairs_image(&s, &g, x[sample], false, pairs[p],
+                                                pairs[p] + g.xt);
             }
         }
         assert_memory_equal(xv[0], xv[1], g.xv * 2);
@@ -401,13 +403,13 @@ static void test_layout_passes_match_plain_c(void **state)
         }
         for (int p = 0; p < 2; p++) {
             dt_bf16 *v = calloc(g.xv, 2), *q = calloc(2 * g.xt, 2);
-            dt_conv_bf16_pad_input_image_on(paths[p], &s, &g, xh, true, v);
-            dt_conv_bf16_position_pairs_image_on(paths[p], &s, &g, xh, true, q, q + g.xt);
+            layout[p]->pad_input_image(&s, &g, xh, true, v);
+            layout[p]->position_pairs_image(&s, &g, xh, true, q, q + g.xt);
             assert_memory_equal(v, xv[0], g.xv * 2);
             assert_memory_equal(q, pairs[0], 4 * g.xt);
             free(v), free(q);
-            dt_conv_bf16_compact_relu_below_on(paths[p], &s, &g, yq, xh, true, NULL, out[0]);
-            dt_conv_bf16_compact_relu_below_on(paths[p], &s, &g, yq, xr, false, NULL, out[1]);
+            layout[p]->compact_relu_below(&s, &g, yq, xh, true, NULL, out[0]);
+            layout[p]->compact_relu_below(&s, &g, yq, xr, false, NULL, out[1]);
             assert_same_floats(out[0], out[1], ny);
         }
         free(xh), free(xr);
@@ -417,13 +419,13 @@ static void test_layout_passes_match_plain_c(void **state)
         for (int variant = 0; variant < 24; variant++) {
             enum dt_bf16_store store = (enum dt_bf16_store)(variant / 8);
             for (int p = 0; p < 2; p++)
-                dt_conv_bf16_compact_on(paths[p], &s, &g, yq, variant & 1 ? b : NULL, variant & 2,
-                                        variant & 4, store, out[p]);
+                layout[p]->compact(&s, &g, yq, variant & 1 ? b : NULL, variant & 2, variant & 4,
+                                   store, out[p]);
             assert_memory_equal(out[0], out[1], ny * (store == DT_STORE_BF16 ? 2 : 4));
             if (store == DT_STORE_F32)
                 continue;
-            dt_conv_bf16_compact_on(paths[0], &s, &g, yq, variant & 1 ? b : NULL, variant & 2,
-                                    false, DT_STORE_ROUNDED, rounded);
+            layout[0]->compact(&s, &g, yq, variant & 1 ? b : NULL, variant & 2, false,
+                               DT_STORE_ROUNDED, rounded);
             for (size_t i = 0; i < ny; i++) {
                 float v = store == DT_STORE_BF16 ? dt_bf16_to_f32(((dt_bf16 *)out[0])[i])
                                                  : dt_bf16_round(rounded[i]);
@@ -436,8 +438,8 @@ static void test_layout_passes_match_plain_c(void **state)
         for (int with_extra = 0; with_extra < 2; with_extra++) {
             for (int p = 0; p < 2; p++) {
                 memcpy(out[p], x[1], ny * 4);
-                dt_conv_bf16_compact_relu_below_on(paths[p], &s, &g, yq, x[0], false,
-                                                   with_extra ? out[p] : NULL, out[p]);
+                layout[p]->compact_relu_below(&s, &g, yq, x[0], false, with_extra ? out[p] : NULL,
+                                              out[p]);
             }
             assert_same_floats(out[0], out[1], ny);
         }

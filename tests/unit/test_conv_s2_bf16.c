@@ -342,17 +342,19 @@ static void test_layout_passes_match_plain_c(void **state)
         float *dy[2] = {layout_values(ny), layout_values(ny)};
         float *yq = layout_values(g.yq), *dxq = layout_values(g.dxq), *b = random_floats(s.k);
         float *relu_x = layout_values(nx);
-        enum dt_bf16_path paths[2] = {DT_BF16_CTILE, DT_BF16_AMX};
+        const struct dt_conv_s2_bf16_layout *layout[2] = {dt_conv_s2_bf16_layout_on(DT_BF16_CTILE),
+                                                          dt_conv_s2_bf16_layout_on(DT_BF16_AMX)};
+        assert_ptr_not_equal(layout[0], layout[1]); /* the plain C, the AVX-512 build */
         dt_bf16 *xv[2], *dv[2], *dyq[2], *xp[2];
         float *y[2], *dx[2];
         for (int p = 0; p < 2; p++) {
             xv[p] = calloc(g.xv, 2), dv[p] = calloc(g.dv, 2), dyq[p] = calloc(g.dyq, 2);
             xp[p] = calloc(g.xp, 2), y[p] = malloc(ny * 4), dx[p] = malloc(nx * 4);
             for (int sample = 0; sample < 2; sample++) {
-                dt_conv_s2_bf16_parity_planes_image_on(paths[p], &s, &g, x[sample], xv[p]);
-                dt_conv_s2_bf16_dy_planes_image_on(paths[p], &s, &g, dy[sample], dv[p]);
-                dt_conv_s2_bf16_dy_rows_image_on(paths[p], &s, &g, dy[sample], dyq[p]);
-                dt_conv_s2_bf16_position_pairs_image_on(paths[p], &s, &g, x[sample], xp[p]);
+                layout[p]->parity_planes_image(&s, &g, x[sample], xv[p]);
+                layout[p]->dy_planes_image(&s, &g, dy[sample], dv[p]);
+                layout[p]->dy_rows_image(&s, &g, dy[sample], dyq[p]);
+                layout[p]->position_pairs_image(&s, &g, x[sample], xp[p]);
             }
         }
         assert_memory_equal(xv[0], xv[1], g.xv * 2);
@@ -365,12 +367,11 @@ static void test_layout_passes_match_plain_c(void **state)
             enum dt_bf16_store store = (enum dt_bf16_store)(variant / 4);
             const float *bias = variant & 1 ? b : NULL;
             for (int p = 0; p < 2; p++)
-                dt_conv_s2_bf16_compact_on(paths[p], &s, &g, yq, bias, variant & 2, store, y[p]);
+                layout[p]->compact(&s, &g, yq, bias, variant & 2, store, y[p]);
             assert_memory_equal(y[0], y[1], ny * (store == DT_STORE_BF16 ? 2 : 4));
             if (store == DT_STORE_F32)
                 continue;
-            dt_conv_s2_bf16_compact_on(paths[0], &s, &g, yq, bias, variant & 2, DT_STORE_ROUNDED,
-                                       rounded);
+            layout[0]->compact(&s, &g, yq, bias, variant & 2, DT_STORE_ROUNDED, rounded);
             for (size_t i = 0; i < ny; i++) {
                 float v = store == DT_STORE_BF16 ? dt_bf16_to_f32(((dt_bf16 *)y[0])[i])
                                                  : dt_bf16_round(rounded[i]);
@@ -381,8 +382,8 @@ static void test_layout_passes_match_plain_c(void **state)
         for (int variant = 0; variant < 3; variant++) {
             for (int p = 0; p < 2; p++) {
                 memcpy(dx[p], x[1], nx * 4); /* the skip gradient, in dx */
-                dt_conv_s2_bf16_compact_dx_on(paths[p], &s, &g, dxq, variant ? relu_x : NULL,
-                                              variant == 2 ? dx[p] : NULL, dx[p]);
+                layout[p]->compact_dx(&s, &g, dxq, variant ? relu_x : NULL,
+                                      variant == 2 ? dx[p] : NULL, dx[p]);
             }
             assert_same_floats(dx[0], dx[1], nx);
         }
