@@ -1,7 +1,7 @@
 /* nn/kernels/conv_bf16: the stride-1 bf16 convolution (channel-pair planes read in place as
  * tiles, packed weights, padded-width output compacted to NCHW) on every path against a
- * double-precision direct convolution of the bf16-rounded operands, with the fp32-accumulation
- * bound of test_gemm_bf16.c: |y - exact| <= 2 (K + 1) 2^-24 sum |x w|, K = C kh kw. Shapes cover
+ * double-precision direct convolution of the bf16-rounded operands, within the fp32-accumulation
+ * bound of bf16_checks.h: |y - exact| <= 2 (K + 2) 2^-24 sum |x w|, K = C kh kw. Shapes cover
  * channel counts below, at and above a 32-channel tile row, plane widths whose padded rows
  * do not fill a 16-position tile, 1x1 and 5x5 kernels, no padding, and output channels that
  * do not fill a 16-wide tile, tap pairing (16 channels or fewer) over odd and even kernel
@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "nn/kernels/bf16/conv_bf16.h"
+#include "tests/unit/bf16_checks.h"
 
 static uint64_t rng = 2463534242ull;
 static float uniform(void)
@@ -73,10 +74,8 @@ static double check_conv_layout(enum dt_bf16_path p, struct dt_conv_shape s, boo
                             exact += t;
                             mag += fabs(t);
                         }
-                double bound = 2.0 * (s.c * s.kh * s.kw + 2) * 0x1p-24 * mag + 1e-30;
-                double got = y[(k * g.oh + oh) * g.ow + ow];
-                double r = isnan(got) ? INFINITY : fabs(got - exact) / bound;
-                worst = r > worst ? r : worst;
+                worst = fmax(worst, bf16_bound_ratio(y[(k * g.oh + oh) * g.ow + ow], exact, mag,
+                                                     (long)s.c * s.kh * s.kw + 2));
             }
     free(x), free(w), free(b), free(y), free(xv), free(wp), free(yq);
     return worst;
@@ -133,9 +132,8 @@ static double check_input_grad(enum dt_bf16_path p, struct dt_conv_shape s, bool
                             exact += v;
                             mag += fabs(v);
                         }
-                double bound = 2.0 * (s.k * s.kh * s.kw + 1) * 0x1p-24 * mag + 1e-30;
-                double r = fabs(dx[(c * s.h + ih) * s.w + iw] - exact) / bound;
-                worst = r > worst ? r : worst;
+                worst = fmax(worst, bf16_bound_ratio(dx[(c * s.h + ih) * s.w + iw], exact, mag,
+                                                     (long)s.k * s.kh * s.kw + 1));
             }
     free(dy), free(w), free(dx), free(xv), free(wp), free(yq);
     return worst;
@@ -194,9 +192,7 @@ static double check_weight_grad(enum dt_bf16_path p, struct dt_conv_shape s, boo
                                 exact += v;
                                 mag += fabs(v);
                             }
-                    double bound = 2.0 * (N * g.qrow + 2) * 0x1p-24 * mag + 1e-30;
-                    double r = isnan(dw[at]) ? INFINITY : fabs(dw[at] - exact) / bound;
-                    worst = fmax(worst, r);
+                    worst = fmax(worst, bf16_bound_ratio(dw[at], exact, mag, (long)N * g.qrow + 2));
                 }
     free(x), free(dy), free(dw), free(start), free(dwt), free(dyq), free(even), free(odd);
     return worst;
@@ -218,25 +214,10 @@ static const struct dt_conv_shape shapes[] = {
     {1, 16, 5, 6, 20, 2, 2, 1, 0},   /* tap pairs, a row at position 0 (no padding) */
 };
 
-/* Every shape through `check` on one path (alternating its variant: bias, accumulation),
- * skipped with the reason printed where this CPU lacks the path. */
-static void each_shape(enum dt_bf16_path p, const char *what,
-                       double (*check)(enum dt_bf16_path, struct dt_conv_shape, bool))
+/* Every shape through `check` on one path (alternating its variant: bias, accumulation). */
+static void each_shape(enum dt_bf16_path p, const char *what, bf16_conv_check *check)
 {
-    const char *why;
-    if (!dt_bf16_path_available(p, &why)) {
-        print_message("skip %s %s: %s\n", dt_bf16_path_name(p), what, why);
-        skip();
-    }
-    double worst = 0;
-    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
-        double r = check(p, shapes[i], i % 2);
-        if (r > 1)
-            fail_msg("%s %s: shape %zu off by %.2f times the bound", dt_bf16_path_name(p), what, i,
-                     r);
-        worst = fmax(worst, r);
-    }
-    print_message("%s %s: worst error %.3f of the bound\n", dt_bf16_path_name(p), what, worst);
+    bf16_check_conv_shapes(p, what, check, shapes, sizeof shapes / sizeof *shapes);
 }
 
 /* One test per product and path: the path is the test's prestate. */
@@ -327,15 +308,6 @@ static float layout_value(void)
     return f;
 }
 
-/* a and b hold the same bits, except that a NaN may be either of two NaNs: which operand's
- * payload a sum of two NaNs keeps is the compiler's choice (it may swap an add's operands). */
-static void assert_same_floats(const float *a, const float *b, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (!(isnan(a[i]) && isnan(b[i])) && memcmp(&a[i], &b[i], sizeof *a) != 0)
-            fail_msg("element %zu: %a vs %a", i, (double)a[i], (double)b[i]);
-}
-
 /* The amx path's layout passes (AVX-512, conv_bf16_layout.isa.c) write the plain C's bytes:
  * pair planes, dY rows, position pairs (into buffers zeroed once, two samples in turn), the
  * compaction with and without bias, relu and streaming stores, and the relu below's backward with
@@ -344,11 +316,7 @@ static void assert_same_floats(const float *a, const float *b, size_t n)
 static void test_layout_passes_match_plain_c(void **state)
 {
     (void)state;
-    const char *why;
-    if (!dt_bf16_path_available(DT_BF16_AMX, &why)) {
-        print_message("skip amx layout passes: %s\n", why);
-        skip();
-    }
+    bf16_skip_unless_available(DT_BF16_AMX, "layout passes");
     struct dt_conv_shape more[] = {{1, 5, 7, 6, 4, 3, 3, 1, 1},
                                    {1, 16, 9, 9, 8, 5, 5, 1, 2},
                                    {1, 34, 4, 5, 3, 3, 3, 1, 0},
@@ -410,7 +378,7 @@ static void test_layout_passes_match_plain_c(void **state)
             free(v), free(q);
             layout[p]->compact_relu_below(&s, &g, yq, xh, true, NULL, out[0]);
             layout[p]->compact_relu_below(&s, &g, yq, xr, false, NULL, out[1]);
-            assert_same_floats(out[0], out[1], ny);
+            bf16_assert_same_floats(out[0], out[1], ny);
         }
         free(xh), free(xr);
         /* bias, relu, stream and the three stores: ROUNDED's values are bf16 values, and
@@ -441,7 +409,7 @@ static void test_layout_passes_match_plain_c(void **state)
                 layout[p]->compact_relu_below(&s, &g, yq, x[0], false, with_extra ? out[p] : NULL,
                                               out[p]);
             }
-            assert_same_floats(out[0], out[1], ny);
+            bf16_assert_same_floats(out[0], out[1], ny);
         }
         for (int p = 0; p < 2; p++)
             free(xv[p]), free(dyq[p]), free(pairs[p]), free(out[p]), free(x[p]);
