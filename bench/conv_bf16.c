@@ -53,14 +53,15 @@ int main(int argc, char **argv)
     int repeats = argc > 1 ? atoi(argv[1]) : 5, batch = argc > 2 ? atoi(argv[2]) : 128;
     int threads = omp_get_max_threads();
     enum dt_bf16_path path = dt_isa_bf16_path();
-    /* The plain C runs on every path but amx (conv_bf16.h's *_on). */
-    enum dt_bf16_path layout = argc > 3 && strcmp(argv[3], "c") == 0 ? DT_BF16_CTILE : path;
+    /* The plain C runs on every path but amx (dt_conv_bf16_layout_on). */
+    const struct dt_conv_bf16_layout *layout =
+        dt_conv_bf16_layout_on(argc > 3 && strcmp(argv[3], "c") == 0 ? DT_BF16_CTILE : path);
     struct dt_cpu_features f;
     dt_cpu_features_read(&f);
     printf("# batch %d, %d thread%s, bf16 path %s (avx512 %d, avx512_bf16 %d, amx_bf16 %d), "
            "layout passes: %s\n",
            batch, threads, threads == 1 ? "" : "s", dt_bf16_path_name(path), f.avx512,
-           f.avx512_bf16, f.amx_bf16, layout == DT_BF16_AMX ? "avx512" : "plain C");
+           f.avx512_bf16, f.amx_bf16, layout->name);
     printf("%-24s %9s %9s %9s %9s %8s %8s %6s\n", "shape", "fp32 ms", "in ms", "tiles ms", "out ms",
            "tiles x", "all x", "GF/s");
     static const struct {
@@ -99,7 +100,7 @@ int main(int argc, char **argv)
             double t1 = dt_now();
 #pragma omp parallel for
             for (int n = 0; n < batch; n++)
-                dt_conv_bf16_pad_input_image_on(layout, &s, &g, x + n * sx, false, xv + n * g.xv);
+                layout->pad_input_image(&s, &g, x + n * sx, false, xv + n * g.xv);
             double t2 = dt_now();
 #pragma omp parallel for
             for (int n = 0; n < batch; n++)
@@ -107,8 +108,8 @@ int main(int argc, char **argv)
             double t3 = dt_now();
 #pragma omp parallel for
             for (int n = 0; n < batch; n++)
-                dt_conv_bf16_compact_on(layout, &s, &g, yq + n * g.yq, b, false, true,
-                                        DT_STORE_ROUNDED, y + n * sy);
+                layout->compact(&s, &g, yq + n * g.yq, b, false, true, DT_STORE_ROUNDED,
+                                y + n * sy);
             double t4 = dt_now();
             if (rc)
                 return 1;
@@ -149,9 +150,9 @@ int main(int argc, char **argv)
             double t1 = dt_now();
 #pragma omp parallel for
             for (int i = 0; i < batch; i++) {
-                dt_conv_bf16_dy_rows_image_on(layout, &s, &g, dy + i * sy, dyq + i * g.dyq);
-                dt_conv_bf16_position_pairs_image_on(layout, &s, &g, x + i * sx, false,
-                                                     ev + i * g.xt, od + i * g.xt);
+                layout->dy_rows_image(&s, &g, dy + i * sy, dyq + i * g.dyq);
+                layout->position_pairs_image(&s, &g, x + i * sx, false, ev + i * g.xt,
+                                             od + i * g.xt);
             }
             double t2 = dt_now();
             dt_conv_bf16_weight_grad_on(path, &s, &g, batch, dyq, ev, od, dwt, false);
@@ -161,8 +162,7 @@ int main(int argc, char **argv)
             double t4 = dt_now();
 #pragma omp parallel for
             for (int i = 0; i < batch; i++)
-                dt_conv_bf16_pad_input_image_on(layout, &t, &gt, dy + i * sy, false,
-                                                dyv + i * gt.xv);
+                layout->pad_input_image(&t, &gt, dy + i * sy, false, dyv + i * gt.xv);
             double t5 = dt_now();
 #pragma omp parallel for
             for (int i = 0; i < batch; i++)

@@ -487,16 +487,18 @@ static void forward_sample(struct dt_bf16_conv *bf, int t, const void *x, const 
     }
     float *yq = bf->yq + (size_t)t * bf->yq_per;
     if (bf->stride2) {
+        const struct dt_conv_s2_bf16_layout *layout = dt_conv_s2_bf16_layout_on(bf->path);
         dt_bf16 *xv = bf->xv + (size_t)t * bf->g2.xv;
-        dt_conv_s2_bf16_parity_planes_image_on(bf->path, s, &bf->g2, x, xv);
+        layout->parity_planes_image(s, &bf->g2, x, xv);
         dt_conv_s2_bf16_forward_on(bf->path, s, &bf->g2, xv, bf->wp, yq);
-        dt_conv_s2_bf16_compact_on(bf->path, s, &bf->g2, yq, b, relu, store, y);
+        layout->compact(s, &bf->g2, yq, b, relu, store, y);
         return;
     }
+    const struct dt_conv_bf16_layout *layout = dt_conv_bf16_layout_on(bf->path);
     dt_bf16 *xv = bf->xv + (size_t)t * bf->g.xv;
-    dt_conv_bf16_pad_input_image_on(bf->path, s, &bf->g, x, bf->x_bf16, xv);
+    layout->pad_input_image(s, &bf->g, x, bf->x_bf16, xv);
     dt_conv_bf16_forward_on(bf->path, s, &bf->g, xv, bf->wp, yq);
-    dt_conv_bf16_compact_on(bf->path, s, &bf->g, yq, b, relu, stream, store, y);
+    layout->compact(s, &bf->g, yq, b, relu, stream, store, y);
 }
 
 void dt_bf16_conv_forward(struct dt_bf16_conv *bf, const float *x, bool x_bf16, const float *w,
@@ -585,22 +587,23 @@ static void input_grad(struct dt_bf16_conv *bf, const float *dy, float *dx, int 
     int th = omp_get_thread_num();
     float *yq = bf->yq + (size_t)th * bf->yq_per;
     if (bf->stride2) {
+        const struct dt_conv_s2_bf16_layout *layout = dt_conv_s2_bf16_layout_on(bf->path);
         dt_bf16 *dv = bf->xvt + (size_t)th * bf->g2.dv;
-        dt_conv_s2_bf16_dy_planes_image_on(bf->path, &bf->s, &bf->g2, dy, dv);
+        layout->dy_planes_image(&bf->s, &bf->g2, dy, dv);
         dt_conv_s2_bf16_input_grad_on(bf->path, &bf->s, &bf->g2, dv, bf->wpi, yq);
-        dt_conv_s2_bf16_compact_dx_on(bf->path, &bf->s, &bf->g2, yq, relu_x ? relu_x + at : NULL,
-                                      relu_x && extra ? extra + at : NULL, dx + at);
+        layout->compact_dx(&bf->s, &bf->g2, yq, relu_x ? relu_x + at : NULL,
+                           relu_x && extra ? extra + at : NULL, dx + at);
         return;
     }
+    const struct dt_conv_bf16_layout *layout = dt_conv_bf16_layout_on(bf->path);
     dt_bf16 *xv = bf->xvt + (size_t)th * bf->gt.xv;
-    dt_conv_bf16_pad_input_image_on(bf->path, t, &bf->gt, dy, false, xv);
+    layout->pad_input_image(t, &bf->gt, dy, false, xv);
     dt_conv_bf16_forward_on(bf->path, t, &bf->gt, xv, bf->wpi, yq);
     if (relu_x) /* the relu below's backward, with the skip gradient (relu_below fusion) */
-        dt_conv_bf16_compact_relu_below_on(bf->path, t, &bf->gt, yq,
-                                           act_from(relu_x, bf->x_bf16, at), bf->x_bf16,
-                                           extra ? extra + at : NULL, dx + at);
+        layout->compact_relu_below(t, &bf->gt, yq, act_from(relu_x, bf->x_bf16, at), bf->x_bf16,
+                                   extra ? extra + at : NULL, dx + at);
     else
-        dt_conv_bf16_compact_on(bf->path, t, &bf->gt, yq, NULL, false, true, DT_STORE_F32, dx + at);
+        layout->compact(t, &bf->gt, yq, NULL, false, true, DT_STORE_F32, dx + at);
 }
 
 /* Chunk slot i's weight-gradient operands from one sample's dy and x, and its bias part when
@@ -610,18 +613,20 @@ static void wgrad_operands(struct dt_bf16_conv *bf, int i, const float *dy, cons
 {
     const struct dt_conv_shape *s = &bf->s;
     if (bf->stride2) {
+        const struct dt_conv_s2_bf16_layout *layout = dt_conv_s2_bf16_layout_on(bf->path);
         dt_bf16 *dyq = bf->dyq + i * bf->g2.dyq;
-        dt_conv_s2_bf16_dy_rows_image_on(bf->path, s, &bf->g2, dy, dyq);
+        layout->dy_rows_image(s, &bf->g2, dy, dyq);
         if (part)
             bias_parts(bf, dyq, bf->g2.qrow, part);
-        dt_conv_s2_bf16_position_pairs_image_on(bf->path, s, &bf->g2, x, bf->xp + i * bf->g2.xp);
+        layout->position_pairs_image(s, &bf->g2, x, bf->xp + i * bf->g2.xp);
         return;
     }
-    dt_conv_bf16_dy_rows_image_on(bf->path, s, &bf->g, dy, bf->dyq + i * bf->g.dyq);
+    const struct dt_conv_bf16_layout *layout = dt_conv_bf16_layout_on(bf->path);
+    layout->dy_rows_image(s, &bf->g, dy, bf->dyq + i * bf->g.dyq);
     if (part)
         bias_parts(bf, bf->dyq + i * bf->g.dyq, bf->g.qrow, part);
-    dt_conv_bf16_position_pairs_image_on(bf->path, s, &bf->g, x, bf->x_bf16,
-                                         bf->even + i * bf->g.xt, bf->odd + i * bf->g.xt);
+    layout->position_pairs_image(s, &bf->g, x, bf->x_bf16, bf->even + i * bf->g.xt,
+                                 bf->odd + i * bf->g.xt);
 }
 
 /* The stem mode's bias part of one sample from its dY packed as A (gemm_bf16.h: row k of

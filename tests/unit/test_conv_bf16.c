@@ -1,7 +1,7 @@
 /* nn/kernels/conv_bf16: the stride-1 bf16 convolution (channel-pair planes read in place as
  * tiles, packed weights, padded-width output compacted to NCHW) on every path against a
- * double-precision direct convolution of the bf16-rounded operands, with the fp32-accumulation
- * bound of test_gemm_bf16.c: |y - exact| <= 2 (K + 1) 2^-24 sum |x w|, K = C kh kw. Shapes cover
+ * double-precision direct convolution of the bf16-rounded operands, within the fp32-accumulation
+ * bound of bf16_checks.h: |y - exact| <= 2 (K + 2) 2^-24 sum |x w|, K = C kh kw. Shapes cover
  * channel counts below, at and above a 32-channel tile row, plane widths whose padded rows
  * do not fill a 16-position tile, 1x1 and 5x5 kernels, no padding, and output channels that
  * do not fill a 16-wide tile, tap pairing (16 channels or fewer) over odd and even kernel
@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "nn/kernels/bf16/conv_bf16.h"
+#include "tests/unit/bf16_checks.h"
 
 static uint64_t rng = 2463534242ull;
 static float uniform(void)
@@ -55,7 +56,7 @@ static double check_conv_layout(enum dt_bf16_path p, struct dt_conv_shape s, boo
         dt_conv_bf16_pad_input(&s, &g, x, xv);
         dt_conv_bf16_pack_weights(&s, &g, w, wp);
         dt_conv_bf16_forward_on(p, &s, &g, xv, wp, yq);
-        dt_conv_bf16_compact(&s, &g, yq, bias ? b : NULL, false, DT_STORE_F32, y);
+        dt_conv_bf16_compact(&s, &g, yq, bias ? b : NULL, false, false, DT_STORE_F32, y);
     }
     double worst = 0;
     for (int k = 0; k < s.k; k++)
@@ -73,10 +74,8 @@ static double check_conv_layout(enum dt_bf16_path p, struct dt_conv_shape s, boo
                             exact += t;
                             mag += fabs(t);
                         }
-                double bound = 2.0 * (s.c * s.kh * s.kw + 2) * 0x1p-24 * mag + 1e-30;
-                double got = y[(k * g.oh + oh) * g.ow + ow];
-                double r = isnan(got) ? INFINITY : fabs(got - exact) / bound;
-                worst = r > worst ? r : worst;
+                worst = fmax(worst, bf16_bound_ratio(y[(k * g.oh + oh) * g.ow + ow], exact, mag,
+                                                     (long)s.c * s.kh * s.kw + 2));
             }
     free(x), free(w), free(b), free(y), free(xv), free(wp), free(yq);
     return worst;
@@ -116,7 +115,7 @@ static double check_input_grad(enum dt_bf16_path p, struct dt_conv_shape s, bool
     dt_conv_bf16_pad_input(&t, &g, dy, xv);
     dt_conv_bf16_pack_weights_input_grad(&t, &g, w, wp);
     dt_conv_bf16_forward_on(p, &t, &g, xv, wp, yq);
-    dt_conv_bf16_compact(&t, &g, yq, NULL, false, DT_STORE_F32, dx);
+    dt_conv_bf16_compact(&t, &g, yq, NULL, false, false, DT_STORE_F32, dx);
     double worst = 0;
     for (int c = 0; c < s.c; c++)
         for (int ih = 0; ih < s.h; ih++)
@@ -133,9 +132,8 @@ static double check_input_grad(enum dt_bf16_path p, struct dt_conv_shape s, bool
                             exact += v;
                             mag += fabs(v);
                         }
-                double bound = 2.0 * (s.k * s.kh * s.kw + 1) * 0x1p-24 * mag + 1e-30;
-                double r = fabs(dx[(c * s.h + ih) * s.w + iw] - exact) / bound;
-                worst = r > worst ? r : worst;
+                worst = fmax(worst, bf16_bound_ratio(dx[(c * s.h + ih) * s.w + iw], exact, mag,
+                                                     (long)s.k * s.kh * s.kw + 1));
             }
     free(dy), free(w), free(dx), free(xv), free(wp), free(yq);
     return worst;
@@ -194,9 +192,7 @@ static double check_weight_grad(enum dt_bf16_path p, struct dt_conv_shape s, boo
                                 exact += v;
                                 mag += fabs(v);
                             }
-                    double bound = 2.0 * (N * g.qrow + 2) * 0x1p-24 * mag + 1e-30;
-                    double r = isnan(dw[at]) ? INFINITY : fabs(dw[at] - exact) / bound;
-                    worst = fmax(worst, r);
+                    worst = fmax(worst, bf16_bound_ratio(dw[at], exact, mag, (long)N * g.qrow + 2));
                 }
     free(x), free(dy), free(dw), free(start), free(dwt), free(dyq), free(even), free(odd);
     return worst;
@@ -218,25 +214,10 @@ static const struct dt_conv_shape shapes[] = {
     {1, 16, 5, 6, 20, 2, 2, 1, 0},   /* tap pairs, a row at position 0 (no padding) */
 };
 
-/* Every shape through `check` on one path (alternating its variant: bias, accumulation),
- * skipped with the reason printed where this CPU lacks the path. */
-static void each_shape(enum dt_bf16_path p, const char *what,
-                       double (*check)(enum dt_bf16_path, struct dt_conv_shape, bool))
+/* Every shape through `check` on one path (alternating its variant: bias, accumulation). */
+static void each_shape(enum dt_bf16_path p, const char *what, bf16_conv_check *check)
 {
-    const char *why;
-    if (!dt_bf16_path_available(p, &why)) {
-        print_message("skip %s %s: %s\n", dt_bf16_path_name(p), what, why);
-        skip();
-    }
-    double worst = 0;
-    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
-        double r = check(p, shapes[i], i % 2);
-        if (r > 1)
-            fail_msg("%s %s: shape %zu off by %.2f times the bound", dt_bf16_path_name(p), what, i,
-                     r);
-        worst = fmax(worst, r);
-    }
-    print_message("%s %s: worst error %.3f of the bound\n", dt_bf16_path_name(p), what, worst);
+    bf16_check_conv_shapes(p, what, check, shapes, sizeof shapes / sizeof *shapes);
 }
 
 /* One test per product and path: the path is the test's prestate. */
@@ -327,15 +308,6 @@ static float layout_value(void)
     return f;
 }
 
-/* a and b hold the same bits, except that a NaN may be either of two NaNs: which operand's
- * payload a sum of two NaNs keeps is the compiler's choice (it may swap an add's operands). */
-static void assert_same_floats(const float *a, const float *b, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (!(isnan(a[i]) && isnan(b[i])) && memcmp(&a[i], &b[i], sizeof *a) != 0)
-            fail_msg("element %zu: %a vs %a", i, (double)a[i], (double)b[i]);
-}
-
 /* The amx path's layout passes (AVX-512, conv_bf16_layout.isa.c) write the plain C's bytes:
  * pair planes, dY rows, position pairs (into buffers zeroed once, two samples in turn), the
  * compaction with and without bias, relu and streaming stores, and the relu below's backward with
@@ -344,11 +316,7 @@ static void assert_same_floats(const float *a, const float *b, size_t n)
 static void test_layout_passes_match_plain_c(void **state)
 {
     (void)state;
-    const char *why;
-    if (!dt_bf16_path_available(DT_BF16_AMX, &why)) {
-        print_message("skip amx layout passes: %s\n", why);
-        skip();
-    }
+    bf16_skip_unless_available(DT_BF16_AMX, "layout passes");
     struct dt_conv_shape more[] = {{1, 5, 7, 6, 4, 3, 3, 1, 1},
                                    {1, 16, 9, 9, 8, 5, 5, 1, 2},
                                    {1, 34, 4, 5, 3, 3, 3, 1, 0},
@@ -375,17 +343,19 @@ static void test_layout_passes_match_plain_c(void **state)
             yq[i] = layout_value();
         for (int k = 0; k < s.k; k++)
             b[k] = k % 3 ? uniform() : 0.0f;
-        enum dt_bf16_path paths[2] = {DT_BF16_CTILE, DT_BF16_AMX};
+        const struct dt_conv_bf16_layout *layout[2] = {dt_conv_bf16_layout_on(DT_BF16_CTILE),
+                                                       dt_conv_bf16_layout_on(DT_BF16_AMX)};
+        assert_ptr_not_equal(layout[0], layout[1]); /* the plain C, the AVX-512 build */
         dt_bf16 *xv[2], *dyq[2], *pairs[2];
         for (int p = 0; p < 2; p++) {
             xv[p] = calloc(g.xv, 2);
             dyq[p] = calloc(g.dyq, 2);
             pairs[p] = calloc(2 * g.xt, 2);
             for (int sample = 0; sample < 2; sample++) {
-                dt_conv_bf16_pad_input_image_on(paths[p], &s, &g, x[sample], false, xv[p]);
-                dt_conv_bf16_dy_rows_image_on(paths[p], &s, &g, x[sample], dyq[p]);
-                dt_conv_bf16_position_pairs_image_on(paths[p], &s, &g, x[sample], false, pairs[p],
-                                                     pairs[p] + g.xt);
+                layout[p]->pad_input_image(&s, &g, x[sample], false, xv[p]);
+                layout[p]->dy_rows_image(&s, &g, x[sample], dyq[p]);
+                layout[p]->position_pairs_image(&s, &g, x[sample], false, pairs[p],
+                                                pairs[p] + g.xt);
             }
         }
         assert_memory_equal(xv[0], xv[1], g.xv * 2);
@@ -401,14 +371,14 @@ static void test_layout_passes_match_plain_c(void **state)
         }
         for (int p = 0; p < 2; p++) {
             dt_bf16 *v = calloc(g.xv, 2), *q = calloc(2 * g.xt, 2);
-            dt_conv_bf16_pad_input_image_on(paths[p], &s, &g, xh, true, v);
-            dt_conv_bf16_position_pairs_image_on(paths[p], &s, &g, xh, true, q, q + g.xt);
+            layout[p]->pad_input_image(&s, &g, xh, true, v);
+            layout[p]->position_pairs_image(&s, &g, xh, true, q, q + g.xt);
             assert_memory_equal(v, xv[0], g.xv * 2);
             assert_memory_equal(q, pairs[0], 4 * g.xt);
             free(v), free(q);
-            dt_conv_bf16_compact_relu_below_on(paths[p], &s, &g, yq, xh, true, NULL, out[0]);
-            dt_conv_bf16_compact_relu_below_on(paths[p], &s, &g, yq, xr, false, NULL, out[1]);
-            assert_same_floats(out[0], out[1], ny);
+            layout[p]->compact_relu_below(&s, &g, yq, xh, true, NULL, out[0]);
+            layout[p]->compact_relu_below(&s, &g, yq, xr, false, NULL, out[1]);
+            bf16_assert_same_floats(out[0], out[1], ny);
         }
         free(xh), free(xr);
         /* bias, relu, stream and the three stores: ROUNDED's values are bf16 values, and
@@ -417,13 +387,13 @@ static void test_layout_passes_match_plain_c(void **state)
         for (int variant = 0; variant < 24; variant++) {
             enum dt_bf16_store store = (enum dt_bf16_store)(variant / 8);
             for (int p = 0; p < 2; p++)
-                dt_conv_bf16_compact_on(paths[p], &s, &g, yq, variant & 1 ? b : NULL, variant & 2,
-                                        variant & 4, store, out[p]);
+                layout[p]->compact(&s, &g, yq, variant & 1 ? b : NULL, variant & 2, variant & 4,
+                                   store, out[p]);
             assert_memory_equal(out[0], out[1], ny * (store == DT_STORE_BF16 ? 2 : 4));
             if (store == DT_STORE_F32)
                 continue;
-            dt_conv_bf16_compact_on(paths[0], &s, &g, yq, variant & 1 ? b : NULL, variant & 2,
-                                    false, DT_STORE_ROUNDED, rounded);
+            layout[0]->compact(&s, &g, yq, variant & 1 ? b : NULL, variant & 2, false,
+                               DT_STORE_ROUNDED, rounded);
             for (size_t i = 0; i < ny; i++) {
                 float v = store == DT_STORE_BF16 ? dt_bf16_to_f32(((dt_bf16 *)out[0])[i])
                                                  : dt_bf16_round(rounded[i]);
@@ -436,10 +406,10 @@ static void test_layout_passes_match_plain_c(void **state)
         for (int with_extra = 0; with_extra < 2; with_extra++) {
             for (int p = 0; p < 2; p++) {
                 memcpy(out[p], x[1], ny * 4);
-                dt_conv_bf16_compact_relu_below_on(paths[p], &s, &g, yq, x[0], false,
-                                                   with_extra ? out[p] : NULL, out[p]);
+                layout[p]->compact_relu_below(&s, &g, yq, x[0], false, with_extra ? out[p] : NULL,
+                                              out[p]);
             }
-            assert_same_floats(out[0], out[1], ny);
+            bf16_assert_same_floats(out[0], out[1], ny);
         }
         for (int p = 0; p < 2; p++)
             free(xv[p]), free(dyq[p]), free(pairs[p]), free(out[p]), free(x[p]);

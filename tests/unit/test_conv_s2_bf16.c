@@ -1,6 +1,6 @@
 /* nn/kernels/bf16/conv_s2_bf16: the stride-2 bf16 convolution through parity planes, its three
  * products on every tile path the CPU has (ctile always, avx512bf16 and amx where present) against
- * double sums of the bf16-rounded operands, within the fp32-accumulation bound of test_conv_bf16.c:
+ * double sums of the bf16-rounded operands, within the fp32-accumulation bound of bf16_checks.h:
  * |got - exact| <= 2 (terms + 2) 2^-24 sum |a b|. Shapes: ResNet-20's downsampling 3x3 convs
  * and 1x1 projections on 32x32 and on 28x28 (28 -> 14 -> 7: odd outputs), odd input sizes,
  * odd channel counts, output channels that fill no 16-wide tile, 5x5, no padding. */
@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "nn/kernels/bf16/conv_s2_bf16.h"
+#include "tests/unit/bf16_checks.h"
 
 static uint64_t rng = 88172645463325252ull;
 static float uniform(void)
@@ -36,12 +37,6 @@ static float *random_floats(size_t n)
 static double rb(float v)
 {
     return dt_bf16_round(v);
-}
-
-static double ratio(double got, double exact, double mag, long terms)
-{
-    double bound = 2.0 * (double)(terms + 2) * 0x1p-24 * mag + 1e-30;
-    return isnan(got) ? INFINITY : fabs(got - exact) / bound;
 }
 
 /* y = conv(x, w) + b (b every other shape). */
@@ -77,7 +72,7 @@ static double check_forward(enum dt_bf16_path p, struct dt_conv_shape s, bool bi
                             mag += fabs(t);
                         }
                 double got = y[((size_t)k * g.oh + oh) * g.ow + ow];
-                worst = fmax(worst, ratio(got, exact, mag, (long)s.c * s.kh * s.kw));
+                worst = fmax(worst, bf16_bound_ratio(got, exact, mag, (long)s.c * s.kh * s.kw + 2));
             }
     free(x), free(w), free(b), free(y), free(yq), free(xv), free(wp);
     return worst;
@@ -124,7 +119,8 @@ static double check_input_grad(enum dt_bf16_path p, struct dt_conv_shape s, bool
                     exact = relu_x[at] > 0 ? exact + extra[at] : 0;
                     mag += fabs(extra[at]);
                 }
-                worst = fmax(worst, ratio(dx[at], exact, mag, (long)s.k * s.kh * s.kw));
+                worst =
+                    fmax(worst, bf16_bound_ratio(dx[at], exact, mag, (long)s.k * s.kh * s.kw + 2));
             }
     free(dy), free(w), free(dx), free(relu_x), free(extra), free(dxq), free(dv), free(wpi);
     return worst;
@@ -172,7 +168,7 @@ static double check_weight_grad(enum dt_bf16_path p, struct dt_conv_shape s, boo
                                 exact += v;
                                 mag += fabs(v);
                             }
-                    worst = fmax(worst, ratio(dw[at], exact, mag, (long)N * g.qrow));
+                    worst = fmax(worst, bf16_bound_ratio(dw[at], exact, mag, (long)N * g.qrow + 2));
                 }
     free(x), free(dy), free(start), free(dw), free(dwt), free(dyq), free(xp);
     return worst;
@@ -192,23 +188,9 @@ static const struct dt_conv_shape shapes[] = {
     {1, 8, 9, 9, 3, 3, 3, 2, 0},   /* no padding */
 };
 
-static void each_shape(enum dt_bf16_path p, const char *what,
-                       double (*check)(enum dt_bf16_path, struct dt_conv_shape, bool))
+static void each_shape(enum dt_bf16_path p, const char *what, bf16_conv_check *check)
 {
-    const char *why;
-    if (!dt_bf16_path_available(p, &why)) {
-        print_message("skip %s %s: %s\n", dt_bf16_path_name(p), what, why);
-        skip();
-    }
-    double worst = 0;
-    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
-        double r = check(p, shapes[i], i % 2);
-        if (r > 1)
-            fail_msg("%s %s: shape %zu off by %.2f times the bound", dt_bf16_path_name(p), what, i,
-                     r);
-        worst = fmax(worst, r);
-    }
-    print_message("%s %s: worst error %.3f of the bound\n", dt_bf16_path_name(p), what, worst);
+    bf16_check_conv_shapes(p, what, check, shapes, sizeof shapes / sizeof *shapes);
 }
 
 static void test_forward(void **state)
@@ -302,15 +284,6 @@ static float *layout_values(size_t n)
     return v;
 }
 
-/* a and b hold the same bits, except that a NaN may be either of two NaNs: which operand's
- * payload a sum of two NaNs keeps is the compiler's choice (it may swap an add's operands). */
-static void assert_same_floats(const float *a, const float *b, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (!(isnan(a[i]) && isnan(b[i])) && memcmp(&a[i], &b[i], sizeof *a) != 0)
-            fail_msg("element %zu: %a vs %a", i, (double)a[i], (double)b[i]);
-}
-
 /* The amx path's layout passes (AVX-512, conv_s2_bf16_layout.isa.c) write the plain C's bytes:
  * parity planes, dY pair planes, dY rows and position pairs (into buffers zeroed once, two
  * samples in turn), the compaction with and without bias, and compact_dx without the relu
@@ -320,11 +293,7 @@ static void assert_same_floats(const float *a, const float *b, size_t n)
 static void test_layout_passes_match_plain_c(void **state)
 {
     (void)state;
-    const char *why;
-    if (!dt_bf16_path_available(DT_BF16_AMX, &why)) {
-        print_message("skip amx stride-2 layout passes: %s\n", why);
-        skip();
-    }
+    bf16_skip_unless_available(DT_BF16_AMX, "stride-2 layout passes");
     struct dt_conv_shape more[] = {{1, 16, 28, 28, 32, 3, 3, 2, 1},
                                    {1, 16, 28, 28, 32, 1, 1, 2, 0},
                                    {1, 3, 66, 67, 5, 3, 3, 2, 1},
@@ -342,17 +311,19 @@ static void test_layout_passes_match_plain_c(void **state)
         float *dy[2] = {layout_values(ny), layout_values(ny)};
         float *yq = layout_values(g.yq), *dxq = layout_values(g.dxq), *b = random_floats(s.k);
         float *relu_x = layout_values(nx);
-        enum dt_bf16_path paths[2] = {DT_BF16_CTILE, DT_BF16_AMX};
+        const struct dt_conv_s2_bf16_layout *layout[2] = {dt_conv_s2_bf16_layout_on(DT_BF16_CTILE),
+                                                          dt_conv_s2_bf16_layout_on(DT_BF16_AMX)};
+        assert_ptr_not_equal(layout[0], layout[1]); /* the plain C, the AVX-512 build */
         dt_bf16 *xv[2], *dv[2], *dyq[2], *xp[2];
         float *y[2], *dx[2];
         for (int p = 0; p < 2; p++) {
             xv[p] = calloc(g.xv, 2), dv[p] = calloc(g.dv, 2), dyq[p] = calloc(g.dyq, 2);
             xp[p] = calloc(g.xp, 2), y[p] = malloc(ny * 4), dx[p] = malloc(nx * 4);
             for (int sample = 0; sample < 2; sample++) {
-                dt_conv_s2_bf16_parity_planes_image_on(paths[p], &s, &g, x[sample], xv[p]);
-                dt_conv_s2_bf16_dy_planes_image_on(paths[p], &s, &g, dy[sample], dv[p]);
-                dt_conv_s2_bf16_dy_rows_image_on(paths[p], &s, &g, dy[sample], dyq[p]);
-                dt_conv_s2_bf16_position_pairs_image_on(paths[p], &s, &g, x[sample], xp[p]);
+                layout[p]->parity_planes_image(&s, &g, x[sample], xv[p]);
+                layout[p]->dy_planes_image(&s, &g, dy[sample], dv[p]);
+                layout[p]->dy_rows_image(&s, &g, dy[sample], dyq[p]);
+                layout[p]->position_pairs_image(&s, &g, x[sample], xp[p]);
             }
         }
         assert_memory_equal(xv[0], xv[1], g.xv * 2);
@@ -365,12 +336,11 @@ static void test_layout_passes_match_plain_c(void **state)
             enum dt_bf16_store store = (enum dt_bf16_store)(variant / 4);
             const float *bias = variant & 1 ? b : NULL;
             for (int p = 0; p < 2; p++)
-                dt_conv_s2_bf16_compact_on(paths[p], &s, &g, yq, bias, variant & 2, store, y[p]);
+                layout[p]->compact(&s, &g, yq, bias, variant & 2, store, y[p]);
             assert_memory_equal(y[0], y[1], ny * (store == DT_STORE_BF16 ? 2 : 4));
             if (store == DT_STORE_F32)
                 continue;
-            dt_conv_s2_bf16_compact_on(paths[0], &s, &g, yq, bias, variant & 2, DT_STORE_ROUNDED,
-                                       rounded);
+            layout[0]->compact(&s, &g, yq, bias, variant & 2, DT_STORE_ROUNDED, rounded);
             for (size_t i = 0; i < ny; i++) {
                 float v = store == DT_STORE_BF16 ? dt_bf16_to_f32(((dt_bf16 *)y[0])[i])
                                                  : dt_bf16_round(rounded[i]);
@@ -381,10 +351,10 @@ static void test_layout_passes_match_plain_c(void **state)
         for (int variant = 0; variant < 3; variant++) {
             for (int p = 0; p < 2; p++) {
                 memcpy(dx[p], x[1], nx * 4); /* the skip gradient, in dx */
-                dt_conv_s2_bf16_compact_dx_on(paths[p], &s, &g, dxq, variant ? relu_x : NULL,
-                                              variant == 2 ? dx[p] : NULL, dx[p]);
+                layout[p]->compact_dx(&s, &g, dxq, variant ? relu_x : NULL,
+                                      variant == 2 ? dx[p] : NULL, dx[p]);
             }
-            assert_same_floats(dx[0], dx[1], nx);
+            bf16_assert_same_floats(dx[0], dx[1], nx);
         }
         for (int p = 0; p < 2; p++) {
             free(xv[p]), free(dv[p]), free(dyq[p]), free(xp[p]), free(y[p]), free(dx[p]);

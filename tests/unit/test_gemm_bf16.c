@@ -1,10 +1,9 @@
 /* nn/kernels/gemm_bf16: bf16 rounding (nearest even, NaN kept), packing through strides (a
  * transposed source packs like a plain one), and every path's product against the exact one.
  *
- * Tolerance: a product of two bf16 values is exact in fp32 (8 + 8 significant bits), so the
- * only error is fp32 accumulation, in whatever order a path adds: |c - exact| <= k * 2^-24 *
- * sum |a b| (the standard bound, doubled for margin). The reference, C-tile, AVX512-BF16 and
- * AMX paths must all meet it; a path this CPU lacks is skipped with its reason printed. */
+ * Tolerance: bf16_checks.h's fp32-accumulation bound, |c - exact| <= 2 (k + 1) 2^-24 sum |a b|.
+ * The reference, C-tile, AVX512-BF16 and AMX paths must all meet it; a path this CPU lacks is
+ * skipped with its reason printed. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,6 +15,7 @@
 #include <stdlib.h>
 
 #include "nn/kernels/bf16/gemm_bf16.h"
+#include "tests/unit/bf16_checks.h"
 
 static uint64_t rng = 88172645463325252ull;
 static float uniform(void) /* in [-1, 1) */
@@ -101,9 +101,7 @@ static double check_product(enum dt_bf16_path p, int m, int n, int k, bool accum
                 exact += t;
                 mag += fabs(t);
             }
-            double bound = 2.0 * (k + 1) * 0x1p-24 * mag + 1e-30;
-            double r = fabs(c[i * ldc + j] - exact) / bound;
-            worst = r > worst ? r : worst;
+            worst = fmax(worst, bf16_bound_ratio(c[i * ldc + j], exact, mag, k + 1));
         }
         for (int j = n; j < ldc; j++)
             assert_true(c[i * ldc + j] == c0[i * ldc + j]);
@@ -114,28 +112,21 @@ static double check_product(enum dt_bf16_path p, int m, int n, int k, bool accum
 
 static void run_shapes(enum dt_bf16_path p)
 {
-    const char *why;
-    if (!dt_bf16_path_available(p, &why)) {
-        print_message("skip %s path: %s\n", dt_bf16_path_name(p), why);
-        skip();
-    }
+    bf16_skip_unless_available(p, "product");
     static const int sizes[] = {1, 15, 16, 17, 32, 33, 47, 64, 100};
-    double worst = 0;
+    struct bf16_worst worst = {p, "product", 0};
     for (int x = 0; x < 9; x++)
         for (int y = 0; y < 9; y += 2)
             for (int z = 0; z < 9; z += 3) {
                 int m = sizes[x], n = sizes[(x + y) % 9], k = sizes[(y + z + 1) % 9];
-                double r = check_product(p, m, n, k, (x + y + z) % 2);
-                if (r > 1)
-                    fail_msg("%s: %dx%dx%d off by %.2f times the bound", dt_bf16_path_name(p), m, n,
-                             k, r);
-                worst = r > worst ? r : worst;
+                char name[32];
+                snprintf(name, sizeof name, "%dx%dx%d", m, n, k);
+                bf16_worst_add(&worst, check_product(p, m, n, k, (x + y + z) % 2), name);
             }
     /* A product large enough to be split over threads, and a deep one. */
-    worst = fmax(worst, check_product(p, 96, 200, 288, false));
-    worst = fmax(worst, check_product(p, 40, 24, 1152, true));
-    assert_true(worst <= 1);
-    print_message("%s: worst error %.3f of the bound\n", dt_bf16_path_name(p), worst);
+    bf16_worst_add(&worst, check_product(p, 96, 200, 288, false), "96x200x288");
+    bf16_worst_add(&worst, check_product(p, 40, 24, 1152, true), "40x24x1152");
+    bf16_worst_print(&worst);
 }
 
 static void test_reference_path(void **state)
@@ -168,11 +159,7 @@ static void test_amx_path(void **state)
 static void test_matches_ctile(void **state)
 {
     enum dt_bf16_path p = *(enum dt_bf16_path *)*state;
-    const char *why;
-    if (!dt_bf16_path_available(p, &why)) {
-        print_message("skip %s vs ctile: %s\n", dt_bf16_path_name(p), why);
-        skip();
-    }
+    bf16_skip_unless_available(p, "vs ctile");
     int m = 50, n = 70, k = 130;
     float *a = malloc(sizeof(float) * m * k), *b = malloc(sizeof(float) * k * n);
     float *c1 = calloc((size_t)m * n, sizeof(float)), *c2 = calloc((size_t)m * n, sizeof(float));
@@ -202,11 +189,7 @@ static void test_matches_ctile(void **state)
 static void test_zero_groups_still_multiply_infinities(void **state)
 {
     enum dt_bf16_path p = *(enum dt_bf16_path *)*state;
-    const char *why;
-    if (!dt_bf16_path_available(p, &why)) {
-        print_message("skip %s zero groups: %s\n", dt_bf16_path_name(p), why);
-        skip();
-    }
+    bf16_skip_unless_available(p, "zero groups");
     enum { M = 16, N = 16, K = 32 };
     float a[M * K], b[K * N], c[M * N];
     dt_bf16 pa[512], pb[512];

@@ -212,9 +212,10 @@ void dt_conv_bf16_forward_cl_on(enum dt_bf16_path p, const struct dt_conv_shape 
 }
 
 void dt_conv_bf16_compact(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
-                          const float *yq, const float *b, bool relu, enum dt_bf16_store store,
-                          void *y)
+                          const float *yq, const float *b, bool relu, bool stream,
+                          enum dt_bf16_store store, void *y)
 {
+    (void)stream; /* a hint for the AVX-512 build's stores */
     for (int k = 0; k < s->k; k++) {
         float bias = b ? b[k] : 0.0f;
         for (int oh = 0; oh < g->oh; oh++) {
@@ -386,51 +387,17 @@ void dt_conv_bf16_forward_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
     }
 }
 
-void dt_conv_bf16_pad_input_image_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
-                                     const struct dt_conv_bf16_geom *g, const void *x, bool x_bf16,
-                                     dt_bf16 *xv)
-{
-    if (p == DT_BF16_AMX)
-        dt_conv_bf16_pad_input_image_amx(s, g, x, x_bf16, xv);
-    else
-        dt_conv_bf16_pad_input_image(s, g, x, x_bf16, xv);
-}
+/* The plain C layout passes above, as conv_bf16.h's table. */
+static const struct dt_conv_bf16_layout plain_c = {
+    .name = "plain C",
+    .pad_input_image = dt_conv_bf16_pad_input_image,
+    .compact = dt_conv_bf16_compact,
+    .compact_relu_below = dt_conv_bf16_compact_relu_below,
+    .dy_rows_image = dt_conv_bf16_dy_rows_image,
+    .position_pairs_image = dt_conv_bf16_position_pairs_image,
+};
 
-void dt_conv_bf16_compact_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
-                             const struct dt_conv_bf16_geom *g, const float *yq, const float *b,
-                             bool relu, bool stream, enum dt_bf16_store store, void *y)
+const struct dt_conv_bf16_layout *dt_conv_bf16_layout_on(enum dt_bf16_path p)
 {
-    if (p == DT_BF16_AMX)
-        dt_conv_bf16_compact_amx(s, g, yq, b, relu, stream, store, y);
-    else
-        dt_conv_bf16_compact(s, g, yq, b, relu, store, y);
-}
-
-void dt_conv_bf16_compact_relu_below_on(enum dt_bf16_path p, const struct dt_conv_shape *t,
-                                        const struct dt_conv_bf16_geom *g, const float *yq,
-                                        const void *x, bool x_bf16, const float *extra, float *dx)
-{
-    if (p == DT_BF16_AMX)
-        dt_conv_bf16_compact_relu_below_amx(t, g, yq, x, x_bf16, extra, dx);
-    else
-        dt_conv_bf16_compact_relu_below(t, g, yq, x, x_bf16, extra, dx);
-}
-
-void dt_conv_bf16_dy_rows_image_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
-                                   const struct dt_conv_bf16_geom *g, const float *dy, dt_bf16 *dyq)
-{
-    if (p == DT_BF16_AMX)
-        dt_conv_bf16_dy_rows_image_amx(s, g, dy, dyq);
-    else
-        dt_conv_bf16_dy_rows_image(s, g, dy, dyq);
-}
-
-void dt_conv_bf16_position_pairs_image_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
-                                          const struct dt_conv_bf16_geom *g, const void *x,
-                                          bool x_bf16, dt_bf16 *even, dt_bf16 *odd)
-{
-    if (p == DT_BF16_AMX)
-        dt_conv_bf16_position_pairs_image_amx(s, g, x, x_bf16, even, odd);
-    else
-        dt_conv_bf16_position_pairs_image(s, g, x, x_bf16, even, odd);
+    return p == DT_BF16_AMX ? &dt_conv_bf16_layout_amx : &plain_c;
 }

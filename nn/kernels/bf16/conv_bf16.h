@@ -107,10 +107,12 @@ void dt_conv_bf16_forward_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
                              const dt_bf16 *wp, float *yq);
 
 /* yq -> y [K][OH][OW], adding b[k] when b is not NULL, then the relu when `relu`, stored as
- * `store` says (bf16.h). */
+ * `store` says (bf16.h). `stream`: y is a batch-wide output, not read again soon (the AVX-512
+ * build then writes it with non-temporal stores; the plain C has none to use and ignores it;
+ * false for a buffer read back at once, e.g. a per-thread one). */
 void dt_conv_bf16_compact(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
-                          const float *yq, const float *b, bool relu, enum dt_bf16_store store,
-                          void *y);
+                          const float *yq, const float *b, bool relu, bool stream,
+                          enum dt_bf16_store store, void *y);
 
 /* The weight gradient dW[k][c][i][j] = sum over samples and q of dY[k][q] X[c][q + i Wp + j]
  * is a GEMM whose depth is the positions: A = dY as bf16 rows [k][qrow] (zero at the junk
@@ -155,26 +157,27 @@ void dt_conv_bf16_compact_relu_below(const struct dt_conv_shape *t,
                                      const struct dt_conv_bf16_geom *g, const float *yq,
                                      const void *x, bool x_bf16, const float *extra, float *dx);
 
-/* The layout passes on path p: the amx path runs their AVX-512 builds
- * (conv_bf16_layout.isa.c), which write the same bits as the plain C above; every other path
- * runs the plain C. `stream`: y is a batch-wide output, not read again soon (the amx build then
- * writes it with non-temporal stores; false for a buffer read back at once, e.g. a per-thread one).
- */
-void dt_conv_bf16_pad_input_image_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
-                                     const struct dt_conv_bf16_geom *g, const void *x, bool x_bf16,
-                                     dt_bf16 *xv);
-void dt_conv_bf16_compact_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
-                             const struct dt_conv_bf16_geom *g, const float *yq, const float *b,
-                             bool relu, bool stream, enum dt_bf16_store store, void *y);
-void dt_conv_bf16_compact_relu_below_on(enum dt_bf16_path p, const struct dt_conv_shape *t,
-                                        const struct dt_conv_bf16_geom *g, const float *yq,
-                                        const void *x, bool x_bf16, const float *extra, float *dx);
-void dt_conv_bf16_dy_rows_image_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
-                                   const struct dt_conv_bf16_geom *g, const float *dy,
-                                   dt_bf16 *dyq);
-void dt_conv_bf16_position_pairs_image_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
-                                          const struct dt_conv_bf16_geom *g, const void *x,
-                                          bool x_bf16, dt_bf16 *even, dt_bf16 *odd);
+/* The layout passes of one build, with the plain C's signatures above. Each build writes the
+ * same bits; they differ only in speed. */
+struct dt_conv_bf16_layout {
+    const char *name; /* for benchmark headers: "plain C", "avx512" */
+    void (*pad_input_image)(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
+                            const void *x, bool x_bf16, dt_bf16 *xv);
+    void (*compact)(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
+                    const float *yq, const float *b, bool relu, bool stream,
+                    enum dt_bf16_store store, void *y);
+    void (*compact_relu_below)(const struct dt_conv_shape *t, const struct dt_conv_bf16_geom *g,
+                               const float *yq, const void *x, bool x_bf16, const float *extra,
+                               float *dx);
+    void (*dy_rows_image)(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
+                          const float *dy, dt_bf16 *dyq);
+    void (*position_pairs_image)(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
+                                 const void *x, bool x_bf16, dt_bf16 *even, dt_bf16 *odd);
+};
+
+/* The layout passes path p runs: the amx path the AVX-512 build (conv_bf16_layout.isa.c),
+ * every other path the plain C above. */
+const struct dt_conv_bf16_layout *dt_conv_bf16_layout_on(enum dt_bf16_path p);
 
 /* Channels-last variant of the forward product, the layout a channels-last bf16 network would
  * keep between layers: the input as xc[cpad / 32][positions][32] (one position's 32 channels
@@ -221,21 +224,7 @@ void dt_conv_bf16_weight_grad_ctile(const struct dt_conv_shape *s,
                                     const dt_bf16 *even, const dt_bf16 *odd, float *dwt,
                                     bool accumulate);
 
-/* The AVX-512 builds of the layout passes (conv_bf16_layout.isa.c). */
-void dt_conv_bf16_pad_input_image_amx(const struct dt_conv_shape *s,
-                                      const struct dt_conv_bf16_geom *g, const void *x, bool x_bf16,
-                                      dt_bf16 *xv);
-void dt_conv_bf16_dy_rows_image_amx(const struct dt_conv_shape *s,
-                                    const struct dt_conv_bf16_geom *g, const float *dy,
-                                    dt_bf16 *dyq);
-void dt_conv_bf16_position_pairs_image_amx(const struct dt_conv_shape *s,
-                                           const struct dt_conv_bf16_geom *g, const void *x,
-                                           bool x_bf16, dt_bf16 *even, dt_bf16 *odd);
-void dt_conv_bf16_compact_amx(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
-                              const float *yq, const float *b, bool relu, bool stream,
-                              enum dt_bf16_store store, void *y);
-void dt_conv_bf16_compact_relu_below_amx(const struct dt_conv_shape *t,
-                                         const struct dt_conv_bf16_geom *g, const float *yq,
-                                         const void *x, bool x_bf16, const float *extra, float *dx);
+/* The AVX-512 build of the layout passes (conv_bf16_layout.isa.c). */
+extern const struct dt_conv_bf16_layout dt_conv_bf16_layout_amx;
 
 #endif

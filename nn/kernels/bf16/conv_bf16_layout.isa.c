@@ -2,8 +2,9 @@
  * fp32 NCHW into channel-pair planes, the dY rows and the position-pair copies of the weight
  * gradient, and the compaction of the padded-width output back to NCHW (with the bias, the
  * relu above or the relu below's backward). Built for the amx path only (the Makefile's
- * ISA_SET_conv_bf16_layout; any build with AVX-512 BW/VL may join it); every other path runs
- * the plain C in conv_bf16.c.
+ * ISA_SET_conv_bf16_layout; any build with AVX-512 BW/VL may join it), its passes exported as
+ * one table, dt_conv_bf16_layout_amx, that dt_conv_bf16_layout_on() hands the amx path; every
+ * other path runs the plain C in conv_bf16.c.
  *
  * Each writes the plain C's bits exactly (test_conv_bf16 compares them byte for byte): the
  * rounding to bf16 is bf16.h's, done in integer lanes (u + 0x7fff + lsb, a NaN kept quiet),
@@ -46,8 +47,9 @@ static BODY void pair_row(const void *x, bool x_bf16, size_t r0, size_t r1, bool
 /* The missing second channel of an odd count's last pair is written zero: it is padding, zero
  * already in every buffer this function may write (conv_bf16.h). With tap pairing, planes 8-15
  * get planes 0-7 one position earlier. */
-static BODY void pad_input_image(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
-                                 const void *x, bool x_bf16, dt_bf16 *xv)
+static BODY void pad_input_image_body(const struct dt_conv_shape *s,
+                                      const struct dt_conv_bf16_geom *g, const void *x, bool x_bf16,
+                                      dt_bf16 *xv)
 {
     size_t plane = (size_t)s->h * s->w, pair_plane = (size_t)g->positions * 2;
     for (int p = 0; 2 * p < s->c; p++) {
@@ -64,19 +66,17 @@ static BODY void pad_input_image(const struct dt_conv_shape *s, const struct dt_
     }
 }
 
-void DT_ISA_FN(dt_conv_bf16_pad_input_image)(const struct dt_conv_shape *s,
-                                             const struct dt_conv_bf16_geom *g, const void *x,
-                                             bool x_bf16, dt_bf16 *xv)
+static void pad_input_image(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
+                            const void *x, bool x_bf16, dt_bf16 *xv)
 {
     if (x_bf16)
-        pad_input_image(s, g, x, true, xv);
+        pad_input_image_body(s, g, x, true, xv);
     else
-        pad_input_image(s, g, x, false, xv);
+        pad_input_image_body(s, g, x, false, xv);
 }
 
-void DT_ISA_FN(dt_conv_bf16_dy_rows_image)(const struct dt_conv_shape *s,
-                                           const struct dt_conv_bf16_geom *g, const float *dy,
-                                           dt_bf16 *dyq)
+static void dy_rows_image(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
+                          const float *dy, dt_bf16 *dyq)
 {
     for (int k = 0; k < s->k; k++)
         for (int oh = 0; oh < g->oh; oh++) {
@@ -115,9 +115,9 @@ static BODY __m512i position_channels(const struct dt_conv_shape *s, int wp, con
  * position's 16 channels of a block gathered once (one lane per channel plane). A position
  * outside the image (the padding columns between rows) is zero, what the buffer holds there,
  * so whole 64-byte pairs are written. */
-static BODY void position_pairs_image(const struct dt_conv_shape *s,
-                                      const struct dt_conv_bf16_geom *g, const void *x, bool x_bf16,
-                                      dt_bf16 *even, dt_bf16 *odd)
+static BODY void position_pairs_image_body(const struct dt_conv_shape *s,
+                                           const struct dt_conv_bf16_geom *g, const void *x,
+                                           bool x_bf16, dt_bf16 *even, dt_bf16 *odd)
 {
     int plane = s->h * s->w;
     int first = s->pad * g->wp + s->pad, last = (s->pad + s->h - 1) * g->wp + s->pad + s->w - 1;
@@ -139,14 +139,13 @@ static BODY void position_pairs_image(const struct dt_conv_shape *s,
     }
 }
 
-void DT_ISA_FN(dt_conv_bf16_position_pairs_image)(const struct dt_conv_shape *s,
-                                                  const struct dt_conv_bf16_geom *g, const void *x,
-                                                  bool x_bf16, dt_bf16 *even, dt_bf16 *odd)
+static void position_pairs_image(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
+                                 const void *x, bool x_bf16, dt_bf16 *even, dt_bf16 *odd)
 {
     if (x_bf16)
-        position_pairs_image(s, g, x, true, even, odd);
+        position_pairs_image_body(s, g, x, true, even, odd);
     else
-        position_pairs_image(s, g, x, false, even, odd);
+        position_pairs_image_body(s, g, x, false, even, odd);
 }
 
 /* dx's rows streamed where their 64-byte vectors lie aligned (the reason: struct
@@ -164,19 +163,18 @@ static inline bool streamable(const struct dt_conv_bf16_geom *g, const float *ro
     return stream && g->ow % 16 == 0 && (uintptr_t)row % 64 == 0;
 }
 
-void DT_ISA_FN(dt_conv_bf16_compact)(const struct dt_conv_shape *s,
-                                     const struct dt_conv_bf16_geom *g, const float *yq,
-                                     const float *b, bool relu, bool stream,
-                                     enum dt_bf16_store store, void *y)
+static void compact(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
+                    const float *yq, const float *b, bool relu, bool stream,
+                    enum dt_bf16_store store, void *y)
 {
     struct dt_compact_rows r = {s->k, g->oh, g->ow, g->qpad, g->wp, relu, stream};
     dt_compact_rows_as(&r, yq, b, store, y);
 }
 
 /* dx is batch-wide: streamed (store_row). */
-static BODY void compact_relu_below(const struct dt_conv_shape *t,
-                                    const struct dt_conv_bf16_geom *g, const float *yq,
-                                    const void *x, bool x_bf16, const float *extra, float *dx)
+static BODY void compact_relu_below_body(const struct dt_conv_shape *t,
+                                         const struct dt_conv_bf16_geom *g, const float *yq,
+                                         const void *x, bool x_bf16, const float *extra, float *dx)
 {
     __m512 zero = _mm512_setzero_ps();
     for (int k = 0; k < t->k; k++)
@@ -197,13 +195,21 @@ static BODY void compact_relu_below(const struct dt_conv_shape *t,
     _mm_sfence();
 }
 
-void DT_ISA_FN(dt_conv_bf16_compact_relu_below)(const struct dt_conv_shape *t,
-                                                const struct dt_conv_bf16_geom *g, const float *yq,
-                                                const void *x, bool x_bf16, const float *extra,
-                                                float *dx)
+static void compact_relu_below(const struct dt_conv_shape *t, const struct dt_conv_bf16_geom *g,
+                               const float *yq, const void *x, bool x_bf16, const float *extra,
+                               float *dx)
 {
     if (x_bf16)
-        compact_relu_below(t, g, yq, x, true, extra, dx);
+        compact_relu_below_body(t, g, yq, x, true, extra, dx);
     else
-        compact_relu_below(t, g, yq, x, false, extra, dx);
+        compact_relu_below_body(t, g, yq, x, false, extra, dx);
 }
+
+const struct dt_conv_bf16_layout DT_ISA_FN(dt_conv_bf16_layout) = {
+    .name = "avx512",
+    .pad_input_image = pad_input_image,
+    .compact = compact,
+    .compact_relu_below = compact_relu_below,
+    .dy_rows_image = dy_rows_image,
+    .position_pairs_image = position_pairs_image,
+};

@@ -376,62 +376,18 @@ void dt_conv_s2_bf16_weight_grad_unpack(const struct dt_conv_shape *s,
                     dwt[((size_t)k * g->taps + ij) * g->c16 + c];
 }
 
-void dt_conv_s2_bf16_parity_planes_image_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
-                                            const struct dt_conv_s2_geom *g, const float *x,
-                                            dt_bf16 *xv)
-{
-    if (p == DT_BF16_AMX)
-        dt_conv_s2_bf16_parity_planes_image_amx(s, g, x, xv);
-    else
-        dt_conv_s2_bf16_parity_planes_image(s, g, x, xv);
-}
+/* The plain C layout passes above, as conv_s2_bf16.h's table. */
+static const struct dt_conv_s2_bf16_layout plain_c = {
+    .name = "plain C",
+    .parity_planes_image = dt_conv_s2_bf16_parity_planes_image,
+    .compact = dt_conv_s2_bf16_compact,
+    .dy_planes_image = dt_conv_s2_bf16_dy_planes_image,
+    .compact_dx = dt_conv_s2_bf16_compact_dx,
+    .dy_rows_image = dt_conv_s2_bf16_dy_rows_image,
+    .position_pairs_image = dt_conv_s2_bf16_position_pairs_image,
+};
 
-void dt_conv_s2_bf16_compact_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
-                                const struct dt_conv_s2_geom *g, const float *yq, const float *b,
-                                bool relu, enum dt_bf16_store store, void *y)
+const struct dt_conv_s2_bf16_layout *dt_conv_s2_bf16_layout_on(enum dt_bf16_path p)
 {
-    if (p == DT_BF16_AMX)
-        dt_conv_s2_bf16_compact_amx(s, g, yq, b, relu, store, y);
-    else
-        dt_conv_s2_bf16_compact(s, g, yq, b, relu, store, y);
-}
-
-void dt_conv_s2_bf16_dy_planes_image_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
-                                        const struct dt_conv_s2_geom *g, const float *dy,
-                                        dt_bf16 *dv)
-{
-    if (p == DT_BF16_AMX)
-        dt_conv_s2_bf16_dy_planes_image_amx(s, g, dy, dv);
-    else
-        dt_conv_s2_bf16_dy_planes_image(s, g, dy, dv);
-}
-
-void dt_conv_s2_bf16_compact_dx_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
-                                   const struct dt_conv_s2_geom *g, const float *dxq,
-                                   const float *relu_x, const float *extra, float *dx)
-{
-    if (p == DT_BF16_AMX)
-        dt_conv_s2_bf16_compact_dx_amx(s, g, dxq, relu_x, extra, dx);
-    else
-        dt_conv_s2_bf16_compact_dx(s, g, dxq, relu_x, extra, dx);
-}
-
-void dt_conv_s2_bf16_dy_rows_image_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
-                                      const struct dt_conv_s2_geom *g, const float *dy,
-                                      dt_bf16 *dyq)
-{
-    if (p == DT_BF16_AMX)
-        dt_conv_s2_bf16_dy_rows_image_amx(s, g, dy, dyq);
-    else
-        dt_conv_s2_bf16_dy_rows_image(s, g, dy, dyq);
-}
-
-void dt_conv_s2_bf16_position_pairs_image_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
-                                             const struct dt_conv_s2_geom *g, const float *x,
-                                             dt_bf16 *xp)
-{
-    if (p == DT_BF16_AMX)
-        dt_conv_s2_bf16_position_pairs_image_amx(s, g, x, xp);
-    else
-        dt_conv_s2_bf16_position_pairs_image(s, g, x, xp);
+    return p == DT_BF16_AMX ? &dt_conv_s2_bf16_layout_amx : &plain_c;
 }

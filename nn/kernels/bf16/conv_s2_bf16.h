@@ -132,47 +132,30 @@ void dt_conv_s2_bf16_weight_grad_unpack(const struct dt_conv_shape *s,
                                         const struct dt_conv_s2_geom *g, const float *dwt,
                                         float *dw);
 
-/* The layout passes on path p: the amx path runs their AVX-512 builds
- * (conv_s2_bf16_layout.isa.c), which write the same bits as the plain C above; every other path
- * runs the plain C. */
-void dt_conv_s2_bf16_parity_planes_image_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
-                                            const struct dt_conv_s2_geom *g, const float *x,
-                                            dt_bf16 *xv);
-void dt_conv_s2_bf16_compact_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
-                                const struct dt_conv_s2_geom *g, const float *yq, const float *b,
-                                bool relu, enum dt_bf16_store store, void *y);
-void dt_conv_s2_bf16_dy_planes_image_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
-                                        const struct dt_conv_s2_geom *g, const float *dy,
-                                        dt_bf16 *dv);
-void dt_conv_s2_bf16_compact_dx_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
-                                   const struct dt_conv_s2_geom *g, const float *dxq,
-                                   const float *relu_x, const float *extra, float *dx);
-void dt_conv_s2_bf16_dy_rows_image_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
-                                      const struct dt_conv_s2_geom *g, const float *dy,
-                                      dt_bf16 *dyq);
-void dt_conv_s2_bf16_position_pairs_image_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
-                                             const struct dt_conv_s2_geom *g, const float *x,
-                                             dt_bf16 *xp);
+/* The layout passes of one build, with the plain C's signatures above. Each build writes the
+ * same bits; they differ only in speed. */
+struct dt_conv_s2_bf16_layout {
+    const char *name; /* for benchmark headers: "plain C", "avx512" */
+    void (*parity_planes_image)(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g,
+                                const float *x, dt_bf16 *xv);
+    void (*compact)(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g, const float *yq,
+                    const float *b, bool relu, enum dt_bf16_store store, void *y);
+    void (*dy_planes_image)(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g,
+                            const float *dy, dt_bf16 *dv);
+    void (*compact_dx)(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g,
+                       const float *dxq, const float *relu_x, const float *extra, float *dx);
+    void (*dy_rows_image)(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g,
+                          const float *dy, dt_bf16 *dyq);
+    void (*position_pairs_image)(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g,
+                                 const float *x, dt_bf16 *xp);
+};
 
-/* Their AVX-512 builds. */
-void dt_conv_s2_bf16_parity_planes_image_amx(const struct dt_conv_shape *s,
-                                             const struct dt_conv_s2_geom *g, const float *x,
-                                             dt_bf16 *xv);
-void dt_conv_s2_bf16_compact_amx(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g,
-                                 const float *yq, const float *b, bool relu,
-                                 enum dt_bf16_store store, void *y);
-void dt_conv_s2_bf16_dy_planes_image_amx(const struct dt_conv_shape *s,
-                                         const struct dt_conv_s2_geom *g, const float *dy,
-                                         dt_bf16 *dv);
-void dt_conv_s2_bf16_compact_dx_amx(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g,
-                                    const float *dxq, const float *relu_x, const float *extra,
-                                    float *dx);
-void dt_conv_s2_bf16_dy_rows_image_amx(const struct dt_conv_shape *s,
-                                       const struct dt_conv_s2_geom *g, const float *dy,
-                                       dt_bf16 *dyq);
-void dt_conv_s2_bf16_position_pairs_image_amx(const struct dt_conv_shape *s,
-                                              const struct dt_conv_s2_geom *g, const float *x,
-                                              dt_bf16 *xp);
+/* The layout passes path p runs: the amx path the AVX-512 build (conv_s2_bf16_layout.isa.c),
+ * every other path the plain C above. */
+const struct dt_conv_s2_bf16_layout *dt_conv_s2_bf16_layout_on(enum dt_bf16_path p);
+
+/* The AVX-512 build of the layout passes (conv_s2_bf16_layout.isa.c). */
+extern const struct dt_conv_s2_bf16_layout dt_conv_s2_bf16_layout_amx;
 
 /* The two tap-table kernels of conv_s2_bf16.isa.c, per build.
  * taps_forward: y[m][q] (q < qpad, row stride qpad) = sum over taps u < ntaps and d < depth

@@ -1,12 +1,13 @@
 /* The stride-2 bf16 convolution's layout passes (conv_s2_bf16.h) in AVX-512: the parity planes
  * of the input, the dY pair planes and dY rows, the position-pair copies of the weight
  * gradient, and the compactions of the output and of the input gradient's four parity planes.
- * Built for the amx path only (the Makefile's ISA_SET_conv_s2_bf16_layout); every other path
- * runs the plain C in conv_s2_bf16.c, the reference these write the bits of (test_conv_s2_bf16
- * compares them byte for byte). The rounding to bf16 is bf16.h's in integer lanes, as in
- * conv_bf16_layout.isa.c (VCVTNE2PS2BF16 flushes denormals); the adds and the relu masks are
- * the plain C's single fp32 operations. Like the stride-1 passes these wait on memory: the
- * gain is whole 64-byte loads and stores with masked tails instead of one bf16 at a time. */
+ * Built for the amx path only (the Makefile's ISA_SET_conv_s2_bf16_layout), its passes exported
+ * as one table, dt_conv_s2_bf16_layout_amx, that dt_conv_s2_bf16_layout_on() hands the amx
+ * path; every other path runs the plain C in conv_s2_bf16.c, the reference these write the bits
+ * of (test_conv_s2_bf16 compares them byte for byte). The rounding to bf16 is bf16.h's in integer
+ * lanes, as in conv_bf16_layout.isa.c (VCVTNE2PS2BF16 flushes denormals); the adds and the relu
+ * masks are the plain C's single fp32 operations. Like the stride-1 passes these wait on memory:
+ * the gain is whole 64-byte loads and stores with masked tails instead of one bf16 at a time. */
 #include <immintrin.h>
 #include <stdint.h>
 #include <string.h>
@@ -33,9 +34,8 @@ static inline __m512 every_other(const float *src, int n)
     return _mm512_permutex2var_ps(lo, even, hi);
 }
 
-void DT_ISA_FN(dt_conv_s2_bf16_parity_planes_image)(const struct dt_conv_shape *s,
-                                                    const struct dt_conv_s2_geom *g, const float *x,
-                                                    dt_bf16 *xv)
+static void parity_planes_image(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g,
+                                const float *x, dt_bf16 *xv)
 {
     size_t plane = (size_t)s->h * s->w;
     for (int p = 0; 2 * p < s->c; p++) {
@@ -65,18 +65,15 @@ void DT_ISA_FN(dt_conv_s2_bf16_parity_planes_image)(const struct dt_conv_shape *
     }
 }
 
-void DT_ISA_FN(dt_conv_s2_bf16_compact)(const struct dt_conv_shape *s,
-                                        const struct dt_conv_s2_geom *g, const float *yq,
-                                        const float *b, bool relu, enum dt_bf16_store store,
-                                        void *y)
+static void compact(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g, const float *yq,
+                    const float *b, bool relu, enum dt_bf16_store store, void *y)
 {
     struct dt_compact_rows r = {s->k, g->oh, g->ow, g->qpad, g->wq, relu, false};
     dt_compact_rows_as(&r, yq, b, store, y);
 }
 
-void DT_ISA_FN(dt_conv_s2_bf16_dy_planes_image)(const struct dt_conv_shape *s,
-                                                const struct dt_conv_s2_geom *g, const float *dy,
-                                                dt_bf16 *dv)
+static void dy_planes_image(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g,
+                            const float *dy, dt_bf16 *dv)
 {
     size_t plane = (size_t)g->oh * g->ow;
     int rows = g->wd == g->ow ? 1 : g->oh, len = g->wd == g->ow ? g->oh * g->ow : g->ow;
@@ -98,9 +95,8 @@ void DT_ISA_FN(dt_conv_s2_bf16_dy_planes_image)(const struct dt_conv_shape *s,
     }
 }
 
-void DT_ISA_FN(dt_conv_s2_bf16_dy_rows_image)(const struct dt_conv_shape *s,
-                                              const struct dt_conv_s2_geom *g, const float *dy,
-                                              dt_bf16 *dyq)
+static void dy_rows_image(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g,
+                          const float *dy, dt_bf16 *dyq)
 {
     int rows = g->wq == g->ow ? 1 : g->oh, len = g->wq == g->ow ? g->q : g->ow;
     for (int k = 0; k < s->k; k++)
@@ -134,9 +130,8 @@ static inline __m512i position_channels(const struct dt_conv_shape *s, int wq, c
  * P is positions (2P, 2P + 1), the odd copy's (2P + 1, 2P + 2). A position outside the image
  * is zero, what the buffer (zeroed once by its owner) holds there, so whole 64-byte pairs are
  * written. */
-void DT_ISA_FN(dt_conv_s2_bf16_position_pairs_image)(const struct dt_conv_shape *s,
-                                                     const struct dt_conv_s2_geom *g,
-                                                     const float *x, dt_bf16 *xp)
+static void position_pairs_image(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g,
+                                 const float *x, dt_bf16 *xp)
 {
     int plane = s->h * s->w;
     __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
@@ -174,9 +169,8 @@ void DT_ISA_FN(dt_conv_s2_bf16_position_pairs_image)(const struct dt_conv_shape 
 
 /* A row of dx interleaves two parity planes' rows (conv_s2_bf16.c's compact_dx): 32 columns
  * at a time from 16 of each, through the relu below's backward as a mask. */
-void DT_ISA_FN(dt_conv_s2_bf16_compact_dx)(const struct dt_conv_shape *s,
-                                           const struct dt_conv_s2_geom *g, const float *dxq,
-                                           const float *relu_x, const float *extra, float *dx)
+static void compact_dx(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g,
+                       const float *dxq, const float *relu_x, const float *extra, float *dx)
 {
     const __m512i lo_idx =
         _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
@@ -222,3 +216,13 @@ void DT_ISA_FN(dt_conv_s2_bf16_compact_dx)(const struct dt_conv_shape *s,
             }
         }
 }
+
+const struct dt_conv_s2_bf16_layout DT_ISA_FN(dt_conv_s2_bf16_layout) = {
+    .name = "avx512",
+    .parity_planes_image = parity_planes_image,
+    .compact = compact,
+    .dy_planes_image = dy_planes_image,
+    .compact_dx = compact_dx,
+    .dy_rows_image = dy_rows_image,
+    .position_pairs_image = position_pairs_image,
+};
