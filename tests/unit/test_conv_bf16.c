@@ -308,15 +308,18 @@ static float layout_value(void)
     return f;
 }
 
-/* The amx path's layout passes (AVX-512, conv_bf16_layout.isa.c) write the plain C's bytes:
- * pair planes, dY rows, position pairs (into buffers zeroed once, two samples in turn), the
+/* The amx and avx512bf16 paths' layout passes (AVX-512, conv_bf16_layout.isa.c) write the plain C's
+ * bytes: pair planes, dY rows, position pairs (into buffers zeroed once, two samples in turn), the
  * compaction with and without bias, relu and streaming stores, and the relu below's backward with
  * and without the skip gradient (extra given as dx itself; a sum of two NaNs may keep either's
  * payload). */
+/* The paths whose layout passes are AVX-512 builds. */
+static enum dt_bf16_path avx512_paths[] = {DT_BF16_AMX, DT_BF16_AVX512BF16};
+
 static void test_layout_passes_match_plain_c(void **state)
 {
-    (void)state;
-    bf16_skip_unless_available(DT_BF16_AMX, "layout passes");
+    enum dt_bf16_path path = *(const enum dt_bf16_path *)*state;
+    bf16_skip_unless_available(path, "layout passes");
     struct dt_conv_shape more[] = {{1, 5, 7, 6, 4, 3, 3, 1, 1},
                                    {1, 16, 9, 9, 8, 5, 5, 1, 2},
                                    {1, 34, 4, 5, 3, 3, 3, 1, 0},
@@ -344,7 +347,7 @@ static void test_layout_passes_match_plain_c(void **state)
         for (int k = 0; k < s.k; k++)
             b[k] = k % 3 ? uniform() : 0.0f;
         const struct dt_conv_bf16_layout *layout[2] = {dt_conv_bf16_layout_on(DT_BF16_CTILE),
-                                                       dt_conv_bf16_layout_on(DT_BF16_AMX)};
+                                                       dt_conv_bf16_layout_on(path)};
         assert_ptr_not_equal(layout[0], layout[1]); /* the plain C, the AVX-512 build */
         dt_bf16 *xv[2], *dyq[2], *pairs[2];
         for (int p = 0; p < 2; p++) {
@@ -489,7 +492,8 @@ int main(void)
         cmocka_unit_test_prestate(test_weight_gradient, &paths[2]),
         cmocka_unit_test_prestate(test_weight_gradient, &paths[3]),
         cmocka_unit_test(test_pad_input_image_keeps_padding),
-        cmocka_unit_test(test_layout_passes_match_plain_c),
+        cmocka_unit_test_prestate(test_layout_passes_match_plain_c, &avx512_paths[0]),
+        cmocka_unit_test_prestate(test_layout_passes_match_plain_c, &avx512_paths[1]),
         cmocka_unit_test(test_tap_pairs_layout),
         cmocka_unit_test(test_unsupported_shapes_are_refused),
     };

@@ -284,16 +284,19 @@ static float *layout_values(size_t n)
     return v;
 }
 
-/* The amx path's layout passes (AVX-512, conv_s2_bf16_layout.isa.c) write the plain C's bytes:
- * parity planes, dY pair planes, dY rows and position pairs (into buffers zeroed once, two
- * samples in turn), the compaction with and without bias, and compact_dx without the relu
+/* The amx and avx512bf16 paths' layout passes (AVX-512, conv_s2_bf16_layout.isa.c) write the plain
+ * C's bytes: parity planes, dY pair planes, dY rows and position pairs (into buffers zeroed once,
+ * two samples in turn), the compaction with and without bias, and compact_dx without the relu
  * below, with it, and with it and the skip gradient (given as dx itself; a sum of two NaNs may
  * keep either's payload). Shapes: the tests' own, 28 -> 14, and rows over 32 columns, even and
  * odd, so that every other column is picked across vectors. */
+/* The paths whose layout passes are AVX-512 builds. */
+static enum dt_bf16_path avx512_paths[] = {DT_BF16_AMX, DT_BF16_AVX512BF16};
+
 static void test_layout_passes_match_plain_c(void **state)
 {
-    (void)state;
-    bf16_skip_unless_available(DT_BF16_AMX, "stride-2 layout passes");
+    enum dt_bf16_path path = *(const enum dt_bf16_path *)*state;
+    bf16_skip_unless_available(path, "stride-2 layout passes");
     struct dt_conv_shape more[] = {{1, 16, 28, 28, 32, 3, 3, 2, 1},
                                    {1, 16, 28, 28, 32, 1, 1, 2, 0},
                                    {1, 3, 66, 67, 5, 3, 3, 2, 1},
@@ -312,7 +315,7 @@ static void test_layout_passes_match_plain_c(void **state)
         float *yq = layout_values(g.yq), *dxq = layout_values(g.dxq), *b = random_floats(s.k);
         float *relu_x = layout_values(nx);
         const struct dt_conv_s2_bf16_layout *layout[2] = {dt_conv_s2_bf16_layout_on(DT_BF16_CTILE),
-                                                          dt_conv_s2_bf16_layout_on(DT_BF16_AMX)};
+                                                          dt_conv_s2_bf16_layout_on(path)};
         assert_ptr_not_equal(layout[0], layout[1]); /* the plain C, the AVX-512 build */
         dt_bf16 *xv[2], *dv[2], *dyq[2], *xp[2];
         float *y[2], *dx[2];
@@ -394,7 +397,8 @@ int main(void)
         cmocka_unit_test_prestate(test_weight_gradient, &paths[2]),
         cmocka_unit_test(test_images_keep_padding),
         cmocka_unit_test(test_projection_reads_one_plane),
-        cmocka_unit_test(test_layout_passes_match_plain_c),
+        cmocka_unit_test_prestate(test_layout_passes_match_plain_c, &avx512_paths[0]),
+        cmocka_unit_test_prestate(test_layout_passes_match_plain_c, &avx512_paths[1]),
         cmocka_unit_test(test_unsupported_shapes_are_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -175,8 +175,8 @@ struct dt_conv_bf16_layout {
                                  const void *x, bool x_bf16, dt_bf16 *even, dt_bf16 *odd);
 };
 
-/* The layout passes path p runs: the amx path the AVX-512 build (conv_bf16_layout.isa.c),
- * every other path the plain C above. */
+/* The layout passes path p runs: the amx and avx512bf16 paths an AVX-512 build
+ * (conv_bf16_layout.isa.c), every other path the plain C above. */
 const struct dt_conv_bf16_layout *dt_conv_bf16_layout_on(enum dt_bf16_path p);
 
 /* Channels-last variant of the forward product, the layout a channels-last bf16 network would
@@ -224,7 +224,8 @@ void dt_conv_bf16_weight_grad_ctile(const struct dt_conv_shape *s,
                                     const dt_bf16 *even, const dt_bf16 *odd, float *dwt,
                                     bool accumulate);
 
-/* The AVX-512 build of the layout passes (conv_bf16_layout.isa.c). */
-extern const struct dt_conv_bf16_layout dt_conv_bf16_layout_amx;
+/* The AVX-512 builds of the layout passes (conv_bf16_layout.isa.c), one per path that has
+ * AVX-512: the same code, each built with its path's flags. */
+extern const struct dt_conv_bf16_layout dt_conv_bf16_layout_amx, dt_conv_bf16_layout_avx512bf16;
 
 #endif

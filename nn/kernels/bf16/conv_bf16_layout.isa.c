@@ -1,10 +1,10 @@
 /* The stride-1 bf16 convolution's layout passes (conv_bf16.h) in AVX-512: the conversion of
  * fp32 NCHW into channel-pair planes, the dY rows and the position-pair copies of the weight
  * gradient, and the compaction of the padded-width output back to NCHW (with the bias, the
- * relu above or the relu below's backward). Built for the amx path only (the Makefile's
- * ISA_SET_conv_bf16_layout; any build with AVX-512 BW/VL may join it), its passes exported as
- * one table, dt_conv_bf16_layout_amx, that dt_conv_bf16_layout_on() hands the amx path; every
- * other path runs the plain C in conv_bf16.c.
+ * relu above or the relu below's backward). Built for the two paths with AVX-512, amx and
+ * avx512bf16 (the Makefile's ISA_SET_conv_bf16_layout), its passes exported as one table per
+ * build, dt_conv_bf16_layout_amx and _avx512bf16, that dt_conv_bf16_layout_on() hands those
+ * paths; every other path runs the plain C in conv_bf16.c.
  *
  * Each writes the plain C's bits exactly (test_conv_bf16 compares them byte for byte): the
  * rounding to bf16 is bf16.h's, done in integer lanes (u + 0x7fff + lsb, a NaN kept quiet),

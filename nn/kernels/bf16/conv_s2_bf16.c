@@ -389,5 +389,7 @@ static const struct dt_conv_s2_bf16_layout plain_c = {
 
 const struct dt_conv_s2_bf16_layout *dt_conv_s2_bf16_layout_on(enum dt_bf16_path p)
 {
-    return p == DT_BF16_AMX ? &dt_conv_s2_bf16_layout_amx : &plain_c;
+    return p == DT_BF16_AMX          ? &dt_conv_s2_bf16_layout_amx
+           : p == DT_BF16_AVX512BF16 ? &dt_conv_s2_bf16_layout_avx512bf16
+                                     : &plain_c;
 }

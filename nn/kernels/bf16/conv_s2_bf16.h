@@ -150,12 +150,13 @@ struct dt_conv_s2_bf16_layout {
                                  const float *x, dt_bf16 *xp);
 };
 
-/* The layout passes path p runs: the amx path the AVX-512 build (conv_s2_bf16_layout.isa.c),
- * every other path the plain C above. */
+/* The layout passes path p runs: the amx and avx512bf16 paths an AVX-512 build
+ * (conv_s2_bf16_layout.isa.c), every other path the plain C above. */
 const struct dt_conv_s2_bf16_layout *dt_conv_s2_bf16_layout_on(enum dt_bf16_path p);
 
-/* The AVX-512 build of the layout passes (conv_s2_bf16_layout.isa.c). */
-extern const struct dt_conv_s2_bf16_layout dt_conv_s2_bf16_layout_amx;
+/* The AVX-512 builds of the layout passes (conv_s2_bf16_layout.isa.c), as conv_bf16.h's. */
+extern const struct dt_conv_s2_bf16_layout dt_conv_s2_bf16_layout_amx,
+    dt_conv_s2_bf16_layout_avx512bf16;
 
 /* The two tap-table kernels of conv_s2_bf16.isa.c, per build.
  * taps_forward: y[m][q] (q < qpad, row stride qpad) = sum over taps u < ntaps and d < depth

@@ -1,9 +1,9 @@
 /* The stride-2 bf16 convolution's layout passes (conv_s2_bf16.h) in AVX-512: the parity planes
  * of the input, the dY pair planes and dY rows, the position-pair copies of the weight
  * gradient, and the compactions of the output and of the input gradient's four parity planes.
- * Built for the amx path only (the Makefile's ISA_SET_conv_s2_bf16_layout), its passes exported
- * as one table, dt_conv_s2_bf16_layout_amx, that dt_conv_s2_bf16_layout_on() hands the amx
- * path; every other path runs the plain C in conv_s2_bf16.c, the reference these write the bits
+ * Built for the amx and avx512bf16 paths (the Makefile's ISA_SET_conv_s2_bf16_layout), its
+ * passes exported as one table per build that dt_conv_s2_bf16_layout_on() hands those paths;
+ * every other path runs the plain C in conv_s2_bf16.c, the reference these write the bits
  * of (test_conv_s2_bf16 compares them byte for byte). The rounding to bf16 is bf16.h's in integer
  * lanes, as in conv_bf16_layout.isa.c (VCVTNE2PS2BF16 flushes denormals); the adds and the relu
  * masks are the plain C's single fp32 operations. Like the stride-1 passes these wait on memory:
