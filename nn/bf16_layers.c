@@ -454,12 +454,6 @@ const char *dt_bf16_conv_note(const struct dt_bf16_conv *bf)
     return bf->note;
 }
 
-/* Element `at` on of an activation stored as fp32, or (x_bf16) as bf16. */
-static const void *act_from(const float *x, bool x_bf16, size_t at)
-{
-    return x_bf16 ? (const void *)((const dt_bf16 *)x + at) : (const void *)(x + at);
-}
-
 /* One sample's y (bias added, relu'd when relu) on thread t's buffers, stored as `store` says
  * (ROUNDED or BF16: a conv's output is bf16 values). x is fp32 but on the stride-1 tiles,
  * where bf->x_bf16 says how it is stored. */
@@ -527,7 +521,7 @@ void dt_bf16_conv_forward(struct dt_bf16_conv *bf, const float *x, bool x_bf16, 
         void *yi = sink     ? (void *)(bf->ysample + (size_t)t * out)
                    : y_bf16 ? (void *)((dt_bf16 *)y + (size_t)i * out)
                             : (void *)(y + (size_t)i * out);
-        forward_sample(bf, t, act_from(x, x_bf16, (size_t)i * in), b, relu, !sink,
+        forward_sample(bf, t, dt_act_from(x, x_bf16, (size_t)i * in), b, relu, !sink,
                        y_bf16 && !sink ? DT_STORE_BF16 : DT_STORE_ROUNDED, yi);
         if (sink)
             sink->fn(sink->ctx, yi, i);
@@ -600,7 +594,7 @@ static void input_grad(struct dt_bf16_conv *bf, const float *dy, float *dx, int 
     layout->pad_input_image(t, &bf->gt, dy, false, xv);
     dt_conv_bf16_forward_on(bf->path, t, &bf->gt, xv, bf->wpi, yq);
     if (relu_x) /* the relu below's backward, with the skip gradient (relu_below fusion) */
-        layout->compact_relu_below(t, &bf->gt, yq, act_from(relu_x, bf->x_bf16, at), bf->x_bf16,
+        layout->compact_relu_below(t, &bf->gt, yq, dt_act_from(relu_x, bf->x_bf16, at), bf->x_bf16,
                                    extra ? extra + at : NULL, dx + at);
     else
         layout->compact(t, &bf->gt, yq, NULL, false, true, DT_STORE_F32, dx + at);
@@ -749,7 +743,7 @@ void dt_bf16_conv_backward(struct dt_bf16_conv *bf, const float *x, bool x_bf16,
                 bn_dy(bf, bn, dy, sample, own);
                 dyi = own;
             }
-            wgrad_operands(bf, i, dyi, act_from(x, x_bf16, (size_t)sample * in),
+            wgrad_operands(bf, i, dyi, dt_act_from(x, x_bf16, (size_t)sample * in),
                            bias ? bf->bparts + (size_t)(c0 + i) * s->k : NULL);
             if (dx)
                 input_grad(bf, dyi, dx, sample, relu_x, extra);

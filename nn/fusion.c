@@ -169,17 +169,15 @@ static void plan_bf16_store(struct dt_layer_plan *plan, int n)
 {
     for (int i = 1; i < n; i++) {
         struct dt_layer_plan *below = &plan[i - 1], *p = &plan[i];
-        /* conv2d -> batchnorm2d, the batchnorm's input gradient in the conv (bn_above: no
-         * other reader) */
-        if (below->bn_above && has(below, DT_CAP_BF16_STORE) && has(p, DT_CAP_BF16_INPUT) &&
-            !below->relu_at_store && !below->runs_pool)
+        /* conv2d -> batchnorm2d, the batchnorm's input gradient in the conv (bn_above: the
+         * batchnorm is its only reader) */
+        if (below->bn_above && has(below, DT_CAP_BF16_STORE) && has(p, DT_CAP_BF16_INPUT))
             below->bf16_store = true;
-        /* batchnorm2d -> relu (in place) -> conv2d running the relu's backward, nothing else
-         * reading the relu's output */
+        /* batchnorm2d -> relu (in place: the batchnorm's output is not referenced) -> conv2d
+         * running the relu's backward, nothing else reading the relu's output */
         if (i + 1 < n && has(below, DT_CAP_IS_BATCHNORM) && has(below, DT_CAP_BF16_STORE) &&
-            below->relu_at_store && !below->runs_add && !below->referenced && p->in_place &&
-            !p->referenced && plan[i + 1].relu_below && has(&plan[i + 1], DT_CAP_BF16_INPUT) &&
-            has(&plan[i + 1], DT_CAP_RELU_BELOW_GRAD))
+            p->in_place && !below->runs_add && !p->referenced && plan[i + 1].relu_below &&
+            has(&plan[i + 1], DT_CAP_BF16_INPUT))
             below->bf16_store = p->bf16_store = true;
     }
 }

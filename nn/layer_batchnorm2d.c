@@ -179,10 +179,7 @@ static bool exact_sum(struct dt_layer *l, double *v, size_t n)
 /* Channel ch's first plane of x, as stored: bf16 elements when bn->x_bf16. */
 static const void *x_channel(const struct batchnorm *bn, const float *x, int ch)
 {
-    if (!x)
-        return NULL;
-    size_t at = (size_t)ch * bn->plane;
-    return bn->x_bf16 ? (const void *)((const dt_bf16 *)x + at) : (const void *)(x + at);
+    return x ? dt_act_from(x, bn->x_bf16, (size_t)ch * bn->plane) : NULL;
 }
 
 /* With c->relu, the following relu at the store (backward never reads y); with c->skip_x,

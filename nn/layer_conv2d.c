@@ -381,11 +381,31 @@ static void pool_one(void *ctx, const float *y, int sample)
                                  ps->first_sample + sample, 1);
 }
 
-/* The fp32 algorithm's forward (the emulated bf16 mode's too, on rounded x and weights). */
-static void forward_algo(struct dt_layer *l, const float *x, const float *weight, const float *bias,
-                         float *y, int batch, const struct dt_layer_fwd *c)
+/* On tiles a bf16 model's output is bf16 values, as autocast's conv returns (stored as bf16
+ * with c->y_bf16, the plan's bf16_store), rounded in the store that writes it. The emulated
+ * mode keeps its fp32 algorithm's output as it is: rounding it would be a pass of its own over
+ * the whole output (the ConvNet's 1-channel first conv, 12.8 MB per step at batch 128: its
+ * bf16 step 11 % slower, quiet sitting of 2026-11-26 21:33), and no layer reads it as bf16. */
+static void conv2d_forward(struct dt_layer *l, const float *x, float *y, int batch,
+                           const struct dt_layer_fwd *c)
 {
     struct conv *cv = l->state;
+    const float *weight = l->params;
+    const float *bias = cv->bias ? l->params + (size_t)cv->oc * cv->ckk : NULL;
+    if (cv->bf && dt_bf16_conv_tiles(cv->bf)) {
+        struct pool_sink ps = {c->pool, y, c->first_sample};
+        struct dt_bf16_conv_sink sink = {pool_one, &ps};
+        dt_bf16_conv_forward(cv->bf, x, c->x_bf16, weight, bias, y, batch, c->relu,
+                             c->pool ? &sink : NULL, c->y_bf16);
+        return;
+    }
+    if (cv->bf) { /* emulated: the fp32 algorithm on bf16-rounded x and weights */
+        struct dt_bf16_rounded r;
+        size_t nx = (size_t)batch * dt_shape_size(l->in);
+        dt_bf16_rounded_take(&r, &l->model->call_scratch, nx, 0);
+        weight = dt_bf16_round_into(cv->round_w, weight, (size_t)cv->oc * cv->ckk);
+        x = dt_bf16_round_into(r.x, x, nx);
+    }
     if (cv->algo == DT_CONV2D_WINOGRAD && c->first_sample == 0)
         (void)dt_conv_winograd_filter(&cv->ds, weight, cv->u);
     if (cv->algo != DT_CONV2D_GEMM && c->pool) {
@@ -432,35 +452,6 @@ static void forward_algo(struct dt_layer *l, const float *x, const float *weight
                     dst[p] += add;
         }
     }
-}
-
-/* On tiles a bf16 model's output is bf16 values, as autocast's conv returns (stored as bf16
- * with c->y_bf16, the plan's bf16_store), rounded in the store that writes it. The emulated
- * mode keeps its fp32 algorithm's output as it is: rounding it would be a pass of its own over
- * the whole output (the ConvNet's 1-channel first conv, 12.8 MB per step at batch 128: its
- * bf16 step 11 % slower, quiet sitting of 2026-11-26 21:33), and no layer reads it as bf16. */
-static void conv2d_forward(struct dt_layer *l, const float *x, float *y, int batch,
-                           const struct dt_layer_fwd *c)
-{
-    struct conv *cv = l->state;
-    const float *weight = l->params;
-    const float *bias = cv->bias ? l->params + (size_t)cv->oc * cv->ckk : NULL;
-    if (cv->bf && dt_bf16_conv_tiles(cv->bf)) {
-        struct pool_sink ps = {c->pool, y, c->first_sample};
-        struct dt_bf16_conv_sink sink = {pool_one, &ps};
-        dt_bf16_conv_forward(cv->bf, x, c->x_bf16, weight, bias, y, batch, c->relu,
-                             c->pool ? &sink : NULL, c->y_bf16);
-        return;
-    }
-    if (!cv->bf) {
-        forward_algo(l, x, weight, bias, y, batch, c);
-        return;
-    }
-    struct dt_bf16_rounded r;
-    size_t nx = (size_t)batch * dt_shape_size(l->in);
-    dt_bf16_rounded_take(&r, &l->model->call_scratch, nx, 0);
-    weight = dt_bf16_round_into(cv->round_w, weight, (size_t)cv->oc * cv->ckk);
-    forward_algo(l, dt_bf16_round_into(r.x, x, nx), weight, bias, y, batch, c);
 }
 
 /* dyt[o][b*P + p] = dy[b][o][p]. */

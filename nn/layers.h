@@ -53,9 +53,9 @@ struct dt_layer_fwd {
      * add above it (DT_CAP_ADD_AT_STORE) gets that add's, and stores y + skip_x (then the relu
      * when `relu`); y is then the add's output. */
     const float *skip_x;
-    /* bf16 model, the plan's bf16_store (nn/fusion.h): y_bf16, store y as bf16 (dt_bf16
-     * elements in the float buffer's first half; DT_CAP_BF16_STORE); x_bf16, x is stored so
-     * (DT_CAP_BF16_INPUT: the layer reads it so in backward too) */
+    /* bf16 model, the plan's bf16_store (nn/fusion.h): y_bf16, store y as bf16 (y points at
+     * dt_bf16 elements; DT_CAP_BF16_STORE); x_bf16, x is stored so (DT_CAP_BF16_INPUT: the
+     * layer reads it so in backward too) */
     bool y_bf16;
     bool x_bf16;
 };

@@ -7,6 +7,7 @@
 #ifndef DT_UTIL_BF16_H
 #define DT_UTIL_BF16_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -35,6 +36,19 @@ static inline float dt_bf16_to_f32(dt_bf16 h)
 static inline float dt_bf16_round(float f)
 {
     return dt_bf16_to_f32(dt_bf16_from_f32(f));
+}
+
+/* Element i of an activation stored as fp32, or (x_bf16) as bf16 (a bf16 model's bf16_store,
+ * nn/fusion.h), widened exactly. */
+static inline float dt_act_at(const void *x, bool x_bf16, size_t i)
+{
+    return x_bf16 ? dt_bf16_to_f32(((const dt_bf16 *)x)[i]) : ((const float *)x)[i];
+}
+
+/* That activation from its element `at` on. */
+static inline const void *dt_act_from(const void *x, bool x_bf16, size_t at)
+{
+    return x_bf16 ? (const void *)((const dt_bf16 *)x + at) : (const void *)((const float *)x + at);
 }
 
 /* n values each way. */

@@ -308,14 +308,14 @@ static float layout_value(void)
     return f;
 }
 
+/* The paths whose layout passes are AVX-512 builds. */
+static enum dt_bf16_path avx512_paths[] = {DT_BF16_AMX, DT_BF16_AVX512BF16};
+
 /* The amx and avx512bf16 paths' layout passes (AVX-512, conv_bf16_layout.isa.c) write the plain C's
  * bytes: pair planes, dY rows, position pairs (into buffers zeroed once, two samples in turn), the
  * compaction with and without bias, relu and streaming stores, and the relu below's backward with
  * and without the skip gradient (extra given as dx itself; a sum of two NaNs may keep either's
  * payload). */
-/* The paths whose layout passes are AVX-512 builds. */
-static enum dt_bf16_path avx512_paths[] = {DT_BF16_AMX, DT_BF16_AVX512BF16};
-
 static void test_layout_passes_match_plain_c(void **state)
 {
     enum dt_bf16_path path = *(const enum dt_bf16_path *)*state;

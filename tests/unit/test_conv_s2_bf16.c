@@ -284,15 +284,15 @@ static float *layout_values(size_t n)
     return v;
 }
 
+/* The paths whose layout passes are AVX-512 builds. */
+static enum dt_bf16_path avx512_paths[] = {DT_BF16_AMX, DT_BF16_AVX512BF16};
+
 /* The amx and avx512bf16 paths' layout passes (AVX-512, conv_s2_bf16_layout.isa.c) write the plain
  * C's bytes: parity planes, dY pair planes, dY rows and position pairs (into buffers zeroed once,
  * two samples in turn), the compaction with and without bias, and compact_dx without the relu
  * below, with it, and with it and the skip gradient (given as dx itself; a sum of two NaNs may
  * keep either's payload). Shapes: the tests' own, 28 -> 14, and rows over 32 columns, even and
  * odd, so that every other column is picked across vectors. */
-/* The paths whose layout passes are AVX-512 builds. */
-static enum dt_bf16_path avx512_paths[] = {DT_BF16_AMX, DT_BF16_AVX512BF16};
-
 static void test_layout_passes_match_plain_c(void **state)
 {
     enum dt_bf16_path path = *(const enum dt_bf16_path *)*state;

@@ -7,12 +7,6 @@
 
 #include "util/bf16.h"
 
-/* Element i of an activation stored as fp32, or (x_bf16) as bf16 (the model's bf16_store). */
-static inline float dt_act_at(const void *x, bool x_bf16, size_t i)
-{
-    return x_bf16 ? dt_bf16_to_f32(((const dt_bf16 *)x)[i]) : ((const float *)x)[i];
-}
-
 /* What a compaction of a conv's fp32 sums stores: the sums (an input gradient), the sums
  * rounded to bf16 and kept as fp32 (a bf16 conv's output, autocast's), or those values as bf16
  * (y then holds dt_bf16 elements: the model's bf16_store, nn/fusion.h). */

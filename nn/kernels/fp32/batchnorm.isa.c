@@ -26,18 +26,6 @@
 
 #define BODY static inline __attribute__((always_inline))
 
-/* Element i of x, stored as fp32 or (half) as bf16. */
-BODY float x_at(const void *x, bool half, size_t i)
-{
-    return half ? dt_bf16_to_f32(((const dt_bf16 *)x)[i]) : ((const float *)x)[i];
-}
-
-/* x advanced by `at` elements of its type. */
-BODY const void *x_from(const void *x, bool half, size_t at)
-{
-    return half ? (const void *)((const dt_bf16 *)x + at) : (const void *)((const float *)x + at);
-}
-
 /* Sums over one channel's planes in double, in LANES independent accumulators: one running
  * double sum has a 4-cycle dependency per element, which made batchnorm a third of a ResNet
  * step; separate lanes vectorize (each lane adds in order, so no -ffast-math is needed) and
@@ -59,16 +47,16 @@ BODY void moments_of(const void *x, bool half, size_t n, size_t sample, int batc
     double a[LANES] = {0}, q[LANES] = {0};
     size_t whole = n / LANES * LANES;
     for (int b = 0; b < batch; b++) {
-        const void *p = x_from(x, half, (size_t)b * sample);
+        const void *p = dt_act_from(x, half, (size_t)b * sample);
         size_t i = 0;
         for (; i < whole; i += LANES)
             for (int k = 0; k < LANES; k++) {
-                double d = (double)x_at(p, half, i + k) - shift;
+                double d = (double)dt_act_at(p, half, i + k) - shift;
                 a[k] += d;
                 q[k] += d * d;
             }
         for (; i < n; i++) {
-            double d = (double)x_at(p, half, i) - shift;
+            double d = (double)dt_act_at(p, half, i) - shift;
             a[i % LANES] += d;
             q[i % LANES] += d * d;
         }
@@ -97,16 +85,16 @@ BODY void grad_sums_of(const void *x, bool half, const float *dy, size_t n, size
     size_t whole = n / LANES * LANES;
     for (int b = 0; b < batch; b++) {
         size_t i = 0;
-        const void *px = x_from(x, half, (size_t)b * sample);
+        const void *px = dt_act_from(x, half, (size_t)b * sample);
         const float *pd = dy + (size_t)b * sample;
         for (; i < whole; i += LANES)
             for (int k = 0; k < LANES; k++) {
                 a[k] += pd[i + k];
-                q[k] += (double)pd[i + k] * ((double)x_at(px, half, i + k) - mean);
+                q[k] += (double)pd[i + k] * ((double)dt_act_at(px, half, i + k) - mean);
             }
         for (; i < n; i++) {
             a[i % LANES] += pd[i];
-            q[i % LANES] += (double)pd[i] * ((double)x_at(px, half, i) - mean);
+            q[i % LANES] += (double)pd[i] * ((double)dt_act_at(px, half, i) - mean);
         }
     }
     *sum_dy = lanes_total(a);
@@ -141,26 +129,26 @@ BODY void affine_of(const void *x, bool x_half, void *y, bool y_half, size_t n, 
                     int batch, float scale, float shift, bool relu, const float *skip)
 {
     for (int b = batch - 1; b >= 0; b--) { /* last read first (see the top) */
-        const void *px = x_from(x, x_half, (size_t)b * sample);
+        const void *px = dt_act_from(x, x_half, (size_t)b * sample);
         void *py = y_half ? (void *)((dt_bf16 *)y + (size_t)b * sample)
                           : (void *)((float *)y + (size_t)b * sample);
         const float *ps = skip ? skip + (size_t)b * sample : NULL;
         if (ps && relu)
             for (size_t i = 0; i < n; i++) {
-                float v = (x_at(px, x_half, i) * scale + shift) + ps[i];
+                float v = (dt_act_at(px, x_half, i) * scale + shift) + ps[i];
                 y_put(py, y_half, i, v > 0.0f ? v : 0.0f);
             }
         else if (ps)
             for (size_t i = 0; i < n; i++)
-                y_put(py, y_half, i, (x_at(px, x_half, i) * scale + shift) + ps[i]);
+                y_put(py, y_half, i, (dt_act_at(px, x_half, i) * scale + shift) + ps[i]);
         else if (relu)
             for (size_t i = 0; i < n; i++) {
-                float v = x_at(px, x_half, i) * scale + shift;
+                float v = dt_act_at(px, x_half, i) * scale + shift;
                 y_put(py, y_half, i, v > 0.0f ? v : 0.0f);
             }
         else
             for (size_t i = 0; i < n; i++)
-                y_put(py, y_half, i, x_at(px, x_half, i) * scale + shift);
+                y_put(py, y_half, i, dt_act_at(px, x_half, i) * scale + shift);
     }
 }
 
