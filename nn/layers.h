@@ -151,6 +151,10 @@ enum dt_conv2d_algo dt_conv2d_force_algo(enum dt_conv2d_algo algo);
 /* The algorithm layer l (a conv2d) runs; DT_CONV2D_AUTO for other kinds. */
 enum dt_conv2d_algo dt_conv2d_algo_of(const struct dt_layer *l);
 
+/* The fusions (enum dt_fusion: add, bn_grad, bf16_store) layer l, an add, runs inside its
+ * projection shortcut (nn/layer_add.c); 0 for other layers and identity adds. */
+unsigned dt_add_projection_fusions(const struct dt_layer *l);
+
 /* The input gradient of batchnorm2d layer l after a backward called with grad_in_below, for
  * its input x: pointers into l's state, valid until its next backward. */
 void dt_batchnorm2d_grad(const struct dt_layer *l, const float *x, struct dt_bn_grad *out);

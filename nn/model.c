@@ -54,7 +54,6 @@ struct model_impl {
     float **act;
     int first_param; /* lowest layer whose backward runs (nlayers when none) */
     bool input_grad; /* backward goes on to the model's input (dt_model_options) */
-    unsigned fusions;
     /* Skip connections: pending[i] (when layer i's output feeds an add or concat further up)
      * collects the gradient those layers send back to it, added to layer i's dy on the way
      * down; pending_live[i] says something reached it in this backward (the first layer to
@@ -291,8 +290,8 @@ static void plan(struct dt_model *m)
     for (int i = m->nlayers - 1; i >= 0; i--)
         if (m->layers[i]->nparams || impl->input_grad)
             impl->first_param = i;
-    dt_fusion_plan(m->plan, m->layers, m->nlayers, impl->fusions, m->max_batch,
-                   omp_get_max_threads(), impl->first_param);
+    dt_fusion_plan(m->plan, m->layers, m->nlayers, m->fusions, m->max_batch, omp_get_max_threads(),
+                   impl->first_param);
 }
 
 /* What the arenas, activations and layer scratch will take, worked out from the layers' setup
@@ -413,10 +412,10 @@ static int model_new(struct dt_model **out, int nspecs, struct dt_shape input, i
         free(plan);
         return dt_fail(DT_ERUNTIME, "out of memory building the model");
     }
-    impl->fusions = opt->fusions;
     impl->input_grad = opt->input_grad;
     impl->precision = notes;
     m->precision = opt->precision;
+    m->fusions = opt->fusions;
     m->impl = impl;
     m->layers = layers;
     m->plan = plan;

@@ -137,6 +137,9 @@ struct dt_model {
     struct dt_model_layer_hook layer_hook; /* told each layer's span when fn is set (a trace) */
     struct dt_model_memory memory;         /* what the build allocated, as counted before it did */
     enum dt_precision precision;           /* dt_model_options.precision; layers read it at setup */
+    /* dt_model_options.fusions: a layer that runs sub-layers of its own (add's projection)
+     * fuses them as far as these allow, read at setup */
+    unsigned fusions;
     void *impl;
 };
 

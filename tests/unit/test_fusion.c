@@ -32,12 +32,14 @@ static void fill(float *p, size_t n, uint64_t seed)
         p[i] = 2.0f * dt_rng_uniform(&rng) - 1.0f;
 }
 
-/* How many layers of m the plan gave `fusion`'s decision. */
+/* How many layers of m the plan gave `fusion`'s decision, an add's projection that runs it
+ * inside counted as one. */
 static int taken(const struct dt_model *m, unsigned fusion)
 {
     int n = 0;
     for (int i = 0; i < m->nlayers; i++) {
         const struct dt_layer_plan *p = &m->plan[i];
+        n += (dt_add_projection_fusions(m->layers[i]) & fusion) != 0;
         /* relu_below: the conv's (a maxpool's comes with pool); dy_extra: a relu a skip
          * connection reads, the only one it changes anything for */
         n += fusion == DT_FUSE_RELU         ? p->relu_at_store
@@ -164,10 +166,12 @@ static void test_add(void **state)
     int n = block(s);
     compare_on(DT_CONV2D_GEMM, s, n, IN, 5, DT_FUSE_NONE, DT_FUSE_ADD, 1);
     compare_on(DT_CONV2D_GEMM, s, n, IN, 5, DT_FUSE_RELU, DT_FUSE_ADD, 1);
-    /* a projection shortcut (8 -> 16 channels) is no identity add: nothing to fuse */
+    /* a projection shortcut (8 -> 16 channels) is no identity add for the batchnorm below,
+     * but the projection's own batchnorm computes it (nn/layer_add.c) */
     s[5].shortcut = DT_SHORTCUT_PROJECTION;
     s[0] = conv_spec(8, 3, 1, 1);
-    compare_on(DT_CONV2D_GEMM, s, n, IN, 5, DT_FUSE_RELU, DT_FUSE_ADD, 0);
+    compare_on(DT_CONV2D_GEMM, s, n, IN, 5, DT_FUSE_RELU, DT_FUSE_ADD, 1);
+    compare_on(DT_CONV2D_GEMM, s, n, IN, 5, DT_FUSE_ALL & ~DT_FUSE_ADD, DT_FUSE_ADD, 1);
 }
 
 /* conv -> relu -> conv -> add (reading the relu) -> relu, then the head: a skip connection
@@ -201,7 +205,8 @@ static void test_relu_below(void **state)
 }
 
 /* test_bf16_fusions' cases with the tile conv at stride 2 (parity planes, 9x8 -> 5x4: odd
- * sizes), and a projection shortcut (its 1x1 stride-2 conv on tiles too, running alone). */
+ * sizes), and a projection shortcut (its 1x1 stride-2 conv on tiles too, fused with its
+ * batchnorm inside the add: bn_grad, bf16_store, and the add at the batchnorm's store). */
 static void bf16_stride2_fusions(void)
 {
     struct dt_layer_spec s[] = {conv_spec(16, 3, 1, 1), spec_of("relu"), conv_spec(16, 3, 2, 1),
@@ -226,11 +231,13 @@ static void bf16_stride2_fusions(void)
     b[0] = conv_spec(16, 3, 1, 1);
     b[3] = conv_spec(16, 3, 2, 1); /* the block's input is the first relu's output */
     b[5].shortcut = DT_SHORTCUT_PROJECTION;
-    compare_on(DT_CONV2D_GEMM, b, nb, IN, 5, DT_FUSE_NONE, DT_FUSE_BN_GRAD, 2);
-    compare_on(DT_CONV2D_GEMM, b, nb, IN, 5, DT_FUSE_ALL & ~DT_FUSE_BN_GRAD, DT_FUSE_BN_GRAD, 2);
-    compare_on(DT_CONV2D_GEMM, b, nb, IN, 5, DT_FUSE_BN_GRAD, DT_FUSE_BF16_STORE, 2);
+    /* (the projection's 1x1 stride-2 conv takes them inside the add: the third) */
+    compare_on(DT_CONV2D_GEMM, b, nb, IN, 5, DT_FUSE_NONE, DT_FUSE_BN_GRAD, 3);
+    compare_on(DT_CONV2D_GEMM, b, nb, IN, 5, DT_FUSE_ALL & ~DT_FUSE_BN_GRAD, DT_FUSE_BN_GRAD, 3);
+    compare_on(DT_CONV2D_GEMM, b, nb, IN, 5, DT_FUSE_BN_GRAD, DT_FUSE_BF16_STORE, 3);
     compare_on(DT_CONV2D_GEMM, b, nb, IN, 5, DT_FUSE_ALL & ~DT_FUSE_BF16_STORE, DT_FUSE_BF16_STORE,
-               2);
+               3);
+    compare_on(DT_CONV2D_GEMM, b, nb, IN, 5, DT_FUSE_ALL & ~DT_FUSE_ADD, DT_FUSE_ADD, 1);
 }
 
 /* The same on a bf16 model, on every bf16 tile path the CPU has (the plain-C tiles always):
