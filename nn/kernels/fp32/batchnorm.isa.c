@@ -40,6 +40,32 @@ static double lanes_total(const double *acc)
     return s;
 }
 
+/* A pass reads one channel's planes, `sample` elements apart: a new page and a new stream
+ * every plane, and a ResNet's stage-3 plane is 2-4 lines (8x8), too short for the hardware
+ * prefetcher to start on before it ends. So each pass asks for the plane PREFETCH_AHEAD
+ * samples on while it works on this one: its first PREFETCH_LINES lines (the prefetcher takes
+ * a longer plane from there). Measured per element, stage 3's batchnorm forward cost 3x stage
+ * 1's without it (ResNet-20, --profile). No bit changes. */
+#define PREFETCH_AHEAD 4
+#define PREFETCH_LINES 8
+
+/* The start of the plane PREFETCH_AHEAD planes on from p (planes of n elements of elem_bytes,
+ * `step` elements apart: negative for a pass walking down), asked for when it is one of the
+ * pass's (it has done `done` planes of `batch`); for_write: it will be stored to. */
+BODY void prefetch_plane(const void *p, ptrdiff_t step, size_t elem_bytes, size_t n, int done,
+                         int batch, bool for_write)
+{
+    if (done + PREFETCH_AHEAD >= batch)
+        return;
+    const char *q = (const char *)p + PREFETCH_AHEAD * step * (ptrdiff_t)elem_bytes;
+    size_t bytes = n * elem_bytes, end = bytes < PREFETCH_LINES * 64 ? bytes : PREFETCH_LINES * 64;
+    for (size_t off = 0; off < end; off += 64)
+        if (for_write)
+            __builtin_prefetch(q + off, 1);
+        else
+            __builtin_prefetch(q + off, 0);
+}
+
 /* Sums over `batch` planes of n floats (stride `sample` apart) of x - shift and (x - shift)^2. */
 BODY void moments_of(const void *x, bool half, size_t n, size_t sample, int batch, double shift,
                      double *sum, double *sum_sq)
@@ -48,6 +74,7 @@ BODY void moments_of(const void *x, bool half, size_t n, size_t sample, int batc
     size_t whole = n / LANES * LANES;
     for (int b = 0; b < batch; b++) {
         const void *p = dt_act_from(x, half, (size_t)b * sample);
+        prefetch_plane(p, (ptrdiff_t)sample, half ? 2 : 4, n, b, batch, false);
         size_t i = 0;
         for (; i < whole; i += LANES)
             for (int k = 0; k < LANES; k++) {
@@ -87,6 +114,8 @@ BODY void grad_sums_of(const void *x, bool half, const float *dy, size_t n, size
         size_t i = 0;
         const void *px = dt_act_from(x, half, (size_t)b * sample);
         const float *pd = dy + (size_t)b * sample;
+        prefetch_plane(px, (ptrdiff_t)sample, half ? 2 : 4, n, b, batch, false);
+        prefetch_plane(pd, (ptrdiff_t)sample, 4, n, b, batch, false);
         for (; i < whole; i += LANES)
             for (int k = 0; k < LANES; k++) {
                 a[k] += pd[i + k];
@@ -133,6 +162,10 @@ BODY void affine_of(const void *x, bool x_half, void *y, bool y_half, size_t n, 
         void *py = y_half ? (void *)((dt_bf16 *)y + (size_t)b * sample)
                           : (void *)((float *)y + (size_t)b * sample);
         const float *ps = skip ? skip + (size_t)b * sample : NULL;
+        /* walking down: the plane PREFETCH_AHEAD samples before (see prefetch_plane) */
+        prefetch_plane(py, -(ptrdiff_t)sample, y_half ? 2 : 4, n, batch - 1 - b, batch, true);
+        if (ps)
+            prefetch_plane(ps, -(ptrdiff_t)sample, 4, n, batch - 1 - b, batch, false);
         if (ps && relu)
             for (size_t i = 0; i < n; i++) {
                 float v = (dt_act_at(px, x_half, i) * scale + shift) + ps[i];
@@ -182,6 +215,7 @@ static void DT_ISA_FN(input_grad)(const float *x, const float *dy, float *dx, si
     for (int b = batch - 1; b >= 0; b--) { /* last read first (see the top) */
         const float *px = x + (size_t)b * sample, *pd = dy + (size_t)b * sample;
         float *po = dx + (size_t)b * sample;
+        prefetch_plane(po, -(ptrdiff_t)sample, 4, n, batch - 1 - b, batch, true);
         for (size_t i = 0; i < n; i++) {
             float xhat = (px[i] - mean) * invstd;
             po[i] = k * (pd[i] - mean_dy - xhat * mean_dy_xhat);
