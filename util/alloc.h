@@ -7,7 +7,8 @@
 
 #define DT_ALIGN 64
 
-/* Zero-filled, DT_ALIGN-aligned; NULL (with dt_fail message) on failure or size overflow. */
+/* Zero-filled, DT_ALIGN-aligned (2 MiB-aligned and on transparent huge pages where the kernel
+ * grants them, for 2 MiB or more); NULL (with dt_fail message) on failure or size overflow. */
 void *dt_alloc(size_t count, size_t size);
 void dt_free(void *p);
 
