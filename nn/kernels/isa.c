@@ -6,6 +6,7 @@
 
 #include "nn/kernels/bf16/amx.h"
 #include "util/cpu.h"
+#include "util/vec_isa.h"
 
 static const char *const labels[DT_ISA_COUNT] = {"generic", "avx2", "avx512", "avx512bf16", "amx"};
 
@@ -45,21 +46,24 @@ const char *dt_isa_label(enum dt_isa isa)
     return (unsigned)isa < DT_ISA_COUNT ? labels[isa] : "?";
 }
 
+/* The fp32 levels are util's (util/vec_isa.h: one rule per level for both); the bf16 paths
+ * are AVX-512 plus their own instructions. */
 bool dt_isa_available(enum dt_isa isa)
 {
     if (isa == DT_ISA_GENERIC)
         return true;
+    if (isa == DT_ISA_AVX2)
+        return dt_vec_isa_available(DT_VEC_AVX2);
+    bool avx512 = dt_vec_isa_available(DT_VEC_AVX512);
+    if (isa == DT_ISA_AVX512)
+        return avx512;
 #if defined(__x86_64__) && defined(__GNUC__)
     struct dt_cpu_features f;
     dt_cpu_features_read(&f);
-    if (isa == DT_ISA_AVX2)
-        return f.avx2 && f.fma;
-    if (isa == DT_ISA_AVX512)
-        return f.avx512;
     if (isa == DT_ISA_AVX512BF16)
-        return f.avx512 && f.avx512_bf16;
+        return avx512 && f.avx512_bf16;
     if (isa == DT_ISA_AMX)
-        return f.avx512 && dt_amx_usable(NULL);
+        return avx512 && dt_amx_usable(NULL);
 #endif
     return false;
 }
