@@ -80,17 +80,23 @@ static int sub_setup(struct dt_layer *parent, struct dt_layer *sub, const char *
     return rc;
 }
 
-/* The projection's own fusions, as the model's plan would pair the conv and the batchnorm
- * (nn/fusion.c) and the batchnorm with the add; the precision note says when the conv's output
+/* The projection's own fusions: the model's planner (nn/fusion.c) run on conv -> batchnorm ->
+ * an identity add, with the model's fusions (not chunks: nothing here runs in chunks), so its
+ * rules are the ones every other pair follows; the precision note says when the conv's output
  * is stored as bf16. */
 static void plan_projection(struct dt_layer *l, struct add *a, unsigned conv_caps, unsigned bn_caps,
                             struct dt_layer_setup *setup)
 {
-    unsigned f = l->model->fusions;
-    a->bn_adds = a->has_bn && (f & DT_FUSE_ADD) && (bn_caps & DT_CAP_ADD_AT_STORE);
-    a->bn_grad = a->has_bn && (f & DT_FUSE_BN_GRAD) && (conv_caps & DT_CAP_BN_ABOVE_GRAD);
-    a->t1_bf16 = a->bn_grad && (f & DT_FUSE_BF16_STORE) && (conv_caps & DT_CAP_BF16_STORE) &&
-                 (bn_caps & DT_CAP_BF16_INPUT);
+    if (!a->has_bn)
+        return;
+    struct dt_layer *const sub[3] = {&a->conv, &a->bn, l};
+    struct dt_layer_plan plan[3] = {{.caps = conv_caps, .skip_from = -1},
+                                    {.caps = bn_caps, .skip_from = 0},
+                                    {.caps = DT_CAP_IS_IDENTITY_ADD, .skip_from = -1}};
+    dt_fusion_plan(plan, sub, 3, l->model->fusions & ~DT_FUSE_CHUNKS, l->model->max_batch, 1, 0);
+    a->bn_adds = plan[1].runs_add;
+    a->bn_grad = plan[0].bn_above;
+    a->t1_bf16 = plan[0].bf16_store;
     if (a->t1_bf16) {
         snprintf(a->note, sizeof a->note, "%s, projection stored as bf16",
                  setup->precision ? setup->precision : "bf16");
