@@ -769,37 +769,37 @@ void dt_bf16_conv_backward(struct dt_bf16_conv *bf, const float *x, bool x_bf16,
 
 /* ---- linear ---- */
 
+/* The forward runs transposed, y^T [out x rows] = W x^T, so that W is A: its pack is then a
+ * plain row conversion, made with the input gradient's B (W, K = out) in the same pass over
+ * the fp32 weights (dt_bf16_pack_rows_both). Each C element sums the same products in the same
+ * order either way round, so the bits are those of y = x W^T. */
 struct dt_bf16_linear {
     bool tiles;
     enum dt_bf16_path path;
     char note[112];
     int in, out, max_batch;
-    /* All in the model's call scratch, bound by the pack calls (forward's, backward's): */
+    /* Kept from a training forward to its backward (each packed once a step): */
+    dt_bf16 *wa; /* A = W [out x in], the forward's */
+    dt_bf16 *wb; /* B = W [out x in] with K = out, the input gradient's */
+    size_t wa_elems, wb_elems;
+    /* In the model's call scratch, bound by each call (forward's and backward's overlap): */
     struct dt_call_scratch *scratch;
-    size_t wt_bytes, a_bytes, b_bytes;
-    dt_bf16 *wt; /* B = W^T [in x out] for the forward; in backward B = W [out x in] for the
-                    input gradient (the same bytes) */
-    dt_bf16 *a;  /* A: x [rows x in], then dy^T [out x rows] */
-    dt_bf16 *b;  /* B: x [rows x in] for the weight gradient */
-    dt_bf16 *a2; /* A: dy [rows x out] for the input gradient */
+    size_t xt_bytes, ct_bytes, a_bytes, b_bytes, a2_bytes;
+    dt_bf16 *xt; /* forward: B = x^T [in x rows] */
+    float *ct;   /* forward: y^T [out x rows], bias first */
+    dt_bf16 *a;  /* backward: A = dy^T [out x rows] */
+    dt_bf16 *b;  /* backward: B = x [rows x in] for the weight gradient */
+    dt_bf16 *a2; /* backward: A = dy [rows x out] for the input gradient */
 };
 
-static size_t max3(size_t a, size_t b, size_t c)
+static size_t forward_bytes(const struct dt_bf16_linear *bf)
 {
-    size_t m = a > b ? a : b;
-    return m > c ? m : c;
+    return aligned(bf->xt_bytes) + bf->ct_bytes;
 }
 
-/* This call's buffers in the call scratch, in struct order. */
-static void bind_linear_scratch(struct dt_bf16_linear *bf)
+static size_t backward_bytes(const struct dt_bf16_linear *bf)
 {
-    unsigned char *base = dt_call_scratch_take(bf->scratch, dt_bf16_linear_call_bytes(bf));
-    size_t at = aligned(bf->wt_bytes);
-    bf->wt = (dt_bf16 *)base;
-    bf->a = (dt_bf16 *)(base + at);
-    at += aligned(bf->a_bytes);
-    bf->b = (dt_bf16 *)(base + at);
-    bf->a2 = (dt_bf16 *)(base + at + aligned(bf->b_bytes));
+    return aligned(bf->a_bytes) + aligned(bf->b_bytes) + bf->a2_bytes;
 }
 
 int dt_bf16_linear_setup(struct dt_bf16_linear **out, int in, int out_features, int max_batch,
@@ -818,11 +818,14 @@ int dt_bf16_linear_setup(struct dt_bf16_linear **out, int in, int out_features, 
     }
     bf->tiles = true;
     snprintf(bf->note, sizeof bf->note, "%s", dt_bf16_path_name(bf->path));
-    bf->wt_bytes = sizeof(dt_bf16) * max3(dt_bf16_packed_b_size(in, out_features),
-                                          dt_bf16_packed_b_size(out_features, in), 0);
-    bf->a_bytes = sizeof(dt_bf16) * max3(dt_bf16_packed_a_size(max_batch, in),
-                                         dt_bf16_packed_a_size(out_features, max_batch), 0);
+    bf->wa_elems = dt_bf16_packed_a_size(out_features, in);
+    bf->wb_elems = dt_bf16_packed_b_size(out_features, in);
+    *scratch_bytes = (double)sizeof(dt_bf16) * (double)(bf->wa_elems + bf->wb_elems);
+    bf->xt_bytes = sizeof(dt_bf16) * dt_bf16_packed_b_size(in, max_batch);
+    bf->ct_bytes = sizeof(float) * (size_t)out_features * max_batch;
+    bf->a_bytes = sizeof(dt_bf16) * dt_bf16_packed_a_size(out_features, max_batch);
     bf->b_bytes = sizeof(dt_bf16) * dt_bf16_packed_b_size(max_batch, in);
+    bf->a2_bytes = sizeof(dt_bf16) * dt_bf16_packed_a_size(max_batch, out_features);
     return 0;
 }
 
@@ -830,18 +833,28 @@ size_t dt_bf16_linear_call_bytes(const struct dt_bf16_linear *bf)
 {
     if (!bf->tiles)
         return 0;
-    return aligned(bf->wt_bytes) + aligned(bf->a_bytes) + aligned(bf->b_bytes) +
-           sizeof(dt_bf16) * dt_bf16_packed_a_size(bf->max_batch, bf->out);
+    size_t f = forward_bytes(bf), b = backward_bytes(bf);
+    return f > b ? f : b;
 }
 
 int dt_bf16_linear_init(struct dt_bf16_linear *bf, struct dt_call_scratch *scratch)
 {
     bf->scratch = scratch;
+    if (!bf->tiles)
+        return 0;
+    bf->wa = dt_alloc(bf->wa_elems, sizeof *bf->wa);
+    bf->wb = dt_alloc(bf->wb_elems, sizeof *bf->wb);
+    if (!bf->wa || !bf->wb)
+        return dt_fail_context(-DT_ERUNTIME, "linear bf16 packed weights");
     return 0;
 }
 
 void dt_bf16_linear_free(struct dt_bf16_linear *bf)
 {
+    if (bf) {
+        dt_free(bf->wa);
+        dt_free(bf->wb);
+    }
     free(bf);
 }
 
@@ -855,31 +868,35 @@ const char *dt_bf16_linear_note(const struct dt_bf16_linear *bf)
     return bf->note;
 }
 
-void dt_bf16_linear_pack_weights(struct dt_bf16_linear *bf, const float *w)
+void dt_bf16_linear_pack_weights(struct dt_bf16_linear *bf, const float *w, bool training)
 {
-    bind_linear_scratch(bf);
-    dt_bf16_pack_b_f32(w, 1, bf->in, bf->in, bf->out, bf->wt); /* (i, o) = w[o][i] */
-}
-
-void dt_bf16_linear_pack_weights_grad(struct dt_bf16_linear *bf, const float *w)
-{
-    bind_linear_scratch(bf);
-    dt_bf16_pack_b_f32(w, bf->in, 1, bf->out, bf->in, bf->wt); /* (o, i) = w[o][i] */
+    dt_bf16_pack_rows_both(bf->path, w, bf->out, bf->in, bf->wa, training ? bf->wb : NULL);
 }
 
 void dt_bf16_linear_forward(struct dt_bf16_linear *bf, const float *x, const float *b, float *y,
                             int rows)
 {
+    unsigned char *base = dt_call_scratch_take(bf->scratch, forward_bytes(bf));
+    bf->xt = (dt_bf16 *)base;
+    bf->ct = (float *)(base + aligned(bf->xt_bytes));
     if (b)
-        for (int r = 0; r < rows; r++)
-            memcpy(y + (size_t)r * bf->out, b, (size_t)bf->out * sizeof *y);
-    dt_bf16_pack_a_f32(x, bf->in, 1, rows, bf->in, bf->a);
-    dt_gemm_bf16_on(bf->path, rows, bf->out, bf->in, bf->a, bf->wt, y, bf->out, b != NULL);
+        for (int o = 0; o < bf->out; o++)
+            for (int r = 0; r < rows; r++)
+                bf->ct[(size_t)o * rows + r] = b[o];
+    dt_bf16_pack_b_f32(x, 1, bf->in, bf->in, rows, bf->xt); /* (i, r) = x[r][i] */
+    dt_gemm_bf16_on(bf->path, bf->out, rows, bf->in, bf->wa, bf->xt, bf->ct, rows, b != NULL);
+    for (int r = 0; r < rows; r++)
+        for (int o = 0; o < bf->out; o++)
+            y[(size_t)r * bf->out + o] = bf->ct[(size_t)o * rows + r];
 }
 
 void dt_bf16_linear_backward(struct dt_bf16_linear *bf, const float *x, const float *dy, float *dx,
                              int rows, float *g)
 {
+    unsigned char *base = dt_call_scratch_take(bf->scratch, backward_bytes(bf));
+    bf->a = (dt_bf16 *)base;
+    bf->b = (dt_bf16 *)(base + aligned(bf->a_bytes));
+    bf->a2 = (dt_bf16 *)(base + aligned(bf->a_bytes) + aligned(bf->b_bytes));
     /* dW [out x in] = dy^T [out x rows] x [rows x in] */
     dt_bf16_pack_a_f32(dy, 1, bf->out, bf->out, rows, bf->a);
     dt_bf16_pack_b_f32(x, bf->in, 1, rows, bf->in, bf->b);
@@ -891,5 +908,5 @@ void dt_bf16_linear_backward(struct dt_bf16_linear *bf, const float *x, const fl
         return;
     /* dx [rows x in] = dy [rows x out] x W [out x in] */
     dt_bf16_pack_a_f32(dy, bf->out, 1, rows, bf->out, bf->a2);
-    dt_gemm_bf16_on(bf->path, rows, bf->in, bf->out, bf->a2, bf->wt, dx, bf->in, false);
+    dt_gemm_bf16_on(bf->path, rows, bf->in, bf->out, bf->a2, bf->wb, dx, bf->in, false);
 }

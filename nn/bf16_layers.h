@@ -120,24 +120,24 @@ struct dt_bf16_linear;
  * *scratch_bytes as for conv2d. 0 or DT_ERUNTIME. */
 int dt_bf16_linear_setup(struct dt_bf16_linear **out, int in, int out_features, int max_batch,
                          double *scratch_bytes);
-/* As for conv2d: the call-scratch bytes of the tiles mode (its packed weights and operands:
- * it keeps nothing of its own between calls), and init. */
+/* As for conv2d: the call-scratch bytes of the tiles mode (its operands and the forward's
+ * transposed output), and init (the packed weights, the layer's own: *scratch_bytes). */
 size_t dt_bf16_linear_call_bytes(const struct dt_bf16_linear *bf);
 int dt_bf16_linear_init(struct dt_bf16_linear *bf, struct dt_call_scratch *scratch);
 void dt_bf16_linear_free(struct dt_bf16_linear *bf);
 bool dt_bf16_linear_tiles(const struct dt_bf16_linear *bf);
 const char *dt_bf16_linear_note(const struct dt_bf16_linear *bf);
 
-/* Tiles mode, each in the call scratch. A forward call: pack_weights (w [out][in]) once, then
- * forward for each group of rows. A backward call: pack_weights_grad once, then backward for
- * each group of rows. No other layer may run in between. */
-void dt_bf16_linear_pack_weights(struct dt_bf16_linear *bf, const float *w);
-void dt_bf16_linear_pack_weights_grad(struct dt_bf16_linear *bf, const float *w);
+/* Tiles mode. A forward call: pack_weights (w [out][in]) once, then forward for each group of
+ * rows; `training` packs the input gradient's layout too, kept for the backward call that
+ * follows (backward for each group of rows). Operands go in the call scratch: no other layer
+ * may run inside a call. */
+void dt_bf16_linear_pack_weights(struct dt_bf16_linear *bf, const float *w, bool training);
 /* y [rows][out] = x w^T (+ b). */
 void dt_bf16_linear_forward(struct dt_bf16_linear *bf, const float *x, const float *b, float *y,
                             int rows);
 /* The weight gradient of these rows WRITTEN to g ([out][in]; the bias gradient after it is the
- * caller's), and dx [rows][in] unless NULL (with the weights pack_weights_grad packed). */
+ * caller's), and dx [rows][in] unless NULL (with the weights the training forward packed). */
 void dt_bf16_linear_backward(struct dt_bf16_linear *bf, const float *x, const float *dy, float *dx,
                              int rows, float *g);
 

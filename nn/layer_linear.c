@@ -102,7 +102,7 @@ static void linear_forward(struct dt_layer *l, const float *x, float *y, int bat
         slice = batch;
     const float *weight = l->params;
     if (li->bf && dt_bf16_linear_tiles(li->bf)) {
-        dt_bf16_linear_pack_weights(li->bf, weight);
+        dt_bf16_linear_pack_weights(li->bf, weight, c->run.training);
     } else if (li->bf) {
         struct dt_bf16_rounded r;
         dt_bf16_rounded_take(&r, &l->model->call_scratch, (size_t)batch * li->in, 0);
@@ -145,8 +145,6 @@ static void linear_backward(struct dt_layer *l, const float *x, const float *y, 
     (void)y;
     const struct linear *li = l->state;
     const float *weight = l->params;
-    if (li->bf && dt_bf16_linear_tiles(li->bf)) /* W for dx, once for every slice */
-        dt_bf16_linear_pack_weights_grad(li->bf, weight);
     if (li->bf && !dt_bf16_linear_tiles(li->bf)) { /* the weights forward rounded; x, dy */
         struct dt_bf16_rounded r;
         size_t nx = (size_t)batch * li->in, ny = (size_t)batch * li->out;

@@ -289,6 +289,8 @@ static void test_linear_every_path(void **state)
             continue;
         check_linear((enum dt_bf16_path)p, 37, 13, 5);
         check_linear((enum dt_bf16_path)p, 300, 40, 33);
+        /* whole tiles both ways: the weights' one-pass pack (dt_bf16_pack_rows_both) */
+        check_linear((enum dt_bf16_path)p, 96, 64, 20);
     }
 }
 

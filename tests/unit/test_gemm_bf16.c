@@ -13,6 +13,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "nn/kernels/bf16/gemm_bf16.h"
 #include "tests/unit/bf16_checks.h"
@@ -218,6 +219,36 @@ static void test_zero_groups_still_multiply_infinities(void **state)
     }
 }
 
+/* dt_bf16_pack_rows_both on path p (the prestate) writes the bits of the two general packs, A
+ * and B of the same rows, including the specials' (NaN, infinities, ties, denormals), on
+ * whole-tile shapes (its own loops) and edge shapes (the general packs'); with wb NULL it
+ * writes A alone. */
+static void test_pack_rows_both(void **state)
+{
+    enum dt_bf16_path p = *(enum dt_bf16_path *)*state;
+    bf16_skip_unless_available(p, "pack rows both");
+    static const int shapes[][2] = {{64, 96}, {32, 32}, {512, 128}, {19, 45}, {40, 64}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int m = shapes[s][0], k = shapes[s][1];
+        float *w = malloc(sizeof(float) * m * k);
+        for (int i = 0; i < m * k; i++)
+            w[i] = uniform();
+        w[0] = NAN, w[1] = -INFINITY, w[k + 2] = 1.0f + 0x1p-8f, w[m * k - 1] = 0x1p-130f;
+        size_t na = dt_bf16_packed_a_size(m, k), nb = dt_bf16_packed_b_size(m, k);
+        dt_bf16 *wa = malloc(2 * na), *wb = malloc(2 * nb), *ea = malloc(2 * na),
+                *eb = malloc(2 * nb);
+        dt_bf16_pack_a_f32(w, k, 1, m, k, ea);
+        dt_bf16_pack_b_f32(w, k, 1, m, k, eb);
+        dt_bf16_pack_rows_both(p, w, m, k, wa, wb);
+        assert_memory_equal(wa, ea, 2 * na);
+        assert_memory_equal(wb, eb, 2 * nb);
+        memset(wa, 0xff, 2 * na);
+        dt_bf16_pack_rows_both(p, w, m, k, wa, NULL);
+        assert_memory_equal(wa, ea, 2 * na);
+        free(w), free(wa), free(wb), free(ea), free(eb);
+    }
+}
+
 int main(void)
 {
     static enum dt_bf16_path hardware[] = {DT_BF16_AVX512BF16, DT_BF16_AMX};
@@ -231,6 +262,9 @@ int main(void)
         cmocka_unit_test(test_amx_path),
         cmocka_unit_test_prestate(test_matches_ctile, &hardware[0]),
         cmocka_unit_test_prestate(test_matches_ctile, &hardware[1]),
+        cmocka_unit_test_prestate(test_pack_rows_both, &tiles[0]),
+        cmocka_unit_test_prestate(test_pack_rows_both, &tiles[1]),
+        cmocka_unit_test_prestate(test_pack_rows_both, &tiles[2]),
         cmocka_unit_test_prestate(test_zero_groups_still_multiply_infinities, &tiles[0]),
         cmocka_unit_test_prestate(test_zero_groups_still_multiply_infinities, &tiles[1]),
         cmocka_unit_test_prestate(test_zero_groups_still_multiply_infinities, &tiles[2]),

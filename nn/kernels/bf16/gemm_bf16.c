@@ -135,6 +135,22 @@ void dt_bf16_pack_b_bf16(const dt_bf16 *src, ptrdiff_t rs, ptrdiff_t cs, int k, 
     pack_b(NULL, src, rs, cs, k, n, dst);
 }
 
+void dt_bf16_pack_rows_both(enum dt_bf16_path p, const float *w, int m, int k, dt_bf16 *wa,
+                            dt_bf16 *wb)
+{
+    if (m % 32 || k % 32 || m <= 0 || k <= 0) { /* edge tiles: the element loops pad them */
+        dt_bf16_pack_a_f32(w, k, 1, m, k, wa);
+        if (wb)
+            dt_bf16_pack_b_f32(w, k, 1, m, k, wb);
+    } else if (p == DT_BF16_AMX) {
+        dt_bf16_pack_rows_both_amx(w, m, k, wa, wb);
+    } else if (p == DT_BF16_AVX512BF16) {
+        dt_bf16_pack_rows_both_avx512bf16(w, m, k, wa, wb);
+    } else {
+        dt_bf16_pack_rows_both_ctile(w, m, k, wa, wb);
+    }
+}
+
 /* Element (i, j) of packed A and packed B. */
 static float a_at(const dt_bf16 *a, int kt_count, int i, int j)
 {

@@ -39,6 +39,16 @@ void dt_bf16_pack_b_f32(const float *src, ptrdiff_t rs, ptrdiff_t cs, int k, int
 void dt_bf16_pack_b_bf16(const dt_bf16 *src, ptrdiff_t rs, ptrdiff_t cs, int k, int n,
                          dt_bf16 *dst);
 
+/* The row-major m x k fp32 matrix w (element (i, j) at w[i * k + j]: a linear layer's weights
+ * [out][in]) packed as A (wa: m x k, the forward's y^T = W x^T) and, unless wb is NULL, as B of
+ * the product it is the right operand of (wb: its m rows the depth, its k columns the width:
+ * the input gradient's dx = dy W), in one pass over w. The same bits as
+ * dt_bf16_pack_a_f32(w, k, 1, m, k, wa) and dt_bf16_pack_b_f32(w, k, 1, m, k, wb): a second
+ * pack_b over fp32 rows costs 4x this pass (4096 x 512: 1.9 ms against 0.45, docs/bf16.md).
+ * Runs path p's build: the AVX-512 ones vectorise the conversion and the pair interleave. */
+void dt_bf16_pack_rows_both(enum dt_bf16_path p, const float *w, int m, int k, dt_bf16 *wa,
+                            dt_bf16 *wb);
+
 /* C (m x n, row stride ldc floats) = [C +] A * B from packed A (m x k) and B (k x n), on the
  * path in use (dt_isa_bf16_path). Splits its blocks over the OpenMP team unless called inside a
  * parallel region. */
@@ -55,5 +65,9 @@ void dt_gemm_bf16_avx512bf16(int m, int n, int k, const dt_bf16 *a, const dt_bf1
                              ptrdiff_t ldc, bool accumulate);
 void dt_gemm_bf16_ctile(int m, int n, int k, const dt_bf16 *a, const dt_bf16 *b, float *c,
                         ptrdiff_t ldc, bool accumulate);
+/* Their builds of dt_bf16_pack_rows_both's whole-tile case (m and k multiples of 32). */
+void dt_bf16_pack_rows_both_amx(const float *w, int m, int k, dt_bf16 *wa, dt_bf16 *wb);
+void dt_bf16_pack_rows_both_avx512bf16(const float *w, int m, int k, dt_bf16 *wa, dt_bf16 *wb);
+void dt_bf16_pack_rows_both_ctile(const float *w, int m, int k, dt_bf16 *wa, dt_bf16 *wb);
 
 #endif

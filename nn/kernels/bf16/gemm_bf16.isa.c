@@ -6,6 +6,9 @@
  * Edge blocks (fewer than 32 rows or columns of tiles) use the same code with the missing
  * tiles skipped; tiles that hang over C's edge go through a 16 x 16 buffer. */
 #include "nn/kernels/bf16/gemm_bf16.h"
+
+#include <omp.h>
+
 #include "nn/kernels/isa_fn.h"
 #include "nn/kernels/bf16/tile.h"
 
@@ -94,4 +97,53 @@ void DT_ISA_FN(dt_gemm_bf16)(int m, int n, int k, const dt_bf16 *a, const dt_bf1
         block(m, n, kt_count, a, b, c, ldc, accumulate, mt, nt, mt + 1 < mt_count,
               nt + 1 < nt_count);
     }
+}
+
+/* Two B tile rows from two A tile rows a0, a1 (32 values each): columns 0-15 of both rows
+ * interleaved into b0, columns 16-31 into b1. */
+static inline void interleave_rows(const dt_bf16 *a0, const dt_bf16 *a1, dt_bf16 *b0, dt_bf16 *b1)
+{
+#if defined(DT_BUILD_CTILE)
+    for (int c = 0; c < 16; c++) {
+        b0[2 * c] = a0[c];
+        b0[2 * c + 1] = a1[c];
+        b1[2 * c] = a0[16 + c];
+        b1[2 * c + 1] = a1[16 + c];
+    }
+#else
+    /* element e of the result is a0[e / 2] (even e) or a1[e / 2] (odd e: index 32 + e / 2) */
+    const __m512i lo = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40,
+                                        8, 39, 7, 38, 6, 37, 5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
+    const __m512i hi = _mm512_add_epi16(lo, _mm512_set1_epi16(16));
+    __m512i r0 = _mm512_loadu_si512(a0), r1 = _mm512_loadu_si512(a1);
+    _mm512_storeu_si512(b0, _mm512_permutex2var_epi16(r0, lo, r1));
+    _mm512_storeu_si512(b1, _mm512_permutex2var_epi16(r0, hi, r1));
+#endif
+}
+
+/* A block of 32 rows of w at a time, 32 columns at a time: each row pair's two A tile rows
+ * (each row's 32 values), then the two B tile rows they make, read back from the A rows while
+ * in L1. The block's 16 pairs fill one B tile per 16 columns, written whole before the next.
+ * The conversion is a plain loop over the scalar one, which the AVX-512 builds vectorise: the
+ * bits of dt_bf16_from_f32. */
+void DT_ISA_FN(dt_bf16_pack_rows_both)(const float *w, int m, int k, dt_bf16 *wa, dt_bf16 *wb)
+{
+    int a_depth = k / 32, b_depth = m / 32; /* tiles along each packing's K */
+#pragma omp parallel for schedule(static) if (!omp_in_parallel() && (double)m * k > 1e6)
+    for (int rb = 0; rb < m / 32; rb++)
+        for (int kt = 0; kt < a_depth; kt++)
+            for (int p = 0; p < 16; p++) {
+                int r = 32 * rb + 2 * p;
+                const float *w0 = w + (size_t)r * k + kt * 32, *w1 = w0 + k;
+                dt_bf16 *a0 = wa + ((size_t)(r / 16) * a_depth + kt) * TILE_ELEMS + (r % 16) * 32;
+                dt_bf16 *a1 = a0 + 32;
+                for (int c = 0; c < 32; c++) {
+                    a0[c] = dt_bf16_from_f32(w0[c]);
+                    a1[c] = dt_bf16_from_f32(w1[c]);
+                }
+                if (wb) {
+                    dt_bf16 *b0 = wb + ((size_t)(2 * kt) * b_depth + rb) * TILE_ELEMS + p * 32;
+                    interleave_rows(a0, a1, b0, b0 + (size_t)b_depth * TILE_ELEMS);
+                }
+            }
 }
