@@ -268,6 +268,7 @@ static void test_conv_every_path(void **state)
          * more samples than one thread takes; outside 17-32 the emulated fallback (the
          * ConvNet's 1x3x3, 3x5x5) */
         check_conv((enum dt_bf16_path)p, 3, 8, 8, 16, 3, 1, 1, 3, tiles);
+        check_conv((enum dt_bf16_path)p, 3, 8, 8, 32, 3, 1, 1, 3, tiles); /* dY whole tiles */
         check_conv((enum dt_bf16_path)p, 3, 13, 10, 33, 3, 1, 0, 5, tiles);
         check_conv((enum dt_bf16_path)p, 1, 9, 7, 6, 5, 1, 2, 2, tiles);
         check_conv((enum dt_bf16_path)p, 1, 11, 9, 17, 5, 1, 0, 3, tiles);
