@@ -571,6 +571,20 @@ static void bn_dy(const struct dt_bf16_conv *bf, const struct dt_bn_grad *bn, co
     }
 }
 
+/* Sample `sample`'s dy [K][oh][ow]: in place in dy, or read through the batchnorm above (bn)
+ * or the maxpool2d above (pool) into this thread's buffer. */
+static const float *sample_dy(struct dt_bf16_conv *bf, const struct dt_bn_grad *bn,
+                              const struct dt_pool_grad *pool, const float *dy, int sample)
+{
+    size_t out = (size_t)bf->s.k * bf->oh * bf->ow;
+    float *own = bf->ysample + (size_t)omp_get_thread_num() * out;
+    if (bn)
+        bn_dy(bf, bn, dy, sample, own);
+    else if (pool)
+        dt_maxpool_backward_sample(pool, sample, own);
+    return bn || pool ? own : dy + (size_t)sample * out;
+}
+
 /* Sample `sample`'s input gradient from its dy (already through the batchnorm above): the
  * forward kernel on the rotated weights, in this thread's buffers. */
 static void input_grad(struct dt_bf16_conv *bf, const float *dy, float *dx, int sample,
@@ -684,20 +698,16 @@ static void stem_backward_sample(struct dt_bf16_conv *bf, int slot, const float 
 /* The stem mode's backward (dt_bf16_conv_backward's contract): one sample per thread, the
  * weight gradient summed over the samples' parts in sample order (the same bits for any team). */
 static void stem_backward(struct dt_bf16_conv *bf, const float *x, const float *dy,
-                          const struct dt_bn_grad *bn, float *dx, const float *relu_x,
-                          const float *extra, int b0, int count, float *g, bool bias)
+                          const struct dt_bn_grad *bn, const struct dt_pool_grad *pool, float *dx,
+                          const float *relu_x, const float *extra, int b0, int count, float *g,
+                          bool bias)
 {
     const struct dt_conv_shape *s = &bf->s;
-    size_t in = (size_t)s->c * s->h * s->w, out = (size_t)s->k * bf->pix;
+    size_t in = (size_t)s->c * s->h * s->w;
 #pragma omp parallel for schedule(static) num_threads(team_size(bf->threads)) if (count > 1)
     for (int i = 0; i < count; i++) {
         int sample = b0 + i;
-        const float *dyi = dy + (size_t)sample * out;
-        if (bn) {
-            float *own = bf->ysample + (size_t)omp_get_thread_num() * out;
-            bn_dy(bf, bn, dy, sample, own);
-            dyi = own;
-        }
+        const float *dyi = sample_dy(bf, bn, pool, dy, sample);
         stem_backward_sample(bf, i, dyi, x + (size_t)sample * in, dx, sample, relu_x, extra,
                              bias ? bf->bparts + (size_t)i * s->k : NULL);
     }
@@ -722,15 +732,16 @@ static void wgrad_chunk(struct dt_bf16_conv *bf, int n, bool accumulate)
 }
 
 void dt_bf16_conv_backward(struct dt_bf16_conv *bf, const float *x, bool x_bf16, const float *dy,
-                           const struct dt_bn_grad *bn, float *dx, const float *relu_x,
-                           const float *extra, int b0, int count, float *g, bool bias)
+                           const struct dt_bn_grad *bn, const struct dt_pool_grad *pool, float *dx,
+                           const float *relu_x, const float *extra, int b0, int count, float *g,
+                           bool bias)
 {
     const struct dt_conv_shape *s = &bf->s;
-    size_t in = (size_t)s->c * s->h * s->w, out = (size_t)s->k * bf->oh * bf->ow;
+    size_t in = (size_t)s->c * s->h * s->w;
     bind_scratch(bf);
     bf->x_bf16 = x_bf16;
     if (bf->stem)
-        stem_backward(bf, x, dy, bn, dx, relu_x, extra, b0, count, g, bias);
+        stem_backward(bf, x, dy, bn, pool, dx, relu_x, extra, b0, count, g, bias);
     /* Chunks in sample order, each added into the tile-major sum: every element is one fp32
      * sum over the samples in order, the same bits for any team. Each sample's dy and x are
      * read once from memory: its weight-gradient operands, bias part and input gradient are
@@ -740,12 +751,7 @@ void dt_bf16_conv_backward(struct dt_bf16_conv *bf, const float *x, bool x_bf16,
 #pragma omp parallel for schedule(static) num_threads(team_size(bf->threads)) if (n > 1)
         for (int i = 0; i < n; i++) {
             int sample = b0 + c0 + i;
-            const float *dyi = dy + (size_t)sample * out;
-            if (bn) {
-                float *own = bf->ysample + (size_t)omp_get_thread_num() * out;
-                bn_dy(bf, bn, dy, sample, own);
-                dyi = own;
-            }
+            const float *dyi = sample_dy(bf, bn, pool, dy, sample);
             wgrad_operands(bf, i, dyi, dt_act_from(x, x_bf16, (size_t)sample * in),
                            bias ? bf->bparts + (size_t)(c0 + i) * s->k : NULL);
             if (dx)

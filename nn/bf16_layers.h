@@ -39,6 +39,7 @@
 #include "nn/call_scratch.h"
 #include "nn/kernels/fp32/bn_grad.h"     /* struct dt_bn_grad */
 #include "nn/kernels/fp32/conv_direct.h" /* struct dt_conv_shape */
+#include "nn/kernels/fp32/pool.h"        /* struct dt_pool_grad */
 
 /* ---- emulated mode: rounded copies for the fp32 kernels ----
  * The rounded x and dy live in the model's call scratch, only inside the call that made them:
@@ -104,13 +105,16 @@ void dt_bf16_conv_forward(struct dt_bf16_conv *bf, const float *x, bool x_bf16, 
  * gradient WRITTEN to g ([K][C][kh][kw], then the bias gradient [K] when bias) and, unless
  * dx is NULL, those samples' input gradient, with the weights the last forward packed. With
  * bn (the bn_grad fusion, nn/kernels/fp32/bn_grad.h) dy is the gradient at the output of the
- * batchnorm above, read through its backward. With relu_x (the relu_below fusion) x is a
+ * batchnorm above, read through its backward; with pool (the pool_grad fusion) dy is the
+ * gradient at the output of the maxpool2d the forward ran, each sample's unpooled into a
+ * per-thread buffer as it is read. With relu_x (the relu_below fusion) x is a
  * relu's output and dx is written as that relu's backward would write it,
  * dx = x > 0 ? dx + extra : 0 (extra, what skip connections sent to the relu's output, may
  * be NULL). */
 void dt_bf16_conv_backward(struct dt_bf16_conv *bf, const float *x, bool x_bf16, const float *dy,
-                           const struct dt_bn_grad *bn, float *dx, const float *relu_x,
-                           const float *extra, int b0, int count, float *g, bool bias);
+                           const struct dt_bn_grad *bn, const struct dt_pool_grad *pool, float *dx,
+                           const float *relu_x, const float *extra, int b0, int count, float *g,
+                           bool bias);
 
 /* ---- linear ---- */
 

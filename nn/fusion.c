@@ -9,6 +9,10 @@
  *               the relu and the pool chunk by chunk and writes the pool's output; the
  *               pool's backward applies the relu's mask and the relu's backward is skipped.
  *               Neither the layer's nor the relu's output is written.
+ *   pool_grad   and when the layer can also run that pool's backward (a bf16 conv2d on tiles),
+ *               the pool writes no dx: the model hands its dy to the layer, whose backward
+ *               unpools each sample into a per-thread buffer as it reads it (the pool's dx,
+ *               the size of the layer's output, is never written to memory and read back).
  *   add         an identity add whose input only it reads is computed by the batchnorm2d
  *               below at its store, with the relu fused into the add: the add's forward is
  *               skipped and the batchnorm's own output is not written (its backward runs).
@@ -134,6 +138,10 @@ static void plan_relu_and_pool(struct dt_layer_plan *plan, int n, unsigned fusio
             plan[i + 1].relu_below = true;
             plan[i + 1].forward_below = true;
             plan[i].backward_above = true;
+            if ((fusions & DT_FUSE_POOL_GRAD) && has(prev, DT_CAP_POOL_ABOVE_GRAD)) {
+                prev->pool_above = true;
+                plan[i + 1].grad_in_below = true;
+            }
         }
     }
 }
@@ -218,13 +226,15 @@ static const struct {
     {"skip_in_dy", DT_FUSE_SKIP_IN_DY},
     {"chunks", DT_FUSE_CHUNKS},
     {"bf16_store", DT_FUSE_BF16_STORE},
+    {"pool_grad", DT_FUSE_POOL_GRAD},
 };
-_Static_assert(sizeof fusion_table / sizeof fusion_table[0] == 9 && DT_FUSE_ALL == 0x1ff,
+_Static_assert(sizeof fusion_table / sizeof fusion_table[0] == 10 && DT_FUSE_ALL == 0x3ff,
                "one name per fusion");
 
 const char *dt_fusion_names(void)
 {
-    return "relu, pool, add, relu_below, bn_grad, dy_extra, skip_in_dy, chunks, bf16_store";
+    return "relu, pool, add, relu_below, bn_grad, dy_extra, skip_in_dy, chunks, bf16_store, "
+           "pool_grad";
 }
 
 /* The fusion named by word[0..len), or 0. */

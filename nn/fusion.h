@@ -56,6 +56,10 @@ enum dt_layer_cap {
     DT_CAP_IS_BATCHNORM = 1u << 10,
     /* an identity add (y = x + skip): the layer below may compute it at its store */
     DT_CAP_IS_IDENTITY_ADD = 1u << 11,
+    /* backward can run the backward of the maxpool2d its forward runs (runs_pool), sample by
+     * sample as it reads dy: the pool's dy scattered to the winners, the relu mask applied
+     * (struct dt_layer_bwd's pool_above) */
+    DT_CAP_POOL_ABOVE_GRAD = 1u << 13,
     /* reads x stored as bf16 in forward and backward: a batchnorm2d (its input gradient then
      * computed by the layer below: grad_in_below), a bf16 model's stride-1 tiles conv2d (its
      * relu below's mask then read from it: relu_below) */
@@ -80,7 +84,8 @@ enum dt_fusion {
     DT_FUSE_CHUNKS = 1u << 7,     /* runs of chunkable layers, chunk by chunk (one thread) */
     DT_FUSE_BF16_STORE = 1u << 8, /* activations stored as bf16 between a bf16 conv2d and a
                                      batchnorm2d (needs bn_grad; relu, relu_below) */
-    DT_FUSE_ALL = (1u << 9) - 1,
+    DT_FUSE_POOL_GRAD = 1u << 9,  /* a fused maxpool2d's backward in the conv2d's (needs pool) */
+    DT_FUSE_ALL = (1u << 10) - 1,
     DT_FUSE_NONE = 0,
 };
 
@@ -108,7 +113,9 @@ struct dt_layer_plan {
                             or a maxpool2d that a conv2d -> relu runs) */
     bool backward_above; /* a relu whose backward the layer above runs */
     bool bn_above;       /* backward computes the input gradient of the batchnorm2d above */
-    bool grad_in_below;  /* batchnorm2d: writes no dx, the layer below computes it */
+    bool pool_above;     /* backward runs the backward of the maxpool2d it runs (runs_pool) */
+    bool grad_in_below;  /* batchnorm2d, or maxpool2d under pool_grad: writes no dx, the layer
+                            below computes it from this layer's dy */
     bool dy_extra;       /* backward adds skip gradients to dy itself (dy_extra fusion) */
     bool skip_in_dy;     /* identity add: its skip gradient stays in its dy buffer */
     bool pending_in_dy;  /* the skip gradient sent to this layer's output is that buffer */
@@ -122,7 +129,8 @@ void dt_fusion_plan(struct dt_layer_plan *plan, struct dt_layer *const *layers, 
                     unsigned fusions, int max_batch, int threads, int first_param);
 
 /* The fusions named by `text`, DTRAIN_FUSE's syntax: "all", "none", or a comma-separated list
- * of names (relu, pool, add, relu_below, bn_grad, dy_extra, skip_in_dy, chunks, bf16_store), each
+ * of names (relu, pool, add, relu_below, bn_grad, dy_extra, skip_in_dy, chunks, bf16_store,
+ * pool_grad), each
  * adding that fusion, or removing it with a leading '-' ("all,-pool"), from none. 0 or DT_EUSAGE
  * naming the word that is not a fusion. */
 int dt_fusion_parse(const char *text, unsigned *out);

@@ -58,6 +58,11 @@ static inline int dt_pool_setup(struct dt_pool_geom *g, const struct dt_layer_sp
 void dt_maxpool2d_forward_samples(struct dt_layer *l, const float *x, float *y, int first,
                                   int count);
 
+/* The maxpool2d layer l's backward for the conv2d below it to run (pool_grad, nn/fusion.h):
+ * its output y (the relu mask) and dy, whole batch. */
+void dt_maxpool2d_grad_source(const struct dt_layer *l, const float *y, const float *dy,
+                              struct dt_pool_grad *out);
+
 /* The maxpool2d layer l's winner indices from sample `first` on (int32, [sample][c][oh][ow],
  * each the index of the maximum within its input plane), for a conv2d that pools 2x2 itself
  * (nn/kernels/fp32/conv_winograd.h); backward reads them. NULL unless l pools 2x2 with stride

@@ -284,8 +284,8 @@ static int conv2d_setup(struct dt_layer *l, const struct dt_layer_spec *spec, st
         } else { /* the fp32 algorithm's scratch is not allocated */
             s->scratch_bytes = 0;
             s->call_scratch_bytes = (double)dt_bf16_conv_call_bytes(cv->bf);
-            s->caps |= DT_CAP_RELU_BELOW_GRAD | DT_CAP_POOL_IN_FORWARD | DT_CAP_BN_ABOVE_GRAD |
-                       DT_CAP_BF16_STORE;
+            s->caps |= DT_CAP_RELU_BELOW_GRAD | DT_CAP_POOL_IN_FORWARD | DT_CAP_POOL_ABOVE_GRAD |
+                       DT_CAP_BN_ABOVE_GRAD | DT_CAP_BF16_STORE;
             if (dt_bf16_conv_reads_bf16(cv->bf))
                 s->caps |= DT_CAP_BF16_INPUT;
         }
@@ -484,15 +484,17 @@ static void bias_grad(const struct conv *cv, const float *dy, int b0, int count,
 }
 
 /* Both gradients of samples [b0, b0 + count): the weight's (and bias's) into g, which is
- * written, not accumulated; dx for those samples unless NULL. bn (Winograd only, else NULL):
- * dy is a batchnorm's output gradient, read through its backward (c->bn_above). */
+ * written, not accumulated; dx for those samples unless NULL. bn (Winograd and bf16 tiles,
+ * else NULL): dy is a batchnorm's output gradient, read through its backward (c->bn_above);
+ * pool (bf16 tiles): dy is the fused maxpool2d's output gradient (c->pool_above). */
 static void backward_samples(struct dt_layer *l, const float *x, const float *dy, float *dx, int b0,
                              int count, int batch, float *g, const struct dt_bn_grad *bn,
-                             const struct dt_layer_bwd *c, const float *weight)
+                             const struct dt_pool_grad *pool, const struct dt_layer_bwd *c,
+                             const float *weight)
 {
     struct conv *cv = l->state;
     if (cv->bf && dt_bf16_conv_tiles(cv->bf)) {
-        dt_bf16_conv_backward(cv->bf, x, c->x_bf16, dy, bn, dx, c->relu_below ? x : NULL,
+        dt_bf16_conv_backward(cv->bf, x, c->x_bf16, dy, bn, pool, dx, c->relu_below ? x : NULL,
                               c->relu_below ? c->below_extra : NULL, b0, count, g, cv->bias);
         return;
     }
@@ -542,6 +544,11 @@ static void conv2d_backward(struct dt_layer *l, const float *x, const float *y, 
         dt_batchnorm2d_grad(c->bn_above, y, &bn_grad);
         bn = &bn_grad;
     }
+    struct dt_pool_grad pool_grad, *pool = NULL;
+    if (c->pool_above) {
+        dt_maxpool2d_grad_source(c->pool_above, c->pool_y, dy, &pool_grad);
+        pool = &pool_grad;
+    }
     const float *weight = l->params;
     bool tiles = cv->bf && dt_bf16_conv_tiles(cv->bf);
     if (cv->bf && !tiles) { /* emulated: the weights forward rounded, dy and x rounded */
@@ -559,13 +566,13 @@ static void conv2d_backward(struct dt_layer *l, const float *x, const float *y, 
         regroup_dy(cv, dy, cv->yt, batch);
     int slice = dt_layer_grad_slice(l, batch);
     if (!slice) {
-        backward_samples(l, x, dy, dx, 0, batch, batch, l->grads, bn, c, weight);
+        backward_samples(l, x, dy, dx, 0, batch, batch, l->grads, bn, pool, c, weight);
     } else {
         struct dt_grad_tree *t = &l->model->grad_tree;
         dt_grad_tree_begin(t, l->nparams);
         for (int b0 = 0; b0 < batch; b0 += slice) {
             backward_samples(l, x, dy, dx, b0, batch - b0 < slice ? batch - b0 : slice, batch,
-                             dt_grad_tree_slot(t), bn, c, weight);
+                             dt_grad_tree_slot(t), bn, pool, c, weight);
             dt_grad_tree_push(t);
         }
         dt_grad_tree_finish(t, l->grads);

@@ -61,6 +61,14 @@ int32_t *dt_maxpool2d_indices_2x2(struct dt_layer *l, int first)
     return mp->argmax + (size_t)first * dt_shape_size(l->out);
 }
 
+void dt_maxpool2d_grad_source(const struct dt_layer *l, const float *y, const float *dy,
+                              struct dt_pool_grad *out)
+{
+    const struct maxpool *mp = l->state;
+    *out = (struct dt_pool_grad){mp->g,       l->in.c, l->in.h, l->in.w, .argmax = mp->argmax,
+                                 .relu_y = y, .dy = dy};
+}
+
 static void maxpool2d_forward(struct dt_layer *l, const float *x, float *y, int batch,
                               const struct dt_layer_fwd *c)
 {

@@ -82,8 +82,13 @@ struct dt_layer_bwd {
     /* DT_CAP_BN_ABOVE_GRAD: dy is the output gradient of this batchnorm2d, whose input is
      * this layer's y; backward computes its dx as it reads dy (dt_batchnorm2d_grad) */
     const struct dt_layer *bn_above;
-    /* batchnorm2d whose input gradient the layer below computes: keep the factors for it
-     * (dt_batchnorm2d_grad); the model passes no dx */
+    /* DT_CAP_POOL_ABOVE_GRAD: dy is the output gradient of this maxpool2d (the one forward
+     * runs), whose output is pool_y; backward computes its dx sample by sample as it reads dy
+     * (dt_maxpool2d_grad_source) */
+    const struct dt_layer *pool_above;
+    const float *pool_y;
+    /* batchnorm2d (or maxpool2d, pool_grad) whose input gradient the layer below computes:
+     * keep the factors for it (dt_batchnorm2d_grad); the model passes no dx */
     bool grad_in_below;
     /* x is stored as bf16 (as in the forward's struct dt_layer_fwd) */
     bool x_bf16;

@@ -17,7 +17,7 @@ done
 # 2. the build before the wave, bf16 at 1x1 (its fp32 is the same code)
 if [ -n "${BEFORE:-}" ]; then
   log before
-  for cfg in fashion-convnet cifar10-resnet20; do
+  for cfg in fashion-convnet cifar10-cnn cifar10-resnet20; do
     $BEFORE/dtrain bench configs/$cfg.cfg --set data.dir=$(data $cfg) --grid 1x1 --steps 30 \
        --repeat 3 --precision fp32,bf16 > $S/before.$cfg.txt 2>&1
   done

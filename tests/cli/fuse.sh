@@ -2,7 +2,8 @@
 # that is not a fusion is a usage error (exit 2) naming it. Training with no fusion gives the
 # same weights, bit for bit, as training with every one: a ResNet (relu, add, relu_below,
 # bn_grad, dy_extra, skip_in_dy) and the ConvNet (relu, pool, chunks at one thread); and a bf16
-# ResNet with and without bf16_store (activations stored as bf16 where the CPU has bf16 tiles).
+# ResNet with and without bf16_store (activations stored as bf16 where the CPU has bf16 tiles),
+# and a bf16 ConvNet with and without pool_grad (the pool's backward in the tile conv's).
 . tests/cli/lib.sh
 
 FIX="$TMP/fix"
@@ -35,5 +36,15 @@ expect_rc "bf16 ResNet, no bf16_store: exit 0" 0
 check "bf16 ResNet: the same weights with and without bf16_store" /usr/bin/python3 \
     tests/tools/compare_weights.py --rtol 0 "$TMP/bf16-all/last.safetensors" \
     "$TMP/bf16-nostore/last.safetensors"
+
+run "$DTRAIN" train configs/fashion-convnet.cfg $ARGS --precision bf16 \
+    --set checkpoint.dir="$TMP/bf16-convnet-all"
+expect_rc "bf16 ConvNet, every fusion: exit 0" 0
+run env DTRAIN_FUSE=all,-pool_grad "$DTRAIN" train configs/fashion-convnet.cfg $ARGS \
+    --precision bf16 --set checkpoint.dir="$TMP/bf16-convnet-nopoolgrad"
+expect_rc "bf16 ConvNet, no pool_grad: exit 0" 0
+check "bf16 ConvNet: the same weights with and without pool_grad" /usr/bin/python3 \
+    tests/tools/compare_weights.py --rtol 0 "$TMP/bf16-convnet-all/last.safetensors" \
+    "$TMP/bf16-convnet-nopoolgrad/last.safetensors"
 
 finish

@@ -50,6 +50,7 @@ static int taken(const struct dt_model *m, unsigned fusion)
              : fusion == DT_FUSE_DY_EXTRA   ? p->dy_extra && p->referenced
              : fusion == DT_FUSE_SKIP_IN_DY ? p->skip_in_dy
              : fusion == DT_FUSE_BF16_STORE ? p->bf16_store
+             : fusion == DT_FUSE_POOL_GRAD  ? p->pool_above
                                             : p->run_end > 0;
     }
     return n;
@@ -275,6 +276,22 @@ static void test_bf16_fusions(void **state)
                                        linear_spec(3)};
         compare_on(DT_CONV2D_GEMM, pool, 7, IN, 5, DT_FUSE_RELU, DT_FUSE_POOL, 1);
         compare_on(DT_CONV2D_GEMM, pool, 7, IN, 5, DT_FUSE_ALL & ~DT_FUSE_POOL, DT_FUSE_POOL, 1);
+        /* ... and the pool's backward in the conv's (pool_grad): on the stride-1 tiles (whose
+         * relu below it runs too) and in the stem mode (the CIFAR nets' first conv -> relu ->
+         * pool, an odd plane: 9x8), each sample unpooled as the conv reads it */
+        compare_on(DT_CONV2D_GEMM, pool, 7, IN, 5, DT_FUSE_RELU | DT_FUSE_POOL, DT_FUSE_POOL_GRAD,
+                   1);
+        compare_on(DT_CONV2D_GEMM, pool, 7, IN, 5, DT_FUSE_ALL & ~DT_FUSE_POOL_GRAD,
+                   DT_FUSE_POOL_GRAD, 1);
+        compare_on(DT_CONV2D_GEMM, pool, 7, IN, 5, DT_FUSE_RELU, DT_FUSE_POOL_GRAD, 0);
+        struct dt_layer_spec stem_pool[] = {
+            conv_spec(16, 3, 1, 1), spec_of("relu"), pool_spec("maxpool2d", 2, 0, 0),
+            conv_spec(16, 3, 1, 1), spec_of("relu"), pool_spec("maxpool2d", 2, 0, 0),
+            spec_of("flatten"),     linear_spec(3)};
+        compare_on(DT_CONV2D_GEMM, stem_pool, 8, IN, 5, DT_FUSE_RELU | DT_FUSE_POOL,
+                   DT_FUSE_POOL_GRAD, 2);
+        compare_on(DT_CONV2D_GEMM, stem_pool, 8, IN, 5, DT_FUSE_ALL & ~DT_FUSE_POOL_GRAD,
+                   DT_FUSE_POOL_GRAD, 2);
         /* conv2d -> batchnorm2d: the batchnorm's input gradient in the tile conv's backward
          * (the block's first conv, 3 input channels, in the stem mode: two takers) */
         struct dt_layer_spec b[16];

@@ -76,7 +76,8 @@ void dt_maxpool_backward(const struct dt_pool_geom *g, const int32_t *argmax, co
                          const float *dy, float *dx, int planes, int h, int w)
 {
     size_t in_plane = (size_t)h * w, out_plane = (size_t)g->oh * g->ow;
-#pragma omp parallel for if (planes * in_plane > DT_PARALLEL_MIN)
+    /* inside a conv's parallel region (pool_grad) each thread unpools its own samples */
+#pragma omp parallel for if (!omp_in_parallel() && planes * in_plane > DT_PARALLEL_MIN)
     for (int pl = 0; pl < planes; pl++) {
         float *dxp = dx + pl * in_plane;
         const float *dyp = dy + pl * out_plane;
@@ -91,6 +92,12 @@ void dt_maxpool_backward(const struct dt_pool_geom *g, const int32_t *argmax, co
                 dxp[ip[o]] += dyp[o];
         }
     }
+}
+
+void dt_maxpool_backward_sample(const struct dt_pool_grad *p, int i, float *dst)
+{
+    size_t out = (size_t)p->c * p->g.oh * p->g.ow, at = (size_t)i * out;
+    dt_maxpool_backward(&p->g, p->argmax + at, p->relu_y + at, p->dy + at, dst, p->c, p->h, p->w);
 }
 
 void dt_avgpool_forward(const struct dt_pool_geom *gp, const float *x, float *y, int planes, int h,

@@ -27,6 +27,21 @@ void dt_maxpool_forward(const struct dt_pool_geom *g, const float *x, float *y, 
 void dt_maxpool_backward(const struct dt_pool_geom *g, const int32_t *argmax, const float *relu_y,
                          const float *dy, float *dx, int planes, int h, int w);
 
+/* A maxpool2d's backward as the layer below it runs it, one sample at a time (the pool_grad
+ * fusion, nn/fusion.h): the pool's geometry, its input plane (c x h x w), and from sample 0
+ * its winner indices, its output (the relu mask of the relu between them: dy only where the
+ * pooled value is > 0) and its dy. */
+struct dt_pool_grad {
+    struct dt_pool_geom g;
+    int c, h, w;
+    const int32_t *argmax;
+    const float *relu_y;
+    const float *dy;
+};
+
+/* Sample i's dx [c][h][w] into dst: dt_maxpool_backward's bits, on the calling thread. */
+void dt_maxpool_backward_sample(const struct dt_pool_grad *p, int i, float *dst);
+
 /* y = the mean of each window, padded zeros counted (count_include_pad: a k*k divisor). */
 void dt_avgpool_forward(const struct dt_pool_geom *g, const float *x, float *y, int planes, int h,
                         int w);
