@@ -1,6 +1,7 @@
 /* nn/kernels/fp32/pool, each kernel alone against a naive reference: max pooling on the
  * vectorised 2x2 path and the general one (padding, overlapping windows, the first maximum on
- * ties, NaN winning), its scatter backward with and without the fused relu's mask, average
+ * ties, NaN winning), its backward (the 2x2 path's row-pair stores and the general scatter,
+ * the same bits: a -0 gradient lands as +0) with and without the fused relu's mask, average
  * pooling with padded zeros counted and its backward as the exact adjoint, global average
  * pooling. Plane counts run below and above DT_PARALLEL_MIN. */
 #include <math.h>
@@ -91,6 +92,9 @@ static void test_maxpool(void **state)
         assert_non_null(want_r);
         assert_non_null(idx);
         x[5] = NAN; /* NaN propagates, as in PyTorch */
+        /* a -0 gradient lands as +0 (0 + -0), a NaN as NaN, on either backward loop */
+        dy[1] = -0.0f;
+        dy[2] = NAN;
         dt_maxpool_forward(&g, x, y, idx, s->planes, s->h, s->w);
         for (int p = 0; p < s->planes; p++)
             for (int oy = 0; oy < g.oh; oy++)

@@ -3,6 +3,7 @@
 #include "nn/kernels/fp32/pool.h"
 
 #include <omp.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "nn/kernels/parallel.h"
@@ -72,16 +73,68 @@ void dt_maxpool_forward(const struct dt_pool_geom *g, const float *x, float *y, 
         pool_plane(g, x + (size_t)pl * h * w, y + pl * out_plane, argmax + pl * out_plane, h, w);
 }
 
+/* dy's bits, or 0 where the relu mask (y > 0) is off, plus +0 (a -0 gradient becomes +0, as
+ * the clear-and-add gives) */
+static inline float masked_grad(float dy, const float *relu_y, size_t o)
+{
+    uint32_t bits, keep = relu_y ? 0u - (uint32_t)(relu_y[o] > 0.0f) : ~0u;
+    memcpy(&bits, &dy, sizeof bits);
+    bits &= keep;
+    float g;
+    memcpy(&g, &bits, sizeof g);
+    return 0.0f + g;
+}
+
+/* v where `on`, else +0: bits and a mask, no branch (the winner is data). */
+static inline float select_bits(float v, bool on)
+{
+    uint32_t bits;
+    memcpy(&bits, &v, sizeof bits);
+    bits &= 0u - (uint32_t)on;
+    memcpy(&v, &bits, sizeof v);
+    return v;
+}
+
+/* The 2x2 / stride 2 window without padding: dx written once, row pair by row pair, where the
+ * general loop clears the plane and scatters into it (a dependent read-modify-write per
+ * window); the same bits. */
+static void unpool2x2(const int32_t *ip, const float *relu_y, const float *dyp, float *dxp, int h,
+                      int w, int oh, int ow)
+{
+    for (int oy = 0; oy < oh; oy++) {
+        float *r0 = dxp + (size_t)2 * oy * w, *r1 = r0 + w;
+        size_t o0 = (size_t)oy * ow;
+        int base = 2 * oy * w;
+        for (int ox = 0; ox < ow; ox++) {
+            float g = masked_grad(dyp[o0 + ox], relu_y, o0 + ox);
+            int at = ip[o0 + ox] - base - 2 * ox; /* 0, 1, w or w + 1 */
+            r0[2 * ox] = select_bits(g, at == 0);
+            r0[2 * ox + 1] = select_bits(g, at == 1);
+            r1[2 * ox] = select_bits(g, at == w);
+            r1[2 * ox + 1] = select_bits(g, at == w + 1);
+        }
+        for (int x = 2 * ow; x < w; x++) /* an odd width's last column: in no window */
+            r0[x] = r1[x] = 0.0f;
+    }
+    if (2 * oh < h) /* an odd height's last row */
+        memset(dxp + (size_t)2 * oh * w, 0, (size_t)(h - 2 * oh) * w * sizeof *dxp);
+}
+
 void dt_maxpool_backward(const struct dt_pool_geom *g, const int32_t *argmax, const float *relu_y,
                          const float *dy, float *dx, int planes, int h, int w)
 {
     size_t in_plane = (size_t)h * w, out_plane = (size_t)g->oh * g->ow;
+    bool two = g->k == 2 && g->stride == 2 && g->pad == 0;
     /* inside a conv's parallel region (pool_grad) each thread unpools its own samples */
 #pragma omp parallel for if (!omp_in_parallel() && planes * in_plane > DT_PARALLEL_MIN)
     for (int pl = 0; pl < planes; pl++) {
         float *dxp = dx + pl * in_plane;
         const float *dyp = dy + pl * out_plane;
         const int32_t *ip = argmax + pl * out_plane;
+        if (two) {
+            unpool2x2(ip, relu_y ? relu_y + pl * out_plane : NULL, dyp, dxp, h, w, g->oh, g->ow);
+            continue;
+        }
         memset(dxp, 0, in_plane * sizeof *dxp);
         if (relu_y) { /* a fused relu below: its gradient is dy where the winner is > 0 */
             const float *yp = relu_y + pl * out_plane;
