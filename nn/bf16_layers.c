@@ -908,7 +908,7 @@ void dt_bf16_linear_backward(struct dt_bf16_linear *bf, const float *x, const fl
     bf->a2 = (dt_bf16 *)(base + aligned(bf->a_bytes) + aligned(bf->b_bytes));
     /* dW [out x in] = dy^T [out x rows] x [rows x in] */
     dt_bf16_pack_a_f32(dy, 1, bf->out, bf->out, rows, bf->a);
-    dt_bf16_pack_b_f32(x, bf->in, 1, rows, bf->in, bf->b);
+    dt_bf16_pack_rows_both(bf->path, x, rows, bf->in, NULL, bf->b); /* rows the depth */
     if (rows > 0)
         dt_gemm_bf16_on(bf->path, bf->out, bf->in, rows, bf->a, bf->b, g, bf->in, false);
     else

@@ -222,7 +222,7 @@ static void test_zero_groups_still_multiply_infinities(void **state)
 /* dt_bf16_pack_rows_both on path p (the prestate) writes the bits of the two general packs, A
  * and B of the same rows, including the specials' (NaN, infinities, ties, denormals), on
  * whole-tile shapes (its own loops) and edge shapes (the general packs'); with wb NULL it
- * writes A alone. */
+ * writes A alone, with wa NULL B alone. */
 static void test_pack_rows_both(void **state)
 {
     enum dt_bf16_path p = *(enum dt_bf16_path *)*state;
@@ -245,6 +245,9 @@ static void test_pack_rows_both(void **state)
         memset(wa, 0xff, 2 * na);
         dt_bf16_pack_rows_both(p, w, m, k, wa, NULL);
         assert_memory_equal(wa, ea, 2 * na);
+        memset(wb, 0xff, 2 * nb);
+        dt_bf16_pack_rows_both(p, w, m, k, NULL, wb);
+        assert_memory_equal(wb, eb, 2 * nb);
         free(w), free(wa), free(wb), free(ea), free(eb);
     }
 }

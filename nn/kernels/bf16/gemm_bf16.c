@@ -139,7 +139,8 @@ void dt_bf16_pack_rows_both(enum dt_bf16_path p, const float *w, int m, int k, d
                             dt_bf16 *wb)
 {
     if (m % 32 || k % 32 || m <= 0 || k <= 0) { /* edge tiles: the element loops pad them */
-        dt_bf16_pack_a_f32(w, k, 1, m, k, wa);
+        if (wa)
+            dt_bf16_pack_a_f32(w, k, 1, m, k, wa);
         if (wb)
             dt_bf16_pack_b_f32(w, k, 1, m, k, wb);
     } else if (p == DT_BF16_AMX) {

@@ -122,10 +122,10 @@ static inline void interleave_rows(const dt_bf16 *a0, const dt_bf16 *a1, dt_bf16
 }
 
 /* A block of 32 rows of w at a time, 32 columns at a time: each row pair's two A tile rows
- * (each row's 32 values), then the two B tile rows they make, read back from the A rows while
- * in L1. The block's 16 pairs fill one B tile per 16 columns, written whole before the next.
- * The conversion is a plain loop over the scalar one, which the AVX-512 builds vectorise: the
- * bits of dt_bf16_from_f32. */
+ * (each row's 32 values; into a local buffer when wa is NULL), then the two B tile rows they
+ * make, read back from the A rows while in L1. The block's 16 pairs fill one B tile per 16 columns,
+ * written whole before the next. The conversion is a plain loop over the scalar one, which the
+ * AVX-512 builds vectorise: the bits of dt_bf16_from_f32. */
 void DT_ISA_FN(dt_bf16_pack_rows_both)(const float *w, int m, int k, dt_bf16 *wa, dt_bf16 *wb)
 {
     int a_depth = k / 32, b_depth = m / 32; /* tiles along each packing's K */
@@ -135,7 +135,9 @@ void DT_ISA_FN(dt_bf16_pack_rows_both)(const float *w, int m, int k, dt_bf16 *wa
             for (int p = 0; p < 16; p++) {
                 int r = 32 * rb + 2 * p;
                 const float *w0 = w + (size_t)r * k + kt * 32, *w1 = w0 + k;
-                dt_bf16 *a0 = wa + ((size_t)(r / 16) * a_depth + kt) * TILE_ELEMS + (r % 16) * 32;
+                _Alignas(64) dt_bf16 rows[64]; /* B alone: the A rows go through here */
+                dt_bf16 *a0 =
+                    wa ? wa + ((size_t)(r / 16) * a_depth + kt) * TILE_ELEMS + (r % 16) * 32 : rows;
                 dt_bf16 *a1 = a0 + 32;
                 for (int c = 0; c < 32; c++) {
                     a0[c] = dt_bf16_from_f32(w0[c]);
