@@ -448,6 +448,11 @@ bool dt_bf16_conv_tiles(const struct dt_bf16_conv *bf)
     return bf->tiles;
 }
 
+bool dt_bf16_conv_rounds_dx(const struct dt_bf16_conv *bf)
+{
+    return bf->tiles && !bf->stem;
+}
+
 bool dt_bf16_conv_reads_bf16(const struct dt_bf16_conv *bf)
 {
     return bf->tiles && !bf->stem && !bf->stride2;
@@ -588,7 +593,7 @@ static const float *sample_dy(struct dt_bf16_conv *bf, const struct dt_bn_grad *
 /* Sample `sample`'s input gradient from its dy (already through the batchnorm above): the
  * forward kernel on the rotated weights, in this thread's buffers. */
 static void input_grad(struct dt_bf16_conv *bf, const float *dy, float *dx, int sample,
-                       const float *relu_x, const float *extra)
+                       const float *relu_x, const float *extra, bool round_dx)
 {
     const struct dt_conv_shape *t = &bf->t;
     size_t out = (size_t)bf->s.c * bf->s.h * bf->s.w, at = (size_t)sample * out;
@@ -601,6 +606,8 @@ static void input_grad(struct dt_bf16_conv *bf, const float *dy, float *dx, int 
         dt_conv_s2_bf16_input_grad_on(bf->path, &bf->s, &bf->g2, dv, bf->wpi, yq);
         layout->compact_dx(&bf->s, &bf->g2, yq, relu_x ? relu_x + at : NULL,
                            relu_x && extra ? extra + at : NULL, dx + at);
+        if (round_dx) /* dx_rounded: in cache, where the emulated conv below reads it */
+            dt_bf16_round_n(dx + at, dx + at, out);
         return;
     }
     const struct dt_conv_bf16_layout *layout = dt_conv_bf16_layout_on(bf->path);
@@ -612,6 +619,8 @@ static void input_grad(struct dt_bf16_conv *bf, const float *dy, float *dx, int 
                                    extra ? extra + at : NULL, dx + at);
     else
         layout->compact(t, &bf->gt, yq, NULL, false, true, DT_STORE_F32, dx + at);
+    if (round_dx) /* dx_rounded, as above */
+        dt_bf16_round_n(dx + at, dx + at, out);
 }
 
 /* Chunk slot i's weight-gradient operands from one sample's dy and x, and its bias part when
@@ -733,8 +742,8 @@ static void wgrad_chunk(struct dt_bf16_conv *bf, int n, bool accumulate)
 
 void dt_bf16_conv_backward(struct dt_bf16_conv *bf, const float *x, bool x_bf16, const float *dy,
                            const struct dt_bn_grad *bn, const struct dt_pool_grad *pool, float *dx,
-                           const float *relu_x, const float *extra, int b0, int count, float *g,
-                           bool bias)
+                           const float *relu_x, const float *extra, bool round_dx, int b0,
+                           int count, float *g, bool bias)
 {
     const struct dt_conv_shape *s = &bf->s;
     size_t in = (size_t)s->c * s->h * s->w;
@@ -755,7 +764,7 @@ void dt_bf16_conv_backward(struct dt_bf16_conv *bf, const float *x, bool x_bf16,
             wgrad_operands(bf, i, dyi, dt_act_from(x, x_bf16, (size_t)sample * in),
                            bias ? bf->bparts + (size_t)(c0 + i) * s->k : NULL);
             if (dx)
-                input_grad(bf, dyi, dx, sample, relu_x, extra);
+                input_grad(bf, dyi, dx, sample, relu_x, extra, round_dx);
         }
         wgrad_chunk(bf, n, c0 > 0);
     }

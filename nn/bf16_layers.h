@@ -92,6 +92,8 @@ struct dt_bf16_conv_sink {
 
 /* Whether the tiles mode reads x stored as bf16 (x_bf16 below): on the stride-1 tiles. */
 bool dt_bf16_conv_reads_bf16(const struct dt_bf16_conv *bf);
+/* Whether backward can store dx rounded to bf16 (round_dx): the stride-1 and stride-2 tiles. */
+bool dt_bf16_conv_rounds_dx(const struct dt_bf16_conv *bf);
 
 /* Tiles mode. forward: y = conv(x, w) + b (b may be NULL), relu'd when relu, rounded to bf16
  * (autocast's conv output) and stored as bf16 elements when y_bf16 (the model's bf16_store);
@@ -110,11 +112,12 @@ void dt_bf16_conv_forward(struct dt_bf16_conv *bf, const float *x, bool x_bf16, 
  * per-thread buffer as it is read. With relu_x (the relu_below fusion) x is a
  * relu's output and dx is written as that relu's backward would write it,
  * dx = x > 0 ? dx + extra : 0 (extra, what skip connections sent to the relu's output, may
- * be NULL). */
+ * be NULL); with round_dx (the dx_rounded fusion, dt_bf16_conv_rounds_dx) rounded to bf16
+ * as well, each sample's while it is in cache. */
 void dt_bf16_conv_backward(struct dt_bf16_conv *bf, const float *x, bool x_bf16, const float *dy,
                            const struct dt_bn_grad *bn, const struct dt_pool_grad *pool, float *dx,
-                           const float *relu_x, const float *extra, int b0, int count, float *g,
-                           bool bias);
+                           const float *relu_x, const float *extra, bool round_dx, int b0,
+                           int count, float *g, bool bias);
 
 /* ---- linear ---- */
 

@@ -13,6 +13,11 @@
  *               the pool writes no dx: the model hands its dy to the layer, whose backward
  *               unpools each sample into a per-thread buffer as it reads it (the pool's dx,
  *               the size of the layer's output, is never written to memory and read back).
+ *   dx_rounded  an emulated bf16 conv2d (the ConvNet's 9-deep first conv) -> relu -> a bf16
+ *               conv2d on tiles running the relu's backward, nothing else sending a gradient
+ *               to either output: the conv above rounds each sample's dx to bf16 while it is
+ *               in cache, and the emulated conv, which reads its dy only rounded, skips its
+ *               own rounding pass over the whole batch's dy.
  *   add         an identity add whose input only it reads is computed by the batchnorm2d
  *               below at its store, with the relu fused into the add: the add's forward is
  *               skipped and the batchnorm's own output is not written (its backward runs).
@@ -172,6 +177,21 @@ static void plan_pairs(struct dt_layer_plan *plan, int n, unsigned fusions)
     }
 }
 
+/* dx_rounded: an emulated bf16 conv2d -> relu -> a conv2d running the relu's backward, nothing
+ * else sending a gradient to either output: the conv above rounds dx as it stores it. */
+static void plan_dx_rounded(struct dt_layer_plan *plan, int n)
+{
+    for (int i = 0; i + 2 < n; i++) {
+        struct dt_layer_plan *p = &plan[i], *relu = &plan[i + 1], *above = &plan[i + 2];
+        if (has(p, DT_CAP_READS_DY_ROUNDED) && relu->in_place && relu->backward_above &&
+            !p->referenced && !relu->referenced && above->relu_below &&
+            has(above, DT_CAP_DX_ROUNDED)) {
+            p->dy_rounded = true;
+            above->round_dx = true;
+        }
+    }
+}
+
 /* bf16_store: the outputs stored as bf16, each read only by layers that read bf16. */
 static void plan_bf16_store(struct dt_layer_plan *plan, int n)
 {
@@ -200,6 +220,8 @@ void dt_fusion_plan(struct dt_layer_plan *plan, struct dt_layer *const *layers, 
     plan_pairs(plan, n, fusions);
     if (fusions & DT_FUSE_BF16_STORE)
         plan_bf16_store(plan, n);
+    if (fusions & DT_FUSE_DX_ROUNDED)
+        plan_dx_rounded(plan, n);
     /* With more threads every chunk costs a fork/join per layer (a scheduler tick each on a
      * busy machine) and the gain was not measurable: one thread only. */
     for (int i = 0; (fusions & DT_FUSE_CHUNKS) && threads <= 1 && i < n;)
@@ -227,14 +249,15 @@ static const struct {
     {"chunks", DT_FUSE_CHUNKS},
     {"bf16_store", DT_FUSE_BF16_STORE},
     {"pool_grad", DT_FUSE_POOL_GRAD},
+    {"dx_rounded", DT_FUSE_DX_ROUNDED},
 };
-_Static_assert(sizeof fusion_table / sizeof fusion_table[0] == 10 && DT_FUSE_ALL == 0x3ff,
+_Static_assert(sizeof fusion_table / sizeof fusion_table[0] == 11 && DT_FUSE_ALL == 0x7ff,
                "one name per fusion");
 
 const char *dt_fusion_names(void)
 {
     return "relu, pool, add, relu_below, bn_grad, dy_extra, skip_in_dy, chunks, bf16_store, "
-           "pool_grad";
+           "pool_grad, dx_rounded";
 }
 
 /* The fusion named by word[0..len), or 0. */

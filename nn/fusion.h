@@ -60,6 +60,12 @@ enum dt_layer_cap {
      * sample as it reads dy: the pool's dy scattered to the winners, the relu mask applied
      * (struct dt_layer_bwd's pool_above) */
     DT_CAP_POOL_ABOVE_GRAD = 1u << 13,
+    /* backward can store dx rounded to bf16 (fp32 values) while it is in cache, for a layer
+     * below that reads its dy only so (struct dt_layer_bwd's round_dx) */
+    DT_CAP_DX_ROUNDED = 1u << 14,
+    /* backward reads dy only rounded to bf16 and, told that it comes rounded (dy_rounded),
+     * skips its own rounding pass: a bf16 model's emulated conv2d */
+    DT_CAP_READS_DY_ROUNDED = 1u << 15,
     /* reads x stored as bf16 in forward and backward: a batchnorm2d (its input gradient then
      * computed by the layer below: grad_in_below), a bf16 model's stride-1 tiles conv2d (its
      * relu below's mask then read from it: relu_below) */
@@ -74,18 +80,20 @@ enum dt_layer_cap {
 /* The fusions, each of which can be turned off (struct dt_model_options, DTRAIN_FUSE). Some
  * need another: pool needs relu, skip_in_dy needs relu_below. */
 enum dt_fusion {
-    DT_FUSE_RELU = 1u << 0,       /* relu at the store of the layer below, run in place */
-    DT_FUSE_POOL = 1u << 1,       /* conv2d -> relu -> maxpool2d in one chunked forward */
-    DT_FUSE_ADD = 1u << 2,        /* identity add at the store of the batchnorm2d below */
-    DT_FUSE_RELU_BELOW = 1u << 3, /* a relu's backward in the conv2d above it */
-    DT_FUSE_BN_GRAD = 1u << 4,    /* batchnorm2d's input gradient in the conv2d below it */
-    DT_FUSE_DY_EXTRA = 1u << 5,   /* skip gradients added in relu's backward pass */
-    DT_FUSE_SKIP_IN_DY = 1u << 6, /* an identity add's skip gradient left in its dy buffer */
-    DT_FUSE_CHUNKS = 1u << 7,     /* runs of chunkable layers, chunk by chunk (one thread) */
-    DT_FUSE_BF16_STORE = 1u << 8, /* activations stored as bf16 between a bf16 conv2d and a
-                                     batchnorm2d (needs bn_grad; relu, relu_below) */
-    DT_FUSE_POOL_GRAD = 1u << 9,  /* a fused maxpool2d's backward in the conv2d's (needs pool) */
-    DT_FUSE_ALL = (1u << 10) - 1,
+    DT_FUSE_RELU = 1u << 0,        /* relu at the store of the layer below, run in place */
+    DT_FUSE_POOL = 1u << 1,        /* conv2d -> relu -> maxpool2d in one chunked forward */
+    DT_FUSE_ADD = 1u << 2,         /* identity add at the store of the batchnorm2d below */
+    DT_FUSE_RELU_BELOW = 1u << 3,  /* a relu's backward in the conv2d above it */
+    DT_FUSE_BN_GRAD = 1u << 4,     /* batchnorm2d's input gradient in the conv2d below it */
+    DT_FUSE_DY_EXTRA = 1u << 5,    /* skip gradients added in relu's backward pass */
+    DT_FUSE_SKIP_IN_DY = 1u << 6,  /* an identity add's skip gradient left in its dy buffer */
+    DT_FUSE_CHUNKS = 1u << 7,      /* runs of chunkable layers, chunk by chunk (one thread) */
+    DT_FUSE_BF16_STORE = 1u << 8,  /* activations stored as bf16 between a bf16 conv2d and a
+                                      batchnorm2d (needs bn_grad; relu, relu_below) */
+    DT_FUSE_POOL_GRAD = 1u << 9,   /* a fused maxpool2d's backward in the conv2d's (needs pool) */
+    DT_FUSE_DX_ROUNDED = 1u << 10, /* dx rounded by the conv2d above an emulated bf16 conv2d, as
+                                      it stores it (needs relu, relu_below) */
+    DT_FUSE_ALL = (1u << 11) - 1,
     DT_FUSE_NONE = 0,
 };
 
@@ -114,6 +122,8 @@ struct dt_layer_plan {
     bool backward_above; /* a relu whose backward the layer above runs */
     bool bn_above;       /* backward computes the input gradient of the batchnorm2d above */
     bool pool_above;     /* backward runs the backward of the maxpool2d it runs (runs_pool) */
+    bool round_dx;       /* backward stores dx rounded to bf16 (dx_rounded) */
+    bool dy_rounded;     /* backward's dy comes rounded to bf16: no rounding pass (dx_rounded) */
     bool grad_in_below;  /* batchnorm2d, or maxpool2d under pool_grad: writes no dx, the layer
                             below computes it from this layer's dy */
     bool dy_extra;       /* backward adds skip gradients to dy itself (dy_extra fusion) */
@@ -130,7 +140,7 @@ void dt_fusion_plan(struct dt_layer_plan *plan, struct dt_layer *const *layers, 
 
 /* The fusions named by `text`, DTRAIN_FUSE's syntax: "all", "none", or a comma-separated list
  * of names (relu, pool, add, relu_below, bn_grad, dy_extra, skip_in_dy, chunks, bf16_store,
- * pool_grad), each
+ * pool_grad, dx_rounded), each
  * adding that fusion, or removing it with a leading '-' ("all,-pool"), from none. 0 or DT_EUSAGE
  * naming the word that is not a fusion. */
 int dt_fusion_parse(const char *text, unsigned *out);

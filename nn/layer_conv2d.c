@@ -281,6 +281,7 @@ static int conv2d_setup(struct dt_layer *l, const struct dt_layer_spec *spec, st
         if (!dt_bf16_conv_tiles(cv->bf)) { /* the rounded weights; x and dy per call */
             bytes += 4.0 * (double)cv->oc * cv->ckk;
             s->call_scratch_bytes = (double)emulated_call_bytes(cv, l, l->model->max_batch);
+            s->caps |= DT_CAP_READS_DY_ROUNDED;
         } else { /* the fp32 algorithm's scratch is not allocated */
             s->scratch_bytes = 0;
             s->call_scratch_bytes = (double)dt_bf16_conv_call_bytes(cv->bf);
@@ -288,6 +289,8 @@ static int conv2d_setup(struct dt_layer *l, const struct dt_layer_spec *spec, st
                        DT_CAP_BN_ABOVE_GRAD | DT_CAP_BF16_STORE;
             if (dt_bf16_conv_reads_bf16(cv->bf))
                 s->caps |= DT_CAP_BF16_INPUT;
+            if (dt_bf16_conv_rounds_dx(cv->bf))
+                s->caps |= DT_CAP_DX_ROUNDED;
         }
         s->scratch_bytes += bytes;
         s->precision = dt_bf16_conv_note(cv->bf);
@@ -495,7 +498,8 @@ static void backward_samples(struct dt_layer *l, const float *x, const float *dy
     struct conv *cv = l->state;
     if (cv->bf && dt_bf16_conv_tiles(cv->bf)) {
         dt_bf16_conv_backward(cv->bf, x, c->x_bf16, dy, bn, pool, dx, c->relu_below ? x : NULL,
-                              c->relu_below ? c->below_extra : NULL, b0, count, g, cv->bias);
+                              c->relu_below ? c->below_extra : NULL, c->round_dx, b0, count, g,
+                              cv->bias);
         return;
     }
     size_t nw = (size_t)cv->oc * cv->ckk, in_sample = dt_shape_size(l->in);
@@ -560,7 +564,8 @@ static void conv2d_backward(struct dt_layer *l, const float *x, const float *y, 
         if (reads_x) /* the same x forward rounded: the same values */
             x = dt_bf16_round_into(r.x, x, nx);
         weight = cv->round_w;
-        dy = dt_bf16_round_into(r.dy, dy, ny);
+        if (!c->dy_rounded) /* dx_rounded: the conv above stored it rounded */
+            dy = dt_bf16_round_into(r.dy, dy, ny);
     }
     if (cv->algo == DT_CONV2D_GEMM && !tiles)
         regroup_dy(cv, dy, cv->yt, batch);

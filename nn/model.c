@@ -771,6 +771,8 @@ int dt_model_backward(struct dt_model *m, const uint8_t *labels, int batch, floa
         c.bn_above = p->bn_above ? m->layers[i + 1] : NULL;
         c.pool_above = p->pool_above ? m->layers[i + 2] : NULL;
         c.pool_y = p->pool_above ? impl->act[i + 2] : NULL;
+        c.round_dx = p->round_dx;
+        c.dy_rounded = p->dy_rounded;
         c.grad_in_below = p->grad_in_below;
         c.x_bf16 = i > 0 && m->plan[i - 1].bf16_store;
         l->kind->ops->backward(l, x, impl->act[i], dy, give_dx ? dx : NULL, batch, &c);

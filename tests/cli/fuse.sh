@@ -3,7 +3,8 @@
 # same weights, bit for bit, as training with every one: a ResNet (relu, add, relu_below,
 # bn_grad, dy_extra, skip_in_dy) and the ConvNet (relu, pool, chunks at one thread); and a bf16
 # ResNet with and without bf16_store (activations stored as bf16 where the CPU has bf16 tiles),
-# and a bf16 ConvNet with and without pool_grad (the pool's backward in the tile conv's).
+# and a bf16 ConvNet with and without pool_grad (the pool's backward in the tile conv's) and with
+# none (dx_rounded: the emulated first conv's dy rounded by the tile conv above).
 . tests/cli/lib.sh
 
 FIX="$TMP/fix"
@@ -46,5 +47,11 @@ expect_rc "bf16 ConvNet, no pool_grad: exit 0" 0
 check "bf16 ConvNet: the same weights with and without pool_grad" /usr/bin/python3 \
     tests/tools/compare_weights.py --rtol 0 "$TMP/bf16-convnet-all/last.safetensors" \
     "$TMP/bf16-convnet-nopoolgrad/last.safetensors"
+run env DTRAIN_FUSE=none "$DTRAIN" train configs/fashion-convnet.cfg $ARGS --precision bf16 \
+    --set checkpoint.dir="$TMP/bf16-convnet-none"
+expect_rc "bf16 ConvNet, no fusion: exit 0" 0
+check "bf16 ConvNet: the same weights with and without fusion (dx_rounded among them)" \
+    /usr/bin/python3 tests/tools/compare_weights.py --rtol 0 \
+    "$TMP/bf16-convnet-all/last.safetensors" "$TMP/bf16-convnet-none/last.safetensors"
 
 finish

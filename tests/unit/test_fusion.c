@@ -51,6 +51,7 @@ static int taken(const struct dt_model *m, unsigned fusion)
              : fusion == DT_FUSE_SKIP_IN_DY ? p->skip_in_dy
              : fusion == DT_FUSE_BF16_STORE ? p->bf16_store
              : fusion == DT_FUSE_POOL_GRAD  ? p->pool_above
+             : fusion == DT_FUSE_DX_ROUNDED ? p->dy_rounded
                                             : p->run_end > 0;
     }
     return n;
@@ -323,6 +324,26 @@ static void test_bf16_fusions(void **state)
         compare_on(DT_CONV2D_GEMM, stem, 6, IN, 5, DT_FUSE_NONE, DT_FUSE_RELU_BELOW, 1);
         compare_on(DT_CONV2D_GEMM, stem, 6, IN, 5, DT_FUSE_RELU | DT_FUSE_DY_EXTRA,
                    DT_FUSE_RELU_BELOW, 1);
+        /* an emulated conv (1 channel, 9 deep: the ConvNet's first) below a relu and a tile
+         * conv that runs the relu's backward, stride 1 and 2: the tile conv rounds dx per
+         * sample, the emulated conv skips its rounding pass (dx_rounded); not without
+         * relu_below, nor with a skip connection reading the relu's output */
+        struct dt_shape one = {1, 9, 8};
+        struct dt_layer_spec em[] = {conv_spec(16, 3, 1, 1), spec_of("relu"),
+                                     conv_spec(16, 3, 1, 1), spec_of("relu"),
+                                     spec_of("flatten"),     linear_spec(3)};
+        unsigned below = DT_FUSE_RELU | DT_FUSE_RELU_BELOW;
+        compare_on(DT_CONV2D_GEMM, em, 6, one, 5, below, DT_FUSE_DX_ROUNDED, 1);
+        compare_on(DT_CONV2D_GEMM, em, 6, one, 5, DT_FUSE_ALL & ~DT_FUSE_DX_ROUNDED,
+                   DT_FUSE_DX_ROUNDED, 1);
+        compare_on(DT_CONV2D_GEMM, em, 6, one, 5, DT_FUSE_RELU, DT_FUSE_DX_ROUNDED, 0);
+        em[2] = conv_spec(16, 3, 2, 1);
+        compare_on(DT_CONV2D_GEMM, em, 6, one, 5, below, DT_FUSE_DX_ROUNDED, 1);
+        struct dt_layer_spec skip[] = {
+            conv_spec(16, 3, 1, 1), spec_of("relu"),    conv_spec(16, 3, 1, 1), spec_of("add"),
+            spec_of("relu"),        spec_of("flatten"), linear_spec(3)};
+        skip[3].from = -2;
+        compare_on(DT_CONV2D_GEMM, skip, 7, one, 5, below, DT_FUSE_DX_ROUNDED, 0);
         bf16_stride2_fusions();
         dt_isa_force_bf16_path(was);
     }
