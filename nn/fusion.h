@@ -46,6 +46,13 @@ enum dt_layer_cap {
      * so: a bf16 model's tiles conv2d (whose output is bf16 values anyway, as autocast's) and
      * batchnorm2d (its output rounded, which the conv above rounds anyway) */
     DT_CAP_BF16_STORE = 1u << 7,
+    /* backward can run the backward of the maxpool2d its forward runs (runs_pool), sample by
+     * sample as it reads dy: the pool's dy scattered to the winners, the relu mask applied
+     * (struct dt_layer_bwd's pool_above) */
+    DT_CAP_POOL_ABOVE_GRAD = 1u << 13,
+    /* backward can store dx rounded to bf16 (fp32 values) while it is in cache, for a layer
+     * below that reads its dy only so (struct dt_layer_bwd's round_dx) */
+    DT_CAP_DX_ROUNDED = 1u << 14,
 
     /* y = max(x, 0), backward masked by y > 0 */
     DT_CAP_IS_RELU = 1u << 8,
@@ -56,20 +63,13 @@ enum dt_layer_cap {
     DT_CAP_IS_BATCHNORM = 1u << 10,
     /* an identity add (y = x + skip): the layer below may compute it at its store */
     DT_CAP_IS_IDENTITY_ADD = 1u << 11,
-    /* backward can run the backward of the maxpool2d its forward runs (runs_pool), sample by
-     * sample as it reads dy: the pool's dy scattered to the winners, the relu mask applied
-     * (struct dt_layer_bwd's pool_above) */
-    DT_CAP_POOL_ABOVE_GRAD = 1u << 13,
-    /* backward can store dx rounded to bf16 (fp32 values) while it is in cache, for a layer
-     * below that reads its dy only so (struct dt_layer_bwd's round_dx) */
-    DT_CAP_DX_ROUNDED = 1u << 14,
-    /* backward reads dy only rounded to bf16 and, told that it comes rounded (dy_rounded),
-     * skips its own rounding pass: a bf16 model's emulated conv2d */
-    DT_CAP_READS_DY_ROUNDED = 1u << 15,
     /* reads x stored as bf16 in forward and backward: a batchnorm2d (its input gradient then
      * computed by the layer below: grad_in_below), a bf16 model's stride-1 tiles conv2d (its
      * relu below's mask then read from it: relu_below) */
     DT_CAP_BF16_INPUT = 1u << 12,
+    /* backward reads dy only rounded to bf16 and, told that it comes rounded (dy_rounded),
+     * skips its own rounding pass: a bf16 model's emulated conv2d */
+    DT_CAP_READS_DY_ROUNDED = 1u << 15,
 
     /* backward's dx is dy itself: the model passes dy on and calls backward with dx = NULL */
     DT_CAP_DX_IS_DY = 1u << 16,
@@ -78,7 +78,8 @@ enum dt_layer_cap {
 };
 
 /* The fusions, each of which can be turned off (struct dt_model_options, DTRAIN_FUSE). Some
- * need another: pool needs relu, skip_in_dy needs relu_below. */
+ * need another: pool needs relu, pool_grad needs pool, skip_in_dy needs relu_below, dx_rounded
+ * needs relu and relu_below. */
 enum dt_fusion {
     DT_FUSE_RELU = 1u << 0,        /* relu at the store of the layer below, run in place */
     DT_FUSE_POOL = 1u << 1,        /* conv2d -> relu -> maxpool2d in one chunked forward */

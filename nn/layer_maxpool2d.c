@@ -65,8 +65,13 @@ void dt_maxpool2d_grad_source(const struct dt_layer *l, const float *y, const fl
                               struct dt_pool_grad *out)
 {
     const struct maxpool *mp = l->state;
-    *out = (struct dt_pool_grad){mp->g,       l->in.c, l->in.h, l->in.w, .argmax = mp->argmax,
-                                 .relu_y = y, .dy = dy};
+    *out = (struct dt_pool_grad){.g = mp->g,
+                                 .c = l->in.c,
+                                 .h = l->in.h,
+                                 .w = l->in.w,
+                                 .argmax = mp->argmax,
+                                 .relu_y = y,
+                                 .dy = dy};
 }
 
 static void maxpool2d_forward(struct dt_layer *l, const float *x, float *y, int batch,
