@@ -12,6 +12,7 @@
 #include "nn/kernels/bf16/conv_bf16.h"
 #include "nn/kernels/bf16/conv_s2_bf16.h"
 #include "nn/kernels/bf16/gemm_bf16.h"
+#include "nn/kernels/fp32/batchnorm.h"
 #include "nn/kernels/fp32/im2col.h"
 #include "nn/kernels/isa.h"
 #include "util/alloc.h"
@@ -552,27 +553,22 @@ static void bias_parts(const struct dt_bf16_conv *bf, const dt_bf16 *dyq, int qr
     }
 }
 
-/* One sample's dy through the batchnorm above (bn_grad.h's formula and order of operations,
- * the batchnorm's own bits), into dst. */
+/* One sample's dy through the batchnorm above into dst: the batchnorm's own input_grad loop
+ * (bn_grad.h's formula and order of operations, its bits) on each channel's plane, in the
+ * vector build the batchnorm uses (the plain loop here ran 4 lanes wide). */
 static void bn_dy(const struct dt_bf16_conv *bf, const struct dt_bn_grad *bn, const float *dy,
                   int sample, float *dst)
 {
+    const struct dt_bn_loops *loops = dt_bn_loops();
     size_t pix = (size_t)bf->oh * bf->ow, at = (size_t)sample * bf->s.k * pix;
     for (int c = 0; c < bf->s.k; c++, at += pix) {
-        const float *d = dy + at;
         float *o = dst + (size_t)c * pix;
-        float k = bn->k[c], mean = bn->mean[c], invstd = bn->invstd[c];
-        float mean_dy = bn->mean_dy[c], mean_dy_xhat = bn->mean_dy_xhat[c];
         if (bn->xh) /* x stored as bf16 (bf16_store): its values widen exactly */
-            for (size_t j = 0; j < pix; j++) {
-                float xhat = (dt_bf16_to_f32(bn->xh[at + j]) - mean) * invstd;
-                o[j] = k * (d[j] - mean_dy - xhat * mean_dy_xhat);
-            }
+            loops->input_grad_bf16(bn->xh + at, dy + at, o, pix, pix, 1, bn->mean[c], bn->invstd[c],
+                                   bn->k[c], bn->mean_dy[c], bn->mean_dy_xhat[c]);
         else
-            for (size_t j = 0; j < pix; j++) {
-                float xhat = (bn->x[at + j] - mean) * invstd;
-                o[j] = k * (d[j] - mean_dy - xhat * mean_dy_xhat);
-            }
+            loops->input_grad(bn->x + at, dy + at, o, pix, pix, 1, bn->mean[c], bn->invstd[c],
+                              bn->k[c], bn->mean_dy[c], bn->mean_dy_xhat[c]);
     }
 }
 

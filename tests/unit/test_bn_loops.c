@@ -2,7 +2,8 @@
  * avx512; a build it lacks is skipped with the reason printed): the entries that read x stored
  * as bf16 (a bf16 model's conv output, nn/fusion.h's bf16_store) give exactly the bits their
  * fp32 entries give on the same values widened to fp32, at plane sizes with and without a
- * tail of the 8-lane sums, with and without the skip and relu of affine; the affine that
+ * tail of the 8-lane sums, with and without the skip and relu of affine (and input_grad, which
+ * the bf16 tile conv runs per sample for bn_grad); the affine that
  * stores y as bf16 stores the fp32 one's y rounded; and every build gives the generic build's
  * bits. */
 #include <setjmp.h>
@@ -29,10 +30,11 @@ static const struct dt_bn_loops *build_of(enum dt_isa isa)
 }
 
 /* What one build computes over channel 1 of a [BATCH][CHANNELS][n] tensor: the moments, the
- * gradient sums and the four affine variants, from x as fp32 or as bf16. */
+ * gradient sums, the four affine variants and the input gradient, from x as fp32 or as bf16. */
 struct result {
     double sums[4];
-    float *y; /* 4 x BATCH x CHANNELS x n */
+    float *y;  /* 4 x BATCH x CHANNELS x n */
+    float *dx; /* BATCH x CHANNELS x n */
 };
 
 static void run(const struct dt_bn_loops *k, bool half, const float *x, const dt_bf16 *xh,
@@ -48,6 +50,11 @@ static void run(const struct dt_bn_loops *k, bool half, const float *x, const dt
         k->moments(xc, n, sample, BATCH, 0.25, &r->sums[0], &r->sums[1]);
         k->grad_sums(xc, dy + n, n, sample, BATCH, -0.5, &r->sums[2], &r->sums[3]);
     }
+    if (half)
+        k->input_grad_bf16(xhc, dy + n, r->dx + n, n, sample, BATCH, 0.3f, 1.7f, 0.9f, 0.05f,
+                           -0.2f);
+    else
+        k->input_grad(xc, dy + n, r->dx + n, n, sample, BATCH, 0.3f, 1.7f, 0.9f, 0.05f, -0.2f);
     for (int v = 0; v < 4; v++) {
         float *y = r->y + v * all + n;
         const float *s = v & 1 ? skip + n : NULL;
@@ -74,7 +81,7 @@ static void test_bf16_entries_match(void **state)
             dy[i] = dt_rng_uniform(&rng) - 0.5f;
             skip[i] = dt_rng_uniform(&rng) - 0.5f;
         }
-        struct result want = {.y = calloc(4 * all, 4)};
+        struct result want = {.y = calloc(4 * all, 4), .dx = calloc(all, 4)};
         run(&dt_bn_loops_generic, false, x, xh, dy, skip, n, &want);
         for (int isa = DT_ISA_GENERIC; isa <= DT_ISA_AVX512; isa++) {
             if (!dt_isa_available((enum dt_isa)isa)) {
@@ -84,11 +91,13 @@ static void test_bf16_entries_match(void **state)
                 continue;
             }
             for (int half = 0; half < 2; half++) {
-                struct result got = {.y = calloc(4 * all, 4)};
+                struct result got = {.y = calloc(4 * all, 4), .dx = calloc(all, 4)};
                 run(build_of((enum dt_isa)isa), half, x, xh, dy, skip, n, &got);
                 assert_memory_equal(got.sums, want.sums, sizeof want.sums);
                 assert_memory_equal(got.y, want.y, 4 * all * 4);
+                assert_memory_equal(got.dx, want.dx, all * 4);
                 free(got.y);
+                free(got.dx);
                 /* y stored as bf16: the fp32 y rounded */
                 dt_bf16 *yh = calloc(all, 2);
                 for (int v = 0; v < 4; v++) {
@@ -103,6 +112,7 @@ static void test_bf16_entries_match(void **state)
             }
         }
         free(want.y);
+        free(want.dx);
         free(x), free(dy), free(skip), free(xh);
     }
 }

@@ -27,6 +27,9 @@ struct dt_bn_loops {
                            double mean, double *sum_dy, double *sum_dy_xm);
     void (*affine_bf16)(const dt_bf16 *x, float *y, size_t n, size_t sample, int batch, float scale,
                         float shift, bool relu, const float *skip);
+    void (*input_grad_bf16)(const dt_bf16 *x, const float *dy, float *dx, size_t n, size_t sample,
+                            int batch, float mean, float invstd, float k, float mean_dy,
+                            float mean_dy_xhat);
     /* y stored as bf16 (rounded to nearest even), from x as fp32 or (x_bf16) as bf16 */
     void (*affine_to_bf16)(const void *x, bool x_bf16, dt_bf16 *y, size_t n, size_t sample,
                            int batch, float scale, float shift, bool relu, const float *skip);

@@ -223,11 +223,30 @@ static void DT_ISA_FN(input_grad)(const float *x, const float *dy, float *dx, si
     }
 }
 
+/* input_grad with x stored as bf16 (widened exactly: the same bits on the same values); the
+ * bf16 tile conv below a batchnorm runs it per sample (bn_grad, nn/bf16_layers.c). */
+static void DT_ISA_FN(input_grad_bf16)(const dt_bf16 *x, const float *dy, float *dx, size_t n,
+                                       size_t sample, int batch, float mean, float invstd, float k,
+                                       float mean_dy, float mean_dy_xhat)
+{
+    for (int b = batch - 1; b >= 0; b--) {
+        const dt_bf16 *px = x + (size_t)b * sample;
+        const float *pd = dy + (size_t)b * sample;
+        float *po = dx + (size_t)b * sample;
+        prefetch_plane(po, -(ptrdiff_t)sample, 4, n, batch - 1 - b, batch, true);
+        for (size_t i = 0; i < n; i++) {
+            float xhat = (dt_bf16_to_f32(px[i]) - mean) * invstd;
+            po[i] = k * (pd[i] - mean_dy - xhat * mean_dy_xhat);
+        }
+    }
+}
+
 const struct dt_bn_loops DT_ISA_FN(dt_bn_loops) = {
     .moments = DT_ISA_FN(moments),
     .grad_sums = DT_ISA_FN(grad_sums),
     .affine = DT_ISA_FN(affine),
     .input_grad = DT_ISA_FN(input_grad),
+    .input_grad_bf16 = DT_ISA_FN(input_grad_bf16),
     .moments_bf16 = DT_ISA_FN(moments_bf16),
     .grad_sums_bf16 = DT_ISA_FN(grad_sums_bf16),
     .affine_bf16 = DT_ISA_FN(affine_bf16),
