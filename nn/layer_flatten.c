@@ -1,5 +1,6 @@
 /* flatten: c x h x w -> (c*h*w) x 1 x 1, like torch.nn.Flatten(). NCHW memory is already in
- * flattened order, so both directions are plain copies. */
+ * flattened order: forward is a plain copy, and backward none (DT_CAP_DX_IS_DY: the model
+ * passes dy on as x's gradient, the same floats in the same order). */
 #include <string.h>
 
 #include "nn/layer_common.h"
@@ -7,9 +8,9 @@
 static int flatten_setup(struct dt_layer *l, const struct dt_layer_spec *spec, struct dt_shape in,
                          struct dt_layer_setup *s)
 {
-    (void)s;
     (void)spec;
     l->out = (struct dt_shape){(int)dt_shape_size(in), 1, 1};
+    s->caps = DT_CAP_DX_IS_DY;
     return 0;
 }
 
@@ -25,7 +26,7 @@ static void flatten_backward(struct dt_layer *l, const float *x, const float *y,
 {
     (void)c;
     (void)x, (void)y;
-    if (dx)
+    if (dx) /* a caller other than the model, which passes dy on (DT_CAP_DX_IS_DY) */
         memcpy(dx, dy, (size_t)batch * dt_shape_size(l->in) * sizeof *dx);
 }
 
