@@ -17,41 +17,26 @@ expect_err "unknown fusion: named with the accepted ones" \
     "^dtrain: .*DTRAIN_FUSE: 'fast' is not a fusion \\(expected none, all or a list of: relu, pool,"
 expect_err_lines "unknown fusion: one line" 1
 
-for cfg in fashion-convnet fashion-resnet; do
-    run "$DTRAIN" train configs/$cfg.cfg $ARGS --set checkpoint.dir="$TMP/$cfg-all"
-    expect_rc "$cfg, every fusion: exit 0" 0
-    run env DTRAIN_FUSE=none "$DTRAIN" train configs/$cfg.cfg $ARGS \
-        --set checkpoint.dir="$TMP/$cfg-none"
-    expect_rc "$cfg, no fusion: exit 0" 0
-    check "$cfg: the same weights with and without fusion" /usr/bin/python3 \
-        tests/tools/compare_weights.py --rtol 0 "$TMP/$cfg-all/last.safetensors" \
-        "$TMP/$cfg-none/last.safetensors"
-done
+# Trains config $1 (label $2, precision $3) with every fusion, once, and with DTRAIN_FUSE=$4:
+# the same weights, bit for bit.
+same_weights() {
+    cfg=$1 label=$2 prec=$3 fuse=$4 all="$TMP/$cfg-$prec-all" other="$TMP/$cfg-$prec-$4"
+    if [ ! -f "$all/last.safetensors" ]; then
+        run "$DTRAIN" train configs/$cfg.cfg $ARGS --precision $prec --set checkpoint.dir="$all"
+        expect_rc "$label, every fusion: exit 0" 0
+    fi
+    run env DTRAIN_FUSE=$fuse "$DTRAIN" train configs/$cfg.cfg $ARGS --precision $prec \
+        --set checkpoint.dir="$other"
+    expect_rc "$label, DTRAIN_FUSE=$fuse: exit 0" 0
+    check "$label: the same weights with every fusion and with DTRAIN_FUSE=$fuse" \
+        /usr/bin/python3 tests/tools/compare_weights.py --rtol 0 "$all/last.safetensors" \
+        "$other/last.safetensors"
+}
 
-run "$DTRAIN" train configs/fashion-resnet.cfg $ARGS --precision bf16 \
-    --set checkpoint.dir="$TMP/bf16-all"
-expect_rc "bf16 ResNet, every fusion: exit 0" 0
-run env DTRAIN_FUSE=all,-bf16_store "$DTRAIN" train configs/fashion-resnet.cfg $ARGS \
-    --precision bf16 --set checkpoint.dir="$TMP/bf16-nostore"
-expect_rc "bf16 ResNet, no bf16_store: exit 0" 0
-check "bf16 ResNet: the same weights with and without bf16_store" /usr/bin/python3 \
-    tests/tools/compare_weights.py --rtol 0 "$TMP/bf16-all/last.safetensors" \
-    "$TMP/bf16-nostore/last.safetensors"
-
-run "$DTRAIN" train configs/fashion-convnet.cfg $ARGS --precision bf16 \
-    --set checkpoint.dir="$TMP/bf16-convnet-all"
-expect_rc "bf16 ConvNet, every fusion: exit 0" 0
-run env DTRAIN_FUSE=all,-pool_grad "$DTRAIN" train configs/fashion-convnet.cfg $ARGS \
-    --precision bf16 --set checkpoint.dir="$TMP/bf16-convnet-nopoolgrad"
-expect_rc "bf16 ConvNet, no pool_grad: exit 0" 0
-check "bf16 ConvNet: the same weights with and without pool_grad" /usr/bin/python3 \
-    tests/tools/compare_weights.py --rtol 0 "$TMP/bf16-convnet-all/last.safetensors" \
-    "$TMP/bf16-convnet-nopoolgrad/last.safetensors"
-run env DTRAIN_FUSE=none "$DTRAIN" train configs/fashion-convnet.cfg $ARGS --precision bf16 \
-    --set checkpoint.dir="$TMP/bf16-convnet-none"
-expect_rc "bf16 ConvNet, no fusion: exit 0" 0
-check "bf16 ConvNet: the same weights with and without fusion (dx_rounded among them)" \
-    /usr/bin/python3 tests/tools/compare_weights.py --rtol 0 \
-    "$TMP/bf16-convnet-all/last.safetensors" "$TMP/bf16-convnet-none/last.safetensors"
+same_weights fashion-convnet fashion-convnet fp32 none
+same_weights fashion-resnet fashion-resnet fp32 none
+same_weights fashion-resnet "bf16 ResNet" bf16 all,-bf16_store
+same_weights fashion-convnet "bf16 ConvNet" bf16 all,-pool_grad
+same_weights fashion-convnet "bf16 ConvNet" bf16 none
 
 finish
