@@ -117,14 +117,15 @@ struct dt_bf16_conv {
     float *dwt;     /* the weight gradient in tap-major order */
     float *bparts;  /* [max_batch][K]: each sample's bias gradient part */
     /* The stem mode's (the call scratch too, bound in the same way; nothing kept zero): */
-    int ckk, pix;                  /* a column's depth (C * kh * kw) and the output positions */
-    struct dt_conv_bf16_geom rows; /* the product [K][pix] as the layout passes' compact reads a
-                                      padded-width output: one row of pix per channel */
-    size_t wp_elems, wpi_elems;    /* the packed weights: W [K x ckk], W^T [ckk x K] */
-    size_t colp_per, dya_per;      /* per thread, bf16 elements of colp and dya */
-    float *col;                    /* per thread: a sample's dx columns W^T dY [ckk][pix] */
-    dt_bf16 *colh;                 /* per thread: a sample's im2col [ckk][pix] in bf16 */
-    dt_bf16 *xh;                   /* per thread: a sample's x in bf16 */
+    int ckk, pix;                   /* a column's depth (C * kh * kw) and the output positions */
+    struct dt_conv_bf16_geom rows;  /* the product [K][pix] as the layout passes' compact reads a
+                                       padded-width output: one row of pix per channel */
+    struct dt_conv_bf16_geom plane; /* the same as [K][oh][ow] planes (wp = ow): for pooling */
+    size_t wp_elems, wpi_elems;     /* the packed weights: W [K x ckk], W^T [ckk x K] */
+    size_t colp_per, dya_per;       /* per thread, bf16 elements of colp and dya */
+    float *col;                     /* per thread: a sample's dx columns W^T dY [ckk][pix] */
+    dt_bf16 *colh;                  /* per thread: a sample's im2col [ckk][pix] in bf16 */
+    dt_bf16 *xh;                    /* per thread: a sample's x in bf16 */
     size_t xh_per;
     dt_bf16 *colp; /* per thread: colh packed as B (ckk x pix, or pix x ckk) */
     dt_bf16 *dya;  /* per thread: dY packed as A (K x pix), or as B (K x pix) */
@@ -351,6 +352,8 @@ static int stem_setup(struct dt_bf16_conv *bf, double *scratch_bytes)
     bf->pix = bf->oh * bf->ow;
     bf->rows = (struct dt_conv_bf16_geom){
         .oh = 1, .ow = bf->pix, .wp = bf->pix, .q = bf->pix, .qpad = bf->pix};
+    bf->plane = (struct dt_conv_bf16_geom){
+        .oh = bf->oh, .ow = bf->ow, .wp = bf->ow, .q = bf->pix, .qpad = bf->pix};
     bf->wp_elems = dt_bf16_packed_a_size(s->k, bf->ckk);
     bf->wpi_elems = dt_bf16_packed_a_size(bf->ckk, s->k);
     bf->colp_per =
@@ -449,6 +452,11 @@ bool dt_bf16_conv_tiles(const struct dt_bf16_conv *bf)
     return bf->tiles;
 }
 
+bool dt_bf16_conv_pools_2x2(const struct dt_bf16_conv *bf)
+{
+    return bf->tiles && !bf->stride2;
+}
+
 bool dt_bf16_conv_rounds_dx(const struct dt_bf16_conv *bf)
 {
     return bf->tiles && !bf->stem;
@@ -468,7 +476,7 @@ const char *dt_bf16_conv_note(const struct dt_bf16_conv *bf)
  * (ROUNDED or BF16: a conv's output is bf16 values). x is fp32 but on the stride-1 tiles,
  * where bf->x_bf16 says how it is stored. */
 static void forward_sample(struct dt_bf16_conv *bf, int t, const void *x, const float *b, bool relu,
-                           bool stream, enum dt_bf16_store store, void *y)
+                           bool stream, enum dt_bf16_store store, void *y, float *py, int32_t *pidx)
 {
     const struct dt_conv_shape *s = &bf->s;
     if (bf->stem) { /* yq = W x cols in this thread's buffer, then y = yq + b (relu'd) once */
@@ -481,8 +489,13 @@ static void forward_sample(struct dt_bf16_conv *bf, int t, const void *x, const 
         float *yq = bf->yq + (size_t)t * s->k * bf->pix;
         dt_gemm_bf16_on(bf->path, s->k, bf->pix, bf->ckk, bf->wp, colp, yq, bf->pix, false);
         /* y written once, from the product in cache, by the path's compaction (AVX-512 where
-         * the path has it: the plain loop ran 4 lanes wide, 40 % of the CIFAR CNN's stem) */
-        dt_conv_bf16_layout_on(bf->path)->compact(s, &bf->rows, yq, b, relu, stream, store, y);
+         * the path has it: the plain loop ran 4 lanes wide, 40 % of the CIFAR CNN's stem), or
+         * pooled as it is compacted */
+        const struct dt_conv_bf16_layout *layout = dt_conv_bf16_layout_on(bf->path);
+        if (py)
+            layout->compact_pool2x2(s, &bf->plane, yq, b, py, pidx);
+        else
+            layout->compact(s, &bf->rows, yq, b, relu, stream, store, y);
         return;
     }
     float *yq = bf->yq + (size_t)t * bf->yq_per;
@@ -498,7 +511,10 @@ static void forward_sample(struct dt_bf16_conv *bf, int t, const void *x, const 
     dt_bf16 *xv = bf->xv + (size_t)t * bf->g.xv;
     layout->pad_input_image(s, &bf->g, x, bf->x_bf16, xv);
     dt_conv_bf16_forward_on(bf->path, s, &bf->g, xv, bf->wp, yq);
-    layout->compact(s, &bf->g, yq, b, relu, stream, store, y);
+    if (py)
+        layout->compact_pool2x2(s, &bf->g, yq, b, py, pidx);
+    else
+        layout->compact(s, &bf->g, yq, b, relu, stream, store, y);
 }
 
 void dt_bf16_conv_forward(struct dt_bf16_conv *bf, const float *x, bool x_bf16, const float *w,
@@ -519,16 +535,24 @@ void dt_bf16_conv_forward(struct dt_bf16_conv *bf, const float *x, bool x_bf16, 
         dt_conv_bf16_pack_weights_input_grad(&bf->t, &bf->gt, w, bf->wpi);
     }
     size_t in = (size_t)s->c * s->h * s->w, out = (size_t)s->k * bf->oh * bf->ow;
+    bool pooled = sink && sink->pool_y && relu && dt_bf16_conv_pools_2x2(bf);
     /* One sample per iteration on each thread; the kernels see the parallel region and run
      * single-threaded. An output depends on its sample only, whatever the team. */
 #pragma omp parallel for schedule(static) num_threads(team_size(bf->threads)) if (batch > 1)
     for (int i = 0; i < batch; i++) {
         int t = omp_get_thread_num();
+        const void *xi = dt_act_from(x, x_bf16, (size_t)i * in);
+        if (pooled) { /* the pool's output and indices, y never written */
+            forward_sample(bf, t, xi, b, relu, false, DT_STORE_ROUNDED, NULL,
+                           sink->pool_y + (size_t)i * sink->pool_size,
+                           sink->pool_argmax + (size_t)i * sink->pool_size);
+            continue;
+        }
         void *yi = sink     ? (void *)(bf->ysample + (size_t)t * out)
                    : y_bf16 ? (void *)((dt_bf16 *)y + (size_t)i * out)
                             : (void *)(y + (size_t)i * out);
-        forward_sample(bf, t, dt_act_from(x, x_bf16, (size_t)i * in), b, relu, !sink,
-                       y_bf16 && !sink ? DT_STORE_BF16 : DT_STORE_ROUNDED, yi);
+        forward_sample(bf, t, xi, b, relu, !sink,
+                       y_bf16 && !sink ? DT_STORE_BF16 : DT_STORE_ROUNDED, yi, NULL, NULL);
         if (sink)
             sink->fn(sink->ctx, yi, i);
     }

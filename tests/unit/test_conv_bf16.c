@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "nn/kernels/bf16/conv_bf16.h"
+#include "nn/kernels/fp32/pool.h"
 #include "tests/unit/bf16_checks.h"
 
 static uint64_t rng = 2463534242ull;
@@ -420,6 +421,45 @@ static void test_layout_passes_match_plain_c(void **state)
     }
 }
 
+/* compact_pool2x2 (the plain C on every machine, the AVX-512 build where the path exists) gives
+ * the bits of compact() with the relu and DT_STORE_ROUNDED followed by dt_maxpool_forward's
+ * 2x2 / stride 2 pool: the pooled values and the winners' indices, with ties (the relu's zeros,
+ * repeated values), odd planes (a last row or column in no window), more windows than a vector
+ * and the specials (NaN, infinities, denormals) in the product. */
+static void test_compact_pool2x2(void **state)
+{
+    enum dt_bf16_path path = *(const enum dt_bf16_path *)*state;
+    bf16_skip_unless_available(path, "compact_pool2x2");
+    struct dt_conv_shape more[] = {{1, 5, 7, 6, 4, 3, 3, 1, 1},
+                                   {1, 16, 9, 9, 8, 5, 5, 1, 2},
+                                   {1, 3, 40, 37, 5, 3, 3, 1, 1},
+                                   {1, 16, 26, 26, 32, 3, 3, 1, 0}};
+    const struct dt_conv_bf16_layout *layout = dt_conv_bf16_layout_on(path);
+    for (size_t t = 0; t < sizeof more / sizeof *more; t++) {
+        struct dt_conv_shape s = more[t];
+        struct dt_conv_bf16_geom g;
+        assert_int_equal(dt_conv_bf16_geometry(&s, &g), 0);
+        struct dt_pool_geom pg = {.k = 2, .stride = 2, .oh = g.oh / 2, .ow = g.ow / 2};
+        size_t ny = (size_t)s.k * g.oh * g.ow, np = (size_t)s.k * pg.oh * pg.ow;
+        float *yq = malloc(g.yq * 4), *b = malloc(s.k * 4), *y = malloc(ny * 4);
+        float *want = malloc(np * 4), *got = malloc(np * 4);
+        int32_t *want_i = malloc(np * 4), *got_i = malloc(np * 4);
+        for (size_t i = 0; i < g.yq; i++)
+            yq[i] = i % 7 == 3 ? yq[i - 1] : layout_value(); /* ties beside the specials */
+        for (int k = 0; k < s.k; k++)
+            b[k] = k % 3 ? uniform() : 0.0f;
+        for (int with_bias = 0; with_bias < 2; with_bias++) {
+            const float *bias = with_bias ? b : NULL;
+            layout->compact(&s, &g, yq, bias, true, false, DT_STORE_ROUNDED, y);
+            dt_maxpool_forward(&pg, y, want, want_i, s.k, g.oh, g.ow);
+            layout->compact_pool2x2(&s, &g, yq, bias, got, got_i);
+            assert_memory_equal(got, want, np * 4);
+            assert_memory_equal(got_i, want_i, np * 4);
+        }
+        free(yq), free(b), free(y), free(want), free(got), free(want_i), free(got_i);
+    }
+}
+
 /* Tap pairing (conv_bf16.h): chosen for 16 channels or fewer, with kh ceil(kw / 2) steps; the
  * pair planes 8-15 of a padded input hold planes 0-7 one position on, and the last position,
  * which has no next, zero. */
@@ -494,6 +534,9 @@ int main(void)
         cmocka_unit_test(test_pad_input_image_keeps_padding),
         cmocka_unit_test_prestate(test_layout_passes_match_plain_c, &avx512_paths[0]),
         cmocka_unit_test_prestate(test_layout_passes_match_plain_c, &avx512_paths[1]),
+        cmocka_unit_test_prestate(test_compact_pool2x2, &paths[1]),
+        cmocka_unit_test_prestate(test_compact_pool2x2, &avx512_paths[0]),
+        cmocka_unit_test_prestate(test_compact_pool2x2, &avx512_paths[1]),
         cmocka_unit_test(test_tap_pairs_layout),
         cmocka_unit_test(test_unsupported_shapes_are_refused),
     };

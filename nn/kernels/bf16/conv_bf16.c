@@ -227,6 +227,38 @@ void dt_conv_bf16_compact(const struct dt_conv_shape *s, const struct dt_conv_bf
     }
 }
 
+void dt_conv_bf16_compact_pool2x2(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
+                                  const float *yq, const float *b, float *py, int32_t *argmax)
+{
+    int poh = g->oh / 2, pow = g->ow / 2;
+    for (int k = 0; k < s->k; k++) {
+        float bias = b ? b[k] : 0.0f;
+        for (int oy = 0; oy < poh; oy++) {
+            const float *r0 = yq + (size_t)k * g->qpad + (size_t)2 * oy * g->wp, *r1 = r0 + g->wp;
+            size_t at = ((size_t)k * poh + oy) * pow;
+            for (int ox = 0; ox < pow; ox++) {
+                float v[4]; /* compact()'s values: relu, then rounded */
+                const float *src[4] = {r0 + 2 * ox, r0 + 2 * ox + 1, r1 + 2 * ox, r1 + 2 * ox + 1};
+                for (int j = 0; j < 4; j++) {
+                    float x = *src[j] + bias;
+                    v[j] = dt_bf16_round(x > 0.0f ? x : 0.0f);
+                }
+                /* dt_maxpool_forward's rule: the first maximum, a NaN wins */
+                int i = 2 * oy * g->ow + 2 * ox, best = i;
+                int offset[4] = {0, 1, g->ow, g->ow + 1};
+                float max = v[0];
+                for (int j = 1; j < 4; j++)
+                    if (v[j] > max || v[j] != v[j]) {
+                        max = v[j];
+                        best = i + offset[j];
+                    }
+                py[at + ox] = max;
+                argmax[at + ox] = best;
+            }
+        }
+    }
+}
+
 void dt_conv_bf16_compact_relu_below(const struct dt_conv_shape *t,
                                      const struct dt_conv_bf16_geom *g, const float *yq,
                                      const void *x, bool x_bf16, const float *extra, float *dx)
@@ -392,6 +424,7 @@ static const struct dt_conv_bf16_layout plain_c = {
     .name = "plain C",
     .pad_input_image = dt_conv_bf16_pad_input_image,
     .compact = dt_conv_bf16_compact,
+    .compact_pool2x2 = dt_conv_bf16_compact_pool2x2,
     .compact_relu_below = dt_conv_bf16_compact_relu_below,
     .dy_rows_image = dt_conv_bf16_dy_rows_image,
     .position_pairs_image = dt_conv_bf16_position_pairs_image,

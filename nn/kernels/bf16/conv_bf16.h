@@ -24,6 +24,7 @@
 #define DT_NN_KERNELS_CONV_BF16_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "nn/kernels/fp32/conv_direct.h" /* struct dt_conv_shape */
 #include "nn/kernels/bf16/gemm_bf16.h"
@@ -144,6 +145,14 @@ void dt_conv_bf16_weight_grad_unpack(const struct dt_conv_shape *s,
                                      const struct dt_conv_bf16_geom *g, const float *dwt,
                                      float *dw);
 
+/* yq -> the 2x2 / stride 2 max pool (no padding) of relu(y + b) rounded to bf16, y the output
+ * compact() stores with relu and DT_STORE_ROUNDED: py [K][OH / 2][OW / 2] and each window's
+ * winner index within the [OH][OW] plane, the bits dt_maxpool_forward gives on compact()'s y
+ * (the first maximum, row-major; an odd last row or column in no window). The conv2d ->
+ * relu -> maxpool2d forward of the tiles (the pool fusion), without writing y. */
+void dt_conv_bf16_compact_pool2x2(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
+                                  const float *yq, const float *b, float *py, int32_t *argmax);
+
 /* The padded-width input gradient yq of one sample (t = dt_conv_bf16_input_grad_shape's
  * shape, g its geometry) compacted into dx [t->k][OH][OW] through the backward of a relu
  * below: dx = x > 0 ? yq + extra : +0 (the relu layer's bits: dy + extra, then the mask);
@@ -166,6 +175,8 @@ struct dt_conv_bf16_layout {
     void (*compact)(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
                     const float *yq, const float *b, bool relu, bool stream,
                     enum dt_bf16_store store, void *y);
+    void (*compact_pool2x2)(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
+                            const float *yq, const float *b, float *py, int32_t *argmax);
     void (*compact_relu_below)(const struct dt_conv_shape *t, const struct dt_conv_bf16_geom *g,
                                const float *yq, const void *x, bool x_bf16, const float *extra,
                                float *dx);

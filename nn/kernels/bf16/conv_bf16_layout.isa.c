@@ -171,6 +171,54 @@ static void compact(const struct dt_conv_shape *s, const struct dt_conv_bf16_geo
     dt_compact_rows_as(&r, yq, b, store, y);
 }
 
+/* compact_pool2x2 (conv_bf16.h): 16 windows at a time, the two rows' 32 values each made as
+ * compact() makes them (bias, MAXPS against 0, rounded), split into the windows' four corners
+ * and compared in dt_maxpool_forward's order (the first maximum; a NaN, which the relu leaves
+ * none of, would win). */
+static void compact_pool2x2(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
+                            const float *yq, const float *b, float *py, int32_t *argmax)
+{
+    int poh = g->oh / 2, pow = g->ow / 2;
+    __m512 zero = _mm512_setzero_ps();
+    __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+    __m512i lane2 = _mm512_slli_epi32(
+        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 1);
+    for (int k = 0; k < s->k; k++) {
+        __m512 bias = _mm512_set1_ps(b ? b[k] : 0.0f);
+        for (int oy = 0; oy < poh; oy++) {
+            const float *r0 = yq + (size_t)k * g->qpad + (size_t)2 * oy * g->wp, *r1 = r0 + g->wp;
+            size_t at = ((size_t)k * poh + oy) * pow;
+            for (int ox = 0; ox < pow; ox += 16) {
+                int cols = 2 * (pow - ox); /* the windows' columns from 2 ox on */
+                __mmask16 lo = dt_lanes(cols), hi = dt_lanes(cols - 16), m = dt_lanes(pow - ox);
+                const float *p0 = r0 + 2 * ox, *p1 = r1 + 2 * ox;
+                __m512 v[4];
+                __m512 row[4] = {_mm512_maskz_loadu_ps(lo, p0), _mm512_maskz_loadu_ps(hi, p0 + 16),
+                                 _mm512_maskz_loadu_ps(lo, p1), _mm512_maskz_loadu_ps(hi, p1 + 16)};
+                for (int j = 0; j < 4; j++)
+                    row[j] = dt_rounded(_mm512_max_ps(_mm512_add_ps(row[j], bias), zero));
+                v[0] = _mm512_permutex2var_ps(row[0], even, row[1]);
+                v[1] = _mm512_permutex2var_ps(row[0], odd, row[1]);
+                v[2] = _mm512_permutex2var_ps(row[2], even, row[3]);
+                v[3] = _mm512_permutex2var_ps(row[2], odd, row[3]);
+                __m512i i = _mm512_add_epi32(_mm512_set1_epi32(2 * oy * g->ow + 2 * ox), lane2);
+                __m512i best = i;
+                __m512 max = v[0];
+                const int offset[4] = {0, 1, g->ow, g->ow + 1};
+                for (int j = 1; j < 4; j++) {
+                    __mmask16 t = _mm512_cmp_ps_mask(v[j], max, _CMP_GT_OQ) |
+                                  _mm512_cmp_ps_mask(v[j], v[j], _CMP_UNORD_Q);
+                    max = _mm512_mask_mov_ps(max, t, v[j]);
+                    best = _mm512_mask_add_epi32(best, t, i, _mm512_set1_epi32(offset[j]));
+                }
+                _mm512_mask_storeu_ps(py + at + ox, m, max);
+                _mm512_mask_storeu_epi32(argmax + at + ox, m, best);
+            }
+        }
+    }
+}
+
 /* dx is batch-wide: streamed (store_row). */
 static BODY void compact_relu_below_body(const struct dt_conv_shape *t,
                                          const struct dt_conv_bf16_geom *g, const float *yq,
@@ -209,6 +257,7 @@ const struct dt_conv_bf16_layout DT_ISA_FN(dt_conv_bf16_layout) = {
     .name = "avx512",
     .pad_input_image = pad_input_image,
     .compact = compact,
+    .compact_pool2x2 = compact_pool2x2,
     .compact_relu_below = compact_relu_below,
     .dy_rows_image = dy_rows_image,
     .position_pairs_image = position_pairs_image,
