@@ -921,7 +921,7 @@ void dt_bf16_linear_forward(struct dt_bf16_linear *bf, const float *x, const flo
         for (int o = 0; o < bf->out; o++)
             for (int r = 0; r < rows; r++)
                 bf->ct[(size_t)o * rows + r] = b[o];
-    dt_bf16_pack_b_f32(x, 1, bf->in, bf->in, rows, bf->xt); /* (i, r) = x[r][i] */
+    dt_bf16_pack_b_rows_t(bf->path, x, rows, bf->in, bf->xt); /* (i, r) = x[r][i] */
     dt_gemm_bf16_on(bf->path, bf->out, rows, bf->in, bf->wa, bf->xt, bf->ct, rows, b != NULL);
     for (int r = 0; r < rows; r++)
         for (int o = 0; o < bf->out; o++)

@@ -252,6 +252,28 @@ static void test_pack_rows_both(void **state)
     }
 }
 
+/* dt_bf16_pack_b_rows_t on path p (the prestate) writes the general packer's bits for x^T,
+ * whole tiles (its own loops) and edges (the general packer's), specials included. */
+static void test_pack_b_rows_t(void **state)
+{
+    enum dt_bf16_path p = *(enum dt_bf16_path *)*state;
+    bf16_skip_unless_available(p, "pack b rows t");
+    static const int shapes[][2] = {{32, 64}, {16, 32}, {128, 96}, {20, 64}, {32, 45}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int rows = shapes[s][0], cols = shapes[s][1];
+        float *x = malloc(sizeof(float) * rows * cols);
+        for (int i = 0; i < rows * cols; i++)
+            x[i] = uniform();
+        x[0] = NAN, x[3] = INFINITY, x[cols + 1] = 1.0f + 0x1p-8f, x[rows * cols - 1] = 0x1p-130f;
+        size_t nb = dt_bf16_packed_b_size(cols, rows);
+        dt_bf16 *got = malloc(2 * nb), *want = malloc(2 * nb);
+        dt_bf16_pack_b_f32(x, 1, cols, cols, rows, want);
+        dt_bf16_pack_b_rows_t(p, x, rows, cols, got);
+        assert_memory_equal(got, want, 2 * nb);
+        free(x), free(got), free(want);
+    }
+}
+
 int main(void)
 {
     static enum dt_bf16_path hardware[] = {DT_BF16_AVX512BF16, DT_BF16_AMX};
@@ -265,6 +287,9 @@ int main(void)
         cmocka_unit_test(test_amx_path),
         cmocka_unit_test_prestate(test_matches_ctile, &hardware[0]),
         cmocka_unit_test_prestate(test_matches_ctile, &hardware[1]),
+        cmocka_unit_test_prestate(test_pack_b_rows_t, &tiles[0]),
+        cmocka_unit_test_prestate(test_pack_b_rows_t, &tiles[1]),
+        cmocka_unit_test_prestate(test_pack_b_rows_t, &tiles[2]),
         cmocka_unit_test_prestate(test_pack_rows_both, &tiles[0]),
         cmocka_unit_test_prestate(test_pack_rows_both, &tiles[1]),
         cmocka_unit_test_prestate(test_pack_rows_both, &tiles[2]),

@@ -152,6 +152,18 @@ void dt_bf16_pack_rows_both(enum dt_bf16_path p, const float *w, int m, int k, d
     }
 }
 
+void dt_bf16_pack_b_rows_t(enum dt_bf16_path p, const float *x, int rows, int cols, dt_bf16 *dst)
+{
+    if (rows % 16 || cols % 32 || rows <= 0 || cols <= 0)
+        dt_bf16_pack_b_f32(x, 1, cols, cols, rows, dst);
+    else if (p == DT_BF16_AMX)
+        dt_bf16_pack_b_rows_t_amx(x, rows, cols, dst);
+    else if (p == DT_BF16_AVX512BF16)
+        dt_bf16_pack_b_rows_t_avx512bf16(x, rows, cols, dst);
+    else
+        dt_bf16_pack_b_rows_t_ctile(x, rows, cols, dst);
+}
+
 /* Element (i, j) of packed A and packed B. */
 static float a_at(const dt_bf16 *a, int kt_count, int i, int j)
 {

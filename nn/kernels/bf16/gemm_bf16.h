@@ -51,6 +51,12 @@ void dt_bf16_pack_b_bf16(const dt_bf16 *src, ptrdiff_t rs, ptrdiff_t cs, int k, 
 void dt_bf16_pack_rows_both(enum dt_bf16_path p, const float *w, int m, int k, dt_bf16 *wa,
                             dt_bf16 *wb);
 
+/* The row-major rows x cols fp32 matrix x packed as B of x^T (k = cols, n = rows: the linear
+ * forward's x^T), the bits of dt_bf16_pack_b_f32(x, 1, cols, cols, rows, dst), on path p's
+ * build; the general packer takes other shapes (the fast loop wants rows a multiple of 16,
+ * cols of 32). */
+void dt_bf16_pack_b_rows_t(enum dt_bf16_path p, const float *x, int rows, int cols, dt_bf16 *dst);
+
 /* C (m x n, row stride ldc floats) = [C +] A * B from packed A (m x k) and B (k x n), on the
  * path in use (dt_isa_bf16_path). Splits its blocks over the OpenMP team unless called inside a
  * parallel region. */
@@ -71,5 +77,8 @@ void dt_gemm_bf16_ctile(int m, int n, int k, const dt_bf16 *a, const dt_bf16 *b,
 void dt_bf16_pack_rows_both_amx(const float *w, int m, int k, dt_bf16 *wa, dt_bf16 *wb);
 void dt_bf16_pack_rows_both_avx512bf16(const float *w, int m, int k, dt_bf16 *wa, dt_bf16 *wb);
 void dt_bf16_pack_rows_both_ctile(const float *w, int m, int k, dt_bf16 *wa, dt_bf16 *wb);
+void dt_bf16_pack_b_rows_t_amx(const float *x, int rows, int cols, dt_bf16 *dst);
+void dt_bf16_pack_b_rows_t_avx512bf16(const float *x, int rows, int cols, dt_bf16 *dst);
+void dt_bf16_pack_b_rows_t_ctile(const float *x, int rows, int cols, dt_bf16 *dst);
 
 #endif

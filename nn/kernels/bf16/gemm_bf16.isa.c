@@ -149,3 +149,38 @@ void DT_ISA_FN(dt_bf16_pack_rows_both)(const float *w, int m, int k, dt_bf16 *wa
                 }
             }
 }
+
+/* B of x^T (k = cols, n = rows) from the row-major rows x cols fp32 x (rows a multiple of 16,
+ * cols of 32): per tile, its 16 rows' 32 values converted in turn (the loop the AVX-512 builds
+ * vectorise), each row's 16 bf16 pairs then a column of the tile (a 16 x 16 transpose of
+ * 32-bit words, in L1). */
+void DT_ISA_FN(dt_bf16_pack_b_rows_t)(const float *x, int rows, int cols, dt_bf16 *dst)
+{
+    int kt_count = cols / 32, nt_count = rows / 16;
+#pragma omp parallel for schedule(static) if (!omp_in_parallel() && (double)rows * cols > 1e6)
+    for (int nt = 0; nt < nt_count; nt++)
+        for (int kt = 0; kt < kt_count; kt++) {
+            _Alignas(64) dt_bf16 stage[16][32]; /* row c's 32 values: its 16 pairs */
+            for (int c = 0; c < 16; c++) {
+                const float *src = x + (size_t)(16 * nt + c) * cols + 32 * kt;
+                for (int j = 0; j < 32; j++)
+                    stage[c][j] = dt_bf16_from_f32(src[j]);
+            }
+            dt_bf16 *t = dst + ((size_t)nt * kt_count + kt) * TILE_ELEMS;
+#if defined(DT_BUILD_CTILE)
+            for (int p = 0; p < 16; p++)
+                for (int c = 0; c < 16; c++) {
+                    t[p * 32 + 2 * c] = stage[c][2 * p];
+                    t[p * 32 + 2 * c + 1] = stage[c][2 * p + 1];
+                }
+#else
+            /* tile row p: pair p of each staged row, 16 words 64 bytes apart */
+            const __m512i column = _mm512_setr_epi32(0, 16, 32, 48, 64, 80, 96, 112, 128, 144, 160,
+                                                     176, 192, 208, 224, 240);
+            for (int p = 0; p < 16; p++)
+                _mm512_storeu_si512(t + p * 32,
+                                    _mm512_i32gather_epi32(
+                                        _mm512_add_epi32(column, _mm512_set1_epi32(p)), stage, 4));
+#endif
+        }
+}
