@@ -558,25 +558,6 @@ void dt_bf16_conv_forward(struct dt_bf16_conv *bf, const float *x, bool x_bf16, 
     }
 }
 
-/* One sample's bias gradient part per channel, from its dY rows (the bf16-rounded dy, zero
- * at the junk columns) while they are in cache: 16 interleaved partial sums in float, added
- * pairwise (one sequential sum costs an add's latency per element), in a fixed order. */
-static void bias_parts(const struct dt_bf16_conv *bf, const dt_bf16 *dyq, int qrow, float *part)
-{
-    /* qrow: the dY rows' length, a multiple of 32 */
-    for (int k = 0; k < bf->s.k; k++) {
-        const dt_bf16 *row = dyq + (size_t)k * qrow;
-        float lane[16] = {0};
-        for (int q = 0; q < qrow; q += 16)
-            for (int j = 0; j < 16; j++)
-                lane[j] += dt_bf16_to_f32(row[q + j]);
-        for (int w = 8; w > 0; w /= 2)
-            for (int j = 0; j < w; j++)
-                lane[j] += lane[j + w];
-        part[k] = lane[0];
-    }
-}
-
 /* One sample's dy through the batchnorm above into dst: the batchnorm's own input_grad loop
  * (bn_grad.h's formula and order of operations, its bits) on each channel's plane, in the
  * vector build the batchnorm uses (the plain loop here ran 4 lanes wide). */
@@ -654,21 +635,21 @@ static void wgrad_operands(struct dt_bf16_conv *bf, int i, const float *dy, cons
         dt_bf16 *dyq = bf->dyq + i * bf->g2.dyq;
         layout->dy_rows_image(s, &bf->g2, dy, dyq);
         if (part)
-            bias_parts(bf, dyq, bf->g2.qrow, part);
+            dt_conv_bf16_layout_on(bf->path)->bias_parts(dyq, s->k, bf->g2.qrow, part);
         layout->position_pairs_image(s, &bf->g2, x, bf->xp + i * bf->g2.xp);
         return;
     }
     const struct dt_conv_bf16_layout *layout = dt_conv_bf16_layout_on(bf->path);
     layout->dy_rows_image(s, &bf->g, dy, bf->dyq + i * bf->g.dyq);
     if (part)
-        bias_parts(bf, bf->dyq + i * bf->g.dyq, bf->g.qrow, part);
+        layout->bias_parts(bf->dyq + i * bf->g.dyq, s->k, bf->g.qrow, part);
     layout->position_pairs_image(s, &bf->g, x, bf->x_bf16, bf->even + i * bf->g.xt,
                                  bf->odd + i * bf->g.xt);
 }
 
 /* The stem mode's bias part of one sample from its dY packed as A (gemm_bf16.h: row k of
- * tile (k / 16, kt) holds positions 32 kt ..): bias_parts' sums, position j in lane j % 16
- * (the padding adds zeros). */
+ * tile (k / 16, kt) holds positions 32 kt ..): the layout passes' bias_parts sums
+ * (conv_bf16.h), position j in lane j % 16 (the padding adds zeros). */
 static void stem_bias_parts(const struct dt_bf16_conv *bf, const dt_bf16 *dya, float *part)
 {
     int kt_count = (bf->pix + 31) / 32;

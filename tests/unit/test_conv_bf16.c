@@ -313,7 +313,8 @@ static float layout_value(void)
 static enum dt_bf16_path avx512_paths[] = {DT_BF16_AMX, DT_BF16_AVX512BF16};
 
 /* The amx and avx512bf16 paths' layout passes (AVX-512, conv_bf16_layout.isa.c) write the plain C's
- * bytes: pair planes, dY rows, position pairs (into buffers zeroed once, two samples in turn), the
+ * bytes: pair planes, dY rows and their bias parts, position pairs (into buffers zeroed once, two
+ * samples in turn), the
  * compaction with and without bias, relu and streaming stores, and the relu below's backward with
  * and without the skip gradient (extra given as dx itself; a sum of two NaNs may keep either's
  * payload). */
@@ -364,6 +365,11 @@ static void test_layout_passes_match_plain_c(void **state)
         }
         assert_memory_equal(xv[0], xv[1], g.xv * 2);
         assert_memory_equal(dyq[0], dyq[1], g.dyq * 2);
+        float *part[2] = {malloc(s.k * 4), malloc(s.k * 4)};
+        for (int p = 0; p < 2; p++) /* the bias parts of the last sample's dY rows */
+            layout[p]->bias_parts(dyq[p], s.k, g.qrow, part[p]);
+        assert_memory_equal(part[0], part[1], s.k * 4);
+        free(part[0]), free(part[1]);
         assert_memory_equal(pairs[0], pairs[1], 4 * g.xt);
         /* x stored as bf16 (the model's bf16_store; its gathers may read 32 elements past the
          * end): the layouts made from its fp32 values, and the relu mask of its values */

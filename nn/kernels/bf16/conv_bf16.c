@@ -419,6 +419,21 @@ void dt_conv_bf16_forward_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
     }
 }
 
+void dt_conv_bf16_bias_parts(const dt_bf16 *dyq, int k, int qrow, float *part)
+{
+    for (int c = 0; c < k; c++) {
+        const dt_bf16 *row = dyq + (size_t)c * qrow;
+        float lane[16] = {0};
+        for (int q = 0; q < qrow; q += 16)
+            for (int j = 0; j < 16; j++)
+                lane[j] += dt_bf16_to_f32(row[q + j]);
+        for (int w = 8; w > 0; w /= 2)
+            for (int j = 0; j < w; j++)
+                lane[j] += lane[j + w];
+        part[c] = lane[0];
+    }
+}
+
 /* The plain C layout passes above, as conv_bf16.h's table. */
 static const struct dt_conv_bf16_layout plain_c = {
     .name = "plain C",
@@ -428,6 +443,7 @@ static const struct dt_conv_bf16_layout plain_c = {
     .compact_relu_below = dt_conv_bf16_compact_relu_below,
     .dy_rows_image = dt_conv_bf16_dy_rows_image,
     .position_pairs_image = dt_conv_bf16_position_pairs_image,
+    .bias_parts = dt_conv_bf16_bias_parts,
 };
 
 const struct dt_conv_bf16_layout *dt_conv_bf16_layout_on(enum dt_bf16_path p)

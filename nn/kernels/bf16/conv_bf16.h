@@ -166,6 +166,13 @@ void dt_conv_bf16_compact_relu_below(const struct dt_conv_shape *t,
                                      const struct dt_conv_bf16_geom *g, const float *yq,
                                      const void *x, bool x_bf16, const float *extra, float *dx);
 
+/* One sample's bias gradient part per channel from its k dY rows of qrow (a multiple of 16)
+ * bf16 at dyq (the bf16-rounded dy, zero at the junk columns) while they are in cache: 16
+ * interleaved partial sums in float, lane j taking positions j, j + 16, ... in order, then
+ * added pairwise (lane j += lane j + w for w = 8, 4, 2, 1), the same bits in every build (one
+ * sequential sum would cost an add's latency per element). */
+void dt_conv_bf16_bias_parts(const dt_bf16 *dyq, int k, int qrow, float *part);
+
 /* The layout passes of one build, with the plain C's signatures above. Each build writes the
  * same bits; they differ only in speed. */
 struct dt_conv_bf16_layout {
@@ -184,6 +191,7 @@ struct dt_conv_bf16_layout {
                           const float *dy, dt_bf16 *dyq);
     void (*position_pairs_image)(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
                                  const void *x, bool x_bf16, dt_bf16 *even, dt_bf16 *odd);
+    void (*bias_parts)(const dt_bf16 *dyq, int k, int qrow, float *part);
 };
 
 /* The layout passes path p runs: the amx and avx512bf16 paths an AVX-512 build

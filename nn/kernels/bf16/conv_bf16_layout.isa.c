@@ -253,6 +253,26 @@ static void compact_relu_below(const struct dt_conv_shape *t, const struct dt_co
         compact_relu_below_body(t, g, yq, x, false, extra, dx);
 }
 
+/* bias_parts (conv_bf16.h): the 16 lanes are one vector's, the pairwise sums the plain C's. */
+static void bias_parts(const dt_bf16 *dyq, int k, int qrow, float *part)
+{
+    for (int c = 0; c < k; c++) {
+        const dt_bf16 *row = dyq + (size_t)c * qrow;
+        __m512 acc = _mm512_setzero_ps();
+        for (int q = 0; q < qrow; q += 16) {
+            __m256i h = _mm256_loadu_si256((const __m256i *)(row + q));
+            acc = _mm512_add_ps(
+                acc, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)));
+        }
+        _Alignas(64) float lane[16];
+        _mm512_store_ps(lane, acc);
+        for (int w = 8; w > 0; w /= 2)
+            for (int j = 0; j < w; j++)
+                lane[j] += lane[j + w];
+        part[c] = lane[0];
+    }
+}
+
 const struct dt_conv_bf16_layout DT_ISA_FN(dt_conv_bf16_layout) = {
     .name = "avx512",
     .pad_input_image = pad_input_image,
@@ -261,4 +281,5 @@ const struct dt_conv_bf16_layout DT_ISA_FN(dt_conv_bf16_layout) = {
     .compact_relu_below = compact_relu_below,
     .dy_rows_image = dy_rows_image,
     .position_pairs_image = position_pairs_image,
+    .bias_parts = bias_parts,
 };
