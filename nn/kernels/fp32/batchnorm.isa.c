@@ -208,37 +208,36 @@ static void DT_ISA_FN(affine_to_bf16)(const void *x, bool x_bf16, dt_bf16 *y, si
 }
 
 /* dx = k * (dy - mean_dy - xhat * mean_dy_xhat), xhat = (x - mean) * invstd, over the planes. */
-static void DT_ISA_FN(input_grad)(const float *x, const float *dy, float *dx, size_t n,
-                                  size_t sample, int batch, float mean, float invstd, float k,
-                                  float mean_dy, float mean_dy_xhat)
+BODY void input_grad_of(const void *x, bool half, const float *dy, float *dx, size_t n,
+                        size_t sample, int batch, float mean, float invstd, float k, float mean_dy,
+                        float mean_dy_xhat)
 {
     for (int b = batch - 1; b >= 0; b--) { /* last read first (see the top) */
-        const float *px = x + (size_t)b * sample, *pd = dy + (size_t)b * sample;
+        const void *px = dt_act_from(x, half, (size_t)b * sample);
+        const float *pd = dy + (size_t)b * sample;
         float *po = dx + (size_t)b * sample;
         prefetch_plane(po, -(ptrdiff_t)sample, 4, n, batch - 1 - b, batch, true);
         for (size_t i = 0; i < n; i++) {
-            float xhat = (px[i] - mean) * invstd;
+            float xhat = (dt_act_at(px, half, i) - mean) * invstd;
             po[i] = k * (pd[i] - mean_dy - xhat * mean_dy_xhat);
         }
     }
 }
 
-/* input_grad with x stored as bf16 (widened exactly: the same bits on the same values); the
- * bf16 tile conv below a batchnorm runs it per sample (bn_grad, nn/bf16_layers.c). */
+static void DT_ISA_FN(input_grad)(const float *x, const float *dy, float *dx, size_t n,
+                                  size_t sample, int batch, float mean, float invstd, float k,
+                                  float mean_dy, float mean_dy_xhat)
+{
+    input_grad_of(x, false, dy, dx, n, sample, batch, mean, invstd, k, mean_dy, mean_dy_xhat);
+}
+
+/* x stored as bf16: the bf16 tile conv below a batchnorm runs it per sample (bn_grad,
+ * nn/bf16_layers.c). */
 static void DT_ISA_FN(input_grad_bf16)(const dt_bf16 *x, const float *dy, float *dx, size_t n,
                                        size_t sample, int batch, float mean, float invstd, float k,
                                        float mean_dy, float mean_dy_xhat)
 {
-    for (int b = batch - 1; b >= 0; b--) {
-        const dt_bf16 *px = x + (size_t)b * sample;
-        const float *pd = dy + (size_t)b * sample;
-        float *po = dx + (size_t)b * sample;
-        prefetch_plane(po, -(ptrdiff_t)sample, 4, n, batch - 1 - b, batch, true);
-        for (size_t i = 0; i < n; i++) {
-            float xhat = (dt_bf16_to_f32(px[i]) - mean) * invstd;
-            po[i] = k * (pd[i] - mean_dy - xhat * mean_dy_xhat);
-        }
-    }
+    input_grad_of(x, true, dy, dx, n, sample, batch, mean, invstd, k, mean_dy, mean_dy_xhat);
 }
 
 const struct dt_bn_loops DT_ISA_FN(dt_bn_loops) = {
