@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "nn/kernels/fp32/pool.h" /* dt_pool2x2_window */
 #include "util/err.h"
 
 #define TILE_ELEMS 512
@@ -243,16 +244,9 @@ void dt_conv_bf16_compact_pool2x2(const struct dt_conv_shape *s, const struct dt
                     float x = *src[j] + bias;
                     v[j] = dt_bf16_round(x > 0.0f ? x : 0.0f);
                 }
-                /* dt_maxpool_forward's rule: the first maximum, a NaN wins */
-                int i = 2 * oy * g->ow + 2 * ox, best = i;
-                int offset[4] = {0, 1, g->ow, g->ow + 1};
-                float max = v[0];
-                for (int j = 1; j < 4; j++)
-                    if (v[j] > max || v[j] != v[j]) {
-                        max = v[j];
-                        best = i + offset[j];
-                    }
-                py[at + ox] = max;
+                int best;
+                py[at + ox] = dt_pool2x2_window(v[0], v[1], v[2], v[3], 2 * oy * g->ow + 2 * ox,
+                                                g->ow, &best);
                 argmax[at + ox] = best;
             }
         }

@@ -19,19 +19,9 @@ static void pool2x2(const float *xp, float *yp, int32_t *ip, int w, int oh, int 
         int base = 2 * oy * w;
 #pragma omp simd
         for (int ox = 0; ox < ow; ox++) {
-            float a = r0[2 * ox], b = r0[2 * ox + 1], c = r1[2 * ox], d = r1[2 * ox + 1];
-            int i = base + 2 * ox, best = i;
-            float max = a;
-            bool t = b > max || b != b;
-            max = t ? b : max;
-            best = t ? i + 1 : best;
-            t = c > max || c != c;
-            max = t ? c : max;
-            best = t ? i + w : best;
-            t = d > max || d != d;
-            max = t ? d : max;
-            best = t ? i + w + 1 : best;
-            yr[ox] = max;
+            int best;
+            yr[ox] = dt_pool2x2_window(r0[2 * ox], r0[2 * ox + 1], r1[2 * ox], r1[2 * ox + 1],
+                                       base + 2 * ox, w, &best);
             ir[ox] = best;
         }
     }

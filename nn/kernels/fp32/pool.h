@@ -16,6 +16,27 @@ struct dt_pool_geom {
     int k, stride, pad, oh, ow;
 };
 
+/* A 2x2 window a b / c d whose top-left element is index i of a plane w wide: its maximum by
+ * dt_maxpool_forward's rule (the first maximum in row-major order; a NaN wins), the winner's
+ * index in *best. Branch-free, so that loops over windows vectorise; the 2x2 pool and the bf16
+ * conv that pools as it compacts (nn/kernels/bf16/conv_bf16.c) share it. */
+static inline float dt_pool2x2_window(float a, float b, float c, float d, int i, int w, int *best)
+{
+    int at = i;
+    float max = a;
+    bool t = b > max || b != b;
+    max = t ? b : max;
+    at = t ? i + 1 : at;
+    t = c > max || c != c;
+    max = t ? c : max;
+    at = t ? i + w : at;
+    t = d > max || d != d;
+    max = t ? d : max;
+    at = t ? i + w + 1 : at;
+    *best = at;
+    return max;
+}
+
 /* y = the maximum of each window (NaN wins; the first maximum on ties, like PyTorch), argmax =
  * its index within the input plane. Called inside a parallel region (a conv2d fused with the
  * pool, nn/layer_conv2d.c), it runs on the calling thread alone. */
