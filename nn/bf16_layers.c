@@ -452,11 +452,6 @@ bool dt_bf16_conv_tiles(const struct dt_bf16_conv *bf)
     return bf->tiles;
 }
 
-bool dt_bf16_conv_pools_2x2(const struct dt_bf16_conv *bf)
-{
-    return bf->tiles && !bf->stride2;
-}
-
 bool dt_bf16_conv_rounds_dx(const struct dt_bf16_conv *bf)
 {
     return bf->tiles && !bf->stem;
@@ -535,7 +530,7 @@ void dt_bf16_conv_forward(struct dt_bf16_conv *bf, const float *x, bool x_bf16, 
         dt_conv_bf16_pack_weights_input_grad(&bf->t, &bf->gt, w, bf->wpi);
     }
     size_t in = (size_t)s->c * s->h * s->w, out = (size_t)s->k * bf->oh * bf->ow;
-    bool pooled = sink && sink->pool_y && relu && dt_bf16_conv_pools_2x2(bf);
+    bool pooled = sink && sink->pool_y && relu && !bf->stride2; /* compact_pool2x2's layouts */
     /* One sample per iteration on each thread; the kernels see the parallel region and run
      * single-threaded. An output depends on its sample only, whatever the team. */
 #pragma omp parallel for schedule(static) num_threads(team_size(bf->threads)) if (batch > 1)

@@ -89,17 +89,14 @@ const char *dt_bf16_conv_note(const struct dt_bf16_conv *bf);
 struct dt_bf16_conv_sink {
     void (*fn)(void *ctx, const float *y, int sample);
     void *ctx;
-    /* Or, for a relu then a 2x2 / stride 2 max pool without padding, where the mode can
-     * (dt_bf16_conv_pools_2x2): the conv pools each sample as it compacts its output, which
-     * is never written (dt_conv_bf16_compact_pool2x2): sample i's pooled output at pool_y +
-     * i * pool_size, its winner indices at pool_argmax + i * pool_size. NULL: fn. */
+    /* Or, for a relu then a 2x2 / stride 2 max pool without padding: where the mode can (the
+     * stride-1 tiles, the stem mode; else fn) the conv pools each sample as it compacts its
+     * output, which is never written (dt_conv_bf16_compact_pool2x2): sample i's pooled output
+     * at pool_y + i * pool_size, its winner indices at pool_argmax + i * pool_size. */
     float *pool_y;
     int32_t *pool_argmax;
     size_t pool_size;
 };
-
-/* Whether forward can pool 2x2 itself (the sink's pool_y): the stride-1 tiles, the stem mode. */
-bool dt_bf16_conv_pools_2x2(const struct dt_bf16_conv *bf);
 
 /* Whether the tiles mode reads x stored as bf16 (x_bf16 below): on the stride-1 tiles. */
 bool dt_bf16_conv_reads_bf16(const struct dt_bf16_conv *bf);

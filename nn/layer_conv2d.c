@@ -398,10 +398,8 @@ static void conv2d_forward(struct dt_layer *l, const float *x, float *y, int bat
     if (cv->bf && dt_bf16_conv_tiles(cv->bf)) {
         struct pool_sink ps = {c->pool, y, c->first_sample};
         struct dt_bf16_conv_sink sink = {pool_one, &ps, NULL, NULL, 0};
-        /* a 2x2 pool the conv runs as it compacts its output (dt_bf16_conv_pools_2x2) */
-        int32_t *indices = c->pool && dt_bf16_conv_pools_2x2(cv->bf)
-                               ? dt_maxpool2d_indices_2x2(c->pool, c->first_sample)
-                               : NULL;
+        /* a 2x2 pool: the conv runs it as it compacts its output, where its mode can */
+        int32_t *indices = c->pool ? dt_maxpool2d_indices_2x2(c->pool, c->first_sample) : NULL;
         if (indices) {
             sink.pool_y = y;
             sink.pool_argmax = indices;
