@@ -118,9 +118,8 @@ struct dt_bf16_conv {
     float *bparts;  /* [max_batch][K]: each sample's bias gradient part */
     /* The stem mode's (the call scratch too, bound in the same way; nothing kept zero): */
     int ckk, pix;                   /* a column's depth (C * kh * kw) and the output positions */
-    struct dt_conv_bf16_geom rows;  /* the product [K][pix] as the layout passes' compact reads a
-                                       padded-width output: one row of pix per channel */
-    struct dt_conv_bf16_geom plane; /* the same as [K][oh][ow] planes (wp = ow): for pooling */
+    struct dt_conv_bf16_geom plane; /* the product [K][oh][ow] as the layout passes read a
+                                       padded-width output (wp = ow: no padding) */
     size_t wp_elems, wpi_elems;     /* the packed weights: W [K x ckk], W^T [ckk x K] */
     size_t colp_per, dya_per;       /* per thread, bf16 elements of colp and dya */
     float *col;                     /* per thread: a sample's dx columns W^T dY [ckk][pix] */
@@ -350,8 +349,6 @@ static int stem_setup(struct dt_bf16_conv *bf, double *scratch_bytes)
     bf->ow = (s->w + 2 * s->pad - s->kw) / s->stride + 1;
     bf->ckk = s->c * s->kh * s->kw;
     bf->pix = bf->oh * bf->ow;
-    bf->rows = (struct dt_conv_bf16_geom){
-        .oh = 1, .ow = bf->pix, .wp = bf->pix, .q = bf->pix, .qpad = bf->pix};
     bf->plane = (struct dt_conv_bf16_geom){
         .oh = bf->oh, .ow = bf->ow, .wp = bf->ow, .q = bf->pix, .qpad = bf->pix};
     bf->wp_elems = dt_bf16_packed_a_size(s->k, bf->ckk);
@@ -490,7 +487,7 @@ static void forward_sample(struct dt_bf16_conv *bf, int t, const void *x, const 
         if (py)
             layout->compact_pool2x2(s, &bf->plane, yq, b, py, pidx);
         else
-            layout->compact(s, &bf->rows, yq, b, relu, stream, store, y);
+            layout->compact(s, &bf->plane, yq, b, relu, stream, store, y);
         return;
     }
     float *yq = bf->yq + (size_t)t * bf->yq_per;
