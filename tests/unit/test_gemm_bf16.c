@@ -219,6 +219,17 @@ static void test_zero_groups_still_multiply_infinities(void **state)
     }
 }
 
+/* A rows x cols matrix of uniform values with the conversion's specials: a NaN, an infinity, a
+ * tie (1 + 2^-8, halfway between two bf16) and a denormal. */
+static float *with_specials(int rows, int cols)
+{
+    float *x = malloc(sizeof(float) * rows * cols);
+    for (int i = 0; i < rows * cols; i++)
+        x[i] = uniform();
+    x[0] = NAN, x[1] = -INFINITY, x[cols + 2] = 1.0f + 0x1p-8f, x[rows * cols - 1] = 0x1p-130f;
+    return x;
+}
+
 /* dt_bf16_pack_rows_both on path p (the prestate) writes the bits of the two general packs, A
  * and B of the same rows, including the specials' (NaN, infinities, ties, denormals), on
  * whole-tile shapes (its own loops) and edge shapes (the general packs'); with wb NULL it
@@ -230,10 +241,7 @@ static void test_pack_rows_both(void **state)
     static const int shapes[][2] = {{64, 96}, {32, 32}, {512, 128}, {19, 45}, {40, 64}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         int m = shapes[s][0], k = shapes[s][1];
-        float *w = malloc(sizeof(float) * m * k);
-        for (int i = 0; i < m * k; i++)
-            w[i] = uniform();
-        w[0] = NAN, w[1] = -INFINITY, w[k + 2] = 1.0f + 0x1p-8f, w[m * k - 1] = 0x1p-130f;
+        float *w = with_specials(m, k);
         size_t na = dt_bf16_packed_a_size(m, k), nb = dt_bf16_packed_b_size(m, k);
         dt_bf16 *wa = malloc(2 * na), *wb = malloc(2 * nb), *ea = malloc(2 * na),
                 *eb = malloc(2 * nb);
@@ -261,10 +269,7 @@ static void test_pack_b_rows_t(void **state)
     static const int shapes[][2] = {{32, 64}, {16, 32}, {128, 96}, {20, 64}, {32, 45}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         int rows = shapes[s][0], cols = shapes[s][1];
-        float *x = malloc(sizeof(float) * rows * cols);
-        for (int i = 0; i < rows * cols; i++)
-            x[i] = uniform();
-        x[0] = NAN, x[3] = INFINITY, x[cols + 1] = 1.0f + 0x1p-8f, x[rows * cols - 1] = 0x1p-130f;
+        float *x = with_specials(rows, cols);
         size_t nb = dt_bf16_packed_b_size(cols, rows);
         dt_bf16 *got = malloc(2 * nb), *want = malloc(2 * nb);
         dt_bf16_pack_b_f32(x, 1, cols, cols, rows, want);
