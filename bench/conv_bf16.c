@@ -100,7 +100,7 @@ int main(int argc, char **argv)
             double t1 = dt_now();
 #pragma omp parallel for
             for (int n = 0; n < batch; n++)
-                layout->pad_input_image(&s, &g, x + n * sx, false, xv + n * g.xv);
+                layout->pad_input_image(&s, &g, x + n * sx, false, NULL, xv + n * g.xv);
             double t2 = dt_now();
 #pragma omp parallel for
             for (int n = 0; n < batch; n++)
@@ -151,7 +151,7 @@ int main(int argc, char **argv)
 #pragma omp parallel for
             for (int i = 0; i < batch; i++) {
                 layout->dy_rows_image(&s, &g, dy + i * sy, dyq + i * g.dyq);
-                layout->position_pairs_image(&s, &g, x + i * sx, false, ev + i * g.xt,
+                layout->position_pairs_image(&s, &g, x + i * sx, false, NULL, ev + i * g.xt,
                                              od + i * g.xt);
             }
             double t2 = dt_now();
@@ -162,7 +162,7 @@ int main(int argc, char **argv)
             double t4 = dt_now();
 #pragma omp parallel for
             for (int i = 0; i < batch; i++)
-                layout->pad_input_image(&t, &gt, dy + i * sy, false, dyv + i * gt.xv);
+                layout->pad_input_image(&t, &gt, dy + i * sy, false, NULL, dyv + i * gt.xv);
             double t5 = dt_now();
 #pragma omp parallel for
             for (int i = 0; i < batch; i++)

@@ -94,6 +94,7 @@ struct dt_bf16_conv {
     struct dt_conv_s2_geom g2;      /* stride 2 */
     int oh, ow;                     /* the output plane */
     bool x_bf16;                    /* this call's x is stored as bf16 (stride-1 tiles only) */
+    const struct dt_bn_relu *x_bn;  /* and is read through the batchnorm2d -> relu below */
     int threads;                    /* per-thread buffers below */
     dt_bf16 *wp, *wpi;              /* the forward's and the input gradient's packed weights (the
                                        layer's own: backward reads what forward packed) */
@@ -501,7 +502,7 @@ static void forward_sample(struct dt_bf16_conv *bf, int t, const void *x, const 
     }
     const struct dt_conv_bf16_layout *layout = dt_conv_bf16_layout_on(bf->path);
     dt_bf16 *xv = bf->xv + (size_t)t * bf->g.xv;
-    layout->pad_input_image(s, &bf->g, x, bf->x_bf16, xv);
+    layout->pad_input_image(s, &bf->g, x, bf->x_bf16, bf->x_bn, xv);
     dt_conv_bf16_forward_on(bf->path, s, &bf->g, xv, bf->wp, yq);
     if (py)
         layout->compact_pool2x2(s, &bf->g, yq, b, py, pidx);
@@ -509,13 +510,14 @@ static void forward_sample(struct dt_bf16_conv *bf, int t, const void *x, const 
         layout->compact(s, &bf->g, yq, b, relu, stream, store, y);
 }
 
-void dt_bf16_conv_forward(struct dt_bf16_conv *bf, const float *x, bool x_bf16, const float *w,
-                          const float *b, float *y, int batch, bool relu,
-                          const struct dt_bf16_conv_sink *sink, bool y_bf16)
+void dt_bf16_conv_forward(struct dt_bf16_conv *bf, const float *x, bool x_bf16,
+                          const struct dt_bn_relu *x_bn, const float *w, const float *b, float *y,
+                          int batch, bool relu, const struct dt_bf16_conv_sink *sink, bool y_bf16)
 {
     const struct dt_conv_shape *s = &bf->s;
     bind_scratch(bf);
     bf->x_bf16 = x_bf16;
+    bf->x_bn = x_bn;
     if (bf->stem) { /* W [K x ckk] and W^T, the weights' own order [K][C][kh][kw] */
         dt_bf16_pack_a_f32(w, bf->ckk, 1, s->k, bf->ckk, bf->wp);
         dt_bf16_pack_a_f32(w, 1, bf->ckk, bf->ckk, s->k, bf->wpi);
@@ -605,11 +607,11 @@ static void input_grad(struct dt_bf16_conv *bf, const float *dy, float *dx, int 
     }
     const struct dt_conv_bf16_layout *layout = dt_conv_bf16_layout_on(bf->path);
     dt_bf16 *xv = bf->xvt + (size_t)th * bf->gt.xv;
-    layout->pad_input_image(t, &bf->gt, dy, false, xv);
+    layout->pad_input_image(t, &bf->gt, dy, false, NULL, xv);
     dt_conv_bf16_forward_on(bf->path, t, &bf->gt, xv, bf->wpi, yq);
     if (relu_x) /* the relu below's backward, with the skip gradient (relu_below fusion) */
         layout->compact_relu_below(t, &bf->gt, yq, dt_act_from(relu_x, bf->x_bf16, at), bf->x_bf16,
-                                   extra ? extra + at : NULL, dx + at);
+                                   bf->x_bn, extra ? extra + at : NULL, dx + at);
     else
         layout->compact(t, &bf->gt, yq, NULL, false, true, DT_STORE_F32, dx + at);
     if (round_dx) /* dx_rounded, as above */
@@ -635,7 +637,7 @@ static void wgrad_operands(struct dt_bf16_conv *bf, int i, const float *dy, cons
     layout->dy_rows_image(s, &bf->g, dy, bf->dyq + i * bf->g.dyq);
     if (part)
         layout->bias_parts(bf->dyq + i * bf->g.dyq, s->k, bf->g.qrow, part);
-    layout->position_pairs_image(s, &bf->g, x, bf->x_bf16, bf->even + i * bf->g.xt,
+    layout->position_pairs_image(s, &bf->g, x, bf->x_bf16, bf->x_bn, bf->even + i * bf->g.xt,
                                  bf->odd + i * bf->g.xt);
 }
 
@@ -733,7 +735,8 @@ static void wgrad_chunk(struct dt_bf16_conv *bf, int n, bool accumulate)
                                     bf->dwt, accumulate);
 }
 
-void dt_bf16_conv_backward(struct dt_bf16_conv *bf, const float *x, bool x_bf16, const float *dy,
+void dt_bf16_conv_backward(struct dt_bf16_conv *bf, const float *x, bool x_bf16,
+                           const struct dt_bn_relu *x_bn, const float *dy,
                            const struct dt_bn_grad *bn, const struct dt_pool_grad *pool, float *dx,
                            const float *relu_x, const float *extra, bool round_dx, int b0,
                            int count, float *g, bool bias)
@@ -742,6 +745,7 @@ void dt_bf16_conv_backward(struct dt_bf16_conv *bf, const float *x, bool x_bf16,
     size_t in = (size_t)s->c * s->h * s->w;
     bind_scratch(bf);
     bf->x_bf16 = x_bf16;
+    bf->x_bn = x_bn;
     if (bf->stem)
         stem_backward(bf, x, dy, bn, pool, dx, relu_x, extra, b0, count, g, bias);
     /* Chunks in sample order, each added into the tile-major sum: every element is one fp32

@@ -106,11 +106,13 @@ bool dt_bf16_conv_rounds_dx(const struct dt_bf16_conv *bf);
 /* Tiles mode. forward: y = conv(x, w) + b (b may be NULL), relu'd when relu, rounded to bf16
  * (autocast's conv output) and stored as bf16 elements when y_bf16 (the model's bf16_store);
  * packs w. x_bf16: x is stored as bf16 elements (only where dt_bf16_conv_reads_bf16), here and
- * in backward (x and relu_x). With a sink, y is not written (may be NULL); the sink gets the
- * rounded values. */
-void dt_bf16_conv_forward(struct dt_bf16_conv *bf, const float *x, bool x_bf16, const float *w,
-                          const float *b, float *y, int batch, bool relu,
-                          const struct dt_bf16_conv_sink *sink, bool y_bf16);
+ * in backward (x and relu_x). x_bn (the bn_input fusion, only where dt_bf16_conv_reads_bf16):
+ * x is the input of a batchnorm2d -> relu below, whose output the conv reads by applying
+ * them (nn/kernels/fp32/bn_grad.h), here and in backward; NULL: x is the conv's input. With
+ * a sink, y is not written (may be NULL); the sink gets the rounded values. */
+void dt_bf16_conv_forward(struct dt_bf16_conv *bf, const float *x, bool x_bf16,
+                          const struct dt_bn_relu *x_bn, const float *w, const float *b, float *y,
+                          int batch, bool relu, const struct dt_bf16_conv_sink *sink, bool y_bf16);
 /* Backward of samples [b0, b0 + count) (pointers are to the whole batch): the weight
  * gradient WRITTEN to g ([K][C][kh][kw], then the bias gradient [K] when bias) and, unless
  * dx is NULL, those samples' input gradient, with the weights the last forward packed. With
@@ -118,11 +120,13 @@ void dt_bf16_conv_forward(struct dt_bf16_conv *bf, const float *x, bool x_bf16, 
  * batchnorm above, read through its backward; with pool (the pool_grad fusion) dy is the
  * gradient at the output of the maxpool2d the forward ran, each sample's unpooled into a
  * per-thread buffer as it is read. With relu_x (the relu_below fusion) x is a
- * relu's output and dx is written as that relu's backward would write it,
+ * relu's output (with x_bn, read through it from relu_x, the batchnorm's input) and dx is
+ * written as that relu's backward would write it,
  * dx = x > 0 ? dx + extra : 0 (extra, what skip connections sent to the relu's output, may
  * be NULL); with round_dx (the dx_rounded fusion, dt_bf16_conv_rounds_dx) rounded to bf16
  * as well, each sample's while it is in cache. */
-void dt_bf16_conv_backward(struct dt_bf16_conv *bf, const float *x, bool x_bf16, const float *dy,
+void dt_bf16_conv_backward(struct dt_bf16_conv *bf, const float *x, bool x_bf16,
+                           const struct dt_bn_relu *x_bn, const float *dy,
                            const struct dt_bn_grad *bn, const struct dt_pool_grad *pool, float *dx,
                            const float *relu_x, const float *extra, bool round_dx, int b0,
                            int count, float *g, bool bias);

@@ -44,6 +44,12 @@
  *               are bf16 anyway (a bf16 conv's output, as autocast's; a conv's input, which
  *               it rounds), so no bit changes, but for one: the relu mask of an fp32 output
  *               under 2^-133 that rounds to zero (x > 0 on the fp32 value, not on the bf16).
+ *   bn_input    and where such a batchnorm2d -> relu's input is itself stored as bf16 (the conv
+ *               below's), the batchnorm stores nothing: it keeps its statistics and the conv
+ *               above applies the batchnorm and the relu to that input as it lays it out, in
+ *               its forward's input layout, its weight gradient's position pairs and the relu
+ *               mask, rounding as the batchnorm's store did (the same bits). One pass over
+ *               the activation (a read and a write of half its bytes) and its memory saved.
  *   chunks      consecutive chunkable layers (conv2d on the direct path, with what is fused
  *               into it) run chunk by chunk, each chunk through all of them, so activations
  *               between them are read back from L2 instead of memory (one thread only).
@@ -210,6 +216,20 @@ static void plan_bf16_store(struct dt_layer_plan *plan, int n)
     }
 }
 
+/* bn_input: a conv2d whose input is a batchnorm2d -> relu's stored as bf16 (bf16_store), the
+ * batchnorm's input stored so too, reads that input and applies the two itself. */
+static void plan_bn_input(struct dt_layer_plan *plan, int n)
+{
+    for (int i = 3; i < n; i++) {
+        struct dt_layer_plan *bn = &plan[i - 2], *relu = &plan[i - 1], *p = &plan[i];
+        if (has(p, DT_CAP_BN_RELU_INPUT) && p->relu_below && relu->bf16_store && relu->in_place &&
+            has(bn, DT_CAP_IS_BATCHNORM) && bn->bf16_store && plan[i - 3].bf16_store) {
+            bn->affine_above = relu->affine_above = true;
+            p->bn_below = true;
+        }
+    }
+}
+
 void dt_fusion_plan(struct dt_layer_plan *plan, struct dt_layer *const *layers, int n,
                     unsigned fusions, int max_batch, int threads, int first_param)
 {
@@ -220,6 +240,8 @@ void dt_fusion_plan(struct dt_layer_plan *plan, struct dt_layer *const *layers, 
     plan_pairs(plan, n, fusions);
     if (fusions & DT_FUSE_BF16_STORE)
         plan_bf16_store(plan, n);
+    if ((fusions & DT_FUSE_BF16_STORE) && (fusions & DT_FUSE_BN_INPUT))
+        plan_bn_input(plan, n);
     if (fusions & DT_FUSE_DX_ROUNDED)
         plan_dx_rounded(plan, n);
     /* With more threads every chunk costs a fork/join per layer (a scheduler tick each on a
@@ -250,14 +272,15 @@ static const struct {
     {"bf16_store", DT_FUSE_BF16_STORE},
     {"pool_grad", DT_FUSE_POOL_GRAD},
     {"dx_rounded", DT_FUSE_DX_ROUNDED},
+    {"bn_input", DT_FUSE_BN_INPUT},
 };
-_Static_assert(sizeof fusion_table / sizeof fusion_table[0] == 11 && DT_FUSE_ALL == 0x7ff,
+_Static_assert(sizeof fusion_table / sizeof fusion_table[0] == 12 && DT_FUSE_ALL == 0xfff,
                "one name per fusion");
 
 const char *dt_fusion_names(void)
 {
     return "relu, pool, add, relu_below, bn_grad, dy_extra, skip_in_dy, chunks, bf16_store, "
-           "pool_grad, dx_rounded";
+           "pool_grad, dx_rounded, bn_input";
 }
 
 /* The fusion named by word[0..len), or 0. */

@@ -53,6 +53,10 @@ enum dt_layer_cap {
     /* backward can store dx rounded to bf16 (fp32 values) while it is in cache, for a layer
      * below that reads its dy only so (struct dt_layer_bwd's round_dx) */
     DT_CAP_DX_ROUNDED = 1u << 14,
+    /* forward and backward can read x as the input of a batchnorm2d -> relu below, applying
+     * both as they read it (struct dt_layer_fwd's bn_below): a bf16 model's stride-1 tiles
+     * conv2d */
+    DT_CAP_BN_RELU_INPUT = 1u << 18,
 
     /* y = max(x, 0), backward masked by y > 0 */
     DT_CAP_IS_RELU = 1u << 8,
@@ -79,7 +83,7 @@ enum dt_layer_cap {
 
 /* The fusions, each of which can be turned off (struct dt_model_options, DTRAIN_FUSE). Some
  * need another: pool needs relu, pool_grad needs pool, skip_in_dy needs relu_below, dx_rounded
- * needs relu and relu_below. */
+ * needs relu and relu_below, bn_input needs bf16_store. */
 enum dt_fusion {
     DT_FUSE_RELU = 1u << 0,        /* relu at the store of the layer below, run in place */
     DT_FUSE_POOL = 1u << 1,        /* conv2d -> relu -> maxpool2d in one chunked forward */
@@ -94,7 +98,10 @@ enum dt_fusion {
     DT_FUSE_POOL_GRAD = 1u << 9,   /* a fused maxpool2d's backward in the conv2d's (needs pool) */
     DT_FUSE_DX_ROUNDED = 1u << 10, /* dx rounded by the conv2d above an emulated bf16 conv2d, as
                                       it stores it (needs relu, relu_below) */
-    DT_FUSE_ALL = (1u << 11) - 1,
+    DT_FUSE_BN_INPUT = 1u << 11,   /* a batchnorm2d -> relu's output never stored: the conv2d
+                                      above applies both as it reads their input (needs
+                                      bf16_store) */
+    DT_FUSE_ALL = (1u << 12) - 1,
     DT_FUSE_NONE = 0,
 };
 
@@ -115,6 +122,11 @@ struct dt_layer_plan {
     bool forward_below; /* this layer's forward is run by the layer below (runs_pool, runs_add) */
     bool bf16_store;    /* y is stored as bf16 (bf16_store); a relu run in place on it (in_place)
                            has this set too, its output being the same storage */
+    bool affine_above;  /* batchnorm2d: y is never written, the layer above applies the
+                           batchnorm and the relu between them as it reads x (bn_input); the
+                           relu in place on it has this set too */
+    bool bn_below;      /* forward and backward read x through the batchnorm2d -> relu below:
+                           x is the batchnorm's input, layer index - 3's output (bn_input) */
     int run_end;        /* > 0 at the first layer of a chunked run: 1 + its last layer */
     int run_chunk;      /* samples per chunk of that run */
     /* backward */
@@ -141,7 +153,7 @@ void dt_fusion_plan(struct dt_layer_plan *plan, struct dt_layer *const *layers, 
 
 /* The fusions named by `text`, DTRAIN_FUSE's syntax: "all", "none", or a comma-separated list
  * of names (relu, pool, add, relu_below, bn_grad, dy_extra, skip_in_dy, chunks, bf16_store,
- * pool_grad, dx_rounded), each
+ * pool_grad, dx_rounded, bn_input), each
  * adding that fusion, or removing it with a leading '-' ("all,-pool"), from none. 0 or DT_EUSAGE
  * naming the word that is not a fusion. */
 int dt_fusion_parse(const char *text, unsigned *out);

@@ -45,10 +45,13 @@ struct batchnorm {
     size_t sample; /* floats per sample, c x plane: the stride between a channel's planes */
     float eps, momentum;
     bool affine;
-    bool training; /* mode of the last forward */
-    bool x_bf16;   /* the last forward's x was stored as bf16 (struct dt_layer_fwd) */
-    bool y_bf16;   /* and it stored y as bf16 */
+    bool training;     /* mode of the last forward */
+    bool x_bf16;       /* the last forward's x was stored as bf16 (struct dt_layer_fwd) */
+    bool y_bf16;       /* and it stored y as bf16 */
+    bool affine_above; /* and left its affine to the layer above (bn_input): no y */
     float *mean, *invstd;
+    /* with affine_above, the affine the layer above applies, then the relu (struct dt_bn_relu) */
+    float *scale, *shift;
     double *stats;     /* forward: per-channel sums of x - s, of (x - s)^2, and the count */
     double *grad_sums; /* backward: sum dy, then sum dy xhat, per channel */
     double n;          /* training: elements per channel over every process, last forward */
@@ -86,7 +89,10 @@ static int batchnorm2d_setup(struct dt_layer *l, const struct dt_layer_spec *spe
     bn->stats = dt_alloc(2 * (size_t)in.c + 1, sizeof(double));
     bn->grad_sums = dt_alloc(2 * (size_t)in.c, sizeof(double));
     bn->terms = dt_alloc(3 * (size_t)in.c, sizeof(float));
-    return bn->mean && bn->invstd && bn->stats && bn->grad_sums && bn->terms
+    bn->scale = dt_alloc((size_t)in.c, sizeof(float));
+    bn->shift = dt_alloc((size_t)in.c, sizeof(float));
+    return bn->mean && bn->invstd && bn->stats && bn->grad_sums && bn->terms && bn->scale &&
+                   bn->shift
                ? 0
                : dt_fail_context(-DT_ERUNTIME, "batchnorm2d statistics");
 }
@@ -191,6 +197,11 @@ static void normalise(const struct dt_layer *l, const struct dt_bn_loops *k, con
     float gamma = bn->affine ? l->params[ch] : 1.0f;
     float beta = bn->affine ? l->params[bn->c + ch] : 0.0f;
     float scale = bn->invstd[ch] * gamma, shift = beta - bn->mean[ch] * scale;
+    if (bn->affine_above) { /* the layer above applies it as it reads x */
+        bn->scale[ch] = scale;
+        bn->shift[ch] = shift;
+        return;
+    }
     const void *xc = x_channel(bn, x, ch);
     float *yc = AT_CHANNEL(bn, y, ch);
     const float *skip = AT_CHANNEL(bn, c->skip_x, ch);
@@ -270,6 +281,7 @@ static void batchnorm2d_forward(struct dt_layer *l, const float *x, float *y, in
     bn->training = c->run.training;
     bn->x_bf16 = c->x_bf16;
     bn->y_bf16 = c->y_bf16;
+    bn->affine_above = c->affine_above;
     if (bn->training) {
         forward_train(l, x, y, batch, c);
         return;
@@ -345,6 +357,12 @@ static void keep_terms(struct dt_layer *l, double n)
     }
 }
 
+void dt_batchnorm2d_relu(const struct dt_layer *l, struct dt_bn_relu *out)
+{
+    const struct batchnorm *bn = l->state;
+    *out = (struct dt_bn_relu){.scale = bn->scale, .shift = bn->shift};
+}
+
 void dt_batchnorm2d_grad(const struct dt_layer *l, const float *x, struct dt_bn_grad *out)
 {
     const struct batchnorm *bn = l->state;
@@ -412,6 +430,8 @@ static void batchnorm2d_destroy(struct dt_layer *l)
         dt_free(bn->grad_sums);
         dt_free(bn->gather);
         dt_free(bn->terms);
+        dt_free(bn->scale);
+        dt_free(bn->shift);
     }
     free(bn);
 }

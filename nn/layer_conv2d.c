@@ -288,7 +288,7 @@ static int conv2d_setup(struct dt_layer *l, const struct dt_layer_spec *spec, st
             s->caps |= DT_CAP_RELU_BELOW_GRAD | DT_CAP_POOL_IN_FORWARD | DT_CAP_POOL_ABOVE_GRAD |
                        DT_CAP_BN_ABOVE_GRAD | DT_CAP_BF16_STORE;
             if (dt_bf16_conv_reads_bf16(cv->bf))
-                s->caps |= DT_CAP_BF16_INPUT;
+                s->caps |= DT_CAP_BF16_INPUT | DT_CAP_BN_RELU_INPUT;
             if (dt_bf16_conv_rounds_dx(cv->bf))
                 s->caps |= DT_CAP_DX_ROUNDED;
         }
@@ -405,8 +405,11 @@ static void conv2d_forward(struct dt_layer *l, const float *x, float *y, int bat
             sink.pool_argmax = indices;
             sink.pool_size = dt_shape_size(c->pool->out);
         }
-        dt_bf16_conv_forward(cv->bf, x, c->x_bf16, weight, bias, y, batch, c->relu,
-                             c->pool ? &sink : NULL, c->y_bf16);
+        struct dt_bn_relu x_bn;
+        if (c->bn_below)
+            dt_batchnorm2d_relu(c->bn_below, &x_bn);
+        dt_bf16_conv_forward(cv->bf, x, c->x_bf16, c->bn_below ? &x_bn : NULL, weight, bias, y,
+                             batch, c->relu, c->pool ? &sink : NULL, c->y_bf16);
         return;
     }
     if (cv->bf) { /* emulated: the fp32 algorithm on bf16-rounded x and weights */
@@ -504,9 +507,12 @@ static void backward_samples(struct dt_layer *l, const float *x, const float *dy
 {
     struct conv *cv = l->state;
     if (cv->bf && dt_bf16_conv_tiles(cv->bf)) {
-        dt_bf16_conv_backward(cv->bf, x, c->x_bf16, dy, bn, pool, dx, c->relu_below ? x : NULL,
-                              c->relu_below ? c->below_extra : NULL, c->round_dx, b0, count, g,
-                              cv->bias);
+        struct dt_bn_relu x_bn;
+        if (c->bn_below)
+            dt_batchnorm2d_relu(c->bn_below, &x_bn);
+        dt_bf16_conv_backward(cv->bf, x, c->x_bf16, c->bn_below ? &x_bn : NULL, dy, bn, pool, dx,
+                              c->relu_below ? x : NULL, c->relu_below ? c->below_extra : NULL,
+                              c->round_dx, b0, count, g, cv->bias);
         return;
     }
     size_t nw = (size_t)cv->oc * cv->ckk, in_sample = dt_shape_size(l->in);

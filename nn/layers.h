@@ -58,6 +58,13 @@ struct dt_layer_fwd {
      * layer reads it so in backward too) */
     bool y_bf16;
     bool x_bf16;
+    /* bn_input (nn/fusion.h). DT_CAP_BN_RELU_INPUT: x is the input of this batchnorm2d, the
+     * layer two below, whose output through the relu between them the layer reads by applying
+     * both as it reads x (dt_batchnorm2d_relu), here and in backward. A batchnorm2d with
+     * affine_above: compute the statistics and keep the affine for the layer above; y is not
+     * written (NULL). */
+    const struct dt_layer *bn_below;
+    bool affine_above;
 };
 
 /* One backward call's context: what the model's plan and the skip connections hand this
@@ -94,8 +101,10 @@ struct dt_layer_bwd {
     /* batchnorm2d (or maxpool2d, pool_grad) whose input gradient the layer below computes:
      * keep the factors for it (dt_batchnorm2d_grad); the model passes no dx */
     bool grad_in_below;
-    /* x is stored as bf16 (as in the forward's struct dt_layer_fwd) */
+    /* x is stored as bf16, and read through this batchnorm2d -> relu (as in the forward's
+     * struct dt_layer_fwd); with relu_below, the relu's mask is read so too */
     bool x_bf16;
+    const struct dt_layer *bn_below;
 };
 
 struct dt_layer_ops {
@@ -167,6 +176,10 @@ unsigned dt_add_projection_fusions(const struct dt_layer *l);
 /* The input gradient of batchnorm2d layer l after a backward called with grad_in_below, for
  * its input x: pointers into l's state, valid until its next backward. */
 void dt_batchnorm2d_grad(const struct dt_layer *l, const float *x, struct dt_bn_grad *out);
+/* The forward of batchnorm2d layer l followed by a relu, for the layer above to apply (its
+ * last forward was called with affine_above): pointers into l's state, valid until its next
+ * forward. */
+void dt_batchnorm2d_relu(const struct dt_layer *l, struct dt_bn_relu *out);
 
 /* The kind named `name`, or NULL. */
 const struct dt_layer_kind *dt_layer_kind_find(const char *name);

@@ -235,6 +235,8 @@ static int allocate_arenas(struct dt_model *m, float *params)
         }
         if (m->plan[i].runs_add) /* never written: the layer stores the add's output */
             continue;
+        if (m->plan[i].affine_above) /* never written: the layer above applies this one */
+            continue;
         /* bf16_store: the layer writes bf16 elements, half the bytes, and a 64-byte tail that
          * the bf16 layout passes' 32-bit gathers may read past the last element */
         impl->act[i] = m->plan[i].bf16_store
@@ -304,7 +306,7 @@ static void count_memory(const struct dt_model *m, struct dt_model_memory *out)
         const struct dt_layer_plan *p = &m->plan[i];
         double n = (double)shape_size(m->layers[i]->out);
         largest = n > largest ? n : largest;
-        if (!p->in_place && !p->runs_add)
+        if (!p->in_place && !p->runs_add && !p->affine_above)
             act += p->bf16_store ? n / 2 : n;
         if (p->referenced && !p->pending_in_dy)
             act += n; /* pending skip gradient */
@@ -592,9 +594,24 @@ static void layer_timed(struct dt_model *m, int i, bool backward, double t0)
         m->layer_hook.fn(m->layer_hook.ctx, i, backward, t0, t1);
 }
 
-/* Layer i's forward on samples [first, first + count) of the batch; x is the layer's input
- * for the whole batch. */
-static void forward_layer(struct dt_model *m, int i, const float *x, int first, int count,
+/* The layer whose output layer i reads as x (-1: the model's input): the one below, or with
+ * bn_below the batchnorm2d's input, the relu's and the batchnorm's being never written. */
+static int input_of(const struct dt_model *m, int i)
+{
+    return m->plan[i].bn_below ? i - 3 : i - 1;
+}
+
+/* Layer i's input for the whole batch, and whether it is stored as bf16. */
+static const float *layer_input(const struct dt_model *m, int i, bool *x_bf16)
+{
+    const struct model_impl *impl = m->impl;
+    int k = input_of(m, i);
+    *x_bf16 = k >= 0 && m->plan[k].bf16_store;
+    return k >= 0 ? impl->act[k] : impl->input;
+}
+
+/* Layer i's forward on samples [first, first + count) of the batch. */
+static void forward_layer(struct dt_model *m, int i, int first, int count,
                           const struct dt_forward_ctx *ctx)
 {
     struct model_impl *impl = m->impl;
@@ -606,7 +623,9 @@ static void forward_layer(struct dt_model *m, int i, const float *x, int first, 
                              .first_sample = first,
                              .relu = p->relu_at_store,
                              .y_bf16 = p->bf16_store,
-                             .x_bf16 = i > 0 && m->plan[i - 1].bf16_store};
+                             .bn_below = p->bn_below ? m->layers[i - 2] : NULL,
+                             .affine_above = p->affine_above};
+    const float *x = layer_input(m, i, &c.x_bf16);
     if (l->spec.from)
         c.skip_x = skip_output(m, i);
     /* a conv with a fused pool writes the pool's output, a batchnorm with a fused add the
@@ -620,9 +639,14 @@ static void forward_layer(struct dt_model *m, int i, const float *x, int first, 
         c.skip_x = skip_output(m, out);
         c.relu = m->plan[out].relu_at_store;
     }
-    l->kind->ops->forward(l, x + (size_t)first * shape_size(l->in),
-                          impl->act[out] + (size_t)first * shape_size(m->layers[out]->out), count,
-                          &c);
+    size_t in_at = (size_t)first * shape_size(l->in);
+    size_t out_at = (size_t)first * shape_size(m->layers[out]->out);
+    float *y = impl->act[out]; /* NULL: never written (affine_above) */
+    if (y && m->plan[out].bf16_store)
+        y = (float *)((dt_bf16 *)y + out_at);
+    else if (y)
+        y += out_at;
+    l->kind->ops->forward(l, dt_act_from(x, c.x_bf16, in_at), y, count, &c);
     if (timed)
         layer_timed(m, i, false, t0);
 }
@@ -635,16 +659,14 @@ static bool runs_forward(const struct dt_model *m, int i)
 
 /* A chunked run from layer i (the plan's run_end): every layer on one chunk of samples, then
  * the next chunk, so the activations in between are still in cache when read. */
-static void forward_run(struct dt_model *m, int i, const float *x, int batch,
-                        const struct dt_forward_ctx *ctx)
+static void forward_run(struct dt_model *m, int i, int batch, const struct dt_forward_ctx *ctx)
 {
-    struct model_impl *impl = m->impl;
     int chunk = m->plan[i].run_chunk;
     for (int s0 = 0; s0 < batch; s0 += chunk) {
         int count = batch - s0 < chunk ? batch - s0 : chunk;
         for (int k = i; k < m->plan[i].run_end; k++)
             if (runs_forward(m, k))
-                forward_layer(m, k, k == i ? x : impl->act[k - 1], s0, count, ctx);
+                forward_layer(m, k, s0, count, ctx);
     }
 }
 
@@ -667,15 +689,13 @@ int dt_model_forward(struct dt_model *m, const float *x, int batch,
                     m->layers[i]->kind->ops->forward(m->layers[i], NULL, NULL, 0, &c);
         return m->allreduce.rc;
     }
-    const float *in = x;
     for (int i = 0; i < m->nlayers; i++) {
         if (m->plan[i].run_end) {
-            forward_run(m, i, in, batch, ctx);
+            forward_run(m, i, batch, ctx);
             i = m->plan[i].run_end - 1;
         } else if (runs_forward(m, i)) { /* else done by a layer below */
-            forward_layer(m, i, in, 0, batch, ctx);
+            forward_layer(m, i, 0, batch, ctx);
         }
-        in = impl->act[i];
     }
     return m->allreduce.rc;
 }
@@ -759,7 +779,8 @@ int dt_model_backward(struct dt_model *m, const uint8_t *labels, int batch, floa
             point_skip_grad(m, i, dy, &c);
         if (p->backward_above) /* dy passes through unchanged */
             continue;
-        const float *x = i > 0 ? impl->act[i - 1] : impl->input;
+        const float *x = layer_input(m, i, &c.x_bf16);
+        c.bn_below = p->bn_below ? m->layers[i - 2] : NULL;
         bool timed = m->profile || m->layer_hook.fn;
         double t0 = timed ? dt_now() : 0;
         bool pass = (p->caps & DT_CAP_DX_IS_DY) || p->grad_in_below;
@@ -774,7 +795,6 @@ int dt_model_backward(struct dt_model *m, const uint8_t *labels, int batch, floa
         c.round_dx = p->round_dx;
         c.dy_rounded = p->dy_rounded;
         c.grad_in_below = p->grad_in_below;
-        c.x_bf16 = i > 0 && m->plan[i - 1].bf16_store;
         l->kind->ops->backward(l, x, impl->act[i], dy, give_dx ? dx : NULL, batch, &c);
         if (c.below_extra)
             impl->pending_live[i - 1] = false; /* taken: the relu's step must not add it */
@@ -802,10 +822,14 @@ void dt_model_layer_summary(const struct dt_model *m, int i, struct dt_layer_sum
     out->out = l->out;
     out->nparams = l->nparams;
     const char *note = ((const struct model_impl *)m->impl)->precision[i];
-    bool stored = m->plan[i].bf16_store && !m->plan[i].in_place; /* a relu in place: its storage */
+    const struct dt_layer_plan *p = &m->plan[i];
+    /* a relu in place: its storage is the layer below's */
+    const char *stored = p->in_place || !p->bf16_store ? NULL
+                         : p->affine_above ? "output not stored, applied by the conv2d above"
+                                           : "output stored as bf16";
     if (note || stored)
         snprintf(out->precision, sizeof out->precision, "%s%s%s", note ? note : "",
-                 note && stored ? ", " : "", stored ? "output stored as bf16" : "");
+                 note && stored ? ", " : "", stored ? stored : "");
     if (s->out_channels > 0)
         snprintf(out->detail, sizeof out->detail, "%d %dx%d/%d", s->out_channels, s->kernel,
                  s->kernel, s->stride > 0 ? s->stride : 1);

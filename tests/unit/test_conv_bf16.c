@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "nn/kernels/bf16/conv_bf16.h"
+#include "nn/kernels/fp32/batchnorm.h"
 #include "nn/kernels/fp32/pool.h"
 #include "tests/unit/bf16_checks.h"
 
@@ -265,8 +266,8 @@ static void test_pad_input_image_keeps_padding(void **state)
         }
         dt_bf16 *image = calloc(g.xv, 2), *whole = malloc(g.xv * 2);
         memset(whole, 0xff, g.xv * 2);
-        dt_conv_bf16_pad_input_image(s, &g, x1, false, image);
-        dt_conv_bf16_pad_input_image(s, &g, x2, false, image);
+        dt_conv_bf16_pad_input_image(s, &g, x1, false, NULL, image);
+        dt_conv_bf16_pad_input_image(s, &g, x2, false, NULL, image);
         dt_conv_bf16_pad_input(s, &g, x2, whole);
         assert_memory_equal(image, whole, g.xv * 2);
         /* the weight gradient's operands: dY rows (of an output-sized dy) and position pairs */
@@ -279,8 +280,8 @@ static void test_pad_input_image_keeps_padding(void **state)
         dt_conv_bf16_dy_rows_image(s, &g, x2, rows);
         dt_conv_bf16_dy_rows(s, &g, x2, rows_whole);
         assert_memory_equal(rows, rows_whole, g.dyq * 2);
-        dt_conv_bf16_position_pairs_image(s, &g, x1, false, pairs, pairs + g.xt);
-        dt_conv_bf16_position_pairs_image(s, &g, x2, false, pairs, pairs + g.xt);
+        dt_conv_bf16_position_pairs_image(s, &g, x1, false, NULL, pairs, pairs + g.xt);
+        dt_conv_bf16_position_pairs_image(s, &g, x2, false, NULL, pairs, pairs + g.xt);
         dt_conv_bf16_position_pairs(s, &g, x2, pairs_whole, pairs_whole + g.xt);
         assert_memory_equal(pairs, pairs_whole, 2 * g.xt * 2);
         free(rows);
@@ -357,9 +358,9 @@ static void test_layout_passes_match_plain_c(void **state)
             dyq[p] = calloc(g.dyq, 2);
             pairs[p] = calloc(2 * g.xt, 2);
             for (int sample = 0; sample < 2; sample++) {
-                layout[p]->pad_input_image(&s, &g, x[sample], false, xv[p]);
+                layout[p]->pad_input_image(&s, &g, x[sample], false, NULL, xv[p]);
                 layout[p]->dy_rows_image(&s, &g, x[sample], dyq[p]);
-                layout[p]->position_pairs_image(&s, &g, x[sample], false, pairs[p],
+                layout[p]->position_pairs_image(&s, &g, x[sample], false, NULL, pairs[p],
                                                 pairs[p] + g.xt);
             }
         }
@@ -381,13 +382,13 @@ static void test_layout_passes_match_plain_c(void **state)
         }
         for (int p = 0; p < 2; p++) {
             dt_bf16 *v = calloc(g.xv, 2), *q = calloc(2 * g.xt, 2);
-            layout[p]->pad_input_image(&s, &g, xh, true, v);
-            layout[p]->position_pairs_image(&s, &g, xh, true, q, q + g.xt);
+            layout[p]->pad_input_image(&s, &g, xh, true, NULL, v);
+            layout[p]->position_pairs_image(&s, &g, xh, true, NULL, q, q + g.xt);
             assert_memory_equal(v, xv[0], g.xv * 2);
             assert_memory_equal(q, pairs[0], 4 * g.xt);
             free(v), free(q);
-            layout[p]->compact_relu_below(&s, &g, yq, xh, true, NULL, out[0]);
-            layout[p]->compact_relu_below(&s, &g, yq, xr, false, NULL, out[1]);
+            layout[p]->compact_relu_below(&s, &g, yq, xh, true, NULL, NULL, out[0]);
+            layout[p]->compact_relu_below(&s, &g, yq, xr, false, NULL, NULL, out[1]);
             bf16_assert_same_floats(out[0], out[1], ny);
         }
         free(xh), free(xr);
@@ -416,14 +417,104 @@ static void test_layout_passes_match_plain_c(void **state)
         for (int with_extra = 0; with_extra < 2; with_extra++) {
             for (int p = 0; p < 2; p++) {
                 memcpy(out[p], x[1], ny * 4);
-                layout[p]->compact_relu_below(&s, &g, yq, x[0], false, with_extra ? out[p] : NULL,
-                                              out[p]);
+                layout[p]->compact_relu_below(&s, &g, yq, x[0], false, NULL,
+                                              with_extra ? out[p] : NULL, out[p]);
             }
             bf16_assert_same_floats(out[0], out[1], ny);
         }
         for (int p = 0; p < 2; p++)
             free(xv[p]), free(dyq[p]), free(pairs[p]), free(out[p]), free(x[p]);
         free(yq), free(b);
+    }
+}
+
+/* What a batchnorm2d -> relu stores as bf16 from x [channels][plane] (fp32 or bf16): the
+ * batchnorm's own affine_to_bf16 pass, with the relu at its store, channel by channel. */
+static void bn_stored(const void *x, bool x_bf16, int channels, size_t plane,
+                      const struct dt_bn_relu *bn, dt_bf16 *y)
+{
+    for (int c = 0; c < channels; c++)
+        dt_bn_loops()->affine_to_bf16(dt_act_from(x, x_bf16, c * plane), x_bf16, y + c * plane,
+                                      plane, plane, 1, bn->scale[c], bn->shift[c], true, NULL);
+}
+
+/* bn_input: the passes that read x through a batchnorm2d -> relu below (bn, on that
+ * batchnorm's input, stored as bf16 or fp32) write the bytes they write reading what the
+ * batchnorm stores (bn_stored), which the model reads without the fusion: the pair planes,
+ * the position pairs and compact_relu_below's relu mask, with and without the skip gradient.
+ * In `path`'s build of the layouts (the plain C for ctile, AVX-512 for amx and avx512bf16).
+ * The affines include a zero scale, a negative one, one whose products are around 2^-133 (those
+ * below round to zero: the mask follows the stored zero) and the rounding's boundary, on inputs
+ * with the conversion's hard cases (NaN, infinities, denormals, ties). */
+static void test_bn_relu_input(void **state)
+{
+    enum dt_bf16_path path = *(const enum dt_bf16_path *)*state;
+    bf16_skip_unless_available(path, "bn_input layout passes");
+    const struct dt_conv_bf16_layout *layout = dt_conv_bf16_layout_on(path);
+    struct dt_conv_shape more[] = {{1, 5, 7, 6, 4, 3, 3, 1, 1}, {1, 17, 9, 9, 8, 3, 3, 1, 1}};
+    size_t count = sizeof shapes / sizeof *shapes + sizeof more / sizeof *more;
+    for (size_t t = 0; t < count; t++) {
+        struct dt_conv_shape s = t < sizeof shapes / sizeof *shapes
+                                     ? shapes[t]
+                                     : more[t - sizeof shapes / sizeof *shapes];
+        struct dt_conv_bf16_geom g;
+        assert_int_equal(dt_conv_bf16_geometry(&s, &g), 0);
+        /* x [s.c][h][w] for the layouts; [s.k][oh][ow] for the mask (s standing for an input
+         * gradient's shape, as compact_relu_below takes it) */
+        size_t plane = (size_t)s.h * s.w, mplane = (size_t)g.oh * g.ow;
+        size_t n = (size_t)s.c * plane > s.k * mplane ? (size_t)s.c * plane : s.k * mplane;
+        int channels = s.c > s.k ? s.c : s.k;
+        float *scale = malloc(channels * 4), *shift = malloc(channels * 4);
+        for (int c = 0; c < channels; c++) {
+            scale[c] = c % 4 == 0 ? 0.0f : c % 4 == 1 ? -1.5f * uniform() : 2.0f * uniform();
+            shift[c] = c % 3 == 0 ? 0.0f : uniform();
+        }
+        /* products around 2^-133, which round to zero below it, and the boundary itself
+         * (bits 0x8000 rounds to zero, ties to even; 0x8001 does not) */
+        uint32_t edge[2] = {0x8000u, 0x8001u};
+        scale[1] = 1e-40f;
+        shift[1] = 0.0f;
+        scale[2] = scale[3] = 0.0f;
+        memcpy(&shift[2], &edge[0], 4);
+        memcpy(&shift[3], &edge[1], 4);
+        struct dt_bn_relu bn = {scale, shift};
+        float *x = malloc(n * 4), *yq = malloc(g.yq * 4);
+        /* 64-byte aligned outputs: rows of 16 floats or more are streamed */
+        size_t out_bytes = (s.k * mplane * 4 + 63) / 64 * 64;
+        float *dx[2] = {aligned_alloc(64, out_bytes), aligned_alloc(64, out_bytes)};
+        float *extra = malloc(s.k * mplane * 4);
+        dt_bf16 *xh = calloc(n + 32, 2), *y = calloc(n + 32, 2);
+        for (size_t i = 0; i < n; i++) {
+            x[i] = layout_value();
+            xh[i] = dt_bf16_from_f32(x[i]);
+        }
+        for (size_t i = 0; i < g.yq; i++)
+            yq[i] = layout_value();
+        for (size_t i = 0; i < s.k * mplane; i++)
+            extra[i] = uniform();
+        for (int x_bf16 = 0; x_bf16 < 2; x_bf16++) {
+            const void *raw = x_bf16 ? (const void *)xh : (const void *)x;
+            dt_bf16 *xv[2] = {calloc(g.xv, 2), calloc(g.xv, 2)};
+            dt_bf16 *pairs[2] = {calloc(2 * g.xt, 2), calloc(2 * g.xt, 2)};
+            bn_stored(raw, x_bf16, s.c, plane, &bn, y);
+            layout->pad_input_image(&s, &g, raw, x_bf16, &bn, xv[0]);
+            layout->pad_input_image(&s, &g, y, true, NULL, xv[1]);
+            assert_memory_equal(xv[0], xv[1], g.xv * 2);
+            layout->position_pairs_image(&s, &g, raw, x_bf16, &bn, pairs[0], pairs[0] + g.xt);
+            layout->position_pairs_image(&s, &g, y, true, NULL, pairs[1], pairs[1] + g.xt);
+            assert_memory_equal(pairs[0], pairs[1], 4 * g.xt);
+            bn_stored(raw, x_bf16, s.k, mplane, &bn, y);
+            for (int with_extra = 0; with_extra < 2; with_extra++) {
+                layout->compact_relu_below(&s, &g, yq, raw, x_bf16, &bn, with_extra ? extra : NULL,
+                                           dx[0]);
+                layout->compact_relu_below(&s, &g, yq, y, true, NULL, with_extra ? extra : NULL,
+                                           dx[1]);
+                assert_memory_equal(dx[0], dx[1], s.k * mplane * 4);
+            }
+            free(xv[0]), free(xv[1]), free(pairs[0]), free(pairs[1]);
+        }
+        free(scale), free(shift), free(x), free(yq), free(xh), free(y), free(extra);
+        free(dx[0]), free(dx[1]);
     }
 }
 
@@ -543,6 +634,9 @@ int main(void)
         cmocka_unit_test_prestate(test_compact_pool2x2, &paths[1]),
         cmocka_unit_test_prestate(test_compact_pool2x2, &avx512_paths[0]),
         cmocka_unit_test_prestate(test_compact_pool2x2, &avx512_paths[1]),
+        cmocka_unit_test_prestate(test_bn_relu_input, &paths[1]),
+        cmocka_unit_test_prestate(test_bn_relu_input, &avx512_paths[0]),
+        cmocka_unit_test_prestate(test_bn_relu_input, &avx512_paths[1]),
         cmocka_unit_test(test_tap_pairs_layout),
         cmocka_unit_test(test_unsupported_shapes_are_refused),
     };

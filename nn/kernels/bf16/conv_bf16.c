@@ -121,7 +121,8 @@ void dt_conv_bf16_pack_weights_input_grad(const struct dt_conv_shape *t,
 }
 
 void dt_conv_bf16_pad_input_image(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
-                                  const void *x, bool x_bf16, dt_bf16 *xv)
+                                  const void *x, bool x_bf16, const struct dt_bn_relu *bn,
+                                  dt_bf16 *xv)
 {
     size_t plane = (size_t)s->h * s->w, pair_plane = (size_t)g->positions * 2;
     /* The image rows are written whole, both channels of a pair together (contiguous stores);
@@ -137,9 +138,10 @@ void dt_conv_bf16_pad_input_image(const struct dt_conv_shape *s, const struct dt
             dt_bf16 *out = top + ((size_t)h * g->wp + s->pad) * 2;
             size_t r0 = c0 + (size_t)h * s->w, r1 = r0 + plane;
             for (int w = 0; w < s->w; w++) {
-                out[2 * w] = dt_bf16_from_f32(dt_act_at(x, x_bf16, r0 + w));
+                out[2 * w] = dt_bf16_from_f32(dt_conv_bf16_input_at(x, x_bf16, bn, 2 * p, r0 + w));
                 if (c1)
-                    out[2 * w + 1] = dt_bf16_from_f32(dt_act_at(x, x_bf16, r1 + w));
+                    out[2 * w + 1] =
+                        dt_bf16_from_f32(dt_conv_bf16_input_at(x, x_bf16, bn, 2 * p + 1, r1 + w));
             }
             if (shifted) {
                 size_t first = (size_t)h * g->wp + s->pad, skip = first == 0 ? 2 : 0;
@@ -154,7 +156,7 @@ void dt_conv_bf16_pad_input(const struct dt_conv_shape *s, const struct dt_conv_
                             const float *x, dt_bf16 *xv)
 {
     memset(xv, 0, g->xv * sizeof *xv);
-    dt_conv_bf16_pad_input_image(s, g, x, false, xv);
+    dt_conv_bf16_pad_input_image(s, g, x, false, NULL, xv);
 }
 
 void dt_conv_bf16_pack_weights_cl(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
@@ -255,7 +257,8 @@ void dt_conv_bf16_compact_pool2x2(const struct dt_conv_shape *s, const struct dt
 
 void dt_conv_bf16_compact_relu_below(const struct dt_conv_shape *t,
                                      const struct dt_conv_bf16_geom *g, const float *yq,
-                                     const void *x, bool x_bf16, const float *extra, float *dx)
+                                     const void *x, bool x_bf16, const struct dt_bn_relu *bn,
+                                     const float *extra, float *dx)
 {
     for (int k = 0; k < t->k; k++)
         for (int oh = 0; oh < g->oh; oh++) {
@@ -265,7 +268,8 @@ void dt_conv_bf16_compact_relu_below(const struct dt_conv_shape *t,
              * time); x > 0 ? v : +0, the same bits */
             for (int ow = 0; ow < g->ow; ow++) {
                 float v = extra ? src[ow] + extra[at + ow] : src[ow];
-                uint32_t bits, keep = 0u - (uint32_t)(dt_act_at(x, x_bf16, at + ow) > 0.0f);
+                float in = dt_conv_bf16_input_at(x, x_bf16, bn, k, at + ow);
+                uint32_t bits, keep = 0u - (uint32_t)(in > 0.0f);
                 memcpy(&bits, &v, sizeof bits);
                 bits &= keep;
                 memcpy(&dx[at + ow], &bits, sizeof bits);
@@ -294,7 +298,8 @@ void dt_conv_bf16_dy_rows(const struct dt_conv_shape *s, const struct dt_conv_bf
 
 void dt_conv_bf16_position_pairs_image(const struct dt_conv_shape *s,
                                        const struct dt_conv_bf16_geom *g, const void *x,
-                                       bool x_bf16, dt_bf16 *even, dt_bf16 *odd)
+                                       bool x_bf16, const struct dt_bn_relu *bn, dt_bf16 *even,
+                                       dt_bf16 *odd)
 {
     /* Each image pixel lands once in each copy. Positions walk the image row by row and the
      * channels innermost, so the writes of one position are adjacent (a position pair holds
@@ -308,7 +313,8 @@ void dt_conv_bf16_position_pairs_image(const struct dt_conv_shape *s,
                 pos > 0 ? odd + ((size_t)((pos - 1) / 2) * g->c16) * 2 + (pos - 1) % 2 : NULL;
             size_t px = (size_t)h * s->w + w;
             for (int c = 0; c < s->c; c++) {
-                dt_bf16 v = dt_bf16_from_f32(dt_act_at(x, x_bf16, px + c * plane));
+                dt_bf16 v =
+                    dt_bf16_from_f32(dt_conv_bf16_input_at(x, x_bf16, bn, c, px + c * plane));
                 e[2 * c] = v;
                 if (o)
                     o[2 * c] = v;
@@ -321,7 +327,7 @@ void dt_conv_bf16_position_pairs(const struct dt_conv_shape *s, const struct dt_
 {
     memset(even, 0, g->xt * sizeof *even);
     memset(odd, 0, g->xt * sizeof *odd);
-    dt_conv_bf16_position_pairs_image(s, g, x, false, even, odd);
+    dt_conv_bf16_position_pairs_image(s, g, x, false, NULL, even, odd);
 }
 
 static void weight_grad_reference(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,

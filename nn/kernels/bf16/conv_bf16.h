@@ -26,6 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "nn/kernels/fp32/bn_grad.h"     /* struct dt_bn_relu */
 #include "nn/kernels/fp32/conv_direct.h" /* struct dt_conv_shape */
 #include "nn/kernels/bf16/gemm_bf16.h"
 
@@ -100,7 +101,8 @@ void dt_conv_bf16_pad_input(const struct dt_conv_shape *s, const struct dt_conv_
  * this function writes after it was zeroed once, whose padding therefore stays zero (the
  * layers' per-thread buffers: no padding rewritten per sample). */
 void dt_conv_bf16_pad_input_image(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
-                                  const void *x, bool x_bf16, dt_bf16 *xv);
+                                  const void *x, bool x_bf16, const struct dt_bn_relu *bn,
+                                  dt_bf16 *xv);
 
 /* One sample: yq [K][qpad] = conv(xv, wp) over the padded width, on path p. */
 void dt_conv_bf16_forward_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
@@ -131,7 +133,8 @@ void dt_conv_bf16_dy_rows_image(const struct dt_conv_shape *s, const struct dt_c
                                 const float *dy, dt_bf16 *dyq);
 void dt_conv_bf16_position_pairs_image(const struct dt_conv_shape *s,
                                        const struct dt_conv_bf16_geom *g, const void *x,
-                                       bool x_bf16, dt_bf16 *even, dt_bf16 *odd);
+                                       bool x_bf16, const struct dt_bn_relu *bn, dt_bf16 *even,
+                                       dt_bf16 *odd);
 
 /* dwt [k][kh kw][c16] (fp32) = [dwt +] the sum over n samples (sample i's operands at
  * dyq + i * g->dyq, even/odd + i * g->xt). */
@@ -161,10 +164,22 @@ void dt_conv_bf16_compact_pool2x2(const struct dt_conv_shape *s, const struct dt
  * The passes that read the layer's input x (pad_input_image, position_pairs_image and the
  * relu mask of compact_relu_below) read it as fp32, or as bf16 elements when x_bf16 (the
  * model's bf16_store: a batchnorm2d -> relu below stored it so); the same bits either way on
- * the same bf16 values. */
+ * the same bf16 values. With bn (the bn_input fusion) x is the input of the batchnorm2d ->
+ * relu below, which these passes apply as they read it (dt_conv_bf16_input_at): the bits of
+ * the bf16 output that batchnorm would have stored. */
 void dt_conv_bf16_compact_relu_below(const struct dt_conv_shape *t,
                                      const struct dt_conv_bf16_geom *g, const float *yq,
-                                     const void *x, bool x_bf16, const float *extra, float *dx);
+                                     const void *x, bool x_bf16, const struct dt_bn_relu *bn,
+                                     const float *extra, float *dx);
+
+/* Element i of the layer's input, in channel ch, as those passes read it: x as stored, or
+ * through the batchnorm2d -> relu below (bn not NULL). */
+static inline float dt_conv_bf16_input_at(const void *x, bool x_bf16, const struct dt_bn_relu *bn,
+                                          int ch, size_t i)
+{
+    float v = dt_act_at(x, x_bf16, i);
+    return bn ? dt_bn_relu_value(bn, ch, v) : v;
+}
 
 /* One sample's bias gradient part per channel from its k dY rows of qrow (a multiple of 16)
  * bf16 at dyq (the bf16-rounded dy, zero at the junk columns) while they are in cache: 16
@@ -178,19 +193,20 @@ void dt_conv_bf16_bias_parts(const dt_bf16 *dyq, int k, int qrow, float *part);
 struct dt_conv_bf16_layout {
     const char *name; /* for benchmark headers: "plain C", "avx512" */
     void (*pad_input_image)(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
-                            const void *x, bool x_bf16, dt_bf16 *xv);
+                            const void *x, bool x_bf16, const struct dt_bn_relu *bn, dt_bf16 *xv);
     void (*compact)(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
                     const float *yq, const float *b, bool relu, bool stream,
                     enum dt_bf16_store store, void *y);
     void (*compact_pool2x2)(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
                             const float *yq, const float *b, float *py, int32_t *argmax);
     void (*compact_relu_below)(const struct dt_conv_shape *t, const struct dt_conv_bf16_geom *g,
-                               const float *yq, const void *x, bool x_bf16, const float *extra,
-                               float *dx);
+                               const float *yq, const void *x, bool x_bf16,
+                               const struct dt_bn_relu *bn, const float *extra, float *dx);
     void (*dy_rows_image)(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
                           const float *dy, dt_bf16 *dyq);
     void (*position_pairs_image)(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
-                                 const void *x, bool x_bf16, dt_bf16 *even, dt_bf16 *odd);
+                                 const void *x, bool x_bf16, const struct dt_bn_relu *bn,
+                                 dt_bf16 *even, dt_bf16 *odd);
     void (*bias_parts)(const dt_bf16 *dyq, int k, int qrow, float *part);
 };
 

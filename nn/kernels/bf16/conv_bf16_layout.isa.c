@@ -1,7 +1,8 @@
 /* The stride-1 bf16 convolution's layout passes (conv_bf16.h) in AVX-512: the conversion of
  * fp32 NCHW into channel-pair planes, the dY rows and the position-pair copies of the weight
  * gradient, and the compaction of the padded-width output back to NCHW (with the bias, the
- * relu above or the relu below's backward). Built for the two paths with AVX-512, amx and
+ * relu above or the relu below's backward; the passes that read x read it as stored or through
+ * the batchnorm2d -> relu below, bn_input). Built for the two paths with AVX-512, amx and
  * avx512bf16 (the Makefile's ISA_SET_conv_bf16_layout), its passes exported as one table per
  * build, dt_conv_bf16_layout_amx and _avx512bf16, that dt_conv_bf16_layout_on() hands those
  * paths; every other path runs the plain C in conv_bf16.c.
@@ -26,18 +27,62 @@
 
 #define BODY inline __attribute__((always_inline))
 
-/* Two channel rows of n elements of x (from elements r0 and r1) into n interleaved pairs (the
- * first channel in the low half of each 32-bit pair); without `second`, the second channel's
- * half is zero. With tap pairing (shifted not NULL) the same pairs again from shifted on, the
- * first of them dropped when `drop_first` (a row at position 0 has no position before it). */
-static BODY void pair_row(const void *x, bool x_bf16, size_t r0, size_t r1, bool second, int n,
-                          dt_bf16 *out, dt_bf16 *shifted, bool drop_first)
+/* One channel's batchnorm2d -> relu below (bn_input, conv_bf16.h's dt_bn_relu), broadcast;
+ * `on` false: x is read as stored. */
+struct channel_bn {
+    bool on;
+    __m512 scale, shift;
+};
+
+static BODY struct channel_bn channel_bn(const struct dt_bn_relu *bn, int ch)
+{
+    if (!bn)
+        return (struct channel_bn){false, _mm512_setzero_ps(), _mm512_setzero_ps()};
+    return (struct channel_bn){true, _mm512_set1_ps(bn->scale[ch]), _mm512_set1_ps(bn->shift[ch])};
+}
+
+/* v through the batchnorm2d's affine: v * scale + shift, two single fp32 operations as the
+ * batchnorm's affine pass does them. */
+static BODY __m512 bn_affine(__m512 v, __m512 scale, __m512 shift)
+{
+    return _mm512_add_ps(_mm512_mul_ps(v, scale), shift);
+}
+
+/* ... then the relu, rounded to bf16, in the top halves (dt_round_high's form): MAXPS returns
+ * its second operand, +0, for a NaN or a -0, as v > 0 ? v : 0 does, so no NaN is left to
+ * keep quiet and the rounding is bf16.h's add of 0x7fff + lsb alone. */
+static BODY __m512i bn_relu_high(__m512 v, __m512 scale, __m512 shift)
+{
+    __m512i u = _mm512_castps_si512(_mm512_max_ps(bn_affine(v, scale, shift), _mm512_setzero_ps()));
+    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    __m512i r = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb);
+    return _mm512_and_si512(r, _mm512_set1_epi32((int)0xffff0000u));
+}
+
+/* The lanes m of 16 elements of x from element i as the conv reads them, rounded, in the top
+ * halves of the lanes (dt_load_act_high's form). */
+static BODY __m512i input_high(const void *x, bool x_bf16, struct channel_bn a, size_t i,
+                               __mmask16 m)
+{
+    if (!a.on)
+        return dt_load_act_high(x, x_bf16, i, m);
+    return bn_relu_high(dt_load_act(x, x_bf16, i, m), a.scale, a.shift);
+}
+
+/* Two channel rows of n elements of x (from elements r0 and r1, read through a0 and a1) into n
+ * interleaved pairs (the first channel in the low half of each 32-bit pair); without
+ * `second`, the second channel's half is zero. With tap pairing (shifted not NULL) the same
+ * pairs again from shifted on, the first of them dropped when `drop_first` (a row at position
+ * 0 has no position before it). */
+static BODY void pair_row(const void *x, bool x_bf16, struct channel_bn a0, struct channel_bn a1,
+                          size_t r0, size_t r1, bool second, int n, dt_bf16 *out, dt_bf16 *shifted,
+                          bool drop_first)
 {
     for (int w = 0; w < n; w += 16) {
         __mmask16 m = dt_lanes(n - w);
-        __m512i pair = _mm512_srli_epi32(dt_load_act_high(x, x_bf16, r0 + w, m), 16);
+        __m512i pair = _mm512_srli_epi32(input_high(x, x_bf16, a0, r0 + w, m), 16);
         if (second)
-            pair = _mm512_or_si512(pair, dt_load_act_high(x, x_bf16, r1 + w, m));
+            pair = _mm512_or_si512(pair, input_high(x, x_bf16, a1, r1 + w, m));
         _mm512_mask_storeu_epi32(out + 2 * w, m, pair);
         if (shifted)
             _mm512_mask_storeu_epi32(shifted + 2 * w, w == 0 && drop_first ? m & ~1u : m, pair);
@@ -49,30 +94,37 @@ static BODY void pair_row(const void *x, bool x_bf16, size_t r0, size_t r1, bool
  * get planes 0-7 one position earlier. */
 static BODY void pad_input_image_body(const struct dt_conv_shape *s,
                                       const struct dt_conv_bf16_geom *g, const void *x, bool x_bf16,
-                                      dt_bf16 *xv)
+                                      const struct dt_bn_relu *bn, dt_bf16 *xv)
 {
     size_t plane = (size_t)s->h * s->w, pair_plane = (size_t)g->positions * 2;
     for (int p = 0; 2 * p < s->c; p++) {
         size_t first = (size_t)s->pad * g->wp + s->pad, c0 = 2 * p * plane;
         bool second = 2 * p + 1 < s->c;
+        struct channel_bn a0 = channel_bn(bn, 2 * p),
+                          a1 = channel_bn(second ? bn : NULL, 2 * p + 1);
         for (int h = 0; h < s->h; h++) {
             size_t at = (p * pair_plane) + (first + (size_t)h * g->wp) * 2;
             size_t r0 = c0 + (size_t)h * s->w;
             /* the position before the row's first, in plane 8 + p (within xv: 8 planes on) */
             dt_bf16 *shifted = g->tap_pairs ? xv + at + 8 * pair_plane - 2 : NULL;
-            pair_row(x, x_bf16, r0, r0 + plane, second, s->w, xv + at, shifted,
+            pair_row(x, x_bf16, a0, a1, r0, r0 + plane, second, s->w, xv + at, shifted,
                      first == 0 && h == 0);
         }
     }
 }
 
+/* Each pass that reads x is inlined once per case: x fp32 or bf16, with or without bn. */
 static void pad_input_image(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
-                            const void *x, bool x_bf16, dt_bf16 *xv)
+                            const void *x, bool x_bf16, const struct dt_bn_relu *bn, dt_bf16 *xv)
 {
-    if (x_bf16)
-        pad_input_image_body(s, g, x, true, xv);
+    if (bn && x_bf16)
+        pad_input_image_body(s, g, x, true, bn, xv);
+    else if (bn)
+        pad_input_image_body(s, g, x, false, bn, xv);
+    else if (x_bf16)
+        pad_input_image_body(s, g, x, true, NULL, xv);
     else
-        pad_input_image_body(s, g, x, false, xv);
+        pad_input_image_body(s, g, x, false, NULL, xv);
 }
 
 static void dy_rows_image(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
@@ -91,23 +143,31 @@ static void dy_rows_image(const struct dt_conv_shape *s, const struct dt_conv_bf
         }
 }
 
-/* Position pos's channels of one block (lanes cm, index: each lane's plane offset) rounded,
- * in the top halves of the lanes; zero outside the image (the padding). x stored as bf16: each
- * lane gathers 32 bits from its element on, the element in the low half (the next one, in the
- * high half, is shifted out; the model's bf16 activations have room after their last). */
+/* Position pos's channels of one block (lanes cm, index: each lane's plane offset) as the conv
+ * reads them (through the batchnorm2d -> relu below with a: the block's scales and shifts,
+ * zero in the lanes past the channels), rounded, in the top halves of the lanes; zero outside
+ * the image (the padding). x stored as bf16: each lane gathers 32 bits from its element on,
+ * the element in the low half (the next one, in the high half, is shifted out; the model's
+ * bf16 activations have room after their last). */
 static BODY __m512i position_channels(const struct dt_conv_shape *s, int wp, const void *x,
-                                      bool x_bf16, int pos, __mmask16 cm, __m512i index)
+                                      bool x_bf16, const struct channel_bn *a, int pos,
+                                      __mmask16 cm, __m512i index)
 {
     int row = pos / wp - s->pad, col = pos % wp - s->pad;
     if (row < 0 || row >= s->h || col < 0 || col >= s->w)
         return _mm512_setzero_si512();
     size_t at = (size_t)row * s->w + col;
-    if (x_bf16)
-        return _mm512_slli_epi32(_mm512_mask_i32gather_epi32(_mm512_setzero_si512(), cm, index,
-                                                             (const dt_bf16 *)x + at, 2),
-                                 16);
-    return dt_round_high(
-        _mm512_mask_i32gather_ps(_mm512_setzero_ps(), cm, index, (const float *)x + at, 4));
+    __m512 v;
+    if (x_bf16) {
+        __m512i h = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), cm, index,
+                                                (const dt_bf16 *)x + at, 2);
+        if (!a->on) /* a bf16 value needs no rounding */
+            return _mm512_slli_epi32(h, 16);
+        v = _mm512_castsi512_ps(_mm512_slli_epi32(h, 16));
+    } else {
+        v = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), cm, index, (const float *)x + at, 4);
+    }
+    return a->on ? bn_relu_high(v, a->scale, a->shift) : dt_round_high(v);
 }
 
 /* Position pairs: every pair of positions (2P, 2P + 1) of the even copy and (2P + 1, 2P + 2)
@@ -117,7 +177,8 @@ static BODY __m512i position_channels(const struct dt_conv_shape *s, int wp, con
  * so whole 64-byte pairs are written. */
 static BODY void position_pairs_image_body(const struct dt_conv_shape *s,
                                            const struct dt_conv_bf16_geom *g, const void *x,
-                                           bool x_bf16, dt_bf16 *even, dt_bf16 *odd)
+                                           bool x_bf16, const struct dt_bn_relu *bn, dt_bf16 *even,
+                                           dt_bf16 *odd)
 {
     int plane = s->h * s->w;
     int first = s->pad * g->wp + s->pad, last = (s->pad + s->h - 1) * g->wp + s->pad + s->w - 1;
@@ -127,25 +188,36 @@ static BODY void position_pairs_image_body(const struct dt_conv_shape *s,
         __mmask16 cm = dt_lanes(s->c - cb);
         __m512i index = _mm512_mullo_epi32(_mm512_add_epi32(_mm512_set1_epi32(cb), lane),
                                            _mm512_set1_epi32(plane));
-        __m512i a = position_channels(s, g->wp, x, x_bf16, 2 * p0, cm, index);
+        /* zero scale and shift past the channels: those lanes stay zero */
+        struct channel_bn a = {bn != NULL, _mm512_setzero_ps(), _mm512_setzero_ps()};
+        if (bn) {
+            a.scale = _mm512_maskz_loadu_ps(cm, bn->scale + cb);
+            a.shift = _mm512_maskz_loadu_ps(cm, bn->shift + cb);
+        }
+        __m512i pa = position_channels(s, g->wp, x, x_bf16, &a, 2 * p0, cm, index);
         for (int p = p0; p <= p1; p++) {
-            __m512i b = position_channels(s, g->wp, x, x_bf16, 2 * p + 1, cm, index);
-            __m512i c = position_channels(s, g->wp, x, x_bf16, 2 * p + 2, cm, index);
+            __m512i pb = position_channels(s, g->wp, x, x_bf16, &a, 2 * p + 1, cm, index);
+            __m512i pc = position_channels(s, g->wp, x, x_bf16, &a, 2 * p + 2, cm, index);
             size_t at = ((size_t)p * g->c16 + cb) * 2;
-            _mm512_storeu_si512(even + at, _mm512_or_si512(_mm512_srli_epi32(a, 16), b));
-            _mm512_storeu_si512(odd + at, _mm512_or_si512(_mm512_srli_epi32(b, 16), c));
-            a = c;
+            _mm512_storeu_si512(even + at, _mm512_or_si512(_mm512_srli_epi32(pa, 16), pb));
+            _mm512_storeu_si512(odd + at, _mm512_or_si512(_mm512_srli_epi32(pb, 16), pc));
+            pa = pc;
         }
     }
 }
 
 static void position_pairs_image(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
-                                 const void *x, bool x_bf16, dt_bf16 *even, dt_bf16 *odd)
+                                 const void *x, bool x_bf16, const struct dt_bn_relu *bn,
+                                 dt_bf16 *even, dt_bf16 *odd)
 {
-    if (x_bf16)
-        position_pairs_image_body(s, g, x, true, even, odd);
+    if (bn && x_bf16)
+        position_pairs_image_body(s, g, x, true, bn, even, odd);
+    else if (bn)
+        position_pairs_image_body(s, g, x, false, bn, even, odd);
+    else if (x_bf16)
+        position_pairs_image_body(s, g, x, true, NULL, even, odd);
     else
-        position_pairs_image_body(s, g, x, false, even, odd);
+        position_pairs_image_body(s, g, x, false, NULL, even, odd);
 }
 
 /* dx's rows streamed where their 64-byte vectors lie aligned (the reason: struct
@@ -222,10 +294,13 @@ static void compact_pool2x2(const struct dt_conv_shape *s, const struct dt_conv_
 /* dx is batch-wide: streamed (store_row). */
 static BODY void compact_relu_below_body(const struct dt_conv_shape *t,
                                          const struct dt_conv_bf16_geom *g, const float *yq,
-                                         const void *x, bool x_bf16, const float *extra, float *dx)
+                                         const void *x, bool x_bf16, const struct dt_bn_relu *bn,
+                                         const float *extra, float *dx)
 {
     __m512 zero = _mm512_setzero_ps();
-    for (int k = 0; k < t->k; k++)
+    __m512 rounds_to_zero = _mm512_castsi512_ps(_mm512_set1_epi32(0x8000));
+    for (int k = 0; k < t->k; k++) {
+        struct channel_bn a = channel_bn(bn, k);
         for (int oh = 0; oh < g->oh; oh++) {
             const float *src = yq + (size_t)k * g->qpad + (size_t)oh * g->wp;
             size_t at = ((size_t)k * g->oh + oh) * g->ow;
@@ -235,22 +310,32 @@ static BODY void compact_relu_below_body(const struct dt_conv_shape *t,
                 __m512 v = _mm512_maskz_loadu_ps(m, src + ow);
                 if (extra) /* read before dx is written: extra may be dx */
                     v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, extra + at + ow));
-                __mmask16 keep =
-                    _mm512_cmp_ps_mask(dt_load_act(x, x_bf16, at + ow, m), zero, _CMP_GT_OQ);
+                __m512 in = dt_load_act(x, x_bf16, at + ow, m);
+                /* the value the conv read, relu(affine) rounded, is > 0 where the affine is
+                 * above 2^-133 (bits 0x8000, which rounds to zero, ties to even): no relu and
+                 * no rounding needed for the mask */
+                __mmask16 keep = a.on ? _mm512_cmp_ps_mask(bn_affine(in, a.scale, a.shift),
+                                                           rounds_to_zero, _CMP_GT_OQ)
+                                      : _mm512_cmp_ps_mask(in, zero, _CMP_GT_OQ);
                 store_row(dx + at, ow, m, _mm512_maskz_mov_ps(keep, v), nt);
             }
         }
+    }
     _mm_sfence();
 }
 
 static void compact_relu_below(const struct dt_conv_shape *t, const struct dt_conv_bf16_geom *g,
-                               const float *yq, const void *x, bool x_bf16, const float *extra,
-                               float *dx)
+                               const float *yq, const void *x, bool x_bf16,
+                               const struct dt_bn_relu *bn, const float *extra, float *dx)
 {
-    if (x_bf16)
-        compact_relu_below_body(t, g, yq, x, true, extra, dx);
+    if (bn && x_bf16)
+        compact_relu_below_body(t, g, yq, x, true, bn, extra, dx);
+    else if (bn)
+        compact_relu_below_body(t, g, yq, x, false, bn, extra, dx);
+    else if (x_bf16)
+        compact_relu_below_body(t, g, yq, x, true, NULL, extra, dx);
     else
-        compact_relu_below_body(t, g, yq, x, false, extra, dx);
+        compact_relu_below_body(t, g, yq, x, false, NULL, extra, dx);
 }
 
 /* bias_parts (conv_bf16.h): the 16 lanes are one vector's, the pairwise sums the plain C's. */

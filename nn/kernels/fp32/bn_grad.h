@@ -1,5 +1,9 @@
-/* A batchnorm2d's input gradient handed to the layer below it, to compute as it reads its own
- * output gradient instead of reading one batchnorm2d wrote (nn/layers.h, grad_in_below).
+/* What a batchnorm2d hands a neighbour to compute for it: its input gradient to the layer below
+ * (struct dt_bn_grad), its forward with the relu above it to the layer above (struct
+ * dt_bn_relu).
+ *
+ * The input gradient, computed by the layer below as it reads its own output gradient instead
+ * of reading one batchnorm2d wrote (nn/layers.h, grad_in_below).
  *
  * Per channel ch of the batchnorm's c, with x its input (the layer below's output) and dy the
  * gradient at its output:
@@ -34,6 +38,23 @@ static inline const struct dt_bn_grad *dt_bn_grad_from(const struct dt_bn_grad *
     else
         part->xh += offset;
     return part;
+}
+
+/* A batchnorm2d -> relu's output, computed by the layer above as it reads the batchnorm's input
+ * x instead of reading the output the batchnorm stored (the bn_input fusion, nn/fusion.h): per
+ * channel ch,
+ *     y = max(x * scale[ch] + shift[ch], 0) rounded to bf16
+ * in exactly that order of float operations (batchnorm.isa.c's affine with the relu, stored
+ * as bf16), so the layer reads the bits the batchnorm would have stored. */
+struct dt_bn_relu {
+    const float *scale, *shift; /* [c] each */
+};
+
+/* Channel ch's y for x (dt_bn_relu's formula), as the fp32 value of the bf16. */
+static inline float dt_bn_relu_value(const struct dt_bn_relu *a, int ch, float x)
+{
+    float v = x * a->scale[ch] + a->shift[ch];
+    return dt_bf16_to_f32(dt_bf16_from_f32(v > 0.0f ? v : 0.0f));
 }
 
 #endif
