@@ -50,6 +50,8 @@
  *               its forward's input layout, its weight gradient's position pairs and the relu
  *               mask, rounding as the batchnorm's store did (the same bits). One pass over
  *               the activation (a read and a write of half its bytes) and its memory saved.
+ *   view        a flatten's output is its input's storage (NCHW is already in flattened order):
+ *               no copy in forward (its backward passes dy on already, DT_CAP_DX_IS_DY).
  *   chunks      consecutive chunkable layers (conv2d on the direct path, with what is fused
  *               into it) run chunk by chunk, each chunk through all of them, so activations
  *               between them are read back from L2 instead of memory (one thread only).
@@ -210,8 +212,8 @@ static void plan_bf16_store(struct dt_layer_plan *plan, int n)
         /* batchnorm2d -> relu (in place: the batchnorm's output is not referenced) -> conv2d
          * running the relu's backward, nothing else reading the relu's output */
         if (i + 1 < n && has(below, DT_CAP_IS_BATCHNORM) && has(below, DT_CAP_BF16_STORE) &&
-            p->in_place && !below->runs_add && !p->referenced && plan[i + 1].relu_below &&
-            has(&plan[i + 1], DT_CAP_BF16_INPUT))
+            has(p, DT_CAP_IS_RELU) && p->in_place && !below->runs_add && !p->referenced &&
+            plan[i + 1].relu_below && has(&plan[i + 1], DT_CAP_BF16_INPUT))
             below->bf16_store = p->bf16_store = true;
     }
 }
@@ -222,8 +224,9 @@ static void plan_bn_input(struct dt_layer_plan *plan, int n)
 {
     for (int i = 3; i < n; i++) {
         struct dt_layer_plan *bn = &plan[i - 2], *relu = &plan[i - 1], *p = &plan[i];
-        if (has(p, DT_CAP_BN_RELU_INPUT) && p->relu_below && relu->bf16_store && relu->in_place &&
-            has(bn, DT_CAP_IS_BATCHNORM) && bn->bf16_store && plan[i - 3].bf16_store) {
+        if (has(p, DT_CAP_BN_RELU_INPUT) && p->relu_below && has(relu, DT_CAP_IS_RELU) &&
+            relu->bf16_store && relu->in_place && has(bn, DT_CAP_IS_BATCHNORM) && bn->bf16_store &&
+            plan[i - 3].bf16_store) {
             bn->affine_above = relu->affine_above = true;
             p->bn_below = true;
         }
@@ -237,6 +240,10 @@ void dt_fusion_plan(struct dt_layer_plan *plan, struct dt_layer *const *layers, 
         if (layers[i]->spec.from != 0 && plan[i].skip_from >= 0)
             plan[plan[i].skip_from].referenced = true;
     plan_relu_and_pool(plan, n, fusions);
+    /* view: not at layer 0, whose input is the caller's */
+    for (int i = 1; (fusions & DT_FUSE_VIEW) && i < n; i++)
+        if (has(&plan[i], DT_CAP_Y_IS_X))
+            plan[i].in_place = true;
     plan_pairs(plan, n, fusions);
     if (fusions & DT_FUSE_BF16_STORE)
         plan_bf16_store(plan, n);
@@ -273,14 +280,15 @@ static const struct {
     {"pool_grad", DT_FUSE_POOL_GRAD},
     {"dx_rounded", DT_FUSE_DX_ROUNDED},
     {"bn_input", DT_FUSE_BN_INPUT},
+    {"view", DT_FUSE_VIEW},
 };
-_Static_assert(sizeof fusion_table / sizeof fusion_table[0] == 12 && DT_FUSE_ALL == 0xfff,
+_Static_assert(sizeof fusion_table / sizeof fusion_table[0] == 13 && DT_FUSE_ALL == 0x1fff,
                "one name per fusion");
 
 const char *dt_fusion_names(void)
 {
     return "relu, pool, add, relu_below, bn_grad, dy_extra, skip_in_dy, chunks, bf16_store, "
-           "pool_grad, dx_rounded, bn_input";
+           "pool_grad, dx_rounded, bn_input, view";
 }
 
 /* The fusion named by word[0..len), or 0. */

@@ -77,6 +77,9 @@ enum dt_layer_cap {
 
     /* backward's dx is dy itself: the model passes dy on and calls backward with dx = NULL */
     DT_CAP_DX_IS_DY = 1u << 16,
+    /* forward's y is x itself, the same elements in the same order (flatten): the model may
+     * alias the output to the input and skip the forward (view) */
+    DT_CAP_Y_IS_X = 1u << 19,
     /* training forward/backward call model->allreduce: run even for an empty batch */
     DT_CAP_COLLECTIVE = 1u << 17,
 };
@@ -101,7 +104,8 @@ enum dt_fusion {
     DT_FUSE_BN_INPUT = 1u << 11,   /* a batchnorm2d -> relu's output never stored: the conv2d
                                       above applies both as it reads their input (needs
                                       bf16_store) */
-    DT_FUSE_ALL = (1u << 12) - 1,
+    DT_FUSE_VIEW = 1u << 12,       /* a flatten's output is its input's storage, not a copy */
+    DT_FUSE_ALL = (1u << 13) - 1,
     DT_FUSE_NONE = 0,
 };
 
@@ -114,7 +118,8 @@ struct dt_layer_plan {
     bool referenced; /* a skip connection reads this layer's output: it is kept as it is */
     /* forward */
     bool relu_at_store; /* forward applies the next layer's relu at its store (relu fusion) */
-    bool in_place;      /* a relu run by the layer below: its output aliases that layer's */
+    bool in_place;      /* a relu run by the layer below, or a flatten (view): its output
+                           aliases that layer's and its forward is skipped */
     bool runs_pool;     /* forward also runs the relu and the maxpool2d two layers up; y is the
                            pool's output, this layer's own is never written (pool fusion) */
     bool runs_add;      /* batchnorm2d: forward computes the identity add above (and its relu)
@@ -153,7 +158,7 @@ void dt_fusion_plan(struct dt_layer_plan *plan, struct dt_layer *const *layers, 
 
 /* The fusions named by `text`, DTRAIN_FUSE's syntax: "all", "none", or a comma-separated list
  * of names (relu, pool, add, relu_below, bn_grad, dy_extra, skip_in_dy, chunks, bf16_store,
- * pool_grad, dx_rounded, bn_input), each
+ * pool_grad, dx_rounded, bn_input, view), each
  * adding that fusion, or removing it with a leading '-' ("all,-pool"), from none. 0 or DT_EUSAGE
  * naming the word that is not a fusion. */
 int dt_fusion_parse(const char *text, unsigned *out);

@@ -1,6 +1,7 @@
 /* flatten: c x h x w -> (c*h*w) x 1 x 1, like torch.nn.Flatten(). NCHW memory is already in
- * flattened order: forward is a plain copy, and backward none (DT_CAP_DX_IS_DY: the model
- * passes dy on as x's gradient, the same floats in the same order). */
+ * flattened order: the model makes y x itself (DT_CAP_Y_IS_X, the view fusion; forward is
+ * then never called, else a plain copy), and backward does nothing (DT_CAP_DX_IS_DY: the
+ * model passes dy on as x's gradient, the same floats in the same order). */
 #include <string.h>
 
 #include "nn/layer_common.h"
@@ -10,7 +11,7 @@ static int flatten_setup(struct dt_layer *l, const struct dt_layer_spec *spec, s
 {
     (void)spec;
     l->out = (struct dt_shape){(int)dt_shape_size(in), 1, 1};
-    s->caps = DT_CAP_DX_IS_DY;
+    s->caps = DT_CAP_DX_IS_DY | DT_CAP_Y_IS_X;
     return 0;
 }
 

@@ -53,6 +53,7 @@ static int taken(const struct dt_model *m, unsigned fusion)
              : fusion == DT_FUSE_POOL_GRAD  ? p->pool_above
              : fusion == DT_FUSE_DX_ROUNDED ? p->dy_rounded
              : fusion == DT_FUSE_BN_INPUT   ? p->bn_below
+             : fusion == DT_FUSE_VIEW       ? p->in_place && (p->caps & DT_CAP_Y_IS_X)
                                             : p->run_end > 0;
     }
     return n;
@@ -117,6 +118,25 @@ static void test_relu(void **state)
     int n = sizeof s / sizeof s[0];
     compare_on(DT_CONV2D_GEMM, s, n, IN, 5, DT_FUSE_NONE, DT_FUSE_RELU, 2);
     compare_on(DT_CONV2D_DIRECT, s, n, IN, 5, DT_FUSE_NONE, DT_FUSE_RELU, 2);
+}
+
+/* A flatten is a view of its input (view): after a relu fused into the conv below (a chain
+ * of aliases), after a dropout, and after an add whose skip input is referenced. */
+static void test_view(void **state)
+{
+    (void)state;
+    struct dt_layer_spec s[] = {conv_spec(4, 3, 1, 1), spec_of("relu"), spec_of("flatten"),
+                                linear_spec(3)};
+    compare_on(DT_CONV2D_GEMM, s, 4, IN, 5, DT_FUSE_NONE, DT_FUSE_VIEW, 1);
+    compare_on(DT_CONV2D_GEMM, s, 4, IN, 5, DT_FUSE_ALL & ~DT_FUSE_VIEW, DT_FUSE_VIEW, 1);
+    struct dt_layer_spec d[] = {conv_spec(4, 3, 1, 1), spec_of("relu"),
+                                dropout_spec("dropout2d", 0.25f), spec_of("flatten"),
+                                linear_spec(3)};
+    compare_on(DT_CONV2D_GEMM, d, 5, IN, 5, DT_FUSE_ALL & ~DT_FUSE_VIEW, DT_FUSE_VIEW, 1);
+    struct dt_layer_spec a[] = {conv_spec(4, 3, 1, 1), spec_of("relu"),    conv_spec(4, 3, 1, 1),
+                                spec_of("add"),        spec_of("flatten"), linear_spec(3)};
+    a[3].from = -2;
+    compare_on(DT_CONV2D_GEMM, a, 6, IN, 5, DT_FUSE_ALL & ~DT_FUSE_VIEW, DT_FUSE_VIEW, 1);
 }
 
 /* conv2d -> relu -> maxpool2d in the conv's chunked forward: the direct path with any pool,
@@ -437,8 +457,8 @@ static void test_fusion_parse(void **state)
     assert_int_equal(dt_fusion_parse("relu_below,bn_grad,dy_extra,skip_in_dy,add", &f), 0);
     assert_int_equal(f, DT_FUSE_RELU_BELOW | DT_FUSE_BN_GRAD | DT_FUSE_DY_EXTRA |
                             DT_FUSE_SKIP_IN_DY | DT_FUSE_ADD);
-    assert_int_equal(dt_fusion_parse("bn_grad,bf16_store,bn_input", &f), 0);
-    assert_int_equal(f, DT_FUSE_BN_GRAD | DT_FUSE_BF16_STORE | DT_FUSE_BN_INPUT);
+    assert_int_equal(dt_fusion_parse("bn_grad,bf16_store,bn_input,view", &f), 0);
+    assert_int_equal(f, DT_FUSE_BN_GRAD | DT_FUSE_BF16_STORE | DT_FUSE_BN_INPUT | DT_FUSE_VIEW);
     assert_int_equal(dt_fusion_parse("relu,bogus", &f), -DT_EUSAGE);
     assert_non_null(strstr(dt_last_error(), "'bogus' is not a fusion"));
     assert_non_null(strstr(dt_last_error(), "skip_in_dy"));
@@ -534,12 +554,13 @@ int main(void)
 {
     unsetenv("DTRAIN_FUSE"); /* the cases set the fusions themselves */
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_relu),         cmocka_unit_test(test_pool),
-        cmocka_unit_test(test_add),          cmocka_unit_test(test_relu_below),
-        cmocka_unit_test(test_bf16_fusions), cmocka_unit_test(test_bn_grad),
-        cmocka_unit_test(test_dy_extra),     cmocka_unit_test(test_skip_in_dy),
-        cmocka_unit_test(test_chunks),       cmocka_unit_test(test_fusion_parse),
-        cmocka_unit_test(test_fuse_env),     cmocka_unit_test(test_input_grad),
+        cmocka_unit_test(test_relu),         cmocka_unit_test(test_view),
+        cmocka_unit_test(test_pool),         cmocka_unit_test(test_add),
+        cmocka_unit_test(test_relu_below),   cmocka_unit_test(test_bf16_fusions),
+        cmocka_unit_test(test_bn_grad),      cmocka_unit_test(test_dy_extra),
+        cmocka_unit_test(test_skip_in_dy),   cmocka_unit_test(test_chunks),
+        cmocka_unit_test(test_fusion_parse), cmocka_unit_test(test_fuse_env),
+        cmocka_unit_test(test_input_grad),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -402,12 +402,14 @@ static void test_profile_accumulates(void **state)
     assert_int_equal(dt_model_backward(m, labels, 2, 0.5f), 0);
     /* the two relus after the convs are fused into them: no forward of their own; where the
      * conv also runs the maxpool forward, the pool's backward applies the relu's mask, and a
-     * Winograd conv above a relu runs the relu's backward (relu_below either way) */
+     * Winograd conv above a relu runs the relu's backward (relu_below either way); the
+     * flatten is a view of its input (no forward) */
     assert_true(m->plan[0].relu_at_store && m->plan[2].relu_at_store);
     assert_false(m->plan[7].relu_at_store); /* linear does not fuse */
+    assert_true(m->plan[6].in_place);       /* flatten */
     for (int i = 0; i < n; i++) {
         bool pooled = i > 1 && m->plan[i - 2].runs_pool;
-        bool no_fwd = (i > 0 && m->plan[i - 1].relu_at_store) || pooled;
+        bool no_fwd = m->plan[i].in_place || pooled;
         bool no_bwd = i + 1 < n && m->plan[i + 1].relu_below;
         assert_true(no_fwd ? m->profile_fwd[i] == 0 : m->profile_fwd[i] > 0);
         assert_true(no_bwd ? m->profile_bwd[i] == 0 : m->profile_bwd[i] > 0);
