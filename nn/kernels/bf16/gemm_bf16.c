@@ -77,7 +77,8 @@ static void pack_a(const float *f32, const dt_bf16 *h, ptrdiff_t rs, ptrdiff_t c
                    dt_bf16 *dst)
 {
     int mt_count = tiles(m, 16), kt_count = tiles(k, 32);
-#pragma omp parallel for schedule(static) if (!omp_in_parallel() && (double)m * k > 1e6)
+#pragma omp parallel for schedule(static) if (!omp_in_parallel() &&                                \
+                                              (double)m * k > DT_BF16_PACK_PARALLEL_MIN)
     for (int mt = 0; mt < mt_count; mt++)
         for (int kt = 0; kt < kt_count; kt++) {
             dt_bf16 *t = dst + ((size_t)mt * kt_count + kt) * TILE_ELEMS;
@@ -97,7 +98,8 @@ static void pack_b(const float *f32, const dt_bf16 *h, ptrdiff_t rs, ptrdiff_t c
                    dt_bf16 *dst)
 {
     int nt_count = tiles(n, 16), kt_count = tiles(k, 32);
-#pragma omp parallel for schedule(static) if (!omp_in_parallel() && (double)k * n > 1e6)
+#pragma omp parallel for schedule(static) if (!omp_in_parallel() &&                                \
+                                              (double)k * n > DT_BF16_PACK_PARALLEL_MIN)
     for (int nt = 0; nt < nt_count; nt++)
         for (int kt = 0; kt < kt_count; kt++) {
             dt_bf16 *t = dst + ((size_t)nt * kt_count + kt) * TILE_ELEMS;

@@ -25,6 +25,12 @@
 
 /* enum dt_bf16_path, its names and availability, and the choice: nn/kernels/isa.h */
 
+/* The packs split their tile rows over the threads from this many source elements on: a
+ * pack is a conversion that waits on memory, and the fork costs a few microseconds (at a
+ * million, the ConvNet's linear layer, 128 x 4608, packed on one thread at 1 x 2 and took as
+ * long as at 1 x 1). */
+#define DT_BF16_PACK_PARALLEL_MIN 65536.0
+
 /* bf16 elements of a packed operand (a multiple of 512: whole tiles). */
 size_t dt_bf16_packed_a_size(int m, int k);
 size_t dt_bf16_packed_b_size(int k, int n);

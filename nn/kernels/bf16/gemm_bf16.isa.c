@@ -129,7 +129,8 @@ static inline void interleave_rows(const dt_bf16 *a0, const dt_bf16 *a1, dt_bf16
 void DT_ISA_FN(dt_bf16_pack_rows_both)(const float *w, int m, int k, dt_bf16 *wa, dt_bf16 *wb)
 {
     int a_depth = k / 32, b_depth = m / 32; /* tiles along each packing's K */
-#pragma omp parallel for schedule(static) if (!omp_in_parallel() && (double)m * k > 1e6)
+#pragma omp parallel for schedule(static) if (!omp_in_parallel() &&                                \
+                                              (double)m * k > DT_BF16_PACK_PARALLEL_MIN)
     for (int rb = 0; rb < m / 32; rb++)
         for (int kt = 0; kt < a_depth; kt++)
             for (int p = 0; p < 16; p++) {
@@ -157,7 +158,8 @@ void DT_ISA_FN(dt_bf16_pack_rows_both)(const float *w, int m, int k, dt_bf16 *wa
 void DT_ISA_FN(dt_bf16_pack_b_rows_t)(const float *x, int rows, int cols, dt_bf16 *dst)
 {
     int kt_count = cols / 32, nt_count = rows / 16;
-#pragma omp parallel for schedule(static) if (!omp_in_parallel() && (double)rows * cols > 1e6)
+#pragma omp parallel for schedule(static) if (!omp_in_parallel() &&                                \
+                                              (double)rows * cols > DT_BF16_PACK_PARALLEL_MIN)
     for (int nt = 0; nt < nt_count; nt++)
         for (int kt = 0; kt < kt_count; kt++) {
             _Alignas(64) dt_bf16 stage[16][32]; /* row c's 32 values: its 16 pairs */
