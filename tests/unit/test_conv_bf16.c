@@ -310,6 +310,13 @@ static float layout_value(void)
     return f;
 }
 
+/* The layout tests' shapes: `shapes`, then a test's own (more). */
+#define SHAPES (sizeof shapes / sizeof *shapes)
+static struct dt_conv_shape shape_or_more(const struct dt_conv_shape *more, size_t t)
+{
+    return t < SHAPES ? shapes[t] : more[t - SHAPES];
+}
+
 /* The paths whose layout passes are AVX-512 builds. */
 static enum dt_bf16_path avx512_paths[] = {DT_BF16_AMX, DT_BF16_AVX512BF16};
 
@@ -328,11 +335,9 @@ static void test_layout_passes_match_plain_c(void **state)
                                    {1, 34, 4, 5, 3, 3, 3, 1, 0},
                                    {1, 17, 28, 28, 19, 3, 3, 1, 0},
                                    {1, 16, 26, 26, 32, 3, 3, 1, 1}};
-    size_t count = sizeof shapes / sizeof *shapes + sizeof more / sizeof *more;
+    size_t count = SHAPES + sizeof more / sizeof *more;
     for (size_t t = 0; t < count; t++) {
-        struct dt_conv_shape s = t < sizeof shapes / sizeof *shapes
-                                     ? shapes[t]
-                                     : more[t - sizeof shapes / sizeof *shapes];
+        struct dt_conv_shape s = shape_or_more(more, t);
         struct dt_conv_bf16_geom g;
         assert_int_equal(dt_conv_bf16_geometry(&s, &g), 0);
         size_t nx = (size_t)s.c * s.h * s.w, ny = (size_t)s.k * g.oh * g.ow;
@@ -452,11 +457,9 @@ static void test_bn_relu_input(void **state)
     bf16_skip_unless_available(path, "bn_input layout passes");
     const struct dt_conv_bf16_layout *layout = dt_conv_bf16_layout_on(path);
     struct dt_conv_shape more[] = {{1, 5, 7, 6, 4, 3, 3, 1, 1}, {1, 17, 9, 9, 8, 3, 3, 1, 1}};
-    size_t count = sizeof shapes / sizeof *shapes + sizeof more / sizeof *more;
+    size_t count = SHAPES + sizeof more / sizeof *more;
     for (size_t t = 0; t < count; t++) {
-        struct dt_conv_shape s = t < sizeof shapes / sizeof *shapes
-                                     ? shapes[t]
-                                     : more[t - sizeof shapes / sizeof *shapes];
+        struct dt_conv_shape s = shape_or_more(more, t);
         struct dt_conv_bf16_geom g;
         assert_int_equal(dt_conv_bf16_geometry(&s, &g), 0);
         /* x [s.c][h][w] for the layouts; [s.k][oh][ow] for the mask (s standing for an input
