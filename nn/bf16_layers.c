@@ -609,13 +609,14 @@ static void input_grad(struct dt_bf16_conv *bf, const float *dy, float *dx, int 
     dt_bf16 *xv = bf->xvt + (size_t)th * bf->gt.xv;
     layout->pad_input_image(t, &bf->gt, dy, false, NULL, xv);
     dt_conv_bf16_forward_on(bf->path, t, &bf->gt, xv, bf->wpi, yq);
+    /* dx_rounded: rounded by the store itself (read back after its streaming stores, the
+     * rounding pass cost a trip to memory) */
     if (relu_x) /* the relu below's backward, with the skip gradient (relu_below fusion) */
         layout->compact_relu_below(t, &bf->gt, yq, dt_act_from(relu_x, bf->x_bf16, at), bf->x_bf16,
-                                   bf->x_bn, extra ? extra + at : NULL, dx + at);
+                                   bf->x_bn, extra ? extra + at : NULL, round_dx, dx + at);
     else
-        layout->compact(t, &bf->gt, yq, NULL, false, true, DT_STORE_F32, dx + at);
-    if (round_dx) /* dx_rounded, as above */
-        dt_bf16_round_n(dx + at, dx + at, out);
+        layout->compact(t, &bf->gt, yq, NULL, false, true,
+                        round_dx ? DT_STORE_ROUNDED : DT_STORE_F32, dx + at);
 }
 
 /* Chunk slot i's weight-gradient operands from one sample's dy and x, and its bias part when

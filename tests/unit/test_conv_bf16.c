@@ -392,8 +392,8 @@ static void test_layout_passes_match_plain_c(void **state)
             assert_memory_equal(v, xv[0], g.xv * 2);
             assert_memory_equal(q, pairs[0], 4 * g.xt);
             free(v), free(q);
-            layout[p]->compact_relu_below(&s, &g, yq, xh, true, NULL, NULL, out[0]);
-            layout[p]->compact_relu_below(&s, &g, yq, xr, false, NULL, NULL, out[1]);
+            layout[p]->compact_relu_below(&s, &g, yq, xh, true, NULL, NULL, false, out[0]);
+            layout[p]->compact_relu_below(&s, &g, yq, xr, false, NULL, NULL, false, out[1]);
             bf16_assert_same_floats(out[0], out[1], ny);
         }
         free(xh), free(xr);
@@ -418,15 +418,24 @@ static void test_layout_passes_match_plain_c(void **state)
         }
         free(rounded);
         /* the relu below's backward (s standing for an input gradient's shape), dx holding
-         * the skip gradient */
-        for (int with_extra = 0; with_extra < 2; with_extra++) {
-            for (int p = 0; p < 2; p++) {
-                memcpy(out[p], x[1], ny * 4);
-                layout[p]->compact_relu_below(&s, &g, yq, x[0], false, NULL,
-                                              with_extra ? out[p] : NULL, out[p]);
+         * the skip gradient; rounded at the store (dx_rounded), the bits of rounding the
+         * unrounded dx afterwards */
+        float *rounded_after = malloc(ny * 4);
+        for (int with_extra = 0; with_extra < 2; with_extra++)
+            for (int round = 0; round < 2; round++) {
+                for (int p = 0; p < 2; p++) {
+                    memcpy(out[p], x[1], ny * 4);
+                    layout[p]->compact_relu_below(&s, &g, yq, x[0], false, NULL,
+                                                  with_extra ? out[p] : NULL, round, out[p]);
+                }
+                bf16_assert_same_floats(out[0], out[1], ny);
+                if (!round) {
+                    dt_bf16_round_n(out[0], rounded_after, ny);
+                    continue;
+                }
+                bf16_assert_same_floats(out[0], rounded_after, ny);
             }
-            bf16_assert_same_floats(out[0], out[1], ny);
-        }
+        free(rounded_after);
         for (int p = 0; p < 2; p++)
             free(xv[p]), free(dyq[p]), free(pairs[p]), free(out[p]), free(x[p]);
         free(yq), free(b);
@@ -509,9 +518,9 @@ static void test_bn_relu_input(void **state)
             bn_stored(raw, x_bf16, s.k, mplane, &bn, y);
             for (int with_extra = 0; with_extra < 2; with_extra++) {
                 layout->compact_relu_below(&s, &g, yq, raw, x_bf16, &bn, with_extra ? extra : NULL,
-                                           dx[0]);
+                                           false, dx[0]);
                 layout->compact_relu_below(&s, &g, yq, y, true, NULL, with_extra ? extra : NULL,
-                                           dx[1]);
+                                           false, dx[1]);
                 assert_memory_equal(dx[0], dx[1], s.k * mplane * 4);
             }
             free(xv[0]), free(xv[1]), free(pairs[0]), free(pairs[1]);

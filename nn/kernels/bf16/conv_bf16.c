@@ -258,7 +258,7 @@ void dt_conv_bf16_compact_pool2x2(const struct dt_conv_shape *s, const struct dt
 void dt_conv_bf16_compact_relu_below(const struct dt_conv_shape *t,
                                      const struct dt_conv_bf16_geom *g, const float *yq,
                                      const void *x, bool x_bf16, const struct dt_bn_relu *bn,
-                                     const float *extra, float *dx)
+                                     const float *extra, bool round, float *dx)
 {
     for (int k = 0; k < t->k; k++)
         for (int oh = 0; oh < g->oh; oh++) {
@@ -272,7 +272,8 @@ void dt_conv_bf16_compact_relu_below(const struct dt_conv_shape *t,
                 uint32_t bits, keep = 0u - (uint32_t)(in > 0.0f);
                 memcpy(&bits, &v, sizeof bits);
                 bits &= keep;
-                memcpy(&dx[at + ow], &bits, sizeof bits);
+                memcpy(&v, &bits, sizeof bits);
+                dx[at + ow] = round ? dt_bf16_round(v) : v;
             }
         }
 }

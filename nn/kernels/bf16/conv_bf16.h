@@ -159,7 +159,9 @@ void dt_conv_bf16_compact_pool2x2(const struct dt_conv_shape *s, const struct dt
 /* The padded-width input gradient yq of one sample (t = dt_conv_bf16_input_grad_shape's
  * shape, g its geometry) compacted into dx [t->k][OH][OW] through the backward of a relu
  * below: dx = x > 0 ? yq + extra : +0 (the relu layer's bits: dy + extra, then the mask);
- * extra may be NULL, or dx itself (each element is read before it is written).
+ * extra may be NULL, or dx itself (each element is read before it is written). With round,
+ * dx is stored rounded to bf16 (fp32 values: the dx_rounded fusion's store, the bits of
+ * dt_bf16_round_n on the unrounded dx).
  *
  * The passes that read the layer's input x (pad_input_image, position_pairs_image and the
  * relu mask of compact_relu_below) read it as fp32, or as bf16 elements when x_bf16 (the
@@ -170,7 +172,7 @@ void dt_conv_bf16_compact_pool2x2(const struct dt_conv_shape *s, const struct dt
 void dt_conv_bf16_compact_relu_below(const struct dt_conv_shape *t,
                                      const struct dt_conv_bf16_geom *g, const float *yq,
                                      const void *x, bool x_bf16, const struct dt_bn_relu *bn,
-                                     const float *extra, float *dx);
+                                     const float *extra, bool round, float *dx);
 
 /* Element i of the layer's input, in channel ch, as those passes read it: x as stored, or
  * through the batchnorm2d -> relu below (bn not NULL). */
@@ -201,7 +203,8 @@ struct dt_conv_bf16_layout {
                             const float *yq, const float *b, float *py, int32_t *argmax);
     void (*compact_relu_below)(const struct dt_conv_shape *t, const struct dt_conv_bf16_geom *g,
                                const float *yq, const void *x, bool x_bf16,
-                               const struct dt_bn_relu *bn, const float *extra, float *dx);
+                               const struct dt_bn_relu *bn, const float *extra, bool round,
+                               float *dx);
     void (*dy_rows_image)(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
                           const float *dy, dt_bf16 *dyq);
     void (*position_pairs_image)(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,

@@ -295,7 +295,7 @@ static void compact_pool2x2(const struct dt_conv_shape *s, const struct dt_conv_
 static BODY void compact_relu_below_body(const struct dt_conv_shape *t,
                                          const struct dt_conv_bf16_geom *g, const float *yq,
                                          const void *x, bool x_bf16, const struct dt_bn_relu *bn,
-                                         const float *extra, float *dx)
+                                         const float *extra, bool round, float *dx)
 {
     __m512 zero = _mm512_setzero_ps();
     __m512 rounds_to_zero = _mm512_castsi512_ps(_mm512_set1_epi32(0x8000));
@@ -317,7 +317,8 @@ static BODY void compact_relu_below_body(const struct dt_conv_shape *t,
                 __mmask16 keep = a.on ? _mm512_cmp_ps_mask(bn_affine(in, a.scale, a.shift),
                                                            rounds_to_zero, _CMP_GT_OQ)
                                       : _mm512_cmp_ps_mask(in, zero, _CMP_GT_OQ);
-                store_row(dx + at, ow, m, _mm512_maskz_mov_ps(keep, v), nt);
+                v = _mm512_maskz_mov_ps(keep, v);
+                store_row(dx + at, ow, m, round ? dt_rounded(v) : v, nt);
             }
         }
     }
@@ -326,16 +327,17 @@ static BODY void compact_relu_below_body(const struct dt_conv_shape *t,
 
 static void compact_relu_below(const struct dt_conv_shape *t, const struct dt_conv_bf16_geom *g,
                                const float *yq, const void *x, bool x_bf16,
-                               const struct dt_bn_relu *bn, const float *extra, float *dx)
+                               const struct dt_bn_relu *bn, const float *extra, bool round,
+                               float *dx)
 {
     if (bn && x_bf16)
-        compact_relu_below_body(t, g, yq, x, true, bn, extra, dx);
+        compact_relu_below_body(t, g, yq, x, true, bn, extra, round, dx);
     else if (bn)
-        compact_relu_below_body(t, g, yq, x, false, bn, extra, dx);
+        compact_relu_below_body(t, g, yq, x, false, bn, extra, round, dx);
     else if (x_bf16)
-        compact_relu_below_body(t, g, yq, x, true, NULL, extra, dx);
+        compact_relu_below_body(t, g, yq, x, true, NULL, extra, round, dx);
     else
-        compact_relu_below_body(t, g, yq, x, false, NULL, extra, dx);
+        compact_relu_below_body(t, g, yq, x, false, NULL, extra, round, dx);
 }
 
 /* bias_parts (conv_bf16.h): the 16 lanes are one vector's, the pairwise sums the plain C's. */
