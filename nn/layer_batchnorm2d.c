@@ -50,8 +50,10 @@ struct batchnorm {
     bool y_bf16;       /* and it stored y as bf16 */
     bool affine_above; /* and left its affine to the layer above (bn_input): no y */
     float *mean, *invstd;
-    /* with affine_above, the affine the layer above applies, then the relu (struct dt_bn_relu) */
+    /* with affine_above, the affine the layer above applies, then the relu: scale and shift
+     * [c], and the view of them handed to it */
     float *scale, *shift;
+    struct dt_bn_relu relu_above;
     double *stats;     /* forward: per-channel sums of x - s, of (x - s)^2, and the count */
     double *grad_sums; /* backward: sum dy, then sum dy xhat, per channel */
     double n;          /* training: elements per channel over every process, last forward */
@@ -91,6 +93,7 @@ static int batchnorm2d_setup(struct dt_layer *l, const struct dt_layer_spec *spe
     bn->terms = dt_alloc(3 * (size_t)in.c, sizeof(float));
     bn->scale = dt_alloc((size_t)in.c, sizeof(float));
     bn->shift = dt_alloc((size_t)in.c, sizeof(float));
+    bn->relu_above = (struct dt_bn_relu){bn->scale, bn->shift};
     return bn->mean && bn->invstd && bn->stats && bn->grad_sums && bn->terms && bn->scale &&
                    bn->shift
                ? 0
@@ -357,10 +360,10 @@ static void keep_terms(struct dt_layer *l, double n)
     }
 }
 
-void dt_batchnorm2d_relu(const struct dt_layer *l, struct dt_bn_relu *out)
+const struct dt_bn_relu *dt_batchnorm2d_relu(const struct dt_layer *l)
 {
     const struct batchnorm *bn = l->state;
-    *out = (struct dt_bn_relu){.scale = bn->scale, .shift = bn->shift};
+    return &bn->relu_above;
 }
 
 void dt_batchnorm2d_grad(const struct dt_layer *l, const float *x, struct dt_bn_grad *out)

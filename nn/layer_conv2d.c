@@ -405,10 +405,8 @@ static void conv2d_forward(struct dt_layer *l, const float *x, float *y, int bat
             sink.pool_argmax = indices;
             sink.pool_size = dt_shape_size(c->pool->out);
         }
-        struct dt_bn_relu x_bn;
-        if (c->bn_below)
-            dt_batchnorm2d_relu(c->bn_below, &x_bn);
-        dt_bf16_conv_forward(cv->bf, x, c->x_bf16, c->bn_below ? &x_bn : NULL, weight, bias, y,
+        dt_bf16_conv_forward(cv->bf, x, c->x_bf16,
+                             c->bn_below ? dt_batchnorm2d_relu(c->bn_below) : NULL, weight, bias, y,
                              batch, c->relu, c->pool ? &sink : NULL, c->y_bf16);
         return;
     }
@@ -507,11 +505,9 @@ static void backward_samples(struct dt_layer *l, const float *x, const float *dy
 {
     struct conv *cv = l->state;
     if (cv->bf && dt_bf16_conv_tiles(cv->bf)) {
-        struct dt_bn_relu x_bn;
-        if (c->bn_below)
-            dt_batchnorm2d_relu(c->bn_below, &x_bn);
-        dt_bf16_conv_backward(cv->bf, x, c->x_bf16, c->bn_below ? &x_bn : NULL, dy, bn, pool, dx,
-                              c->relu_below ? x : NULL, c->relu_below ? c->below_extra : NULL,
+        dt_bf16_conv_backward(cv->bf, x, c->x_bf16,
+                              c->bn_below ? dt_batchnorm2d_relu(c->bn_below) : NULL, dy, bn, pool,
+                              dx, c->relu_below ? x : NULL, c->relu_below ? c->below_extra : NULL,
                               c->round_dx, b0, count, g, cv->bias);
         return;
     }

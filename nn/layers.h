@@ -177,9 +177,8 @@ unsigned dt_add_projection_fusions(const struct dt_layer *l);
  * its input x: pointers into l's state, valid until its next backward. */
 void dt_batchnorm2d_grad(const struct dt_layer *l, const float *x, struct dt_bn_grad *out);
 /* The forward of batchnorm2d layer l followed by a relu, for the layer above to apply (its
- * last forward was called with affine_above): pointers into l's state, valid until its next
- * forward. */
-void dt_batchnorm2d_relu(const struct dt_layer *l, struct dt_bn_relu *out);
+ * last forward was called with affine_above): l's state, valid until its next forward. */
+const struct dt_bn_relu *dt_batchnorm2d_relu(const struct dt_layer *l);
 
 /* The kind named `name`, or NULL. */
 const struct dt_layer_kind *dt_layer_kind_find(const char *name);
