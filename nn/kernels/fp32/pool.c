@@ -63,18 +63,6 @@ void dt_maxpool_forward(const struct dt_pool_geom *g, const float *x, float *y, 
         pool_plane(g, x + (size_t)pl * h * w, y + pl * out_plane, argmax + pl * out_plane, h, w);
 }
 
-/* dy's bits, or 0 where the relu mask (y > 0) is off, plus +0 (a -0 gradient becomes +0, as
- * the clear-and-add gives) */
-static inline float masked_grad(float dy, const float *relu_y, size_t o)
-{
-    uint32_t bits, keep = relu_y ? 0u - (uint32_t)(relu_y[o] > 0.0f) : ~0u;
-    memcpy(&bits, &dy, sizeof bits);
-    bits &= keep;
-    float g;
-    memcpy(&g, &bits, sizeof g);
-    return 0.0f + g;
-}
-
 /* v where `on`, else +0: bits and a mask, no branch (the winner is data). */
 static inline float select_bits(float v, bool on)
 {
@@ -83,6 +71,13 @@ static inline float select_bits(float v, bool on)
     bits &= 0u - (uint32_t)on;
     memcpy(&v, &bits, sizeof v);
     return v;
+}
+
+/* dy, or +0 where the relu mask (y > 0) is off, plus +0 (a -0 gradient becomes +0, as the
+ * clear-and-add gives) */
+static inline float masked_grad(float dy, const float *relu_y, size_t o)
+{
+    return 0.0f + select_bits(dy, !relu_y || relu_y[o] > 0.0f);
 }
 
 /* The 2x2 / stride 2 window without padding: dx written once, row pair by row pair, where the
