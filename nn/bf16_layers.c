@@ -586,7 +586,8 @@ static const float *sample_dy(struct dt_bf16_conv *bf, const struct dt_bn_grad *
 }
 
 /* Sample `sample`'s input gradient from its dy (already through the batchnorm above): the
- * forward kernel on the rotated weights, in this thread's buffers. */
+ * forward kernel on the rotated weights, in this thread's buffers. dy NULL (stride 1): this
+ * thread's pair planes hold dY already (unpool_image). */
 static void input_grad(struct dt_bf16_conv *bf, const float *dy, float *dx, int sample,
                        const float *relu_x, const float *extra, bool round_dx)
 {
@@ -607,7 +608,8 @@ static void input_grad(struct dt_bf16_conv *bf, const float *dy, float *dx, int 
     }
     const struct dt_conv_bf16_layout *layout = dt_conv_bf16_layout_on(bf->path);
     dt_bf16 *xv = bf->xvt + (size_t)th * bf->gt.xv;
-    layout->pad_input_image(t, &bf->gt, dy, false, NULL, xv);
+    if (dy)
+        layout->pad_input_image(t, &bf->gt, dy, false, NULL, xv);
     dt_conv_bf16_forward_on(bf->path, t, &bf->gt, xv, bf->wpi, yq);
     /* dx_rounded: rounded by the store itself (read back after its streaming stores, the
      * rounding pass cost a trip to memory) */
@@ -620,7 +622,7 @@ static void input_grad(struct dt_bf16_conv *bf, const float *dy, float *dx, int 
 }
 
 /* Chunk slot i's weight-gradient operands from one sample's dy and x, and its bias part when
- * part is not NULL. */
+ * part is not NULL. dy NULL (stride 1): slot i's dY rows are made already (unpool_image). */
 static void wgrad_operands(struct dt_bf16_conv *bf, int i, const float *dy, const void *x,
                            float *part)
 {
@@ -635,7 +637,8 @@ static void wgrad_operands(struct dt_bf16_conv *bf, int i, const float *dy, cons
         return;
     }
     const struct dt_conv_bf16_layout *layout = dt_conv_bf16_layout_on(bf->path);
-    layout->dy_rows_image(s, &bf->g, dy, bf->dyq + i * bf->g.dyq);
+    if (dy)
+        layout->dy_rows_image(s, &bf->g, dy, bf->dyq + i * bf->g.dyq);
     if (part)
         layout->bias_parts(bf->dyq + i * bf->g.dyq, s->k, bf->g.qrow, part);
     layout->position_pairs_image(s, &bf->g, x, bf->x_bf16, bf->x_bn, bf->even + i * bf->g.xt,
@@ -753,12 +756,20 @@ void dt_bf16_conv_backward(struct dt_bf16_conv *bf, const float *x, bool x_bf16,
      * sum over the samples in order, the same bits for any team. Each sample's dy and x are
      * read once from memory: its weight-gradient operands, bias part and input gradient are
      * made while they are in cache. */
+    /* The pool's backward laid out as it is unpooled, no fp32 dY between (unpool_image). */
+    bool unpool = pool && !bf->stem && !bf->stride2 && dt_conv_bf16_unpool_fits(&bf->g, pool);
     for (int c0 = 0; !bf->stem && c0 < count; c0 += WGRAD_CHUNK) {
         int n = count - c0 < WGRAD_CHUNK ? count - c0 : WGRAD_CHUNK;
 #pragma omp parallel for schedule(static) num_threads(team_size(bf->threads)) if (n > 1)
         for (int i = 0; i < n; i++) {
             int sample = b0 + c0 + i;
-            const float *dyi = sample_dy(bf, bn, pool, dy, sample);
+            const float *dyi = NULL;
+            if (unpool)
+                dt_conv_bf16_layout_on(bf->path)->unpool_image(
+                    s, &bf->g, &bf->t, &bf->gt, pool, sample, bf->dyq + i * bf->g.dyq,
+                    dx ? bf->xvt + (size_t)omp_get_thread_num() * bf->gt.xv : NULL);
+            else
+                dyi = sample_dy(bf, bn, pool, dy, sample);
             wgrad_operands(bf, i, dyi, dt_act_from(x, x_bf16, (size_t)sample * in),
                            bias ? bf->bparts + (size_t)(c0 + i) * s->k : NULL);
             if (dx)

@@ -569,6 +569,78 @@ static void test_compact_pool2x2(void **state)
     }
 }
 
+/* unpool_image (the pool_grad fusion's dY, conv_bf16.h) writes the bytes of
+ * dt_maxpool_backward_sample's fp32 dY through the plain C dy_rows_image and, for the input
+ * gradient's shape, pad_input_image: two samples in turn into buffers zeroed once, with and
+ * without the pair planes. Winners at every corner, dy
+ * and pooled values with the conversion's hard cases (a -0 dy gives +0, a NaN stays quiet);
+ * shapes with an odd channel count, tap pairs (16 channels or fewer) and without, a 1x1 kernel
+ * (the input gradient unpadded: no position before the first), more windows than a vector. */
+static void test_unpool_image(void **state)
+{
+    enum dt_bf16_path path = *(const enum dt_bf16_path *)*state;
+    bf16_skip_unless_available(path, "unpool_image");
+    const struct dt_conv_bf16_layout *layout = dt_conv_bf16_layout_on(path);
+    struct dt_conv_shape shapes_u[] = {{1, 16, 26, 26, 32, 3, 3, 1, 0},
+                                       {1, 3, 34, 34, 16, 3, 3, 1, 1},
+                                       {1, 4, 10, 12, 5, 3, 3, 1, 1},
+                                       {1, 8, 40, 66, 3, 1, 1, 1, 0},
+                                       {1, 2, 36, 36, 34, 5, 5, 1, 2}};
+    for (size_t u = 0; u < sizeof shapes_u / sizeof *shapes_u; u++) {
+        struct dt_conv_shape s = shapes_u[u], t;
+        struct dt_conv_bf16_geom g, gt;
+        assert_int_equal(dt_conv_bf16_geometry(&s, &g), 0);
+        dt_conv_bf16_input_grad_shape(&s, &t);
+        assert_int_equal(dt_conv_bf16_geometry(&t, &gt), 0);
+        struct dt_pool_grad pool = {.g = {.k = 2, .stride = 2, .oh = g.oh / 2, .ow = g.ow / 2},
+                                    .c = s.k,
+                                    .h = g.oh,
+                                    .w = g.ow};
+        assert_true(dt_conv_bf16_unpool_fits(&g, &pool));
+        size_t np = (size_t)s.k * pool.g.oh * pool.g.ow, ny = (size_t)s.k * g.oh * g.ow;
+        int32_t *argmax = malloc(2 * np * 4);
+        float *dy = malloc(2 * np * 4), *relu_y = malloc(2 * np * 4), *own = malloc(ny * 4);
+        for (size_t i = 0; i < 2 * np; i++) {
+            size_t plane_at = i % ((size_t)pool.g.oh * pool.g.ow);
+            int oy = (int)(plane_at / pool.g.ow), ox = (int)(plane_at % pool.g.ow);
+            int corner = (int)(rng % 4);
+            dy[i] = layout_value();
+            relu_y[i] = layout_value();
+            if (plane_at == 0) /* position 0 nonzero: nothing may land before it */
+                corner = 0, dy[i] = 1.0f, relu_y[i] = 1.0f;
+            argmax[i] = (2 * oy + corner / 2) * pool.w + 2 * ox + corner % 2;
+        }
+        pool.argmax = argmax, pool.dy = dy, pool.relu_y = relu_y;
+        for (int pairs = 0; pairs < 2; pairs++) {
+            dt_bf16 *want_q = calloc(g.dyq, 2), *got_q = calloc(g.dyq, 2);
+            dt_bf16 *want_v = calloc(gt.xv, 2), *got_v = calloc(gt.xv, 2);
+            for (int sample = 0; sample < 2; sample++) {
+                dt_maxpool_backward_sample(&pool, sample, own);
+                dt_conv_bf16_dy_rows_image(&s, &g, own, want_q);
+                if (pairs)
+                    dt_conv_bf16_pad_input_image(&t, &gt, own, false, NULL, want_v);
+                layout->unpool_image(&s, &g, &t, &gt, &pool, sample, got_q, pairs ? got_v : NULL);
+            }
+            assert_memory_equal(got_q, want_q, g.dyq * 2);
+            assert_memory_equal(got_v, want_v, gt.xv * 2);
+            free(want_q), free(got_q), free(want_v), free(got_v);
+        }
+        free(argmax), free(dy), free(relu_y), free(own);
+    }
+    /* what it does not take: an odd plane, another window */
+    struct dt_conv_shape odd = {1, 4, 11, 12, 5, 3, 3, 1, 1};
+    struct dt_conv_bf16_geom g;
+    assert_int_equal(dt_conv_bf16_geometry(&odd, &g), 0);
+    struct dt_pool_grad pool = {
+        .g = {.k = 2, .stride = 2, .oh = 5, .ow = 6}, .c = 5, .h = 11, .w = 12};
+    assert_false(dt_conv_bf16_unpool_fits(&g, &pool));
+    struct dt_conv_shape even = {1, 4, 12, 12, 5, 3, 3, 1, 1};
+    assert_int_equal(dt_conv_bf16_geometry(&even, &g), 0);
+    pool = (struct dt_pool_grad){
+        .g = {.k = 3, .stride = 2, .oh = 5, .ow = 5}, .c = 5, .h = 12, .w = 12};
+    assert_false(dt_conv_bf16_unpool_fits(&g, &pool));
+}
+
 /* Tap pairing (conv_bf16.h): chosen for 16 channels or fewer, with kh ceil(kw / 2) steps; the
  * pair planes 8-15 of a padded input hold planes 0-7 one position on, and the last position,
  * which has no next, zero. */
@@ -646,6 +718,9 @@ int main(void)
         cmocka_unit_test_prestate(test_compact_pool2x2, &paths[1]),
         cmocka_unit_test_prestate(test_compact_pool2x2, &avx512_paths[0]),
         cmocka_unit_test_prestate(test_compact_pool2x2, &avx512_paths[1]),
+        cmocka_unit_test_prestate(test_unpool_image, &paths[1]),
+        cmocka_unit_test_prestate(test_unpool_image, &avx512_paths[0]),
+        cmocka_unit_test_prestate(test_unpool_image, &avx512_paths[1]),
         cmocka_unit_test_prestate(test_bn_relu_input, &paths[1]),
         cmocka_unit_test_prestate(test_bn_relu_input, &avx512_paths[0]),
         cmocka_unit_test_prestate(test_bn_relu_input, &avx512_paths[1]),

@@ -107,6 +107,7 @@ static void compare_on(enum dt_conv2d_algo algo, const struct dt_layer_spec *spe
 }
 
 static const struct dt_shape IN = {3, 9, 8};
+static const struct dt_shape EVEN = {3, 8, 10}; /* a 2x2 pool's windows cover the plane */
 
 /* conv2d -> relu and batchnorm2d -> relu: the relu at the store, run in place. */
 static void test_relu(void **state)
@@ -306,6 +307,12 @@ static void test_bf16_fusions(void **state)
         compare_on(DT_CONV2D_GEMM, pool, 7, IN, 5, DT_FUSE_ALL & ~DT_FUSE_POOL_GRAD,
                    DT_FUSE_POOL_GRAD, 1);
         compare_on(DT_CONV2D_GEMM, pool, 7, IN, 5, DT_FUSE_RELU, DT_FUSE_POOL_GRAD, 0);
+        /* on an even plane the tile conv lays the unpooled dY out as it unpools it
+         * (unpool_image, conv_bf16.h) */
+        compare_on(DT_CONV2D_GEMM, pool, 7, EVEN, 5, DT_FUSE_RELU | DT_FUSE_POOL, DT_FUSE_POOL_GRAD,
+                   1);
+        compare_on(DT_CONV2D_GEMM, pool, 7, EVEN, 5, DT_FUSE_ALL & ~DT_FUSE_POOL_GRAD,
+                   DT_FUSE_POOL_GRAD, 1);
         struct dt_layer_spec stem_pool[] = {
             conv_spec(16, 3, 1, 1), spec_of("relu"), pool_spec("maxpool2d", 2, 0, 0),
             conv_spec(16, 3, 1, 1), spec_of("relu"), pool_spec("maxpool2d", 2, 0, 0),

@@ -297,6 +297,47 @@ void dt_conv_bf16_dy_rows(const struct dt_conv_shape *s, const struct dt_conv_bf
     dt_conv_bf16_dy_rows_image(s, g, dy, dyq);
 }
 
+bool dt_conv_bf16_unpool_fits(const struct dt_conv_bf16_geom *g, const struct dt_pool_grad *pool)
+{
+    return pool->g.k == 2 && pool->g.stride == 2 && pool->g.pad == 0 && g->oh % 2 == 0 &&
+           g->ow % 2 == 0 && pool->h == g->oh && pool->w == g->ow;
+}
+
+/* dY at (k, y, x) of one sample (its pool data from `at` on) as dt_maxpool_backward writes it:
+ * the window's dy, + 0, where (y, x) is its winner and its pooled value is > 0; +0 elsewhere. */
+static float unpooled_at(const struct dt_pool_grad *p, size_t at, int k, int y, int x)
+{
+    size_t o = at + ((size_t)k * p->g.oh + y / 2) * p->g.ow + x / 2;
+    bool on = p->argmax[o] == y * p->w + x && p->relu_y[o] > 0.0f;
+    return on ? 0.0f + p->dy[o] : 0.0f;
+}
+
+void dt_conv_bf16_unpool_image(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
+                               const struct dt_conv_shape *t, const struct dt_conv_bf16_geom *gt,
+                               const struct dt_pool_grad *pool, int sample, dt_bf16 *dyq,
+                               dt_bf16 *xv)
+{
+    size_t at = (size_t)sample * pool->c * pool->g.oh * pool->g.ow;
+    size_t pair_plane = (size_t)gt->positions * 2;
+    for (int k = 0; k < s->k; k++)
+        for (int y = 0; y < g->oh; y++) {
+            dt_bf16 *row = dyq + (size_t)k * g->qrow + (size_t)y * g->wp;
+            /* pad_input_image's positions: channel k's half of pair k / 2, and with tap_pairs
+             * the same one position earlier in plane 8 + k / 2 (none before position 0) */
+            size_t pos = (size_t)(t->pad + y) * gt->wp + t->pad;
+            dt_bf16 *pairs = xv ? xv + (size_t)(k / 2) * pair_plane + pos * 2 + k % 2 : NULL;
+            for (int x = 0; x < g->ow; x++) {
+                dt_bf16 v = dt_bf16_from_f32(unpooled_at(pool, at, k, y, x));
+                row[x] = v;
+                if (!pairs)
+                    continue;
+                pairs[2 * x] = v;
+                if (gt->tap_pairs && pos + x > 0)
+                    pairs[8 * pair_plane + 2 * x - 2] = v;
+            }
+        }
+}
+
 void dt_conv_bf16_position_pairs_image(const struct dt_conv_shape *s,
                                        const struct dt_conv_bf16_geom *g, const void *x,
                                        bool x_bf16, const struct dt_bn_relu *bn, dt_bf16 *even,
@@ -445,6 +486,7 @@ static const struct dt_conv_bf16_layout plain_c = {
     .dy_rows_image = dt_conv_bf16_dy_rows_image,
     .position_pairs_image = dt_conv_bf16_position_pairs_image,
     .bias_parts = dt_conv_bf16_bias_parts,
+    .unpool_image = dt_conv_bf16_unpool_image,
 };
 
 const struct dt_conv_bf16_layout *dt_conv_bf16_layout_on(enum dt_bf16_path p)

@@ -29,6 +29,7 @@
 #include "nn/kernels/fp32/bn_grad.h"     /* struct dt_bn_relu */
 #include "nn/kernels/fp32/conv_direct.h" /* struct dt_conv_shape */
 #include "nn/kernels/bf16/gemm_bf16.h"
+#include "nn/kernels/fp32/pool.h" /* struct dt_pool_grad */
 
 /* Derived sizes of a stride-1 shape. */
 struct dt_conv_bf16_geom {
@@ -183,6 +184,19 @@ static inline float dt_conv_bf16_input_at(const void *x, bool x_bf16, const stru
     return bn ? dt_bn_relu_value(bn, ch, v) : v;
 }
 
+/* The backward of the maxpool2d above this conv2d -> relu (the pool_grad fusion) for one sample,
+ * laid out at once as the conv's backward operands: dY rows (dy_rows_image's) and, unless xv is
+ * NULL, the input gradient's pair planes (pad_input_image's for t, dt_conv_bf16_input_grad_shape,
+ * gt its geometry, reading dY), both only the image's elements, from the pool's dy, winners and
+ * output (pool's relu mask). The bits of dt_maxpool_backward_sample's dY through those two
+ * passes, without that fp32 dY [K][OH][OW] written and read twice. A 2x2 / stride 2 pool
+ * without padding over an even OH and OW only (dt_conv_bf16_unpool_fits). */
+bool dt_conv_bf16_unpool_fits(const struct dt_conv_bf16_geom *g, const struct dt_pool_grad *pool);
+void dt_conv_bf16_unpool_image(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
+                               const struct dt_conv_shape *t, const struct dt_conv_bf16_geom *gt,
+                               const struct dt_pool_grad *pool, int sample, dt_bf16 *dyq,
+                               dt_bf16 *xv);
+
 /* One sample's bias gradient part per channel from its k dY rows of qrow (a multiple of 16)
  * bf16 at dyq (the bf16-rounded dy, zero at the junk columns) while they are in cache: 16
  * interleaved partial sums in float, lane j taking positions j, j + 16, ... in order, then
@@ -211,6 +225,9 @@ struct dt_conv_bf16_layout {
                                  const void *x, bool x_bf16, const struct dt_bn_relu *bn,
                                  dt_bf16 *even, dt_bf16 *odd);
     void (*bias_parts)(const dt_bf16 *dyq, int k, int qrow, float *part);
+    void (*unpool_image)(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
+                         const struct dt_conv_shape *t, const struct dt_conv_bf16_geom *gt,
+                         const struct dt_pool_grad *pool, int sample, dt_bf16 *dyq, dt_bf16 *xv);
 };
 
 /* The layout passes path p runs: the amx and avx512bf16 paths an AVX-512 build

@@ -360,6 +360,86 @@ static void bias_parts(const dt_bf16 *dyq, int k, int qrow, float *part)
     }
 }
 
+/* One channel's 16 windows of one pooled row (from window o of the sample's pool data, the
+ * first window's winner index if it were the top-left corner: base) unpooled as
+ * dt_maxpool_backward does: the window's dy, + 0, where its pooled value is > 0, rounded, in
+ * the top halves of the lanes (dt_round_high's form), at the corner that won, zero at the other
+ * three. corner[0] and [1] hold the top row's even and odd columns, [2] and [3] the bottom's. */
+static BODY void unpool_windows(const struct dt_pool_grad *p, size_t o, int base, __mmask16 m,
+                                __m512i corner[4])
+{
+    __m512 zero = _mm512_setzero_ps();
+    __m512 dy = _mm512_maskz_loadu_ps(m, p->dy + o);
+    __mmask16 on =
+        _mm512_mask_cmp_ps_mask(m, _mm512_maskz_loadu_ps(m, p->relu_y + o), zero, _CMP_GT_OQ);
+    __m512i g = dt_round_high(_mm512_add_ps(zero, _mm512_maskz_mov_ps(on, dy)));
+    __m512i lane2 = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    __m512i at = _mm512_sub_epi32(_mm512_maskz_loadu_epi32(m, p->argmax + o),
+                                  _mm512_add_epi32(_mm512_set1_epi32(base), lane2));
+    const int offset[4] = {0, 1, p->w, p->w + 1};
+    for (int j = 0; j < 4; j++)
+        corner[j] = _mm512_maskz_mov_epi32(
+            _mm512_mask_cmpeq_epi32_mask(m, at, _mm512_set1_epi32(offset[j])), g);
+}
+
+/* unpool_image (conv_bf16.h): two channels at a time, 16 windows at a time. A dY row takes a
+ * channel's even and odd columns as the low and high halves of 32-bit lanes (32 bf16 columns
+ * in one store); the pair planes take the pair's two channels per column, interleaved back
+ * into column order. */
+static void unpool_image(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
+                         const struct dt_conv_shape *t, const struct dt_conv_bf16_geom *gt,
+                         const struct dt_pool_grad *pool, int sample, dt_bf16 *dyq, dt_bf16 *xv)
+{
+    int poh = pool->g.oh, pow = pool->g.ow;
+    size_t at = (size_t)sample * pool->c * poh * pow, pair_plane = (size_t)gt->positions * 2;
+    __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    __m512i hi = _mm512_add_epi32(lo, _mm512_set1_epi32(8));
+    for (int k = 0; k < s->k; k += 2) {
+        bool second = k + 1 < s->k;
+        for (int oy = 0; oy < poh; oy++)
+            for (int ox = 0; ox < pow; ox += 16) {
+                __mmask16 m = dt_lanes(pow - ox);
+                int base = 2 * oy * pool->w + 2 * ox;
+                __m512i c[2][4];
+                for (int j = 0; j < 2; j++) {
+                    if (j == 1 && !second) {
+                        for (int r = 0; r < 4; r++)
+                            c[1][r] = _mm512_setzero_si512();
+                        break;
+                    }
+                    unpool_windows(pool, at + ((size_t)(k + j) * poh + oy) * pow + ox, base, m,
+                                   c[j]);
+                    for (int r = 0; r < 2; r++) {
+                        dt_bf16 *row =
+                            dyq + (size_t)(k + j) * g->qrow + (size_t)(2 * oy + r) * g->wp + 2 * ox;
+                        __m512i cols =
+                            _mm512_or_si512(_mm512_srli_epi32(c[j][2 * r], 16), c[j][2 * r + 1]);
+                        _mm512_mask_storeu_epi32(row, m, cols);
+                    }
+                }
+                if (!xv)
+                    continue;
+                __mmask16 mlo = dt_lanes(2 * (pow - ox)), mhi = dt_lanes(2 * (pow - ox) - 16);
+                for (int r = 0; r < 2; r++) {
+                    __m512i even = _mm512_or_si512(_mm512_srli_epi32(c[0][2 * r], 16), c[1][2 * r]);
+                    __m512i odd =
+                        _mm512_or_si512(_mm512_srli_epi32(c[0][2 * r + 1], 16), c[1][2 * r + 1]);
+                    __m512i a = _mm512_permutex2var_epi32(even, lo, odd);
+                    __m512i b = _mm512_permutex2var_epi32(even, hi, odd);
+                    size_t pos = (size_t)(t->pad + 2 * oy + r) * gt->wp + t->pad + 2 * ox;
+                    dt_bf16 *dst = xv + (size_t)(k / 2) * pair_plane + pos * 2;
+                    _mm512_mask_storeu_epi32(dst, mlo, a);
+                    _mm512_mask_storeu_epi32(dst + 32, mhi, b);
+                    if (gt->tap_pairs) { /* one position earlier, in plane 8 + k / 2 */
+                        dt_bf16 *shifted = dst + 8 * pair_plane - 2;
+                        _mm512_mask_storeu_epi32(shifted, pos == 0 ? mlo & ~1u : mlo, a);
+                        _mm512_mask_storeu_epi32(shifted + 32, mhi, b);
+                    }
+                }
+            }
+    }
+}
+
 const struct dt_conv_bf16_layout DT_ISA_FN(dt_conv_bf16_layout) = {
     .name = "avx512",
     .pad_input_image = pad_input_image,
@@ -369,4 +449,5 @@ const struct dt_conv_bf16_layout DT_ISA_FN(dt_conv_bf16_layout) = {
     .dy_rows_image = dy_rows_image,
     .position_pairs_image = position_pairs_image,
     .bias_parts = bias_parts,
+    .unpool_image = unpool_image,
 };
