@@ -755,19 +755,23 @@ void dt_bf16_conv_backward(struct dt_bf16_conv *bf, const float *x, bool x_bf16,
     /* Chunks in sample order, each added into the tile-major sum: every element is one fp32
      * sum over the samples in order, the same bits for any team. Each sample's dy and x are
      * read once from memory: its weight-gradient operands, bias part and input gradient are
-     * made while they are in cache. */
-    /* The pool's backward laid out as it is unpooled, no fp32 dY between (unpool_image). */
+     * made while they are in cache. The pool's backward is laid out as it is unpooled, the
+     * batchnorm's as it is computed: no fp32 dY between (unpool_image, bn_dy_image). */
+    const struct dt_conv_bf16_layout *layout = dt_conv_bf16_layout_on(bf->path);
     bool unpool = pool && !bf->stem && !bf->stride2 && dt_conv_bf16_unpool_fits(&bf->g, pool);
+    bool bn_laid = bn && !bf->stem && !bf->stride2;
     for (int c0 = 0; !bf->stem && c0 < count; c0 += WGRAD_CHUNK) {
         int n = count - c0 < WGRAD_CHUNK ? count - c0 : WGRAD_CHUNK;
 #pragma omp parallel for schedule(static) num_threads(team_size(bf->threads)) if (n > 1)
         for (int i = 0; i < n; i++) {
             int sample = b0 + c0 + i;
             const float *dyi = NULL;
+            dt_bf16 *dyq = bf->dyq + i * bf->g.dyq;
+            dt_bf16 *xv = dx ? bf->xvt + (size_t)omp_get_thread_num() * bf->gt.xv : NULL;
             if (unpool)
-                dt_conv_bf16_layout_on(bf->path)->unpool_image(
-                    s, &bf->g, &bf->t, &bf->gt, pool, sample, bf->dyq + i * bf->g.dyq,
-                    dx ? bf->xvt + (size_t)omp_get_thread_num() * bf->gt.xv : NULL);
+                layout->unpool_image(s, &bf->g, &bf->t, &bf->gt, pool, sample, dyq, xv);
+            else if (bn_laid)
+                layout->bn_dy_image(s, &bf->g, &bf->t, &bf->gt, bn, dy, sample, dyq, xv);
             else
                 dyi = sample_dy(bf, bn, pool, dy, sample);
             wgrad_operands(bf, i, dyi, dt_act_from(x, x_bf16, (size_t)sample * in),

@@ -641,6 +641,74 @@ static void test_unpool_image(void **state)
     assert_false(dt_conv_bf16_unpool_fits(&g, &pool));
 }
 
+/* bn_dy_image (the bn_grad fusion's dY, conv_bf16.h) writes the bytes of the batchnorm's own
+ * input_grad loop (every build of it gives the same bits) through the plain C dy_rows_image and,
+ * for the input gradient's shape, pad_input_image: the batchnorm's input as fp32 and as bf16,
+ * two samples in turn into buffers zeroed once, with and without the pair planes, dy with the
+ * conversion's hard cases, a zero factor and a negative one, the shapes of test_unpool_image
+ * (odd channel counts, tap pairs and not, a 1x1 kernel) and odd planes. */
+static void test_bn_dy_image(void **state)
+{
+    enum dt_bf16_path path = *(const enum dt_bf16_path *)*state;
+    bf16_skip_unless_available(path, "bn_dy_image");
+    const struct dt_conv_bf16_layout *layout = dt_conv_bf16_layout_on(path);
+    struct dt_conv_shape shapes_b[] = {{1, 16, 26, 26, 32, 3, 3, 1, 0},
+                                       {1, 3, 34, 34, 16, 3, 3, 1, 1},
+                                       {1, 4, 9, 13, 5, 3, 3, 1, 1},
+                                       {1, 8, 40, 33, 3, 1, 1, 1, 0},
+                                       {1, 2, 36, 36, 34, 5, 5, 1, 2}};
+    for (size_t u = 0; u < sizeof shapes_b / sizeof *shapes_b; u++) {
+        struct dt_conv_shape s = shapes_b[u], t;
+        struct dt_conv_bf16_geom g, gt;
+        assert_int_equal(dt_conv_bf16_geometry(&s, &g), 0);
+        dt_conv_bf16_input_grad_shape(&s, &t);
+        assert_int_equal(dt_conv_bf16_geometry(&t, &gt), 0);
+        size_t plane = (size_t)g.oh * g.ow, ny = (size_t)s.k * plane;
+        float *dy = malloc(2 * ny * 4), *x = malloc(2 * ny * 4), *own = malloc(ny * 4);
+        dt_bf16 *xh = malloc(2 * ny * 2);
+        for (size_t i = 0; i < 2 * ny; i++) {
+            dy[i] = layout_value();
+            x[i] = uniform();
+            xh[i] = dt_bf16_from_f32(x[i]);
+        }
+        float *f = malloc(5 * s.k * 4); /* mean, invstd, k, mean_dy, mean_dy_xhat */
+        for (int i = 0; i < 5 * s.k; i++)
+            f[i] = uniform();
+        f[2 * s.k] = 0.0f;                             /* a zero factor */
+        f[2 * s.k + s.k - 1] = -fabsf(f[3 * s.k - 1]); /* a negative one */
+        for (int half = 0; half < 2; half++) {
+            struct dt_bn_grad bn = {half ? NULL : x, half ? xh : NULL, f,          f + s.k,
+                                    f + 2 * s.k,     f + 3 * s.k,      f + 4 * s.k};
+            for (int pairs = 0; pairs < 2; pairs++) {
+                dt_bf16 *want_q = calloc(g.dyq, 2), *got_q = calloc(g.dyq, 2);
+                dt_bf16 *want_v = calloc(gt.xv, 2), *got_v = calloc(gt.xv, 2);
+                for (int sample = 0; sample < 2; sample++) {
+                    for (int c = 0; c < s.k; c++) {
+                        size_t at = (size_t)sample * ny + c * plane;
+                        if (half)
+                            dt_bn_loops()->input_grad_bf16(
+                                xh + at, dy + at, own + c * plane, plane, plane, 1, bn.mean[c],
+                                bn.invstd[c], bn.k[c], bn.mean_dy[c], bn.mean_dy_xhat[c]);
+                        else
+                            dt_bn_loops()->input_grad(x + at, dy + at, own + c * plane, plane,
+                                                      plane, 1, bn.mean[c], bn.invstd[c], bn.k[c],
+                                                      bn.mean_dy[c], bn.mean_dy_xhat[c]);
+                    }
+                    dt_conv_bf16_dy_rows_image(&s, &g, own, want_q);
+                    if (pairs)
+                        dt_conv_bf16_pad_input_image(&t, &gt, own, false, NULL, want_v);
+                    layout->bn_dy_image(&s, &g, &t, &gt, &bn, dy, sample, got_q,
+                                        pairs ? got_v : NULL);
+                }
+                assert_memory_equal(got_q, want_q, g.dyq * 2);
+                assert_memory_equal(got_v, want_v, gt.xv * 2);
+                free(want_q), free(got_q), free(want_v), free(got_v);
+            }
+        }
+        free(dy), free(x), free(own), free(xh), free(f);
+    }
+}
+
 /* Tap pairing (conv_bf16.h): chosen for 16 channels or fewer, with kh ceil(kw / 2) steps; the
  * pair planes 8-15 of a padded input hold planes 0-7 one position on, and the last position,
  * which has no next, zero. */
@@ -721,6 +789,9 @@ int main(void)
         cmocka_unit_test_prestate(test_unpool_image, &paths[1]),
         cmocka_unit_test_prestate(test_unpool_image, &avx512_paths[0]),
         cmocka_unit_test_prestate(test_unpool_image, &avx512_paths[1]),
+        cmocka_unit_test_prestate(test_bn_dy_image, &paths[1]),
+        cmocka_unit_test_prestate(test_bn_dy_image, &avx512_paths[0]),
+        cmocka_unit_test_prestate(test_bn_dy_image, &avx512_paths[1]),
         cmocka_unit_test_prestate(test_bn_relu_input, &paths[1]),
         cmocka_unit_test_prestate(test_bn_relu_input, &avx512_paths[0]),
         cmocka_unit_test_prestate(test_bn_relu_input, &avx512_paths[1]),

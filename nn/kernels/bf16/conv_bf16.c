@@ -303,11 +303,46 @@ bool dt_conv_bf16_unpool_fits(const struct dt_conv_bf16_geom *g, const struct dt
            g->ow % 2 == 0 && pool->h == g->oh && pool->w == g->ow;
 }
 
-/* dY at (k, y, x) of one sample (its pool data from `at` on) as dt_maxpool_backward writes it:
- * the window's dy, + 0, where (y, x) is its winner and its pooled value is > 0; +0 elsewhere. */
-static float unpooled_at(const struct dt_pool_grad *p, size_t at, int k, int y, int x)
+/* One sample's dY as the backward's operands (unpool_image, bn_dy_image): element (k, y, x),
+ * value(src, k, y, x), rounded into the dY rows and, unless xv is NULL, into pad_input_image's
+ * positions for t: channel k's half of pair k / 2, and with tap_pairs the same one position
+ * earlier in plane 8 + k / 2 (none before position 0). */
+static void dy_image(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
+                     const struct dt_conv_shape *t, const struct dt_conv_bf16_geom *gt,
+                     float (*value)(const void *src, int k, int y, int x), const void *src,
+                     dt_bf16 *dyq, dt_bf16 *xv)
 {
-    size_t o = at + ((size_t)k * p->g.oh + y / 2) * p->g.ow + x / 2;
+    size_t pair_plane = (size_t)gt->positions * 2;
+    for (int k = 0; k < s->k; k++)
+        for (int y = 0; y < g->oh; y++) {
+            dt_bf16 *row = dyq + (size_t)k * g->qrow + (size_t)y * g->wp;
+            size_t pos = (size_t)(t->pad + y) * gt->wp + t->pad;
+            dt_bf16 *pairs = xv ? xv + (size_t)(k / 2) * pair_plane + pos * 2 + k % 2 : NULL;
+            for (int x = 0; x < g->ow; x++) {
+                dt_bf16 v = dt_bf16_from_f32(value(src, k, y, x));
+                row[x] = v;
+                if (!pairs)
+                    continue;
+                pairs[2 * x] = v;
+                if (gt->tap_pairs && pos + x > 0)
+                    pairs[8 * pair_plane + 2 * x - 2] = v;
+            }
+        }
+}
+
+/* One sample's pool data: its first window, the pool. */
+struct pool_sample {
+    const struct dt_pool_grad *p;
+    size_t at;
+};
+
+/* dY at (k, y, x) as dt_maxpool_backward writes it: the window's dy, + 0, where (y, x) is its
+ * winner and its pooled value is > 0; +0 elsewhere. */
+static float unpooled_at(const void *src, int k, int y, int x)
+{
+    const struct pool_sample *ps = src;
+    const struct dt_pool_grad *p = ps->p;
+    size_t o = ps->at + ((size_t)k * p->g.oh + y / 2) * p->g.ow + x / 2;
     bool on = p->argmax[o] == y * p->w + x && p->relu_y[o] > 0.0f;
     return on ? 0.0f + p->dy[o] : 0.0f;
 }
@@ -317,25 +352,36 @@ void dt_conv_bf16_unpool_image(const struct dt_conv_shape *s, const struct dt_co
                                const struct dt_pool_grad *pool, int sample, dt_bf16 *dyq,
                                dt_bf16 *xv)
 {
-    size_t at = (size_t)sample * pool->c * pool->g.oh * pool->g.ow;
-    size_t pair_plane = (size_t)gt->positions * 2;
-    for (int k = 0; k < s->k; k++)
-        for (int y = 0; y < g->oh; y++) {
-            dt_bf16 *row = dyq + (size_t)k * g->qrow + (size_t)y * g->wp;
-            /* pad_input_image's positions: channel k's half of pair k / 2, and with tap_pairs
-             * the same one position earlier in plane 8 + k / 2 (none before position 0) */
-            size_t pos = (size_t)(t->pad + y) * gt->wp + t->pad;
-            dt_bf16 *pairs = xv ? xv + (size_t)(k / 2) * pair_plane + pos * 2 + k % 2 : NULL;
-            for (int x = 0; x < g->ow; x++) {
-                dt_bf16 v = dt_bf16_from_f32(unpooled_at(pool, at, k, y, x));
-                row[x] = v;
-                if (!pairs)
-                    continue;
-                pairs[2 * x] = v;
-                if (gt->tap_pairs && pos + x > 0)
-                    pairs[8 * pair_plane + 2 * x - 2] = v;
-            }
-        }
+    struct pool_sample ps = {pool, (size_t)sample * pool->c * pool->g.oh * pool->g.ow};
+    dy_image(s, g, t, gt, unpooled_at, &ps, dyq, xv);
+}
+
+/* One sample's dy [k][oh][ow] and the batchnorm above's input (its x or xh from the sample's
+ * offset on). */
+struct bn_sample {
+    const struct dt_bn_grad *bn;
+    const float *dy;
+    size_t at;
+    int oh, ow;
+};
+
+/* The batchnorm's input gradient at (k, y, x): bn_grad.h's formula, its order of operations. */
+static float bn_dy_at(const void *src, int k, int y, int x)
+{
+    const struct bn_sample *b = src;
+    const struct dt_bn_grad *bn = b->bn;
+    size_t i = b->at + ((size_t)k * b->oh + y) * b->ow + x;
+    float xhat = ((bn->xh ? dt_bf16_to_f32(bn->xh[i]) : bn->x[i]) - bn->mean[k]) * bn->invstd[k];
+    return bn->k[k] * (b->dy[i] - bn->mean_dy[k] - xhat * bn->mean_dy_xhat[k]);
+}
+
+void dt_conv_bf16_bn_dy_image(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
+                              const struct dt_conv_shape *t, const struct dt_conv_bf16_geom *gt,
+                              const struct dt_bn_grad *bn, const float *dy, int sample,
+                              dt_bf16 *dyq, dt_bf16 *xv)
+{
+    struct bn_sample b = {bn, dy, (size_t)sample * s->k * g->oh * g->ow, g->oh, g->ow};
+    dy_image(s, g, t, gt, bn_dy_at, &b, dyq, xv);
 }
 
 void dt_conv_bf16_position_pairs_image(const struct dt_conv_shape *s,
@@ -487,6 +533,7 @@ static const struct dt_conv_bf16_layout plain_c = {
     .position_pairs_image = dt_conv_bf16_position_pairs_image,
     .bias_parts = dt_conv_bf16_bias_parts,
     .unpool_image = dt_conv_bf16_unpool_image,
+    .bn_dy_image = dt_conv_bf16_bn_dy_image,
 };
 
 const struct dt_conv_bf16_layout *dt_conv_bf16_layout_on(enum dt_bf16_path p)

@@ -26,7 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "nn/kernels/fp32/bn_grad.h"     /* struct dt_bn_relu */
+#include "nn/kernels/fp32/bn_grad.h"     /* struct dt_bn_relu, dt_bn_grad */
 #include "nn/kernels/fp32/conv_direct.h" /* struct dt_conv_shape */
 #include "nn/kernels/bf16/gemm_bf16.h"
 #include "nn/kernels/fp32/pool.h" /* struct dt_pool_grad */
@@ -197,6 +197,15 @@ void dt_conv_bf16_unpool_image(const struct dt_conv_shape *s, const struct dt_co
                                const struct dt_pool_grad *pool, int sample, dt_bf16 *dyq,
                                dt_bf16 *xv);
 
+/* The same from the gradient dy at the output of the batchnorm2d above (the bn_grad fusion;
+ * dy and bn's input from sample 0 on, [sample][K][OH][OW]): the batchnorm's input gradient
+ * (bn_grad.h's formula, the bits of its input_grad loop) laid out as the two operands, without
+ * the fp32 dY between. */
+void dt_conv_bf16_bn_dy_image(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
+                              const struct dt_conv_shape *t, const struct dt_conv_bf16_geom *gt,
+                              const struct dt_bn_grad *bn, const float *dy, int sample,
+                              dt_bf16 *dyq, dt_bf16 *xv);
+
 /* One sample's bias gradient part per channel from its k dY rows of qrow (a multiple of 16)
  * bf16 at dyq (the bf16-rounded dy, zero at the junk columns) while they are in cache: 16
  * interleaved partial sums in float, lane j taking positions j, j + 16, ... in order, then
@@ -228,6 +237,10 @@ struct dt_conv_bf16_layout {
     void (*unpool_image)(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
                          const struct dt_conv_shape *t, const struct dt_conv_bf16_geom *gt,
                          const struct dt_pool_grad *pool, int sample, dt_bf16 *dyq, dt_bf16 *xv);
+    void (*bn_dy_image)(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
+                        const struct dt_conv_shape *t, const struct dt_conv_bf16_geom *gt,
+                        const struct dt_bn_grad *bn, const float *dy, int sample, dt_bf16 *dyq,
+                        dt_bf16 *xv);
 };
 
 /* The layout passes path p runs: the amx and avx512bf16 paths an AVX-512 build

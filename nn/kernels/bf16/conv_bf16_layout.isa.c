@@ -440,6 +440,70 @@ static void unpool_image(const struct dt_conv_shape *s, const struct dt_conv_bf1
     }
 }
 
+/* 16 elements of one channel of the batchnorm above's input gradient, from element i of the
+ * sample's dy and the batchnorm's input (bn_grad.h's formula: the same single fp32
+ * operations in the same order), rounded, in the top halves of the lanes. */
+static BODY __m512i bn_dy_high(const struct dt_bn_grad *bn, bool x_bf16, const float *dy, int k,
+                               size_t i, __mmask16 m)
+{
+    __m512 x = dt_load_act(x_bf16 ? (const void *)bn->xh : (const void *)bn->x, x_bf16, i, m);
+    __m512 xhat =
+        _mm512_mul_ps(_mm512_sub_ps(x, _mm512_set1_ps(bn->mean[k])), _mm512_set1_ps(bn->invstd[k]));
+    __m512 d = _mm512_sub_ps(_mm512_maskz_loadu_ps(m, dy + i), _mm512_set1_ps(bn->mean_dy[k]));
+    d = _mm512_sub_ps(d, _mm512_mul_ps(xhat, _mm512_set1_ps(bn->mean_dy_xhat[k])));
+    return dt_round_high(_mm512_mul_ps(_mm512_set1_ps(bn->k[k]), d));
+}
+
+/* bn_dy_image (conv_bf16.h): a channel pair's rows 16 positions at a time, each channel's
+ * values stored as its dY row and the pair interleaved into the pair plane (pair_row's
+ * stores). */
+static BODY void bn_dy_image_body(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
+                                  const struct dt_conv_shape *t, const struct dt_conv_bf16_geom *gt,
+                                  const struct dt_bn_grad *bn, bool x_bf16, const float *dy,
+                                  int sample, dt_bf16 *dyq, dt_bf16 *xv)
+{
+    size_t plane = (size_t)g->oh * g->ow, at = (size_t)sample * s->k * plane;
+    size_t pair_plane = (size_t)gt->positions * 2;
+    for (int k = 0; k < s->k; k += 2) {
+        bool second = k + 1 < s->k;
+        for (int y = 0; y < g->oh; y++) {
+            size_t i0 = at + (size_t)k * plane + (size_t)y * g->ow;
+            size_t pos = (size_t)(t->pad + y) * gt->wp + t->pad;
+            dt_bf16 *row = dyq + (size_t)k * g->qrow + (size_t)y * g->wp;
+            for (int x = 0; x < g->ow; x += 16) {
+                __mmask16 m = dt_lanes(g->ow - x);
+                __m512i a = bn_dy_high(bn, x_bf16, dy, k, i0 + x, m);
+                __m512i b = second ? bn_dy_high(bn, x_bf16, dy, k + 1, i0 + plane + x, m)
+                                   : _mm512_setzero_si512();
+                _mm256_mask_storeu_epi16(row + x, m,
+                                         _mm512_cvtepi32_epi16(_mm512_srli_epi32(a, 16)));
+                if (second)
+                    _mm256_mask_storeu_epi16(row + g->qrow + x, m,
+                                             _mm512_cvtepi32_epi16(_mm512_srli_epi32(b, 16)));
+                if (!xv)
+                    continue;
+                __m512i pair = _mm512_or_si512(_mm512_srli_epi32(a, 16), b);
+                dt_bf16 *dst = xv + (size_t)(k / 2) * pair_plane + (pos + x) * 2;
+                _mm512_mask_storeu_epi32(dst, m, pair);
+                if (gt->tap_pairs) /* one position earlier, in plane 8 + k / 2 */
+                    _mm512_mask_storeu_epi32(dst + 8 * pair_plane - 2, pos + x == 0 ? m & ~1u : m,
+                                             pair);
+            }
+        }
+    }
+}
+
+static void bn_dy_image(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
+                        const struct dt_conv_shape *t, const struct dt_conv_bf16_geom *gt,
+                        const struct dt_bn_grad *bn, const float *dy, int sample, dt_bf16 *dyq,
+                        dt_bf16 *xv)
+{
+    if (bn->xh)
+        bn_dy_image_body(s, g, t, gt, bn, true, dy, sample, dyq, xv);
+    else
+        bn_dy_image_body(s, g, t, gt, bn, false, dy, sample, dyq, xv);
+}
+
 const struct dt_conv_bf16_layout DT_ISA_FN(dt_conv_bf16_layout) = {
     .name = "avx512",
     .pad_input_image = pad_input_image,
@@ -450,4 +514,5 @@ const struct dt_conv_bf16_layout DT_ISA_FN(dt_conv_bf16_layout) = {
     .position_pairs_image = position_pairs_image,
     .bias_parts = bias_parts,
     .unpool_image = unpool_image,
+    .bn_dy_image = bn_dy_image,
 };
