@@ -21,6 +21,12 @@
 /* Samples whose weight-gradient operands are laid out at once (a few MB at most). */
 #define WGRAD_CHUNK 16
 
+/* The weight gradient is the sum of two parts, the call's first and second half of samples,
+ * each one fp32 sum over its samples in order: a fixed split, so the bits do not depend on the
+ * team. Two threads each take a part whole (their operands stay in their own core's cache,
+ * where a product split by tap blocks read the other core's, at twice the CPU time). */
+#define WGRAD_PARTS 2
+
 /* Inputs with fewer channels than this run emulated: a 32-deep tile step would be at least
  * 7/8 zeros, and the operand layouts cost more than the products (the ConvNet's 1-channel
  * first conv: 4.3 ms per step on tiles, 2.3 ms emulated; docs/bf16.md). */
@@ -104,7 +110,7 @@ struct dt_bf16_conv {
      * shared by every conv of this layout (key): */
     struct dt_call_scratch *scratch;
     int key[10];       /* the shape and thread count: equal keys, equal offsets */
-    size_t at[9];      /* byte offsets of the buffers below in the call scratch */
+    size_t at[10];     /* byte offsets of the buffers below in the call scratch */
     size_t zero_bytes; /* the part whose padding stays zero: xv .. odd */
     size_t call_bytes;
     dt_bf16 *xv, *xvt;         /* per thread: a sample's input, or dY, in pair planes (stride
@@ -115,8 +121,9 @@ struct dt_bf16_conv {
     float *yq;                 /* per thread: a sample's padded-width output */
     size_t yq_per;
     float *ysample; /* per thread: a sample's output for a forward's sink, or its dy */
-    float *dwt;     /* the weight gradient in tap-major order */
+    float *dwt;     /* the weight gradient in tap-major order: its first part's sum */
     float *bparts;  /* [max_batch][K]: each sample's bias gradient part */
+    float *dwt2;    /* ... and its second part's (WGRAD_PARTS) */
     /* The stem mode's (the call scratch too, bound in the same way; nothing kept zero): */
     int ckk, pix;                   /* a column's depth (C * kh * kw) and the output positions */
     struct dt_conv_bf16_geom plane; /* the product [K][oh][ow] as the layout passes read a
@@ -138,7 +145,7 @@ static void plan_scratch(struct dt_bf16_conv *bf)
 {
     const struct dt_conv_shape *s = &bf->s;
     size_t t = (size_t)bf->threads;
-    size_t bytes[9] = {
+    size_t bytes[10] = {
         t * bf->g.xv * sizeof(dt_bf16),             /* xv */
         t * bf->gt.xv * sizeof(dt_bf16),            /* xvt */
         WGRAD_CHUNK * bf->g.dyq * sizeof(dt_bf16),  /* dyq */
@@ -148,6 +155,7 @@ static void plan_scratch(struct dt_bf16_conv *bf)
         t * s->k * bf->oh * bf->ow * sizeof(float), /* ysample */
         bf->g.dwt * sizeof(float),                  /* dwt */
         (size_t)s->n * s->k * sizeof(float),        /* bparts */
+        bf->g.dwt * sizeof(float),                  /* dwt2 */
     };
     if (bf->stem) { /* col, colp, dya, colh, xh, yq, ysample, wparts, bparts; none kept zero */
         size_t ckk = (size_t)bf->ckk, pix = (size_t)bf->pix;
@@ -158,6 +166,7 @@ static void plan_scratch(struct dt_bf16_conv *bf)
         bytes[4] = t * bf->xh_per * sizeof(dt_bf16);
         bytes[5] = t * (size_t)s->k * pix * sizeof(float); /* yq: a sample's product */
         bytes[7] = (size_t)s->n * s->k * ckk * sizeof(float);
+        bytes[9] = 0;
     }
     if (bf->stride2) { /* the parity layouts, zeroed the same way (conv_s2_bf16.h) */
         bytes[0] = t * bf->g2.xv * sizeof(dt_bf16);
@@ -165,10 +174,10 @@ static void plan_scratch(struct dt_bf16_conv *bf)
         bytes[2] = WGRAD_CHUNK * bf->g2.dyq * sizeof(dt_bf16);
         bytes[3] = WGRAD_CHUNK * bf->g2.xp * sizeof(dt_bf16); /* xp */
         bytes[4] = 0;
-        bytes[7] = bf->g2.dwt * sizeof(float);
+        bytes[7] = bytes[9] = bf->g2.dwt * sizeof(float);
     }
     size_t at = 0;
-    for (int i = 0; i < 9; i++) {
+    for (int i = 0; i < 10; i++) {
         bf->at[i] = at;
         at += aligned(bytes[i]);
         if (i == 4)
@@ -211,6 +220,7 @@ static void bind_scratch(struct dt_bf16_conv *bf)
     bf->ysample = (float *)(b + bf->at[6]);
     bf->dwt = (float *)(b + bf->at[7]);
     bf->bparts = (float *)(b + bf->at[8]);
+    bf->dwt2 = (float *)(b + bf->at[9]);
 }
 
 /* The tiles mode of a stride-2 shape (conv_s2_bf16.h): its geometry, note and scratch. */
@@ -728,15 +738,100 @@ static void stem_backward(struct dt_bf16_conv *bf, const float *x, const float *
     }
 }
 
-/* The n laid-out samples' weight gradient added into (or, first, written to) dwt. */
-static void wgrad_chunk(struct dt_bf16_conv *bf, int n, bool accumulate)
+/* The weight gradient of the n samples laid out from chunk slot `slot` on, added into (or,
+ * first, written to) dwt. */
+static void wgrad_chunk(struct dt_bf16_conv *bf, int slot, int n, float *dwt, bool accumulate)
 {
     if (bf->stride2)
-        dt_conv_s2_bf16_weight_grad_on(bf->path, &bf->s, &bf->g2, n, bf->dyq, bf->xp, bf->dwt,
-                                       accumulate);
+        dt_conv_s2_bf16_weight_grad_on(bf->path, &bf->s, &bf->g2, n, bf->dyq + slot * bf->g2.dyq,
+                                       bf->xp + slot * bf->g2.xp, dwt, accumulate);
     else
-        dt_conv_bf16_weight_grad_on(bf->path, &bf->s, &bf->g, n, bf->dyq, bf->even, bf->odd,
-                                    bf->dwt, accumulate);
+        dt_conv_bf16_weight_grad_on(bf->path, &bf->s, &bf->g, n, bf->dyq + slot * bf->g.dyq,
+                                    bf->even + slot * bf->g.xt, bf->odd + slot * bf->g.xt, dwt,
+                                    accumulate);
+}
+
+/* One backward call's arguments (dt_bf16_conv_backward's), for its parts. The pool's backward
+ * is laid out as it is unpooled, the batchnorm's as it is computed: no fp32 dY between
+ * (unpool, bn_laid: unpool_image, bn_dy_image). */
+struct conv_bwd {
+    const float *x;
+    bool x_bf16;
+    const float *dy;
+    const struct dt_bn_grad *bn;
+    const struct dt_pool_grad *pool;
+    float *dx;
+    const float *relu_x, *extra;
+    bool round_dx, bias, unpool, bn_laid;
+    int b0;
+};
+
+/* Sample b0 + j of the call: its weight-gradient operands into chunk slot `slot`, its bias part
+ * and its input gradient, from its dy and x read once from memory (each made while they are in
+ * cache). */
+static void sample_backward(struct dt_bf16_conv *bf, const struct conv_bwd *a, int j, int slot)
+{
+    const struct dt_conv_shape *s = &bf->s;
+    const struct dt_conv_bf16_layout *layout = dt_conv_bf16_layout_on(bf->path);
+    int sample = a->b0 + j;
+    const float *dyi = NULL;
+    dt_bf16 *dyq = bf->dyq + slot * bf->g.dyq;
+    dt_bf16 *xv = a->dx ? bf->xvt + (size_t)omp_get_thread_num() * bf->gt.xv : NULL;
+    if (a->unpool)
+        layout->unpool_image(s, &bf->g, &bf->t, &bf->gt, a->pool, sample, dyq, xv);
+    else if (a->bn_laid)
+        layout->bn_dy_image(s, &bf->g, &bf->t, &bf->gt, a->bn, a->dy, sample, dyq, xv);
+    else
+        dyi = sample_dy(bf, a->bn, a->pool, a->dy, sample);
+    size_t in = (size_t)s->c * s->h * s->w;
+    wgrad_operands(bf, slot, dyi, dt_act_from(a->x, a->x_bf16, (size_t)sample * in),
+                   a->bias ? bf->bparts + (size_t)j * s->k : NULL);
+    if (a->dx)
+        input_grad(bf, dyi, a->dx, sample, a->relu_x, a->extra, a->round_dx);
+}
+
+/* Samples [lo, hi) of the call, chunk by chunk (chunk slots from slot0 on), their weight
+ * gradient summed into dwt (each chunk added in sample order: one fp32 sum over the samples in
+ * order, whatever the chunk). The sample loop runs on the team, or inside a parallel region on
+ * the calling thread alone (a nested region's threads are numbered from 0 again, and the
+ * per-thread buffers go by that number). */
+static void wgrad_part(struct dt_bf16_conv *bf, const struct conv_bwd *a, int lo, int hi,
+                       float *dwt, int slot0, int chunk)
+{
+    for (int c0 = lo; c0 < hi; c0 += chunk) {
+        int n = hi - c0 < chunk ? hi - c0 : chunk;
+        if (omp_in_parallel()) {
+            for (int i = 0; i < n; i++)
+                sample_backward(bf, a, c0 + i, slot0 + i);
+        } else {
+#pragma omp parallel for schedule(static) num_threads(team_size(bf->threads)) if (n > 1)
+            for (int i = 0; i < n; i++)
+                sample_backward(bf, a, c0 + i, slot0 + i);
+        }
+        wgrad_chunk(bf, slot0, n, dwt, c0 > lo);
+    }
+}
+
+/* The tile-major weight gradient of the call's count samples (WGRAD_PARTS): in dwt, or in
+ * dwt2 alone for a single sample. */
+static const float *weight_grad_parts(struct dt_bf16_conv *bf, const struct conv_bwd *a, int count)
+{
+    int half = count / 2;
+    if (team_size(bf->threads) == WGRAD_PARTS && half > 0) {
+#pragma omp parallel num_threads(WGRAD_PARTS)
+        for (int p = omp_get_thread_num(); p < WGRAD_PARTS; p += omp_get_num_threads())
+            wgrad_part(bf, a, p ? half : 0, p ? count : half, p ? bf->dwt2 : bf->dwt,
+                       p * (WGRAD_CHUNK / WGRAD_PARTS), WGRAD_CHUNK / WGRAD_PARTS);
+    } else {
+        wgrad_part(bf, a, 0, half, bf->dwt, 0, WGRAD_CHUNK);
+        wgrad_part(bf, a, half, count, bf->dwt2, 0, WGRAD_CHUNK);
+    }
+    if (half == 0)
+        return bf->dwt2;
+    size_t n = bf->stride2 ? bf->g2.dwt : bf->g.dwt;
+    for (size_t e = 0; e < n; e++)
+        bf->dwt[e] += bf->dwt2[e];
+    return bf->dwt;
 }
 
 void dt_bf16_conv_backward(struct dt_bf16_conv *bf, const float *x, bool x_bf16,
@@ -746,48 +841,36 @@ void dt_bf16_conv_backward(struct dt_bf16_conv *bf, const float *x, bool x_bf16,
                            int count, float *g, bool bias)
 {
     const struct dt_conv_shape *s = &bf->s;
-    size_t in = (size_t)s->c * s->h * s->w;
     bind_scratch(bf);
     bf->x_bf16 = x_bf16;
     bf->x_bn = x_bn;
-    if (bf->stem)
-        stem_backward(bf, x, dy, bn, pool, dx, relu_x, extra, b0, count, g, bias);
-    /* Chunks in sample order, each added into the tile-major sum: every element is one fp32
-     * sum over the samples in order, the same bits for any team. Each sample's dy and x are
-     * read once from memory: its weight-gradient operands, bias part and input gradient are
-     * made while they are in cache. The pool's backward is laid out as it is unpooled, the
-     * batchnorm's as it is computed: no fp32 dY between (unpool_image, bn_dy_image). */
-    const struct dt_conv_bf16_layout *layout = dt_conv_bf16_layout_on(bf->path);
-    bool unpool = pool && !bf->stem && !bf->stride2 && dt_conv_bf16_unpool_fits(&bf->g, pool);
-    bool bn_laid = bn && !bf->stem && !bf->stride2;
-    for (int c0 = 0; !bf->stem && c0 < count; c0 += WGRAD_CHUNK) {
-        int n = count - c0 < WGRAD_CHUNK ? count - c0 : WGRAD_CHUNK;
-#pragma omp parallel for schedule(static) num_threads(team_size(bf->threads)) if (n > 1)
-        for (int i = 0; i < n; i++) {
-            int sample = b0 + c0 + i;
-            const float *dyi = NULL;
-            dt_bf16 *dyq = bf->dyq + i * bf->g.dyq;
-            dt_bf16 *xv = dx ? bf->xvt + (size_t)omp_get_thread_num() * bf->gt.xv : NULL;
-            if (unpool)
-                layout->unpool_image(s, &bf->g, &bf->t, &bf->gt, pool, sample, dyq, xv);
-            else if (bn_laid)
-                layout->bn_dy_image(s, &bf->g, &bf->t, &bf->gt, bn, dy, sample, dyq, xv);
-            else
-                dyi = sample_dy(bf, bn, pool, dy, sample);
-            wgrad_operands(bf, i, dyi, dt_act_from(x, x_bf16, (size_t)sample * in),
-                           bias ? bf->bparts + (size_t)(c0 + i) * s->k : NULL);
-            if (dx)
-                input_grad(bf, dyi, dx, sample, relu_x, extra, round_dx);
-        }
-        wgrad_chunk(bf, n, c0 > 0);
-    }
     size_t nw = (size_t)s->k * s->c * s->kh * s->kw;
-    if (count > 0 && bf->stride2 && !bf->stem) /* stem_backward wrote the stem mode's */
-        dt_conv_s2_bf16_weight_grad_unpack(s, &bf->g2, bf->dwt, g);
-    else if (count > 0 && !bf->stem)
-        dt_conv_bf16_weight_grad_unpack(s, &bf->g, bf->dwt, g);
-    else if (!bf->stem)
+    if (bf->stem) {
+        stem_backward(bf, x, dy, bn, pool, dx, relu_x, extra, b0, count, g, bias);
+    } else if (count == 0) {
         memset(g, 0, nw * sizeof *g);
+    } else {
+        struct conv_bwd a = {
+            .x = x,
+            .x_bf16 = x_bf16,
+            .dy = dy,
+            .bn = bn,
+            .pool = pool,
+            .dx = dx,
+            .relu_x = relu_x,
+            .extra = extra,
+            .round_dx = round_dx,
+            .bias = bias,
+            .unpool = pool && !bf->stride2 && dt_conv_bf16_unpool_fits(&bf->g, pool),
+            .bn_laid = bn && !bf->stride2,
+            .b0 = b0,
+        };
+        const float *dwt = weight_grad_parts(bf, &a, count);
+        if (bf->stride2)
+            dt_conv_s2_bf16_weight_grad_unpack(s, &bf->g2, dwt, g);
+        else
+            dt_conv_bf16_weight_grad_unpack(s, &bf->g, dwt, g);
+    }
     /* The bias gradient as autocast's bf16 conv has it (the sum of the rounded dy): per
      * sample in float (bias_parts), across samples in double, in sample order. */
     for (int k = 0; bias && k < s->k; k++) {

@@ -256,6 +256,7 @@ static void test_conv_every_path(void **state)
         check_conv((enum dt_bf16_path)p, 5, 7, 9, 20, 3, 1, 1, 3, tiles);
         check_conv((enum dt_bf16_path)p, 34, 6, 5, 17, 5, 1, 2, 2, tiles);
         check_conv((enum dt_bf16_path)p, 4, 8, 8, 16, 1, 1, 0, 17, tiles); /* > one wgrad chunk */
+        check_conv((enum dt_bf16_path)p, 4, 8, 8, 16, 3, 1, 1, 1, tiles);  /* one part empty */
         /* stride 2 (parity planes): 3x3 pad 1 on odd and even sizes, 1x1 pad 0 (a
          * projection), 5x5, and more samples than one weight-gradient chunk */
         check_conv((enum dt_bf16_path)p, 6, 9, 8, 12, 3, 2, 1, 2, tiles);
@@ -340,29 +341,49 @@ static void test_fp32_unnamed_and_deterministic(void **state)
     run_free(&b);
 }
 
-/* The stem mode gives the same bits on one thread as on two (one sample per thread, the weight
- * gradient summed in sample order), on every tile path. */
-static void test_stem_same_bits_any_team(void **state)
+/* A bf16 conv on path p gives the same bits (output, input gradient, weight and bias
+ * gradients) on one, two and three threads. */
+static void same_bits_any_team(enum dt_bf16_path p, struct dt_layer_spec spec, struct dt_shape in,
+                               int batch)
+{
+    struct run r[3];
+    for (int t = 0; t < 3; t++) {
+        omp_set_num_threads(t + 1);
+        run_layer(&r[t], p, spec, in, batch, DT_PRECISION_BF16);
+        assert_non_null(strstr(r[t].note, dt_bf16_path_name(p)));
+    }
+    for (int t = 1; t < 3; t++) {
+        assert_memory_equal(r[0].y, r[t].y, r[0].nout * sizeof(float));
+        assert_memory_equal(r[0].dx, r[t].dx, r[0].nin * sizeof(float));
+        assert_memory_equal(r[0].m->grads, r[t].m->grads, r[0].m->nparams * sizeof(float));
+    }
+    for (int t = 0; t < 3; t++)
+        run_free(&r[t]);
+}
+
+/* Every tile conv mode gives the same bits whatever the team, on every tile path: the stem
+ * mode (one sample per thread, the weight gradient summed in sample order) and the stride-1
+ * and stride-2 tiles (the weight gradient's two parts, WGRAD_PARTS in nn/bf16_layers.c: two
+ * threads take one each, one thread both, three split each part's chunks), with one sample (an
+ * empty first part), an odd count and more samples than a part's chunk. */
+static void test_tiles_same_bits_any_team(void **state)
 {
     (void)state;
-    struct dt_layer_spec spec = {.type = "conv2d", .out_channels = 16, .kernel = 3, .bias = true};
+    struct dt_layer_spec stem = {.type = "conv2d", .out_channels = 16, .kernel = 3, .bias = true};
+    struct dt_layer_spec s1 = {
+        .type = "conv2d", .out_channels = 20, .kernel = 3, .padding = 1, .bias = true};
+    struct dt_layer_spec s2 = {
+        .type = "conv2d", .out_channels = 16, .kernel = 3, .stride = 2, .padding = 1};
     int was = omp_get_max_threads();
     for (int p = 0; p < DT_BF16_PATH_COUNT; p++) {
         if (p == DT_BF16_REFERENCE || !path_or_skip((enum dt_bf16_path)p))
             continue;
-        struct run a, b;
-        omp_set_num_threads(1);
-        run_layer(&a, (enum dt_bf16_path)p, spec, (struct dt_shape){3, 10, 10}, 5,
-                  DT_PRECISION_BF16);
-        omp_set_num_threads(2);
-        run_layer(&b, (enum dt_bf16_path)p, spec, (struct dt_shape){3, 10, 10}, 5,
-                  DT_PRECISION_BF16);
-        assert_non_null(strstr(a.note, dt_bf16_path_name((enum dt_bf16_path)p)));
-        assert_memory_equal(a.y, b.y, a.nout * sizeof(float));
-        assert_memory_equal(a.dx, b.dx, a.nin * sizeof(float));
-        assert_memory_equal(a.m->grads, b.m->grads, a.m->nparams * sizeof(float));
-        run_free(&a);
-        run_free(&b);
+        same_bits_any_team((enum dt_bf16_path)p, stem, (struct dt_shape){3, 10, 10}, 5);
+        for (int b = 0; b < 3; b++) {
+            int batch = (int[]){1, 5, 37}[b];
+            same_bits_any_team((enum dt_bf16_path)p, s1, (struct dt_shape){8, 9, 10}, batch);
+            same_bits_any_team((enum dt_bf16_path)p, s2, (struct dt_shape){6, 9, 8}, batch);
+        }
     }
     omp_set_num_threads(was);
 }
@@ -374,7 +395,7 @@ int main(void)
         cmocka_unit_test(test_linear_every_path),
         cmocka_unit_test(test_emulated_rounds_x_again),
         cmocka_unit_test(test_fp32_unnamed_and_deterministic),
-        cmocka_unit_test(test_stem_same_bits_any_team),
+        cmocka_unit_test(test_tiles_same_bits_any_team),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
