@@ -597,7 +597,7 @@ static const float *sample_dy(struct dt_bf16_conv *bf, const struct dt_bn_grad *
 
 /* Sample `sample`'s input gradient from its dy (already through the batchnorm above): the
  * forward kernel on the rotated weights, in this thread's buffers. dy NULL (stride 1): this
- * thread's pair planes hold dY already (unpool_image). */
+ * thread's pair planes hold dY already (unpool_image, bn_dy_image). */
 static void input_grad(struct dt_bf16_conv *bf, const float *dy, float *dx, int sample,
                        const float *relu_x, const float *extra, bool round_dx)
 {
@@ -632,7 +632,7 @@ static void input_grad(struct dt_bf16_conv *bf, const float *dy, float *dx, int 
 }
 
 /* Chunk slot i's weight-gradient operands from one sample's dy and x, and its bias part when
- * part is not NULL. dy NULL (stride 1): slot i's dY rows are made already (unpool_image). */
+ * part is not NULL. dy NULL (stride 1): slot i's dY rows are made already (the same). */
 static void wgrad_operands(struct dt_bf16_conv *bf, int i, const float *dy, const void *x,
                            float *part)
 {

@@ -569,65 +569,104 @@ static void test_compact_pool2x2(void **state)
     }
 }
 
+/* The shapes of the passes that lay out dY as they make it (unpool_image, bn_dy_image): even
+ * planes (a 2x2 pool's windows cover them), an odd channel count, tap pairs (16 channels or
+ * fewer) and not, a 1x1 kernel (its input gradient unpadded: no position before the first),
+ * more windows than a vector. */
+static const struct dt_conv_shape dy_shapes[] = {{1, 16, 26, 26, 32, 3, 3, 1, 0},
+                                                 {1, 3, 34, 34, 16, 3, 3, 1, 1},
+                                                 {1, 4, 10, 12, 5, 3, 3, 1, 1},
+                                                 {1, 8, 40, 66, 3, 1, 1, 1, 0},
+                                                 {1, 2, 36, 36, 34, 5, 5, 1, 2}};
+
+/* A pass under test: `want` makes sample i's fp32 dY [K][OH][OW] as the backward without it
+ * does, `got` lays the same out (xv NULL: the dY rows alone). */
+struct dy_pass {
+    void (*want)(const void *ctx, int sample, float *dy);
+    void (*got)(const struct dt_conv_bf16_layout *layout, const void *ctx,
+                const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
+                const struct dt_conv_shape *t, const struct dt_conv_bf16_geom *gt, int sample,
+                dt_bf16 *dyq, dt_bf16 *xv);
+    const void *ctx;
+};
+
+/* The pass writes the bytes of the plain C dy_rows_image and, for the input gradient's shape,
+ * pad_input_image on want's dY: two samples in turn into buffers zeroed once, with and without
+ * the pair planes. */
+static void check_dy_pass(const struct dt_conv_bf16_layout *layout, const struct dt_conv_shape *s,
+                          const struct dy_pass *p)
+{
+    struct dt_conv_shape t;
+    struct dt_conv_bf16_geom g, gt;
+    assert_int_equal(dt_conv_bf16_geometry(s, &g), 0);
+    dt_conv_bf16_input_grad_shape(s, &t);
+    assert_int_equal(dt_conv_bf16_geometry(&t, &gt), 0);
+    float *dy = malloc((size_t)s->k * g.oh * g.ow * 4);
+    for (int pairs = 0; pairs < 2; pairs++) {
+        dt_bf16 *want_q = calloc(g.dyq, 2), *got_q = calloc(g.dyq, 2);
+        dt_bf16 *want_v = calloc(gt.xv, 2), *got_v = calloc(gt.xv, 2);
+        for (int sample = 0; sample < 2; sample++) {
+            p->want(p->ctx, sample, dy);
+            dt_conv_bf16_dy_rows_image(s, &g, dy, want_q);
+            if (pairs)
+                dt_conv_bf16_pad_input_image(&t, &gt, dy, false, NULL, want_v);
+            p->got(layout, p->ctx, s, &g, &t, &gt, sample, got_q, pairs ? got_v : NULL);
+        }
+        assert_memory_equal(got_q, want_q, g.dyq * 2);
+        assert_memory_equal(got_v, want_v, gt.xv * 2);
+        free(want_q), free(got_q), free(want_v), free(got_v);
+    }
+    free(dy);
+}
+
+static void unpool_want(const void *ctx, int sample, float *dy)
+{
+    dt_maxpool_backward_sample(ctx, sample, dy);
+}
+
+static void unpool_got(const struct dt_conv_bf16_layout *layout, const void *ctx,
+                       const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
+                       const struct dt_conv_shape *t, const struct dt_conv_bf16_geom *gt,
+                       int sample, dt_bf16 *dyq, dt_bf16 *xv)
+{
+    layout->unpool_image(s, g, t, gt, ctx, sample, dyq, xv);
+}
+
 /* unpool_image (the pool_grad fusion's dY, conv_bf16.h) writes the bytes of
- * dt_maxpool_backward_sample's fp32 dY through the plain C dy_rows_image and, for the input
- * gradient's shape, pad_input_image: two samples in turn into buffers zeroed once, with and
- * without the pair planes. Winners at every corner, dy
- * and pooled values with the conversion's hard cases (a -0 dy gives +0, a NaN stays quiet);
- * shapes with an odd channel count, tap pairs (16 channels or fewer) and without, a 1x1 kernel
- * (the input gradient unpadded: no position before the first), more windows than a vector. */
+ * dt_maxpool_backward_sample's fp32 dY laid out (check_dy_pass): winners at every corner, dy
+ * and pooled values with the conversion's hard cases (a -0 dy gives +0, a NaN stays quiet),
+ * position 0 nonzero (nothing may land before it). What it does not take: an odd plane,
+ * another window. */
 static void test_unpool_image(void **state)
 {
     enum dt_bf16_path path = *(const enum dt_bf16_path *)*state;
     bf16_skip_unless_available(path, "unpool_image");
-    const struct dt_conv_bf16_layout *layout = dt_conv_bf16_layout_on(path);
-    struct dt_conv_shape shapes_u[] = {{1, 16, 26, 26, 32, 3, 3, 1, 0},
-                                       {1, 3, 34, 34, 16, 3, 3, 1, 1},
-                                       {1, 4, 10, 12, 5, 3, 3, 1, 1},
-                                       {1, 8, 40, 66, 3, 1, 1, 1, 0},
-                                       {1, 2, 36, 36, 34, 5, 5, 1, 2}};
-    for (size_t u = 0; u < sizeof shapes_u / sizeof *shapes_u; u++) {
-        struct dt_conv_shape s = shapes_u[u], t;
-        struct dt_conv_bf16_geom g, gt;
-        assert_int_equal(dt_conv_bf16_geometry(&s, &g), 0);
-        dt_conv_bf16_input_grad_shape(&s, &t);
-        assert_int_equal(dt_conv_bf16_geometry(&t, &gt), 0);
+    for (size_t u = 0; u < sizeof dy_shapes / sizeof *dy_shapes; u++) {
+        const struct dt_conv_shape *s = &dy_shapes[u];
+        struct dt_conv_bf16_geom g;
+        assert_int_equal(dt_conv_bf16_geometry(s, &g), 0);
         struct dt_pool_grad pool = {.g = {.k = 2, .stride = 2, .oh = g.oh / 2, .ow = g.ow / 2},
-                                    .c = s.k,
+                                    .c = s->k,
                                     .h = g.oh,
                                     .w = g.ow};
         assert_true(dt_conv_bf16_unpool_fits(&g, &pool));
-        size_t np = (size_t)s.k * pool.g.oh * pool.g.ow, ny = (size_t)s.k * g.oh * g.ow;
+        size_t plane = (size_t)pool.g.oh * pool.g.ow, np = (size_t)s->k * plane;
         int32_t *argmax = malloc(2 * np * 4);
-        float *dy = malloc(2 * np * 4), *relu_y = malloc(2 * np * 4), *own = malloc(ny * 4);
+        float *dy = malloc(2 * np * 4), *relu_y = malloc(2 * np * 4);
         for (size_t i = 0; i < 2 * np; i++) {
-            size_t plane_at = i % ((size_t)pool.g.oh * pool.g.ow);
-            int oy = (int)(plane_at / pool.g.ow), ox = (int)(plane_at % pool.g.ow);
+            int oy = (int)(i % plane / pool.g.ow), ox = (int)(i % plane % pool.g.ow);
             int corner = (int)(rng % 4);
             dy[i] = layout_value();
             relu_y[i] = layout_value();
-            if (plane_at == 0) /* position 0 nonzero: nothing may land before it */
+            if (i % plane == 0)
                 corner = 0, dy[i] = 1.0f, relu_y[i] = 1.0f;
             argmax[i] = (2 * oy + corner / 2) * pool.w + 2 * ox + corner % 2;
         }
         pool.argmax = argmax, pool.dy = dy, pool.relu_y = relu_y;
-        for (int pairs = 0; pairs < 2; pairs++) {
-            dt_bf16 *want_q = calloc(g.dyq, 2), *got_q = calloc(g.dyq, 2);
-            dt_bf16 *want_v = calloc(gt.xv, 2), *got_v = calloc(gt.xv, 2);
-            for (int sample = 0; sample < 2; sample++) {
-                dt_maxpool_backward_sample(&pool, sample, own);
-                dt_conv_bf16_dy_rows_image(&s, &g, own, want_q);
-                if (pairs)
-                    dt_conv_bf16_pad_input_image(&t, &gt, own, false, NULL, want_v);
-                layout->unpool_image(&s, &g, &t, &gt, &pool, sample, got_q, pairs ? got_v : NULL);
-            }
-            assert_memory_equal(got_q, want_q, g.dyq * 2);
-            assert_memory_equal(got_v, want_v, gt.xv * 2);
-            free(want_q), free(got_q), free(want_v), free(got_v);
-        }
-        free(argmax), free(dy), free(relu_y), free(own);
+        check_dy_pass(dt_conv_bf16_layout_on(path), s,
+                      &(struct dy_pass){unpool_want, unpool_got, &pool});
+        free(argmax), free(dy), free(relu_y);
     }
-    /* what it does not take: an odd plane, another window */
     struct dt_conv_shape odd = {1, 4, 11, 12, 5, 3, 3, 1, 1};
     struct dt_conv_bf16_geom g;
     assert_int_equal(dt_conv_bf16_geometry(&odd, &g), 0);
@@ -641,71 +680,75 @@ static void test_unpool_image(void **state)
     assert_false(dt_conv_bf16_unpool_fits(&g, &pool));
 }
 
-/* bn_dy_image (the bn_grad fusion's dY, conv_bf16.h) writes the bytes of the batchnorm's own
- * input_grad loop (every build of it gives the same bits) through the plain C dy_rows_image and,
- * for the input gradient's shape, pad_input_image: the batchnorm's input as fp32 and as bf16,
- * two samples in turn into buffers zeroed once, with and without the pair planes, dy with the
- * conversion's hard cases, a zero factor and a negative one, the shapes of test_unpool_image
- * (odd channel counts, tap pairs and not, a 1x1 kernel) and odd planes. */
+/* A batchnorm's input gradient case: its factors and input, the whole dy, a plane. */
+struct bn_case {
+    struct dt_bn_grad bn;
+    const float *dy;
+    int k;
+    size_t plane;
+};
+
+/* The batchnorm's own input_grad loop, channel by channel (every build gives the same bits). */
+static void bn_want(const void *ctx, int sample, float *dy)
+{
+    const struct bn_case *b = ctx;
+    const struct dt_bn_grad *bn = &b->bn;
+    for (int c = 0; c < b->k; c++) {
+        size_t at = ((size_t)sample * b->k + c) * b->plane, n = b->plane;
+        if (bn->xh)
+            dt_bn_loops()->input_grad_bf16(bn->xh + at, b->dy + at, dy + c * n, n, n, 1,
+                                           bn->mean[c], bn->invstd[c], bn->k[c], bn->mean_dy[c],
+                                           bn->mean_dy_xhat[c]);
+        else
+            dt_bn_loops()->input_grad(bn->x + at, b->dy + at, dy + c * n, n, n, 1, bn->mean[c],
+                                      bn->invstd[c], bn->k[c], bn->mean_dy[c], bn->mean_dy_xhat[c]);
+    }
+}
+
+static void bn_got(const struct dt_conv_bf16_layout *layout, const void *ctx,
+                   const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
+                   const struct dt_conv_shape *t, const struct dt_conv_bf16_geom *gt, int sample,
+                   dt_bf16 *dyq, dt_bf16 *xv)
+{
+    const struct bn_case *b = ctx;
+    layout->bn_dy_image(s, g, t, gt, &b->bn, b->dy, sample, dyq, xv);
+}
+
+/* bn_dy_image (the bn_grad fusion's dY, conv_bf16.h) writes the bytes of the batchnorm's
+ * input_grad loop laid out (check_dy_pass): the batchnorm's input as fp32 and as bf16, dy with
+ * the conversion's hard cases, a zero factor and a negative one; dy_shapes and two odd planes. */
 static void test_bn_dy_image(void **state)
 {
     enum dt_bf16_path path = *(const enum dt_bf16_path *)*state;
     bf16_skip_unless_available(path, "bn_dy_image");
-    const struct dt_conv_bf16_layout *layout = dt_conv_bf16_layout_on(path);
-    struct dt_conv_shape shapes_b[] = {{1, 16, 26, 26, 32, 3, 3, 1, 0},
-                                       {1, 3, 34, 34, 16, 3, 3, 1, 1},
-                                       {1, 4, 9, 13, 5, 3, 3, 1, 1},
-                                       {1, 8, 40, 33, 3, 1, 1, 1, 0},
-                                       {1, 2, 36, 36, 34, 5, 5, 1, 2}};
-    for (size_t u = 0; u < sizeof shapes_b / sizeof *shapes_b; u++) {
-        struct dt_conv_shape s = shapes_b[u], t;
-        struct dt_conv_bf16_geom g, gt;
-        assert_int_equal(dt_conv_bf16_geometry(&s, &g), 0);
-        dt_conv_bf16_input_grad_shape(&s, &t);
-        assert_int_equal(dt_conv_bf16_geometry(&t, &gt), 0);
-        size_t plane = (size_t)g.oh * g.ow, ny = (size_t)s.k * plane;
-        float *dy = malloc(2 * ny * 4), *x = malloc(2 * ny * 4), *own = malloc(ny * 4);
+    struct dt_conv_shape odd[] = {{1, 4, 9, 13, 5, 3, 3, 1, 1}, {1, 8, 40, 33, 3, 1, 1, 1, 0}};
+    size_t count = sizeof dy_shapes / sizeof *dy_shapes;
+    for (size_t u = 0; u < count + 2; u++) {
+        const struct dt_conv_shape *s = u < count ? &dy_shapes[u] : &odd[u - count];
+        struct dt_conv_bf16_geom g;
+        assert_int_equal(dt_conv_bf16_geometry(s, &g), 0);
+        size_t plane = (size_t)g.oh * g.ow, ny = (size_t)s->k * plane;
+        float *dy = malloc(2 * ny * 4), *x = malloc(2 * ny * 4);
         dt_bf16 *xh = malloc(2 * ny * 2);
         for (size_t i = 0; i < 2 * ny; i++) {
             dy[i] = layout_value();
             x[i] = uniform();
             xh[i] = dt_bf16_from_f32(x[i]);
         }
-        float *f = malloc(5 * s.k * 4); /* mean, invstd, k, mean_dy, mean_dy_xhat */
-        for (int i = 0; i < 5 * s.k; i++)
+        float *f = malloc(5 * s->k * 4); /* mean, invstd, k, mean_dy, mean_dy_xhat */
+        for (int i = 0; i < 5 * s->k; i++)
             f[i] = uniform();
-        f[2 * s.k] = 0.0f;                             /* a zero factor */
-        f[2 * s.k + s.k - 1] = -fabsf(f[3 * s.k - 1]); /* a negative one */
+        f[2 * s->k] = 0.0f;                        /* a zero factor */
+        f[3 * s->k - 1] = -fabsf(f[3 * s->k - 1]); /* a negative one */
         for (int half = 0; half < 2; half++) {
-            struct dt_bn_grad bn = {half ? NULL : x, half ? xh : NULL, f,          f + s.k,
-                                    f + 2 * s.k,     f + 3 * s.k,      f + 4 * s.k};
-            for (int pairs = 0; pairs < 2; pairs++) {
-                dt_bf16 *want_q = calloc(g.dyq, 2), *got_q = calloc(g.dyq, 2);
-                dt_bf16 *want_v = calloc(gt.xv, 2), *got_v = calloc(gt.xv, 2);
-                for (int sample = 0; sample < 2; sample++) {
-                    for (int c = 0; c < s.k; c++) {
-                        size_t at = (size_t)sample * ny + c * plane;
-                        if (half)
-                            dt_bn_loops()->input_grad_bf16(
-                                xh + at, dy + at, own + c * plane, plane, plane, 1, bn.mean[c],
-                                bn.invstd[c], bn.k[c], bn.mean_dy[c], bn.mean_dy_xhat[c]);
-                        else
-                            dt_bn_loops()->input_grad(x + at, dy + at, own + c * plane, plane,
-                                                      plane, 1, bn.mean[c], bn.invstd[c], bn.k[c],
-                                                      bn.mean_dy[c], bn.mean_dy_xhat[c]);
-                    }
-                    dt_conv_bf16_dy_rows_image(&s, &g, own, want_q);
-                    if (pairs)
-                        dt_conv_bf16_pad_input_image(&t, &gt, own, false, NULL, want_v);
-                    layout->bn_dy_image(&s, &g, &t, &gt, &bn, dy, sample, got_q,
-                                        pairs ? got_v : NULL);
-                }
-                assert_memory_equal(got_q, want_q, g.dyq * 2);
-                assert_memory_equal(got_v, want_v, gt.xv * 2);
-                free(want_q), free(got_q), free(want_v), free(got_v);
-            }
+            struct bn_case b = {{half ? NULL : x, half ? xh : NULL, f, f + s->k, f + 2 * s->k,
+                                 f + 3 * s->k, f + 4 * s->k},
+                                dy,
+                                s->k,
+                                plane};
+            check_dy_pass(dt_conv_bf16_layout_on(path), s, &(struct dy_pass){bn_want, bn_got, &b});
         }
-        free(dy), free(x), free(own), free(xh), free(f);
+        free(dy), free(x), free(xh), free(f);
     }
 }
 
