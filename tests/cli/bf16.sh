@@ -1,7 +1,8 @@
 # train.precision = "bf16" end to end: the ConvNet (and the 28x28 ResNet: stride-2 convs and
 # projections) trains on generated data at 1, 2 and 4
 # instances (4 oversubscribed on small machines) with the rules fp32 has: with
-# dist.split_invariant the same bits for every instance count, the same bits twice, and
+# dist.split_invariant the same bits for every instance count (and 2 x 2 threads), the same
+# bits twice, and
 # 1 epoch + resume = 2 epochs bit for bit. --verbose and the dry run name each layer's bf16
 # path; the checkpoint keeps fp32 weights and says bf16 in its stored config; eval and predict
 # take --precision; bad values are one-line config errors (exit 2); DTRAIN_ISA=amx or
@@ -35,6 +36,12 @@ run "$DTRAIN" train $CFG $COMMON --instances 2 --set dist.split_invariant=true \
     --set train.max_steps=8 --set train.batch_size=32 --set checkpoint.dir="$TMP/n2b"
 check "bf16, 2 instances twice: bit-identical" /usr/bin/python3 tests/tools/compare_weights.py \
     "$TMP/n2/last.safetensors" "$TMP/n2b/last.safetensors"
+# 2 threads per instance (4 threads, oversubscribed here): the tile convs' weight gradient in
+# its two parts, one per thread (nn/bf16_layers.c, WGRAD_PARTS), gives 1 thread's bits
+run "$DTRAIN" train $CFG $COMMON --instances 2 --set dist.split_invariant=true \
+    --set train.max_steps=8 --set train.batch_size=32 --set checkpoint.dir="$TMP/n2t2" --threads 2
+check "bf16, 2 instances x 2 threads: the bits of 2 x 1" /usr/bin/python3 \
+    tests/tools/compare_weights.py "$TMP/n2/last.safetensors" "$TMP/n2t2/last.safetensors"
 run "$DTRAIN" train $CFG $COMMON --instances 1 --precision fp32 --set dist.split_invariant=true \
     --set train.max_steps=8 --set train.batch_size=32 --set checkpoint.dir="$TMP/fp32"
 if /usr/bin/python3 tests/tools/compare_weights.py "$TMP/n1/last.safetensors" \
