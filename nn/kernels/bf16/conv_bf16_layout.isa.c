@@ -69,6 +69,17 @@ static BODY __m512i input_high(const void *x, bool x_bf16, struct channel_bn a, 
     return bn_relu_high(dt_load_act(x, x_bf16, i, m), a.scale, a.shift);
 }
 
+/* 16 positions' channel pairs (lanes m) stored at out and, with tap pairing (shifted not
+ * NULL), again at shifted, the same positions one earlier in plane 8 on; the first of them
+ * dropped there when `drop_first` (position 0 has no position before it). */
+static BODY void store_pairs(dt_bf16 *out, dt_bf16 *shifted, bool drop_first, __mmask16 m,
+                             __m512i pair)
+{
+    _mm512_mask_storeu_epi32(out, m, pair);
+    if (shifted)
+        _mm512_mask_storeu_epi32(shifted, drop_first ? m & ~1u : m, pair);
+}
+
 /* Two channel rows of n elements of x (from elements r0 and r1, read through a0 and a1) into n
  * interleaved pairs (the first channel in the low half of each 32-bit pair); without
  * `second`, the second channel's half is zero. With tap pairing (shifted not NULL) the same
@@ -83,9 +94,7 @@ static BODY void pair_row(const void *x, bool x_bf16, struct channel_bn a0, stru
         __m512i pair = _mm512_srli_epi32(input_high(x, x_bf16, a0, r0 + w, m), 16);
         if (second)
             pair = _mm512_or_si512(pair, input_high(x, x_bf16, a1, r1 + w, m));
-        _mm512_mask_storeu_epi32(out + 2 * w, m, pair);
-        if (shifted)
-            _mm512_mask_storeu_epi32(shifted + 2 * w, w == 0 && drop_first ? m & ~1u : m, pair);
+        store_pairs(out + 2 * w, shifted ? shifted + 2 * w : NULL, w == 0 && drop_first, m, pair);
     }
 }
 
@@ -136,9 +145,7 @@ static void dy_rows_image(const struct dt_conv_shape *s, const struct dt_conv_bf
             dt_bf16 *dst = dyq + (size_t)k * g->qrow + (size_t)oh * g->wp;
             for (int ow = 0; ow < g->ow; ow += 16) {
                 __mmask16 m = dt_lanes(g->ow - ow);
-                __m512i h =
-                    _mm512_srli_epi32(dt_round_high(_mm512_maskz_loadu_ps(m, src + ow)), 16);
-                _mm256_mask_storeu_epi16(dst + ow, m, _mm512_cvtepi32_epi16(h));
+                dt_store_bf16(dst + ow, m, _mm512_maskz_loadu_ps(m, src + ow));
             }
         }
 }
@@ -428,13 +435,9 @@ static void unpool_image(const struct dt_conv_shape *s, const struct dt_conv_bf1
                     __m512i b = _mm512_permutex2var_epi32(even, hi, odd);
                     size_t pos = (size_t)(t->pad + 2 * oy + r) * gt->wp + t->pad + 2 * ox;
                     dt_bf16 *dst = xv + (size_t)(k / 2) * pair_plane + pos * 2;
-                    _mm512_mask_storeu_epi32(dst, mlo, a);
-                    _mm512_mask_storeu_epi32(dst + 32, mhi, b);
-                    if (gt->tap_pairs) { /* one position earlier, in plane 8 + k / 2 */
-                        dt_bf16 *shifted = dst + 8 * pair_plane - 2;
-                        _mm512_mask_storeu_epi32(shifted, pos == 0 ? mlo & ~1u : mlo, a);
-                        _mm512_mask_storeu_epi32(shifted + 32, mhi, b);
-                    }
+                    dt_bf16 *shifted = gt->tap_pairs ? dst + 8 * pair_plane - 2 : NULL;
+                    store_pairs(dst, shifted, pos == 0, mlo, a);
+                    store_pairs(dst + 32, shifted ? shifted + 32 : NULL, false, mhi, b);
                 }
             }
     }
@@ -475,19 +478,14 @@ static BODY void bn_dy_image_body(const struct dt_conv_shape *s, const struct dt
                 __m512i a = bn_dy_high(bn, x_bf16, dy, k, i0 + x, m);
                 __m512i b = second ? bn_dy_high(bn, x_bf16, dy, k + 1, i0 + plane + x, m)
                                    : _mm512_setzero_si512();
-                _mm256_mask_storeu_epi16(row + x, m,
-                                         _mm512_cvtepi32_epi16(_mm512_srli_epi32(a, 16)));
+                dt_store_high(row + x, m, a);
                 if (second)
-                    _mm256_mask_storeu_epi16(row + g->qrow + x, m,
-                                             _mm512_cvtepi32_epi16(_mm512_srli_epi32(b, 16)));
+                    dt_store_high(row + g->qrow + x, m, b);
                 if (!xv)
                     continue;
-                __m512i pair = _mm512_or_si512(_mm512_srli_epi32(a, 16), b);
                 dt_bf16 *dst = xv + (size_t)(k / 2) * pair_plane + (pos + x) * 2;
-                _mm512_mask_storeu_epi32(dst, m, pair);
-                if (gt->tap_pairs) /* one position earlier, in plane 8 + k / 2 */
-                    _mm512_mask_storeu_epi32(dst + 8 * pair_plane - 2, pos + x == 0 ? m & ~1u : m,
-                                             pair);
+                store_pairs(dst, gt->tap_pairs ? dst + 8 * pair_plane - 2 : NULL, pos + x == 0, m,
+                            _mm512_or_si512(_mm512_srli_epi32(a, 16), b));
             }
         }
     }

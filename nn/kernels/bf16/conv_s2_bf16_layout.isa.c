@@ -105,9 +105,7 @@ static void dy_rows_image(const struct dt_conv_shape *s, const struct dt_conv_s2
             dt_bf16 *dst = dyq + (size_t)k * g->qrow + (size_t)oh * g->wq;
             for (int ow = 0; ow < len; ow += 16) {
                 __mmask16 m = dt_lanes(len - ow);
-                __m512i h =
-                    _mm512_srli_epi32(dt_round_high(_mm512_maskz_loadu_ps(m, src + ow)), 16);
-                _mm256_mask_storeu_epi16(dst + ow, m, _mm512_cvtepi32_epi16(h));
+                dt_store_bf16(dst + ow, m, _mm512_maskz_loadu_ps(m, src + ow));
             }
         }
 }

@@ -58,11 +58,17 @@ static inline __m512i dt_load_act_high(const void *x, bool x_bf16, size_t i, __m
     return _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16);
 }
 
+/* The lanes m of h, bf16 values in the top halves of the lanes (dt_round_high's form), stored
+ * as 16-bit elements at dst. */
+static inline void dt_store_high(dt_bf16 *dst, __mmask16 m, __m512i h)
+{
+    _mm256_mask_storeu_epi16(dst, m, _mm512_cvtepi32_epi16(_mm512_srli_epi32(h, 16)));
+}
+
 /* The lanes m of v rounded to bf16 and stored as 16-bit elements at dst. */
 static inline void dt_store_bf16(dt_bf16 *dst, __mmask16 m, __m512 v)
 {
-    __m512i h = _mm512_srli_epi32(dt_round_high(v), 16);
-    _mm256_mask_storeu_epi16(dst, m, _mm512_cvtepi32_epi16(h));
+    dt_store_high(dst, m, dt_round_high(v));
 }
 
 /* What a compaction does to each row (conv_bf16_layout.isa.c, conv_s2_bf16_layout.isa.c). */
