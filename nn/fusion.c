@@ -50,6 +50,12 @@
  *               its forward's input layout, its weight gradient's position pairs and the relu
  *               mask, rounding as the batchnorm's store did (the same bits). One pass over
  *               the activation (a read and a write of half its bytes) and its memory saved.
+ *   bn_sums     and that conv2d, as it stores dx (the relu's backward), takes the batchnorm's two
+ *               backward sums over each sample (sum dy and sum dy (x - mean), dy being that
+ *               dx): the batchnorm adds the samples' sums up instead of reading dy and x
+ *               again. The order of the sums is bn_grad.h's whether the conv or the
+ *               batchnorm takes them (a bf16 model's batchnorm sums each sample apart), so the
+ *               bits are the same.
  *   view        a flatten's output is its input's storage (NCHW is already in flattened order):
  *               no copy in forward (its backward passes dy on already, DT_CAP_DX_IS_DY).
  *   chunks      consecutive chunkable layers (conv2d on the direct path, with what is fused
@@ -220,7 +226,7 @@ static void plan_bf16_store(struct dt_layer_plan *plan, int n)
 
 /* bn_input: a conv2d whose input is a batchnorm2d -> relu's stored as bf16 (bf16_store), the
  * batchnorm's input stored so too, reads that input and applies the two itself. */
-static void plan_bn_input(struct dt_layer_plan *plan, int n)
+static void plan_bn_input(struct dt_layer_plan *plan, int n, unsigned fusions)
 {
     for (int i = 3; i < n; i++) {
         struct dt_layer_plan *bn = &plan[i - 2], *relu = &plan[i - 1], *p = &plan[i];
@@ -229,6 +235,7 @@ static void plan_bn_input(struct dt_layer_plan *plan, int n)
             plan[i - 3].bf16_store) {
             bn->affine_above = relu->affine_above = true;
             p->bn_below = true;
+            p->sums_below = bn->sums_above = fusions & DT_FUSE_BN_SUMS;
         }
     }
 }
@@ -248,7 +255,7 @@ void dt_fusion_plan(struct dt_layer_plan *plan, struct dt_layer *const *layers, 
     if (fusions & DT_FUSE_BF16_STORE)
         plan_bf16_store(plan, n);
     if ((fusions & DT_FUSE_BF16_STORE) && (fusions & DT_FUSE_BN_INPUT))
-        plan_bn_input(plan, n);
+        plan_bn_input(plan, n, fusions);
     if (fusions & DT_FUSE_DX_ROUNDED)
         plan_dx_rounded(plan, n);
     /* With more threads every chunk costs a fork/join per layer (a scheduler tick each on a
@@ -281,14 +288,15 @@ static const struct {
     {"dx_rounded", DT_FUSE_DX_ROUNDED},
     {"bn_input", DT_FUSE_BN_INPUT},
     {"view", DT_FUSE_VIEW},
+    {"bn_sums", DT_FUSE_BN_SUMS},
 };
-_Static_assert(sizeof fusion_table / sizeof fusion_table[0] == 13 && DT_FUSE_ALL == 0x1fff,
+_Static_assert(sizeof fusion_table / sizeof fusion_table[0] == 14 && DT_FUSE_ALL == 0x3fff,
                "one name per fusion");
 
 const char *dt_fusion_names(void)
 {
     return "relu, pool, add, relu_below, bn_grad, dy_extra, skip_in_dy, chunks, bf16_store, "
-           "pool_grad, dx_rounded, bn_input, view";
+           "pool_grad, dx_rounded, bn_input, view, bn_sums";
 }
 
 /* The fusion named by word[0..len), or 0. */

@@ -86,7 +86,7 @@ enum dt_layer_cap {
 
 /* The fusions, each of which can be turned off (struct dt_model_options, DTRAIN_FUSE). Some
  * need another: pool needs relu, pool_grad needs pool, skip_in_dy needs relu_below, dx_rounded
- * needs relu and relu_below, bn_input needs bf16_store. */
+ * needs relu and relu_below, bn_input needs bf16_store, bn_sums needs bn_input. */
 enum dt_fusion {
     DT_FUSE_RELU = 1u << 0,        /* relu at the store of the layer below, run in place */
     DT_FUSE_POOL = 1u << 1,        /* conv2d -> relu -> maxpool2d in one chunked forward */
@@ -105,7 +105,10 @@ enum dt_fusion {
                                       above applies both as it reads their input (needs
                                       bf16_store) */
     DT_FUSE_VIEW = 1u << 12,       /* a flatten's output is its input's storage, not a copy */
-    DT_FUSE_ALL = (1u << 13) - 1,
+    DT_FUSE_BN_SUMS = 1u << 13,    /* the two backward sums of that batchnorm2d (bn_input)
+                                      taken by the conv2d above as it stores dx (needs
+                                      bn_input) */
+    DT_FUSE_ALL = (1u << 14) - 1,
     DT_FUSE_NONE = 0,
 };
 
@@ -132,8 +135,11 @@ struct dt_layer_plan {
                            relu in place on it has this set too */
     bool bn_below;      /* forward and backward read x through the batchnorm2d -> relu below:
                            x is the batchnorm's input, layer index - 3's output (bn_input) */
-    int run_end;        /* > 0 at the first layer of a chunked run: 1 + its last layer */
-    int run_chunk;      /* samples per chunk of that run */
+    bool sums_below;    /* and backward takes that batchnorm's two sums as it stores dx; the
+                           batchnorm's sums_above (bn_sums) */
+    bool sums_above;
+    int run_end;   /* > 0 at the first layer of a chunked run: 1 + its last layer */
+    int run_chunk; /* samples per chunk of that run */
     /* backward */
     bool relu_below;     /* backward runs the backward of the relu below (relu_below fusion,
                             or a maxpool2d that a conv2d -> relu runs) */

@@ -56,8 +56,12 @@ struct batchnorm {
     struct dt_bn_relu relu_above;
     double *stats;     /* forward: per-channel sums of x - s, of (x - s)^2, and the count */
     double *grad_sums; /* backward: sum dy, then sum dy xhat, per channel */
-    double n;          /* training: elements per channel over every process, last forward */
-    float *gather;     /* exact_sum's all-reduce buffer, sized at the first reduction */
+    /* backward over x stored as bf16: each sample's two sums, [max_batch][2][c] (bn_grad.h's
+     * order; sum dy xhat still without the 1/std), made here or by the conv2d above (bn_sums),
+     * then added in sample order */
+    double *parts;
+    double n;      /* training: elements per channel over every process, last forward */
+    float *gather; /* exact_sum's all-reduce buffer, sized at the first reduction */
     size_t gather_floats;
     /* the input gradient's per-channel factors for the layer below (grad_in_below), k then
      * mean_dy then mean_dy_xhat (struct dt_bn_grad) */
@@ -90,10 +94,11 @@ static int batchnorm2d_setup(struct dt_layer *l, const struct dt_layer_spec *spe
     bn->invstd = dt_alloc((size_t)in.c, sizeof(float));
     bn->stats = dt_alloc(2 * (size_t)in.c + 1, sizeof(double));
     bn->grad_sums = dt_alloc(2 * (size_t)in.c, sizeof(double));
+    s->scratch_bytes = (double)l->model->max_batch * 2 * in.c * sizeof(double); /* parts */
     bn->terms = dt_alloc(3 * (size_t)in.c, sizeof(float));
     bn->scale = dt_alloc((size_t)in.c, sizeof(float));
     bn->shift = dt_alloc((size_t)in.c, sizeof(float));
-    bn->relu_above = (struct dt_bn_relu){bn->scale, bn->shift};
+    bn->relu_above = (struct dt_bn_relu){bn->scale, bn->shift, bn->mean};
     return bn->mean && bn->invstd && bn->stats && bn->grad_sums && bn->terms && bn->scale &&
                    bn->shift
                ? 0
@@ -105,6 +110,10 @@ static int batchnorm2d_init(struct dt_layer *l, uint64_t seed)
     (void)seed;
     struct batchnorm *bn = l->state;
     size_t c = (size_t)bn->c;
+    if (!bn->parts) /* batch-sized: at init, once the model's size has been checked */
+        bn->parts = dt_alloc((size_t)l->model->max_batch * 2 * c, sizeof(double));
+    if (!bn->parts)
+        return dt_fail(DT_ERUNTIME, "batchnorm2d: out of memory for the gradient sums");
     if (bn->affine) {
         dt_layer_describe(l, "weight", true, 0, 1, &bn->c);
         dt_layer_describe(l, "bias", true, c, 1, &bn->c);
@@ -302,19 +311,28 @@ static void batchnorm2d_forward(struct dt_layer *l, const float *x, float *y, in
 }
 
 /* Channel ch's two gradient sums over this process's batch, sum dy and sum dy xhat, into
- * grad_sums, and gamma's and beta's gradients from them. */
+ * grad_sums, and gamma's and beta's gradients from them. Over x stored as bf16 they are each
+ * sample's sums (parts) added in sample order: made here, or (given) by the conv2d above as it
+ * stored dy (bn_sums). */
 static void channel_sums(struct dt_layer *l, const struct dt_bn_loops *k, const float *x,
-                         const float *dy, int batch, int ch)
+                         const float *dy, int batch, int ch, bool given)
 {
     struct batchnorm *bn = l->state;
-    double sum_dy, sum_dy_xhat;
+    double sum_dy = 0, sum_dy_xhat = 0;
     const void *xc = x_channel(bn, x, ch);
     const float *dyc = AT_CHANNEL(bn, dy, ch);
-    if (bn->x_bf16)
-        k->grad_sums_bf16(xc, dyc, bn->plane, bn->sample, batch, bn->mean[ch], &sum_dy,
-                          &sum_dy_xhat);
-    else
+    if (bn->x_bf16) {
+        size_t c = (size_t)bn->c, stride = 2 * c;
+        if (!given)
+            k->grad_sums_bf16(xc, dyc, bn->plane, bn->sample, batch, bn->mean[ch], bn->parts + ch,
+                              bn->parts + c + ch, stride);
+        for (int b = 0; b < batch; b++) {
+            sum_dy += bn->parts[b * stride + ch];
+            sum_dy_xhat += bn->parts[b * stride + c + ch];
+        }
+    } else {
         k->grad_sums(xc, dyc, bn->plane, bn->sample, batch, bn->mean[ch], &sum_dy, &sum_dy_xhat);
+    }
     sum_dy_xhat *= bn->invstd[ch];
     if (bn->affine) {
         l->grads[ch] = (float)sum_dy_xhat;
@@ -360,6 +378,12 @@ static void keep_terms(struct dt_layer *l, double n)
     }
 }
 
+double *dt_batchnorm2d_sample_sums(const struct dt_layer *l)
+{
+    const struct batchnorm *bn = l->state;
+    return bn->parts;
+}
+
 const struct dt_bn_relu *dt_batchnorm2d_relu(const struct dt_layer *l)
 {
     const struct batchnorm *bn = l->state;
@@ -395,7 +419,7 @@ static void batchnorm2d_backward(struct dt_layer *l, const float *x, const float
     const struct dt_bn_loops *k = dt_bn_loops();
 #pragma omp parallel for if (local * bn->c > DT_PARALLEL_MIN)
     for (int ch = 0; ch < bn->c; ch++) {
-        channel_sums(l, k, x, dy, batch, ch);
+        channel_sums(l, k, x, dy, batch, ch, c->sums_given);
         if (!global && dx)
             channel_input_grad(l, k, x, dy, dx, batch, ch, n);
     }
@@ -431,6 +455,7 @@ static void batchnorm2d_destroy(struct dt_layer *l)
         dt_free(bn->invstd);
         dt_free(bn->stats);
         dt_free(bn->grad_sums);
+        dt_free(bn->parts);
         dt_free(bn->gather);
         dt_free(bn->terms);
         dt_free(bn->scale);

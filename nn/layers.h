@@ -105,6 +105,12 @@ struct dt_layer_bwd {
      * struct dt_layer_fwd); with relu_below, the relu's mask is read so too */
     bool x_bf16;
     const struct dt_layer *bn_below;
+    /* bn_sums (with bn_below and relu_below): the conv2d stores, as it stores dx, each
+     * sample's two backward sums of that batchnorm2d into bn_sums (its
+     * dt_batchnorm2d_sample_sums); the batchnorm2d is then told sums_given and adds them up
+     * instead of reading dy and x again */
+    double *bn_sums;
+    bool sums_given;
 };
 
 struct dt_layer_ops {
@@ -179,6 +185,9 @@ void dt_batchnorm2d_grad(const struct dt_layer *l, const float *x, struct dt_bn_
 /* The forward of batchnorm2d layer l followed by a relu, for the layer above to apply (its
  * last forward was called with affine_above): l's state, valid until its next forward. */
 const struct dt_bn_relu *dt_batchnorm2d_relu(const struct dt_layer *l);
+/* Where the layer above stores batchnorm2d layer l's per-sample backward sums for it
+ * (bn_sums): [max_batch][2][c] doubles, sum dy then sum dy (x - mean), in bn_grad.h's order. */
+double *dt_batchnorm2d_sample_sums(const struct dt_layer *l);
 
 /* The kind named `name`, or NULL. */
 const struct dt_layer_kind *dt_layer_kind_find(const char *name);

@@ -781,6 +781,9 @@ int dt_model_backward(struct dt_model *m, const uint8_t *labels, int batch, floa
             continue;
         const float *x = layer_input(m, i, &c.x_bf16);
         c.bn_below = p->bn_below ? m->layers[i - 2] : NULL;
+        /* bn_sums: this conv's dx is given (a batchnorm's params lie below it) */
+        c.bn_sums = p->sums_below ? dt_batchnorm2d_sample_sums(m->layers[i - 2]) : NULL;
+        c.sums_given = p->sums_above;
         bool timed = m->profile || m->layer_hook.fn;
         double t0 = timed ? dt_now() : 0;
         bool pass = (p->caps & DT_CAP_DX_IS_DY) || p->grad_in_below;

@@ -1,22 +1,24 @@
 /* batchnorm2d's loops (nn/kernels/fp32/batchnorm.h), every build this CPU runs (generic, avx2,
  * avx512; a build it lacks is skipped with the reason printed): the entries that read x stored
  * as bf16 (a bf16 model's conv output, nn/fusion.h's bf16_store) give exactly the bits their
- * fp32 entries give on the same values widened to fp32, at plane sizes with and without a
- * tail of the 8-lane sums, with and without the skip and relu of affine (and input_grad, which
- * the bf16 tile conv runs per sample for bn_grad); the affine that
- * stores y as bf16 stores the fp32 one's y rounded; and every build gives the generic build's
- * bits. */
+ * fp32 entries give on the same values widened to fp32 (the gradient sums, taken per sample,
+ * give bn_grad.h's order's bits and the fp32 entry's sums to 1e-12), at plane sizes with and
+ * without a tail of the 8-lane sums, with and without the skip and relu of affine (and input_grad,
+ * which the bf16 tile conv runs per sample for bn_grad); the affine that stores y as bf16 stores
+ * the fp32 one's y rounded; and every build gives the generic build's bits. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "nn/kernels/fp32/batchnorm.h"
+#include "nn/kernels/fp32/bn_grad.h"
 #include "nn/kernels/isa.h"
 #include "util/rng.h"
 
@@ -30,9 +32,11 @@ static const struct dt_bn_loops *build_of(enum dt_isa isa)
 }
 
 /* What one build computes over channel 1 of a [BATCH][CHANNELS][n] tensor: the moments, the
- * gradient sums, the four affine variants and the input gradient, from x as fp32 or as bf16. */
+ * gradient sums (over x as bf16: each sample's, in parts), the four affine variants and the
+ * input gradient, from x as fp32 or as bf16. */
 struct result {
     double sums[4];
+    double parts[2 * BATCH];
     float *y;  /* 4 x BATCH x CHANNELS x n */
     float *dx; /* BATCH x CHANNELS x n */
 };
@@ -45,7 +49,7 @@ static void run(const struct dt_bn_loops *k, bool half, const float *x, const dt
     const dt_bf16 *xhc = xh + n;
     if (half) {
         k->moments_bf16(xhc, n, sample, BATCH, 0.25, &r->sums[0], &r->sums[1]);
-        k->grad_sums_bf16(xhc, dy + n, n, sample, BATCH, -0.5, &r->sums[2], &r->sums[3]);
+        k->grad_sums_bf16(xhc, dy + n, n, sample, BATCH, -0.5, r->parts, r->parts + 1, 2);
     } else {
         k->moments(xc, n, sample, BATCH, 0.25, &r->sums[0], &r->sums[1]);
         k->grad_sums(xc, dy + n, n, sample, BATCH, -0.5, &r->sums[2], &r->sums[3]);
@@ -62,6 +66,22 @@ static void run(const struct dt_bn_loops *k, bool half, const float *x, const dt
             k->affine_bf16(xhc, y, n, sample, BATCH, 1.75f, -0.125f, v & 2, s);
         else
             k->affine(xc, y, n, sample, BATCH, 1.75f, -0.125f, v & 2, s);
+    }
+}
+
+/* grad_sums_bf16's parts as bn_grad.h orders them: per sample, lane i % DT_BN_LANES, then the
+ * lanes added pairwise. */
+static void reference_parts(const dt_bf16 *xh, const float *dy, size_t n, double *parts)
+{
+    for (int b = 0; b < BATCH; b++) {
+        double a[DT_BN_LANES] = {0}, q[DT_BN_LANES] = {0};
+        size_t at = (size_t)b * CHANNELS * n + n; /* channel 1 */
+        for (size_t i = 0; i < n; i++) {
+            a[i % DT_BN_LANES] += dy[at + i];
+            q[i % DT_BN_LANES] += (double)dy[at + i] * ((double)dt_bf16_to_f32(xh[at + i]) + 0.5);
+        }
+        parts[2 * b] = dt_bn_lanes_total(a);
+        parts[2 * b + 1] = dt_bn_lanes_total(q);
     }
 }
 
@@ -93,6 +113,18 @@ static void test_bf16_entries_match(void **state)
             for (int half = 0; half < 2; half++) {
                 struct result got = {.y = calloc(4 * all, 4), .dx = calloc(all, 4)};
                 run(build_of((enum dt_isa)isa), half, x, xh, dy, skip, n, &got);
+                if (half) { /* the gradient sums per sample, in bn_grad.h's order */
+                    double parts[2 * BATCH], total[2] = {0, 0};
+                    reference_parts(xh, dy, n, parts);
+                    assert_memory_equal(got.parts, parts, sizeof parts);
+                    for (int b = 0; b < BATCH; b++)
+                        for (int j = 0; j < 2; j++)
+                            total[j] += parts[2 * b + j];
+                    for (int j = 0; j < 2; j++) /* the same sums as the fp32 entry's */
+                        assert_true(fabs(total[j] - want.sums[2 + j]) <=
+                                    1e-12 * (fabs(want.sums[2 + j]) + 1));
+                    memcpy(got.sums + 2, want.sums + 2, 2 * sizeof *got.sums);
+                }
                 assert_memory_equal(got.sums, want.sums, sizeof want.sums);
                 assert_memory_equal(got.y, want.y, 4 * all * 4);
                 assert_memory_equal(got.dx, want.dx, all * 4);

@@ -392,8 +392,8 @@ static void test_layout_passes_match_plain_c(void **state)
             assert_memory_equal(v, xv[0], g.xv * 2);
             assert_memory_equal(q, pairs[0], 4 * g.xt);
             free(v), free(q);
-            layout[p]->compact_relu_below(&s, &g, yq, xh, true, NULL, NULL, false, out[0]);
-            layout[p]->compact_relu_below(&s, &g, yq, xr, false, NULL, NULL, false, out[1]);
+            layout[p]->compact_relu_below(&s, &g, yq, xh, true, NULL, NULL, false, out[0], NULL);
+            layout[p]->compact_relu_below(&s, &g, yq, xr, false, NULL, NULL, false, out[1], NULL);
             bf16_assert_same_floats(out[0], out[1], ny);
         }
         free(xh), free(xr);
@@ -426,7 +426,7 @@ static void test_layout_passes_match_plain_c(void **state)
                 for (int p = 0; p < 2; p++) {
                     memcpy(out[p], x[1], ny * 4);
                     layout[p]->compact_relu_below(&s, &g, yq, x[0], false, NULL,
-                                                  with_extra ? out[p] : NULL, round, out[p]);
+                                                  with_extra ? out[p] : NULL, round, out[p], NULL);
                 }
                 bf16_assert_same_floats(out[0], out[1], ny);
                 if (!round) {
@@ -452,10 +452,39 @@ static void bn_stored(const void *x, bool x_bf16, int channels, size_t plane,
                                       plane, plane, 1, bn->scale[c], bn->shift[c], true, NULL);
 }
 
+/* bn_sums: compact_relu_below with the sums stores the dx it stores without them, and takes the
+ * sums grad_sums_bf16 takes on that dx and xh (a NaN's sign and payload not kept; with
+ * finite_data, every sum finite). */
+static void check_bn_sums(const struct dt_conv_bf16_layout *layout, const struct dt_conv_shape *s,
+                          const struct dt_conv_bf16_geom *g, const float *yq, const dt_bf16 *xh,
+                          const struct dt_bn_relu *bn, const float *extra, bool finite_data)
+{
+    size_t mplane = (size_t)g->oh * g->ow, n = s->k * mplane;
+    float *dx = malloc(n * 4), *plain = malloc(n * 4);
+    double *sums = malloc(2 * s->k * sizeof *sums), *want = malloc(2 * s->k * sizeof *want);
+    layout->compact_relu_below(s, g, yq, xh, true, bn, extra, false, plain, NULL);
+    layout->compact_relu_below(s, g, yq, xh, true, bn, extra, false, dx, sums);
+    assert_memory_equal(dx, plain, n * 4);
+    int finite = 0;
+    for (int c = 0; c < s->k; c++)
+        dt_bn_loops()->grad_sums_bf16(xh + c * mplane, dx + c * mplane, mplane, mplane, 1,
+                                      bn->mean[c], &want[c], &want[s->k + c], 1);
+    for (int c = 0; c < 2 * s->k; c++) {
+        assert_true(isnan(sums[c]) ? isnan(want[c]) : !memcmp(&sums[c], &want[c], sizeof *sums));
+        finite += !isnan(sums[c]);
+    }
+    if (finite_data)
+        assert_int_equal(finite, 2 * s->k);
+    free(dx), free(plain), free(sums), free(want);
+}
+
 /* bn_input: the passes that read x through a batchnorm2d -> relu below (bn, on that
  * batchnorm's input, stored as bf16 or fp32) write the bytes they write reading what the
  * batchnorm stores (bn_stored), which the model reads without the fusion: the pair planes,
  * the position pairs and compact_relu_below's relu mask, with and without the skip gradient.
+ * bn_sums: the batchnorm's two backward sums compact_relu_below takes as it stores dx are the
+ * bits of the batchnorm's own grad_sums_bf16 on that dx, on rows of every width here (8, 28: a
+ * row that starts off the 16 lanes), the stores unchanged.
  * In `path`'s build of the layouts (the plain C for ctile, AVX-512 for amx and avx512bf16).
  * The affines include a zero scale, a negative one, one whose products are around 2^-133 (those
  * below round to zero: the mask follows the stored zero) and the rounding's boundary, on inputs
@@ -465,7 +494,8 @@ static void test_bn_relu_input(void **state)
     enum dt_bf16_path path = *(const enum dt_bf16_path *)*state;
     bf16_skip_unless_available(path, "bn_input layout passes");
     const struct dt_conv_bf16_layout *layout = dt_conv_bf16_layout_on(path);
-    struct dt_conv_shape more[] = {{1, 5, 7, 6, 4, 3, 3, 1, 1}, {1, 17, 9, 9, 8, 3, 3, 1, 1}};
+    struct dt_conv_shape more[] = {
+        {1, 5, 7, 6, 4, 3, 3, 1, 1}, {1, 17, 9, 9, 8, 3, 3, 1, 1}, {1, 16, 28, 28, 16, 3, 3, 1, 1}};
     size_t count = SHAPES + sizeof more / sizeof *more;
     for (size_t t = 0; t < count; t++) {
         struct dt_conv_shape s = shape_or_more(more, t);
@@ -489,7 +519,10 @@ static void test_bn_relu_input(void **state)
         scale[2] = scale[3] = 0.0f;
         memcpy(&shift[2], &edge[0], 4);
         memcpy(&shift[3], &edge[1], 4);
-        struct dt_bn_relu bn = {scale, shift};
+        float *mean = malloc(channels * 4);
+        for (int c = 0; c < channels; c++)
+            mean[c] = uniform() - 0.5f;
+        struct dt_bn_relu bn = {scale, shift, mean};
         float *x = malloc(n * 4), *yq = malloc(g.yq * 4);
         /* 64-byte aligned outputs: rows of 16 floats or more are streamed */
         size_t out_bytes = (s.k * mplane * 4 + 63) / 64 * 64;
@@ -518,14 +551,24 @@ static void test_bn_relu_input(void **state)
             bn_stored(raw, x_bf16, s.k, mplane, &bn, y);
             for (int with_extra = 0; with_extra < 2; with_extra++) {
                 layout->compact_relu_below(&s, &g, yq, raw, x_bf16, &bn, with_extra ? extra : NULL,
-                                           false, dx[0]);
+                                           false, dx[0], NULL);
                 layout->compact_relu_below(&s, &g, yq, y, true, NULL, with_extra ? extra : NULL,
-                                           false, dx[1]);
+                                           false, dx[1], NULL);
                 assert_memory_equal(dx[0], dx[1], s.k * mplane * 4);
+                if (x_bf16) /* the batchnorm sums bf16 x so (bn_grad.h's order) */
+                    check_bn_sums(layout, &s, &g, yq, xh, &bn, with_extra ? extra : NULL, false);
             }
             free(xv[0]), free(xv[1]), free(pairs[0]), free(pairs[1]);
         }
-        free(scale), free(shift), free(x), free(yq), free(xh), free(y), free(extra);
+        /* and on finite values, whose sums are not all NaN, of magnitudes 2^-20 to 2^20, so
+         * that the order of the additions shows in the rounding */
+        for (size_t i = 0; i < n; i++)
+            xh[i] = dt_bf16_from_f32(ldexpf(2.0f * uniform() - 1.0f, (int)(rng % 41) - 20));
+        for (size_t i = 0; i < g.yq; i++)
+            yq[i] = ldexpf(uniform() - 0.5f, (int)(rng % 41) - 20);
+        check_bn_sums(layout, &s, &g, yq, xh, &bn, extra, true);
+        free(scale), free(shift), free(mean);
+        free(x), free(yq), free(xh), free(y), free(extra);
         free(dx[0]), free(dx[1]);
     }
 }

@@ -53,6 +53,7 @@ static int taken(const struct dt_model *m, unsigned fusion)
              : fusion == DT_FUSE_POOL_GRAD  ? p->pool_above
              : fusion == DT_FUSE_DX_ROUNDED ? p->dy_rounded
              : fusion == DT_FUSE_BN_INPUT   ? p->bn_below
+             : fusion == DT_FUSE_BN_SUMS    ? p->sums_below
              : fusion == DT_FUSE_VIEW       ? p->in_place && (p->caps & DT_CAP_Y_IS_X)
                                             : p->run_end > 0;
     }
@@ -353,6 +354,13 @@ static void test_bf16_fusions(void **state)
                    1);
         compare_on(DT_CONV2D_GEMM, r, 12, IN, 5,
                    DT_FUSE_ALL & ~(DT_FUSE_BN_INPUT | DT_FUSE_BF16_STORE), DT_FUSE_BN_INPUT, 0);
+        /* ... and the third conv takes that batchnorm's two backward sums as it stores its dx
+         * (bn_sums); not without bn_input */
+        compare_on(DT_CONV2D_GEMM, r, 12, IN, 5, stored | DT_FUSE_BN_INPUT, DT_FUSE_BN_SUMS, 1);
+        compare_on(DT_CONV2D_GEMM, r, 12, IN, 5, DT_FUSE_ALL & ~DT_FUSE_BN_SUMS, DT_FUSE_BN_SUMS,
+                   1);
+        compare_on(DT_CONV2D_GEMM, r, 12, IN, 5,
+                   DT_FUSE_ALL & ~(DT_FUSE_BN_SUMS | DT_FUSE_BN_INPUT), DT_FUSE_BN_SUMS, 0);
         /* a stem-mode conv (3 -> 16, 27 deep) with a relu below it takes relu_below */
         struct dt_layer_spec stem[] = {conv_spec(3, 3, 1, 1),  spec_of("relu"),
                                        conv_spec(16, 3, 1, 1), spec_of("relu"),
@@ -464,8 +472,9 @@ static void test_fusion_parse(void **state)
     assert_int_equal(dt_fusion_parse("relu_below,bn_grad,dy_extra,skip_in_dy,add", &f), 0);
     assert_int_equal(f, DT_FUSE_RELU_BELOW | DT_FUSE_BN_GRAD | DT_FUSE_DY_EXTRA |
                             DT_FUSE_SKIP_IN_DY | DT_FUSE_ADD);
-    assert_int_equal(dt_fusion_parse("bn_grad,bf16_store,bn_input,view", &f), 0);
-    assert_int_equal(f, DT_FUSE_BN_GRAD | DT_FUSE_BF16_STORE | DT_FUSE_BN_INPUT | DT_FUSE_VIEW);
+    assert_int_equal(dt_fusion_parse("bn_grad,bf16_store,bn_input,view,bn_sums", &f), 0);
+    assert_int_equal(f, DT_FUSE_BN_GRAD | DT_FUSE_BF16_STORE | DT_FUSE_BN_INPUT | DT_FUSE_VIEW |
+                            DT_FUSE_BN_SUMS);
     assert_int_equal(dt_fusion_parse("relu,bogus", &f), -DT_EUSAGE);
     assert_non_null(strstr(dt_last_error(), "'bogus' is not a fusion"));
     assert_non_null(strstr(dt_last_error(), "skip_in_dy"));

@@ -258,9 +258,11 @@ void dt_conv_bf16_compact_pool2x2(const struct dt_conv_shape *s, const struct dt
 void dt_conv_bf16_compact_relu_below(const struct dt_conv_shape *t,
                                      const struct dt_conv_bf16_geom *g, const float *yq,
                                      const void *x, bool x_bf16, const struct dt_bn_relu *bn,
-                                     const float *extra, bool round, float *dx)
+                                     const float *extra, bool round, float *dx, double *sums)
 {
-    for (int k = 0; k < t->k; k++)
+    for (int k = 0; k < t->k; k++) {
+        double a[DT_BN_LANES] = {0}, q[DT_BN_LANES] = {0};
+        double mean = sums ? (double)bn->mean[k] : 0.0;
         for (int oh = 0; oh < g->oh; oh++) {
             const float *src = yq + (size_t)k * g->qpad + (size_t)oh * g->wp;
             size_t at = ((size_t)k * g->oh + oh) * g->ow;
@@ -274,8 +276,19 @@ void dt_conv_bf16_compact_relu_below(const struct dt_conv_shape *t,
                 bits &= keep;
                 memcpy(&v, &bits, sizeof bits);
                 dx[at + ow] = round ? dt_bf16_round(v) : v;
+                if (sums) {
+                    size_t lane = ((size_t)oh * g->ow + ow) % DT_BN_LANES;
+                    double d = dx[at + ow];
+                    a[lane] += d;
+                    q[lane] += d * ((double)dt_act_at(x, x_bf16, at + ow) - mean);
+                }
             }
         }
+        if (sums) {
+            sums[k] = dt_bn_lanes_total(a);
+            sums[t->k + k] = dt_bn_lanes_total(q);
+        }
+    }
 }
 
 void dt_conv_bf16_dy_rows_image(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,

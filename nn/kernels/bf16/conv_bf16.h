@@ -169,11 +169,17 @@ void dt_conv_bf16_compact_pool2x2(const struct dt_conv_shape *s, const struct dt
  * model's bf16_store: a batchnorm2d -> relu below stored it so); the same bits either way on
  * the same bf16 values. With bn (the bn_input fusion) x is the input of the batchnorm2d ->
  * relu below, which these passes apply as they read it (dt_conv_bf16_input_at): the bits of
- * the bf16 output that batchnorm would have stored. */
+ * the bf16 output that batchnorm would have stored.
+ *
+ * With sums (the bn_sums fusion; only with bn and x_bf16), the batchnorm's two backward sums
+ * over this sample, dy being the dx stored here: sums[ch] = sum dx, sums[t->k + ch] =
+ * sum dx * (x - bn->mean[ch]) (x as stored, before the batchnorm), in double, in bn_grad.h's
+ * order (DT_BN_LANES lanes by position in the plane): the bits of the batchnorm's own
+ * grad_sums_bf16 on that dx. NULL: none. */
 void dt_conv_bf16_compact_relu_below(const struct dt_conv_shape *t,
                                      const struct dt_conv_bf16_geom *g, const float *yq,
                                      const void *x, bool x_bf16, const struct dt_bn_relu *bn,
-                                     const float *extra, bool round, float *dx);
+                                     const float *extra, bool round, float *dx, double *sums);
 
 /* Element i of the layer's input, in channel ch, as those passes read it: x as stored, or
  * through the batchnorm2d -> relu below (bn not NULL). */
@@ -227,7 +233,7 @@ struct dt_conv_bf16_layout {
     void (*compact_relu_below)(const struct dt_conv_shape *t, const struct dt_conv_bf16_geom *g,
                                const float *yq, const void *x, bool x_bf16,
                                const struct dt_bn_relu *bn, const float *extra, bool round,
-                               float *dx);
+                               float *dx, double *sums);
     void (*dy_rows_image)(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
                           const float *dy, dt_bf16 *dyq);
     void (*position_pairs_image)(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,

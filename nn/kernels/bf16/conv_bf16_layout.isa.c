@@ -298,16 +298,64 @@ static void compact_pool2x2(const struct dt_conv_shape *s, const struct dt_conv_
     }
 }
 
+/* The batchnorm's two backward sums of one channel (bn_sums, conv_bf16.h): DT_BN_LANES double
+ * lanes, lo for lanes 0-7, hi for 8-15. */
+struct bn_sums {
+    __m512d a_lo, a_hi, q_lo, q_hi, mean;
+};
+
+/* The lanes m of 16 stored dx values v, at position p of the plane on, with x there (as stored,
+ * fp32 values) into s: element p + j into lane (p + j) % 16, so a chunk that starts off a
+ * multiple of 16 (a row of 8 or 28) is rotated into its lanes first. */
+static BODY void bn_sums_add(struct bn_sums *s, size_t p, __mmask16 m, __m512 v, __m512 x)
+{
+    int r = (int)(p % DT_BN_LANES);
+    if (r) {
+        __m512i idx = _mm512_and_si512(
+            _mm512_sub_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                             _mm512_set1_epi32(r)),
+            _mm512_set1_epi32(15));
+        v = _mm512_permutexvar_ps(idx, v);
+        x = _mm512_permutexvar_ps(idx, x);
+        m = (__mmask16)((m << r) | (m >> (16 - r)));
+    }
+    __m512d v_lo = _mm512_cvtps_pd(_mm512_castps512_ps256(v));
+    __m512d v_hi =
+        _mm512_cvtps_pd(_mm256_castsi256_ps(_mm512_extracti64x4_epi64(_mm512_castps_si512(v), 1)));
+    __m512d x_lo = _mm512_cvtps_pd(_mm512_castps512_ps256(x));
+    __m512d x_hi =
+        _mm512_cvtps_pd(_mm256_castsi256_ps(_mm512_extracti64x4_epi64(_mm512_castps_si512(x), 1)));
+    __mmask8 lo = (__mmask8)m, hi = (__mmask8)(m >> 8);
+    s->a_lo = _mm512_mask_add_pd(s->a_lo, lo, s->a_lo, v_lo);
+    s->a_hi = _mm512_mask_add_pd(s->a_hi, hi, s->a_hi, v_hi);
+    /* a product, then a sum: no FMA, as the plain C (ISO C does not contract) */
+    s->q_lo =
+        _mm512_mask_add_pd(s->q_lo, lo, s->q_lo, _mm512_mul_pd(v_lo, _mm512_sub_pd(x_lo, s->mean)));
+    s->q_hi =
+        _mm512_mask_add_pd(s->q_hi, hi, s->q_hi, _mm512_mul_pd(v_hi, _mm512_sub_pd(x_hi, s->mean)));
+}
+
+/* Lanes lo then hi added pairwise (dt_bn_lanes_total). */
+static BODY double bn_sums_total(__m512d lo, __m512d hi)
+{
+    double lane[DT_BN_LANES];
+    _mm512_storeu_pd(lane, lo);
+    _mm512_storeu_pd(lane + 8, hi);
+    return dt_bn_lanes_total(lane);
+}
+
 /* dx is batch-wide: streamed (store_row). */
 static BODY void compact_relu_below_body(const struct dt_conv_shape *t,
                                          const struct dt_conv_bf16_geom *g, const float *yq,
                                          const void *x, bool x_bf16, const struct dt_bn_relu *bn,
-                                         const float *extra, bool round, float *dx)
+                                         const float *extra, bool round, float *dx, double *sums)
 {
     __m512 zero = _mm512_setzero_ps();
     __m512 rounds_to_zero = _mm512_castsi512_ps(_mm512_set1_epi32(0x8000));
     for (int k = 0; k < t->k; k++) {
         struct channel_bn a = channel_bn(bn, k);
+        struct bn_sums s = {_mm512_setzero_pd(), _mm512_setzero_pd(), _mm512_setzero_pd(),
+                            _mm512_setzero_pd(), _mm512_set1_pd(sums ? (double)bn->mean[k] : 0.0)};
         for (int oh = 0; oh < g->oh; oh++) {
             const float *src = yq + (size_t)k * g->qpad + (size_t)oh * g->wp;
             size_t at = ((size_t)k * g->oh + oh) * g->ow;
@@ -325,26 +373,37 @@ static BODY void compact_relu_below_body(const struct dt_conv_shape *t,
                                                            rounds_to_zero, _CMP_GT_OQ)
                                       : _mm512_cmp_ps_mask(in, zero, _CMP_GT_OQ);
                 v = _mm512_maskz_mov_ps(keep, v);
-                store_row(dx + at, ow, m, round ? dt_rounded(v) : v, nt);
+                if (round)
+                    v = dt_rounded(v);
+                store_row(dx + at, ow, m, v, nt);
+                if (sums)
+                    bn_sums_add(&s, (size_t)oh * g->ow + ow, m, v, in);
             }
+        }
+        if (sums) {
+            sums[k] = bn_sums_total(s.a_lo, s.a_hi);
+            sums[t->k + k] = bn_sums_total(s.q_lo, s.q_hi);
         }
     }
     _mm_sfence();
 }
 
+/* Each case its own loop (the element type, the batchnorm and the sums constants). */
 static void compact_relu_below(const struct dt_conv_shape *t, const struct dt_conv_bf16_geom *g,
                                const float *yq, const void *x, bool x_bf16,
                                const struct dt_bn_relu *bn, const float *extra, bool round,
-                               float *dx)
+                               float *dx, double *sums)
 {
-    if (bn && x_bf16)
-        compact_relu_below_body(t, g, yq, x, true, bn, extra, round, dx);
+    if (bn && x_bf16 && sums)
+        compact_relu_below_body(t, g, yq, x, true, bn, extra, round, dx, sums);
+    else if (bn && x_bf16)
+        compact_relu_below_body(t, g, yq, x, true, bn, extra, round, dx, NULL);
     else if (bn)
-        compact_relu_below_body(t, g, yq, x, false, bn, extra, round, dx);
+        compact_relu_below_body(t, g, yq, x, false, bn, extra, round, dx, NULL);
     else if (x_bf16)
-        compact_relu_below_body(t, g, yq, x, true, NULL, extra, round, dx);
+        compact_relu_below_body(t, g, yq, x, true, NULL, extra, round, dx, NULL);
     else
-        compact_relu_below_body(t, g, yq, x, false, NULL, extra, round, dx);
+        compact_relu_below_body(t, g, yq, x, false, NULL, extra, round, dx, NULL);
 }
 
 /* bias_parts (conv_bf16.h): the 16 lanes are one vector's, the pairwise sums the plain C's. */

@@ -2,7 +2,8 @@
  * build; nn/layer_batchnorm2d.c calls the table of the build nn/kernels/isa.c picks. x, y, dy
  * and dx point at one channel's first plane; `batch` planes of n floats, `sample` apart. The
  * *_bf16 entries read x stored as bf16 (a bf16 model's conv output, nn/fusion.h's bf16_store)
- * and give the bits their fp32 entries give on the same values. */
+ * and give the bits their fp32 entries give on the same values, but for grad_sums_bf16, which
+ * sums in the order a conv2d above can take the sums in (bn_grad.h, DT_BN_LANES). */
 #ifndef DT_NN_KERNELS_FP32_BATCHNORM_H
 #define DT_NN_KERNELS_FP32_BATCHNORM_H
 
@@ -23,8 +24,10 @@ struct dt_bn_loops {
                        float mean_dy_xhat);
     void (*moments_bf16)(const dt_bf16 *x, size_t n, size_t sample, int batch, double shift,
                          double *sum, double *sum_sq);
+    /* per sample, in bn_grad.h's order (DT_BN_LANES): sample b's sums into sum_dy[b * stride]
+     * and sum_dy_xm[b * stride] */
     void (*grad_sums_bf16)(const dt_bf16 *x, const float *dy, size_t n, size_t sample, int batch,
-                           double mean, double *sum_dy, double *sum_dy_xm);
+                           double mean, double *sum_dy, double *sum_dy_xm, size_t stride);
     void (*affine_bf16)(const dt_bf16 *x, float *y, size_t n, size_t sample, int batch, float scale,
                         float shift, bool relu, const float *skip);
     void (*input_grad_bf16)(const dt_bf16 *x, const float *dy, float *dx, size_t n, size_t sample,

@@ -18,9 +18,13 @@
  * and affine_to_bf16 stores y so (for a tiles conv2d above that reads it so): one body per pass,
  * the element types constant arguments, so each entry is its own loop and the fp32 one is the
  * code it always was. A bf16 value widens to fp32 exactly, so the entries give the same bits
- * on the same values; a stored bf16 y is the fp32 one rounded (util/bf16.h).
+ * on the same values; a stored bf16 y is the fp32 one rounded (util/bf16.h). grad_sums_bf16 is
+ * the exception: it sums each sample apart, in the order the conv2d above takes the same sums
+ * in as it stores dy (bn_grad.h, the bn_sums fusion), so that fused or not a bf16 model has
+ * the same bits.
  */
 #include "nn/kernels/fp32/batchnorm.h"
+#include "nn/kernels/fp32/bn_grad.h"
 #include "nn/kernels/isa_fn.h"
 #include "util/bf16.h"
 
@@ -105,25 +109,24 @@ static void DT_ISA_FN(moments_bf16)(const dt_bf16 *x, size_t n, size_t sample, i
 }
 
 /* Backward's two sums over the same planes: sum dy and sum dy * (x - mean). */
-BODY void grad_sums_of(const void *x, bool half, const float *dy, size_t n, size_t sample,
-                       int batch, double mean, double *sum_dy, double *sum_dy_xm)
+BODY void grad_sums_of(const float *x, const float *dy, size_t n, size_t sample, int batch,
+                       double mean, double *sum_dy, double *sum_dy_xm)
 {
     double a[LANES] = {0}, q[LANES] = {0};
     size_t whole = n / LANES * LANES;
     for (int b = 0; b < batch; b++) {
         size_t i = 0;
-        const void *px = dt_act_from(x, half, (size_t)b * sample);
-        const float *pd = dy + (size_t)b * sample;
-        prefetch_plane(px, (ptrdiff_t)sample, half ? 2 : 4, n, b, batch, false);
+        const float *px = x + (size_t)b * sample, *pd = dy + (size_t)b * sample;
+        prefetch_plane(px, (ptrdiff_t)sample, 4, n, b, batch, false);
         prefetch_plane(pd, (ptrdiff_t)sample, 4, n, b, batch, false);
         for (; i < whole; i += LANES)
             for (int k = 0; k < LANES; k++) {
                 a[k] += pd[i + k];
-                q[k] += (double)pd[i + k] * ((double)dt_act_at(px, half, i + k) - mean);
+                q[k] += (double)pd[i + k] * ((double)px[i + k] - mean);
             }
         for (; i < n; i++) {
             a[i % LANES] += pd[i];
-            q[i % LANES] += (double)pd[i] * ((double)dt_act_at(px, half, i) - mean);
+            q[i % LANES] += (double)pd[i] * ((double)px[i] - mean);
         }
     }
     *sum_dy = lanes_total(a);
@@ -133,13 +136,36 @@ BODY void grad_sums_of(const void *x, bool half, const float *dy, size_t n, size
 static void DT_ISA_FN(grad_sums)(const float *x, const float *dy, size_t n, size_t sample,
                                  int batch, double mean, double *sum_dy, double *sum_dy_xm)
 {
-    grad_sums_of(x, false, dy, n, sample, batch, mean, sum_dy, sum_dy_xm);
+    grad_sums_of(x, dy, n, sample, batch, mean, sum_dy, sum_dy_xm);
 }
 
+/* The same two sums over x stored as bf16, sample by sample in bn_grad.h's order (DT_BN_LANES
+ * lanes over each plane, added pairwise), sample b's into sum_dy[b * stride] and
+ * sum_dy_xm[b * stride]: the order a conv2d above takes them in as it stores dy (bn_sums). */
 static void DT_ISA_FN(grad_sums_bf16)(const dt_bf16 *x, const float *dy, size_t n, size_t sample,
-                                      int batch, double mean, double *sum_dy, double *sum_dy_xm)
+                                      int batch, double mean, double *sum_dy, double *sum_dy_xm,
+                                      size_t stride)
 {
-    grad_sums_of(x, true, dy, n, sample, batch, mean, sum_dy, sum_dy_xm);
+    size_t whole = n / DT_BN_LANES * DT_BN_LANES;
+    for (int b = 0; b < batch; b++) {
+        double a[DT_BN_LANES] = {0}, q[DT_BN_LANES] = {0};
+        const dt_bf16 *px = x + (size_t)b * sample;
+        const float *pd = dy + (size_t)b * sample;
+        prefetch_plane(px, (ptrdiff_t)sample, 2, n, b, batch, false);
+        prefetch_plane(pd, (ptrdiff_t)sample, 4, n, b, batch, false);
+        size_t i = 0;
+        for (; i < whole; i += DT_BN_LANES)
+            for (int k = 0; k < DT_BN_LANES; k++) {
+                a[k] += pd[i + k];
+                q[k] += (double)pd[i + k] * ((double)dt_bf16_to_f32(px[i + k]) - mean);
+            }
+        for (; i < n; i++) {
+            a[i % DT_BN_LANES] += pd[i];
+            q[i % DT_BN_LANES] += (double)pd[i] * ((double)dt_bf16_to_f32(px[i]) - mean);
+        }
+        sum_dy[(size_t)b * stride] = dt_bn_lanes_total(a);
+        sum_dy_xm[(size_t)b * stride] = dt_bn_lanes_total(q);
+    }
 }
 
 /* Element i of y = v, stored as fp32 or (half) rounded to bf16. */

@@ -48,6 +48,8 @@ static inline const struct dt_bn_grad *dt_bn_grad_from(const struct dt_bn_grad *
  * as bf16), so the layer reads the bits the batchnorm would have stored. */
 struct dt_bn_relu {
     const float *scale, *shift; /* [c] each */
+    /* the batch mean [c], for the backward's sums taken by the layer above (bn_sums) */
+    const float *mean;
 };
 
 /* Channel ch's y for x (dt_bn_relu's formula), as the fp32 value of the bf16. */
@@ -55,6 +57,24 @@ static inline float dt_bn_relu_value(const struct dt_bn_relu *a, int ch, float x
 {
     float v = x * a->scale[ch] + a->shift[ch];
     return dt_bf16_to_f32(dt_bf16_from_f32(v > 0.0f ? v : 0.0f));
+}
+
+/* The order of the two sums of a batchnorm2d's backward over its input stored as bf16 (sum dy and
+ * sum dy (x - mean), in double): one sample's plane at a time, in DT_BN_LANES lanes, element i
+ * of the plane into lane i % DT_BN_LANES in order, the lanes then added pairwise (lane j +=
+ * lane j + w for w = 8, 4, 2, 1, dt_bn_lanes_total); the samples' sums then added in sample
+ * order. It depends on the elements' positions alone, so the conv2d above, which makes dy one
+ * sample and one row at a time on whichever thread has the sample, takes them as it stores dy
+ * with the same bits (the bn_sums fusion, nn/fusion.h), and any team gives the same bits. */
+enum { DT_BN_LANES = 16 };
+
+/* lane[0] after the pairwise additions (lane is overwritten). */
+static inline double dt_bn_lanes_total(double *lane)
+{
+    for (int w = DT_BN_LANES / 2; w > 0; w /= 2)
+        for (int j = 0; j < w; j++)
+            lane[j] += lane[j + w];
+    return lane[0];
 }
 
 #endif
