@@ -206,6 +206,41 @@ static void plan_dx_rounded(struct dt_layer_plan *plan, int n)
     }
 }
 
+/* Whether every layer whose skip connection reads layer i's output is an identity add that the
+ * batchnorm below computes at its store, reading a bf16 skip (DT_CAP_BF16_SKIP). */
+static bool skip_readers_take_bf16(const struct dt_layer_plan *plan, struct dt_layer *const *layers,
+                                   int n, int i)
+{
+    for (int j = i + 1; j < n; j++)
+        if (layers[j]->spec.from && plan[j].skip_from == i &&
+            !(has(&plan[j], DT_CAP_IS_IDENTITY_ADD) && plan[j].forward_below &&
+              plan[j - 1].runs_add && has(&plan[j - 1], DT_CAP_BF16_SKIP)))
+            return false;
+    return true;
+}
+
+/* A relu's output that skip connections read too (a ResNet block's output: the relu after an
+ * identity add the batchnorm below computes, or after the stem's batchnorm), stored as bf16
+ * (at the add's or the batchnorm's store) when the layer above reads x so running the relu's
+ * backward, and every skip reader is such an add, reading a bf16 skip. The values are bf16
+ * ones for every reader already: a conv rounds its input and a bf16 model's identity add
+ * its skip. */
+static void plan_bf16_block_outputs(struct dt_layer_plan *plan, struct dt_layer *const *layers,
+                                    int n)
+{
+    for (int i = 1; i + 1 < n; i++) {
+        struct dt_layer_plan *r = &plan[i], *w = &plan[i - 1], *above = &plan[i + 1];
+        if (!has(r, DT_CAP_IS_RELU) || !r->in_place || !r->referenced || !above->relu_below ||
+            !has(above, DT_CAP_BF16_INPUT) || !skip_readers_take_bf16(plan, layers, n, i))
+            continue;
+        bool add_by_bn = has(w, DT_CAP_IS_IDENTITY_ADD) && w->forward_below && i >= 2 &&
+                         plan[i - 2].runs_add && has(&plan[i - 2], DT_CAP_BF16_STORE);
+        bool bn = has(w, DT_CAP_IS_BATCHNORM) && has(w, DT_CAP_BF16_STORE) && !w->runs_add;
+        if (add_by_bn || bn)
+            w->bf16_store = r->bf16_store = true;
+    }
+}
+
 /* bf16_store: the outputs stored as bf16, each read only by layers that read bf16. */
 static void plan_bf16_store(struct dt_layer_plan *plan, int n)
 {
@@ -231,8 +266,8 @@ static void plan_bn_input(struct dt_layer_plan *plan, int n, unsigned fusions)
     for (int i = 3; i < n; i++) {
         struct dt_layer_plan *bn = &plan[i - 2], *relu = &plan[i - 1], *p = &plan[i];
         if (has(p, DT_CAP_BN_RELU_INPUT) && p->relu_below && has(relu, DT_CAP_IS_RELU) &&
-            relu->bf16_store && relu->in_place && has(bn, DT_CAP_IS_BATCHNORM) && bn->bf16_store &&
-            plan[i - 3].bf16_store) {
+            relu->bf16_store && relu->in_place && !relu->referenced &&
+            has(bn, DT_CAP_IS_BATCHNORM) && bn->bf16_store && plan[i - 3].bf16_store) {
             bn->affine_above = relu->affine_above = true;
             p->bn_below = true;
             p->sums_below = bn->sums_above = fusions & DT_FUSE_BN_SUMS;
@@ -252,8 +287,10 @@ void dt_fusion_plan(struct dt_layer_plan *plan, struct dt_layer *const *layers, 
         if (has(&plan[i], DT_CAP_Y_IS_X))
             plan[i].in_place = true;
     plan_pairs(plan, n, fusions);
-    if (fusions & DT_FUSE_BF16_STORE)
+    if (fusions & DT_FUSE_BF16_STORE) {
         plan_bf16_store(plan, n);
+        plan_bf16_block_outputs(plan, layers, n);
+    }
     if ((fusions & DT_FUSE_BF16_STORE) && (fusions & DT_FUSE_BN_INPUT))
         plan_bn_input(plan, n, fusions);
     if (fusions & DT_FUSE_DX_ROUNDED)

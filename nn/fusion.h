@@ -58,6 +58,10 @@ enum dt_layer_cap {
      * conv2d */
     DT_CAP_BN_RELU_INPUT = 1u << 18,
 
+    /* forward, computing the identity add above (DT_CAP_ADD_AT_STORE), can read its skip
+     * stored as bf16 (struct dt_layer_fwd's skip_bf16): batchnorm2d */
+    DT_CAP_BF16_SKIP = 1u << 20,
+
     /* y = max(x, 0), backward masked by y > 0 */
     DT_CAP_IS_RELU = 1u << 8,
     /* a maxpool2d: a layer below may run its forward (its backward then applies the relu

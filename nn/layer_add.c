@@ -216,8 +216,10 @@ static void add_forward(struct dt_layer *l, const float *x, float *y, int batch,
             a->bn.kind->ops->forward(&a->bn, a->t1, a->t2, batch, &bn);
         sc = a->has_bn ? a->t2 : a->t1;
     }
-    /* c->relu: the following relu, at the store (backward never reads y) */
-    dt_add_forward(x, sc, y, (long)(batch * dt_shape_size(l->in)), c->relu);
+    /* c->relu: the following relu, at the store (backward never reads y); c->round_skip: the
+     * identity add's skip as a bf16 value */
+    dt_add_forward(x, sc, y, (long)(batch * dt_shape_size(l->in)), c->relu,
+                   c->round_skip && !a->projection);
 }
 
 static void add_backward(struct dt_layer *l, const float *x, const float *y, const float *dy,

@@ -87,7 +87,7 @@ static int batchnorm2d_setup(struct dt_layer *l, const struct dt_layer_spec *spe
     bn->affine = spec->affine;
     l->out = in;
     s->caps = DT_CAP_RELU_AT_STORE | DT_CAP_ADD_AT_STORE | DT_CAP_IS_BATCHNORM | DT_CAP_COLLECTIVE |
-              DT_CAP_BF16_INPUT | DT_CAP_BF16_STORE;
+              DT_CAP_BF16_INPUT | DT_CAP_BF16_STORE | DT_CAP_BF16_SKIP;
     l->nparams = bn->affine ? 2 * (size_t)in.c : 0;
     l->nbuffers = 2 * (size_t)in.c + 1;
     bn->mean = dt_alloc((size_t)in.c, sizeof(float));
@@ -216,14 +216,18 @@ static void normalise(const struct dt_layer *l, const struct dt_bn_loops *k, con
     }
     const void *xc = x_channel(bn, x, ch);
     float *yc = AT_CHANNEL(bn, y, ch);
-    const float *skip = AT_CHANNEL(bn, c->skip_x, ch);
+    const void *skip =
+        c->skip_x ? dt_act_from(c->skip_x, c->skip_bf16, (size_t)ch * bn->plane) : NULL;
+    enum dt_bn_skip as = c->skip_bf16    ? DT_SKIP_BF16
+                         : c->round_skip ? DT_SKIP_ROUNDED
+                                         : DT_SKIP_F32;
     if (bn->y_bf16)
         k->affine_to_bf16(xc, bn->x_bf16, y ? (dt_bf16 *)y + (size_t)ch * bn->plane : NULL,
-                          bn->plane, bn->sample, batch, scale, shift, c->relu, skip);
+                          bn->plane, bn->sample, batch, scale, shift, c->relu, skip, as);
     else if (bn->x_bf16)
-        k->affine_bf16(xc, yc, bn->plane, bn->sample, batch, scale, shift, c->relu, skip);
+        k->affine_bf16(xc, yc, bn->plane, bn->sample, batch, scale, shift, c->relu, skip, as);
     else
-        k->affine(xc, yc, bn->plane, bn->sample, batch, scale, shift, c->relu, skip);
+        k->affine(xc, yc, bn->plane, bn->sample, batch, scale, shift, c->relu, skip, as);
 }
 
 /* Channel ch's mean and 1/std from its sums st over n elements (every process's), and its

@@ -53,6 +53,12 @@ struct dt_layer_fwd {
      * add above it (DT_CAP_ADD_AT_STORE) gets that add's, and stores y + skip_x (then the relu
      * when `relu`); y is then the add's output. */
     const float *skip_x;
+    /* how an identity add reads skip_x: skip_bf16, stored as bf16 elements (its layer's
+     * bf16_store; only for a layer that computes the add at its store, DT_CAP_BF16_SKIP);
+     * round_skip, a bf16 model's identity add: the skip rounded to bf16 as it is read (the
+     * same values, autocast's bf16 tensor) */
+    bool skip_bf16;
+    bool round_skip;
     /* bf16 model, the plan's bf16_store (nn/fusion.h): y_bf16, store y as bf16 (y points at
      * dt_bf16 elements; DT_CAP_BF16_STORE); x_bf16, x is stored so (DT_CAP_BF16_INPUT: the
      * layer reads it so in backward too) */

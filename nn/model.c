@@ -610,6 +610,18 @@ static const float *layer_input(const struct dt_model *m, int i, bool *x_bf16)
     return k >= 0 ? impl->act[k] : impl->input;
 }
 
+/* The skip connection's input of layer `add` (an add or a concat), for the forward that
+ * computes it: where it is, whether it is stored as bf16, and whether the add reads it as a
+ * bf16 value (a bf16 model's identity add, as autocast's add of bf16 tensors). */
+static void skip_input(const struct dt_model *m, int add, struct dt_layer_fwd *c)
+{
+    int from = m->plan[add].skip_from;
+    c->skip_x = skip_output(m, add);
+    c->skip_bf16 = from >= 0 && m->plan[from].bf16_store;
+    c->round_skip =
+        m->precision == DT_PRECISION_BF16 && (m->plan[add].caps & DT_CAP_IS_IDENTITY_ADD);
+}
+
 /* Layer i's forward on samples [first, first + count) of the batch. */
 static void forward_layer(struct dt_model *m, int i, int first, int count,
                           const struct dt_forward_ctx *ctx)
@@ -627,17 +639,18 @@ static void forward_layer(struct dt_model *m, int i, int first, int count,
                              .affine_above = p->affine_above};
     const float *x = layer_input(m, i, &c.x_bf16);
     if (l->spec.from)
-        c.skip_x = skip_output(m, i);
+        skip_input(m, i, &c);
     /* a conv with a fused pool writes the pool's output, a batchnorm with a fused add the
-     * add's, with the relu fused into that add */
+     * add's (stored as the add's plan says), with the relu fused into that add */
     int out = i;
     if (p->runs_pool) {
         out = i + 2;
         c.pool = m->layers[out];
     } else if (p->runs_add) {
         out = i + 1;
-        c.skip_x = skip_output(m, out);
+        skip_input(m, out, &c);
         c.relu = m->plan[out].relu_at_store;
+        c.y_bf16 = m->plan[out].bf16_store;
     }
     size_t in_at = (size_t)first * shape_size(l->in);
     size_t out_at = (size_t)first * shape_size(m->layers[out]->out);

@@ -41,8 +41,23 @@ struct result {
     float *dx; /* BATCH x CHANNELS x n */
 };
 
+/* The affine variants: v & 1 with a skip, v & 2 with the relu, v & 4 the skip read as a bf16
+ * value (rounded as it is read, or with x as bf16 (half) stored as bf16: skiph). */
+enum { VARIANTS = 8 };
+
+/* The skip of variant v, and how the affine reads it. */
+static const void *skip_of(int v, bool half, const float *skip, const dt_bf16 *skiph,
+                           enum dt_bn_skip *as)
+{
+    *as = !(v & 4) ? DT_SKIP_F32 : half ? DT_SKIP_BF16 : DT_SKIP_ROUNDED;
+    if (!(v & 1))
+        return NULL;
+    return *as == DT_SKIP_BF16 ? (const void *)skiph : (const void *)skip;
+}
+
 static void run(const struct dt_bn_loops *k, bool half, const float *x, const dt_bf16 *xh,
-                const float *dy, const float *skip, size_t n, struct result *r)
+                const float *dy, const float *skip, const dt_bf16 *skiph, size_t n,
+                struct result *r)
 {
     size_t sample = CHANNELS * n, all = BATCH * sample;
     const float *xc = x + n;
@@ -59,13 +74,15 @@ static void run(const struct dt_bn_loops *k, bool half, const float *x, const dt
                            -0.2f);
     else
         k->input_grad(xc, dy + n, r->dx + n, n, sample, BATCH, 0.3f, 1.7f, 0.9f, 0.05f, -0.2f);
-    for (int v = 0; v < 4; v++) {
+    for (int v = 0; v < VARIANTS; v++) {
         float *y = r->y + v * all + n;
-        const float *s = v & 1 ? skip + n : NULL;
+        enum dt_bn_skip as;
+        const void *s = skip_of(v, half, skip, skiph, &as);
+        s = s ? dt_act_from(s, as == DT_SKIP_BF16, n) : NULL;
         if (half)
-            k->affine_bf16(xhc, y, n, sample, BATCH, 1.75f, -0.125f, v & 2, s);
+            k->affine_bf16(xhc, y, n, sample, BATCH, 1.75f, -0.125f, v & 2, s, as);
         else
-            k->affine(xc, y, n, sample, BATCH, 1.75f, -0.125f, v & 2, s);
+            k->affine(xc, y, n, sample, BATCH, 1.75f, -0.125f, v & 2, s, as);
     }
 }
 
@@ -94,15 +111,26 @@ static void test_bf16_entries_match(void **state)
     for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
         size_t n = sizes[si], all = BATCH * CHANNELS * n;
         float *x = malloc(all * 4), *dy = malloc(all * 4), *skip = malloc(all * 4);
-        dt_bf16 *xh = malloc(all * 2);
+        dt_bf16 *xh = malloc(all * 2), *skiph = malloc(all * 2);
+        float *skipr = malloc(all * 4);
         for (size_t i = 0; i < all; i++) {
             xh[i] = dt_bf16_from_f32(4.0f * dt_rng_uniform(&rng) - 2.0f);
             x[i] = dt_bf16_to_f32(xh[i]);
             dy[i] = dt_rng_uniform(&rng) - 0.5f;
             skip[i] = dt_rng_uniform(&rng) - 0.5f;
+            skiph[i] = dt_bf16_from_f32(skip[i]);
+            skipr[i] = dt_bf16_to_f32(skiph[i]);
         }
-        struct result want = {.y = calloc(4 * all, 4), .dx = calloc(all, 4)};
-        run(&dt_bn_loops_generic, false, x, xh, dy, skip, n, &want);
+        struct result want = {.y = calloc(VARIANTS * all, 4), .dx = calloc(all, 4)};
+        run(&dt_bn_loops_generic, false, x, xh, dy, skip, skiph, n, &want);
+        /* the skip read rounded: the bits of the skip rounded beforehand */
+        float *yr = calloc(all, 4);
+        for (int v = 5; v < VARIANTS; v += 2) {
+            dt_bn_loops_generic.affine(x + n, yr + n, n, CHANNELS * n, BATCH, 1.75f, -0.125f, v & 2,
+                                       skipr + n, DT_SKIP_F32);
+            assert_memory_equal(yr, want.y + v * all, all * 4);
+        }
+        free(yr);
         for (int isa = DT_ISA_GENERIC; isa <= DT_ISA_AVX512; isa++) {
             if (!dt_isa_available((enum dt_isa)isa)) {
                 if (si == 0)
@@ -111,8 +139,8 @@ static void test_bf16_entries_match(void **state)
                 continue;
             }
             for (int half = 0; half < 2; half++) {
-                struct result got = {.y = calloc(4 * all, 4), .dx = calloc(all, 4)};
-                run(build_of((enum dt_isa)isa), half, x, xh, dy, skip, n, &got);
+                struct result got = {.y = calloc(VARIANTS * all, 4), .dx = calloc(all, 4)};
+                run(build_of((enum dt_isa)isa), half, x, xh, dy, skip, skiph, n, &got);
                 if (half) { /* the gradient sums per sample, in bn_grad.h's order */
                     double parts[2 * BATCH], total[2] = {0, 0};
                     reference_parts(xh, dy, n, parts);
@@ -126,17 +154,20 @@ static void test_bf16_entries_match(void **state)
                     memcpy(got.sums + 2, want.sums + 2, 2 * sizeof *got.sums);
                 }
                 assert_memory_equal(got.sums, want.sums, sizeof want.sums);
-                assert_memory_equal(got.y, want.y, 4 * all * 4);
+                assert_memory_equal(got.y, want.y, VARIANTS * all * 4);
                 assert_memory_equal(got.dx, want.dx, all * 4);
                 free(got.y);
                 free(got.dx);
                 /* y stored as bf16: the fp32 y rounded */
                 dt_bf16 *yh = calloc(all, 2);
-                for (int v = 0; v < 4; v++) {
+                for (int v = 0; v < VARIANTS; v++) {
+                    enum dt_bn_skip as;
+                    const void *s = skip_of(v, half, skip, skiph, &as);
                     build_of((enum dt_isa)isa)
                         ->affine_to_bf16(half ? (const void *)(xh + n) : (const void *)(x + n),
                                          half, yh + n, n, CHANNELS * n, BATCH, 1.75f, -0.125f,
-                                         v & 2, v & 1 ? skip + n : NULL);
+                                         v & 2, s ? dt_act_from(s, as == DT_SKIP_BF16, n) : NULL,
+                                         as);
                     for (size_t i = 0; i < all; i++)
                         assert_int_equal(yh[i], dt_bf16_from_f32(want.y[v * all + i]));
                 }
@@ -145,7 +176,7 @@ static void test_bf16_entries_match(void **state)
         }
         free(want.y);
         free(want.dx);
-        free(x), free(dy), free(skip), free(xh);
+        free(x), free(dy), free(skip), free(xh), free(skiph), free(skipr);
     }
 }
 

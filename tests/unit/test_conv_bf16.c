@@ -449,7 +449,8 @@ static void bn_stored(const void *x, bool x_bf16, int channels, size_t plane,
 {
     for (int c = 0; c < channels; c++)
         dt_bn_loops()->affine_to_bf16(dt_act_from(x, x_bf16, c * plane), x_bf16, y + c * plane,
-                                      plane, plane, 1, bn->scale[c], bn->shift[c], true, NULL);
+                                      plane, plane, 1, bn->scale[c], bn->shift[c], true, NULL,
+                                      DT_SKIP_F32);
 }
 
 /* bn_sums: compact_relu_below with the sums stores the dx it stores without them, and takes the

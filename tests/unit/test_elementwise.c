@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "nn/kernels/fp32/elementwise.h"
+#include "util/bf16.h"
 #include "nn/kernels/fp32/softmax.h"
 #include "nn/kernels/parallel.h"
 
@@ -92,19 +93,26 @@ static void test_add_copy_sum(void **state)
     for (size_t t = 0; t < NLEN; t++) {
         long n = lengths[t];
         float *x = filled(n, 6), *s = filled(n, 7), *y = blank(n), *yr = blank(n);
-        float *c = blank(n), *acc = filled(n, 8);
-        dt_add_forward(x, s, y, n, false);
-        dt_add_forward(x, s, yr, n, true);
+        float *c = blank(n), *acc = filled(n, 8), *yb = blank(n), *ybr = blank(n);
+        dt_add_forward(x, s, y, n, false, false);
+        dt_add_forward(x, s, yr, n, true, false);
+        dt_add_forward(x, s, yb, n, false, true);
+        dt_add_forward(x, s, ybr, n, true, true);
         dt_copy(c, s, n);
         dt_add_into(acc, x, n);
         for (long i = 0; i < n; i++) {
             float sum = x[i] + s[i];
             assert_true(y[i] == sum);
             assert_true(yr[i] == (sum > 0.0f ? sum : 0.0f));
+            /* round_skip: the skip as a bf16 value */
+            float sum_b = x[i] + dt_bf16_round(s[i]);
+            assert_memory_equal(&yb[i], &sum_b, sizeof sum_b);
+            sum_b = sum_b > 0.0f ? sum_b : 0.0f;
+            assert_memory_equal(&ybr[i], &sum_b, sizeof sum_b);
             assert_memory_equal(&c[i], &s[i], sizeof c[i]);
             assert_true(acc[i] == value(i, 8) + x[i]);
         }
-        free(x), free(s), free(y), free(yr), free(c), free(acc);
+        free(x), free(s), free(y), free(yr), free(c), free(acc), free(yb), free(ybr);
     }
 }
 

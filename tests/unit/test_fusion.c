@@ -330,21 +330,30 @@ static void test_bf16_fusions(void **state)
         compare_on(DT_CONV2D_GEMM, b, nb, IN, 5, DT_FUSE_ALL & ~DT_FUSE_BN_GRAD, DT_FUSE_BN_GRAD,
                    2);
         /* ... and the conv's output stored as bf16 for that batchnorm (bf16_store), in the
-         * stem mode and on the stride-1 tiles; not without bn_grad */
+         * stem mode and on the stride-1 tiles; not without bn_grad. With the relu, add and
+         * relu_below fusions, the first batchnorm -> relu's output too, which the second conv
+         * and the add's skip read (the add computed by the second batchnorm, reading the skip
+         * as bf16 values either way): 4 */
         compare_on(DT_CONV2D_GEMM, b, nb, IN, 5, DT_FUSE_BN_GRAD, DT_FUSE_BF16_STORE, 2);
         compare_on(DT_CONV2D_GEMM, b, nb, IN, 5, DT_FUSE_ALL & ~DT_FUSE_BF16_STORE,
+                   DT_FUSE_BF16_STORE, 4);
+        compare_on(DT_CONV2D_GEMM, b, nb, IN, 5, DT_FUSE_ALL & ~(DT_FUSE_BF16_STORE | DT_FUSE_ADD),
                    DT_FUSE_BF16_STORE, 2);
         compare_on(DT_CONV2D_GEMM, b, nb, IN, 5, DT_FUSE_NONE, DT_FUSE_BF16_STORE, 0);
+        /* the identity add computed by the batchnorm or alone: its skip read as bf16 values
+         * either way (a bf16 model's add) */
+        compare_on(DT_CONV2D_GEMM, b, nb, IN, 5, DT_FUSE_ALL & ~DT_FUSE_ADD, DT_FUSE_ADD, 1);
         /* a basic block after a stem: its batchnorm -> relu output, which only the second
          * conv reads (running the relu's backward), stored as bf16 too (at the batchnorm and
-         * the relu: 2) besides the three convs' outputs */
+         * the relu: 2) besides the three convs' outputs, and the stem's batchnorm -> relu
+         * output, which the block's add reads too (2) */
         struct dt_layer_spec r[] = {conv_spec(16, 3, 1, 1), spec_of("batchnorm2d"), spec_of("relu"),
                                     conv_spec(16, 3, 1, 1), spec_of("batchnorm2d"), spec_of("relu"),
                                     conv_spec(16, 3, 1, 1), spec_of("batchnorm2d"), spec_of("add"),
                                     spec_of("relu"),        spec_of("flatten"),     linear_spec(3)};
         r[8].from = -6;
         compare_on(DT_CONV2D_GEMM, r, 12, IN, 5, DT_FUSE_ALL & ~DT_FUSE_BF16_STORE,
-                   DT_FUSE_BF16_STORE, 5);
+                   DT_FUSE_BF16_STORE, 7);
         compare_on(DT_CONV2D_GEMM, r, 12, IN, 5, DT_FUSE_BN_GRAD, DT_FUSE_BF16_STORE, 3);
         /* ... and then that batchnorm -> relu stores nothing: the third conv applies both to
          * the second conv's bf16 output as it reads it (bn_input); not without bf16_store */

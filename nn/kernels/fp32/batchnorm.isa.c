@@ -177,29 +177,42 @@ BODY void y_put(void *y, bool half, size_t i, float v)
         ((float *)y)[i] = v;
 }
 
-/* y = x * scale + shift over the planes, plus skip (laid out as x) when not NULL (a following
- * add's, in its order: (x * scale + shift) + skip), and max(y, 0) with relu (the fused
- * following relu); x read and y stored as fp32 or (x_half, y_half) bf16. */
-BODY void affine_of(const void *x, bool x_half, void *y, bool y_half, size_t n, size_t sample,
-                    int batch, float scale, float shift, bool relu, const float *skip)
+/* Element i of the skip, as the add reads it (batchnorm.h's enum dt_bn_skip). */
+BODY float skip_at(const void *skip, enum dt_bn_skip as, size_t i)
 {
+    if (as == DT_SKIP_BF16)
+        return dt_bf16_to_f32(((const dt_bf16 *)skip)[i]);
+    float v = ((const float *)skip)[i];
+    return as == DT_SKIP_ROUNDED ? dt_bf16_round(v) : v;
+}
+
+/* y = x * scale + shift over the planes, plus skip (laid out as x) when not NULL (a following
+ * add's, in its order: (x * scale + shift) + skip, the skip read as `as` says), and max(y, 0)
+ * with relu (the fused following relu); x read and y stored as fp32 or (x_half, y_half)
+ * bf16. */
+BODY void affine_of(const void *x, bool x_half, void *y, bool y_half, size_t n, size_t sample,
+                    int batch, float scale, float shift, bool relu, const void *skip,
+                    enum dt_bn_skip as)
+{
+    size_t skip_bytes = as == DT_SKIP_BF16 ? 2 : 4;
     for (int b = batch - 1; b >= 0; b--) { /* last read first (see the top) */
         const void *px = dt_act_from(x, x_half, (size_t)b * sample);
         void *py = y_half ? (void *)((dt_bf16 *)y + (size_t)b * sample)
                           : (void *)((float *)y + (size_t)b * sample);
-        const float *ps = skip ? skip + (size_t)b * sample : NULL;
+        const void *ps = skip ? (const char *)skip + (size_t)b * sample * skip_bytes : NULL;
         /* walking down: the plane PREFETCH_AHEAD samples before (see prefetch_plane) */
         prefetch_plane(py, -(ptrdiff_t)sample, y_half ? 2 : 4, n, batch - 1 - b, batch, true);
         if (ps)
-            prefetch_plane(ps, -(ptrdiff_t)sample, 4, n, batch - 1 - b, batch, false);
+            prefetch_plane(ps, -(ptrdiff_t)sample, skip_bytes, n, batch - 1 - b, batch, false);
         if (ps && relu)
             for (size_t i = 0; i < n; i++) {
-                float v = (dt_act_at(px, x_half, i) * scale + shift) + ps[i];
+                float v = (dt_act_at(px, x_half, i) * scale + shift) + skip_at(ps, as, i);
                 y_put(py, y_half, i, v > 0.0f ? v : 0.0f);
             }
         else if (ps)
             for (size_t i = 0; i < n; i++)
-                y_put(py, y_half, i, (dt_act_at(px, x_half, i) * scale + shift) + ps[i]);
+                y_put(py, y_half, i,
+                      (dt_act_at(px, x_half, i) * scale + shift) + skip_at(ps, as, i));
         else if (relu)
             for (size_t i = 0; i < n; i++) {
                 float v = dt_act_at(px, x_half, i) * scale + shift;
@@ -211,26 +224,42 @@ BODY void affine_of(const void *x, bool x_half, void *y, bool y_half, size_t n, 
     }
 }
 
-static void DT_ISA_FN(affine)(const float *x, float *y, size_t n, size_t sample, int batch,
-                              float scale, float shift, bool relu, const float *skip)
+/* affine_of with x's, y's and the skip's types constants: each case its own loop. */
+BODY void affine_as(const void *x, bool x_half, void *y, bool y_half, size_t n, size_t sample,
+                    int batch, float scale, float shift, bool relu, const void *skip,
+                    enum dt_bn_skip as)
 {
-    affine_of(x, false, y, false, n, sample, batch, scale, shift, relu, skip);
+    if (as == DT_SKIP_BF16)
+        affine_of(x, x_half, y, y_half, n, sample, batch, scale, shift, relu, skip, DT_SKIP_BF16);
+    else if (as == DT_SKIP_ROUNDED)
+        affine_of(x, x_half, y, y_half, n, sample, batch, scale, shift, relu, skip,
+                  DT_SKIP_ROUNDED);
+    else
+        affine_of(x, x_half, y, y_half, n, sample, batch, scale, shift, relu, skip, DT_SKIP_F32);
+}
+
+static void DT_ISA_FN(affine)(const float *x, float *y, size_t n, size_t sample, int batch,
+                              float scale, float shift, bool relu, const void *skip,
+                              enum dt_bn_skip as)
+{
+    affine_as(x, false, y, false, n, sample, batch, scale, shift, relu, skip, as);
 }
 
 static void DT_ISA_FN(affine_bf16)(const dt_bf16 *x, float *y, size_t n, size_t sample, int batch,
-                                   float scale, float shift, bool relu, const float *skip)
+                                   float scale, float shift, bool relu, const void *skip,
+                                   enum dt_bn_skip as)
 {
-    affine_of(x, true, y, false, n, sample, batch, scale, shift, relu, skip);
+    affine_as(x, true, y, false, n, sample, batch, scale, shift, relu, skip, as);
 }
 
 static void DT_ISA_FN(affine_to_bf16)(const void *x, bool x_bf16, dt_bf16 *y, size_t n,
                                       size_t sample, int batch, float scale, float shift, bool relu,
-                                      const float *skip)
+                                      const void *skip, enum dt_bn_skip as)
 {
     if (x_bf16)
-        affine_of(x, true, y, true, n, sample, batch, scale, shift, relu, skip);
+        affine_as(x, true, y, true, n, sample, batch, scale, shift, relu, skip, as);
     else
-        affine_of(x, false, y, true, n, sample, batch, scale, shift, relu, skip);
+        affine_as(x, false, y, true, n, sample, batch, scale, shift, relu, skip, as);
 }
 
 /* dx = k * (dy - mean_dy - xhat * mean_dy_xhat), xhat = (x - mean) * invstd, over the planes. */

@@ -1,6 +1,7 @@
 /* The element-wise loops (nn/kernels/fp32/elementwise.h), as they were inside the layers: the
  * same loops and OpenMP pragmas, so the same instructions (objdump) and the same bits. */
 #include "nn/kernels/fp32/elementwise.h"
+#include "util/bf16.h"
 
 #include <math.h>
 #include <string.h>
@@ -56,8 +57,16 @@ void dt_gelu_backward(const float *x, const float *dy, float *dx, long n)
     }
 }
 
-void dt_add_forward(const float *x, const float *s, float *y, long n, bool relu)
+void dt_add_forward(const float *x, const float *s, float *y, long n, bool relu, bool round_skip)
 {
+    if (round_skip) { /* a bf16 model's identity add: the skip as a bf16 value */
+#pragma omp parallel for simd if (n > DT_PARALLEL_MIN)
+        for (long i = 0; i < n; i++) {
+            float v = x[i] + dt_bf16_round(s[i]);
+            y[i] = relu ? (v > 0.0f ? v : 0.0f) : v;
+        }
+        return;
+    }
     if (relu) {
 #pragma omp parallel for simd if (n > DT_PARALLEL_MIN)
         for (long i = 0; i < n; i++) {

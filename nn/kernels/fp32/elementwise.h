@@ -24,8 +24,9 @@ void dt_gelu_forward(const float *x, float *y, long n);
 /* dx = dy * (Phi(x) + x * phi(x)), phi the standard normal density. */
 void dt_gelu_backward(const float *x, const float *dy, float *dx, long n);
 
-/* y = x + s, or relu(x + s) when relu is set (a relu fused at the store). */
-void dt_add_forward(const float *x, const float *s, float *y, long n, bool relu);
+/* y = x + s, or relu(x + s) when relu is set (a relu fused at the store); with round_skip s
+ * is read rounded to bf16 (a bf16 model's identity add, struct dt_layer_fwd). */
+void dt_add_forward(const float *x, const float *s, float *y, long n, bool relu, bool round_skip);
 
 /* dst = src, over the thread team (one thread's memcpy of a large gradient cost 1.5% of a
  * ResNet step). */
