@@ -467,6 +467,11 @@ bool dt_bf16_conv_rounds_dx(const struct dt_bf16_conv *bf)
 
 bool dt_bf16_conv_reads_bf16(const struct dt_bf16_conv *bf)
 {
+    return bf->tiles && !bf->stem;
+}
+
+bool dt_bf16_conv_reads_bn_relu(const struct dt_bf16_conv *bf)
+{
     return bf->tiles && !bf->stem && !bf->stride2;
 }
 
@@ -505,7 +510,7 @@ static void forward_sample(struct dt_bf16_conv *bf, int t, const void *x, const 
     if (bf->stride2) {
         const struct dt_conv_s2_bf16_layout *layout = dt_conv_s2_bf16_layout_on(bf->path);
         dt_bf16 *xv = bf->xv + (size_t)t * bf->g2.xv;
-        layout->parity_planes_image(s, &bf->g2, x, xv);
+        layout->parity_planes_image(s, &bf->g2, x, bf->x_bf16, xv);
         dt_conv_s2_bf16_forward_on(bf->path, s, &bf->g2, xv, bf->wp, yq);
         layout->compact(s, &bf->g2, yq, b, relu, store, y);
         return;
@@ -610,8 +615,8 @@ static void input_grad(struct dt_bf16_conv *bf, const float *dy, float *dx, int 
         dt_bf16 *dv = bf->xvt + (size_t)th * bf->g2.dv;
         layout->dy_planes_image(&bf->s, &bf->g2, dy, dv);
         dt_conv_s2_bf16_input_grad_on(bf->path, &bf->s, &bf->g2, dv, bf->wpi, yq);
-        layout->compact_dx(&bf->s, &bf->g2, yq, relu_x ? relu_x + at : NULL,
-                           relu_x && extra ? extra + at : NULL, dx + at);
+        layout->compact_dx(&bf->s, &bf->g2, yq, relu_x ? dt_act_from(relu_x, bf->x_bf16, at) : NULL,
+                           bf->x_bf16, relu_x && extra ? extra + at : NULL, dx + at);
         if (round_dx) /* dx_rounded: in cache, where the emulated conv below reads it */
             dt_bf16_round_n(dx + at, dx + at, out);
         return;
@@ -644,7 +649,7 @@ static void wgrad_operands(struct dt_bf16_conv *bf, int i, const float *dy, cons
         layout->dy_rows_image(s, &bf->g2, dy, dyq);
         if (part)
             dt_conv_bf16_layout_on(bf->path)->bias_parts(dyq, s->k, bf->g2.qrow, part);
-        layout->position_pairs_image(s, &bf->g2, x, bf->xp + i * bf->g2.xp);
+        layout->position_pairs_image(s, &bf->g2, x, bf->x_bf16, bf->xp + i * bf->g2.xp);
         return;
     }
     const struct dt_conv_bf16_layout *layout = dt_conv_bf16_layout_on(bf->path);

@@ -98,15 +98,17 @@ struct dt_bf16_conv_sink {
     size_t pool_size;
 };
 
-/* Whether the tiles mode reads x stored as bf16 (x_bf16 below): on the stride-1 tiles. */
+/* Whether the tiles mode reads x stored as bf16 (x_bf16 below): on the stride-1 and stride-2
+ * tiles; and through a batchnorm2d -> relu below (x_bn): on the stride-1 tiles. */
 bool dt_bf16_conv_reads_bf16(const struct dt_bf16_conv *bf);
+bool dt_bf16_conv_reads_bn_relu(const struct dt_bf16_conv *bf);
 /* Whether backward can store dx rounded to bf16 (round_dx): the stride-1 and stride-2 tiles. */
 bool dt_bf16_conv_rounds_dx(const struct dt_bf16_conv *bf);
 
 /* Tiles mode. forward: y = conv(x, w) + b (b may be NULL), relu'd when relu, rounded to bf16
  * (autocast's conv output) and stored as bf16 elements when y_bf16 (the model's bf16_store);
  * packs w. x_bf16: x is stored as bf16 elements (only where dt_bf16_conv_reads_bf16), here and
- * in backward (x and relu_x). x_bn (the bn_input fusion, only where dt_bf16_conv_reads_bf16):
+ * in backward (x and relu_x). x_bn (the bn_input fusion, only where dt_bf16_conv_reads_bn_relu):
  * x is the input of a batchnorm2d -> relu below, whose output the conv reads by applying
  * them (nn/kernels/fp32/bn_grad.h), here and in backward; NULL: x is the conv's input. With
  * a sink, y is not written (may be NULL); the sink gets the rounded values. */

@@ -44,6 +44,11 @@
  *               are bf16 anyway (a bf16 conv's output, as autocast's; a conv's input, which
  *               it rounds), so no bit changes, but for one: the relu mask of an fp32 output
  *               under 2^-133 that rounds to zero (x > 0 on the fp32 value, not on the bf16).
+ *               And a ResNet block's output (the relu after an identity add the batchnorm
+ *               below computes, or after the stem's batchnorm), read by a stride-1 tiles
+ *               conv2d running the relu's backward and by identity adds that batchnorms
+ *               compute: a bf16 model's identity add reads its skip as a bf16 value (as
+ *               autocast's add of bf16 tensors), so those readers see the same values.
  *   bn_input    and where such a batchnorm2d -> relu's input is itself stored as bf16 (the conv
  *               below's), the batchnorm stores nothing: it keeps its statistics and the conv
  *               above applies the batchnorm and the relu to that input as it lays it out, in
@@ -206,25 +211,30 @@ static void plan_dx_rounded(struct dt_layer_plan *plan, int n)
     }
 }
 
-/* Whether every layer whose skip connection reads layer i's output is an identity add that the
- * batchnorm below computes at its store, reading a bf16 skip (DT_CAP_BF16_SKIP). */
+/* Whether every layer whose skip connection reads layer i's output reads it stored as bf16
+ * (DT_CAP_BF16_SKIP): an identity add that the batchnorm below computes at its store, or an
+ * add whose projection conv reads bf16. */
 static bool skip_readers_take_bf16(const struct dt_layer_plan *plan, struct dt_layer *const *layers,
                                    int n, int i)
 {
-    for (int j = i + 1; j < n; j++)
-        if (layers[j]->spec.from && plan[j].skip_from == i &&
-            !(has(&plan[j], DT_CAP_IS_IDENTITY_ADD) && plan[j].forward_below &&
-              plan[j - 1].runs_add && has(&plan[j - 1], DT_CAP_BF16_SKIP)))
+    for (int j = i + 1; j < n; j++) {
+        if (!layers[j]->spec.from || plan[j].skip_from != i)
+            continue;
+        bool by_bn = has(&plan[j], DT_CAP_IS_IDENTITY_ADD) && plan[j].forward_below &&
+                     plan[j - 1].runs_add && has(&plan[j - 1], DT_CAP_BF16_SKIP);
+        bool projection = !has(&plan[j], DT_CAP_IS_IDENTITY_ADD) && has(&plan[j], DT_CAP_BF16_SKIP);
+        if (!by_bn && !projection)
             return false;
+    }
     return true;
 }
 
 /* A relu's output that skip connections read too (a ResNet block's output: the relu after an
  * identity add the batchnorm below computes, or after the stem's batchnorm), stored as bf16
  * (at the add's or the batchnorm's store) when the layer above reads x so running the relu's
- * backward, and every skip reader is such an add, reading a bf16 skip. The values are bf16
- * ones for every reader already: a conv rounds its input and a bf16 model's identity add
- * its skip. */
+ * backward, and every skip reader reads a bf16 skip. The values are bf16 ones for every
+ * reader already: a conv (the projection's too) rounds its input and a bf16 model's identity
+ * add its skip. */
 static void plan_bf16_block_outputs(struct dt_layer_plan *plan, struct dt_layer *const *layers,
                                     int n)
 {
@@ -236,7 +246,10 @@ static void plan_bf16_block_outputs(struct dt_layer_plan *plan, struct dt_layer 
         bool add_by_bn = has(w, DT_CAP_IS_IDENTITY_ADD) && w->forward_below && i >= 2 &&
                          plan[i - 2].runs_add && has(&plan[i - 2], DT_CAP_BF16_STORE);
         bool bn = has(w, DT_CAP_IS_BATCHNORM) && has(w, DT_CAP_BF16_STORE) && !w->runs_add;
-        if (add_by_bn || bn)
+        /* an add with a projection, which its batchnorm computes (nn/layer_add.c) */
+        bool projection = layers[i - 1]->spec.from && !has(w, DT_CAP_IS_IDENTITY_ADD) &&
+                          has(w, DT_CAP_BF16_STORE);
+        if (add_by_bn || bn || projection)
             w->bf16_store = r->bf16_store = true;
     }
 }

@@ -43,8 +43,9 @@ enum dt_layer_cap {
     /* backward can add what skip connections sent to y into dy itself (dy_extra) */
     DT_CAP_DY_EXTRA = 1u << 6,
     /* forward can store y as bf16 (struct dt_layer_fwd's y_bf16) for a reader that reads it
-     * so: a bf16 model's tiles conv2d (whose output is bf16 values anyway, as autocast's) and
-     * batchnorm2d (its output rounded, which the conv above rounds anyway) */
+     * so: a bf16 model's tiles conv2d (whose output is bf16 values anyway, as autocast's),
+     * batchnorm2d (its output rounded, which the conv above rounds anyway) and an add with a
+     * projection that its batchnorm computes */
     DT_CAP_BF16_STORE = 1u << 7,
     /* backward can run the backward of the maxpool2d its forward runs (runs_pool), sample by
      * sample as it reads dy: the pool's dy scattered to the winners, the relu mask applied

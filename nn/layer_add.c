@@ -149,6 +149,10 @@ static int add_setup(struct dt_layer *l, const struct dt_layer_spec *spec, struc
     if (rc)
         return rc;
     plan_projection(l, a, conv_caps, bn_caps, setup);
+    if (conv_caps & DT_CAP_BF16_INPUT) /* the projection conv reads the skip stored as bf16 */
+        setup->caps |= DT_CAP_BF16_SKIP;
+    if (a->bn_adds && (bn_caps & DT_CAP_BF16_STORE)) /* its batchnorm stores y as bf16 */
+        setup->caps |= DT_CAP_BF16_STORE;
     l->nparams = a->conv.nparams + a->bn.nparams;
     l->nbuffers = a->bn.nbuffers;
     /* t1, t2 and d1 where unfused (the input's size) and dskip (the skip's), besides the
@@ -204,11 +208,12 @@ static void add_forward(struct dt_layer *l, const float *x, float *y, int batch,
     if (a->projection) {
         struct dt_layer_fwd conv = sub;
         conv.y_bf16 = a->t1_bf16;
+        conv.x_bf16 = c->skip_bf16;
         a->conv.kind->ops->forward(&a->conv, c->skip_x, a->t1, batch, &conv);
         struct dt_layer_fwd bn = sub;
         bn.x_bf16 = a->t1_bf16;
         if (a->bn_adds) { /* y = t2 + x, the relu too, at the batchnorm's store */
-            bn.skip_x = x, bn.relu = c->relu;
+            bn.skip_x = x, bn.relu = c->relu, bn.y_bf16 = c->y_bf16;
             a->bn.kind->ops->forward(&a->bn, a->t1, y, batch, &bn);
             return;
         }
@@ -246,6 +251,7 @@ static void add_backward(struct dt_layer *l, const float *x, const float *y, con
     }
     const float *dconv = dy;
     struct dt_layer_bwd conv = alone;
+    conv.x_bf16 = c->skip_bf16;
     if (a->has_bn) { /* with bn_grad only its sums: the conv reads its dy (= dy) through it */
         struct dt_layer_bwd bn = {.grad_in_below = a->bn_grad, .x_bf16 = a->t1_bf16};
         a->bn.kind->ops->backward(&a->bn, a->t1, a->t2, dy, a->bn_grad ? NULL : a->d1, batch, &bn);

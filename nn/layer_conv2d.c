@@ -288,7 +288,9 @@ static int conv2d_setup(struct dt_layer *l, const struct dt_layer_spec *spec, st
             s->caps |= DT_CAP_RELU_BELOW_GRAD | DT_CAP_POOL_IN_FORWARD | DT_CAP_POOL_ABOVE_GRAD |
                        DT_CAP_BN_ABOVE_GRAD | DT_CAP_BF16_STORE;
             if (dt_bf16_conv_reads_bf16(cv->bf))
-                s->caps |= DT_CAP_BF16_INPUT | DT_CAP_BN_RELU_INPUT;
+                s->caps |= DT_CAP_BF16_INPUT;
+            if (dt_bf16_conv_reads_bn_relu(cv->bf))
+                s->caps |= DT_CAP_BN_RELU_INPUT;
             if (dt_bf16_conv_rounds_dx(cv->bf))
                 s->caps |= DT_CAP_DX_ROUNDED;
         }

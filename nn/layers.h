@@ -53,8 +53,9 @@ struct dt_layer_fwd {
      * add above it (DT_CAP_ADD_AT_STORE) gets that add's, and stores y + skip_x (then the relu
      * when `relu`); y is then the add's output. */
     const float *skip_x;
-    /* how an identity add reads skip_x: skip_bf16, stored as bf16 elements (its layer's
-     * bf16_store; only for a layer that computes the add at its store, DT_CAP_BF16_SKIP);
+    /* how an add reads skip_x: skip_bf16, stored as bf16 elements (its layer's bf16_store;
+     * only for a layer with DT_CAP_BF16_SKIP: a batchnorm2d computing an identity add at its
+     * store, an add whose projection conv reads bf16);
      * round_skip, a bf16 model's identity add: the skip rounded to bf16 as it is read (the
      * same values, autocast's bf16 tensor) */
     bool skip_bf16;
@@ -84,6 +85,7 @@ struct dt_layer_bwd {
     float *skip_dx;
     bool skip_dx_fresh;
     bool skip_in_dy;
+    bool skip_bf16; /* skip_x is stored as bf16 (DT_CAP_BF16_SKIP: an add's projection reads it) */
     /* DT_CAP_DY_EXTRA: what skip connections sent back to y, to add to dy (NULL: nothing) */
     const float *dy_extra;
     /* DT_CAP_RELU_BELOW_GRAD: x is a relu's output and dx is written as that relu's backward

@@ -749,6 +749,7 @@ static void point_skip_grad(struct dt_model *m, int i, float *dy, struct dt_laye
         k >= impl->first_param || (k < 0 && impl->input_grad) ? *pending_of(impl, k) : NULL;
     c->skip_dx_fresh = c->skip_dx && !*live_of(impl, k);
     c->skip_in_dy = p->skip_in_dy;
+    c->skip_bf16 = k >= 0 && m->plan[k].bf16_store;
 }
 
 /* With input_grad, what skip connections sent to the model's input joins the gradient that

@@ -51,7 +51,7 @@ static double check_forward(enum dt_bf16_path p, struct dt_conv_shape s, bool bi
     for (size_t i = 0; i < ny; i++)
         y[i] = NAN; /* every output must be written */
     dt_bf16 *xv = calloc(g.xv, 2), *wp = malloc(g.wpack * 2);
-    dt_conv_s2_bf16_parity_planes_image(&s, &g, x, xv);
+    dt_conv_s2_bf16_parity_planes_image(&s, &g, x, false, xv);
     dt_conv_s2_bf16_pack_weights(&s, &g, w, wp);
     dt_conv_s2_bf16_forward_on(p, &s, &g, xv, wp, yq);
     dt_conv_s2_bf16_compact(&s, &g, yq, bias ? b : NULL, false, DT_STORE_F32, y);
@@ -96,7 +96,7 @@ static double check_input_grad(enum dt_bf16_path p, struct dt_conv_shape s, bool
     dt_conv_s2_bf16_dy_planes_image(&s, &g, dy, dv);
     dt_conv_s2_bf16_pack_weights_input_grad(&s, &g, w, wpi);
     dt_conv_s2_bf16_input_grad_on(p, &s, &g, dv, wpi, dxq);
-    dt_conv_s2_bf16_compact_dx(&s, &g, dxq, relu ? relu_x : NULL, relu ? dx : NULL, dx);
+    dt_conv_s2_bf16_compact_dx(&s, &g, dxq, relu ? relu_x : NULL, false, relu ? dx : NULL, dx);
     double worst = 0;
     for (int c = 0; c < s.c; c++)
         for (int ih = 0; ih < s.h; ih++)
@@ -139,7 +139,7 @@ static double check_weight_grad(enum dt_bf16_path p, struct dt_conv_shape s, boo
     dt_bf16 *dyq = calloc(N * g.dyq, 2), *xp = calloc(N * g.xp, 2);
     for (int n = 0; n < N; n++) {
         dt_conv_s2_bf16_dy_rows_image(&s, &g, dy + n * sy, dyq + n * g.dyq);
-        dt_conv_s2_bf16_position_pairs_image(&s, &g, x + n * sx, xp + n * g.xp);
+        dt_conv_s2_bf16_position_pairs_image(&s, &g, x + n * sx, false, xp + n * g.xp);
     }
     int taps = s.kh * s.kw;
     for (size_t i = 0; i < g.dwt; i++)
@@ -227,13 +227,13 @@ static void test_images_keep_padding(void **state)
                 dt_bf16 *dst = pass < 2 ? reused : fresh;
                 const float *x = pass == 0 ? x1 : x2, *y = pass == 0 ? y1 : y2;
                 if (kind == 0)
-                    dt_conv_s2_bf16_parity_planes_image(s, &g, x, dst);
+                    dt_conv_s2_bf16_parity_planes_image(s, &g, x, false, dst);
                 else if (kind == 1)
                     dt_conv_s2_bf16_dy_planes_image(s, &g, y, dst);
                 else if (kind == 2)
                     dt_conv_s2_bf16_dy_rows_image(s, &g, y, dst);
                 else
-                    dt_conv_s2_bf16_position_pairs_image(s, &g, x, dst);
+                    dt_conv_s2_bf16_position_pairs_image(s, &g, x, false, dst);
             }
             assert_memory_equal(reused, fresh, sizes[kind] * 2);
             free(reused);
@@ -284,6 +284,44 @@ static float *layout_values(size_t n)
     return v;
 }
 
+/* x and relu_x stored as bf16 (a ResNet block's output, the model's bf16_store; its gathers
+ * read 2 bytes past an element: 32 elements of tail): each build writes the bytes it writes
+ * from the same values as fp32, in the parity planes, the position pairs and compact_dx's
+ * relu mask. */
+static void check_bf16_x(const struct dt_conv_s2_bf16_layout *const *layout,
+                         const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g,
+                         const float *x, const float *dxq, const float *relu_x)
+{
+    size_t nx = (size_t)s->c * s->h * s->w;
+    dt_bf16 *xh = calloc(nx + 32, 2), *rh = calloc(nx + 32, 2);
+    float *xr = malloc(nx * 4), *rr = malloc(nx * 4);
+    for (size_t i = 0; i < nx; i++) {
+        xh[i] = dt_bf16_from_f32(x[i]), xr[i] = dt_bf16_to_f32(xh[i]);
+        rh[i] = dt_bf16_from_f32(relu_x[i]), rr[i] = dt_bf16_to_f32(rh[i]);
+    }
+    for (int p = 0; p < 2; p++) {
+        dt_bf16 *v[2] = {calloc(g->xv, 2), calloc(g->xv, 2)};
+        dt_bf16 *q[2] = {calloc(g->xp, 2), calloc(g->xp, 2)};
+        float *dx[2] = {malloc(nx * 4), malloc(nx * 4)};
+        layout[p]->parity_planes_image(s, g, xh, true, v[0]);
+        layout[p]->parity_planes_image(s, g, xr, false, v[1]);
+        assert_memory_equal(v[0], v[1], g->xv * 2);
+        layout[p]->position_pairs_image(s, g, xh, true, q[0]);
+        layout[p]->position_pairs_image(s, g, xr, false, q[1]);
+        assert_memory_equal(q[0], q[1], g->xp * 2);
+        for (int with_extra = 0; with_extra < 2; with_extra++) {
+            for (int k = 0; k < 2; k++) { /* the skip gradient, in dx */
+                memcpy(dx[k], x, nx * 4);
+                layout[p]->compact_dx(s, g, dxq, k ? (const void *)rr : (const void *)rh, !k,
+                                      with_extra ? dx[k] : NULL, dx[k]);
+            }
+            bf16_assert_same_floats(dx[0], dx[1], nx);
+        }
+        free(v[0]), free(v[1]), free(q[0]), free(q[1]), free(dx[0]), free(dx[1]);
+    }
+    free(xh), free(rh), free(xr), free(rr);
+}
+
 /* The paths whose layout passes are AVX-512 builds. */
 static enum dt_bf16_path avx512_paths[] = {DT_BF16_AMX, DT_BF16_AVX512BF16};
 
@@ -291,8 +329,9 @@ static enum dt_bf16_path avx512_paths[] = {DT_BF16_AMX, DT_BF16_AVX512BF16};
  * C's bytes: parity planes, dY pair planes, dY rows and position pairs (into buffers zeroed once,
  * two samples in turn), the compaction with and without bias, and compact_dx without the relu
  * below, with it, and with it and the skip gradient (given as dx itself; a sum of two NaNs may
- * keep either's payload). Shapes: the tests' own, 28 -> 14, and rows over 32 columns, even and
- * odd, so that every other column is picked across vectors. */
+ * keep either's payload); and each with x and relu_x stored as bf16 (check_bf16_x). Shapes:
+ * the tests' own, 28 -> 14, and rows over 32 columns, even and odd, so that every other column
+ * is picked across vectors. */
 static void test_layout_passes_match_plain_c(void **state)
 {
     enum dt_bf16_path path = *(const enum dt_bf16_path *)*state;
@@ -323,10 +362,10 @@ static void test_layout_passes_match_plain_c(void **state)
             xv[p] = calloc(g.xv, 2), dv[p] = calloc(g.dv, 2), dyq[p] = calloc(g.dyq, 2);
             xp[p] = calloc(g.xp, 2), y[p] = malloc(ny * 4), dx[p] = malloc(nx * 4);
             for (int sample = 0; sample < 2; sample++) {
-                layout[p]->parity_planes_image(&s, &g, x[sample], xv[p]);
+                layout[p]->parity_planes_image(&s, &g, x[sample], false, xv[p]);
                 layout[p]->dy_planes_image(&s, &g, dy[sample], dv[p]);
                 layout[p]->dy_rows_image(&s, &g, dy[sample], dyq[p]);
-                layout[p]->position_pairs_image(&s, &g, x[sample], xp[p]);
+                layout[p]->position_pairs_image(&s, &g, x[sample], false, xp[p]);
             }
         }
         assert_memory_equal(xv[0], xv[1], g.xv * 2);
@@ -354,11 +393,12 @@ static void test_layout_passes_match_plain_c(void **state)
         for (int variant = 0; variant < 3; variant++) {
             for (int p = 0; p < 2; p++) {
                 memcpy(dx[p], x[1], nx * 4); /* the skip gradient, in dx */
-                layout[p]->compact_dx(&s, &g, dxq, variant ? relu_x : NULL,
+                layout[p]->compact_dx(&s, &g, dxq, variant ? relu_x : NULL, false,
                                       variant == 2 ? dx[p] : NULL, dx[p]);
             }
             bf16_assert_same_floats(dx[0], dx[1], nx);
         }
+        check_bf16_x(layout, &s, &g, x[0], dxq, relu_x);
         for (int p = 0; p < 2; p++) {
             free(xv[p]), free(dv[p]), free(dyq[p]), free(xp[p]), free(y[p]), free(dx[p]);
             free(x[p]), free(dy[p]);

@@ -260,9 +260,20 @@ static void bf16_stride2_fusions(void)
     compare_on(DT_CONV2D_GEMM, b, nb, IN, 5, DT_FUSE_NONE, DT_FUSE_BN_GRAD, 3);
     compare_on(DT_CONV2D_GEMM, b, nb, IN, 5, DT_FUSE_ALL & ~DT_FUSE_BN_GRAD, DT_FUSE_BN_GRAD, 3);
     compare_on(DT_CONV2D_GEMM, b, nb, IN, 5, DT_FUSE_BN_GRAD, DT_FUSE_BF16_STORE, 3);
+    /* ... and with the relu, add and relu_below fusions the block's input (the first relu's
+     * output), which the stride-2 conv and the projection's read: 5 */
     compare_on(DT_CONV2D_GEMM, b, nb, IN, 5, DT_FUSE_ALL & ~DT_FUSE_BF16_STORE, DT_FUSE_BF16_STORE,
-               3);
+               5);
     compare_on(DT_CONV2D_GEMM, b, nb, IN, 5, DT_FUSE_ALL & ~DT_FUSE_ADD, DT_FUSE_ADD, 1);
+    /* then an identity block: the downsampling block's output (its add's, stored by the
+     * projection's batchnorm, and the relu's) read by its stride-1 conv and its add, 2 more;
+     * its inner batchnorm -> relu and its two convs' outputs, 4 more */
+    struct dt_layer_spec d[16];
+    memcpy(d, b, 7 * sizeof *d);
+    int nd = 7 + block(d + 7);
+    d[12].from = -6;
+    compare_on(DT_CONV2D_GEMM, d, nd, IN, 5, DT_FUSE_ALL & ~DT_FUSE_BF16_STORE, DT_FUSE_BF16_STORE,
+               11);
 }
 
 /* The same on a bf16 model, on every bf16 tile path the CPU has (the plain-C tiles always):

@@ -143,12 +143,13 @@ static int first_of_parity(int pad, int b)
 }
 
 void dt_conv_s2_bf16_parity_planes_image(const struct dt_conv_shape *s,
-                                         const struct dt_conv_s2_geom *g, const float *x,
-                                         dt_bf16 *xv)
+                                         const struct dt_conv_s2_geom *g, const void *x,
+                                         bool x_bf16, dt_bf16 *xv)
 {
     size_t plane = (size_t)s->h * s->w;
     for (int p = 0; 2 * p < s->c; p++) {
-        const float *c0 = x + 2 * p * plane, *c1 = 2 * p + 1 < s->c ? c0 + plane : NULL;
+        size_t c0 = 2 * p * plane, c1 = c0 + plane;
+        bool second = 2 * p + 1 < s->c;
         for (int h = 0; h < s->h; h++) {
             int hp = h + s->pad;
             for (int b = 0; b < 2; b++) {
@@ -157,12 +158,12 @@ void dt_conv_s2_bf16_parity_planes_image(const struct dt_conv_shape *s,
                     continue;
                 dt_bf16 *out = xv + (size_t)pl * g->cpad * g->positions +
                                ((size_t)p * g->positions + (size_t)(hp / 2) * g->wq) * 2;
-                const float *r0 = c0 + (size_t)h * s->w, *r1 = c1 ? c1 + (size_t)h * s->w : NULL;
+                size_t row = (size_t)h * s->w;
                 for (int w = first_of_parity(s->pad, b); w < s->w; w += 2) {
                     int col = (w + s->pad) / 2;
-                    out[2 * col] = dt_bf16_from_f32(r0[w]);
-                    if (r1)
-                        out[2 * col + 1] = dt_bf16_from_f32(r1[w]);
+                    out[2 * col] = dt_bf16_from_f32(dt_act_at(x, x_bf16, c0 + row + w));
+                    if (second)
+                        out[2 * col + 1] = dt_bf16_from_f32(dt_act_at(x, x_bf16, c1 + row + w));
                 }
             }
         }
@@ -261,8 +262,8 @@ static inline float relu_below(float v, float x)
 }
 
 void dt_conv_s2_bf16_compact_dx(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g,
-                                const float *dxq, const float *relu_x, const float *extra,
-                                float *dx)
+                                const float *dxq, const void *relu_x, bool x_bf16,
+                                const float *extra, float *dx)
 {
     /* A row of dx interleaves two parity planes' rows: even columns w = 2k from the plane of
      * padded column parity pad % 2 at column k + pad / 2, odd ones from the other at
@@ -281,7 +282,8 @@ void dt_conv_s2_bf16_compact_dx(const struct dt_conv_shape *s, const struct dt_c
                                               (size_t)(hp / 2) * g->wd + (s->pad + b) / 2
                                         : NULL;
             }
-            const float *a = src[0], *b = src[1], *x = relu_x ? relu_x + at : NULL;
+            const float *a = src[0], *b = src[1];
+            const void *x = relu_x ? dt_act_from(relu_x, x_bf16, at) : NULL;
             const float *e = relu_x && extra ? extra + at : NULL;
             float *d = dx + at;
             if (!a && !b && !e) { /* a row no tap reaches (1x1: every other one) */
@@ -295,8 +297,8 @@ void dt_conv_s2_bf16_compact_dx(const struct dt_conv_shape *s, const struct dt_c
                     v1 += e[2 * k + 1];
                 }
                 if (x) {
-                    v0 = relu_below(v0, x[2 * k]);
-                    v1 = relu_below(v1, x[2 * k + 1]);
+                    v0 = relu_below(v0, dt_act_at(x, x_bf16, 2 * k));
+                    v1 = relu_below(v1, dt_act_at(x, x_bf16, 2 * k + 1));
                 }
                 d[2 * k] = v0;
                 d[2 * k + 1] = v1;
@@ -305,7 +307,7 @@ void dt_conv_s2_bf16_compact_dx(const struct dt_conv_shape *s, const struct dt_c
                 float v = a ? a[odd] : 0.0f;
                 if (e)
                     v += e[2 * odd];
-                d[2 * odd] = x ? relu_below(v, x[2 * odd]) : v;
+                d[2 * odd] = x ? relu_below(v, dt_act_at(x, x_bf16, 2 * odd)) : v;
             }
         }
 }
@@ -326,8 +328,8 @@ void dt_conv_s2_bf16_dy_rows_image(const struct dt_conv_shape *s, const struct d
 }
 
 void dt_conv_s2_bf16_position_pairs_image(const struct dt_conv_shape *s,
-                                          const struct dt_conv_s2_geom *g, const float *x,
-                                          dt_bf16 *xp)
+                                          const struct dt_conv_s2_geom *g, const void *x,
+                                          bool x_bf16, dt_bf16 *xp)
 {
     /* Each image pixel of a read plane lands once in each copy of its plane that a tap reads
      * (1x1: the even copy of plane 00 only), its channels side by side (a position pair holds
@@ -346,9 +348,9 @@ void dt_conv_s2_bf16_position_pairs_image(const struct dt_conv_shape *s,
                              ? xp + ((size_t)pl * 2 + 1) * g->xt +
                                    (size_t)((pos - 1) / 2) * g->c16 * 2 + (pos - 1) % 2
                              : NULL;
-            const float *px = x + (size_t)h * s->w + w;
+            size_t px = (size_t)h * s->w + w;
             for (int c = 0; c < s->c; c++) {
-                dt_bf16 v = dt_bf16_from_f32(px[c * plane]);
+                dt_bf16 v = dt_bf16_from_f32(dt_act_at(x, x_bf16, px + c * plane));
                 if (e)
                     e[2 * c] = v;
                 if (o)

@@ -91,11 +91,15 @@ void dt_conv_s2_bf16_pack_weights_input_grad(const struct dt_conv_shape *s,
                                              const struct dt_conv_s2_geom *g, const float *w,
                                              dt_bf16 *wpi);
 
-/* Forward. x [C][H][W] -> xv's parity planes (image only: xv zeroed once by its owner); then
+/* x (parity_planes_image, position_pairs_image) and relu_x (compact_dx) are read as fp32, or
+ * as bf16 elements when x_bf16 (the model's bf16_store: a ResNet block's output stored so),
+ * the same bits on the same bf16 values.
+ *
+ * Forward. x [C][H][W] -> xv's parity planes (image only: xv zeroed once by its owner); then
  * yq = the product on path p (ctile or amx); then y [K][OH][OW] = yq + b (b may be NULL). */
 void dt_conv_s2_bf16_parity_planes_image(const struct dt_conv_shape *s,
-                                         const struct dt_conv_s2_geom *g, const float *x,
-                                         dt_bf16 *xv);
+                                         const struct dt_conv_s2_geom *g, const void *x,
+                                         bool x_bf16, dt_bf16 *xv);
 void dt_conv_s2_bf16_forward_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
                                 const struct dt_conv_s2_geom *g, const dt_bf16 *xv,
                                 const dt_bf16 *wp, float *yq);
@@ -113,8 +117,8 @@ void dt_conv_s2_bf16_input_grad_on(enum dt_bf16_path p, const struct dt_conv_sha
                                    const struct dt_conv_s2_geom *g, const dt_bf16 *dv,
                                    const dt_bf16 *wpi, float *dxq);
 void dt_conv_s2_bf16_compact_dx(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g,
-                                const float *dxq, const float *relu_x, const float *extra,
-                                float *dx);
+                                const float *dxq, const void *relu_x, bool x_bf16,
+                                const float *extra, float *dx);
 
 /* Weight gradient. dy -> dyq (bf16 rows over the parity width, image only), x -> xp (the
  * position-pair copies the taps read, image only); dwt [k][tap][c16] = [dwt +]
@@ -123,8 +127,8 @@ void dt_conv_s2_bf16_compact_dx(const struct dt_conv_shape *s, const struct dt_c
 void dt_conv_s2_bf16_dy_rows_image(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g,
                                    const float *dy, dt_bf16 *dyq);
 void dt_conv_s2_bf16_position_pairs_image(const struct dt_conv_shape *s,
-                                          const struct dt_conv_s2_geom *g, const float *x,
-                                          dt_bf16 *xp);
+                                          const struct dt_conv_s2_geom *g, const void *x,
+                                          bool x_bf16, dt_bf16 *xp);
 void dt_conv_s2_bf16_weight_grad_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
                                     const struct dt_conv_s2_geom *g, int n, const dt_bf16 *dyq,
                                     const dt_bf16 *xp, float *dwt, bool accumulate);
@@ -137,17 +141,18 @@ void dt_conv_s2_bf16_weight_grad_unpack(const struct dt_conv_shape *s,
 struct dt_conv_s2_bf16_layout {
     const char *name; /* for benchmark headers: "plain C", "avx512" */
     void (*parity_planes_image)(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g,
-                                const float *x, dt_bf16 *xv);
+                                const void *x, bool x_bf16, dt_bf16 *xv);
     void (*compact)(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g, const float *yq,
                     const float *b, bool relu, enum dt_bf16_store store, void *y);
     void (*dy_planes_image)(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g,
                             const float *dy, dt_bf16 *dv);
     void (*compact_dx)(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g,
-                       const float *dxq, const float *relu_x, const float *extra, float *dx);
+                       const float *dxq, const void *relu_x, bool x_bf16, const float *extra,
+                       float *dx);
     void (*dy_rows_image)(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g,
                           const float *dy, dt_bf16 *dyq);
     void (*position_pairs_image)(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g,
-                                 const float *x, dt_bf16 *xp);
+                                 const void *x, bool x_bf16, dt_bf16 *xp);
 };
 
 /* The layout passes path p runs: the amx and avx512bf16 paths an AVX-512 build

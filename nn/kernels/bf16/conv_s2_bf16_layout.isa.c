@@ -16,6 +16,8 @@
 #include "nn/kernels/bf16/layout_avx512.h"
 #include "nn/kernels/isa_fn.h"
 
+#define BODY inline __attribute__((always_inline))
+
 /* 16 pairs of bf16, as conv_bf16.h's pair planes hold two channels: a's in the low half of
  * each 32-bit lane, b's in the high half (b NULL: zero). */
 static inline __m512i pair_lanes(__m512 a, const __m512 *b)
@@ -34,12 +36,28 @@ static inline __m512 every_other(const float *src, int n)
     return _mm512_permutex2var_ps(lo, even, hi);
 }
 
-static void parity_planes_image(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g,
-                                const float *x, dt_bf16 *xv)
+/* every_other over bf16 elements: the even ones are the low halves of 32-bit lanes. */
+static inline __m512 every_other_bf16(const dt_bf16 *src, int n)
+{
+    __m512i v = _mm512_maskz_loadu_epi16((__mmask32)((1u << (2 * n - 1)) - 1), src);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+}
+
+/* every_other from x stored as fp32 or (x_bf16) bf16, from element at. */
+static inline __m512 every_other_act(const void *x, bool x_bf16, size_t at, int n)
+{
+    return x_bf16 ? every_other_bf16((const dt_bf16 *)x + at, n)
+                  : every_other((const float *)x + at, n);
+}
+
+static BODY void parity_planes_image_body(const struct dt_conv_shape *s,
+                                          const struct dt_conv_s2_geom *g, const void *x,
+                                          bool x_bf16, dt_bf16 *xv)
 {
     size_t plane = (size_t)s->h * s->w;
     for (int p = 0; 2 * p < s->c; p++) {
-        const float *c0 = x + 2 * p * plane, *c1 = 2 * p + 1 < s->c ? c0 + plane : NULL;
+        size_t c0 = 2 * p * plane, c1 = c0 + plane;
+        bool second = 2 * p + 1 < s->c;
         for (int h = 0; h < s->h; h++) {
             int hp = h + s->pad;
             for (int b = 0; b < 2; b++) {
@@ -51,18 +69,27 @@ static void parity_planes_image(const struct dt_conv_shape *s, const struct dt_c
                 int col0 = (first + s->pad) / 2;
                 dt_bf16 *out = xv + (size_t)pl * g->cpad * g->positions +
                                ((size_t)p * g->positions + (size_t)(hp / 2) * g->wq + col0) * 2;
-                const float *r0 = c0 + (size_t)h * s->w + first;
-                const float *r1 = c1 ? c1 + (size_t)h * s->w + first : NULL;
+                size_t r0 = c0 + (size_t)h * s->w + first, r1 = c1 + (size_t)h * s->w + first;
                 for (int i = 0; i < n; i += 16) {
                     int m = n - i < 16 ? n - i : 16;
-                    __m512 v1 = r1 ? every_other(r1 + 2 * i, m) : _mm512_setzero_ps();
+                    __m512 v1 =
+                        second ? every_other_act(x, x_bf16, r1 + 2 * i, m) : _mm512_setzero_ps();
                     _mm512_mask_storeu_epi32(
                         out + 2 * i, dt_lanes(m),
-                        pair_lanes(every_other(r0 + 2 * i, m), r1 ? &v1 : NULL));
+                        pair_lanes(every_other_act(x, x_bf16, r0 + 2 * i, m), second ? &v1 : NULL));
                 }
             }
         }
     }
+}
+
+static void parity_planes_image(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g,
+                                const void *x, bool x_bf16, dt_bf16 *xv)
+{
+    if (x_bf16)
+        parity_planes_image_body(s, g, x, true, xv);
+    else
+        parity_planes_image_body(s, g, x, false, xv);
 }
 
 static void compact(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g, const float *yq,
@@ -113,14 +140,20 @@ static void dy_rows_image(const struct dt_conv_shape *s, const struct dt_conv_s2
 /* Position pos of parity plane a b: its pixel's channels of one block (lanes cm, index: each
  * lane's plane offset), rounded, in the top halves of the lanes; zero outside the image (the
  * padding, the junk column). */
-static inline __m512i position_channels(const struct dt_conv_shape *s, int wq, const float *x,
-                                        int a, int b, int pos, __mmask16 cm, __m512i index)
+static inline __m512i position_channels(const struct dt_conv_shape *s, int wq, const void *x,
+                                        bool x_bf16, int a, int b, int pos, __mmask16 cm,
+                                        __m512i index)
 {
     int h = pos / wq * 2 + a - s->pad, w = pos % wq * 2 + b - s->pad;
     if (h < 0 || h >= s->h || w < 0 || w >= s->w)
         return _mm512_setzero_si512();
-    return dt_round_high(
-        _mm512_mask_i32gather_ps(_mm512_setzero_ps(), cm, index, x + h * s->w + w, 4));
+    if (x_bf16) /* 32 bits from each element on (the activation is allocated 64 bytes longer):
+                 * the element in the low half, moved up */
+        return _mm512_slli_epi32(_mm512_mask_i32gather_epi32(_mm512_setzero_si512(), cm, index,
+                                                             (const dt_bf16 *)x + h * s->w + w, 2),
+                                 16);
+    return dt_round_high(_mm512_mask_i32gather_ps(_mm512_setzero_ps(), cm, index,
+                                                  (const float *)x + h * s->w + w, 4));
 }
 
 /* Per parity plane a b a copy reads, its position pairs from the first to the one of its last
@@ -128,8 +161,9 @@ static inline __m512i position_channels(const struct dt_conv_shape *s, int wq, c
  * P is positions (2P, 2P + 1), the odd copy's (2P + 1, 2P + 2). A position outside the image
  * is zero, what the buffer (zeroed once by its owner) holds there, so whole 64-byte pairs are
  * written. */
-static void position_pairs_image(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g,
-                                 const float *x, dt_bf16 *xp)
+static BODY void position_pairs_image_body(const struct dt_conv_shape *s,
+                                           const struct dt_conv_s2_geom *g, const void *x,
+                                           bool x_bf16, dt_bf16 *xp)
 {
     int plane = s->h * s->w;
     __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
@@ -150,10 +184,10 @@ static void position_pairs_image(const struct dt_conv_shape *s, const struct dt_
             __mmask16 cm = dt_lanes(s->c - cb);
             __m512i index = _mm512_mullo_epi32(_mm512_add_epi32(_mm512_set1_epi32(cb), lane),
                                                _mm512_set1_epi32(plane));
-            __m512i u = position_channels(s, g->wq, x, a, b, 2 * p0, cm, index);
+            __m512i u = position_channels(s, g->wq, x, x_bf16, a, b, 2 * p0, cm, index);
             for (int p = p0; p <= p1; p++) {
-                __m512i v = position_channels(s, g->wq, x, a, b, 2 * p + 1, cm, index);
-                __m512i w = position_channels(s, g->wq, x, a, b, 2 * p + 2, cm, index);
+                __m512i v = position_channels(s, g->wq, x, x_bf16, a, b, 2 * p + 1, cm, index);
+                __m512i w = position_channels(s, g->wq, x, x_bf16, a, b, 2 * p + 2, cm, index);
                 size_t at = ((size_t)p * g->c16 + cb) * 2;
                 if (even)
                     _mm512_storeu_si512(even + at, _mm512_or_si512(_mm512_srli_epi32(u, 16), v));
@@ -165,10 +199,20 @@ static void position_pairs_image(const struct dt_conv_shape *s, const struct dt_
     }
 }
 
+static void position_pairs_image(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g,
+                                 const void *x, bool x_bf16, dt_bf16 *xp)
+{
+    if (x_bf16)
+        position_pairs_image_body(s, g, x, true, xp);
+    else
+        position_pairs_image_body(s, g, x, false, xp);
+}
+
 /* A row of dx interleaves two parity planes' rows (conv_s2_bf16.c's compact_dx): 32 columns
  * at a time from 16 of each, through the relu below's backward as a mask. */
-static void compact_dx(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g,
-                       const float *dxq, const float *relu_x, const float *extra, float *dx)
+static BODY void compact_dx_body(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g,
+                                 const float *dxq, const void *relu_x, bool x_bf16,
+                                 const float *extra, float *dx)
 {
     const __m512i lo_idx =
         _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
@@ -186,7 +230,8 @@ static void compact_dx(const struct dt_conv_shape *s, const struct dt_conv_s2_ge
                                               (size_t)(hp / 2) * g->wd + (s->pad + b) / 2
                                         : NULL;
             }
-            const float *a = src[0], *b = src[1], *x = relu_x ? relu_x + at : NULL;
+            const float *a = src[0], *b = src[1];
+            const void *x = relu_x ? dt_act_from(relu_x, x_bf16, at) : NULL;
             const float *e = relu_x && extra ? extra + at : NULL;
             float *d = dx + at;
             if (!a && !b && !e) {
@@ -206,13 +251,23 @@ static void compact_dx(const struct dt_conv_shape *s, const struct dt_conv_s2_ge
                         v[half] = _mm512_add_ps(v[half], _mm512_maskz_loadu_ps(m[half], e + j));
                     if (x)
                         v[half] = _mm512_maskz_mov_ps(
-                            _mm512_cmp_ps_mask(_mm512_maskz_loadu_ps(m[half], x + j), zero,
+                            _mm512_cmp_ps_mask(dt_load_act(x, x_bf16, j, m[half]), zero,
                                                _CMP_GT_OQ),
                             v[half]);
                     _mm512_mask_storeu_ps(d + j, m[half], v[half]);
                 }
             }
         }
+}
+
+static void compact_dx(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g,
+                       const float *dxq, const void *relu_x, bool x_bf16, const float *extra,
+                       float *dx)
+{
+    if (x_bf16)
+        compact_dx_body(s, g, dxq, relu_x, true, extra, dx);
+    else
+        compact_dx_body(s, g, dxq, relu_x, false, extra, dx);
 }
 
 const struct dt_conv_s2_bf16_layout DT_ISA_FN(dt_conv_s2_bf16_layout) = {
