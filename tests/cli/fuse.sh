@@ -4,8 +4,9 @@
 # bn_grad, dy_extra, skip_in_dy) and the ConvNet (relu, pool, chunks at one thread); and a bf16
 # ResNet with and without bf16_store (activations stored as bf16 where the CPU has bf16 tiles)
 # and bn_input (a batchnorm -> relu's output never stored, applied by the conv above as it
-# reads) and bn_sums (that batchnorm's backward sums taken by the conv above as it stores dx), and a bf16 ConvNet with and without pool_grad (the pool's backward in the tile conv's) and with
-# none (dx_rounded: the emulated first conv's dy rounded by the tile conv above).
+# reads) and bn_sums (that batchnorm's backward sums taken by the conv above as it stores
+# dx), and a bf16 ConvNet with and without pool_grad (the pool's backward in the tile conv's)
+# and with none (dx_rounded: the emulated first conv's dy rounded by the tile conv above).
 . tests/cli/lib.sh
 
 FIX="$TMP/fix"
