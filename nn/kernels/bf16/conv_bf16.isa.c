@@ -43,6 +43,80 @@ void DT_ISA_FN(dt_conv_bf16_forward)(const struct dt_conv_shape *s,
     }
 }
 
+/* Up to three taps' accumulators (tiles 0-2: taps t0, t0 + 1, t0 + 2) of a block of at most
+ * 16 output x 16 input channels, to and from dwt [k][tap][16] (tile.h's STORE_ROWS and
+ * LOAD_ROWS: `rows` output channels). */
+static inline void taps3_store(float *dwt, int t0, int nt, long row, int rows)
+{
+    long ystride = row * 4;
+    _Alignas(64) float buf[256];
+    STORE_ROWS(0, rows, dwt + (size_t)t0 * 16, row);
+    if (nt > 1)
+        STORE_ROWS(1, rows, dwt + (size_t)(t0 + 1) * 16, row);
+    if (nt > 2)
+        STORE_ROWS(2, rows, dwt + (size_t)(t0 + 2) * 16, row);
+}
+
+static inline void taps3_load(const float *dwt, int t0, int nt, long row, int rows)
+{
+    long ystride = row * 4;
+    _Alignas(64) float buf[256];
+    LOAD_ROWS(0, rows, dwt + (size_t)t0 * 16, row);
+    if (nt > 1)
+        LOAD_ROWS(1, rows, dwt + (size_t)(t0 + 1) * 16, row);
+    if (nt > 2)
+        LOAD_ROWS(2, rows, dwt + (size_t)(t0 + 2) * 16, row);
+}
+
+/* The weight gradient of a layer of at most 16 output and 16 input channels (a ResNet's first
+ * stage), where a block is one accumulator tile per tap and each product loaded both its
+ * operands: three taps at a time share each dY-row tile (A, tile 3), loaded once for their
+ * three products (4 tile loads per 3 products, not 6). Each tap's accumulator adds the same
+ * products in the same order as one tap at a time: the same bits. */
+static void weight_grad_taps3(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
+                              int n, const dt_bf16 *dyq, const dt_bf16 *even, const dt_bf16 *odd,
+                              float *dwt, bool accumulate)
+{
+    int taps = s->kh * s->kw, groups = (taps + 2) / 3;
+    long astride = (long)g->qrow * 2, bstride = 16 * 4, row = (long)taps * 16;
+#pragma omp parallel for schedule(dynamic) if (!omp_in_parallel() && groups > 1)
+    for (int grp = 0; grp < groups; grp++) {
+        TILE_BEGIN();
+        int t0 = 3 * grp, nt = taps - t0 < 3 ? taps - t0 : 3, shift[3] = {0, 0, 0};
+        const dt_bf16 *copy[3] = {even, even, even};
+        for (int j = 0; j < nt; j++) {
+            int ij = t0 + j;
+            shift[j] = ij / s->kw * g->wp + ij % s->kw;
+            copy[j] = shift[j] % 2 ? odd : even;
+        }
+        if (!accumulate) {
+            TILE_ZERO(0);
+            TILE_ZERO(1);
+            TILE_ZERO(2);
+        } else {
+            taps3_load(dwt, t0, nt, row, s->k);
+        }
+        for (int i = 0; i < n; i++) {
+            const dt_bf16 *a = dyq + i * g->dyq;
+            size_t x = (size_t)i * g->xt;
+            for (int q = 0; q < g->qrow; q += 32) {
+                TILE_LOAD(3, a + q, astride);
+                TILE_LOAD(4, copy[0] + x + (size_t)((q + shift[0]) / 2) * 32, bstride);
+                TILE_DPBF16(0, 3, 4);
+                if (nt > 1) {
+                    TILE_LOAD(5, copy[1] + x + (size_t)((q + shift[1]) / 2) * 32, bstride);
+                    TILE_DPBF16(1, 3, 5);
+                }
+                if (nt > 2) {
+                    TILE_LOAD(6, copy[2] + x + (size_t)((q + shift[2]) / 2) * 32, bstride);
+                    TILE_DPBF16(2, 3, 6);
+                }
+            }
+        }
+        taps3_store(dwt, t0, nt, row, s->k);
+    }
+}
+
 /* dwt [k][tap][c16] over n samples: blocks of 2 x 2 accumulator tiles (32 output channels x
  * 32 input channels of one tap) kept in the tiles across every sample's positions. A: dY
  * rows, 16 channels x 32 positions at stride qrow. B: 16 position pairs x 16 channels from
@@ -53,6 +127,10 @@ void DT_ISA_FN(dt_conv_bf16_weight_grad)(const struct dt_conv_shape *s,
                                          const dt_bf16 *odd, float *dwt, bool accumulate)
 {
     int taps = s->kh * s->kw, mt_count = (s->k + 15) / 16, ct_count = g->c16 / 16;
+    if (mt_count == 1 && ct_count == 1) {
+        weight_grad_taps3(s, g, n, dyq, even, odd, dwt, accumulate);
+        return;
+    }
     int mb = (mt_count + 1) / 2, cb = (ct_count + 1) / 2, blocks = mb * cb * taps;
     long astride = (long)g->qrow * 2, bstride = (long)g->c16 * 4;
 #pragma omp parallel for schedule(dynamic) if (!omp_in_parallel() && blocks > 1)
