@@ -45,9 +45,10 @@
  *               it rounds), so no bit changes, but for one: the relu mask of an fp32 output
  *               under 2^-133 that rounds to zero (x > 0 on the fp32 value, not on the bf16).
  *               And a ResNet block's output (the relu after an identity add the batchnorm
- *               below computes, or after the stem's batchnorm), read by a stride-1 tiles
- *               conv2d running the relu's backward and by identity adds that batchnorms
- *               compute: a bf16 model's identity add reads its skip as a bf16 value (as
+ *               below computes, after a projection add its batchnorm computes, or after the
+ *               stem's batchnorm), read by a tiles conv2d (stride 1 or 2) running the relu's
+ *               backward, by identity adds that batchnorms compute and by projections on
+ *               tiles: a bf16 model's identity add reads its skip as a bf16 value (as
  *               autocast's add of bf16 tensors), so those readers see the same values.
  *   bn_input    and where such a batchnorm2d -> relu's input is itself stored as bf16 (the conv
  *               below's), the batchnorm stores nothing: it keeps its statistics and the conv
