@@ -223,8 +223,7 @@ static void add_forward(struct dt_layer *l, const float *x, float *y, int batch,
     }
     /* c->relu: the following relu, at the store (backward never reads y); c->round_skip: the
      * identity add's skip as a bf16 value */
-    dt_add_forward(x, sc, y, (long)(batch * dt_shape_size(l->in)), c->relu,
-                   c->round_skip && !a->projection);
+    dt_add_forward(x, sc, y, (long)(batch * dt_shape_size(l->in)), c->relu, c->round_skip);
 }
 
 static void add_backward(struct dt_layer *l, const float *x, const float *y, const float *dy,

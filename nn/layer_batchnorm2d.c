@@ -56,9 +56,9 @@ struct batchnorm {
     struct dt_bn_relu relu_above;
     double *stats;     /* forward: per-channel sums of x - s, of (x - s)^2, and the count */
     double *grad_sums; /* backward: sum dy, then sum dy xhat, per channel */
-    /* backward over x stored as bf16: each sample's two sums, [max_batch][2][c] (bn_grad.h's
-     * order; sum dy xhat still without the 1/std), made here or by the conv2d above (bn_sums),
-     * then added in sample order */
+    /* backward over x stored as bf16 (a bf16 model's; NULL in an fp32 one): each sample's two
+     * sums, [max_batch][2][c] (bn_grad.h's order; sum dy xhat still without the 1/std), made
+     * here or by the conv2d above (bn_sums), then added in sample order */
     double *parts;
     double n;      /* training: elements per channel over every process, last forward */
     float *gather; /* exact_sum's all-reduce buffer, sized at the first reduction */
@@ -94,7 +94,8 @@ static int batchnorm2d_setup(struct dt_layer *l, const struct dt_layer_spec *spe
     bn->invstd = dt_alloc((size_t)in.c, sizeof(float));
     bn->stats = dt_alloc(2 * (size_t)in.c + 1, sizeof(double));
     bn->grad_sums = dt_alloc(2 * (size_t)in.c, sizeof(double));
-    s->scratch_bytes = (double)l->model->max_batch * 2 * in.c * sizeof(double); /* parts */
+    if (l->model->precision == DT_PRECISION_BF16) /* parts: x is stored as bf16 only there */
+        s->scratch_bytes = (double)l->model->max_batch * 2 * in.c * sizeof(double);
     bn->terms = dt_alloc(3 * (size_t)in.c, sizeof(float));
     bn->scale = dt_alloc((size_t)in.c, sizeof(float));
     bn->shift = dt_alloc((size_t)in.c, sizeof(float));
@@ -110,9 +111,9 @@ static int batchnorm2d_init(struct dt_layer *l, uint64_t seed)
     (void)seed;
     struct batchnorm *bn = l->state;
     size_t c = (size_t)bn->c;
-    if (!bn->parts) /* batch-sized: at init, once the model's size has been checked */
-        bn->parts = dt_alloc((size_t)l->model->max_batch * 2 * c, sizeof(double));
-    if (!bn->parts)
+    /* batch-sized: at init, once the model's size has been checked */
+    if (!bn->parts && l->model->precision == DT_PRECISION_BF16 &&
+        !(bn->parts = dt_alloc((size_t)l->model->max_batch * 2 * c, sizeof(double))))
         return dt_fail(DT_ERUNTIME, "batchnorm2d: out of memory for the gradient sums");
     if (bn->affine) {
         dt_layer_describe(l, "weight", true, 0, 1, &bn->c);

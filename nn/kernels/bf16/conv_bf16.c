@@ -276,12 +276,9 @@ void dt_conv_bf16_compact_relu_below(const struct dt_conv_shape *t,
                 bits &= keep;
                 memcpy(&v, &bits, sizeof bits);
                 dx[at + ow] = round ? dt_bf16_round(v) : v;
-                if (sums) {
-                    size_t lane = ((size_t)oh * g->ow + ow) % DT_BN_LANES;
-                    double d = dx[at + ow];
-                    a[lane] += d;
-                    q[lane] += d * ((double)dt_act_at(x, x_bf16, at + ow) - mean);
-                }
+                if (sums)
+                    dt_bn_lanes_add(a, q, (size_t)oh * g->ow + ow, dx[at + ow],
+                                    dt_act_at(x, x_bf16, at + ow), mean);
             }
         }
         if (sums) {

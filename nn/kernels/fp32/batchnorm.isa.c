@@ -154,15 +154,13 @@ static void DT_ISA_FN(grad_sums_bf16)(const dt_bf16 *x, const float *dy, size_t 
         prefetch_plane(px, (ptrdiff_t)sample, 2, n, b, batch, false);
         prefetch_plane(pd, (ptrdiff_t)sample, 4, n, b, batch, false);
         size_t i = 0;
-        for (; i < whole; i += DT_BN_LANES)
+        for (; i < whole; i += DT_BN_LANES) /* dt_bn_lanes_add, lane k spelled out: vectorized */
             for (int k = 0; k < DT_BN_LANES; k++) {
                 a[k] += pd[i + k];
                 q[k] += (double)pd[i + k] * ((double)dt_bf16_to_f32(px[i + k]) - mean);
             }
-        for (; i < n; i++) {
-            a[i % DT_BN_LANES] += pd[i];
-            q[i % DT_BN_LANES] += (double)pd[i] * ((double)dt_bf16_to_f32(px[i]) - mean);
-        }
+        for (; i < n; i++)
+            dt_bn_lanes_add(a, q, i, pd[i], dt_bf16_to_f32(px[i]), mean);
         sum_dy[(size_t)b * stride] = dt_bn_lanes_total(a);
         sum_dy_xm[(size_t)b * stride] = dt_bn_lanes_total(q);
     }

@@ -68,6 +68,14 @@ static inline float dt_bn_relu_value(const struct dt_bn_relu *a, int ch, float x
  * with the same bits (the bn_sums fusion, nn/fusion.h), and any team gives the same bits. */
 enum { DT_BN_LANES = 16 };
 
+/* Element i of a plane (dy, and x as its fp32 value) into the lanes: dy into a, dy (x - mean)
+ * into q. */
+static inline void dt_bn_lanes_add(double *a, double *q, size_t i, double dy, double x, double mean)
+{
+    a[i % DT_BN_LANES] += dy;
+    q[i % DT_BN_LANES] += dy * (x - mean);
+}
+
 /* lane[0] after the pairwise additions (lane is overwritten). */
 static inline double dt_bn_lanes_total(double *lane)
 {
