@@ -525,14 +525,9 @@ static void forward_sample(struct dt_bf16_conv *bf, int t, const void *x, const 
         layout->compact(s, &bf->g, yq, b, relu, stream, store, y);
 }
 
-void dt_bf16_conv_forward(struct dt_bf16_conv *bf, const float *x, bool x_bf16,
-                          const struct dt_bn_relu *x_bn, const float *w, const float *b, float *y,
-                          int batch, bool relu, const struct dt_bf16_conv_sink *sink, bool y_bf16)
+void dt_bf16_conv_pack_weights(struct dt_bf16_conv *bf, const float *w)
 {
     const struct dt_conv_shape *s = &bf->s;
-    bind_scratch(bf);
-    bf->x_bf16 = x_bf16;
-    bf->x_bn = x_bn;
     if (bf->stem) { /* W [K x ckk] and W^T, the weights' own order [K][C][kh][kw] */
         dt_bf16_pack_a_f32(w, bf->ckk, 1, s->k, bf->ckk, bf->wp);
         dt_bf16_pack_a_f32(w, 1, bf->ckk, bf->ckk, s->k, bf->wpi);
@@ -543,6 +538,18 @@ void dt_bf16_conv_forward(struct dt_bf16_conv *bf, const float *x, bool x_bf16,
         dt_conv_bf16_pack_weights(s, &bf->g, w, bf->wp);
         dt_conv_bf16_pack_weights_input_grad(&bf->t, &bf->gt, w, bf->wpi);
     }
+}
+
+void dt_bf16_conv_forward(struct dt_bf16_conv *bf, const float *x, bool x_bf16,
+                          const struct dt_bn_relu *x_bn, const float *w, const float *b, float *y,
+                          int batch, bool relu, const struct dt_bf16_conv_sink *sink, bool y_bf16)
+{
+    const struct dt_conv_shape *s = &bf->s;
+    bind_scratch(bf);
+    bf->x_bf16 = x_bf16;
+    bf->x_bn = x_bn;
+    if (w)
+        dt_bf16_conv_pack_weights(bf, w);
     size_t in = (size_t)s->c * s->h * s->w, out = (size_t)s->k * bf->oh * bf->ow;
     bool pooled = sink && sink->pool_y && relu && !bf->stride2; /* compact_pool2x2's layouts */
     /* One sample per iteration on each thread; the kernels see the parallel region and run
@@ -993,6 +1000,16 @@ const char *dt_bf16_linear_note(const struct dt_bf16_linear *bf)
 void dt_bf16_linear_pack_weights(struct dt_bf16_linear *bf, const float *w, bool training)
 {
     dt_bf16_pack_rows_both(bf->path, w, bf->out, bf->in, bf->wa, training ? bf->wb : NULL);
+}
+
+int dt_bf16_linear_pack_piece(const struct dt_bf16_linear *bf)
+{
+    return dt_bf16_pack_rows_piece(bf->out, bf->in);
+}
+
+void dt_bf16_linear_pack_rows(struct dt_bf16_linear *bf, const float *w, int r0, int r1)
+{
+    dt_bf16_pack_rows_range(bf->path, w, bf->out, bf->in, r0, r1, bf->wa, bf->wb);
 }
 
 void dt_bf16_linear_forward(struct dt_bf16_linear *bf, const float *x, const float *b, float *y,

@@ -18,10 +18,10 @@
  *             AVX512-BF16) and the fallback for conv shapes the tile kernels do not take (stride
  *             3+, pad >= kernel, under 4 input channels outside the stem mode), named in the
  *             note.
- * Either way the fp32 master weights are read afresh at every forward call (the bf16 copy is
- * refreshed there, i.e. once per step after the optimizer changed them, and at each evaluation
- * batch), so nothing has to tell the layer that its parameters changed; weight and bias
- * gradients are written in fp32; bias is added in fp32.
+ * Either way the layer keeps a bf16 copy of its weights (packed, or rounded) made from the fp32
+ * masters: in a training step by the optimizer step, as it updates them (nn/weight_copy.h),
+ * else at the forward call (the layer's forward is told which); weight and bias gradients are
+ * written in fp32; bias is added in fp32.
  *
  * Backward reads what the same batch's forward packed (the weights): the model always runs a
  * training forward and then the backward of that batch.
@@ -50,6 +50,10 @@
  * every emulated layer would cost as much as its fp32 input (all of them on CPUs without AMX);
  * rounding again costs one pass over x. The rounded weights, which backward reads as forward
  * made them, are the layer's own. */
+
+/* The emulated mode's rounded weights are made in pieces of this many floats when the optimizer
+ * step makes them (nn/weight_copy.h; any cut gives the same values). */
+#define DT_BF16_ROUNDED_PIECE 16384
 
 /* Where x (nx floats) and dy (ndy floats) rounded go, disjoint, in the call scratch. */
 struct dt_bf16_rounded {
@@ -105,13 +109,17 @@ bool dt_bf16_conv_reads_bn_relu(const struct dt_bf16_conv *bf);
 /* Whether backward can store dx rounded to bf16 (round_dx): the stride-1 and stride-2 tiles. */
 bool dt_bf16_conv_rounds_dx(const struct dt_bf16_conv *bf);
 
+/* Tiles mode: packs w [K][C][kh][kw] for the forward and the input gradient, the layer's bf16
+ * weight copy. */
+void dt_bf16_conv_pack_weights(struct dt_bf16_conv *bf, const float *w);
 /* Tiles mode. forward: y = conv(x, w) + b (b may be NULL), relu'd when relu, rounded to bf16
  * (autocast's conv output) and stored as bf16 elements when y_bf16 (the model's bf16_store);
- * packs w. x_bf16: x is stored as bf16 elements (only where dt_bf16_conv_reads_bf16), here and
- * in backward (x and relu_x). x_bn (the bn_input fusion, only where dt_bf16_conv_reads_bn_relu):
- * x is the input of a batchnorm2d -> relu below, whose output the conv reads by applying
- * them (nn/kernels/fp32/bn_grad.h), here and in backward; NULL: x is the conv's input. With
- * a sink, y is not written (may be NULL); the sink gets the rounded values. */
+ * packs w first unless w is NULL (packed since the weights last changed). x_bf16: x is stored as
+ * bf16 elements (only where dt_bf16_conv_reads_bf16), here and in backward (x and relu_x). x_bn
+ * (the bn_input fusion, only where dt_bf16_conv_reads_bn_relu): x is the input of a batchnorm2d ->
+ * relu below, whose output the conv reads by applying them (nn/kernels/fp32/bn_grad.h), here and in
+ * backward; NULL: x is the conv's input. With a sink, y is not written (may be NULL); the sink gets
+ * the rounded values. */
 void dt_bf16_conv_forward(struct dt_bf16_conv *bf, const float *x, bool x_bf16,
                           const struct dt_bn_relu *x_bn, const float *w, const float *b, float *y,
                           int batch, bool relu, const struct dt_bf16_conv_sink *sink, bool y_bf16);
@@ -156,6 +164,11 @@ const char *dt_bf16_linear_note(const struct dt_bf16_linear *bf);
  * follows (backward for each group of rows). Operands go in the call scratch: no other layer
  * may run inside a call. */
 void dt_bf16_linear_pack_weights(struct dt_bf16_linear *bf, const float *w, bool training);
+/* The optimizer step's pack (nn/weight_copy.h): rows [r0, r1) of w in both layouts, r0 and r1
+ * multiples of dt_bf16_linear_pack_piece (or r1 = out); after every piece, the bits of
+ * pack_weights(w, true). */
+int dt_bf16_linear_pack_piece(const struct dt_bf16_linear *bf);
+void dt_bf16_linear_pack_rows(struct dt_bf16_linear *bf, const float *w, int r0, int r1);
 /* y [rows][out] = x w^T (+ b). */
 void dt_bf16_linear_forward(struct dt_bf16_linear *bf, const float *x, const float *b, float *y,
                             int rows);

@@ -746,6 +746,8 @@ static bool is_model_tensor(const struct dt_model *m, const char *name)
 
 static int load_model(const struct parsed *pf, struct dt_model *m, bool apply)
 {
+    if (apply)
+        m->weights_copied = false; /* the next forward copies the weights it loads */
     for (int i = 0; i < pf->nentries; i++) {
         const char *name = pf->entries[i].name;
         if (strncmp(name, OPTIM_PREFIX, strlen(OPTIM_PREFIX)) != 0 && !is_model_tensor(m, name))

@@ -57,7 +57,7 @@ static void add_entries(void *ctx, int into, int from)
     float *acc = entry(t, into);
     const float *later = entry(t, from);
     size_t n = t->n;
-#pragma omp parallel for simd if (n > DT_PARALLEL_MIN)
+#pragma omp parallel for simd if (parallel : n > DT_PARALLEL_MIN)
     for (size_t i = 0; i < n; i++)
         acc[i] += later[i];
 }

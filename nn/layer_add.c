@@ -198,7 +198,8 @@ static void add_forward(struct dt_layer *l, const float *x, float *y, int batch,
 {
     struct add *a = l->state;
     /* the sub-layers run alone, on the same samples */
-    struct dt_layer_fwd sub = {.run = c->run, .first_sample = c->first_sample};
+    struct dt_layer_fwd sub = {
+        .run = c->run, .first_sample = c->first_sample, .weights_copied = c->weights_copied};
     if (batch == 0) { /* an empty share of a batch: only the batchnorm's collectives */
         if (a->has_bn)
             a->bn.kind->ops->forward(&a->bn, NULL, NULL, 0, &sub);
@@ -291,5 +292,25 @@ static void add_destroy(struct dt_layer *l)
     l->state = NULL;
 }
 
-const struct dt_layer_ops dt_add_ops = {add_setup, add_init, add_forward, add_backward,
-                                        add_destroy};
+/* The projection conv's bf16 weight copy: its weights are the first of the add's params. */
+static size_t add_copy_piece(const struct dt_layer *l, size_t *count)
+{
+    const struct add *a = l->state;
+    if (!a->projection || !a->conv.kind->ops->copy_piece)
+        return 0;
+    return a->conv.kind->ops->copy_piece(&a->conv, count);
+}
+
+static void add_copy_weights(struct dt_layer *l, size_t lo, size_t hi)
+{
+    struct add *a = l->state;
+    a->conv.kind->ops->copy_weights(&a->conv, lo, hi);
+}
+
+const struct dt_layer_ops dt_add_ops = {.setup = add_setup,
+                                        .init = add_init,
+                                        .forward = add_forward,
+                                        .backward = add_backward,
+                                        .destroy = add_destroy,
+                                        .copy_piece = add_copy_piece,
+                                        .copy_weights = add_copy_weights};

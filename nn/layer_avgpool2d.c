@@ -42,5 +42,5 @@ static void avgpool2d_backward(struct dt_layer *l, const float *x, const float *
     dt_avgpool_backward(&g, dy, dx, batch * l->in.c, l->in.h, l->in.w);
 }
 
-const struct dt_layer_ops dt_avgpool2d_ops = {avgpool2d_setup, NULL, avgpool2d_forward,
-                                              avgpool2d_backward, NULL};
+const struct dt_layer_ops dt_avgpool2d_ops = {
+    .setup = avgpool2d_setup, .forward = avgpool2d_forward, .backward = avgpool2d_backward};

@@ -469,6 +469,8 @@ static void batchnorm2d_destroy(struct dt_layer *l)
     free(bn);
 }
 
-const struct dt_layer_ops dt_batchnorm2d_ops = {batchnorm2d_setup, batchnorm2d_init,
-                                                batchnorm2d_forward, batchnorm2d_backward,
-                                                batchnorm2d_destroy};
+const struct dt_layer_ops dt_batchnorm2d_ops = {.setup = batchnorm2d_setup,
+                                                .init = batchnorm2d_init,
+                                                .forward = batchnorm2d_forward,
+                                                .backward = batchnorm2d_backward,
+                                                .destroy = batchnorm2d_destroy};

@@ -53,5 +53,5 @@ static void concat_backward(struct dt_layer *l, const float *x, const float *y, 
     }
 }
 
-const struct dt_layer_ops dt_concat_ops = {concat_setup, NULL, concat_forward, concat_backward,
-                                           NULL};
+const struct dt_layer_ops dt_concat_ops = {
+    .setup = concat_setup, .forward = concat_forward, .backward = concat_backward};

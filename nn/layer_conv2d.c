@@ -408,15 +408,18 @@ static void conv2d_forward(struct dt_layer *l, const float *x, float *y, int bat
             sink.pool_size = dt_shape_size(c->pool->out);
         }
         dt_bf16_conv_forward(cv->bf, x, c->x_bf16,
-                             c->bn_below ? dt_batchnorm2d_relu(c->bn_below) : NULL, weight, bias, y,
-                             batch, c->relu, c->pool ? &sink : NULL, c->y_bf16);
+                             c->bn_below ? dt_batchnorm2d_relu(c->bn_below) : NULL,
+                             c->weights_copied ? NULL : weight, bias, y, batch, c->relu,
+                             c->pool ? &sink : NULL, c->y_bf16);
         return;
     }
     if (cv->bf) { /* emulated: the fp32 algorithm on bf16-rounded x and weights */
         struct dt_bf16_rounded r;
         size_t nx = (size_t)batch * dt_shape_size(l->in);
         dt_bf16_rounded_take(&r, &l->model->call_scratch, nx, 0);
-        weight = dt_bf16_round_into(cv->round_w, weight, (size_t)cv->oc * cv->ckk);
+        weight = c->weights_copied
+                     ? cv->round_w
+                     : dt_bf16_round_into(cv->round_w, weight, (size_t)cv->oc * cv->ckk);
         x = dt_bf16_round_into(r.x, x, nx);
     }
     if (cv->algo == DT_CONV2D_WINOGRAD && c->first_sample == 0)
@@ -621,5 +624,31 @@ static void conv2d_destroy(struct dt_layer *l)
     free(cv);
 }
 
-const struct dt_layer_ops dt_conv2d_ops = {conv2d_setup, conv2d_init, conv2d_forward,
-                                           conv2d_backward, conv2d_destroy};
+/* The bf16 weight copy (nn/weight_copy.h): the tiles mode's packs are made whole (one piece:
+ * a conv's weights are a few thousand to a few hundred thousand floats), the emulated mode's
+ * rounded weights in pieces of any cut. */
+static size_t conv2d_copy_piece(const struct dt_layer *l, size_t *count)
+{
+    const struct conv *cv = l->state;
+    *count = (size_t)cv->oc * cv->ckk;
+    if (!cv->bf)
+        return 0;
+    return dt_bf16_conv_tiles(cv->bf) ? *count : DT_BF16_ROUNDED_PIECE;
+}
+
+static void conv2d_copy_weights(struct dt_layer *l, size_t lo, size_t hi)
+{
+    struct conv *cv = l->state;
+    if (dt_bf16_conv_tiles(cv->bf))
+        dt_bf16_conv_pack_weights(cv->bf, l->params);
+    else
+        dt_bf16_round_into(cv->round_w + lo, l->params + lo, hi - lo);
+}
+
+const struct dt_layer_ops dt_conv2d_ops = {.setup = conv2d_setup,
+                                           .init = conv2d_init,
+                                           .forward = conv2d_forward,
+                                           .backward = conv2d_backward,
+                                           .destroy = conv2d_destroy,
+                                           .copy_piece = conv2d_copy_piece,
+                                           .copy_weights = conv2d_copy_weights};

@@ -119,7 +119,13 @@ static void dropout_destroy(struct dt_layer *l)
     free(d);
 }
 
-const struct dt_layer_ops dt_dropout_ops = {dropout_setup, dropout_init, dropout_forward,
-                                            dropout_backward, dropout_destroy};
-const struct dt_layer_ops dt_dropout2d_ops = {dropout2d_setup, dropout_init, dropout_forward,
-                                              dropout_backward, dropout_destroy};
+const struct dt_layer_ops dt_dropout_ops = {.setup = dropout_setup,
+                                            .init = dropout_init,
+                                            .forward = dropout_forward,
+                                            .backward = dropout_backward,
+                                            .destroy = dropout_destroy};
+const struct dt_layer_ops dt_dropout2d_ops = {.setup = dropout2d_setup,
+                                              .init = dropout_init,
+                                              .forward = dropout_forward,
+                                              .backward = dropout_backward,
+                                              .destroy = dropout_destroy};

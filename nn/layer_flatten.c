@@ -31,5 +31,5 @@ static void flatten_backward(struct dt_layer *l, const float *x, const float *y,
         memcpy(dx, dy, (size_t)batch * dt_shape_size(l->in) * sizeof *dx);
 }
 
-const struct dt_layer_ops dt_flatten_ops = {flatten_setup, NULL, flatten_forward, flatten_backward,
-                                            NULL};
+const struct dt_layer_ops dt_flatten_ops = {
+    .setup = flatten_setup, .forward = flatten_forward, .backward = flatten_backward};

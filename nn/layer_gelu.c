@@ -30,4 +30,5 @@ static void gelu_backward(struct dt_layer *l, const float *x, const float *y, co
     dt_gelu_backward(x, dy, dx, (long)(batch * dt_shape_size(l->in)));
 }
 
-const struct dt_layer_ops dt_gelu_ops = {gelu_setup, NULL, gelu_forward, gelu_backward, NULL};
+const struct dt_layer_ops dt_gelu_ops = {
+    .setup = gelu_setup, .forward = gelu_forward, .backward = gelu_backward};

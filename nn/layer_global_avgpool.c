@@ -29,5 +29,5 @@ static void gap_backward(struct dt_layer *l, const float *x, const float *y, con
     dt_global_avgpool_backward(dy, dx, batch * l->in.c, (size_t)l->in.h * l->in.w);
 }
 
-const struct dt_layer_ops dt_global_avgpool_ops = {gap_setup, NULL, gap_forward, gap_backward,
-                                                   NULL};
+const struct dt_layer_ops dt_global_avgpool_ops = {
+    .setup = gap_setup, .forward = gap_forward, .backward = gap_backward};

@@ -102,11 +102,14 @@ static void linear_forward(struct dt_layer *l, const float *x, float *y, int bat
         slice = batch;
     const float *weight = l->params;
     if (li->bf && dt_bf16_linear_tiles(li->bf)) {
-        dt_bf16_linear_pack_weights(li->bf, weight, c->run.training);
+        if (!c->weights_copied)
+            dt_bf16_linear_pack_weights(li->bf, weight, c->run.training);
     } else if (li->bf) {
         struct dt_bf16_rounded r;
         dt_bf16_rounded_take(&r, &l->model->call_scratch, (size_t)batch * li->in, 0);
-        weight = dt_bf16_round_into(li->round_w, weight, (size_t)li->out * li->in);
+        weight = c->weights_copied
+                     ? li->round_w
+                     : dt_bf16_round_into(li->round_w, weight, (size_t)li->out * li->in);
         x = dt_bf16_round_into(r.x, x, (size_t)batch * li->in);
     }
     for (int b0 = 0; b0 < batch; b0 += slice)
@@ -179,5 +182,32 @@ static void linear_destroy(struct dt_layer *l)
     free(li);
 }
 
-const struct dt_layer_ops dt_linear_ops = {linear_setup, linear_init, linear_forward,
-                                           linear_backward, linear_destroy};
+/* The bf16 weight copy (nn/weight_copy.h): the tiles mode's packs 32 rows at a time where the
+ * weights are whole tiles (a row block's A tiles and one tile of B's depth; else whole), the
+ * emulated mode's rounded weights in pieces of any cut. */
+static size_t linear_copy_piece(const struct dt_layer *l, size_t *count)
+{
+    const struct linear *li = l->state;
+    *count = (size_t)li->out * li->in;
+    if (!li->bf)
+        return 0;
+    return dt_bf16_linear_tiles(li->bf) ? (size_t)dt_bf16_linear_pack_piece(li->bf) * li->in
+                                        : DT_BF16_ROUNDED_PIECE;
+}
+
+static void linear_copy_weights(struct dt_layer *l, size_t lo, size_t hi)
+{
+    struct linear *li = l->state;
+    if (dt_bf16_linear_tiles(li->bf))
+        dt_bf16_linear_pack_rows(li->bf, l->params, (int)(lo / li->in), (int)(hi / li->in));
+    else
+        dt_bf16_round_into(li->round_w + lo, l->params + lo, hi - lo);
+}
+
+const struct dt_layer_ops dt_linear_ops = {.setup = linear_setup,
+                                           .init = linear_init,
+                                           .forward = linear_forward,
+                                           .backward = linear_backward,
+                                           .destroy = linear_destroy,
+                                           .copy_piece = linear_copy_piece,
+                                           .copy_weights = linear_copy_weights};

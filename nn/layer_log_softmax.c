@@ -37,5 +37,5 @@ static void log_softmax_backward(struct dt_layer *l, const float *x, const float
     dt_log_softmax_backward(y, dy, dx, batch, l->in.c);
 }
 
-const struct dt_layer_ops dt_log_softmax_ops = {log_softmax_setup, NULL, log_softmax_forward,
-                                                log_softmax_backward, NULL};
+const struct dt_layer_ops dt_log_softmax_ops = {
+    .setup = log_softmax_setup, .forward = log_softmax_forward, .backward = log_softmax_backward};

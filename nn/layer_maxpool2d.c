@@ -101,5 +101,8 @@ static void maxpool2d_destroy(struct dt_layer *l)
     free(mp);
 }
 
-const struct dt_layer_ops dt_maxpool2d_ops = {maxpool2d_setup, maxpool2d_init, maxpool2d_forward,
-                                              maxpool2d_backward, maxpool2d_destroy};
+const struct dt_layer_ops dt_maxpool2d_ops = {.setup = maxpool2d_setup,
+                                              .init = maxpool2d_init,
+                                              .forward = maxpool2d_forward,
+                                              .backward = maxpool2d_backward,
+                                              .destroy = maxpool2d_destroy};

@@ -31,4 +31,5 @@ static void relu_backward(struct dt_layer *l, const float *x, const float *y, co
     dt_relu_backward(y, dy, c->dy_extra, dx, (long)(batch * dt_shape_size(l->in)));
 }
 
-const struct dt_layer_ops dt_relu_ops = {relu_setup, NULL, relu_forward, relu_backward, NULL};
+const struct dt_layer_ops dt_relu_ops = {
+    .setup = relu_setup, .forward = relu_forward, .backward = relu_backward};

@@ -72,6 +72,9 @@ struct dt_layer_fwd {
      * written (NULL). */
     const struct dt_layer *bn_below;
     bool affine_above;
+    /* bf16 model: the layer's bf16 copy of its weights is current (copy_weights made it in the
+     * optimizer step, nn/weight_copy.h); forward does not make it again from the fp32 masters */
+    bool weights_copied;
 };
 
 /* One backward call's context: what the model's plan and the skip connections hand this
@@ -140,6 +143,14 @@ struct dt_layer_ops {
     void (*backward)(struct dt_layer *l, const float *x, const float *y, const float *dy, float *dx,
                      int batch, const struct dt_layer_bwd *c);
     void (*destroy)(struct dt_layer *l);
+    /* bf16 model: the layer's bf16 copy of its weights (its first *count params: packed for
+     * the tile kernels, or rounded), which forward makes from the fp32 masters unless told
+     * weights_copied, made instead by the optimizer step as it updates them
+     * (nn/weight_copy.h). copy_piece returns the piece in floats: copy_weights makes the copy
+     * of params [lo, hi) alone when lo and hi are multiples of it or hi = *count; 0 (or a NULL
+     * op): the layer keeps no copy. */
+    size_t (*copy_piece)(const struct dt_layer *l, size_t *count);
+    void (*copy_weights)(struct dt_layer *l, size_t lo, size_t hi);
 };
 
 struct dt_layer_kind {

@@ -42,6 +42,7 @@
 #include "nn/kernels/fp32/elementwise.h"
 #include "nn/layer_common.h"
 #include "nn/loss.h"
+#include "nn/weight_copy.h"
 #include "util/alloc.h"
 #include "util/clock.h"
 #include "util/err.h"
@@ -381,6 +382,8 @@ static int build(struct dt_model *m, const struct dt_layer_spec *specs, uint64_t
     if (rc < 0)
         return rc;
     rc = init_layers(m, seed);
+    if (rc == 0)
+        rc = dt_weight_copy_plan(m);
     if (rc < 0)
         return rc;
     m->output = ((struct model_impl *)m->impl)->act[m->nlayers - 1];
@@ -528,6 +531,7 @@ void dt_model_free(struct dt_model *m)
     if (!m)
         return;
     struct model_impl *impl = m->impl;
+    dt_weight_copy_free(m);
     for (int i = 0; i < m->nlayers; i++) {
         struct dt_layer *l = m->layers[i];
         if (!l)
@@ -636,7 +640,8 @@ static void forward_layer(struct dt_model *m, int i, int first, int count,
                              .relu = p->relu_at_store,
                              .y_bf16 = p->bf16_store,
                              .bn_below = p->bn_below ? m->layers[i - 2] : NULL,
-                             .affine_above = p->affine_above};
+                             .affine_above = p->affine_above,
+                             .weights_copied = m->weights_copied};
     const float *x = layer_input(m, i, &c.x_bf16);
     if (l->spec.from)
         skip_input(m, i, &c);
@@ -700,6 +705,7 @@ int dt_model_forward(struct dt_model *m, const float *x, int batch,
             for (int i = 0; i < m->nlayers; i++)
                 if ((m->plan[i].caps & DT_CAP_COLLECTIVE) && runs_forward(m, i))
                     m->layers[i]->kind->ops->forward(m->layers[i], NULL, NULL, 0, &c);
+        m->weights_copied = false; /* not made: the next forward makes it */
         return m->allreduce.rc;
     }
     for (int i = 0; i < m->nlayers; i++) {
@@ -710,6 +716,11 @@ int dt_model_forward(struct dt_model *m, const float *x, int batch,
             forward_layer(m, i, 0, batch, ctx);
         }
     }
+    /* The layers' bf16 weight copies stay what this forward used, and its backward reads, but
+     * they are current for this forward only: whatever writes the weights next (an optimizer
+     * step cut in pieces or not, a load, another rank's slice of shared weights) leaves the
+     * next forward to copy them, unless dt_model_optim_step made the copies (nn/weight_copy.h). */
+    m->weights_copied = false;
     return m->allreduce.rc;
 }
 

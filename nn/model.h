@@ -55,8 +55,9 @@ struct dt_forward_ctx {
     const uint64_t *sample_ids; /* batch global sample indices (may be NULL when !training) */
 };
 
-struct dt_layer;      /* nn/layers.h */
-struct dt_layer_plan; /* nn/fusion.h */
+struct dt_layer;       /* nn/layers.h */
+struct dt_weight_copy; /* nn/weight_copy.h */
+struct dt_layer_plan;  /* nn/fusion.h */
 
 /* m->grads holds this many floats after its nparams gradients that no layer reads or writes:
  * the training loop puts its per-step figures and flags there, so one all-reduce carries the
@@ -140,6 +141,11 @@ struct dt_model {
     /* dt_model_options.fusions: a layer that runs sub-layers of its own (add's projection)
      * fuses them as far as these allow, read at setup */
     unsigned fusions;
+    /* bf16 model: how the optimizer step cuts the arena to make the layers' bf16 weight
+     * copies (nn/weight_copy.h; NULL when no layer keeps one), and whether the copies are
+     * current: set by that step, consumed by the next forward */
+    struct dt_weight_copy *weight_copy;
+    bool weights_copied;
     void *impl;
 };
 

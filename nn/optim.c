@@ -278,8 +278,8 @@ void dt_optim_zero_frozen_grads(const struct dt_optim *o, float *grads)
  * torch's param_groups (weight_decay 0, its own lr); a frozen group is not updated at all, as
  * torch skips parameters without gradients (no decay, no momentum or moment update). One call
  * of the step kernel per range. */
-static void step_piece(const struct dt_optim *o, float *params, const float *grads, size_t lo,
-                       size_t hi, double lr, const struct dt_optim_group *g)
+static void update_in_group(const struct dt_optim *o, float *params, const float *grads, size_t lo,
+                            size_t hi, double lr, const struct dt_optim_group *g)
 {
     if (lo >= hi || g->frozen)
         return;
@@ -293,31 +293,65 @@ static void step_piece(const struct dt_optim *o, float *params, const float *gra
     dt_optim_update(&cfg, state, o->steps, params + lo, grads + lo, hi - lo, lr);
 }
 
-int dt_optim_step(struct dt_optim *o, float *params, const float *grads, size_t n, double lr)
+/* The update of every element of o (a view's, or the whole arena's), its groups as set, at
+ * the step count o->steps; counts nothing. */
+static void update(const struct dt_optim *o, float *params, const float *grads, double lr)
+{
+    size_t n = o->n;
+    if (o->ngroups == 0) {
+        dt_optim_update(&o->cfg, o->state, o->steps, params, grads, n, lr);
+        return;
+    }
+    static const struct dt_optim_group plain = {.lr_scale = 1, .decay = true};
+    size_t at = 0, end = o->base + n;
+    for (int r = 0; r < o->ngroups && at < n; r++) {
+        size_t lo = o->groups[r].lo, hi = o->groups[r].hi;
+        if (hi <= o->base || lo >= end)
+            continue;
+        lo = lo > o->base ? lo - o->base : 0;
+        hi = hi < end ? hi - o->base : n;
+        update_in_group(o, params, grads, at, lo, lr, &plain);
+        update_in_group(o, params, grads, lo, hi, lr, &o->groups[r].g);
+        at = hi;
+    }
+    update_in_group(o, params, grads, at, n, lr, &plain);
+}
+
+/* Elements [lo, hi) of o as an optimizer of their own: the update is elementwise, so the
+ * slice's arithmetic is exactly the full step's for those elements. */
+static struct dt_optim view_of(const struct dt_optim *o, size_t lo, size_t hi)
+{
+    struct dt_optim view = *o;
+    view.n = hi - lo;
+    view.base = o->base + lo;
+    for (int i = 0; i < o->nstates; i++)
+        view.state[i] = o->state[i] + lo;
+    return view;
+}
+
+static bool counts_first(const struct dt_optim *o)
+{
+    /* torch increments before using it in Adam's bias corrections */
+    return o->cfg.type == DT_OPTIM_ADAM || o->cfg.type == DT_OPTIM_ADAMW;
+}
+
+static int check_size(const struct dt_optim *o, size_t n)
 {
     if (n != o->n)
         return dt_fail(DT_ERUNTIME, "%s: step over %zu parameters, but the state holds %zu",
                        dt_optim_type_name(o->cfg.type), n, o->n);
-    bool adam = o->cfg.type == DT_OPTIM_ADAM || o->cfg.type == DT_OPTIM_ADAMW;
-    o->steps += adam; /* torch increments before using it in Adam's bias corrections */
-    if (o->ngroups > 0) {
-        static const struct dt_optim_group plain = {.lr_scale = 1, .decay = true};
-        size_t at = 0, end = o->base + n;
-        for (int r = 0; r < o->ngroups && at < n; r++) {
-            size_t lo = o->groups[r].lo, hi = o->groups[r].hi;
-            if (hi <= o->base || lo >= end)
-                continue;
-            lo = lo > o->base ? lo - o->base : 0;
-            hi = hi < end ? hi - o->base : n;
-            step_piece(o, params, grads, at, lo, lr, &plain);
-            step_piece(o, params, grads, lo, hi, lr, &o->groups[r].g);
-            at = hi;
-        }
-        step_piece(o, params, grads, at, n, lr, &plain);
-    } else {
-        dt_optim_update(&o->cfg, o->state, o->steps, params, grads, n, lr);
-    }
-    o->steps += !adam;
+    return 0;
+}
+
+int dt_optim_step(struct dt_optim *o, float *params, const float *grads, size_t n, double lr)
+{
+    int rc = check_size(o, n);
+    if (rc)
+        return rc;
+    bool first = counts_first(o);
+    o->steps += first;
+    update(o, params, grads, lr);
+    o->steps += !first;
     return 0;
 }
 
@@ -327,16 +361,37 @@ int dt_optim_step_range(struct dt_optim *o, float *params, const float *grads, s
     if (lo > hi || hi > o->n)
         return dt_fail(DT_ERUNTIME, "%s: step over [%zu, %zu) of %zu parameters",
                        dt_optim_type_name(o->cfg.type), lo, hi, o->n);
-    /* A view of the slice: the update is elementwise, so the slice's arithmetic is exactly the
-     * full step's for those elements. */
-    struct dt_optim view = *o;
-    view.n = hi - lo;
-    view.base = o->base + lo;
-    for (int i = 0; i < o->nstates; i++)
-        view.state[i] = o->state[i] + lo;
+    struct dt_optim view = view_of(o, lo, hi);
     int rc = dt_optim_step(&view, params + lo, grads + lo, hi - lo, lr);
     o->steps = view.steps;
     return rc;
+}
+
+int dt_optim_step_pieces(struct dt_optim *o, float *params, const float *grads, size_t n, double lr,
+                         const struct dt_optim_pieces *pc)
+{
+    int rc = check_size(o, n);
+    bool cuts = pc->count >= 1 && pc->cuts[0] == 0 && pc->cuts[pc->count] == n;
+    for (int i = 0; cuts && i < pc->count; i++)
+        cuts = pc->cuts[i] < pc->cuts[i + 1];
+    if (rc == 0 && !cuts)
+        rc = dt_fail(DT_ERUNTIME, "%s: the step's %d pieces do not cut its %zu parameters in order",
+                     dt_optim_type_name(o->cfg.type), pc->count, n);
+    if (rc)
+        return rc;
+    bool first = counts_first(o);
+    o->steps += first;
+    /* The pieces are few (a model's tensors, a large one in blocks of rows), so each is one
+     * thread's: the update loops see the parallel region and run on their thread alone. */
+#pragma omp parallel for schedule(dynamic, 1) if (n >= PARALLEL_MIN && pc->count > 1)
+    for (int i = 0; i < pc->count; i++) {
+        struct dt_optim view = view_of(o, pc->cuts[i], pc->cuts[i + 1]);
+        update(&view, params + pc->cuts[i], grads + pc->cuts[i], lr);
+        if (pc->after)
+            pc->after(pc->ctx, i);
+    }
+    o->steps += !first;
+    return 0;
 }
 
 size_t dt_optim_state_floats(const struct dt_optim *o)
@@ -383,7 +438,7 @@ double dt_clip_grad_norm(float *grads, size_t n, double max_norm)
     /* torch computes the coefficient as a float tensor and multiplies by it (clamped to 1). */
     float coef = (float)(max_norm / (norm + 1e-6));
     if (max_norm > 0 && coef < 1.0f) {
-#pragma omp parallel for simd if (n >= PARALLEL_MIN)
+#pragma omp parallel for simd if (parallel : n >= PARALLEL_MIN)
         for (size_t i = 0; i < n; i++)
             grads[i] *= coef;
     }

@@ -103,6 +103,20 @@ int dt_optim_step(struct dt_optim *o, float *params, const float *grads, size_t 
 int dt_optim_step_range(struct dt_optim *o, float *params, const float *grads, size_t lo, size_t hi,
                         double lr);
 
+/* One step (dt_optim_step's, the same bits) cut into pieces, pieces [cuts[i], cuts[i + 1])
+ * for i < count (cuts[0] = 0, increasing, cuts[count] = n), spread over the OpenMP team; after
+ * each piece's update, after(ctx, i) on the thread that made it, while the piece is in its
+ * cache: a bf16 model's weight copy is made there (nn/weight_copy.h). DT_ERUNTIME for cuts
+ * that do not cut [0, n), with nothing changed. */
+struct dt_optim_pieces {
+    const size_t *cuts;
+    int count;
+    void (*after)(void *ctx, int piece);
+    void *ctx;
+};
+int dt_optim_step_pieces(struct dt_optim *o, float *params, const float *grads, size_t n, double lr,
+                         const struct dt_optim_pieces *pc);
+
 /* torch.nn.utils.clip_grad_norm_: the L2 norm of all n gradients (accumulated in double, so it
  * does not depend on the thread count beyond rounding of the last bits) and, when it exceeds
  * max_norm, every gradient scaled by max_norm / (norm + 1e-6). max_norm <= 0 only measures.

@@ -46,6 +46,7 @@
 #include "nn/model.h"
 #include "nn/optim.h"
 #include "nn/schedule.h"
+#include "nn/weight_copy.h"
 #include "util/alloc.h"
 #include "util/clock.h"
 #include "util/err.h"
@@ -270,7 +271,7 @@ int train_step(struct rank_state *st, const struct run *run, uint64_t epoch, siz
         dt_clip_grad_norm(st->model->grads, n, run->cfg->optimizer.clip_grad_norm);
     }
     if (!run->shared) {
-        rc = dt_optim_step(st->optim, st->model->params, st->model->grads, st->model->nparams, lr);
+        rc = dt_model_optim_step(st->model, st->optim, lr); /* and bf16 weight copies */
         t = span_end(st, DT_TIME_OPTIMIZER, t);
     } else {
         /* Shared weights: each rank updates its own slice; the barrier publishes every slice

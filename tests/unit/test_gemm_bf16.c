@@ -260,6 +260,42 @@ static void test_pack_rows_both(void **state)
     }
 }
 
+/* dt_bf16_pack_rows_range on path p (the prestate), piece by piece out of order (the optimizer
+ * step packs a linear layer's weights so, nn/weight_copy.h), writes the rows of its piece and
+ * nothing else: after each piece, the packs hold the whole pass's bits for a matrix whose
+ * packed pieces have the new values and the others the old (halved) ones, in both layouts,
+ * specials included. The piece is 32 rows on whole tiles (32 x 32 too) and the whole matrix on
+ * edge shapes. */
+static void test_pack_rows_range(void **state)
+{
+    enum dt_bf16_path p = *(enum dt_bf16_path *)*state;
+    bf16_skip_unless_available(p, "pack rows range");
+    static const int shapes[][3] = {
+        {128, 64, 32}, {32, 32, 32}, {96, 160, 32}, {19, 45, 19}, {40, 64, 40}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int m = shapes[s][0], k = shapes[s][1], piece = dt_bf16_pack_rows_piece(m, k);
+        assert_int_equal(piece, shapes[s][2]);
+        float *w = with_specials(m, k), *mix = malloc(sizeof(float) * m * k);
+        for (int i = 0; i < m * k; i++)
+            mix[i] = 0.5f * w[i]; /* the weights before the step */
+        size_t na = dt_bf16_packed_a_size(m, k), nb = dt_bf16_packed_b_size(m, k);
+        dt_bf16 *wa = malloc(2 * na), *wb = malloc(2 * nb), *ea = malloc(2 * na),
+                *eb = malloc(2 * nb);
+        dt_bf16_pack_rows_both(p, mix, m, k, wa, wb);
+        int pieces = m / piece;
+        for (int j = 0; j < pieces; j++) {
+            int r0 = ((j * 5 + 2) % pieces) * piece; /* 5 is prime to 3 and 4: every piece */
+            dt_bf16_pack_rows_range(p, w, m, k, r0, r0 + piece, wa, wb);
+            memcpy(mix + (size_t)r0 * k, w + (size_t)r0 * k, sizeof(float) * piece * k);
+            dt_bf16_pack_rows_both(p, mix, m, k, ea, eb);
+            assert_memory_equal(wa, ea, 2 * na);
+            assert_memory_equal(wb, eb, 2 * nb);
+        }
+        assert_memory_equal(mix, w, sizeof(float) * m * k);
+        free(w), free(mix), free(wa), free(wb), free(ea), free(eb);
+    }
+}
+
 /* dt_bf16_pack_b_rows_t on path p (the prestate) writes the general packer's bits for x^T,
  * whole tiles (its own loops) and edges (the general packer's), specials included. */
 static void test_pack_b_rows_t(void **state)
@@ -298,6 +334,9 @@ int main(void)
         cmocka_unit_test_prestate(test_pack_rows_both, &tiles[0]),
         cmocka_unit_test_prestate(test_pack_rows_both, &tiles[1]),
         cmocka_unit_test_prestate(test_pack_rows_both, &tiles[2]),
+        cmocka_unit_test_prestate(test_pack_rows_range, &tiles[0]),
+        cmocka_unit_test_prestate(test_pack_rows_range, &tiles[1]),
+        cmocka_unit_test_prestate(test_pack_rows_range, &tiles[2]),
         cmocka_unit_test_prestate(test_zero_groups_still_multiply_infinities, &tiles[0]),
         cmocka_unit_test_prestate(test_zero_groups_still_multiply_infinities, &tiles[1]),
         cmocka_unit_test_prestate(test_zero_groups_still_multiply_infinities, &tiles[2]),

@@ -8,6 +8,7 @@
 #include <cmocka.h>
 
 #include <math.h>
+#include <omp.h>
 #include <string.h>
 
 #include "nn/optim.h"
@@ -381,6 +382,83 @@ static void test_parameter_groups_scale_and_freeze(void **state)
     dt_optim_free(twice);
 }
 
+/* What test_step_pieces' after() saw: each piece's parameters as they were when it was
+ * called (they must already be the step's), and how often each piece was reported. */
+struct seen {
+    const float *params;
+    const size_t *cuts;
+    float snapshot[140000];
+    int calls[64];
+};
+
+static void record_piece(void *ctx, int i)
+{
+    struct seen *s = ctx;
+#pragma omp atomic
+    s->calls[i]++;
+    memcpy(s->snapshot + s->cuts[i], s->params + s->cuts[i],
+           (s->cuts[i + 1] - s->cuts[i]) * sizeof(float));
+}
+
+/* dt_optim_step_pieces gives dt_optim_step's bits for every optimizer, with parameter groups
+ * (a decay-free range, a scaled one, a frozen one) that the pieces cut across, on 1, 2 and 3
+ * threads, over pieces both smaller and larger than a parallel loop's threshold; after() runs
+ * once per piece, with the piece already updated; cuts that do not cut the arena are refused
+ * with nothing changed. */
+static void test_step_pieces(void **state)
+{
+    (void)state;
+    enum dt_optim_type types[] = {DT_OPTIM_SGD, DT_OPTIM_ADAM, DT_OPTIM_ADAMW, DT_OPTIM_ADADELTA};
+    enum { N = 140000 }; /* pieces below and above the update loops' parallel threshold */
+    static const size_t cuts[] = {0, 7, 300, 301, 1024, 2500, 2501, 3999, 73000, N};
+    enum { PIECES = sizeof cuts / sizeof cuts[0] - 1 };
+    static struct seen seen;
+    static float p1[N], p2[N], g[N];
+    int was = omp_get_max_threads();
+    for (size_t t = 0; t < sizeof types / sizeof *types; t++)
+        for (int threads = 1; threads <= 3; threads++) {
+            omp_set_num_threads(threads);
+            struct dt_optim_config c = config(types[t]);
+            c.momentum = types[t] == DT_OPTIM_SGD ? 0.9 : c.momentum;
+            c.weight_decay = 0.01;
+            struct dt_optim *whole = make(&c, N), *cut = make(&c, N);
+            struct dt_optim_group scaled = {.lr_scale = 3, .decay = true};
+            struct dt_optim_group frozen = {.lr_scale = 1, .decay = true, .frozen = true};
+            for (int k = 0; k < 2; k++) {
+                struct dt_optim *o = k ? cut : whole;
+                assert_int_equal(dt_optim_skip_decay(o, 5, 290), 0);
+                assert_int_equal(dt_optim_set_group(o, 1000, 2600, &scaled), 0);
+                assert_int_equal(dt_optim_set_group(o, 3000, 80000, &frozen), 0);
+            }
+            for (int i = 0; i < N; i++) {
+                p1[i] = p2[i] = 0.001f * (float)(i % 97 - 48) + 1e-5f * (float)(i % 13);
+                g[i] = 0.0003f * (float)((i * 7) % 113 - 56);
+            }
+            seen = (struct seen){.params = p2, .cuts = cuts};
+            struct dt_optim_pieces pc = {cuts, PIECES, record_piece, &seen};
+            for (int step = 0; step < 3; step++) {
+                assert_int_equal(dt_optim_step(whole, p1, g, N, 0.1), 0);
+                assert_int_equal(dt_optim_step_pieces(cut, p2, g, N, 0.1, &pc), 0);
+                assert_memory_equal(seen.snapshot, p2, sizeof p2);
+            }
+            assert_memory_equal(p1, p2, sizeof p1);
+            assert_true(dt_optim_steps(cut) == dt_optim_steps(whole));
+            for (int i = 0; i < PIECES; i++)
+                assert_int_equal(seen.calls[i], 3);
+            /* refused: a gap, an end short of the arena, no pieces */
+            static const size_t gap[] = {0, 10, 9, N}, shorter[] = {0, 10, N - 1};
+            struct dt_optim_pieces bad[] = {
+                {gap, 3, NULL, NULL}, {shorter, 2, NULL, NULL}, {cuts, 0, NULL, NULL}};
+            for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++)
+                assert_int_equal(dt_optim_step_pieces(cut, p2, g, N, 0.1, &bad[b]), -DT_ERUNTIME);
+            assert_memory_equal(p1, p2, sizeof p1);
+            assert_true(dt_optim_steps(cut) == dt_optim_steps(whole));
+            dt_optim_free(whole);
+            dt_optim_free(cut);
+        }
+    omp_set_num_threads(was);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -398,6 +476,7 @@ int main(void)
         cmocka_unit_test(test_invalid_configs),
         cmocka_unit_test(test_step_size_mismatch),
         cmocka_unit_test(test_step_in_slices_over_external_state),
+        cmocka_unit_test(test_step_pieces),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

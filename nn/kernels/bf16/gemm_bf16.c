@@ -140,17 +140,33 @@ void dt_bf16_pack_b_bf16(const dt_bf16 *src, ptrdiff_t rs, ptrdiff_t cs, int k, 
 void dt_bf16_pack_rows_both(enum dt_bf16_path p, const float *w, int m, int k, dt_bf16 *wa,
                             dt_bf16 *wb)
 {
-    if (m % 32 || k % 32 || m <= 0 || k <= 0) { /* edge tiles: the element loops pad them */
+    dt_bf16_pack_rows_range(p, w, m, k, 0, m, wa, wb);
+}
+
+static bool whole_tiles(int m, int k)
+{
+    return m > 0 && k > 0 && m % 32 == 0 && k % 32 == 0;
+}
+
+int dt_bf16_pack_rows_piece(int m, int k)
+{
+    return whole_tiles(m, k) ? 32 : m;
+}
+
+void dt_bf16_pack_rows_range(enum dt_bf16_path p, const float *w, int m, int k, int r0, int r1,
+                             dt_bf16 *wa, dt_bf16 *wb)
+{
+    if (!whole_tiles(m, k)) { /* edge tiles: the element loops pad them */
         if (wa)
             dt_bf16_pack_a_f32(w, k, 1, m, k, wa);
         if (wb)
             dt_bf16_pack_b_f32(w, k, 1, m, k, wb);
     } else if (p == DT_BF16_AMX) {
-        dt_bf16_pack_rows_both_amx(w, m, k, wa, wb);
+        dt_bf16_pack_rows_both_amx(w, m, k, r0 / 32, r1 / 32, wa, wb);
     } else if (p == DT_BF16_AVX512BF16) {
-        dt_bf16_pack_rows_both_avx512bf16(w, m, k, wa, wb);
+        dt_bf16_pack_rows_both_avx512bf16(w, m, k, r0 / 32, r1 / 32, wa, wb);
     } else {
-        dt_bf16_pack_rows_both_ctile(w, m, k, wa, wb);
+        dt_bf16_pack_rows_both_ctile(w, m, k, r0 / 32, r1 / 32, wa, wb);
     }
 }
 

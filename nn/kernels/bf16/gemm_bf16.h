@@ -56,6 +56,16 @@ void dt_bf16_pack_b_bf16(const dt_bf16 *src, ptrdiff_t rs, ptrdiff_t cs, int k, 
  * Runs path p's build: the AVX-512 ones vectorise the conversion and the pair interleave. */
 void dt_bf16_pack_rows_both(enum dt_bf16_path p, const float *w, int m, int k, dt_bf16 *wa,
                             dt_bf16 *wb);
+/* The same for rows [r0, r1) of w only, into the whole matrix's packs (the rest of wa and wb
+ * untouched): the optimizer step packs a linear layer's weights a few rows at a time, as it
+ * updates them (nn/weight_copy.h). r0 and r1 multiples of dt_bf16_pack_rows_piece(m, k), or r1
+ * = m; the bits of the whole pass for those rows. */
+void dt_bf16_pack_rows_range(enum dt_bf16_path p, const float *w, int m, int k, int r0, int r1,
+                             dt_bf16 *wa, dt_bf16 *wb);
+/* The rows a piece of dt_bf16_pack_rows_range is made of: 32 (a block of A tile rows and one
+ * tile of B's depth) when m and k are whole tiles; m otherwise (the element loops pack the
+ * edge tiles of the whole matrix at once). */
+int dt_bf16_pack_rows_piece(int m, int k);
 
 /* The row-major rows x cols fp32 matrix x packed as B of x^T (k = cols, n = rows: the linear
  * forward's x^T), the bits of dt_bf16_pack_b_f32(x, 1, cols, cols, rows, dst), on path p's
@@ -79,10 +89,14 @@ void dt_gemm_bf16_avx512bf16(int m, int n, int k, const dt_bf16 *a, const dt_bf1
                              ptrdiff_t ldc, bool accumulate);
 void dt_gemm_bf16_ctile(int m, int n, int k, const dt_bf16 *a, const dt_bf16 *b, float *c,
                         ptrdiff_t ldc, bool accumulate);
-/* Their builds of dt_bf16_pack_rows_both's whole-tile case (m and k multiples of 32). */
-void dt_bf16_pack_rows_both_amx(const float *w, int m, int k, dt_bf16 *wa, dt_bf16 *wb);
-void dt_bf16_pack_rows_both_avx512bf16(const float *w, int m, int k, dt_bf16 *wa, dt_bf16 *wb);
-void dt_bf16_pack_rows_both_ctile(const float *w, int m, int k, dt_bf16 *wa, dt_bf16 *wb);
+/* Their builds of dt_bf16_pack_rows_both's whole-tile case (m and k multiples of 32), for the
+ * row blocks [rb0, rb1) of 32 rows. */
+void dt_bf16_pack_rows_both_amx(const float *w, int m, int k, int rb0, int rb1, dt_bf16 *wa,
+                                dt_bf16 *wb);
+void dt_bf16_pack_rows_both_avx512bf16(const float *w, int m, int k, int rb0, int rb1, dt_bf16 *wa,
+                                       dt_bf16 *wb);
+void dt_bf16_pack_rows_both_ctile(const float *w, int m, int k, int rb0, int rb1, dt_bf16 *wa,
+                                  dt_bf16 *wb);
 void dt_bf16_pack_b_rows_t_amx(const float *x, int rows, int cols, dt_bf16 *dst);
 void dt_bf16_pack_b_rows_t_avx512bf16(const float *x, int rows, int cols, dt_bf16 *dst);
 void dt_bf16_pack_b_rows_t_ctile(const float *x, int rows, int cols, dt_bf16 *dst);

@@ -121,17 +121,18 @@ static inline void interleave_rows(const dt_bf16 *a0, const dt_bf16 *a1, dt_bf16
 #endif
 }
 
-/* A block of 32 rows of w at a time, 32 columns at a time: each row pair's two A tile rows
- * (each row's 32 values; into a local buffer when wa is NULL), then the two B tile rows they
- * make, read back from the A rows while in L1. The block's 16 pairs fill one B tile per 16 columns,
- * written whole before the next. The conversion is a plain loop over the scalar one, which the
- * AVX-512 builds vectorise: the bits of dt_bf16_from_f32. */
-void DT_ISA_FN(dt_bf16_pack_rows_both)(const float *w, int m, int k, dt_bf16 *wa, dt_bf16 *wb)
+/* Row blocks [rb0, rb1) (32 rows each) of w, one block at a time, 32 columns at a time: each row
+ * pair's two A tile rows (each row's 32 values; into a local buffer when wa is NULL), then the two
+ * B tile rows they make, read back from the A rows while in L1. The block's 16 pairs fill one B
+ * tile per 16 columns, written whole before the next. The conversion is a plain loop over the
+ * scalar one, which the AVX-512 builds vectorise: the bits of dt_bf16_from_f32. */
+void DT_ISA_FN(dt_bf16_pack_rows_both)(const float *w, int m, int k, int rb0, int rb1, dt_bf16 *wa,
+                                       dt_bf16 *wb)
 {
     int a_depth = k / 32, b_depth = m / 32; /* tiles along each packing's K */
-#pragma omp parallel for schedule(static) if (!omp_in_parallel() &&                                \
-                                              (double)m * k > DT_BF16_PACK_PARALLEL_MIN)
-    for (int rb = 0; rb < m / 32; rb++)
+#pragma omp parallel for schedule(static) if (!omp_in_parallel() && (double)(rb1 - rb0) * 32 * k > \
+                                                                        DT_BF16_PACK_PARALLEL_MIN)
+    for (int rb = rb0; rb < rb1; rb++)
         for (int kt = 0; kt < a_depth; kt++)
             for (int p = 0; p < 16; p++) {
                 int r = 32 * rb + 2 * p;

@@ -10,7 +10,7 @@
 
 void dt_relu_forward(const float *x, float *y, long n)
 {
-#pragma omp parallel for simd if (n > DT_PARALLEL_MIN)
+#pragma omp parallel for simd if (parallel : n > DT_PARALLEL_MIN)
     for (long i = 0; i < n; i++)
         y[i] = x[i] > 0.0f ? x[i] : 0.0f;
 }
@@ -18,7 +18,7 @@ void dt_relu_forward(const float *x, float *y, long n)
 void dt_relu_backward(const float *y, const float *dy, const float *extra, float *dx, long n)
 {
     if (extra) {
-#pragma omp parallel for simd if (n > DT_PARALLEL_MIN)
+#pragma omp parallel for simd if (parallel : n > DT_PARALLEL_MIN)
         for (long i = 0; i < n; i++) {
             /* the sum masked by bits: written as a select, GCC kept the addition under the
              * condition (it may trap) and ran the loop scalar, 3.5x slower */
@@ -30,7 +30,7 @@ void dt_relu_backward(const float *y, const float *dy, const float *extra, float
         }
         return;
     }
-#pragma omp parallel for simd if (n > DT_PARALLEL_MIN)
+#pragma omp parallel for simd if (parallel : n > DT_PARALLEL_MIN)
     for (long i = 0; i < n; i++) {
         /* dy read whatever y says: a load under the condition vectorises only with AVX-512's
          * masked loads, and the portable (x86-64-v2) build ran this loop scalar, 3.5x slower */
@@ -60,7 +60,7 @@ void dt_gelu_backward(const float *x, const float *dy, float *dx, long n)
 void dt_add_forward(const float *x, const float *s, float *y, long n, bool relu, bool round_skip)
 {
     if (round_skip) { /* a bf16 model's identity add: the skip as a bf16 value */
-#pragma omp parallel for simd if (n > DT_PARALLEL_MIN)
+#pragma omp parallel for simd if (parallel : n > DT_PARALLEL_MIN)
         for (long i = 0; i < n; i++) {
             float v = x[i] + dt_bf16_round(s[i]);
             y[i] = relu ? (v > 0.0f ? v : 0.0f) : v;
@@ -68,28 +68,28 @@ void dt_add_forward(const float *x, const float *s, float *y, long n, bool relu,
         return;
     }
     if (relu) {
-#pragma omp parallel for simd if (n > DT_PARALLEL_MIN)
+#pragma omp parallel for simd if (parallel : n > DT_PARALLEL_MIN)
         for (long i = 0; i < n; i++) {
             float v = x[i] + s[i];
             y[i] = v > 0.0f ? v : 0.0f;
         }
         return;
     }
-#pragma omp parallel for simd if (n > DT_PARALLEL_MIN)
+#pragma omp parallel for simd if (parallel : n > DT_PARALLEL_MIN)
     for (long i = 0; i < n; i++)
         y[i] = x[i] + s[i];
 }
 
 void dt_copy(float *dst, const float *src, long n)
 {
-#pragma omp parallel for simd if (n > DT_PARALLEL_MIN)
+#pragma omp parallel for simd if (parallel : n > DT_PARALLEL_MIN)
     for (long i = 0; i < n; i++)
         dst[i] = src[i];
 }
 
 void dt_add_into(float *dst, const float *src, long n)
 {
-#pragma omp parallel for simd if (n > DT_PARALLEL_MIN)
+#pragma omp parallel for simd if (parallel : n > DT_PARALLEL_MIN)
     for (long i = 0; i < n; i++)
         dst[i] += src[i];
 }

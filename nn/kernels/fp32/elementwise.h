@@ -3,7 +3,8 @@
  * a layer, so each is tested alone (tests/unit/test_elementwise.c); the layers
  * (nn/layer_relu.c, layer_gelu.c, layer_add.c, layer_dropout.c) and the model's gradient
  * bookkeeping (nn/model.c) call them. Built once, for the binary's x86-64-v2: the loops
- * autovectorise (SSE) and go parallel over OpenMP above DT_PARALLEL_MIN. */
+ * autovectorise (SSE) and go parallel over OpenMP above DT_PARALLEL_MIN (`if (parallel : ...)`:
+ * a plain `if` on `parallel for simd` turns the simd off below the threshold too). */
 #ifndef DT_NN_KERNELS_FP32_ELEMENTWISE_H
 #define DT_NN_KERNELS_FP32_ELEMENTWISE_H
 

@@ -11,11 +11,16 @@
 #include "nn/kernels/fp32/optim_steps.h"
 
 #include <math.h>
+#include <omp.h>
 
 #include "nn/kernels/isa_fn.h"
 
-/* Below this many floats the thread start-up costs more than the loop. */
+/* Below this many floats the thread start-up costs more than the loop; inside a parallel
+ * region (dt_optim_step_pieces) a loop is its thread's alone. The clause says `parallel :`: an
+ * `if` on `parallel for simd` applies to the simd part too (OpenMP 5.0), and a loop below the
+ * threshold then ran scalar. */
 #define PARALLEL_MIN 65536
+#define PARALLEL(n)  ((n) >= PARALLEL_MIN && !omp_in_parallel())
 
 /* Adam's per-step float constants. */
 struct adam_k {
@@ -31,7 +36,7 @@ static void DT_ISA_FN(sgd_step)(const struct dt_optim_config *c, float *const *s
     const float wd = (float)c->weight_decay, neg_lr = (float)-lr;
     const bool decay = c->weight_decay != 0;
     if (c->momentum == 0) {
-#pragma omp parallel for simd if (n >= PARALLEL_MIN)
+#pragma omp parallel for simd if (parallel : PARALLEL(n))
         for (size_t i = 0; i < n; i++) {
             float d = decay ? fmaf(p[i], wd, g[i]) : g[i];
             p[i] = fmaf(d, neg_lr, p[i]);
@@ -41,7 +46,7 @@ static void DT_ISA_FN(sgd_step)(const struct dt_optim_config *c, float *const *s
     float *restrict buf = state[0];
     const float mom = (float)c->momentum, keep = (float)(1.0 - c->dampening);
     const bool first = steps == 0, nesterov = c->nesterov;
-#pragma omp parallel for simd if (n >= PARALLEL_MIN)
+#pragma omp parallel for simd if (parallel : PARALLEL(n))
     for (size_t i = 0; i < n; i++) {
         float d = decay ? fmaf(p[i], wd, g[i]) : g[i];
         float b = first ? d : fmaf(d, keep, buf[i] * mom);
@@ -80,7 +85,8 @@ DT_ISA_FN(adam_elem)(float *restrict p, const float *restrict g, float *restrict
 #undef ADAM_LOOP
 #define ADAM_LOOP(adamw, l2, amsgrad)                                                              \
     do {                                                                                           \
-        _Pragma("omp parallel for simd if (n >= PARALLEL_MIN)") for (size_t i = 0; i < n; i++)     \
+        _Pragma("omp parallel for simd if (parallel : PARALLEL(n))") for (size_t i = 0; i < n;     \
+                                                                          i++)                     \
             DT_ISA_FN(adam_elem)(p, g, m, v, vmax, i, adamw, l2, amsgrad, &k);                     \
     } while (0)
 
@@ -132,7 +138,8 @@ DT_ISA_FN(adadelta_elem)(float *restrict p, const float *restrict g, float *rest
 #undef ADADELTA_LOOP
 #define ADADELTA_LOOP(decay)                                                                       \
     do {                                                                                           \
-        _Pragma("omp parallel for simd if (n >= PARALLEL_MIN)") for (size_t i = 0; i < n; i++)     \
+        _Pragma("omp parallel for simd if (parallel : PARALLEL(n))") for (size_t i = 0; i < n;     \
+                                                                          i++)                     \
             DT_ISA_FN(adadelta_elem)(p, g, sa, ad, i, decay, wd, neg_lr, rho, keep, eps);          \
     } while (0)
 
