@@ -224,7 +224,7 @@ static void bind_scratch(struct dt_bf16_conv *bf)
 }
 
 /* The tiles mode of a stride-2 shape (conv_s2_bf16.h): its geometry, note and scratch. */
-static int stride2_setup(struct dt_bf16_conv *bf, double *scratch_bytes)
+static int stride2_setup(struct dt_bf16_conv *bf)
 {
     const struct dt_conv_s2_geom *g = &bf->g2;
     if (dt_conv_s2_bf16_geometry(&bf->s, &bf->g2) < 0) {
@@ -240,7 +240,6 @@ static int stride2_setup(struct dt_bf16_conv *bf, double *scratch_bytes)
     bf->ow = g->ow;
     bf->yq_per = g->yq > g->dxq ? g->yq : g->dxq;
     plan_scratch(bf);
-    *scratch_bytes = 2.0 * (g->wpack + g->wpack_dx);
     return 0;
 }
 
@@ -350,7 +349,7 @@ static void stem_pack_rows(const float *src, int m, int n, dt_bf16 *dst)
 /* The stem mode of a shape with a column of at most 32 (one tile step): forward
  * Y [K x pix] = W [K x ckk] x cols [ckk x pix], weight gradient dY [K x pix] x cols^T summed
  * over samples, input gradient col2im(W^T [ckk x K] x dY), one sample per thread. */
-static int stem_setup(struct dt_bf16_conv *bf, double *scratch_bytes)
+static int stem_setup(struct dt_bf16_conv *bf)
 {
     const struct dt_conv_shape *s = &bf->s;
     bf->tiles = bf->stem = true;
@@ -370,25 +369,37 @@ static int stem_setup(struct dt_bf16_conv *bf, double *scratch_bytes)
     bf->dya_per =
         max_size(dt_bf16_packed_a_size(s->k, bf->pix), dt_bf16_packed_b_size(s->k, bf->pix));
     plan_scratch(bf);
-    *scratch_bytes = 2.0 * (double)(bf->wp_elems + bf->wpi_elems);
     return 0;
 }
 
-int dt_bf16_conv_setup(struct dt_bf16_conv **out, const struct dt_conv_shape *s,
-                       double *scratch_bytes)
+/* The elements of the forward's and the input gradient's packed weights in the tiles mode. */
+static size_t packed_forward(const struct dt_bf16_conv *bf)
 {
-    struct dt_bf16_conv *bf = calloc(1, sizeof *bf);
-    if (!bf)
-        return dt_fail(DT_ERUNTIME, "out of memory");
-    *out = bf;
-    bf->s = *s;
+    return bf->stem ? bf->wp_elems : bf->stride2 ? bf->g2.wpack : bf->g.wpack;
+}
+
+static size_t packed_input_grad(const struct dt_bf16_conv *bf)
+{
+    return bf->stem ? bf->wpi_elems : bf->stride2 ? bf->g2.wpack_dx : bf->gt.wpack;
+}
+
+size_t dt_bf16_conv_copy_bytes(const struct dt_bf16_conv *bf)
+{
+    if (!bf->tiles)
+        return 0;
+    return aligned(packed_forward(bf) * sizeof(dt_bf16)) +
+           aligned(packed_input_grad(bf) * sizeof(dt_bf16));
+}
+
+/* The mode chosen (emulated, or one of the tiles modes set up). */
+static int conv_mode(struct dt_bf16_conv *bf, const struct dt_conv_shape *s)
+{
     bf->path = dt_isa_bf16_path();
-    *scratch_bytes = 0;
     const char *why = NULL;
     if (bf->path != DT_BF16_REFERENCE && s->c < SMALL_INPUT_CHANNELS && s->stride <= 2 &&
         s->kh == s->kw && s->c * s->kh * s->kw <= STEM_MAX_DEPTH &&
         s->c * s->kh * s->kw >= STEM_MIN_DEPTH)
-        return stem_setup(bf, scratch_bytes);
+        return stem_setup(bf);
     if (s->stride > 2)
         why = "stride 3+ is not in the bf16 conv kernels";
     else if (s->pad >= s->kh || s->kh != s->kw)
@@ -402,7 +413,7 @@ int dt_bf16_conv_setup(struct dt_bf16_conv **out, const struct dt_conv_shape *s,
         return 0;
     }
     if (s->stride == 2)
-        return stride2_setup(bf, scratch_bytes);
+        return stride2_setup(bf);
     dt_conv_bf16_input_grad_shape(s, &bf->t);
     int rc = dt_conv_bf16_geometry(s, &bf->g);
     if (rc == 0)
@@ -419,8 +430,19 @@ int dt_bf16_conv_setup(struct dt_bf16_conv **out, const struct dt_conv_shape *s,
     bf->ow = bf->g.ow;
     bf->yq_per = bf->g.yq > bf->gt.yq ? bf->g.yq : bf->gt.yq;
     plan_scratch(bf);
-    *scratch_bytes = 2.0 * (bf->g.wpack + bf->gt.wpack);
     return 0;
+}
+
+int dt_bf16_conv_setup(struct dt_bf16_conv **out, const struct dt_conv_shape *s, double *copy_bytes)
+{
+    struct dt_bf16_conv *bf = calloc(1, sizeof *bf);
+    if (!bf)
+        return dt_fail(DT_ERUNTIME, "out of memory");
+    *out = bf;
+    bf->s = *s;
+    int rc = conv_mode(bf, s);
+    *copy_bytes = (double)dt_bf16_conv_copy_bytes(bf);
+    return rc;
 }
 
 size_t dt_bf16_conv_call_bytes(const struct dt_bf16_conv *bf)
@@ -428,30 +450,17 @@ size_t dt_bf16_conv_call_bytes(const struct dt_bf16_conv *bf)
     return bf->tiles ? bf->call_bytes : 0;
 }
 
-int dt_bf16_conv_init(struct dt_bf16_conv *bf, struct dt_call_scratch *scratch)
+void dt_bf16_conv_init(struct dt_bf16_conv *bf, struct dt_call_scratch *scratch, void *copy)
 {
     if (!bf->tiles)
-        return 0;
+        return;
     bf->scratch = scratch;
-    bf->wp = dt_alloc(bf->stem      ? bf->wp_elems
-                      : bf->stride2 ? bf->g2.wpack
-                                    : bf->g.wpack,
-                      sizeof(dt_bf16));
-    bf->wpi = dt_alloc(bf->stem      ? bf->wpi_elems
-                       : bf->stride2 ? bf->g2.wpack_dx
-                                     : bf->gt.wpack,
-                       sizeof(dt_bf16));
-    if (!bf->wp || !bf->wpi)
-        return dt_fail_context(-DT_ERUNTIME, "conv2d bf16 packed weights");
-    return 0;
+    bf->wp = copy;
+    bf->wpi = (dt_bf16 *)((unsigned char *)copy + aligned(packed_forward(bf) * sizeof(dt_bf16)));
 }
 
 void dt_bf16_conv_free(struct dt_bf16_conv *bf)
 {
-    if (!bf)
-        return;
-    dt_free(bf->wp);
-    dt_free(bf->wpi);
     free(bf);
 }
 
@@ -932,7 +941,7 @@ static size_t backward_bytes(const struct dt_bf16_linear *bf)
 }
 
 int dt_bf16_linear_setup(struct dt_bf16_linear **out, int in, int out_features, int max_batch,
-                         double *scratch_bytes)
+                         double *copy_bytes)
 {
     struct dt_bf16_linear *bf = calloc(1, sizeof *bf);
     if (!bf)
@@ -940,7 +949,7 @@ int dt_bf16_linear_setup(struct dt_bf16_linear **out, int in, int out_features, 
     *out = bf;
     *bf = (struct dt_bf16_linear){
         .path = dt_isa_bf16_path(), .in = in, .out = out_features, .max_batch = max_batch};
-    *scratch_bytes = 0;
+    *copy_bytes = 0;
     if (bf->path == DT_BF16_REFERENCE) {
         emulated_note(bf->note, sizeof bf->note, bf->path, NULL);
         return 0;
@@ -949,7 +958,7 @@ int dt_bf16_linear_setup(struct dt_bf16_linear **out, int in, int out_features, 
     snprintf(bf->note, sizeof bf->note, "%s", dt_bf16_path_name(bf->path));
     bf->wa_elems = dt_bf16_packed_a_size(out_features, in);
     bf->wb_elems = dt_bf16_packed_b_size(out_features, in);
-    *scratch_bytes = (double)sizeof(dt_bf16) * (double)(bf->wa_elems + bf->wb_elems);
+    *copy_bytes = (double)dt_bf16_linear_copy_bytes(bf);
     bf->xt_bytes = sizeof(dt_bf16) * dt_bf16_packed_b_size(in, max_batch);
     bf->ct_bytes = sizeof(float) * (size_t)out_features * max_batch;
     bf->a_bytes = sizeof(dt_bf16) * dt_bf16_packed_a_size(out_features, max_batch);
@@ -966,24 +975,22 @@ size_t dt_bf16_linear_call_bytes(const struct dt_bf16_linear *bf)
     return f > b ? f : b;
 }
 
-int dt_bf16_linear_init(struct dt_bf16_linear *bf, struct dt_call_scratch *scratch)
+size_t dt_bf16_linear_copy_bytes(const struct dt_bf16_linear *bf)
+{
+    return bf->tiles ? aligned(bf->wa_elems * sizeof(dt_bf16)) + bf->wb_elems * sizeof(dt_bf16) : 0;
+}
+
+void dt_bf16_linear_init(struct dt_bf16_linear *bf, struct dt_call_scratch *scratch, void *copy)
 {
     bf->scratch = scratch;
     if (!bf->tiles)
-        return 0;
-    bf->wa = dt_alloc(bf->wa_elems, sizeof *bf->wa);
-    bf->wb = dt_alloc(bf->wb_elems, sizeof *bf->wb);
-    if (!bf->wa || !bf->wb)
-        return dt_fail_context(-DT_ERUNTIME, "linear bf16 packed weights");
-    return 0;
+        return;
+    bf->wa = copy;
+    bf->wb = (dt_bf16 *)((unsigned char *)copy + aligned(bf->wa_elems * sizeof(dt_bf16)));
 }
 
 void dt_bf16_linear_free(struct dt_bf16_linear *bf)
 {
-    if (bf) {
-        dt_free(bf->wa);
-        dt_free(bf->wb);
-    }
     free(bf);
 }
 

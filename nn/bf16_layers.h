@@ -28,7 +28,8 @@
  *
  * Memory: what a layer needs only inside one call (the tiles mode's operand layouts, the
  * emulated mode's rounded x and dy) is in the model's call scratch (nn/call_scratch.h), which
- * all layers share; each layer keeps only its bf16 weights (docs/bf16.md, "Memory").
+ * all layers share; each layer's bf16 weights are in the model's copy arena (nn/weight_copy.h),
+ * which the ranks of one host share (docs/bf16.md, "Memory").
  */
 #ifndef DT_NN_BF16_LAYERS_H
 #define DT_NN_BF16_LAYERS_H
@@ -71,16 +72,20 @@ float *dt_bf16_round_into(float *dst, const float *src, size_t n);
 struct dt_bf16_conv;
 
 /* Chooses the mode of a conv2d of shape s (s->n = max_batch) on the bf16 path in use and
- * writes its note; allocates only the small state (nothing batch-sized). *scratch_bytes: what
- * dt_bf16_conv_init will allocate. 0 or DT_ERUNTIME. */
+ * writes its note; allocates only the small state (nothing batch-sized). *copy_bytes:
+ * dt_bf16_conv_copy_bytes. 0 or DT_ERUNTIME. */
 int dt_bf16_conv_setup(struct dt_bf16_conv **out, const struct dt_conv_shape *s,
-                       double *scratch_bytes);
+                       double *copy_bytes);
 /* Bytes the tiles mode takes from the call scratch in each forward and backward (0 when
  * emulated: the layer sizes its rounded copies itself, dt_bf16_rounded_bytes). */
 size_t dt_bf16_conv_call_bytes(const struct dt_bf16_conv *bf);
-/* Allocates the tiles mode's packed weights; its other buffers are in `scratch`, the model's
- * call scratch of at least dt_bf16_conv_call_bytes. 0 or -DT_ERUNTIME. */
-int dt_bf16_conv_init(struct dt_bf16_conv *bf, struct dt_call_scratch *scratch);
+/* Bytes of the tiles mode's packed weights, the layer's bf16 weight copy (0 when emulated:
+ * the layer keeps its rounded weights itself). */
+size_t dt_bf16_conv_copy_bytes(const struct dt_bf16_conv *bf);
+/* Binds the tiles mode's packed weights to `copy` (dt_bf16_conv_copy_bytes, 64-byte aligned:
+ * the model's copy arena, nn/weight_copy.h, perhaps shared by the ranks of a host); its other
+ * buffers are in `scratch`, the model's call scratch of at least dt_bf16_conv_call_bytes. */
+void dt_bf16_conv_init(struct dt_bf16_conv *bf, struct dt_call_scratch *scratch, void *copy);
 void dt_bf16_conv_free(struct dt_bf16_conv *bf);
 /* The tiles mode was chosen; otherwise the layer runs emulated. */
 bool dt_bf16_conv_tiles(const struct dt_bf16_conv *bf);
@@ -148,13 +153,14 @@ void dt_bf16_conv_backward(struct dt_bf16_conv *bf, const float *x, bool x_bf16,
 struct dt_bf16_linear;
 
 /* Chooses the mode of a linear layer (in -> out features, max_batch rows) and writes its note;
- * *scratch_bytes as for conv2d. 0 or DT_ERUNTIME. */
+ * *copy_bytes as for conv2d. 0 or DT_ERUNTIME. */
 int dt_bf16_linear_setup(struct dt_bf16_linear **out, int in, int out_features, int max_batch,
-                         double *scratch_bytes);
+                         double *copy_bytes);
 /* As for conv2d: the call-scratch bytes of the tiles mode (its operands and the forward's
- * transposed output), and init (the packed weights, the layer's own: *scratch_bytes). */
+ * transposed output), the packed weights' bytes (both layouts), and init binding them. */
 size_t dt_bf16_linear_call_bytes(const struct dt_bf16_linear *bf);
-int dt_bf16_linear_init(struct dt_bf16_linear *bf, struct dt_call_scratch *scratch);
+size_t dt_bf16_linear_copy_bytes(const struct dt_bf16_linear *bf);
+void dt_bf16_linear_init(struct dt_bf16_linear *bf, struct dt_call_scratch *scratch, void *copy);
 void dt_bf16_linear_free(struct dt_bf16_linear *bf);
 bool dt_bf16_linear_tiles(const struct dt_bf16_linear *bf);
 const char *dt_bf16_linear_note(const struct dt_bf16_linear *bf);

@@ -73,6 +73,7 @@ static int sub_setup(struct dt_layer *parent, struct dt_layer *sub, const char *
     *caps = own.caps;
     s->caps |= own.caps & DT_CAP_COLLECTIVE;
     s->scratch_bytes += own.scratch_bytes;
+    s->copy_bytes += own.copy_bytes;
     if (own.precision)
         s->precision = own.precision;
     if (own.call_scratch_bytes > s->call_scratch_bytes) /* shared, not added */

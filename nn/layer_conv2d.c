@@ -61,6 +61,7 @@
 #include "nn/kernels/fp32/im2col.h"
 #include "nn/init.h"
 #include "nn/layer_common.h"
+#include "nn/weight_copy.h"
 #include "util/alloc.h"
 #include "util/err.h"
 
@@ -83,7 +84,7 @@ struct conv {
     /* bf16 model (nn/bf16_layers.h): the bf16 products, and in their emulated mode the
      * rounded weights the fp32 algorithm above reads (x and dy rounded: in the call scratch) */
     struct dt_bf16_conv *bf;
-    float *round_w;
+    float *round_w; /* in the model's copy arena (nn/weight_copy.h) */
 };
 
 /* Output bytes per thread convolved before pooling: well inside a core's L2. */
@@ -274,12 +275,11 @@ static int conv2d_setup(struct dt_layer *l, const struct dt_layer_spec *spec, st
          * relu below at dx's store and the batchnorm above's input gradient as it reads dy.
          * Emulated takes only the relu: it rounds the whole batch's x and dy first (into
          * the model's call scratch: the fp32 kernels read whole batches). */
-        double bytes;
-        int rc = dt_bf16_conv_setup(&cv->bf, &cv->ds, &bytes);
+        int rc = dt_bf16_conv_setup(&cv->bf, &cv->ds, &s->copy_bytes);
         if (rc < 0)
             return rc;
         if (!dt_bf16_conv_tiles(cv->bf)) { /* the rounded weights; x and dy per call */
-            bytes += 4.0 * (double)cv->oc * cv->ckk;
+            s->copy_bytes = 4.0 * (double)cv->oc * cv->ckk;
             s->call_scratch_bytes = (double)emulated_call_bytes(cv, l, l->model->max_batch);
             s->caps |= DT_CAP_READS_DY_ROUNDED;
         } else { /* the fp32 algorithm's scratch is not allocated */
@@ -294,7 +294,6 @@ static int conv2d_setup(struct dt_layer *l, const struct dt_layer_spec *spec, st
             if (dt_bf16_conv_rounds_dx(cv->bf))
                 s->caps |= DT_CAP_DX_ROUNDED;
         }
-        s->scratch_bytes += bytes;
         s->precision = dt_bf16_conv_note(cv->bf);
         return 0;
     }
@@ -312,9 +311,10 @@ static int conv2d_init(struct dt_layer *l, uint64_t seed)
     size_t nw = (size_t)cv->oc * cv->ckk;
     int rc = 0;
     if (cv->bf && dt_bf16_conv_tiles(cv->bf))
-        rc = dt_bf16_conv_init(cv->bf, &l->model->call_scratch);
-    else if (cv->bf && !(cv->round_w = dt_alloc(nw, sizeof(float))))
-        rc = dt_fail_context(-DT_ERUNTIME, "conv2d bf16 weights");
+        dt_bf16_conv_init(cv->bf, &l->model->call_scratch,
+                          dt_model_copy_take(l->model, dt_bf16_conv_copy_bytes(cv->bf)));
+    else if (cv->bf)
+        cv->round_w = dt_model_copy_take(l->model, nw * sizeof(float));
     if (rc == 0 && !(cv->bf && dt_bf16_conv_tiles(cv->bf)))
         rc = scratch_setup(cv, l->model->max_batch);
     if (rc < 0)
@@ -619,8 +619,7 @@ static void conv2d_destroy(struct dt_layer *l)
     dt_free(cv->chunk_out);
     dt_free(cv->fwd_scratch);
     dt_free(cv->u);
-    dt_bf16_conv_free(cv->bf);
-    dt_free(cv->round_w);
+    dt_bf16_conv_free(cv->bf); /* the weight copy is the model's (its copy arena) */
     free(cv);
 }
 

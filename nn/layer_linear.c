@@ -13,6 +13,7 @@
 #include "nn/kernels/fp32/blas.h"
 #include "nn/init.h"
 #include "nn/layer_common.h"
+#include "nn/weight_copy.h"
 #include "util/alloc.h"
 #include "util/err.h"
 
@@ -20,7 +21,8 @@ struct linear {
     int in, out;
     bool bias;
     struct dt_bf16_linear *bf; /* bf16 model */
-    float *round_w; /* bf16, emulated: the rounded weights (x and dy: in the call scratch) */
+    float *round_w; /* bf16, emulated: the rounded weights, in the model's copy arena (x and dy:
+                       in the call scratch) */
 };
 
 static int linear_setup(struct dt_layer *l, const struct dt_layer_spec *spec, struct dt_shape in,
@@ -39,12 +41,12 @@ static int linear_setup(struct dt_layer *l, const struct dt_layer_spec *spec, st
     l->nparams = (size_t)li->out * li->in + (li->bias ? (size_t)li->out : 0);
     if (l->model->precision == DT_PRECISION_BF16) {
         int rc =
-            dt_bf16_linear_setup(&li->bf, li->in, li->out, l->model->max_batch, &s->scratch_bytes);
+            dt_bf16_linear_setup(&li->bf, li->in, li->out, l->model->max_batch, &s->copy_bytes);
         if (rc < 0)
             return rc;
         size_t rows = (size_t)l->model->max_batch;
         if (!dt_bf16_linear_tiles(li->bf)) {
-            s->scratch_bytes = 4.0 * (double)li->out * li->in;
+            s->copy_bytes = 4.0 * (double)li->out * li->in;
             s->call_scratch_bytes = (double)dt_bf16_rounded_bytes(rows * li->in, rows * li->out);
         } else {
             s->call_scratch_bytes = (double)dt_bf16_linear_call_bytes(li->bf);
@@ -58,13 +60,11 @@ static int linear_init(struct dt_layer *l, uint64_t seed)
 {
     struct linear *li = l->state;
     size_t nw = (size_t)li->out * li->in;
-    int rc = 0;
     if (li->bf && dt_bf16_linear_tiles(li->bf))
-        rc = dt_bf16_linear_init(li->bf, &l->model->call_scratch);
-    else if (li->bf && !(li->round_w = dt_alloc(nw, sizeof(float))))
-        rc = dt_fail_context(-DT_ERUNTIME, "linear bf16 weights");
-    if (rc < 0)
-        return rc;
+        dt_bf16_linear_init(li->bf, &l->model->call_scratch,
+                            dt_model_copy_take(l->model, dt_bf16_linear_copy_bytes(li->bf)));
+    else if (li->bf)
+        li->round_w = dt_model_copy_take(l->model, nw * sizeof(float));
     int wshape[2] = {li->out, li->in};
     dt_layer_describe(l, "weight", true, 0, 2, wshape);
     if (li->bias)
@@ -175,10 +175,8 @@ static void linear_backward(struct dt_layer *l, const float *x, const float *y, 
 static void linear_destroy(struct dt_layer *l)
 {
     struct linear *li = l->state;
-    if (li) {
+    if (li) /* the weight copy is the model's (its copy arena) */
         dt_bf16_linear_free(li->bf);
-        dt_free(li->round_w);
-    }
     free(li);
 }
 

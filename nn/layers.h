@@ -33,6 +33,10 @@ struct dt_layer_setup {
      * inside one forward or backward call; the model allocates the largest layer's need once,
      * shared by all */
     double call_scratch_bytes;
+    /* set by setup in a bf16 model (conv2d, linear): bytes of the layer's bf16 weight copy
+     * (packed or rounded), which init takes from the model's copy arena (dt_model_copy_take,
+     * nn/weight_copy.h); not in scratch_bytes */
+    double copy_bytes;
     /* set by setup in a bf16 model (conv2d, linear): the path its products take, text the
      * layer keeps for its lifetime (dt_layer_summary.precision); NULL = nothing to say */
     const char *precision;

@@ -69,7 +69,10 @@ struct model_impl {
     float *grad_a, *grad_b;
     const float *input; /* the last forward's x (not copied) */
     int last_batch;
-    double scratch_bytes;   /* the layers' own, as their setups reported */
+    double scratch_bytes; /* the layers' own, as their setups reported */
+    size_t copy_bytes;    /* their bf16 weight copies (dt_model_copy_take's rounding) */
+    void *copy_storage;   /* dt_model_options' */
+    size_t copy_capacity;
     double call_scratch;    /* the largest call scratch a layer's setup asked for */
     const char **precision; /* per layer: its setup's precision note (NULL = none) */
     int tensor_cap, buffer_tensor_cap;
@@ -197,6 +200,7 @@ static int setup_layer(struct dt_model *m, int i, const struct dt_layer_spec *sp
     impl->precision[i] = s.precision;
     m->plan[i].skip_from = s.skip_from;
     impl->scratch_bytes += s.scratch_bytes;
+    impl->copy_bytes += dt_weight_copy_round((size_t)s.copy_bytes);
     if (s.call_scratch_bytes > impl->call_scratch)
         impl->call_scratch = s.call_scratch_bytes;
     return 0;
@@ -318,7 +322,8 @@ static void count_memory(const struct dt_model *m, struct dt_model_memory *out)
         .params = 4.0 * (double)m->nparams,
         .grads = 4.0 * ((double)m->nparams + DT_MODEL_GRAD_SPARE + (double)m->nbuffers),
         .activations = 4.0 * batch * (act + 2 * largest), /* + grad_a, grad_b */
-        .scratch = impl->scratch_bytes + impl->call_scratch,
+        .scratch = impl->scratch_bytes + impl->call_scratch + (double)impl->copy_bytes,
+        .copies = (double)impl->copy_bytes,
     };
 }
 
@@ -369,6 +374,7 @@ static int setup_all(struct dt_model *m, const struct dt_layer_spec *specs)
 static int build(struct dt_model *m, const struct dt_layer_spec *specs, uint64_t seed,
                  float *params, size_t capacity)
 {
+    struct model_impl *impl = m->impl;
     int rc = setup_all(m, specs);
     if (rc < 0)
         return rc;
@@ -379,6 +385,8 @@ static int build(struct dt_model *m, const struct dt_layer_spec *specs, uint64_t
     if (rc < 0)
         return rc;
     rc = allocate_arenas(m, params);
+    if (rc == 0)
+        rc = dt_weight_copy_arena(m, impl->copy_bytes, impl->copy_storage, impl->copy_capacity);
     if (rc < 0)
         return rc;
     rc = init_layers(m, seed);
@@ -418,6 +426,8 @@ static int model_new(struct dt_model **out, int nspecs, struct dt_shape input, i
         return dt_fail(DT_ERUNTIME, "out of memory building the model");
     }
     impl->input_grad = opt->input_grad;
+    impl->copy_storage = opt->copy_storage;
+    impl->copy_capacity = opt->copy_capacity;
     impl->precision = notes;
     m->precision = opt->precision;
     m->fusions = opt->fusions;
@@ -531,7 +541,7 @@ void dt_model_free(struct dt_model *m)
     if (!m)
         return;
     struct model_impl *impl = m->impl;
-    dt_weight_copy_free(m);
+    dt_weight_copy_free(m); /* its plan and, unless external, the copy arena */
     for (int i = 0; i < m->nlayers; i++) {
         struct dt_layer *l = m->layers[i];
         if (!l)
@@ -705,7 +715,8 @@ int dt_model_forward(struct dt_model *m, const float *x, int batch,
             for (int i = 0; i < m->nlayers; i++)
                 if ((m->plan[i].caps & DT_CAP_COLLECTIVE) && runs_forward(m, i))
                     m->layers[i]->kind->ops->forward(m->layers[i], NULL, NULL, 0, &c);
-        m->weights_copied = false; /* not made: the next forward makes it */
+        if (!m->copies_external) /* not made: the next forward makes it */
+            m->weights_copied = false;
         return m->allreduce.rc;
     }
     for (int i = 0; i < m->nlayers; i++) {
@@ -718,9 +729,11 @@ int dt_model_forward(struct dt_model *m, const float *x, int batch,
     }
     /* The layers' bf16 weight copies stay what this forward used, and its backward reads, but
      * they are current for this forward only: whatever writes the weights next (an optimizer
-     * step cut in pieces or not, a load, another rank's slice of shared weights) leaves the
-     * next forward to copy them, unless dt_model_optim_step made the copies (nn/weight_copy.h). */
-    m->weights_copied = false;
+     * step not cut in pieces, a load) leaves the next forward to copy them, unless
+     * dt_model_optim_step made the copies. Copies the ranks of a host share stay current
+     * until the ranks' next step makes them again (nn/weight_copy.h). */
+    if (!m->copies_external)
+        m->weights_copied = false;
     return m->allreduce.rc;
 }
 

@@ -89,7 +89,9 @@ struct dt_model_memory {
     double grads;       /* their gradients and the non-trainable buffers */
     double activations; /* every kept layer output, skip gradients, the two gradient buffers */
     double scratch;     /* the layers' own: im2col columns, pooling indices, dropout masks, and
-                           the call scratch they share (the largest layer's need) */
+                           the call scratch they share (the largest layer's need); with copies */
+    double copies;      /* of scratch: a bf16 model's weight copies (nn/weight_copy.h), which the
+                           ranks of one host share */
 };
 double dt_model_memory_total(const struct dt_model_memory *mem);
 
@@ -143,9 +145,14 @@ struct dt_model {
     unsigned fusions;
     /* bf16 model: how the optimizer step cuts the arena to make the layers' bf16 weight
      * copies (nn/weight_copy.h; NULL when no layer keeps one), and whether the copies are
-     * current: set by that step, consumed by the next forward */
+     * current: set by that step, consumed by the next forward; with copies_external (the
+     * copies in the caller's storage, which the ranks of one host share) kept until the
+     * weights change */
     struct dt_weight_copy *weight_copy;
     bool weights_copied;
+    unsigned char *copies; /* the copy arena: copies_bytes, copies_used taken by the layers */
+    size_t copies_bytes, copies_used;
+    bool copies_external;
     void *impl;
 };
 
@@ -157,6 +164,10 @@ struct dt_model_options {
     unsigned fusions;
     bool input_grad;
     enum dt_precision precision; /* conv2d and linear arithmetic (nn/precision.h) */
+    /* the bf16 weight copies in the caller's storage of copy_capacity bytes, 64-byte aligned
+     * (the ranks of one host share one, train/loop.c); NULL = the model's own */
+    void *copy_storage;
+    size_t copy_capacity;
 };
 
 /* The options dt_model_build uses: every fusion, or those DTRAIN_FUSE names (nn/fusion.h:

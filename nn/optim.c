@@ -371,7 +371,7 @@ int dt_optim_step_pieces(struct dt_optim *o, float *params, const float *grads, 
                          const struct dt_optim_pieces *pc)
 {
     int rc = check_size(o, n);
-    bool cuts = pc->count >= 1 && pc->cuts[0] == 0 && pc->cuts[pc->count] == n;
+    bool cuts = pc->count >= 1 && pc->cuts[pc->count] <= n;
     for (int i = 0; cuts && i < pc->count; i++)
         cuts = pc->cuts[i] < pc->cuts[i + 1];
     if (rc == 0 && !cuts)

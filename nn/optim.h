@@ -104,10 +104,11 @@ int dt_optim_step_range(struct dt_optim *o, float *params, const float *grads, s
                         double lr);
 
 /* One step (dt_optim_step's, the same bits) cut into pieces, pieces [cuts[i], cuts[i + 1])
- * for i < count (cuts[0] = 0, increasing, cuts[count] = n), spread over the OpenMP team; after
- * each piece's update, after(ctx, i) on the thread that made it, while the piece is in its
- * cache: a bf16 model's weight copy is made there (nn/weight_copy.h). DT_ERUNTIME for cuts
- * that do not cut [0, n), with nothing changed. */
+ * for i < count (increasing, cuts[count] <= n; elements outside [cuts[0], cuts[count]) are
+ * left alone, as dt_optim_step_range leaves those outside its slice), spread over the OpenMP
+ * team; after each piece's update, after(ctx, i) on the thread that made it, while the piece
+ * is in its cache: a bf16 model's weight copy is made there (nn/weight_copy.h). Counts as one
+ * step. DT_ERUNTIME for cuts out of order or past n, with nothing changed. */
 struct dt_optim_pieces {
     const size_t *cuts;
     int count;

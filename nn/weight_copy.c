@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "nn/layers.h"
+#include "util/alloc.h"
 #include "util/err.h"
 
 /* The parameters of no layer's copy (biases, batchnorms) go in pieces of at most this many
@@ -61,6 +62,31 @@ static bool cut(const struct dt_model *m, struct dt_weight_copy *w, bool count_o
     return any;
 }
 
+size_t dt_weight_copy_round(size_t bytes)
+{
+    return (bytes + 63) / 64 * 64;
+}
+
+int dt_weight_copy_arena(struct dt_model *m, size_t bytes, void *storage, size_t capacity)
+{
+    m->copies_bytes = bytes;
+    m->copies_external = storage != NULL;
+    if (storage && bytes > capacity)
+        return dt_fail(DT_ERUNTIME, "bf16 weight copies: %zu bytes needed, %zu given", bytes,
+                       capacity);
+    m->copies = storage ? storage : bytes ? dt_alloc(bytes, 1) : NULL;
+    if (bytes && !m->copies)
+        return dt_fail_context(-DT_ERUNTIME, "bf16 weight copies");
+    return 0;
+}
+
+void *dt_model_copy_take(struct dt_model *m, size_t bytes)
+{
+    void *p = m->copies + m->copies_used;
+    m->copies_used += dt_weight_copy_round(bytes);
+    return p;
+}
+
 void dt_weight_copy_free(struct dt_model *m)
 {
     struct dt_weight_copy *w = m->weight_copy;
@@ -71,6 +97,9 @@ void dt_weight_copy_free(struct dt_model *m)
         free(w);
     }
     m->weight_copy = NULL;
+    if (!m->copies_external)
+        dt_free(m->copies);
+    m->copies = NULL;
 }
 
 int dt_weight_copy_plan(struct dt_model *m)
@@ -93,13 +122,25 @@ int dt_weight_copy_plan(struct dt_model *m)
     return 0;
 }
 
-/* After piece i's update: its layer copies it. */
-static void copy_piece(void *ctx, int i)
+/* Piece i's copy, made by its layer (nothing for a piece of no layer's copy). */
+static void copy_one(const struct dt_weight_copy *w, int i)
 {
-    const struct dt_weight_copy *w = ctx;
     struct dt_layer *l = w->by[i];
     if (l)
         l->kind->ops->copy_weights(l, w->cuts[i] - w->at[i], w->cuts[i + 1] - w->at[i]);
+}
+
+/* Pieces [first, first + count) of the plan, for dt_optim_step_pieces. */
+struct piece_run {
+    const struct dt_weight_copy *w;
+    int first;
+};
+
+/* After a piece's update: its layer copies it. */
+static void copy_after(void *ctx, int i)
+{
+    const struct piece_run *r = ctx;
+    copy_one(r->w, r->first + i);
 }
 
 int dt_model_optim_step(struct dt_model *m, struct dt_optim *o, double lr)
@@ -107,8 +148,59 @@ int dt_model_optim_step(struct dt_model *m, struct dt_optim *o, double lr)
     struct dt_weight_copy *w = m->weight_copy;
     if (!w)
         return dt_optim_step(o, m->params, m->grads, m->nparams, lr);
-    struct dt_optim_pieces pc = {w->cuts, w->count, copy_piece, w};
+    struct piece_run r = {w, 0};
+    struct dt_optim_pieces pc = {w->cuts, w->count, copy_after, &r};
     int rc = dt_optim_step_pieces(o, m->params, m->grads, m->nparams, lr, &pc);
     m->weights_copied = rc == 0;
     return rc;
+}
+
+/* The index of the first cut at or after `at` (at <= the arena's size). */
+static int first_cut(const struct dt_weight_copy *w, size_t at)
+{
+    int lo = 0, hi = w->count;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (w->cuts[mid] < at)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* The index of cut `at` among the plan's (-1 when it is none). */
+static int cut_index(const struct dt_weight_copy *w, size_t at)
+{
+    int i = first_cut(w, at);
+    return w->cuts[i] == at ? i : -1;
+}
+
+size_t dt_weight_copy_cut(const struct dt_model *m, size_t at)
+{
+    const struct dt_weight_copy *w = m->weight_copy;
+    if (at >= m->nparams)
+        return m->nparams;
+    return w ? w->cuts[first_cut(w, at)] : at & ~(size_t)15;
+}
+
+int dt_model_optim_step_slice(struct dt_model *m, struct dt_optim *o, size_t lo, size_t hi,
+                              double lr)
+{
+    const struct dt_weight_copy *w = m->weight_copy;
+    int first = w ? cut_index(w, lo) : -1, end = w ? cut_index(w, hi) : -1;
+    if (first < 0 || end < 0 || first >= end) /* no copies, or not cut at pieces, or empty */
+        return dt_optim_step_range(o, m->params, m->grads, lo, hi, lr);
+    struct piece_run r = {w, first};
+    struct dt_optim_pieces pc = {w->cuts + first, end - first, copy_after, &r};
+    return dt_optim_step_pieces(o, m->params, m->grads, m->nparams, lr, &pc);
+}
+
+void dt_model_copy_slice(struct dt_model *m, size_t lo, size_t hi)
+{
+    const struct dt_weight_copy *w = m->weight_copy;
+    int first = w ? cut_index(w, lo) : -1, end = w ? cut_index(w, hi) : -1;
+#pragma omp parallel for schedule(dynamic, 1) if (first >= 0 && end - first > 1)
+    for (int i = first; i < end; i++)
+        copy_one(w, i);
 }

@@ -154,8 +154,10 @@ int rank_setup(struct rank_state *st, const struct run *run)
     /* Shared weights: the parameters are built straight into the job's shared copy, with the
      * optimizer state after them (zeroed by mmap); never a private copy. */
     struct dt_shape in = {train->c, train->h, train->w};
+    void *copies = run->shared ? run->shared + run->shared_copies_at : NULL;
+    size_t copy_bytes = (run->shared_floats - run->shared_copies_at) * sizeof(float);
     if ((rc = dt_run_build_model_in(cfg, in, model_batch, train->classes, run->shared,
-                                    run->shared_floats, &st->model)))
+                                    run->shared_copies_at, copies, copy_bytes, &st->model)))
         return rc;
     if (comm->rank == 0)
         dt_run_log_precision(st->model);
@@ -176,9 +178,11 @@ int rank_setup(struct rank_state *st, const struct run *run)
     if ((rc = dt_run_make_optimizer(&st->optim, cfg, st->model->nparams, state)) ||
         (rc = dt_run_param_groups(cfg, st->model, st->optim)))
         return rc;
-    if (run->shared && st->model->nparams + dt_optim_state_floats(st->optim) > run->shared_floats)
+    if (run->shared &&
+        st->model->nparams + dt_optim_state_floats(st->optim) > run->shared_copies_at)
         return dt_fail(DT_ERUNTIME, "shared weights: %zu floats needed, %zu mapped",
-                       st->model->nparams + dt_optim_state_floats(st->optim), run->shared_floats);
+                       st->model->nparams + dt_optim_state_floats(st->optim),
+                       run->shared_copies_at);
     size_t sample = (size_t)train->c * train->h * train->w;
     st->x = dt_alloc((size_t)max_count * sample, sizeof(float));
     st->y = dt_alloc((size_t)max_count, 1);
@@ -216,6 +220,13 @@ static int sum_step(struct dt_comm *comm, float *grads, size_t n, enum dt_grad_d
         return comm->allreduce_sum(comm, grads, n + T_FLOATS);
     int rc = comm->allreduce_sum_bf16(comm, grads, n);
     return rc ? rc : comm->allreduce_sum(comm, grads + n, T_FLOATS);
+}
+
+/* Whether the ranks share the model's bf16 weight copies (a bf16 model built into the shared
+ * storage): each makes its slice's, and a forward never makes them. */
+static bool copies_shared(const struct dt_model *m)
+{
+    return m->weight_copy && m->copies_external;
 }
 
 /* One optimisation step on this rank's share of (epoch, step). */
@@ -274,13 +285,14 @@ int train_step(struct rank_state *st, const struct run *run, uint64_t epoch, siz
         rc = dt_model_optim_step(st->model, st->optim, lr); /* and bf16 weight copies */
         t = span_end(st, DT_TIME_OPTIMIZER, t);
     } else {
-        /* Shared weights: each rank updates its own slice; the barrier publishes every slice
-         * before anyone's next forward reads the weights. */
-        rc = dt_optim_step_range(st->optim, st->model->params, st->model->grads, st->shard_lo,
-                                 st->shard_hi, lr);
+        /* Shared weights: each rank updates its own slice and makes its pieces' bf16 weight
+         * copies; the barrier publishes every slice before anyone's next forward reads the
+         * weights, and every copy with them. */
+        rc = dt_model_optim_step_slice(st->model, st->optim, st->shard_lo, st->shard_hi, lr);
         t = span_end(st, DT_TIME_OPTIMIZER, t);
         if (rc == 0)
             rc = st->comm->barrier(st->comm);
+        st->model->weights_copied = rc == 0 && copies_shared(st->model);
         t = span_end_as(st, DT_TIME_ALLREDUCE, "barrier", t);
     }
     dt_trace_span(st->trace, DT_TRACE_MAIN, "step", "step", t_start, t, st->step);
@@ -288,15 +300,46 @@ int train_step(struct rank_state *st, const struct run *run, uint64_t epoch, siz
 }
 
 /* Shared weights: the slice of weights and optimizer state this rank updates, cut at 64-byte
- * boundaries so no two ranks write one cache line; the barrier orders every rank's set-up
- * writes to the shared copy (the same values from each) before anyone trains on it. */
+ * boundaries so no two ranks write one cache line, or in a bf16 model at the pieces its
+ * weight copies are made in (nn/weight_copy.h: each rank copies whole pieces); the barrier
+ * orders every rank's set-up writes to the shared copy (the same values from each), and its
+ * first weight copies, before anyone trains on them. */
 int share_weights(struct rank_state *st)
 {
-    size_t n = st->model->nparams;
+    struct dt_model *m = st->model;
+    size_t n = m->nparams;
     size_t r = (size_t)st->comm->rank, size = (size_t)st->comm->size;
-    st->shard_lo = (n * r / size) & ~(size_t)15;
-    st->shard_hi = r + 1 == size ? n : (n * (r + 1) / size) & ~(size_t)15;
-    return st->comm->barrier(st->comm);
+    st->shard_lo = dt_weight_copy_cut(m, n * r / size);
+    st->shard_hi = r + 1 == size ? n : dt_weight_copy_cut(m, n * (r + 1) / size);
+    if (copies_shared(m))
+        dt_model_copy_slice(m, st->shard_lo, st->shard_hi);
+    int rc = st->comm->barrier(st->comm);
+    m->weights_copied = rc == 0 && copies_shared(m);
+    return rc;
+}
+
+int shared_map(struct run *run, const struct dt_run_memory *mem)
+{
+    /* Sized from the layer list (dt_run_memory's estimate): nothing is built here, so the
+     * parent starts no thread before the fork and holds no model the ranks inherit. The
+     * copies start on a cache line. */
+    size_t weights = (size_t)((mem->model.params + mem->optimizer) / sizeof(float));
+    run->shared_copies_at = (weights + 15) & ~(size_t)15;
+    run->shared_floats = run->shared_copies_at + (size_t)(mem->model.copies / sizeof(float));
+    void *p = mmap(NULL, run->shared_floats * sizeof(float), PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return dt_fail(DT_ERUNTIME, "cannot map %zu bytes of shared weights: %s",
+                       run->shared_floats * sizeof(float), strerror(errno));
+    run->shared = p;
+    return 0;
+}
+
+void shared_unmap(struct run *run)
+{
+    if (run->shared)
+        munmap(run->shared, run->shared_floats * sizeof(float));
+    run->shared = NULL;
 }
 
 /* --resume: weights, optimizer state and position from the checkpoint. A finished run resumed
@@ -713,26 +756,16 @@ static int train_loaded(const struct dt_config *cfg, const struct dt_train_optio
         return rc;
     }
     run.class_names = dt_run_class_names_json(&data.train);
-    if (dt_job_plan_shares_memory(opt->plan)) {
-        /* Sized from the layer list (dt_run_memory's estimate): nothing is built here, so the
-         * parent starts no thread before the fork and holds no model the ranks inherit. */
-        run.shared_floats = (size_t)((mem.model.params + mem.optimizer) / sizeof(float));
-        void *p = mmap(NULL, run.shared_floats * sizeof(float), PROT_READ | PROT_WRITE,
-                       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-        if (p == MAP_FAILED) {
-            free(run.class_names);
-            dt_data_free(&data);
-            return dt_fail(DT_ERUNTIME, "cannot map %zu bytes of shared weights: %s",
-                           run.shared_floats * sizeof(float), strerror(errno));
-        }
-        run.shared = p;
+    if (dt_job_plan_shares_memory(opt->plan) && (rc = shared_map(&run, &mem))) {
+        free(run.class_names);
+        dt_data_free(&data);
+        return rc;
     }
     /* The run directory and the start event last: the data has loaded, the run fits and its
      * shared memory exists, so nothing before the ranks can fail after them. */
     char made[1024] = "";
     if (opt->create_dir && (rc = create_run_dir(run.dir, made, sizeof made))) {
-        if (run.shared)
-            munmap(run.shared, run.shared_floats * sizeof(float));
+        shared_unmap(&run);
         free(run.class_names);
         dt_data_free(&data);
         return rc;
@@ -749,8 +782,7 @@ static int train_loaded(const struct dt_config *cfg, const struct dt_train_optio
         if (made[0])
             discard_run_files(&history, opt, run.dir);
         dt_run_dir_remove_if_empty(run.dir, made);
-        if (run.shared)
-            munmap(run.shared, run.shared_floats * sizeof(float));
+        shared_unmap(&run);
         free(run.class_names);
         dt_data_free(&data);
         return rc;
@@ -782,8 +814,7 @@ static int train_loaded(const struct dt_config *cfg, const struct dt_train_optio
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
     sigaction(SIGUSR1, &old_usr1, NULL);
-    if (run.shared)
-        munmap(run.shared, run.shared_floats * sizeof(float));
+    shared_unmap(&run);
     free(run.class_names);
     dt_data_free(&data);
     return rc;

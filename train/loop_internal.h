@@ -17,6 +17,7 @@
 #include "train/early_stop.h"
 #include "train/evaluate.h"
 #include "train/history.h"
+#include "train/setup.h"
 #include "train/loop.h"
 #include "train/progress.h"
 #include "train/timing.h"
@@ -41,9 +42,10 @@ struct run {
     const char *dir;             /* the checkpoint directory (opt->checkpoint_dir) */
     struct dt_schedule schedule; /* the learning rate of every step, made once */
     /* One host, forked ranks: the parameters and the optimizer state, one copy in memory
-     * shared by every rank (MAP_SHARED before the fork); NULL otherwise. */
+     * shared by every rank (MAP_SHARED before the fork), then from float shared_copies_at on
+     * a bf16 model's weight copies (nn/weight_copy.h); NULL otherwise. */
     float *shared;
-    size_t shared_floats;
+    size_t shared_floats, shared_copies_at;
     char *class_names;          /* JSON, stored in every checkpoint for `predict` */
     double clock_base;          /* dt_now() at the start: the trace's time 0 for every rank */
     struct dt_history *history; /* where every event goes (stdout, the run directory) */
@@ -120,6 +122,10 @@ void rank_teardown(struct rank_state *st);
 int train_step(struct rank_state *st, const struct run *run, uint64_t epoch, size_t step, float lr,
                bool due);
 int share_weights(struct rank_state *st);
+/* The parent's mapping of run->shared for a run of `mem` (dt_run_memory), before the fork;
+ * DT_ERUNTIME naming the bytes when it cannot be mapped. shared_unmap undoes it. */
+int shared_map(struct run *run, const struct dt_run_memory *mem);
+void shared_unmap(struct run *run);
 
 /* loop_restart.c: the job run, and run again after a runtime failure (--max-restarts). */
 int run_with_restarts(struct run *run);

@@ -138,15 +138,7 @@ static int prepare_shape(const struct dt_config *c, const struct dt_job_opts *jo
         pj->total_steps = c->train.max_steps;
     if (!dt_job_plan_shares_memory(plan))
         return 0;
-    size_t floats = (size_t)((mem.model.params + mem.optimizer) / sizeof(float));
-    void *p = mmap(NULL, floats * sizeof(float), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                   -1, 0);
-    if (p == MAP_FAILED)
-        return dt_fail(DT_ERUNTIME, "cannot map %zu bytes of shared weights: %s",
-                       floats * sizeof(float), strerror(errno));
-    pj->run.shared = p;
-    pj->run.shared_floats = floats;
-    return 0;
+    return shared_map(&pj->run, &mem);
 }
 
 /* One shape into its row; -DT_EINTR / -DT_ETERM when a signal stopped it, else 0. */
@@ -162,8 +154,7 @@ static int probe_shape(const struct dt_config *cfg, const struct dt_job_opts *jo
     int rc = prepare_shape(&c, job, data, &plan, &pj);
     if (rc == 0)
         rc = dt_run_ranks_forked(&c, &plan, job, probe_rank, &pj);
-    if (pj.run.shared)
-        munmap(pj.run.shared, pj.run.shared_floats * sizeof(float));
+    shared_unmap(&pj.run);
     if (rc == -DT_EINTR || rc == -DT_ETERM)
         return rc;
     if (rc && res->error[0]) /* the rank's own words, not the launcher's "exited with code" */

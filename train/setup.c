@@ -253,20 +253,23 @@ void dt_run_log_precision(const struct dt_model *m)
 int dt_run_build_model(const struct dt_config *cfg, struct dt_shape in, int max_batch, int classes,
                        struct dt_model **out)
 {
-    int rc = dt_run_build_model_in(cfg, in, max_batch, classes, NULL, 0, out);
+    int rc = dt_run_build_model_in(cfg, in, max_batch, classes, NULL, 0, NULL, 0, out);
     if (rc == 0)
         dt_run_log_precision(*out);
     return rc;
 }
 
 int dt_run_build_model_in(const struct dt_config *cfg, struct dt_shape in, int max_batch,
-                          int classes, float *params, size_t capacity, struct dt_model **out)
+                          int classes, float *params, size_t capacity, void *copies,
+                          size_t copy_capacity, struct dt_model **out)
 {
     struct dt_model_options opt;
     int rc = dt_model_default_options(&opt);
     if (rc)
         return rc;
     opt.precision = cfg->train.precision;
+    opt.copy_storage = copies;
+    opt.copy_capacity = copy_capacity;
     rc = dt_model_build_in(out, cfg->model.layers, cfg->model.nlayers, in, max_batch,
                            cfg->loss.type, (uint64_t)cfg->train.seed, params, capacity, &opt);
     if (rc)
@@ -423,8 +426,9 @@ int dt_run_memory(const struct dt_config *cfg, const struct dt_job_plan *plan,
     double sample = (double)train->c * train->h * train->w;
     out->batches = 2.0 * out->batch * (sample * sizeof(float) + 1);
     double rank = dt_model_memory_total(&out->model) + out->batches;
-    if (dt_job_plan_shares_memory(plan)) /* one shared copy of the weights and the state */
-        out->total = out->ranks * (rank - out->model.params) + out->model.params + out->optimizer;
+    if (dt_job_plan_shares_memory(plan)) /* one shared copy of the weights, state and copies */
+        out->total = out->ranks * (rank - out->model.params - out->model.copies) +
+                     out->model.params + out->model.copies + out->optimizer;
     else
         out->total = out->ranks * (rank + out->optimizer);
     out->available = dt_run_memory_available(out->available_from, sizeof out->available_from);

@@ -56,9 +56,12 @@ void dt_run_log_precision(const struct dt_model *m);
 int dt_run_build_model(const struct dt_config *cfg, struct dt_shape in, int max_batch, int classes,
                        struct dt_model **out);
 /* The same with the parameters built straight into caller-owned storage of `capacity` floats
- * (dt_model_build_in: the ranks of one host share one copy); params NULL = the model's own. */
+ * (dt_model_build_in: the ranks of one host share one copy), and a bf16 model's weight copies
+ * into `copies` (copy_capacity bytes, 64-byte aligned; dt_model_options.copy_storage); NULL =
+ * the model's own. */
 int dt_run_build_model_in(const struct dt_config *cfg, struct dt_shape in, int max_batch,
-                          int classes, float *params, size_t capacity, struct dt_model **out);
+                          int classes, float *params, size_t capacity, void *copies,
+                          size_t copy_capacity, struct dt_model **out);
 
 /* What a run takes in this process's memory (its ranks, their models at the real per-rank
  * batch, the optimizer state, the input batches), worked out before anything batch-sized is

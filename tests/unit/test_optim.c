@@ -9,6 +9,7 @@
 
 #include <math.h>
 #include <omp.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "nn/optim.h"
@@ -403,8 +404,10 @@ static void record_piece(void *ctx, int i)
 /* dt_optim_step_pieces gives dt_optim_step's bits for every optimizer, with parameter groups
  * (a decay-free range, a scaled one, a frozen one) that the pieces cut across, on 1, 2 and 3
  * threads, over pieces both smaller and larger than a parallel loop's threshold; after() runs
- * once per piece, with the piece already updated; cuts that do not cut the arena are refused
- * with nothing changed. */
+ * once per piece, with the piece already updated; cuts out of order or past the arena are
+ * refused with nothing changed. Then two ranks' slices of one arena and state, each cut into
+ * pieces (shared weights): dt_optim_step_range's bits, the elements outside a slice left
+ * alone. */
 static void test_step_pieces(void **state)
 {
     (void)state;
@@ -445,14 +448,37 @@ static void test_step_pieces(void **state)
             assert_true(dt_optim_steps(cut) == dt_optim_steps(whole));
             for (int i = 0; i < PIECES; i++)
                 assert_int_equal(seen.calls[i], 3);
-            /* refused: a gap, an end short of the arena, no pieces */
-            static const size_t gap[] = {0, 10, 9, N}, shorter[] = {0, 10, N - 1};
+            /* refused: out of order, past the arena, no pieces */
+            static const size_t back[] = {0, 10, 9, N}, past[] = {0, 10, N + 1};
             struct dt_optim_pieces bad[] = {
-                {gap, 3, NULL, NULL}, {shorter, 2, NULL, NULL}, {cuts, 0, NULL, NULL}};
+                {back, 3, NULL, NULL}, {past, 2, NULL, NULL}, {cuts, 0, NULL, NULL}};
             for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++)
                 assert_int_equal(dt_optim_step_pieces(cut, p2, g, N, 0.1, &bad[b]), -DT_ERUNTIME);
             assert_memory_equal(p1, p2, sizeof p1);
             assert_true(dt_optim_steps(cut) == dt_optim_steps(whole));
+            /* the slices [0, 2501) and [2501, N) of one state, as two ranks step them */
+            struct dt_optim_state st[DT_OPTIM_MAX_STATES];
+            int ns = dt_optim_states(cut, st);
+            float *storage = calloc((size_t)(ns ? ns : 1) * N, sizeof(float));
+            for (int k = 0; k < ns; k++)
+                memcpy(storage + (size_t)k * N, st[k].data, N * sizeof(float));
+            struct dt_optim *ranks = NULL;
+            assert_int_equal(dt_optim_create_in(&ranks, &c, N, storage), 0);
+            dt_optim_set_steps(ranks, dt_optim_steps(cut));
+            assert_int_equal(dt_optim_skip_decay(ranks, 5, 290), 0);
+            assert_int_equal(dt_optim_set_group(ranks, 1000, 2600, &scaled), 0);
+            assert_int_equal(dt_optim_set_group(ranks, 3000, 80000, &frozen), 0);
+            struct dt_optim_pieces first = {cuts, 6, NULL, NULL},
+                                   second = {cuts + 6, 3, NULL, NULL};
+            uint64_t at = dt_optim_steps(ranks);
+            assert_int_equal(dt_optim_step(whole, p1, g, N, 0.1), 0);
+            assert_int_equal(dt_optim_step_pieces(ranks, p2, g, N, 0.1, &first), 0);
+            assert_memory_equal(p2 + 2501, seen.snapshot + 2501, (N - 2501) * sizeof(float));
+            dt_optim_set_steps(ranks, at); /* the second rank's count of the same step */
+            assert_int_equal(dt_optim_step_pieces(ranks, p2, g, N, 0.1, &second), 0);
+            assert_memory_equal(p1, p2, sizeof p1);
+            dt_optim_free(ranks);
+            free(storage);
             dt_optim_free(whole);
             dt_optim_free(cut);
         }

@@ -25,6 +25,7 @@
 #include "nn/optim.h"
 #include "nn/weight_copy.h"
 #include "nn_specs.h"
+#include "util/alloc.h"
 #include "util/rng.h"
 
 enum { BATCH = 6, NSPECS = 13, STEPS = 3 };
@@ -51,17 +52,30 @@ static void specs(struct dt_layer_spec *s)
     s[12] = linear_spec(3);
 }
 
-static struct dt_model *build(enum dt_precision precision, uint64_t seed)
+/* The model, its parameters and weight copies in the caller's storage when params is not
+ * NULL (as the ranks of one host build it); every byte of its copy arena taken by a layer. */
+static struct dt_model *build_in(enum dt_precision precision, uint64_t seed, float *params,
+                                 size_t capacity, void *copies, size_t copy_capacity)
 {
     struct dt_layer_spec s[NSPECS];
     specs(s);
     struct dt_model_options opt;
     assert_int_equal(dt_model_default_options(&opt), 0);
     opt.precision = precision;
+    opt.copy_storage = copies;
+    opt.copy_capacity = copy_capacity;
     struct dt_model *m = NULL;
-    assert_int_equal(
-        dt_model_build_with(&m, s, NSPECS, IN, BATCH, DT_LOSS_CROSS_ENTROPY, seed, &opt), 0);
+    assert_int_equal(dt_model_build_in(&m, s, NSPECS, IN, BATCH, DT_LOSS_CROSS_ENTROPY, seed,
+                                       params, capacity, &opt),
+                     0);
+    assert_true(m->copies_used == m->copies_bytes);
+    assert_true(m->memory.copies == (double)m->copies_bytes);
     return m;
+}
+
+static struct dt_model *build(enum dt_precision precision, uint64_t seed)
+{
+    return build_in(precision, seed, NULL, 0, NULL, 0);
 }
 
 static struct dt_optim *adam_for(const struct dt_model *m)
@@ -227,10 +241,83 @@ static void test_load_after_step(void **state)
     dt_model_free(other);
 }
 
+/* Two ranks of one host (shared weights, optimizer state and copies: two models built into one
+ * storage, each with its own optimizer over the shared state) against one model: each rank
+ * steps its slice of the weights, cut at a piece (dt_weight_copy_cut), and copies its pieces;
+ * after both, the shared weights are the one model's bits and so are both ranks' outputs, on
+ * copies no forward makes again (m->copies_external). Every bf16 path, 1 and 2 threads. */
+static void ranks_share(void)
+{
+    struct dt_model *one = build(DT_PRECISION_BF16, 5);
+    size_t n = one->nparams, bytes = one->copies_bytes;
+    struct dt_optim *o1 = adam_for(one);
+    float *params = malloc(n * sizeof(float)), *state = calloc(2 * n, sizeof(float));
+    void *copies = dt_alloc(bytes, 1);
+    struct dt_model *r[2];
+    struct dt_optim *o[2];
+    for (int k = 0; k < 2; k++) {
+        r[k] = build_in(DT_PRECISION_BF16, 5, params, n, copies, bytes);
+        assert_true(r[k]->copies_external);
+        struct dt_optim_config c = *dt_optim_config(o1);
+        assert_int_equal(dt_optim_create_in(&o[k], &c, n, state), 0);
+    }
+    size_t cut = dt_weight_copy_cut(r[0], n / 2), at[3] = {0, cut, n};
+    assert_true(cut > 0 && cut < n);
+    assert_true(dt_weight_copy_cut(r[0], cut) == cut); /* a cut is its own */
+    for (int k = 0; k < 2; k++) /* share_weights: each rank's first copies, then its barrier */
+        dt_model_copy_slice(r[k], at[k], at[k + 1]);
+    r[0]->weights_copied = r[1]->weights_copied = true;
+    float *x = input(7);
+    for (int step = 0; step < STEPS; step++) {
+        train_pass(one, x);
+        for (int k = 0; k < 2; k++) {
+            train_pass(r[k], x);
+            expect_same_outputs(one, r[k]);
+            assert_true(r[k]->weights_copied); /* kept: the ranks' step makes them */
+        }
+        assert_int_equal(dt_model_optim_step(one, o1, 0.01), 0);
+        for (int k = 0; k < 2; k++)
+            assert_int_equal(dt_model_optim_step_slice(r[k], o[k], at[k], at[k + 1], 0.01), 0);
+        assert_memory_equal(params, one->params, n * sizeof(float));
+    }
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(dt_model_forward(r[k], x, BATCH, NULL), 0);
+        assert_int_equal(dt_model_forward(one, x, BATCH, NULL), 0);
+        expect_same_outputs(one, r[k]);
+        dt_optim_free(o[k]);
+        dt_model_free(r[k]); /* leaves the caller's storage */
+    }
+    free(x), free(params), free(state), dt_free(copies);
+    dt_optim_free(o1);
+    dt_model_free(one);
+}
+
+static void test_ranks_share_copies(void **state)
+{
+    (void)state;
+    int was_threads = omp_get_max_threads();
+    for (int p = DT_BF16_REFERENCE; p < DT_BF16_PATH_COUNT; p++) {
+        const char *why;
+        if (!dt_bf16_path_available((enum dt_bf16_path)p, &why)) {
+            printf("test_ranks_share_copies: %s skipped: %s\n",
+                   dt_bf16_path_name((enum dt_bf16_path)p), why);
+            continue;
+        }
+        enum dt_bf16_path was = dt_isa_force_bf16_path((enum dt_bf16_path)p);
+        for (int t = 1; t <= 2; t++) {
+            omp_set_num_threads(t);
+            ranks_share();
+        }
+        dt_isa_force_bf16_path(was);
+    }
+    omp_set_num_threads(was_threads);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_same_bits_every_path),
+        cmocka_unit_test(test_ranks_share_copies),
         cmocka_unit_test(test_fp32_has_none),
         cmocka_unit_test(test_load_after_step),
     };
