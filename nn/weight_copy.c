@@ -1,4 +1,5 @@
-/* The optimizer step that makes a bf16 model's weight copies (weight_copy.h). */
+/* The bf16 weight copies: their arena, their pieces and the optimizer step that makes them
+ * (weight_copy.h). */
 #include "nn/weight_copy.h"
 
 #include <stdlib.h>
