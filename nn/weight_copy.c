@@ -71,11 +71,11 @@ size_t dt_weight_copy_round(size_t bytes)
 int dt_weight_copy_arena(struct dt_model *m, size_t bytes, void *storage, size_t capacity)
 {
     m->copies_bytes = bytes;
-    m->copies_external = storage != NULL;
+    m->copies_external = storage && bytes; /* an fp32 model keeps none, shared or not */
     if (storage && bytes > capacity)
         return dt_fail(DT_ERUNTIME, "bf16 weight copies: %zu bytes needed, %zu given", bytes,
                        capacity);
-    m->copies = storage ? storage : bytes ? dt_alloc(bytes, 1) : NULL;
+    m->copies = m->copies_external ? storage : bytes ? dt_alloc(bytes, 1) : NULL;
     if (bytes && !m->copies)
         return dt_fail_context(-DT_ERUNTIME, "bf16 weight copies");
     return 0;

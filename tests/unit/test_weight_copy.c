@@ -174,39 +174,53 @@ static void train_both(enum dt_bf16_path p)
     dt_model_free(a), dt_model_free(b);
 }
 
-static void test_same_bits_every_path(void **state)
+/* fn on every bf16 path this CPU has (a path it lacks skipped with a printed reason), each on
+ * 1 and 2 threads. */
+static void on_every_path(const char *test, void (*fn)(enum dt_bf16_path p))
 {
-    (void)state;
     int was_threads = omp_get_max_threads();
     for (int p = DT_BF16_REFERENCE; p < DT_BF16_PATH_COUNT; p++) {
         const char *why;
         if (!dt_bf16_path_available((enum dt_bf16_path)p, &why)) {
-            printf("test_same_bits_every_path: %s skipped: %s\n",
-                   dt_bf16_path_name((enum dt_bf16_path)p), why);
+            printf("%s: %s skipped: %s\n", test, dt_bf16_path_name((enum dt_bf16_path)p), why);
             continue;
         }
         enum dt_bf16_path was = dt_isa_force_bf16_path((enum dt_bf16_path)p);
         for (int t = 1; t <= 2; t++) {
             omp_set_num_threads(t);
-            train_both((enum dt_bf16_path)p);
+            fn((enum dt_bf16_path)p);
         }
         dt_isa_force_bf16_path(was);
     }
     omp_set_num_threads(was_threads);
 }
 
-/* An fp32 model keeps no copy: the step is dt_optim_step's, and nothing says copied. */
+static void test_same_bits_every_path(void **state)
+{
+    (void)state;
+    on_every_path("test_same_bits_every_path", train_both);
+}
+
+/* An fp32 model keeps no copy: the step is dt_optim_step's, and nothing says copied; built
+ * into storage for copies (as the ranks of a host build it), it keeps none there either and
+ * leaves the storage alone. */
 static void test_fp32_has_none(void **state)
 {
     (void)state;
     struct dt_model *m = build(DT_PRECISION_FP32, 5);
     assert_null(m->weight_copy);
+    assert_true(m->copies_bytes == 0);
     struct dt_optim *o = adam_for(m);
     float *x = input(7);
     train_pass(m, x);
     assert_int_equal(dt_model_optim_step(m, o, 0.01), 0);
     assert_false(m->weights_copied);
-    free(x);
+    float *params = malloc(m->nparams * sizeof(float));
+    void *copies = dt_alloc(64, 1);
+    struct dt_model *in = build_in(DT_PRECISION_FP32, 5, params, m->nparams, copies, 64);
+    assert_false(in->copies_external);
+    dt_model_free(in);
+    dt_free(copies), free(params), free(x);
     dt_optim_free(o);
     dt_model_free(m);
 }
@@ -246,8 +260,9 @@ static void test_load_after_step(void **state)
  * steps its slice of the weights, cut at a piece (dt_weight_copy_cut), and copies its pieces;
  * after both, the shared weights are the one model's bits and so are both ranks' outputs, on
  * copies no forward makes again (m->copies_external). Every bf16 path, 1 and 2 threads. */
-static void ranks_share(void)
+static void ranks_share(enum dt_bf16_path p)
 {
+    (void)p;
     struct dt_model *one = build(DT_PRECISION_BF16, 5);
     size_t n = one->nparams, bytes = one->copies_bytes;
     struct dt_optim *o1 = adam_for(one);
@@ -295,22 +310,7 @@ static void ranks_share(void)
 static void test_ranks_share_copies(void **state)
 {
     (void)state;
-    int was_threads = omp_get_max_threads();
-    for (int p = DT_BF16_REFERENCE; p < DT_BF16_PATH_COUNT; p++) {
-        const char *why;
-        if (!dt_bf16_path_available((enum dt_bf16_path)p, &why)) {
-            printf("test_ranks_share_copies: %s skipped: %s\n",
-                   dt_bf16_path_name((enum dt_bf16_path)p), why);
-            continue;
-        }
-        enum dt_bf16_path was = dt_isa_force_bf16_path((enum dt_bf16_path)p);
-        for (int t = 1; t <= 2; t++) {
-            omp_set_num_threads(t);
-            ranks_share();
-        }
-        dt_isa_force_bf16_path(was);
-    }
-    omp_set_num_threads(was_threads);
+    on_every_path("test_ranks_share_copies", ranks_share);
 }
 
 int main(void)
