@@ -15,7 +15,6 @@
 #include "nn/kernels/fp32/batchnorm.h"
 #include "nn/kernels/fp32/im2col.h"
 #include "nn/kernels/isa.h"
-#include "util/alloc.h"
 #include "util/err.h"
 
 /* Samples whose weight-gradient operands are laid out at once (a few MB at most). */

@@ -14,7 +14,6 @@
 #include "nn/init.h"
 #include "nn/layer_common.h"
 #include "nn/weight_copy.h"
-#include "util/alloc.h"
 #include "util/err.h"
 
 struct linear {

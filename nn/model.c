@@ -715,16 +715,14 @@ int dt_model_forward(struct dt_model *m, const float *x, int batch,
             for (int i = 0; i < m->nlayers; i++)
                 if ((m->plan[i].caps & DT_CAP_COLLECTIVE) && runs_forward(m, i))
                     m->layers[i]->kind->ops->forward(m->layers[i], NULL, NULL, 0, &c);
-        if (!m->copies_external) /* not made: the next forward makes it */
-            m->weights_copied = false;
-        return m->allreduce.rc;
-    }
-    for (int i = 0; i < m->nlayers; i++) {
-        if (m->plan[i].run_end) {
-            forward_run(m, i, batch, ctx);
-            i = m->plan[i].run_end - 1;
-        } else if (runs_forward(m, i)) { /* else done by a layer below */
-            forward_layer(m, i, 0, batch, ctx);
+    } else {
+        for (int i = 0; i < m->nlayers; i++) {
+            if (m->plan[i].run_end) {
+                forward_run(m, i, batch, ctx);
+                i = m->plan[i].run_end - 1;
+            } else if (runs_forward(m, i)) { /* else done by a layer below */
+                forward_layer(m, i, 0, batch, ctx);
+            }
         }
     }
     /* The layers' bf16 weight copies stay what this forward used, and its backward reads, but

@@ -185,12 +185,21 @@ size_t dt_weight_copy_cut(const struct dt_model *m, size_t at)
     return w ? w->cuts[first_cut(w, at)] : at & ~(size_t)15;
 }
 
+/* The pieces [*first, *end) that slice [lo, hi) is made of; false (no pieces) when the model
+ * keeps no copy, lo or hi is not a cut, or the slice is empty. */
+static bool slice_pieces(const struct dt_weight_copy *w, size_t lo, size_t hi, int *first, int *end)
+{
+    *first = w ? cut_index(w, lo) : -1;
+    *end = w ? cut_index(w, hi) : -1;
+    return *first >= 0 && *end > *first;
+}
+
 int dt_model_optim_step_slice(struct dt_model *m, struct dt_optim *o, size_t lo, size_t hi,
                               double lr)
 {
     const struct dt_weight_copy *w = m->weight_copy;
-    int first = w ? cut_index(w, lo) : -1, end = w ? cut_index(w, hi) : -1;
-    if (first < 0 || end < 0 || first >= end) /* no copies, or not cut at pieces, or empty */
+    int first, end;
+    if (!slice_pieces(w, lo, hi, &first, &end))
         return dt_optim_step_range(o, m->params, m->grads, lo, hi, lr);
     struct piece_run r = {w, first};
     struct dt_optim_pieces pc = {w->cuts + first, end - first, copy_after, &r};
@@ -200,8 +209,10 @@ int dt_model_optim_step_slice(struct dt_model *m, struct dt_optim *o, size_t lo,
 void dt_model_copy_slice(struct dt_model *m, size_t lo, size_t hi)
 {
     const struct dt_weight_copy *w = m->weight_copy;
-    int first = w ? cut_index(w, lo) : -1, end = w ? cut_index(w, hi) : -1;
-#pragma omp parallel for schedule(dynamic, 1) if (first >= 0 && end - first > 1)
+    int first, end;
+    if (!slice_pieces(w, lo, hi, &first, &end))
+        return;
+#pragma omp parallel for schedule(dynamic, 1) if (end - first > 1)
     for (int i = first; i < end; i++)
         copy_one(w, i);
 }

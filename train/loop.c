@@ -301,7 +301,8 @@ int train_step(struct rank_state *st, const struct run *run, uint64_t epoch, siz
 
 /* Shared weights: the slice of weights and optimizer state this rank updates, cut at 64-byte
  * boundaries so no two ranks write one cache line, or in a bf16 model at the pieces its
- * weight copies are made in (nn/weight_copy.h: each rank copies whole pieces); the barrier
+ * weight copies are made in (nn/weight_copy.h: each rank copies whole pieces; two ranks may
+ * then share the one cache line at their boundary, correct and barely slower); the barrier
  * orders every rank's set-up writes to the shared copy (the same values from each), and its
  * first weight copies, before anyone trains on them. */
 int share_weights(struct rank_state *st)
