@@ -26,6 +26,7 @@
 #include "nn/weight_copy.h"
 #include "nn_specs.h"
 #include "util/alloc.h"
+#include "util/err.h"
 #include "util/rng.h"
 
 enum { BATCH = 6, NSPECS = 13, STEPS = 3 };
@@ -225,6 +226,33 @@ static void test_fp32_has_none(void **state)
     dt_model_free(m);
 }
 
+/* Storage too small for the copies (the ranks' shared region sized from another estimate) is
+ * refused at build with a message giving both sizes, and nothing is left built. */
+static void test_storage_too_small(void **state)
+{
+    (void)state;
+    struct dt_model *own = build(DT_PRECISION_BF16, 5);
+    size_t need = own->copies_bytes;
+    assert_true(need > 64);
+    struct dt_layer_spec s[NSPECS];
+    specs(s);
+    struct dt_model_options opt;
+    assert_int_equal(dt_model_default_options(&opt), 0);
+    opt.precision = DT_PRECISION_BF16;
+    opt.copy_storage = dt_alloc(need, 1);
+    opt.copy_capacity = need - 64;
+    struct dt_model *m = (struct dt_model *)1;
+    assert_int_equal(
+        dt_model_build_in(&m, s, NSPECS, IN, BATCH, DT_LOSS_CROSS_ENTROPY, 5, NULL, 0, &opt),
+        -DT_ERUNTIME);
+    assert_null(m);
+    char want[128];
+    snprintf(want, sizeof want, "bf16 weight copies: %zu bytes needed, %zu given", need, need - 64);
+    assert_non_null(strstr(dt_last_error(), want));
+    dt_free(opt.copy_storage);
+    dt_model_free(own);
+}
+
 /* A checkpoint loaded between a step and the next forward: that forward runs on the loaded
  * weights, not on the copy the step made of the old ones (a model built from the checkpoint's
  * seed gives its outputs). */
@@ -316,9 +344,8 @@ static void test_ranks_share_copies(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_same_bits_every_path),
-        cmocka_unit_test(test_ranks_share_copies),
-        cmocka_unit_test(test_fp32_has_none),
+        cmocka_unit_test(test_same_bits_every_path), cmocka_unit_test(test_ranks_share_copies),
+        cmocka_unit_test(test_fp32_has_none),        cmocka_unit_test(test_storage_too_small),
         cmocka_unit_test(test_load_after_step),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
