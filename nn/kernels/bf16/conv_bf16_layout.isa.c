@@ -114,6 +114,9 @@ static BODY void pad_input_image_body(const struct dt_conv_shape *s,
         for (int h = 0; h < s->h; h++) {
             size_t at = (p * pair_plane) + (first + (size_t)h * g->wp) * 2;
             size_t r0 = c0 + (size_t)h * s->w;
+            /* the same row of the next pair's two channels, asked for ahead (dt_prefetch_act) */
+            dt_prefetch_act(x, x_bf16, r0 + 2 * plane, (size_t)s->w);
+            dt_prefetch_act(x, x_bf16, r0 + 3 * plane, (size_t)s->w);
             /* the position before the row's first, in plane 8 + p (within xv: 8 planes on) */
             dt_bf16 *shifted = g->tap_pairs ? xv + at + 8 * pair_plane - 2 : NULL;
             pair_row(x, x_bf16, a0, a1, r0, r0 + plane, second, s->w, xv + at, shifted,
@@ -156,11 +159,10 @@ static void dy_rows_image(const struct dt_conv_shape *s, const struct dt_conv_bf
  * the image (the padding). x stored as bf16: each lane gathers 32 bits from its element on,
  * the element in the low half (the next one, in the high half, is shifted out; the model's
  * bf16 activations have room after their last). */
-static BODY __m512i position_channels(const struct dt_conv_shape *s, int wp, const void *x,
-                                      bool x_bf16, const struct channel_bn *a, int pos,
-                                      __mmask16 cm, __m512i index)
+static BODY __m512i position_channels(const struct dt_conv_shape *s, const void *x, bool x_bf16,
+                                      const struct channel_bn *a, int row, int col, __mmask16 cm,
+                                      __m512i index)
 {
-    int row = pos / wp - s->pad, col = pos % wp - s->pad;
     if (row < 0 || row >= s->h || col < 0 || col >= s->w)
         return _mm512_setzero_si512();
     size_t at = (size_t)row * s->w + col;
@@ -175,6 +177,27 @@ static BODY __m512i position_channels(const struct dt_conv_shape *s, int wp, con
         v = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), cm, index, (const float *)x + at, 4);
     }
     return a->on ? bn_relu_high(v, a->scale, a->shift) : dt_round_high(v);
+}
+
+/* The image row and column of the position after (row, col) in the padded plane, wp wide. */
+static BODY void next_position(const struct dt_conv_shape *s, int wp, int *row, int *col)
+{
+    if (++*col == wp - s->pad) {
+        *col = -s->pad;
+        ++*row;
+    }
+}
+
+/* Image row `row` of the block's channels (lanes cm from plane c0 on), asked for ahead
+ * (dt_prefetch_act): a position's gather reads 16 planes, 16 streams for the hardware. */
+static BODY void prefetch_rows(const struct dt_conv_shape *s, const void *x, bool x_bf16, int c0,
+                               __mmask16 cm, int row)
+{
+    if (row >= s->h)
+        return;
+    size_t plane = (size_t)s->h * s->w;
+    for (int c = 0; c < 16 && (cm >> c & 1); c++)
+        dt_prefetch_act(x, x_bf16, (size_t)(c0 + c) * plane + (size_t)row * s->w, (size_t)s->w);
 }
 
 /* Position pairs: every pair of positions (2P, 2P + 1) of the even copy and (2P + 1, 2P + 2)
@@ -201,10 +224,18 @@ static BODY void position_pairs_image_body(const struct dt_conv_shape *s,
             a.scale = _mm512_maskz_loadu_ps(cm, bn->scale + cb);
             a.shift = _mm512_maskz_loadu_ps(cm, bn->shift + cb);
         }
-        __m512i pa = position_channels(s, g->wp, x, x_bf16, &a, 2 * p0, cm, index);
+        /* the image row and column of position 2 p0, then of each next one (no division) */
+        int row = 2 * p0 / g->wp - s->pad, col = 2 * p0 % g->wp - s->pad;
+        __m512i pa = position_channels(s, x, x_bf16, &a, row, col, cm, index);
         for (int p = p0; p <= p1; p++) {
-            __m512i pb = position_channels(s, g->wp, x, x_bf16, &a, 2 * p + 1, cm, index);
-            __m512i pc = position_channels(s, g->wp, x, x_bf16, &a, 2 * p + 2, cm, index);
+            if (col == -s->pad) /* a row begins: two rows on */
+                prefetch_rows(s, x, x_bf16, cb, cm, row + 2);
+            next_position(s, g->wp, &row, &col);
+            if (col == -s->pad)
+                prefetch_rows(s, x, x_bf16, cb, cm, row + 2);
+            __m512i pb = position_channels(s, x, x_bf16, &a, row, col, cm, index);
+            next_position(s, g->wp, &row, &col);
+            __m512i pc = position_channels(s, x, x_bf16, &a, row, col, cm, index);
             size_t at = ((size_t)p * g->c16 + cb) * 2;
             _mm512_storeu_si512(even + at, _mm512_or_si512(_mm512_srli_epi32(pa, 16), pb));
             _mm512_storeu_si512(odd + at, _mm512_or_si512(_mm512_srli_epi32(pb, 16), pc));
@@ -360,6 +391,11 @@ static BODY void compact_relu_below_body(const struct dt_conv_shape *t,
             const float *src = yq + (size_t)k * g->qpad + (size_t)oh * g->wp;
             size_t at = ((size_t)k * g->oh + oh) * g->ow;
             bool nt = streamable(g, dx + at, true);
+            /* the same row of the next channel (the next sample's first), asked for ahead */
+            size_t ahead = at + (size_t)g->oh * g->ow;
+            dt_prefetch_act(x, x_bf16, ahead, (size_t)g->ow);
+            if (extra)
+                dt_prefetch_act(extra, false, ahead, (size_t)g->ow);
             for (int ow = 0; ow < g->ow; ow += 16) {
                 __mmask16 m = dt_lanes(g->ow - ow);
                 __m512 v = _mm512_maskz_loadu_ps(m, src + ow);
@@ -526,11 +562,17 @@ static BODY void bn_dy_image_body(const struct dt_conv_shape *s, const struct dt
 {
     size_t plane = (size_t)g->oh * g->ow, at = (size_t)sample * s->k * plane;
     size_t pair_plane = (size_t)gt->positions * 2;
+    const void *xb = x_bf16 ? (const void *)bn->xh : (const void *)bn->x;
     for (int k = 0; k < s->k; k += 2) {
         bool second = k + 1 < s->k;
         for (int y = 0; y < g->oh; y++) {
             size_t i0 = at + (size_t)k * plane + (size_t)y * g->ow;
             size_t pos = (size_t)(t->pad + y) * gt->wp + t->pad;
+            /* the same row of the next pair's channels (the next sample's first pair) */
+            for (size_t ahead = i0 + 2 * plane; ahead < i0 + 4 * plane; ahead += plane) {
+                dt_prefetch_act(dy, false, ahead, (size_t)g->ow);
+                dt_prefetch_act(xb, x_bf16, ahead, (size_t)g->ow);
+            }
             dt_bf16 *row = dyq + (size_t)k * g->qrow + (size_t)y * g->wp;
             for (int x = 0; x < g->ow; x += 16) {
                 __mmask16 m = dt_lanes(g->ow - x);
