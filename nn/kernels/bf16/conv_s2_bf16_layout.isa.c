@@ -60,6 +60,9 @@ static BODY void parity_planes_image_body(const struct dt_conv_shape *s,
         bool second = 2 * p + 1 < s->c;
         for (int h = 0; h < s->h; h++) {
             int hp = h + s->pad;
+            /* the same row of the next pair's two channels, asked for ahead (dt_prefetch_act) */
+            dt_prefetch_act(x, x_bf16, c0 + 2 * plane + (size_t)h * s->w, (size_t)s->w);
+            dt_prefetch_act(x, x_bf16, c0 + 3 * plane + (size_t)h * s->w, (size_t)s->w);
             for (int b = 0; b < 2; b++) {
                 int pl = hp % 2 * 2 + b;
                 if (!(g->planes & 1u << pl))
@@ -234,6 +237,12 @@ static BODY void compact_dx_body(const struct dt_conv_shape *s, const struct dt_
             const void *x = relu_x ? dt_act_from(relu_x, x_bf16, at) : NULL;
             const float *e = relu_x && extra ? extra + at : NULL;
             float *d = dx + at;
+            /* the same row of the next channel (the next sample's first), asked for ahead */
+            size_t ahead = at + (size_t)s->h * s->w;
+            if (x)
+                dt_prefetch_act(relu_x, x_bf16, ahead, (size_t)s->w);
+            if (e)
+                dt_prefetch_act(extra, false, ahead, (size_t)s->w);
             if (!a && !b && !e) {
                 memset(d, 0, (size_t)s->w * sizeof *d);
                 continue;
