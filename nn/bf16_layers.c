@@ -619,7 +619,8 @@ static const float *sample_dy(struct dt_bf16_conv *bf, const struct dt_bn_grad *
  * forward kernel on the rotated weights, in this thread's buffers. dy NULL (stride 1): this
  * thread's pair planes hold dY already (unpool_image, bn_dy_image). */
 static void input_grad(struct dt_bf16_conv *bf, const float *dy, float *dx, int sample,
-                       const float *relu_x, const float *extra, double *bn_sums, bool round_dx)
+                       const float *relu_x, const float *extra, const struct dt_dx_sums *sums,
+                       bool round_dx)
 {
     const struct dt_conv_shape *t = &bf->t;
     size_t out = (size_t)bf->s.c * bf->s.h * bf->s.w, at = (size_t)sample * out;
@@ -641,12 +642,17 @@ static void input_grad(struct dt_bf16_conv *bf, const float *dy, float *dx, int 
     if (dy)
         layout->pad_input_image(t, &bf->gt, dy, false, NULL, xv);
     dt_conv_bf16_forward_on(bf->path, t, &bf->gt, xv, bf->wpi, yq);
+    /* bn_sums, add_sums: this sample's sums and the batchnorm's input */
+    struct dt_dx_sums sample_sums = {0};
+    if (sums)
+        sample_sums =
+            (struct dt_dx_sums){sums->out + (size_t)sample * 2 * t->k, sums->x + at, sums->mean};
     /* dx_rounded: rounded by the store itself (read back after its streaming stores, the
      * rounding pass cost a trip to memory) */
     if (relu_x) /* the relu below's backward, with the skip gradient (relu_below fusion) */
         layout->compact_relu_below(t, &bf->gt, yq, dt_act_from(relu_x, bf->x_bf16, at), bf->x_bf16,
                                    bf->x_bn, extra ? extra + at : NULL, round_dx, dx + at,
-                                   bn_sums ? bn_sums + (size_t)sample * 2 * t->k : NULL);
+                                   sums ? &sample_sums : NULL);
     else
         layout->compact(t, &bf->gt, yq, NULL, false, true,
                         round_dx ? DT_STORE_ROUNDED : DT_STORE_F32, dx + at);
@@ -783,7 +789,7 @@ struct conv_bwd {
     const struct dt_pool_grad *pool;
     float *dx;
     const float *relu_x, *extra;
-    double *bn_sums;
+    const struct dt_dx_sums *sums;
     bool round_dx, bias, unpool, bn_laid;
     int b0;
 };
@@ -809,7 +815,7 @@ static void sample_backward(struct dt_bf16_conv *bf, const struct conv_bwd *a, i
     wgrad_operands(bf, slot, dyi, dt_act_from(a->x, a->x_bf16, (size_t)sample * in),
                    a->bias ? bf->bparts + (size_t)j * s->k : NULL);
     if (a->dx)
-        input_grad(bf, dyi, a->dx, sample, a->relu_x, a->extra, a->bn_sums, a->round_dx);
+        input_grad(bf, dyi, a->dx, sample, a->relu_x, a->extra, a->sums, a->round_dx);
 }
 
 /* Samples [lo, hi) of the call, chunk by chunk (chunk slots from slot0 on), their weight
@@ -859,8 +865,8 @@ static const float *weight_grad_parts(struct dt_bf16_conv *bf, const struct conv
 void dt_bf16_conv_backward(struct dt_bf16_conv *bf, const float *x, bool x_bf16,
                            const struct dt_bn_relu *x_bn, const float *dy,
                            const struct dt_bn_grad *bn, const struct dt_pool_grad *pool, float *dx,
-                           const float *relu_x, const float *extra, double *bn_sums, bool round_dx,
-                           int b0, int count, float *g, bool bias)
+                           const float *relu_x, const float *extra, const struct dt_dx_sums *sums,
+                           bool round_dx, int b0, int count, float *g, bool bias)
 {
     const struct dt_conv_shape *s = &bf->s;
     bind_scratch(bf);
@@ -881,7 +887,7 @@ void dt_bf16_conv_backward(struct dt_bf16_conv *bf, const float *x, bool x_bf16,
             .dx = dx,
             .relu_x = relu_x,
             .extra = extra,
-            .bn_sums = bn_sums,
+            .sums = sums,
             .round_dx = round_dx,
             .bias = bias,
             .unpool = pool && !bf->stride2 && dt_conv_bf16_unpool_fits(&bf->g, pool),

@@ -139,14 +139,17 @@ void dt_bf16_conv_forward(struct dt_bf16_conv *bf, const float *x, bool x_bf16,
  * written as that relu's backward would write it,
  * dx = x > 0 ? dx + extra : 0 (extra, what skip connections sent to the relu's output, may
  * be NULL); with round_dx (the dx_rounded fusion, dt_bf16_conv_rounds_dx) rounded to bf16
- * as well, each sample's while it is in cache. With bn_sums (the bn_sums fusion: x_bn,
- * relu_x and dx given) each sample's two backward sums of the batchnorm below are taken from
- * that dx as it is stored, into bn_sums + sample x 2C (dt_conv_bf16_compact_relu_below). */
+ * as well, each sample's while it is in cache. With sums (the bn_sums fusion: x_bn, relu_x
+ * and dx given, sums->x the batchnorm's input relu_x; the add_sums fusion: relu_x and dx given,
+ * sums->x the input of the batchnorm whose output reaches relu_x's relu, through an identity
+ * add or not; pointers are to sample 0) each sample's two backward sums of that batchnorm are
+ * taken from that dx as it is stored, into sums->out + sample x 2C
+ * (dt_conv_bf16_compact_relu_below): stride-1 tiles only (dt_bf16_conv_reads_bn_relu). */
 void dt_bf16_conv_backward(struct dt_bf16_conv *bf, const float *x, bool x_bf16,
                            const struct dt_bn_relu *x_bn, const float *dy,
                            const struct dt_bn_grad *bn, const struct dt_pool_grad *pool, float *dx,
-                           const float *relu_x, const float *extra, double *bn_sums, bool round_dx,
-                           int b0, int count, float *g, bool bias);
+                           const float *relu_x, const float *extra, const struct dt_dx_sums *sums,
+                           bool round_dx, int b0, int count, float *g, bool bias);
 
 /* ---- linear ---- */
 

@@ -285,7 +285,41 @@ static void plan_bn_input(struct dt_layer_plan *plan, int n, unsigned fusions)
             bn->affine_above = relu->affine_above = true;
             p->bn_below = true;
             p->sums_below = bn->sums_above = fusions & DT_FUSE_BN_SUMS;
+            p->sums_of = i - 2;
         }
+    }
+}
+
+/* The batchnorm2d whose dy is the dx that layer i, running the backward of the relu below,
+ * stores: the batchnorm -> relu below it (the relu at its store) or the batchnorm computing
+ * the identity add -> relu below it; -1 for none. */
+static int bn_under_relu(const struct dt_layer_plan *plan, int i)
+{
+    const struct dt_layer_plan *relu = &plan[i - 1], *w = &plan[i - 2];
+    if (!has(relu, DT_CAP_IS_RELU) || !relu->in_place)
+        return -1;
+    if (has(w, DT_CAP_IS_IDENTITY_ADD) && w->forward_below && i >= 3 && plan[i - 3].runs_add)
+        return i - 3;
+    return has(w, DT_CAP_IS_BATCHNORM) && w->relu_at_store && !w->runs_add ? i - 2 : -1;
+}
+
+/* add_sums: a stride-1 tiles conv2d running the relu below's backward takes, as it stores dx,
+ * the two backward sums of the batchnorm2d whose dy that dx is (bn_under_relu), the
+ * batchnorm's input stored as bf16 (bf16_store), as bn_sums does for a batchnorm -> relu it
+ * applies itself. What skip connections sent to the relu's output is in that dx (the relu
+ * below's backward adds it), so it is the batchnorm's whole dy. */
+static void plan_add_sums(struct dt_layer_plan *plan, int n)
+{
+    for (int i = 3; i < n; i++) {
+        struct dt_layer_plan *p = &plan[i];
+        if (!has(p, DT_CAP_BN_RELU_INPUT) || !has(p, DT_CAP_RELU_BELOW_GRAD) || !p->relu_below ||
+            p->sums_below)
+            continue;
+        int b = bn_under_relu(plan, i);
+        if (b < 1 || plan[b].affine_above || plan[b].sums_above || !plan[b - 1].bf16_store)
+            continue;
+        p->sums_below = plan[b].sums_above = true;
+        p->sums_of = b;
     }
 }
 
@@ -307,6 +341,8 @@ void dt_fusion_plan(struct dt_layer_plan *plan, struct dt_layer *const *layers, 
     }
     if ((fusions & DT_FUSE_BF16_STORE) && (fusions & DT_FUSE_BN_INPUT))
         plan_bn_input(plan, n, fusions);
+    if ((fusions & DT_FUSE_BF16_STORE) && (fusions & DT_FUSE_ADD_SUMS))
+        plan_add_sums(plan, n);
     if (fusions & DT_FUSE_DX_ROUNDED)
         plan_dx_rounded(plan, n);
     /* With more threads every chunk costs a fork/join per layer (a scheduler tick each on a
@@ -340,14 +376,15 @@ static const struct {
     {"bn_input", DT_FUSE_BN_INPUT},
     {"view", DT_FUSE_VIEW},
     {"bn_sums", DT_FUSE_BN_SUMS},
+    {"add_sums", DT_FUSE_ADD_SUMS},
 };
-_Static_assert(sizeof fusion_table / sizeof fusion_table[0] == 14 && DT_FUSE_ALL == 0x3fff,
+_Static_assert(sizeof fusion_table / sizeof fusion_table[0] == 15 && DT_FUSE_ALL == 0x7fff,
                "one name per fusion");
 
 const char *dt_fusion_names(void)
 {
     return "relu, pool, add, relu_below, bn_grad, dy_extra, skip_in_dy, chunks, bf16_store, "
-           "pool_grad, dx_rounded, bn_input, view, bn_sums";
+           "pool_grad, dx_rounded, bn_input, view, bn_sums, add_sums";
 }
 
 /* The fusion named by word[0..len), or 0. */

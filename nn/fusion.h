@@ -91,7 +91,8 @@ enum dt_layer_cap {
 
 /* The fusions, each of which can be turned off (struct dt_model_options, DTRAIN_FUSE). Some
  * need another: pool needs relu, pool_grad needs pool, skip_in_dy needs relu_below, dx_rounded
- * needs relu and relu_below, bn_input needs bf16_store, bn_sums needs bn_input. */
+ * needs relu and relu_below, bn_input needs bf16_store, bn_sums needs bn_input, add_sums needs
+ * relu_below and bf16_store. */
 enum dt_fusion {
     DT_FUSE_RELU = 1u << 0,        /* relu at the store of the layer below, run in place */
     DT_FUSE_POOL = 1u << 1,        /* conv2d -> relu -> maxpool2d in one chunked forward */
@@ -113,7 +114,11 @@ enum dt_fusion {
     DT_FUSE_BN_SUMS = 1u << 13,    /* the two backward sums of that batchnorm2d (bn_input)
                                       taken by the conv2d above as it stores dx (needs
                                       bn_input) */
-    DT_FUSE_ALL = (1u << 14) - 1,
+    DT_FUSE_ADD_SUMS = 1u << 14,   /* the two backward sums of a batchnorm2d -> relu, or of a
+                                      batchnorm2d computing an identity add -> relu, taken by
+                                      the conv2d above the relu as it stores dx (needs
+                                      relu_below, bf16_store) */
+    DT_FUSE_ALL = (1u << 15) - 1,
     DT_FUSE_NONE = 0,
 };
 
@@ -141,7 +146,10 @@ struct dt_layer_plan {
     bool bn_below;      /* forward and backward read x through the batchnorm2d -> relu below:
                            x is the batchnorm's input, layer index - 3's output (bn_input) */
     bool sums_below;    /* and backward takes that batchnorm's two sums as it stores dx; the
-                           batchnorm's sums_above (bn_sums) */
+                           batchnorm's sums_above (bn_sums); or those of the batchnorm2d below
+                           the relu below, through an identity add it computes or not
+                           (add_sums) */
+    int sums_of;        /* with sums_below: that batchnorm's index */
     bool sums_above;
     int run_end;   /* > 0 at the first layer of a chunked run: 1 + its last layer */
     int run_chunk; /* samples per chunk of that run */

@@ -513,7 +513,7 @@ static void backward_samples(struct dt_layer *l, const float *x, const float *dy
         dt_bf16_conv_backward(cv->bf, x, c->x_bf16,
                               c->bn_below ? dt_batchnorm2d_relu(c->bn_below) : NULL, dy, bn, pool,
                               dx, c->relu_below ? x : NULL, c->relu_below ? c->below_extra : NULL,
-                              c->bn_sums, c->round_dx, b0, count, g, cv->bias);
+                              c->sums.out ? &c->sums : NULL, c->round_dx, b0, count, g, cv->bias);
         return;
     }
     size_t nw = (size_t)cv->oc * cv->ckk, in_sample = dt_shape_size(l->in);

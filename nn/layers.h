@@ -120,11 +120,14 @@ struct dt_layer_bwd {
      * struct dt_layer_fwd); with relu_below, the relu's mask is read so too */
     bool x_bf16;
     const struct dt_layer *bn_below;
-    /* bn_sums (with bn_below and relu_below): the conv2d stores, as it stores dx, each
-     * sample's two backward sums of that batchnorm2d into bn_sums (its
-     * dt_batchnorm2d_sample_sums); the batchnorm2d is then told sums_given and adds them up
-     * instead of reading dy and x again */
-    double *bn_sums;
+    /* bn_sums (with bn_below and relu_below) and add_sums (with relu_below): the conv2d
+     * stores, as it stores dx, each sample's two backward sums of a batchnorm2d whose dy that
+     * dx is (bn_grad.h's struct dt_dx_sums, pointers to sample 0: sums.out its
+     * dt_batchnorm2d_sample_sums, sums.x its input, stored as bf16, sums.mean its mean): that
+     * batchnorm -> relu below, or the batchnorm whose output reaches the relu below, through
+     * an identity add it computes or not. The batchnorm2d is then told sums_given and adds them
+     * up instead of reading dy and x again. sums.out NULL: none. */
+    struct dt_dx_sums sums;
     bool sums_given;
 };
 

@@ -784,6 +784,16 @@ static void finish_input_grad(struct dt_model *m, float *dy, int batch)
     m->input_grad = dy;
 }
 
+/* Where the layer above batchnorm layer b takes its two backward sums (bn_sums, add_sums):
+ * its per-sample sums, its input (stored as bf16: the plan's bf16_store) and its mean. */
+static struct dt_dx_sums bn_sums_of(struct dt_model *m, int b)
+{
+    bool x_bf16;
+    const float *x = layer_input(m, b, &x_bf16);
+    return (struct dt_dx_sums){dt_batchnorm2d_sample_sums(m->layers[b]), (const dt_bf16 *)x,
+                               dt_batchnorm2d_relu(m->layers[b])->mean};
+}
+
 int dt_model_backward(struct dt_model *m, const uint8_t *labels, int batch, float grad_scale)
 {
     struct model_impl *impl = m->impl;
@@ -817,8 +827,9 @@ int dt_model_backward(struct dt_model *m, const uint8_t *labels, int batch, floa
             continue;
         const float *x = layer_input(m, i, &c.x_bf16);
         c.bn_below = p->bn_below ? m->layers[i - 2] : NULL;
-        /* bn_sums: this conv's dx is given (a batchnorm's params lie below it) */
-        c.bn_sums = p->sums_below ? dt_batchnorm2d_sample_sums(m->layers[i - 2]) : NULL;
+        /* bn_sums, add_sums: this conv's dx is given (a batchnorm's params lie below it) */
+        if (p->sums_below)
+            c.sums = bn_sums_of(m, p->sums_of);
         c.sums_given = p->sums_above;
         bool timed = m->profile || m->layer_hook.fn;
         double t0 = timed ? dt_now() : 0;

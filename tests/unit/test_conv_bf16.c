@@ -453,23 +453,26 @@ static void bn_stored(const void *x, bool x_bf16, int channels, size_t plane,
                                       DT_SKIP_F32);
 }
 
-/* bn_sums: compact_relu_below with the sums stores the dx it stores without them, and takes the
- * sums grad_sums_bf16 takes on that dx and xh (a NaN's sign and payload not kept; with
+/* bn_sums, add_sums: compact_relu_below (relu mask from x, through bn or not) with the sums of
+ * a batchnorm whose input is sx (bf16) and mean stores the dx it stores without them, and takes
+ * the sums grad_sums_bf16 takes on that dx and sx (a NaN's sign and payload not kept; with
  * finite_data, every sum finite). */
-static void check_bn_sums(const struct dt_conv_bf16_layout *layout, const struct dt_conv_shape *s,
-                          const struct dt_conv_bf16_geom *g, const float *yq, const dt_bf16 *xh,
-                          const struct dt_bn_relu *bn, const float *extra, bool finite_data)
+static void check_sums(const struct dt_conv_bf16_layout *layout, const struct dt_conv_shape *s,
+                       const struct dt_conv_bf16_geom *g, const float *yq, const void *x,
+                       bool x_bf16, const struct dt_bn_relu *bn, const dt_bf16 *sx,
+                       const float *mean, const float *extra, bool finite_data)
 {
     size_t mplane = (size_t)g->oh * g->ow, n = s->k * mplane;
     float *dx = malloc(n * 4), *plain = malloc(n * 4);
     double *sums = malloc(2 * s->k * sizeof *sums), *want = malloc(2 * s->k * sizeof *want);
-    layout->compact_relu_below(s, g, yq, xh, true, bn, extra, false, plain, NULL);
-    layout->compact_relu_below(s, g, yq, xh, true, bn, extra, false, dx, sums);
+    struct dt_dx_sums to = {sums, sx, mean};
+    layout->compact_relu_below(s, g, yq, x, x_bf16, bn, extra, false, plain, NULL);
+    layout->compact_relu_below(s, g, yq, x, x_bf16, bn, extra, false, dx, &to);
     assert_memory_equal(dx, plain, n * 4);
     int finite = 0;
     for (int c = 0; c < s->k; c++)
-        dt_bn_loops()->grad_sums_bf16(xh + c * mplane, dx + c * mplane, mplane, mplane, 1,
-                                      bn->mean[c], &want[c], &want[s->k + c], 1);
+        dt_bn_loops()->grad_sums_bf16(sx + c * mplane, dx + c * mplane, mplane, mplane, 1, mean[c],
+                                      &want[c], &want[s->k + c], 1);
     for (int c = 0; c < 2 * s->k; c++) {
         assert_true(isnan(sums[c]) ? isnan(want[c]) : !memcmp(&sums[c], &want[c], sizeof *sums));
         finite += !isnan(sums[c]);
@@ -485,7 +488,8 @@ static void check_bn_sums(const struct dt_conv_bf16_layout *layout, const struct
  * the position pairs and compact_relu_below's relu mask, with and without the skip gradient.
  * bn_sums: the batchnorm's two backward sums compact_relu_below takes as it stores dx are the
  * bits of the batchnorm's own grad_sums_bf16 on that dx, on rows of every width here (8, 28: a
- * row that starts off the 16 lanes), the stores unchanged.
+ * row that starts off the 16 lanes), the stores unchanged; add_sums: the same for another
+ * batchnorm's input, the relu mask read from x (fp32 or bf16) without a batchnorm.
  * In `path`'s build of the layouts (the plain C for ctile, AVX-512 for amx and avx512bf16).
  * The affines include a zero scale, a negative one, one whose products are around 2^-133 (those
  * below round to zero: the mask follows the stored zero) and the rounding's boundary, on inputs
@@ -557,7 +561,11 @@ static void test_bn_relu_input(void **state)
                                            false, dx[1], NULL);
                 assert_memory_equal(dx[0], dx[1], s.k * mplane * 4);
                 if (x_bf16) /* the batchnorm sums bf16 x so (bn_grad.h's order) */
-                    check_bn_sums(layout, &s, &g, yq, xh, &bn, with_extra ? extra : NULL, false);
+                    check_sums(layout, &s, &g, yq, xh, true, &bn, xh, bn.mean,
+                               with_extra ? extra : NULL, false);
+                /* add_sums: the mask from x, the sums over another batchnorm's input (y) */
+                check_sums(layout, &s, &g, yq, raw, x_bf16, NULL, y, mean,
+                           with_extra ? extra : NULL, false);
             }
             free(xv[0]), free(xv[1]), free(pairs[0]), free(pairs[1]);
         }
@@ -567,7 +575,10 @@ static void test_bn_relu_input(void **state)
             xh[i] = dt_bf16_from_f32(ldexpf(2.0f * uniform() - 1.0f, (int)(rng % 41) - 20));
         for (size_t i = 0; i < g.yq; i++)
             yq[i] = ldexpf(uniform() - 0.5f, (int)(rng % 41) - 20);
-        check_bn_sums(layout, &s, &g, yq, xh, &bn, extra, true);
+        check_sums(layout, &s, &g, yq, xh, true, &bn, xh, bn.mean, extra, true);
+        for (size_t i = 0; i < s.k * mplane; i++)
+            y[i] = dt_bf16_from_f32(ldexpf(2.0f * uniform() - 1.0f, (int)(rng % 41) - 20));
+        check_sums(layout, &s, &g, yq, x, false, NULL, y, mean, extra, true);
         free(scale), free(shift), free(mean);
         free(x), free(yq), free(xh), free(y), free(extra);
         free(dx[0]), free(dx[1]);

@@ -53,7 +53,8 @@ static int taken(const struct dt_model *m, unsigned fusion)
              : fusion == DT_FUSE_POOL_GRAD  ? p->pool_above
              : fusion == DT_FUSE_DX_ROUNDED ? p->dy_rounded
              : fusion == DT_FUSE_BN_INPUT   ? p->bn_below
-             : fusion == DT_FUSE_BN_SUMS    ? p->sums_below
+             : fusion == DT_FUSE_BN_SUMS    ? p->sums_below && p->bn_below
+             : fusion == DT_FUSE_ADD_SUMS   ? p->sums_below && !p->bn_below
              : fusion == DT_FUSE_VIEW       ? p->in_place && (p->caps & DT_CAP_Y_IS_X)
                                             : p->run_end > 0;
     }
@@ -381,6 +382,29 @@ static void test_bf16_fusions(void **state)
                    1);
         compare_on(DT_CONV2D_GEMM, r, 12, IN, 5,
                    DT_FUSE_ALL & ~(DT_FUSE_BN_SUMS | DT_FUSE_BN_INPUT), DT_FUSE_BN_SUMS, 0);
+        /* a conv running the relu below's backward takes, as it stores dx, the two backward
+         * sums of the batchnorm -> relu below it (the stem's) or of the batchnorm computing
+         * the identity add -> relu below it (the first block's second) (add_sums): 2 with two
+         * blocks; only the stem's without the add computed by the batchnorm; none without
+         * relu_below */
+        struct dt_layer_spec r2[] = {
+            conv_spec(16, 3, 1, 1), spec_of("batchnorm2d"), spec_of("relu"),
+            conv_spec(16, 3, 1, 1), spec_of("batchnorm2d"), spec_of("relu"),
+            conv_spec(16, 3, 1, 1), spec_of("batchnorm2d"), spec_of("add"),
+            spec_of("relu"),        conv_spec(16, 3, 1, 1), spec_of("batchnorm2d"),
+            spec_of("relu"),        conv_spec(16, 3, 1, 1), spec_of("batchnorm2d"),
+            spec_of("add"),         spec_of("relu"),        spec_of("flatten"),
+            linear_spec(3)};
+        r2[8].from = r2[15].from = -6;
+        int n2 = sizeof r2 / sizeof r2[0];
+        compare_on(DT_CONV2D_GEMM, r, 12, IN, 5, DT_FUSE_ALL & ~DT_FUSE_ADD_SUMS, DT_FUSE_ADD_SUMS,
+                   1);
+        compare_on(DT_CONV2D_GEMM, r2, n2, IN, 5, DT_FUSE_ALL & ~DT_FUSE_ADD_SUMS, DT_FUSE_ADD_SUMS,
+                   2);
+        compare_on(DT_CONV2D_GEMM, r2, n2, IN, 5, DT_FUSE_ALL & ~(DT_FUSE_ADD_SUMS | DT_FUSE_ADD),
+                   DT_FUSE_ADD_SUMS, 1);
+        compare_on(DT_CONV2D_GEMM, r2, n2, IN, 5,
+                   DT_FUSE_ALL & ~(DT_FUSE_ADD_SUMS | DT_FUSE_RELU_BELOW), DT_FUSE_ADD_SUMS, 0);
         /* a stem-mode conv (3 -> 16, 27 deep) with a relu below it takes relu_below */
         struct dt_layer_spec stem[] = {conv_spec(3, 3, 1, 1),  spec_of("relu"),
                                        conv_spec(16, 3, 1, 1), spec_of("relu"),
@@ -492,9 +516,9 @@ static void test_fusion_parse(void **state)
     assert_int_equal(dt_fusion_parse("relu_below,bn_grad,dy_extra,skip_in_dy,add", &f), 0);
     assert_int_equal(f, DT_FUSE_RELU_BELOW | DT_FUSE_BN_GRAD | DT_FUSE_DY_EXTRA |
                             DT_FUSE_SKIP_IN_DY | DT_FUSE_ADD);
-    assert_int_equal(dt_fusion_parse("bn_grad,bf16_store,bn_input,view,bn_sums", &f), 0);
+    assert_int_equal(dt_fusion_parse("bn_grad,bf16_store,bn_input,view,bn_sums,add_sums", &f), 0);
     assert_int_equal(f, DT_FUSE_BN_GRAD | DT_FUSE_BF16_STORE | DT_FUSE_BN_INPUT | DT_FUSE_VIEW |
-                            DT_FUSE_BN_SUMS);
+                            DT_FUSE_BN_SUMS | DT_FUSE_ADD_SUMS);
     assert_int_equal(dt_fusion_parse("relu,bogus", &f), -DT_EUSAGE);
     assert_non_null(strstr(dt_last_error(), "'bogus' is not a fusion"));
     assert_non_null(strstr(dt_last_error(), "skip_in_dy"));

@@ -258,11 +258,12 @@ void dt_conv_bf16_compact_pool2x2(const struct dt_conv_shape *s, const struct dt
 void dt_conv_bf16_compact_relu_below(const struct dt_conv_shape *t,
                                      const struct dt_conv_bf16_geom *g, const float *yq,
                                      const void *x, bool x_bf16, const struct dt_bn_relu *bn,
-                                     const float *extra, bool round, float *dx, double *sums)
+                                     const float *extra, bool round, float *dx,
+                                     const struct dt_dx_sums *sums)
 {
     for (int k = 0; k < t->k; k++) {
         double a[DT_BN_LANES] = {0}, q[DT_BN_LANES] = {0};
-        double mean = sums ? (double)bn->mean[k] : 0.0;
+        double mean = sums ? (double)sums->mean[k] : 0.0;
         for (int oh = 0; oh < g->oh; oh++) {
             const float *src = yq + (size_t)k * g->qpad + (size_t)oh * g->wp;
             size_t at = ((size_t)k * g->oh + oh) * g->ow;
@@ -278,12 +279,12 @@ void dt_conv_bf16_compact_relu_below(const struct dt_conv_shape *t,
                 dx[at + ow] = round ? dt_bf16_round(v) : v;
                 if (sums)
                     dt_bn_lanes_add(a, q, (size_t)oh * g->ow + ow, dx[at + ow],
-                                    dt_act_at(x, x_bf16, at + ow), mean);
+                                    dt_bf16_to_f32(sums->x[at + ow]), mean);
             }
         }
         if (sums) {
-            sums[k] = dt_bn_lanes_total(a);
-            sums[t->k + k] = dt_bn_lanes_total(q);
+            sums->out[k] = dt_bn_lanes_total(a);
+            sums->out[t->k + k] = dt_bn_lanes_total(q);
         }
     }
 }

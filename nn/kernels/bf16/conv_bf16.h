@@ -171,15 +171,18 @@ void dt_conv_bf16_compact_pool2x2(const struct dt_conv_shape *s, const struct dt
  * relu below, which these passes apply as they read it (dt_conv_bf16_input_at): the bits of
  * the bf16 output that batchnorm would have stored.
  *
- * With sums (the bn_sums fusion; only with bn and x_bf16), the batchnorm's two backward sums
- * over this sample, dy being the dx stored here: sums[ch] = sum dx, sums[t->k + ch] =
- * sum dx * (x - bn->mean[ch]) (x as stored, before the batchnorm), in double, in bn_grad.h's
- * order (DT_BN_LANES lanes by position in the plane): the bits of the batchnorm's own
- * grad_sums_bf16 on that dx. NULL: none. */
+ * With sums (bn_grad.h's struct dt_dx_sums: the bn_sums fusion, sums->x then this x, only
+ * with bn and x_bf16; the add_sums fusion, the input of the batchnorm whose output reaches x
+ * through a relu, or an identity add and a relu), that batchnorm's two backward sums over this
+ * sample, its dy being the dx stored here: sums->out[ch] = sum dx, sums->out[t->k + ch] =
+ * sum dx * (sums->x - sums->mean[ch]), in double, in bn_grad.h's order (DT_BN_LANES lanes by
+ * position in the plane): the bits of the batchnorm's own grad_sums_bf16 on that dx. NULL:
+ * none. */
 void dt_conv_bf16_compact_relu_below(const struct dt_conv_shape *t,
                                      const struct dt_conv_bf16_geom *g, const float *yq,
                                      const void *x, bool x_bf16, const struct dt_bn_relu *bn,
-                                     const float *extra, bool round, float *dx, double *sums);
+                                     const float *extra, bool round, float *dx,
+                                     const struct dt_dx_sums *sums);
 
 /* Element i of the layer's input, in channel ch, as those passes read it: x as stored, or
  * through the batchnorm2d -> relu below (bn not NULL). */
@@ -233,7 +236,7 @@ struct dt_conv_bf16_layout {
     void (*compact_relu_below)(const struct dt_conv_shape *t, const struct dt_conv_bf16_geom *g,
                                const float *yq, const void *x, bool x_bf16,
                                const struct dt_bn_relu *bn, const float *extra, bool round,
-                               float *dx, double *sums);
+                               float *dx, const struct dt_dx_sums *sums);
     void (*dy_rows_image)(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
                           const float *dy, dt_bf16 *dyq);
     void (*position_pairs_image)(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,

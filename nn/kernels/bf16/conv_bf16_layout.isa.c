@@ -379,14 +379,16 @@ static BODY double bn_sums_total(__m512d lo, __m512d hi)
 static BODY void compact_relu_below_body(const struct dt_conv_shape *t,
                                          const struct dt_conv_bf16_geom *g, const float *yq,
                                          const void *x, bool x_bf16, const struct dt_bn_relu *bn,
-                                         const float *extra, bool round, float *dx, double *sums)
+                                         const float *extra, bool round, float *dx,
+                                         const struct dt_dx_sums *sums, bool sums_own_x)
 {
     __m512 zero = _mm512_setzero_ps();
     __m512 rounds_to_zero = _mm512_castsi512_ps(_mm512_set1_epi32(0x8000));
     for (int k = 0; k < t->k; k++) {
         struct channel_bn a = channel_bn(bn, k);
         struct bn_sums s = {_mm512_setzero_pd(), _mm512_setzero_pd(), _mm512_setzero_pd(),
-                            _mm512_setzero_pd(), _mm512_set1_pd(sums ? (double)bn->mean[k] : 0.0)};
+                            _mm512_setzero_pd(),
+                            _mm512_set1_pd(sums ? (double)sums->mean[k] : 0.0)};
         for (int oh = 0; oh < g->oh; oh++) {
             const float *src = yq + (size_t)k * g->qpad + (size_t)oh * g->wp;
             size_t at = ((size_t)k * g->oh + oh) * g->ow;
@@ -396,6 +398,8 @@ static BODY void compact_relu_below_body(const struct dt_conv_shape *t,
             dt_prefetch_act(x, x_bf16, ahead, (size_t)g->ow);
             if (extra)
                 dt_prefetch_act(extra, false, ahead, (size_t)g->ow);
+            if (sums && !sums_own_x)
+                dt_prefetch_act(sums->x, true, ahead, (size_t)g->ow);
             for (int ow = 0; ow < g->ow; ow += 16) {
                 __mmask16 m = dt_lanes(g->ow - ow);
                 __m512 v = _mm512_maskz_loadu_ps(m, src + ow);
@@ -412,13 +416,14 @@ static BODY void compact_relu_below_body(const struct dt_conv_shape *t,
                 if (round)
                     v = dt_rounded(v);
                 store_row(dx + at, ow, m, v, nt);
-                if (sums)
-                    bn_sums_add(&s, (size_t)oh * g->ow + ow, m, v, in);
+                if (sums) /* the batchnorm's input: this x (bn_sums) or its own (add_sums) */
+                    bn_sums_add(&s, (size_t)oh * g->ow + ow, m, v,
+                                sums_own_x ? in : dt_load_act(sums->x, true, at + ow, m));
             }
         }
         if (sums) {
-            sums[k] = bn_sums_total(s.a_lo, s.a_hi);
-            sums[t->k + k] = bn_sums_total(s.q_lo, s.q_hi);
+            sums->out[k] = bn_sums_total(s.a_lo, s.a_hi);
+            sums->out[t->k + k] = bn_sums_total(s.q_lo, s.q_hi);
         }
     }
     _mm_sfence();
@@ -428,18 +433,22 @@ static BODY void compact_relu_below_body(const struct dt_conv_shape *t,
 static void compact_relu_below(const struct dt_conv_shape *t, const struct dt_conv_bf16_geom *g,
                                const float *yq, const void *x, bool x_bf16,
                                const struct dt_bn_relu *bn, const float *extra, bool round,
-                               float *dx, double *sums)
+                               float *dx, const struct dt_dx_sums *sums)
 {
     if (bn && x_bf16 && sums)
-        compact_relu_below_body(t, g, yq, x, true, bn, extra, round, dx, sums);
+        compact_relu_below_body(t, g, yq, x, true, bn, extra, round, dx, sums, true);
     else if (bn && x_bf16)
-        compact_relu_below_body(t, g, yq, x, true, bn, extra, round, dx, NULL);
+        compact_relu_below_body(t, g, yq, x, true, bn, extra, round, dx, NULL, false);
     else if (bn)
-        compact_relu_below_body(t, g, yq, x, false, bn, extra, round, dx, NULL);
+        compact_relu_below_body(t, g, yq, x, false, bn, extra, round, dx, NULL, false);
+    else if (x_bf16 && sums)
+        compact_relu_below_body(t, g, yq, x, true, NULL, extra, round, dx, sums, false);
     else if (x_bf16)
-        compact_relu_below_body(t, g, yq, x, true, NULL, extra, round, dx, NULL);
+        compact_relu_below_body(t, g, yq, x, true, NULL, extra, round, dx, NULL, false);
+    else if (sums)
+        compact_relu_below_body(t, g, yq, x, false, NULL, extra, round, dx, sums, false);
     else
-        compact_relu_below_body(t, g, yq, x, false, NULL, extra, round, dx, NULL);
+        compact_relu_below_body(t, g, yq, x, false, NULL, extra, round, dx, NULL, false);
 }
 
 /* bias_parts (conv_bf16.h): the 16 lanes are one vector's, the pairwise sums the plain C's. */

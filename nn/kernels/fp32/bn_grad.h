@@ -76,6 +76,17 @@ static inline void dt_bn_lanes_add(double *a, double *q, size_t i, double dy, do
     q[i % DT_BN_LANES] += dy * (x - mean);
 }
 
+/* Where a conv2d takes a batchnorm2d's two backward sums of one sample, in this order, as it
+ * stores its dx, that batchnorm's dy: the batchnorm -> relu below (bn_sums), or the batchnorm
+ * below whose output reaches the conv's input through a relu, or an identity add the batchnorm
+ * computes and a relu (add_sums). out[ch] = sum dx, out[K + ch] = sum dx (x - mean[ch]), over
+ * the batchnorm's input x stored as bf16 (that sample's [K][OH][OW]). */
+struct dt_dx_sums {
+    double *out;
+    const dt_bf16 *x;
+    const float *mean; /* [K] */
+};
+
 /* lane[0] after the pairwise additions (lane is overwritten). */
 static inline double dt_bn_lanes_total(double *lane)
 {
