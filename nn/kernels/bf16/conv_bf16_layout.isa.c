@@ -115,8 +115,8 @@ static BODY void pad_input_image_body(const struct dt_conv_shape *s,
             size_t at = (p * pair_plane) + (first + (size_t)h * g->wp) * 2;
             size_t r0 = c0 + (size_t)h * s->w;
             /* the same row of the next pair's two channels, asked for ahead (dt_prefetch_act) */
-            dt_prefetch_act(x, x_bf16, r0 + 2 * plane, (size_t)s->w);
-            dt_prefetch_act(x, x_bf16, r0 + 3 * plane, (size_t)s->w);
+            dt_prefetch_act(x, x_bf16, r0 + 2 * plane, (size_t)s->w, plane);
+            dt_prefetch_act(x, x_bf16, r0 + 3 * plane, (size_t)s->w, plane);
             /* the position before the row's first, in plane 8 + p (within xv: 8 planes on) */
             dt_bf16 *shifted = g->tap_pairs ? xv + at + 8 * pair_plane - 2 : NULL;
             pair_row(x, x_bf16, a0, a1, r0, r0 + plane, second, s->w, xv + at, shifted,
@@ -197,7 +197,8 @@ static BODY void prefetch_rows(const struct dt_conv_shape *s, const void *x, boo
         return;
     size_t plane = (size_t)s->h * s->w;
     for (int c = 0; c < 16 && (cm >> c & 1); c++)
-        dt_prefetch_act(x, x_bf16, (size_t)(c0 + c) * plane + (size_t)row * s->w, (size_t)s->w);
+        dt_prefetch_act(x, x_bf16, (size_t)(c0 + c) * plane + (size_t)row * s->w, (size_t)s->w,
+                        plane);
 }
 
 /* Position pairs: every pair of positions (2P, 2P + 1) of the even copy and (2P + 1, 2P + 2)
@@ -394,12 +395,12 @@ static BODY void compact_relu_below_body(const struct dt_conv_shape *t,
             size_t at = ((size_t)k * g->oh + oh) * g->ow;
             bool nt = streamable(g, dx + at, true);
             /* the same row of the next channel (the next sample's first), asked for ahead */
-            size_t ahead = at + (size_t)g->oh * g->ow;
-            dt_prefetch_act(x, x_bf16, ahead, (size_t)g->ow);
+            size_t plane = (size_t)g->oh * g->ow, ahead = at + plane;
+            dt_prefetch_act(x, x_bf16, ahead, (size_t)g->ow, plane);
             if (extra)
-                dt_prefetch_act(extra, false, ahead, (size_t)g->ow);
+                dt_prefetch_act(extra, false, ahead, (size_t)g->ow, plane);
             if (sums && !sums_own_x)
-                dt_prefetch_act(sums->x, true, ahead, (size_t)g->ow);
+                dt_prefetch_act(sums->x, true, ahead, (size_t)g->ow, plane);
             for (int ow = 0; ow < g->ow; ow += 16) {
                 __mmask16 m = dt_lanes(g->ow - ow);
                 __m512 v = _mm512_maskz_loadu_ps(m, src + ow);
@@ -578,9 +579,10 @@ static BODY void bn_dy_image_body(const struct dt_conv_shape *s, const struct dt
             size_t i0 = at + (size_t)k * plane + (size_t)y * g->ow;
             size_t pos = (size_t)(t->pad + y) * gt->wp + t->pad;
             /* the same row of the next pair's channels (the next sample's first pair) */
+            size_t plane_w = (size_t)g->ow;
             for (size_t ahead = i0 + 2 * plane; ahead < i0 + 4 * plane; ahead += plane) {
-                dt_prefetch_act(dy, false, ahead, (size_t)g->ow);
-                dt_prefetch_act(xb, x_bf16, ahead, (size_t)g->ow);
+                dt_prefetch_act(dy, false, ahead, plane_w, plane);
+                dt_prefetch_act(xb, x_bf16, ahead, plane_w, plane);
             }
             dt_bf16 *row = dyq + (size_t)k * g->qrow + (size_t)y * g->wp;
             for (int x = 0; x < g->ow; x += 16) {

@@ -61,8 +61,8 @@ static BODY void parity_planes_image_body(const struct dt_conv_shape *s,
         for (int h = 0; h < s->h; h++) {
             int hp = h + s->pad;
             /* the same row of the next pair's two channels, asked for ahead (dt_prefetch_act) */
-            dt_prefetch_act(x, x_bf16, c0 + 2 * plane + (size_t)h * s->w, (size_t)s->w);
-            dt_prefetch_act(x, x_bf16, c0 + 3 * plane + (size_t)h * s->w, (size_t)s->w);
+            dt_prefetch_act(x, x_bf16, c0 + 2 * plane + (size_t)h * s->w, (size_t)s->w, plane);
+            dt_prefetch_act(x, x_bf16, c0 + 3 * plane + (size_t)h * s->w, (size_t)s->w, plane);
             for (int b = 0; b < 2; b++) {
                 int pl = hp % 2 * 2 + b;
                 if (!(g->planes & 1u << pl))
@@ -238,11 +238,11 @@ static BODY void compact_dx_body(const struct dt_conv_shape *s, const struct dt_
             const float *e = relu_x && extra ? extra + at : NULL;
             float *d = dx + at;
             /* the same row of the next channel (the next sample's first), asked for ahead */
-            size_t ahead = at + (size_t)s->h * s->w;
+            size_t plane = (size_t)s->h * s->w, ahead = at + plane;
             if (x)
-                dt_prefetch_act(relu_x, x_bf16, ahead, (size_t)s->w);
+                dt_prefetch_act(relu_x, x_bf16, ahead, (size_t)s->w, plane);
             if (e)
-                dt_prefetch_act(extra, false, ahead, (size_t)s->w);
+                dt_prefetch_act(extra, false, ahead, (size_t)s->w, plane);
             if (!a && !b && !e) {
                 memset(d, 0, (size_t)s->w * sizeof *d);
                 continue;

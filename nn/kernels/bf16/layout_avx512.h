@@ -71,17 +71,24 @@ static inline void dt_store_bf16(dt_bf16 *dst, __mmask16 m, __m512 v)
     dt_store_high(dst, m, dt_round_high(v));
 }
 
-/* The n elements of an activation from element i (fp32, or bf16 when x_bf16) asked for into
- * L1 ahead of their use. The layout passes read a sample's channel planes row by row, each
- * plane its own stream, and a plane is at most a 4 KB page here (ResNet-20: 32 x 32 fp32), at
- * which the hardware prefetcher stops and starts over: so each pass asks for the rows it
- * reads next (the same row of the next channels, or two rows on) while it works on this one.
- * A prefetch of an address past an array (the last sample's next) does not fault. ResNet-20
- * bf16 step 118.5 -> 113.3 ms at 1 x 1 (medians of 4 alternated pairs, Xeon with AMX, one
- * thread); at 1 x 2 and 2 x 1, with both cores busy, no change. */
-static inline void dt_prefetch_act(const void *x, bool x_bf16, size_t i, size_t n)
+/* Planes smaller than this are not asked for ahead: a few lines each, the hardware has the
+ * next ones in flight already (the ConvNet's 14 x 14 planes: its bf16 step 2-5 % slower with
+ * the prefetches, alternated runs). */
+#define DT_PREFETCH_PLANE_BYTES 1024
+
+/* The n elements of an activation from element i (fp32, or bf16 when x_bf16; planes of `plane`
+ * elements) asked for into L1 ahead of their use. The layout passes read a sample's channel
+ * planes row by row, each plane its own stream, and a plane is at most a 4 KB page here
+ * (ResNet-20: 32 x 32 fp32), at which the hardware prefetcher stops and starts over: so each
+ * pass asks for the rows it reads next (the same row of the next channels, or two rows on)
+ * while it works on this one. A prefetch of an address past an array (the last sample's next)
+ * does not fault. ResNet-20 bf16 step 118.5 -> 113.3 ms at 1 x 1 (medians of 4 alternated
+ * pairs, Xeon with AMX, one thread); its layers' times 2-6 % less at 1 x 2 and 2 x 1. */
+static inline void dt_prefetch_act(const void *x, bool x_bf16, size_t i, size_t n, size_t plane)
 {
     size_t e = x_bf16 ? 2 : 4;
+    if (plane * e < DT_PREFETCH_PLANE_BYTES)
+        return;
     uintptr_t at = (uintptr_t)x + i * e, end = at + n * e;
     for (at &= ~(uintptr_t)63; at < end; at += 64) /* each line the elements touch */
         _mm_prefetch((const char *)at, _MM_HINT_T0);
