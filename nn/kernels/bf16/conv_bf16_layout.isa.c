@@ -114,9 +114,7 @@ static BODY void pad_input_image_body(const struct dt_conv_shape *s,
         for (int h = 0; h < s->h; h++) {
             size_t at = (p * pair_plane) + (first + (size_t)h * g->wp) * 2;
             size_t r0 = c0 + (size_t)h * s->w;
-            /* the same row of the next pair's two channels, asked for ahead (dt_prefetch_act) */
-            dt_prefetch_act(x, x_bf16, r0 + 2 * plane, (size_t)s->w, plane);
-            dt_prefetch_act(x, x_bf16, r0 + 3 * plane, (size_t)s->w, plane);
+            dt_prefetch_next_pair(x, x_bf16, r0, (size_t)s->w, plane);
             /* the position before the row's first, in plane 8 + p (within xv: 8 planes on) */
             dt_bf16 *shifted = g->tap_pairs ? xv + at + 8 * pair_plane - 2 : NULL;
             pair_row(x, x_bf16, a0, a1, r0, r0 + plane, second, s->w, xv + at, shifted,
@@ -578,12 +576,9 @@ static BODY void bn_dy_image_body(const struct dt_conv_shape *s, const struct dt
         for (int y = 0; y < g->oh; y++) {
             size_t i0 = at + (size_t)k * plane + (size_t)y * g->ow;
             size_t pos = (size_t)(t->pad + y) * gt->wp + t->pad;
-            /* the same row of the next pair's channels (the next sample's first pair) */
-            size_t plane_w = (size_t)g->ow;
-            for (size_t ahead = i0 + 2 * plane; ahead < i0 + 4 * plane; ahead += plane) {
-                dt_prefetch_act(dy, false, ahead, plane_w, plane);
-                dt_prefetch_act(xb, x_bf16, ahead, plane_w, plane);
-            }
+            /* the next pair's rows (the next sample's first pair's after the last) */
+            dt_prefetch_next_pair(dy, false, i0, (size_t)g->ow, plane);
+            dt_prefetch_next_pair(xb, x_bf16, i0, (size_t)g->ow, plane);
             dt_bf16 *row = dyq + (size_t)k * g->qrow + (size_t)y * g->wp;
             for (int x = 0; x < g->ow; x += 16) {
                 __mmask16 m = dt_lanes(g->ow - x);

@@ -60,9 +60,7 @@ static BODY void parity_planes_image_body(const struct dt_conv_shape *s,
         bool second = 2 * p + 1 < s->c;
         for (int h = 0; h < s->h; h++) {
             int hp = h + s->pad;
-            /* the same row of the next pair's two channels, asked for ahead (dt_prefetch_act) */
-            dt_prefetch_act(x, x_bf16, c0 + 2 * plane + (size_t)h * s->w, (size_t)s->w, plane);
-            dt_prefetch_act(x, x_bf16, c0 + 3 * plane + (size_t)h * s->w, (size_t)s->w, plane);
+            dt_prefetch_next_pair(x, x_bf16, c0 + (size_t)h * s->w, (size_t)s->w, plane);
             for (int b = 0; b < 2; b++) {
                 int pl = hp % 2 * 2 + b;
                 if (!(g->planes & 1u << pl))

@@ -94,6 +94,15 @@ static inline void dt_prefetch_act(const void *x, bool x_bf16, size_t i, size_t 
         _mm_prefetch((const char *)at, _MM_HINT_T0);
 }
 
+/* The same row (n elements from element r) of the next channel pair's two planes: what a pass
+ * over channel pairs reads after this pair's row. */
+static inline void dt_prefetch_next_pair(const void *x, bool x_bf16, size_t r, size_t n,
+                                         size_t plane)
+{
+    dt_prefetch_act(x, x_bf16, r + 2 * plane, n, plane);
+    dt_prefetch_act(x, x_bf16, r + 3 * plane, n, plane);
+}
+
 /* What a compaction does to each row (conv_bf16_layout.isa.c, conv_s2_bf16_layout.isa.c). */
 struct dt_compact_rows {
     int k, oh, ow; /* y is [k][oh][ow] */
