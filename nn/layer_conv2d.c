@@ -309,16 +309,16 @@ static int conv2d_init(struct dt_layer *l, uint64_t seed)
 {
     struct conv *cv = l->state;
     size_t nw = (size_t)cv->oc * cv->ckk;
-    int rc = 0;
-    if (cv->bf && dt_bf16_conv_tiles(cv->bf))
+    if (cv->bf && dt_bf16_conv_tiles(cv->bf)) {
         dt_bf16_conv_init(cv->bf, &l->model->call_scratch,
                           dt_model_copy_take(l->model, dt_bf16_conv_copy_bytes(cv->bf)));
-    else if (cv->bf)
-        cv->round_w = dt_model_copy_take(l->model, nw * sizeof(float));
-    if (rc == 0 && !(cv->bf && dt_bf16_conv_tiles(cv->bf)))
-        rc = scratch_setup(cv, l->model->max_batch);
-    if (rc < 0)
-        return rc;
+    } else {
+        if (cv->bf)
+            cv->round_w = dt_model_copy_take(l->model, nw * sizeof(float));
+        int rc = scratch_setup(cv, l->model->max_batch);
+        if (rc < 0)
+            return rc;
+    }
     int wshape[4] = {cv->oc, cv->c, cv->k, cv->k};
     dt_layer_describe(l, "weight", true, 0, 4, wshape);
     if (cv->bias)

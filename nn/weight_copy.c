@@ -144,14 +144,21 @@ static void copy_after(void *ctx, int i)
     copy_one(r->w, r->first + i);
 }
 
+/* The step of pieces [first, end), each copied after its update. */
+static int step_pieces(struct dt_model *m, struct dt_optim *o, int first, int end, double lr)
+{
+    const struct dt_weight_copy *w = m->weight_copy;
+    struct piece_run r = {w, first};
+    struct dt_optim_pieces pc = {w->cuts + first, end - first, copy_after, &r};
+    return dt_optim_step_pieces(o, m->params, m->grads, m->nparams, lr, &pc);
+}
+
 int dt_model_optim_step(struct dt_model *m, struct dt_optim *o, double lr)
 {
     struct dt_weight_copy *w = m->weight_copy;
     if (!w)
         return dt_optim_step(o, m->params, m->grads, m->nparams, lr);
-    struct piece_run r = {w, 0};
-    struct dt_optim_pieces pc = {w->cuts, w->count, copy_after, &r};
-    int rc = dt_optim_step_pieces(o, m->params, m->grads, m->nparams, lr, &pc);
+    int rc = step_pieces(m, o, 0, w->count, lr);
     m->weights_copied = rc == 0;
     return rc;
 }
@@ -201,9 +208,7 @@ int dt_model_optim_step_slice(struct dt_model *m, struct dt_optim *o, size_t lo,
     int first, end;
     if (!slice_pieces(w, lo, hi, &first, &end))
         return dt_optim_step_range(o, m->params, m->grads, lo, hi, lr);
-    struct piece_run r = {w, first};
-    struct dt_optim_pieces pc = {w->cuts + first, end - first, copy_after, &r};
-    return dt_optim_step_pieces(o, m->params, m->grads, m->nparams, lr, &pc);
+    return step_pieces(m, o, first, end, lr);
 }
 
 void dt_model_copy_slice(struct dt_model *m, size_t lo, size_t hi)
