@@ -483,6 +483,16 @@ bool dt_bf16_conv_reads_bn_relu(const struct dt_bf16_conv *bf)
     return bf->tiles && !bf->stem && !bf->stride2;
 }
 
+bool dt_bf16_conv_dx_even(const struct dt_bf16_conv *bf)
+{
+    return bf->tiles && bf->stride2 && dt_conv_s2_bf16_dx_even_only(&bf->s, &bf->g2);
+}
+
+bool dt_bf16_conv_extra_even(const struct dt_bf16_conv *bf)
+{
+    return bf->tiles && bf->stride2;
+}
+
 const char *dt_bf16_conv_note(const struct dt_bf16_conv *bf)
 {
     return bf->note;
@@ -620,7 +630,7 @@ static const float *sample_dy(struct dt_bf16_conv *bf, const struct dt_bn_grad *
  * thread's pair planes hold dY already (unpool_image, bn_dy_image). */
 static void input_grad(struct dt_bf16_conv *bf, const float *dy, float *dx, int sample,
                        const float *relu_x, const float *extra, const struct dt_dx_sums *sums,
-                       bool round_dx)
+                       bool round_dx, unsigned even)
 {
     const struct dt_conv_shape *t = &bf->t;
     size_t out = (size_t)bf->s.c * bf->s.h * bf->s.w, at = (size_t)sample * out;
@@ -629,10 +639,22 @@ static void input_grad(struct dt_bf16_conv *bf, const float *dy, float *dx, int 
     if (bf->stride2) {
         const struct dt_conv_s2_bf16_layout *layout = dt_conv_s2_bf16_layout_on(bf->path);
         dt_bf16 *dv = bf->xvt + (size_t)th * bf->g2.dv;
-        layout->dy_planes_image(&bf->s, &bf->g2, dy, dv);
+        /* proj_dx: a sample's even positions, a quarter of its plane */
+        size_t quarter = (size_t)bf->s.c * ((bf->s.h + 1) / 2) * ((bf->s.w + 1) / 2);
+        if (dy)
+            layout->dy_planes_image(&bf->s, &bf->g2, dy, dv);
         dt_conv_s2_bf16_input_grad_on(bf->path, &bf->s, &bf->g2, dv, bf->wpi, yq);
-        layout->compact_dx(&bf->s, &bf->g2, yq, relu_x ? dt_act_from(relu_x, bf->x_bf16, at) : NULL,
-                           bf->x_bf16, relu_x && extra ? extra + at : NULL, dx + at);
+        if (even & DT_DX_EVEN) {
+            out = quarter, at = (size_t)sample * quarter;
+            dt_conv_s2_bf16_compact_dx_even(&bf->s, &bf->g2, yq, dx + at);
+        } else {
+            const float *e = !relu_x || !extra      ? NULL
+                             : even & DT_EXTRA_EVEN ? extra + (size_t)sample * quarter
+                                                    : extra + at;
+            layout->compact_dx(&bf->s, &bf->g2, yq,
+                               relu_x ? dt_act_from(relu_x, bf->x_bf16, at) : NULL, bf->x_bf16, e,
+                               even & DT_EXTRA_EVEN, dx + at);
+        }
         if (round_dx) /* dx_rounded: in cache, where the emulated conv below reads it */
             dt_bf16_round_n(dx + at, dx + at, out);
         return;
@@ -667,7 +689,8 @@ static void wgrad_operands(struct dt_bf16_conv *bf, int i, const float *dy, cons
     if (bf->stride2) {
         const struct dt_conv_s2_bf16_layout *layout = dt_conv_s2_bf16_layout_on(bf->path);
         dt_bf16 *dyq = bf->dyq + i * bf->g2.dyq;
-        layout->dy_rows_image(s, &bf->g2, dy, dyq);
+        if (dy)
+            layout->dy_rows_image(s, &bf->g2, dy, dyq);
         if (part)
             dt_conv_bf16_layout_on(bf->path)->bias_parts(dyq, s->k, bf->g2.qrow, part);
         layout->position_pairs_image(s, &bf->g2, x, bf->x_bf16, bf->xp + i * bf->g2.xp);
@@ -791,6 +814,7 @@ struct conv_bwd {
     const float *relu_x, *extra;
     const struct dt_dx_sums *sums;
     bool round_dx, bias, unpool, bn_laid;
+    unsigned even;
     int b0;
 };
 
@@ -803,19 +827,25 @@ static void sample_backward(struct dt_bf16_conv *bf, const struct conv_bwd *a, i
     const struct dt_conv_bf16_layout *layout = dt_conv_bf16_layout_on(bf->path);
     int sample = a->b0 + j;
     const float *dyi = NULL;
-    dt_bf16 *dyq = bf->dyq + slot * bf->g.dyq;
-    dt_bf16 *xv = a->dx ? bf->xvt + (size_t)omp_get_thread_num() * bf->gt.xv : NULL;
-    if (a->unpool)
-        layout->unpool_image(s, &bf->g, &bf->t, &bf->gt, a->pool, sample, dyq, xv);
-    else if (a->bn_laid)
-        layout->bn_dy_image(s, &bf->g, &bf->t, &bf->gt, a->bn, a->dy, sample, dyq, xv);
-    else
+    int th = omp_get_thread_num();
+    if (a->bn_laid && bf->stride2)
+        dt_conv_s2_bf16_layout_on(bf->path)->bn_dy_image(
+            s, &bf->g2, a->bn, a->dy, sample, bf->dyq + slot * bf->g2.dyq,
+            a->dx ? bf->xvt + (size_t)th * bf->g2.dv : NULL);
+    else if (a->unpool || a->bn_laid) {
+        dt_bf16 *dyq = bf->dyq + slot * bf->g.dyq;
+        dt_bf16 *xv = a->dx ? bf->xvt + (size_t)th * bf->gt.xv : NULL;
+        if (a->unpool)
+            layout->unpool_image(s, &bf->g, &bf->t, &bf->gt, a->pool, sample, dyq, xv);
+        else
+            layout->bn_dy_image(s, &bf->g, &bf->t, &bf->gt, a->bn, a->dy, sample, dyq, xv);
+    } else
         dyi = sample_dy(bf, a->bn, a->pool, a->dy, sample);
     size_t in = (size_t)s->c * s->h * s->w;
     wgrad_operands(bf, slot, dyi, dt_act_from(a->x, a->x_bf16, (size_t)sample * in),
                    a->bias ? bf->bparts + (size_t)j * s->k : NULL);
     if (a->dx)
-        input_grad(bf, dyi, a->dx, sample, a->relu_x, a->extra, a->sums, a->round_dx);
+        input_grad(bf, dyi, a->dx, sample, a->relu_x, a->extra, a->sums, a->round_dx, a->even);
 }
 
 /* Samples [lo, hi) of the call, chunk by chunk (chunk slots from slot0 on), their weight
@@ -866,7 +896,7 @@ void dt_bf16_conv_backward(struct dt_bf16_conv *bf, const float *x, bool x_bf16,
                            const struct dt_bn_relu *x_bn, const float *dy,
                            const struct dt_bn_grad *bn, const struct dt_pool_grad *pool, float *dx,
                            const float *relu_x, const float *extra, const struct dt_dx_sums *sums,
-                           bool round_dx, int b0, int count, float *g, bool bias)
+                           bool round_dx, unsigned even, int b0, int count, float *g, bool bias)
 {
     const struct dt_conv_shape *s = &bf->s;
     bind_scratch(bf);
@@ -891,7 +921,8 @@ void dt_bf16_conv_backward(struct dt_bf16_conv *bf, const float *x, bool x_bf16,
             .round_dx = round_dx,
             .bias = bias,
             .unpool = pool && !bf->stride2 && dt_conv_bf16_unpool_fits(&bf->g, pool),
-            .bn_laid = bn && !bf->stride2,
+            .bn_laid = bn != NULL,
+            .even = even,
             .b0 = b0,
         };
         const float *dwt = weight_grad_parts(bf, &a, count);

@@ -62,6 +62,12 @@
  *               again. The order of the sums is bn_grad.h's whether the conv or the
  *               batchnorm takes them (a bf16 model's batchnorm sums each sample apart), so the
  *               bits are the same.
+ *   proj_dx     a downsampling block's projection (a stride-2 1x1 tiles conv2d without
+ *               padding) reaches only the even rows' even columns of its skip's gradient: it
+ *               stores those alone, a quarter of the buffer, and the stride-2 conv above the
+ *               skip's relu, which takes that gradient as relu_below's extra, reads them so
+ *               (adding +0 between, as it added the stored zeros: the same bits), when the
+ *               projection is the skip's only sender.
  *   view        a flatten's output is its input's storage (NCHW is already in flattened order):
  *               no copy in forward (its backward passes dy on already, DT_CAP_DX_IS_DY).
  *   chunks      consecutive chunkable layers (conv2d on the direct path, with what is fused
@@ -323,6 +329,30 @@ static void plan_add_sums(struct dt_layer_plan *plan, int n)
     }
 }
 
+/* proj_dx: an add whose stride-2 projection's input gradient reaches only the even rows' even
+ * columns of its skip (a 1x1 conv without padding) stores only those, a quarter of the skip's
+ * gradient, when it is the only layer sending one to the skip's source, a relu whose backward
+ * the conv2d above runs (relu_below) and takes that gradient as its below_extra so. The
+ * positions between are zero, which that conv adds as the whole buffer's zeros were: the
+ * same bits, three quarters of the buffer neither written nor read. */
+static void plan_proj_dx(struct dt_layer_plan *plan, struct dt_layer *const *layers, int n,
+                         int first_param)
+{
+    for (int i = 0; i < n; i++) {
+        int k = plan[i].skip_from;
+        if (!layers[i]->spec.from || !has(&plan[i], DT_CAP_DX_EVEN) || k < first_param ||
+            k + 1 >= i)
+            continue;
+        bool alone = true;
+        for (int j = 0; j < n; j++)
+            if (j != i && layers[j]->spec.from && plan[j].skip_from == k)
+                alone = false;
+        struct dt_layer_plan *taker = &plan[k + 1];
+        if (alone && plan[k].backward_above && taker->relu_below && has(taker, DT_CAP_EXTRA_EVEN))
+            plan[i].dx_even = taker->extra_even = true;
+    }
+}
+
 void dt_fusion_plan(struct dt_layer_plan *plan, struct dt_layer *const *layers, int n,
                     unsigned fusions, int max_batch, int threads, int first_param)
 {
@@ -356,6 +386,8 @@ void dt_fusion_plan(struct dt_layer_plan *plan, struct dt_layer *const *layers, 
             plan[i].skip_in_dy = true;
             plan[plan[i].skip_from].pending_in_dy = true;
         }
+    if (fusions & DT_FUSE_PROJ_DX)
+        plan_proj_dx(plan, layers, n, first_param);
 }
 
 static const struct {
@@ -377,14 +409,15 @@ static const struct {
     {"view", DT_FUSE_VIEW},
     {"bn_sums", DT_FUSE_BN_SUMS},
     {"add_sums", DT_FUSE_ADD_SUMS},
+    {"proj_dx", DT_FUSE_PROJ_DX},
 };
-_Static_assert(sizeof fusion_table / sizeof fusion_table[0] == 15 && DT_FUSE_ALL == 0x7fff,
+_Static_assert(sizeof fusion_table / sizeof fusion_table[0] == 16 && DT_FUSE_ALL == 0xffff,
                "one name per fusion");
 
 const char *dt_fusion_names(void)
 {
     return "relu, pool, add, relu_below, bn_grad, dy_extra, skip_in_dy, chunks, bf16_store, "
-           "pool_grad, dx_rounded, bn_input, view, bn_sums, add_sums";
+           "pool_grad, dx_rounded, bn_input, view, bn_sums, add_sums, proj_dx";
 }
 
 /* The fusion named by word[0..len), or 0. */

@@ -62,6 +62,13 @@ enum dt_layer_cap {
     /* forward, computing the identity add above (DT_CAP_ADD_AT_STORE), can read its skip
      * stored as bf16 (struct dt_layer_fwd's skip_bf16): batchnorm2d */
     DT_CAP_BF16_SKIP = 1u << 20,
+    /* backward's input gradient reaches only the even rows' even columns, and can be stored
+     * there alone (struct dt_layer_bwd's dx_even): a bf16 model's stride-2 1x1 tiles conv2d
+     * without padding, and an add whose projection is one (for its skip_dx) */
+    DT_CAP_DX_EVEN = 1u << 21,
+    /* backward, running the relu below's backward, can take its below_extra stored so
+     * (extra_even): a bf16 model's stride-2 tiles conv2d */
+    DT_CAP_EXTRA_EVEN = 1u << 22,
 
     /* y = max(x, 0), backward masked by y > 0 */
     DT_CAP_IS_RELU = 1u << 8,
@@ -92,7 +99,7 @@ enum dt_layer_cap {
 /* The fusions, each of which can be turned off (struct dt_model_options, DTRAIN_FUSE). Some
  * need another: pool needs relu, pool_grad needs pool, skip_in_dy needs relu_below, dx_rounded
  * needs relu and relu_below, bn_input needs bf16_store, bn_sums needs bn_input, add_sums needs
- * relu_below and bf16_store. */
+ * relu_below and bf16_store, proj_dx needs relu_below. */
 enum dt_fusion {
     DT_FUSE_RELU = 1u << 0,        /* relu at the store of the layer below, run in place */
     DT_FUSE_POOL = 1u << 1,        /* conv2d -> relu -> maxpool2d in one chunked forward */
@@ -118,7 +125,10 @@ enum dt_fusion {
                                       batchnorm2d computing an identity add -> relu, taken by
                                       the conv2d above the relu as it stores dx (needs
                                       relu_below, bf16_store) */
-    DT_FUSE_ALL = (1u << 15) - 1,
+    DT_FUSE_PROJ_DX = 1u << 15,    /* a stride-2 projection's input gradient kept at the
+                                      positions it reaches, a quarter of the skip's, for the
+                                      conv2d above the skip's relu (needs relu_below) */
+    DT_FUSE_ALL = (1u << 16) - 1,
     DT_FUSE_NONE = 0,
 };
 
@@ -166,6 +176,9 @@ struct dt_layer_plan {
     bool dy_extra;       /* backward adds skip gradients to dy itself (dy_extra fusion) */
     bool skip_in_dy;     /* identity add: its skip gradient stays in its dy buffer */
     bool pending_in_dy;  /* the skip gradient sent to this layer's output is that buffer */
+    bool dx_even;        /* add with a projection: its skip gradient is stored at the even
+                            positions alone (proj_dx) */
+    bool extra_even;     /* backward's below_extra comes so (proj_dx) */
 };
 
 /* Fills plan[0..n) for layers[0..n) (set up: caps in plan[i].caps, skip_from set) with the
@@ -177,7 +190,7 @@ void dt_fusion_plan(struct dt_layer_plan *plan, struct dt_layer *const *layers, 
 
 /* The fusions named by `text`, DTRAIN_FUSE's syntax: "all", "none", or a comma-separated list
  * of names (relu, pool, add, relu_below, bn_grad, dy_extra, skip_in_dy, chunks, bf16_store,
- * pool_grad, dx_rounded, bn_input, view), each
+ * pool_grad, dx_rounded, bn_input, view, bn_sums, add_sums, proj_dx), each
  * adding that fusion, or removing it with a leading '-' ("all,-pool"), from none. 0 or DT_EUSAGE
  * naming the word that is not a fusion. */
 int dt_fusion_parse(const char *text, unsigned *out);

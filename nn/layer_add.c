@@ -152,6 +152,8 @@ static int add_setup(struct dt_layer *l, const struct dt_layer_spec *spec, struc
     plan_projection(l, a, conv_caps, bn_caps, setup);
     if (conv_caps & DT_CAP_BF16_INPUT) /* the projection conv reads the skip stored as bf16 */
         setup->caps |= DT_CAP_BF16_SKIP;
+    if (conv_caps & DT_CAP_DX_EVEN) /* its gradient of skip: proj_dx */
+        setup->caps |= DT_CAP_DX_EVEN;
     if (a->bn_adds && (bn_caps & DT_CAP_BF16_STORE)) /* its batchnorm stores y as bf16 */
         setup->caps |= DT_CAP_BF16_STORE;
     l->nparams = a->conv.nparams + a->bn.nparams;
@@ -253,6 +255,7 @@ static void add_backward(struct dt_layer *l, const float *x, const float *y, con
     const float *dconv = dy;
     struct dt_layer_bwd conv = alone;
     conv.x_bf16 = c->skip_bf16;
+    conv.dx_even = c->dx_even; /* proj_dx: skip_dx (and dskip) hold the even positions */
     if (a->has_bn) { /* with bn_grad only its sums: the conv reads its dy (= dy) through it */
         struct dt_layer_bwd bn = {.grad_in_below = a->bn_grad, .x_bf16 = a->t1_bf16};
         a->bn.kind->ops->backward(&a->bn, a->t1, a->t2, dy, a->bn_grad ? NULL : a->d1, batch, &bn);
@@ -261,8 +264,12 @@ static void add_backward(struct dt_layer *l, const float *x, const float *y, con
     }
     float *dskip = !c->skip_dx ? NULL : c->skip_dx_fresh ? c->skip_dx : a->dskip;
     a->conv.kind->ops->backward(&a->conv, c->skip_x, a->t1, dconv, dskip, batch, &conv);
-    if (c->skip_dx && !c->skip_dx_fresh)
-        dt_add_into(c->skip_dx, a->dskip, (long)(batch * dt_shape_size(a->skip)));
+    if (c->skip_dx && !c->skip_dx_fresh) {
+        struct dt_shape s = a->skip;
+        if (c->dx_even)
+            s.h = (s.h + 1) / 2, s.w = (s.w + 1) / 2;
+        dt_add_into(c->skip_dx, a->dskip, (long)(batch * dt_shape_size(s)));
+    }
 }
 
 extern const struct dt_layer_ops dt_add_ops; /* at the end of this file */

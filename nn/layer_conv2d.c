@@ -293,6 +293,10 @@ static int conv2d_setup(struct dt_layer *l, const struct dt_layer_spec *spec, st
                 s->caps |= DT_CAP_BN_RELU_INPUT;
             if (dt_bf16_conv_rounds_dx(cv->bf))
                 s->caps |= DT_CAP_DX_ROUNDED;
+            if (dt_bf16_conv_dx_even(cv->bf))
+                s->caps |= DT_CAP_DX_EVEN;
+            if (dt_bf16_conv_extra_even(cv->bf))
+                s->caps |= DT_CAP_EXTRA_EVEN;
         }
         s->precision = dt_bf16_conv_note(cv->bf);
         return 0;
@@ -510,10 +514,12 @@ static void backward_samples(struct dt_layer *l, const float *x, const float *dy
 {
     struct conv *cv = l->state;
     if (cv->bf && dt_bf16_conv_tiles(cv->bf)) {
-        dt_bf16_conv_backward(cv->bf, x, c->x_bf16,
-                              c->bn_below ? dt_batchnorm2d_relu(c->bn_below) : NULL, dy, bn, pool,
-                              dx, c->relu_below ? x : NULL, c->relu_below ? c->below_extra : NULL,
-                              c->sums.out ? &c->sums : NULL, c->round_dx, b0, count, g, cv->bias);
+        dt_bf16_conv_backward(
+            cv->bf, x, c->x_bf16, c->bn_below ? dt_batchnorm2d_relu(c->bn_below) : NULL, dy, bn,
+            pool, dx, c->relu_below ? x : NULL, c->relu_below ? c->below_extra : NULL,
+            c->sums.out ? &c->sums : NULL, c->round_dx,
+            (c->dx_even ? DT_DX_EVEN : 0u) | (c->extra_even && c->relu_below ? DT_EXTRA_EVEN : 0u),
+            b0, count, g, cv->bias);
         return;
     }
     size_t nw = (size_t)cv->oc * cv->ckk, in_sample = dt_shape_size(l->in);

@@ -129,6 +129,11 @@ struct dt_layer_bwd {
      * up instead of reading dy and x again. sums.out NULL: none. */
     struct dt_dx_sums sums;
     bool sums_given;
+    /* proj_dx: DT_CAP_DX_EVEN, an add's projection stores skip_dx (a conv2d, dx) at the even
+     * rows' even columns only, [C][(H + 1) / 2][(W + 1) / 2] a sample, all its input gradient
+     * reaches; DT_CAP_EXTRA_EVEN, below_extra comes so, zero elsewhere */
+    bool dx_even;
+    bool extra_even;
 };
 
 struct dt_layer_ops {

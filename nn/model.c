@@ -844,6 +844,8 @@ int dt_model_backward(struct dt_model *m, const uint8_t *labels, int batch, floa
         c.pool_y = p->pool_above ? impl->act[i + 2] : NULL;
         c.round_dx = p->round_dx;
         c.dy_rounded = p->dy_rounded;
+        c.dx_even = p->dx_even;
+        c.extra_even = p->extra_even;
         c.grad_in_below = p->grad_in_below;
         l->kind->ops->backward(l, x, impl->act[i], dy, give_dx ? dx : NULL, batch, &c);
         if (c.below_extra)

@@ -6,7 +6,8 @@
 # and bn_input (a batchnorm -> relu's output never stored, applied by the conv above as it
 # reads) and bn_sums (that batchnorm's backward sums taken by the conv above as it stores
 # dx) and add_sums (those of a batchnorm -> relu, or of a batchnorm computing the identity add
-# -> relu, taken by the conv above the relu), and a bf16 ConvNet with and without pool_grad (the pool's backward in the tile conv's)
+# -> relu, taken by the conv above the relu) and proj_dx (a projection's input gradient kept at
+# the quarter of positions it reaches), and a bf16 ConvNet with and without pool_grad (the pool's backward in the tile conv's)
 # and with none (dx_rounded: the emulated first conv's dy rounded by the tile conv above).
 . tests/cli/lib.sh
 
@@ -42,6 +43,7 @@ same_weights fashion-resnet "bf16 ResNet" bf16 all,-bf16_store
 same_weights fashion-resnet "bf16 ResNet" bf16 all,-bn_input
 same_weights fashion-resnet "bf16 ResNet" bf16 all,-bn_sums
 same_weights fashion-resnet "bf16 ResNet" bf16 all,-add_sums
+same_weights fashion-resnet "bf16 ResNet" bf16 all,-proj_dx
 same_weights fashion-convnet "bf16 ConvNet" bf16 all,-pool_grad
 same_weights fashion-convnet "bf16 ConvNet" bf16 none
 

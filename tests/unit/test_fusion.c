@@ -55,6 +55,7 @@ static int taken(const struct dt_model *m, unsigned fusion)
              : fusion == DT_FUSE_BN_INPUT   ? p->bn_below
              : fusion == DT_FUSE_BN_SUMS    ? p->sums_below && p->bn_below
              : fusion == DT_FUSE_ADD_SUMS   ? p->sums_below && !p->bn_below
+             : fusion == DT_FUSE_PROJ_DX    ? p->dx_even
              : fusion == DT_FUSE_VIEW       ? p->in_place && (p->caps & DT_CAP_Y_IS_X)
                                             : p->run_end > 0;
     }
@@ -266,6 +267,21 @@ static void bf16_stride2_fusions(void)
     compare_on(DT_CONV2D_GEMM, b, nb, IN, 5, DT_FUSE_ALL & ~DT_FUSE_BF16_STORE, DT_FUSE_BF16_STORE,
                5);
     compare_on(DT_CONV2D_GEMM, b, nb, IN, 5, DT_FUSE_ALL & ~DT_FUSE_ADD, DT_FUSE_ADD, 1);
+    /* the projection's input gradient stored at the even positions it reaches alone (9x8:
+     * 5x4 of them), read so by the stride-2 conv running the block input's relu's backward
+     * (proj_dx); not without relu_below, nor when a second add sends that relu's output a
+     * gradient */
+    compare_on(DT_CONV2D_GEMM, b, nb, IN, 5, DT_FUSE_RELU_BELOW, DT_FUSE_PROJ_DX, 1);
+    compare_on(DT_CONV2D_GEMM, b, nb, IN, 5, DT_FUSE_ALL & ~DT_FUSE_PROJ_DX, DT_FUSE_PROJ_DX, 1);
+    compare_on(DT_CONV2D_GEMM, b, nb, IN, 5, DT_FUSE_ALL & ~(DT_FUSE_PROJ_DX | DT_FUSE_RELU_BELOW),
+               DT_FUSE_PROJ_DX, 0);
+    struct dt_layer_spec two[11];
+    memcpy(two, b, 7 * sizeof *two);
+    two[7] = spec_of("add");
+    two[7].from = -5;
+    two[7].shortcut = DT_SHORTCUT_PROJECTION;
+    two[8] = spec_of("relu"), two[9] = spec_of("flatten"), two[10] = linear_spec(3);
+    compare_on(DT_CONV2D_GEMM, two, 11, IN, 5, DT_FUSE_ALL & ~DT_FUSE_PROJ_DX, DT_FUSE_PROJ_DX, 0);
     /* then an identity block: the downsampling block's output (its add's, stored by the
      * projection's batchnorm, and the relu's) read by its stride-1 conv and its add, 2 more;
      * its inner batchnorm -> relu and its two convs' outputs, 4 more */
@@ -275,6 +291,7 @@ static void bf16_stride2_fusions(void)
     d[12].from = -6;
     compare_on(DT_CONV2D_GEMM, d, nd, IN, 5, DT_FUSE_ALL & ~DT_FUSE_BF16_STORE, DT_FUSE_BF16_STORE,
                11);
+    compare_on(DT_CONV2D_GEMM, d, nd, IN, 5, DT_FUSE_ALL & ~DT_FUSE_PROJ_DX, DT_FUSE_PROJ_DX, 1);
 }
 
 /* The same on a bf16 model, on every bf16 tile path the CPU has (the plain-C tiles always):
@@ -516,9 +533,10 @@ static void test_fusion_parse(void **state)
     assert_int_equal(dt_fusion_parse("relu_below,bn_grad,dy_extra,skip_in_dy,add", &f), 0);
     assert_int_equal(f, DT_FUSE_RELU_BELOW | DT_FUSE_BN_GRAD | DT_FUSE_DY_EXTRA |
                             DT_FUSE_SKIP_IN_DY | DT_FUSE_ADD);
-    assert_int_equal(dt_fusion_parse("bn_grad,bf16_store,bn_input,view,bn_sums,add_sums", &f), 0);
+    assert_int_equal(
+        dt_fusion_parse("bn_grad,bf16_store,bn_input,view,bn_sums,add_sums,proj_dx", &f), 0);
     assert_int_equal(f, DT_FUSE_BN_GRAD | DT_FUSE_BF16_STORE | DT_FUSE_BN_INPUT | DT_FUSE_VIEW |
-                            DT_FUSE_BN_SUMS | DT_FUSE_ADD_SUMS);
+                            DT_FUSE_BN_SUMS | DT_FUSE_ADD_SUMS | DT_FUSE_PROJ_DX);
     assert_int_equal(dt_fusion_parse("relu,bogus", &f), -DT_EUSAGE);
     assert_non_null(strstr(dt_last_error(), "'bogus' is not a fusion"));
     assert_non_null(strstr(dt_last_error(), "skip_in_dy"));

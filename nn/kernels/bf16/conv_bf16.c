@@ -380,10 +380,7 @@ struct bn_sample {
 static float bn_dy_at(const void *src, int k, int y, int x)
 {
     const struct bn_sample *b = src;
-    const struct dt_bn_grad *bn = b->bn;
-    size_t i = b->at + ((size_t)k * b->oh + y) * b->ow + x;
-    float xhat = ((bn->xh ? dt_bf16_to_f32(bn->xh[i]) : bn->x[i]) - bn->mean[k]) * bn->invstd[k];
-    return bn->k[k] * (b->dy[i] - bn->mean_dy[k] - xhat * bn->mean_dy_xhat[k]);
+    return dt_bn_grad_at(b->bn, k, b->at + ((size_t)k * b->oh + y) * b->ow + x, b->dy);
 }
 
 void dt_conv_bf16_bn_dy_image(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,

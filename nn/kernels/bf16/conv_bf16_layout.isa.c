@@ -546,20 +546,6 @@ static void unpool_image(const struct dt_conv_shape *s, const struct dt_conv_bf1
     }
 }
 
-/* 16 elements of one channel of the batchnorm above's input gradient, from element i of the
- * sample's dy and the batchnorm's input (bn_grad.h's formula: the same single fp32
- * operations in the same order), rounded, in the top halves of the lanes. */
-static BODY __m512i bn_dy_high(const struct dt_bn_grad *bn, bool x_bf16, const float *dy, int k,
-                               size_t i, __mmask16 m)
-{
-    __m512 x = dt_load_act(x_bf16 ? (const void *)bn->xh : (const void *)bn->x, x_bf16, i, m);
-    __m512 xhat =
-        _mm512_mul_ps(_mm512_sub_ps(x, _mm512_set1_ps(bn->mean[k])), _mm512_set1_ps(bn->invstd[k]));
-    __m512 d = _mm512_sub_ps(_mm512_maskz_loadu_ps(m, dy + i), _mm512_set1_ps(bn->mean_dy[k]));
-    d = _mm512_sub_ps(d, _mm512_mul_ps(xhat, _mm512_set1_ps(bn->mean_dy_xhat[k])));
-    return dt_round_high(_mm512_mul_ps(_mm512_set1_ps(bn->k[k]), d));
-}
-
 /* bn_dy_image (conv_bf16.h): a channel pair's rows 16 positions at a time, each channel's
  * values stored as its dY row and the pair interleaved into the pair plane (pair_row's
  * stores). */
@@ -582,8 +568,8 @@ static BODY void bn_dy_image_body(const struct dt_conv_shape *s, const struct dt
             dt_bf16 *row = dyq + (size_t)k * g->qrow + (size_t)y * g->wp;
             for (int x = 0; x < g->ow; x += 16) {
                 __mmask16 m = dt_lanes(g->ow - x);
-                __m512i a = bn_dy_high(bn, x_bf16, dy, k, i0 + x, m);
-                __m512i b = second ? bn_dy_high(bn, x_bf16, dy, k + 1, i0 + plane + x, m)
+                __m512i a = dt_bn_dy_high(bn, x_bf16, dy, k, i0 + x, m);
+                __m512i b = second ? dt_bn_dy_high(bn, x_bf16, dy, k + 1, i0 + plane + x, m)
                                    : _mm512_setzero_si512();
                 dt_store_high(row + x, m, a);
                 if (second)

@@ -236,6 +236,30 @@ void dt_conv_s2_bf16_dy_planes_image(const struct dt_conv_shape *s, const struct
     }
 }
 
+void dt_conv_s2_bf16_bn_dy_image(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g,
+                                 const struct dt_bn_grad *bn, const float *dy, int sample,
+                                 dt_bf16 *dyq, dt_bf16 *dv)
+{
+    size_t plane = (size_t)g->oh * g->ow, at = (size_t)sample * s->k * plane;
+    for (int k = 0; k < s->k; k++)
+        for (int oh = 0; oh < g->oh; oh++) {
+            dt_bf16 *row = dyq + (size_t)k * g->qrow + (size_t)oh * g->wq;
+            dt_bf16 *pairs = dv ? dv +
+                                      ((size_t)(k / 2) * g->positions_d +
+                                       (size_t)(oh + g->th - 1) * g->wd + g->tw - 1) *
+                                          2 +
+                                      k % 2
+                                : NULL;
+            for (int ow = 0; ow < g->ow; ow++) {
+                size_t i = at + (size_t)k * plane + (size_t)oh * g->ow + ow;
+                dt_bf16 v = dt_bf16_from_f32(dt_bn_grad_at(bn, k, i, dy));
+                row[ow] = v;
+                if (pairs)
+                    pairs[2 * ow] = v;
+            }
+        }
+}
+
 void dt_conv_s2_bf16_input_grad_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
                                    const struct dt_conv_s2_geom *g, const dt_bf16 *dv,
                                    const dt_bf16 *wpi, float *dxq)
@@ -261,9 +285,35 @@ static inline float relu_below(float v, float x)
     return v;
 }
 
+/* The parity plane holding dX's even rows' even columns: padded row and column 2r + pad. */
+static int even_plane(const struct dt_conv_shape *s)
+{
+    return s->pad % 2 * 3;
+}
+
+bool dt_conv_s2_bf16_dx_even_only(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g)
+{
+    for (int pl = 0; pl < 4; pl++)
+        if (pl != even_plane(s) && g->dx_taps[pl])
+            return false;
+    return g->dx_taps[even_plane(s)] > 0;
+}
+
+void dt_conv_s2_bf16_compact_dx_even(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g,
+                                     const float *dxq, float *dx)
+{
+    int eh = (s->h + 1) / 2, ew = (s->w + 1) / 2, pl = even_plane(s);
+    for (int c = 0; c < s->c; c++)
+        for (int r = 0; r < eh; r++)
+            memcpy(dx + ((size_t)c * eh + r) * ew,
+                   dxq + ((size_t)pl * s->c + c) * g->qdpad + (size_t)(r + s->pad / 2) * g->wd +
+                       s->pad / 2,
+                   (size_t)ew * sizeof *dx);
+}
+
 void dt_conv_s2_bf16_compact_dx(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g,
                                 const float *dxq, const void *relu_x, bool x_bf16,
-                                const float *extra, float *dx)
+                                const float *extra, bool extra_even, float *dx)
 {
     /* A row of dx interleaves two parity planes' rows: even columns w = 2k from the plane of
      * padded column parity pad % 2 at column k + pad / 2, odd ones from the other at
@@ -284,17 +334,22 @@ void dt_conv_s2_bf16_compact_dx(const struct dt_conv_shape *s, const struct dt_c
             }
             const float *a = src[0], *b = src[1];
             const void *x = relu_x ? dt_act_from(relu_x, x_bf16, at) : NULL;
-            const float *e = relu_x && extra ? extra + at : NULL;
+            /* extra_even: an even row's even columns at ee (the odd ones 0), an odd row 0 */
+            bool with_extra = relu_x && extra;
+            const float *e = with_extra && !extra_even ? extra + at : NULL;
+            const float *ee = with_extra && extra_even && h % 2 == 0
+                                  ? extra + ((size_t)c * ((s->h + 1) / 2) + h / 2) * even
+                                  : NULL;
             float *d = dx + at;
-            if (!a && !b && !e) { /* a row no tap reaches (1x1: every other one) */
+            if (!a && !b && !with_extra) { /* a row no tap reaches (1x1: every other one) */
                 memset(d, 0, (size_t)s->w * sizeof *d);
                 continue;
             }
             for (int k = 0; k < odd; k++) {
                 float v0 = a ? a[k] : 0.0f, v1 = b ? b[k] : 0.0f;
-                if (e) {
-                    v0 += e[2 * k];
-                    v1 += e[2 * k + 1];
+                if (with_extra) {
+                    v0 += e ? e[2 * k] : ee ? ee[k] : 0.0f;
+                    v1 += e ? e[2 * k + 1] : 0.0f;
                 }
                 if (x) {
                     v0 = relu_below(v0, dt_act_at(x, x_bf16, 2 * k));
@@ -305,8 +360,8 @@ void dt_conv_s2_bf16_compact_dx(const struct dt_conv_shape *s, const struct dt_c
             }
             if (even > odd) { /* the last, even column of an odd width */
                 float v = a ? a[odd] : 0.0f;
-                if (e)
-                    v += e[2 * odd];
+                if (with_extra)
+                    v += e ? e[2 * odd] : ee ? ee[odd] : 0.0f;
                 d[2 * odd] = x ? relu_below(v, dt_act_at(x, x_bf16, 2 * odd)) : v;
             }
         }
@@ -386,6 +441,7 @@ static const struct dt_conv_s2_bf16_layout plain_c = {
     .dy_planes_image = dt_conv_s2_bf16_dy_planes_image,
     .compact_dx = dt_conv_s2_bf16_compact_dx,
     .dy_rows_image = dt_conv_s2_bf16_dy_rows_image,
+    .bn_dy_image = dt_conv_s2_bf16_bn_dy_image,
     .position_pairs_image = dt_conv_s2_bf16_position_pairs_image,
 };
 

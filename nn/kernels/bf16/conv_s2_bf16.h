@@ -36,6 +36,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "nn/kernels/fp32/bn_grad.h"
 #include "nn/kernels/fp32/conv_direct.h" /* struct dt_conv_shape */
 #include "nn/kernels/bf16/gemm_bf16.h"
 
@@ -110,15 +111,30 @@ void dt_conv_s2_bf16_compact(const struct dt_conv_shape *s, const struct dt_conv
 /* Input gradient. dy [K][OH][OW] -> dv (image only); dxq = the four parity planes of dXpad on
  * path p; dx [C][H][W] = dxq interleaved, or with relu_x (the relu below's output) that relu's
  * backward: dx = relu_x > 0 ? v + extra : 0 (extra may be NULL, or dx itself: each element is
- * read before it is written). */
+ * read before it is written). extra_even: extra holds only the even rows' even columns,
+ * [C][(H + 1) / 2][(W + 1) / 2] (compact_dx_even's dx: a projection's), and is +0 elsewhere:
+ * v + 0.0f there, so the bits are those of the whole extra (-0 + 0 is +0). */
 void dt_conv_s2_bf16_dy_planes_image(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g,
                                      const float *dy, dt_bf16 *dv);
+/* Both operands made from dy at once, where dy is the output gradient of the batchnorm above
+ * (bn_grad.h: sample `sample`'s input gradient of that batchnorm, its bits): dyq as
+ * dy_rows_image and, unless dv is NULL, dv as dy_planes_image would make them from it. */
+void dt_conv_s2_bf16_bn_dy_image(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g,
+                                 const struct dt_bn_grad *bn, const float *dy, int sample,
+                                 dt_bf16 *dyq, dt_bf16 *dv);
 void dt_conv_s2_bf16_input_grad_on(enum dt_bf16_path p, const struct dt_conv_shape *s,
                                    const struct dt_conv_s2_geom *g, const dt_bf16 *dv,
                                    const dt_bf16 *wpi, float *dxq);
 void dt_conv_s2_bf16_compact_dx(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g,
                                 const float *dxq, const void *relu_x, bool x_bf16,
-                                const float *extra, float *dx);
+                                const float *extra, bool extra_even, float *dx);
+/* Whether dX is zero off the even rows' even columns: no tap reaches the other three parity
+ * planes (a 1x1 conv without padding, a projection). Then dt_conv_s2_bf16_compact_dx_even
+ * stores only those, [C][(H + 1) / 2][(W + 1) / 2], a quarter of the bytes, the values
+ * compact_dx stores there; every layout build runs it (row copies). */
+bool dt_conv_s2_bf16_dx_even_only(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g);
+void dt_conv_s2_bf16_compact_dx_even(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g,
+                                     const float *dxq, float *dx);
 
 /* Weight gradient. dy -> dyq (bf16 rows over the parity width, image only), x -> xp (the
  * position-pair copies the taps read, image only); dwt [k][tap][c16] = [dwt +]
@@ -148,9 +164,12 @@ struct dt_conv_s2_bf16_layout {
                             const float *dy, dt_bf16 *dv);
     void (*compact_dx)(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g,
                        const float *dxq, const void *relu_x, bool x_bf16, const float *extra,
-                       float *dx);
+                       bool extra_even, float *dx);
     void (*dy_rows_image)(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g,
                           const float *dy, dt_bf16 *dyq);
+    void (*bn_dy_image)(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g,
+                        const struct dt_bn_grad *bn, const float *dy, int sample, dt_bf16 *dyq,
+                        dt_bf16 *dv);
     void (*position_pairs_image)(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g,
                                  const void *x, bool x_bf16, dt_bf16 *xp);
 };

@@ -138,6 +138,53 @@ static void dy_rows_image(const struct dt_conv_shape *s, const struct dt_conv_s2
         }
 }
 
+/* bn_dy_image (conv_s2_bf16.h): a channel pair's rows 16 positions at a time, each channel's
+ * values stored as its dY row and the pair into the dY pair plane (dy_rows_image's and
+ * dy_planes_image's stores). */
+static BODY void bn_dy_image_body(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g,
+                                  const struct dt_bn_grad *bn, bool x_bf16, const float *dy,
+                                  int sample, dt_bf16 *dyq, dt_bf16 *dv)
+{
+    size_t plane = (size_t)g->oh * g->ow, at = (size_t)sample * s->k * plane;
+    const void *xb = x_bf16 ? (const void *)bn->xh : (const void *)bn->x;
+    for (int k = 0; k < s->k; k += 2) {
+        bool second = k + 1 < s->k;
+        for (int oh = 0; oh < g->oh; oh++) {
+            size_t i0 = at + (size_t)k * plane + (size_t)oh * g->ow;
+            /* the next pair's rows (the next sample's first pair's after the last) */
+            dt_prefetch_next_pair(dy, false, i0, (size_t)g->ow, plane);
+            dt_prefetch_next_pair(xb, x_bf16, i0, (size_t)g->ow, plane);
+            dt_bf16 *row = dyq + (size_t)k * g->qrow + (size_t)oh * g->wq;
+            dt_bf16 *out = dv ? dv + ((size_t)(k / 2) * g->positions_d +
+                                      (size_t)(oh + g->th - 1) * g->wd + g->tw - 1) *
+                                         2
+                              : NULL;
+            for (int ow = 0; ow < g->ow; ow += 16) {
+                __mmask16 m = dt_lanes(g->ow - ow);
+                __m512i a = dt_bn_dy_high(bn, x_bf16, dy, k, i0 + ow, m);
+                __m512i b = second ? dt_bn_dy_high(bn, x_bf16, dy, k + 1, i0 + plane + ow, m)
+                                   : _mm512_setzero_si512();
+                dt_store_high(row + ow, m, a);
+                if (second)
+                    dt_store_high(row + g->qrow + ow, m, b);
+                if (out)
+                    _mm512_mask_storeu_epi32(out + 2 * ow, m,
+                                             _mm512_or_si512(_mm512_srli_epi32(a, 16), b));
+            }
+        }
+    }
+}
+
+static void bn_dy_image(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g,
+                        const struct dt_bn_grad *bn, const float *dy, int sample, dt_bf16 *dyq,
+                        dt_bf16 *dv)
+{
+    if (bn->xh)
+        bn_dy_image_body(s, g, bn, true, dy, sample, dyq, dv);
+    else
+        bn_dy_image_body(s, g, bn, false, dy, sample, dyq, dv);
+}
+
 /* Position pos of parity plane a b: its pixel's channels of one block (lanes cm, index: each
  * lane's plane offset), rounded, in the top halves of the lanes; zero outside the image (the
  * padding, the junk column). */
@@ -210,16 +257,19 @@ static void position_pairs_image(const struct dt_conv_shape *s, const struct dt_
 }
 
 /* A row of dx interleaves two parity planes' rows (conv_s2_bf16.c's compact_dx): 32 columns
- * at a time from 16 of each, through the relu below's backward as a mask. */
+ * at a time from 16 of each, through the relu below's backward as a mask. extra_even: an even
+ * row's extra is expanded into the even lanes from its even columns' run, zeros between (an
+ * odd row's is zero: added, for the bits of -0 + 0). */
 static BODY void compact_dx_body(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g,
                                  const float *dxq, const void *relu_x, bool x_bf16,
-                                 const float *extra, float *dx)
+                                 const float *extra, bool extra_even, float *dx)
 {
     const __m512i lo_idx =
         _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
     const __m512i hi_idx =
         _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
     __m512 zero = _mm512_setzero_ps();
+    int even_w = (s->w + 1) / 2;
     for (int c = 0; c < s->c; c++)
         for (int h = 0; h < s->h; h++) {
             int hp = h + s->pad;
@@ -233,7 +283,11 @@ static BODY void compact_dx_body(const struct dt_conv_shape *s, const struct dt_
             }
             const float *a = src[0], *b = src[1];
             const void *x = relu_x ? dt_act_from(relu_x, x_bf16, at) : NULL;
-            const float *e = relu_x && extra ? extra + at : NULL;
+            bool with_extra = relu_x && extra;
+            const float *e = with_extra && !extra_even ? extra + at : NULL;
+            const float *ee = with_extra && extra_even && h % 2 == 0
+                                  ? extra + ((size_t)c * ((s->h + 1) / 2) + h / 2) * even_w
+                                  : NULL;
             float *d = dx + at;
             /* the same row of the next channel (the next sample's first), asked for ahead */
             size_t plane = (size_t)s->h * s->w, ahead = at + plane;
@@ -241,7 +295,7 @@ static BODY void compact_dx_body(const struct dt_conv_shape *s, const struct dt_
                 dt_prefetch_act(relu_x, x_bf16, ahead, (size_t)s->w, plane);
             if (e)
                 dt_prefetch_act(extra, false, ahead, (size_t)s->w, plane);
-            if (!a && !b && !e) {
+            if (!a && !b && !with_extra) {
                 memset(d, 0, (size_t)s->w * sizeof *d);
                 continue;
             }
@@ -256,6 +310,11 @@ static BODY void compact_dx_body(const struct dt_conv_shape *s, const struct dt_
                     size_t j = (size_t)w + 16 * (size_t)half;
                     if (e) /* read before d is written: extra may be dx */
                         v[half] = _mm512_add_ps(v[half], _mm512_maskz_loadu_ps(m[half], e + j));
+                    else if (ee) /* the even lanes from j / 2 on */
+                        v[half] = _mm512_add_ps(
+                            v[half], _mm512_maskz_expandloadu_ps(m[half] & 0x5555, ee + j / 2));
+                    else if (with_extra)
+                        v[half] = _mm512_add_ps(v[half], zero);
                     if (x)
                         v[half] = _mm512_maskz_mov_ps(
                             _mm512_cmp_ps_mask(dt_load_act(x, x_bf16, j, m[half]), zero,
@@ -269,12 +328,12 @@ static BODY void compact_dx_body(const struct dt_conv_shape *s, const struct dt_
 
 static void compact_dx(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g,
                        const float *dxq, const void *relu_x, bool x_bf16, const float *extra,
-                       float *dx)
+                       bool extra_even, float *dx)
 {
     if (x_bf16)
-        compact_dx_body(s, g, dxq, relu_x, true, extra, dx);
+        compact_dx_body(s, g, dxq, relu_x, true, extra, extra_even, dx);
     else
-        compact_dx_body(s, g, dxq, relu_x, false, extra, dx);
+        compact_dx_body(s, g, dxq, relu_x, false, extra, extra_even, dx);
 }
 
 const struct dt_conv_s2_bf16_layout DT_ISA_FN(dt_conv_s2_bf16_layout) = {
@@ -284,5 +343,6 @@ const struct dt_conv_s2_bf16_layout DT_ISA_FN(dt_conv_s2_bf16_layout) = {
     .dy_planes_image = dy_planes_image,
     .compact_dx = compact_dx,
     .dy_rows_image = dy_rows_image,
+    .bn_dy_image = bn_dy_image,
     .position_pairs_image = position_pairs_image,
 };

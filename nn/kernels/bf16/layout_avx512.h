@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "nn/kernels/fp32/bn_grad.h"
 #include "util/bf16.h"
 
 /* The first n of 16 lanes: none for n <= 0, all for n >= 16. */
@@ -160,6 +161,20 @@ static inline void dt_compact_rows_as(const struct dt_compact_rows *r, const flo
         dt_compact_rows(r, yq, b, DT_STORE_ROUNDED, y);
     else
         dt_compact_rows(r, yq, b, DT_STORE_F32, y);
+}
+
+/* 16 elements of one channel of the batchnorm above's input gradient, from element i of the
+ * sample's dy and the batchnorm's input (bn_grad.h's formula: the same single fp32
+ * operations in the same order), rounded, in the top halves of the lanes. */
+static inline __m512i dt_bn_dy_high(const struct dt_bn_grad *bn, bool x_bf16, const float *dy,
+                                    int k, size_t i, __mmask16 m)
+{
+    __m512 x = dt_load_act(x_bf16 ? (const void *)bn->xh : (const void *)bn->x, x_bf16, i, m);
+    __m512 xhat =
+        _mm512_mul_ps(_mm512_sub_ps(x, _mm512_set1_ps(bn->mean[k])), _mm512_set1_ps(bn->invstd[k]));
+    __m512 d = _mm512_sub_ps(_mm512_maskz_loadu_ps(m, dy + i), _mm512_set1_ps(bn->mean_dy[k]));
+    d = _mm512_sub_ps(d, _mm512_mul_ps(xhat, _mm512_set1_ps(bn->mean_dy_xhat[k])));
+    return dt_round_high(_mm512_mul_ps(_mm512_set1_ps(bn->k[k]), d));
 }
 
 #endif

@@ -25,6 +25,13 @@ struct dt_bn_grad {
     const float *mean, *invstd, *k, *mean_dy, *mean_dy_xhat; /* [c] each */
 };
 
+/* The formula at element i of x and dy, channel ch (x read as stored: fp32 or bf16). */
+static inline float dt_bn_grad_at(const struct dt_bn_grad *bn, int ch, size_t i, const float *dy)
+{
+    float xhat = ((bn->xh ? dt_bf16_to_f32(bn->xh[i]) : bn->x[i]) - bn->mean[ch]) * bn->invstd[ch];
+    return bn->k[ch] * (dy[i] - bn->mean_dy[ch] - xhat * bn->mean_dy_xhat[ch]);
+}
+
 /* bn for the samples from float `offset` of its x on (the factors are per channel), in *part;
  * NULL for no bn. */
 static inline const struct dt_bn_grad *dt_bn_grad_from(const struct dt_bn_grad *bn, size_t offset,
