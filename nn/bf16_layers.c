@@ -468,11 +468,6 @@ bool dt_bf16_conv_tiles(const struct dt_bf16_conv *bf)
     return bf->tiles;
 }
 
-bool dt_bf16_conv_rounds_dx(const struct dt_bf16_conv *bf)
-{
-    return bf->tiles && !bf->stem;
-}
-
 bool dt_bf16_conv_reads_bf16(const struct dt_bf16_conv *bf)
 {
     return bf->tiles && !bf->stem;
@@ -630,7 +625,7 @@ static const float *sample_dy(struct dt_bf16_conv *bf, const struct dt_bn_grad *
  * thread's pair planes hold dY already (unpool_image, bn_dy_image). */
 static void input_grad(struct dt_bf16_conv *bf, const float *dy, float *dx, int sample,
                        const float *relu_x, const float *extra, const struct dt_dx_sums *sums,
-                       bool round_dx, unsigned even)
+                       unsigned even)
 {
     const struct dt_conv_shape *t = &bf->t;
     size_t out = (size_t)bf->s.c * bf->s.h * bf->s.w, at = (size_t)sample * out;
@@ -645,18 +640,16 @@ static void input_grad(struct dt_bf16_conv *bf, const float *dy, float *dx, int 
             layout->dy_planes_image(&bf->s, &bf->g2, dy, dv);
         dt_conv_s2_bf16_input_grad_on(bf->path, &bf->s, &bf->g2, dv, bf->wpi, yq);
         if (even & DT_DX_EVEN) {
-            out = quarter, at = (size_t)sample * quarter;
+            at = (size_t)sample * quarter;
             dt_conv_s2_bf16_compact_dx_even(&bf->s, &bf->g2, yq, dx + at);
-        } else {
-            const float *e = !relu_x || !extra      ? NULL
-                             : even & DT_EXTRA_EVEN ? extra + (size_t)sample * quarter
-                                                    : extra + at;
-            layout->compact_dx(&bf->s, &bf->g2, yq,
-                               relu_x ? dt_act_from(relu_x, bf->x_bf16, at) : NULL, bf->x_bf16, e,
-                               even & DT_EXTRA_EVEN, dx + at);
+            dt_bf16_round_n(dx + at, dx + at, quarter); /* no extra: rounded as stored */
+            return;
         }
-        if (round_dx) /* dx_rounded: in cache, where the emulated conv below reads it */
-            dt_bf16_round_n(dx + at, dx + at, out);
+        const float *e = !relu_x || !extra      ? NULL
+                         : even & DT_EXTRA_EVEN ? extra + (size_t)sample * quarter
+                                                : extra + at;
+        layout->compact_dx(&bf->s, &bf->g2, yq, relu_x ? dt_act_from(relu_x, bf->x_bf16, at) : NULL,
+                           bf->x_bf16, e, even & DT_EXTRA_EVEN, true, dx + at);
         return;
     }
     const struct dt_conv_bf16_layout *layout = dt_conv_bf16_layout_on(bf->path);
@@ -669,15 +662,14 @@ static void input_grad(struct dt_bf16_conv *bf, const float *dy, float *dx, int 
     if (sums)
         sample_sums =
             (struct dt_dx_sums){sums->out + (size_t)sample * 2 * t->k, sums->x + at, sums->mean};
-    /* dx_rounded: rounded by the store itself (read back after its streaming stores, the
-     * rounding pass cost a trip to memory) */
+    /* dx rounded as autocast's bf16 conv returns it, by the store itself (before the skip
+     * gradient's add) */
     if (relu_x) /* the relu below's backward, with the skip gradient (relu_below fusion) */
         layout->compact_relu_below(t, &bf->gt, yq, dt_act_from(relu_x, bf->x_bf16, at), bf->x_bf16,
-                                   bf->x_bn, extra ? extra + at : NULL, round_dx, dx + at,
+                                   bf->x_bn, extra ? extra + at : NULL, true, dx + at,
                                    sums ? &sample_sums : NULL);
     else
-        layout->compact(t, &bf->gt, yq, NULL, false, true,
-                        round_dx ? DT_STORE_ROUNDED : DT_STORE_F32, dx + at);
+        layout->compact(t, &bf->gt, yq, NULL, false, true, DT_STORE_ROUNDED, dx + at);
 }
 
 /* Chunk slot i's weight-gradient operands from one sample's dy and x, and its bias part when
@@ -758,6 +750,7 @@ static void stem_backward_sample(struct dt_bf16_conv *bf, int slot, const float 
     dt_bf16_pack_b_f32(dy, pix, 1, s->k, pix, dya);
     dt_gemm_bf16_on(bf->path, ckk, pix, s->k, bf->wpi, dya, col, pix, false);
     dt_col2im(s, col, dx + at, 1);
+    dt_bf16_round_n(dx + at, dx + at, in); /* as autocast's bf16 conv returns it */
     if (relu_x) /* the relu below's backward, with the skip gradient (relu_below fusion) */
         for (size_t j = 0; j < in; j++)
             dx[at + j] = relu_x[at + j] > 0.0f ? dx[at + j] + (extra ? extra[at + j] : 0.0f) : 0.0f;
@@ -813,7 +806,7 @@ struct conv_bwd {
     float *dx;
     const float *relu_x, *extra;
     const struct dt_dx_sums *sums;
-    bool round_dx, bias, unpool, bn_laid;
+    bool bias, unpool, bn_laid;
     unsigned even;
     int b0;
 };
@@ -845,7 +838,7 @@ static void sample_backward(struct dt_bf16_conv *bf, const struct conv_bwd *a, i
     wgrad_operands(bf, slot, dyi, dt_act_from(a->x, a->x_bf16, (size_t)sample * in),
                    a->bias ? bf->bparts + (size_t)j * s->k : NULL);
     if (a->dx)
-        input_grad(bf, dyi, a->dx, sample, a->relu_x, a->extra, a->sums, a->round_dx, a->even);
+        input_grad(bf, dyi, a->dx, sample, a->relu_x, a->extra, a->sums, a->even);
 }
 
 /* Samples [lo, hi) of the call, chunk by chunk (chunk slots from slot0 on), their weight
@@ -896,7 +889,7 @@ void dt_bf16_conv_backward(struct dt_bf16_conv *bf, const float *x, bool x_bf16,
                            const struct dt_bn_relu *x_bn, const float *dy,
                            const struct dt_bn_grad *bn, const struct dt_pool_grad *pool, float *dx,
                            const float *relu_x, const float *extra, const struct dt_dx_sums *sums,
-                           bool round_dx, unsigned even, int b0, int count, float *g, bool bias)
+                           unsigned even, int b0, int count, float *g, bool bias)
 {
     const struct dt_conv_shape *s = &bf->s;
     bind_scratch(bf);
@@ -918,7 +911,6 @@ void dt_bf16_conv_backward(struct dt_bf16_conv *bf, const float *x, bool x_bf16,
             .relu_x = relu_x,
             .extra = extra,
             .sums = sums,
-            .round_dx = round_dx,
             .bias = bias,
             .unpool = pool && !bf->stride2 && dt_conv_bf16_unpool_fits(&bf->g, pool),
             .bn_laid = bn != NULL,

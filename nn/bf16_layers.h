@@ -111,8 +111,6 @@ struct dt_bf16_conv_sink {
  * tiles; and through a batchnorm2d -> relu below (x_bn): on the stride-1 tiles. */
 bool dt_bf16_conv_reads_bf16(const struct dt_bf16_conv *bf);
 bool dt_bf16_conv_reads_bn_relu(const struct dt_bf16_conv *bf);
-/* Whether backward can store dx rounded to bf16 (round_dx): the stride-1 and stride-2 tiles. */
-bool dt_bf16_conv_rounds_dx(const struct dt_bf16_conv *bf);
 /* The proj_dx fusion's two ends (backward's `even`): DT_DX_EVEN, dx stored at the even rows'
  * even columns only, [C][(H + 1) / 2][(W + 1) / 2] a sample, where the stride-2 tiles' input
  * gradient reaches no other position (dt_bf16_conv_dx_even: a 1x1 projection without padding);
@@ -146,8 +144,8 @@ void dt_bf16_conv_forward(struct dt_bf16_conv *bf, const float *x, bool x_bf16,
  * relu's output (with x_bn, read through it from relu_x, the batchnorm's input) and dx is
  * written as that relu's backward would write it,
  * dx = x > 0 ? dx + extra : 0 (extra, what skip connections sent to the relu's output, may
- * be NULL); with round_dx (the dx_rounded fusion, dt_bf16_conv_rounds_dx) rounded to bf16
- * as well, each sample's while it is in cache. With sums (the bn_sums fusion: x_bn, relu_x
+ * be NULL). The conv's own dx is rounded to bf16 before that (as autocast's bf16 conv returns
+ * its input gradient), each sample's by its store. With sums (the bn_sums fusion: x_bn, relu_x
  * and dx given, sums->x the batchnorm's input relu_x; the add_sums fusion: relu_x and dx given,
  * sums->x the input of the batchnorm whose output reaches relu_x's relu, through an identity
  * add or not; pointers are to sample 0) each sample's two backward sums of that batchnorm are
@@ -159,7 +157,7 @@ void dt_bf16_conv_backward(struct dt_bf16_conv *bf, const float *x, bool x_bf16,
                            const struct dt_bn_relu *x_bn, const float *dy,
                            const struct dt_bn_grad *bn, const struct dt_pool_grad *pool, float *dx,
                            const float *relu_x, const float *extra, const struct dt_dx_sums *sums,
-                           bool round_dx, unsigned even, int b0, int count, float *g, bool bias);
+                           unsigned even, int b0, int count, float *g, bool bias);
 
 /* ---- linear ---- */
 

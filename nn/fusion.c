@@ -14,10 +14,10 @@
  *               unpools each sample into a per-thread buffer as it reads it (the pool's dx,
  *               the size of the layer's output, is never written to memory and read back).
  *   dx_rounded  an emulated bf16 conv2d (the ConvNet's 9-deep first conv) -> relu -> a bf16
- *               conv2d on tiles running the relu's backward, nothing else sending a gradient
- *               to either output: the conv above rounds each sample's dx to bf16 while it is
- *               in cache, and the emulated conv, which reads its dy only rounded, skips its
- *               own rounding pass over the whole batch's dy.
+ *               conv2d running the relu's backward, nothing else sending a gradient to either
+ *               output: the conv above rounds its dx to bf16 (every bf16 conv does, as
+ *               autocast's returns its input gradient), so the emulated conv, which reads its
+ *               dy only rounded, skips its own rounding pass over the whole batch's dy.
  *   add         an identity add whose input only it reads is computed by the batchnorm2d
  *               below at its store, with the relu fused into the add: the add's forward is
  *               skipped and the batchnorm's own output is not written (its backward runs).
@@ -203,8 +203,9 @@ static void plan_pairs(struct dt_layer_plan *plan, int n, unsigned fusions)
     }
 }
 
-/* dx_rounded: an emulated bf16 conv2d -> relu -> a conv2d running the relu's backward, nothing
- * else sending a gradient to either output: the conv above rounds dx as it stores it. */
+/* dx_rounded: an emulated bf16 conv2d -> relu -> a bf16 conv2d running the relu's backward,
+ * nothing else sending a gradient to either output: the conv above rounds its dx (every bf16
+ * conv does), so the relu's is rounded too. */
 static void plan_dx_rounded(struct dt_layer_plan *plan, int n)
 {
     for (int i = 0; i + 2 < n; i++) {
@@ -213,7 +214,6 @@ static void plan_dx_rounded(struct dt_layer_plan *plan, int n)
             !p->referenced && !relu->referenced && above->relu_below &&
             has(above, DT_CAP_DX_ROUNDED)) {
             p->dy_rounded = true;
-            above->round_dx = true;
         }
     }
 }

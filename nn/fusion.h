@@ -51,8 +51,8 @@ enum dt_layer_cap {
      * sample as it reads dy: the pool's dy scattered to the winners, the relu mask applied
      * (struct dt_layer_bwd's pool_above) */
     DT_CAP_POOL_ABOVE_GRAD = 1u << 13,
-    /* backward can store dx rounded to bf16 (fp32 values) while it is in cache, for a layer
-     * below that reads its dy only so (struct dt_layer_bwd's round_dx) */
+    /* backward's dx is rounded to bf16 (fp32 values): a bf16 model's conv2d, which returns
+     * its input gradient so (autocast's), for a layer below that reads its dy only so */
     DT_CAP_DX_ROUNDED = 1u << 14,
     /* forward and backward can read x as the input of a batchnorm2d -> relu below, applying
      * both as they read it (struct dt_layer_fwd's bn_below): a bf16 model's stride-1 tiles
@@ -112,8 +112,8 @@ enum dt_fusion {
     DT_FUSE_BF16_STORE = 1u << 8,  /* activations stored as bf16 between a bf16 conv2d and a
                                       batchnorm2d (needs bn_grad; relu, relu_below) */
     DT_FUSE_POOL_GRAD = 1u << 9,   /* a fused maxpool2d's backward in the conv2d's (needs pool) */
-    DT_FUSE_DX_ROUNDED = 1u << 10, /* dx rounded by the conv2d above an emulated bf16 conv2d, as
-                                      it stores it (needs relu, relu_below) */
+    DT_FUSE_DX_ROUNDED = 1u << 10, /* an emulated bf16 conv2d's dy taken as rounded, which the
+                                      bf16 conv2d above stores so (needs relu, relu_below) */
     DT_FUSE_BN_INPUT = 1u << 11,   /* a batchnorm2d -> relu's output never stored: the conv2d
                                       above applies both as it reads their input (needs
                                       bf16_store) */
@@ -169,7 +169,6 @@ struct dt_layer_plan {
     bool backward_above; /* a relu whose backward the layer above runs */
     bool bn_above;       /* backward computes the input gradient of the batchnorm2d above */
     bool pool_above;     /* backward runs the backward of the maxpool2d it runs (runs_pool) */
-    bool round_dx;       /* backward stores dx rounded to bf16 (dx_rounded) */
     bool dy_rounded;     /* backward's dy comes rounded to bf16: no rounding pass (dx_rounded) */
     bool grad_in_below;  /* batchnorm2d, or maxpool2d under pool_grad: writes no dx, the layer
                             below computes it from this layer's dy */

@@ -278,6 +278,7 @@ static int conv2d_setup(struct dt_layer *l, const struct dt_layer_spec *spec, st
         int rc = dt_bf16_conv_setup(&cv->bf, &cv->ds, &s->copy_bytes);
         if (rc < 0)
             return rc;
+        s->caps |= DT_CAP_DX_ROUNDED; /* its input gradient, tiles or emulated */
         if (!dt_bf16_conv_tiles(cv->bf)) { /* the rounded weights; x and dy per call */
             s->copy_bytes = 4.0 * (double)cv->oc * cv->ckk;
             s->call_scratch_bytes = (double)emulated_call_bytes(cv, l, l->model->max_batch);
@@ -291,8 +292,6 @@ static int conv2d_setup(struct dt_layer *l, const struct dt_layer_spec *spec, st
                 s->caps |= DT_CAP_BF16_INPUT;
             if (dt_bf16_conv_reads_bn_relu(cv->bf))
                 s->caps |= DT_CAP_BN_RELU_INPUT;
-            if (dt_bf16_conv_rounds_dx(cv->bf))
-                s->caps |= DT_CAP_DX_ROUNDED;
             if (dt_bf16_conv_dx_even(cv->bf))
                 s->caps |= DT_CAP_DX_EVEN;
             if (dt_bf16_conv_extra_even(cv->bf))
@@ -517,7 +516,7 @@ static void backward_samples(struct dt_layer *l, const float *x, const float *dy
         dt_bf16_conv_backward(
             cv->bf, x, c->x_bf16, c->bn_below ? dt_batchnorm2d_relu(c->bn_below) : NULL, dy, bn,
             pool, dx, c->relu_below ? x : NULL, c->relu_below ? c->below_extra : NULL,
-            c->sums.out ? &c->sums : NULL, c->round_dx,
+            c->sums.out ? &c->sums : NULL,
             (c->dx_even ? DT_DX_EVEN : 0u) | (c->extra_even && c->relu_below ? DT_EXTRA_EVEN : 0u),
             b0, count, g, cv->bias);
         return;
@@ -602,7 +601,7 @@ static void conv2d_backward(struct dt_layer *l, const float *x, const float *y, 
         }
         dt_grad_tree_finish(t, l->grads);
     }
-    if (tiles) /* dx was written with each slice's samples */
+    if (tiles) /* dx was written with each slice's samples, rounded */
         return;
     if (dx && cv->algo == DT_CONV2D_DIRECT) {
         struct dt_conv_shape s = cv->ds;
@@ -612,6 +611,8 @@ static void conv2d_backward(struct dt_layer *l, const float *x, const float *y, 
     }
     if (dx && cv->algo == DT_CONV2D_GEMM)
         dt_col2im(&cv->ds, cv->col, dx, batch);
+    if (dx && cv->bf) /* emulated: the input gradient rounded as the tiles round it */
+        dt_bf16_round_n(dx, dx, (size_t)batch * dt_shape_size(l->in));
 }
 
 static void conv2d_destroy(struct dt_layer *l)

@@ -158,17 +158,19 @@ static void linear_backward(struct dt_layer *l, const float *x, const float *y, 
     int slice = dt_layer_grad_slice(l, batch);
     if (!slice) {
         backward_rows(l, x, weight, dy, dx, batch, l->grads);
-        return;
+    } else {
+        struct dt_grad_tree *t = &l->model->grad_tree;
+        dt_grad_tree_begin(t, l->nparams);
+        for (int b0 = 0; b0 < batch; b0 += slice) {
+            backward_rows(l, x + (size_t)b0 * li->in, weight, dy + (size_t)b0 * li->out,
+                          dx ? dx + (size_t)b0 * li->in : NULL,
+                          batch - b0 < slice ? batch - b0 : slice, dt_grad_tree_slot(t));
+            dt_grad_tree_push(t);
+        }
+        dt_grad_tree_finish(t, l->grads);
     }
-    struct dt_grad_tree *t = &l->model->grad_tree;
-    dt_grad_tree_begin(t, l->nparams);
-    for (int b0 = 0; b0 < batch; b0 += slice) {
-        backward_rows(l, x + (size_t)b0 * li->in, weight, dy + (size_t)b0 * li->out,
-                      dx ? dx + (size_t)b0 * li->in : NULL, batch - b0 < slice ? batch - b0 : slice,
-                      dt_grad_tree_slot(t));
-        dt_grad_tree_push(t);
-    }
-    dt_grad_tree_finish(t, l->grads);
+    if (li->bf && dx) /* a bf16 linear's input gradient, as autocast returns it */
+        dt_bf16_round_n(dx, dx, (size_t)batch * li->in);
 }
 
 static void linear_destroy(struct dt_layer *l)

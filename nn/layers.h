@@ -109,9 +109,8 @@ struct dt_layer_bwd {
      * (dt_maxpool2d_grad_source) */
     const struct dt_layer *pool_above;
     const float *pool_y;
-    /* DT_CAP_DX_ROUNDED: store dx rounded to bf16 (values as fp32); DT_CAP_READS_DY_ROUNDED:
-     * dy comes so (dx_rounded) */
-    bool round_dx;
+    /* DT_CAP_READS_DY_ROUNDED: dy comes rounded to bf16, the dx of a DT_CAP_DX_ROUNDED conv
+     * above (dx_rounded) */
     bool dy_rounded;
     /* batchnorm2d (or maxpool2d, pool_grad) whose input gradient the layer below computes:
      * keep the factors for it (dt_batchnorm2d_grad); the model passes no dx */

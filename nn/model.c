@@ -842,7 +842,6 @@ int dt_model_backward(struct dt_model *m, const uint8_t *labels, int batch, floa
         c.bn_above = p->bn_above ? m->layers[i + 1] : NULL;
         c.pool_above = p->pool_above ? m->layers[i + 2] : NULL;
         c.pool_y = p->pool_above ? impl->act[i + 2] : NULL;
-        c.round_dx = p->round_dx;
         c.dy_rounded = p->dy_rounded;
         c.dx_even = p->dx_even;
         c.extra_even = p->extra_even;

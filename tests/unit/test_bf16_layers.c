@@ -15,7 +15,9 @@
  * rounds it again there, in the model's call scratch (test_emulated_rounds_x_again). The bias
  * gradient is an fp32 sum of the bf16-rounded dy (autocast's). A tile conv's output is bf16
  * values (autocast's conv returns bf16): checked as such, within one bf16 step of the exact
- * sum; the emulated mode's stays its fp32 algorithm's (nn/layer_conv2d.c says why).
+ * sum; the emulated mode's stays its fp32 algorithm's (nn/layer_conv2d.c says why). Every
+ * mode's input gradient is bf16 values too (autocast's bf16 conv and linear return theirs so):
+ * checked the same way.
  * Also: an fp32 model names no bf16 path, and forward/backward are deterministic. */
 #include <omp.h>
 #include <setjmp.h>
@@ -195,7 +197,7 @@ static void check_conv(enum dt_bf16_path p, int c, int h, int w, int k, int ks, 
                 }
     const char *name = dt_bf16_path_name(p);
     check_as(&y, r.y, name, "conv forward", !strstr(r.note, "emulated"));
-    check(&dx, r.dx, name, "conv input gradient");
+    check_as(&dx, r.dx, name, "conv input gradient", true);
     check(&dw, l->grads, name, "conv weight gradient");
     for (int o = 0; o < k; o++) {
         double sum = 0;
@@ -231,7 +233,7 @@ static void check_linear(enum dt_bf16_path p, int in, int out, int batch)
         }
     const char *name = dt_bf16_path_name(p);
     check(&y, r.y, name, "linear forward");
-    check(&dx, r.dx, name, "linear input gradient");
+    check_as(&dx, r.dx, name, "linear input gradient", true);
     check(&dw, l->grads, name, "linear weight gradient");
     run_free(&r);
 }

@@ -97,7 +97,7 @@ static double check_input_grad(enum dt_bf16_path p, struct dt_conv_shape s, bool
     dt_conv_s2_bf16_dy_planes_image(&s, &g, dy, dv);
     dt_conv_s2_bf16_pack_weights_input_grad(&s, &g, w, wpi);
     dt_conv_s2_bf16_input_grad_on(p, &s, &g, dv, wpi, dxq);
-    dt_conv_s2_bf16_compact_dx(&s, &g, dxq, relu ? relu_x : NULL, false, relu ? dx : NULL, false,
+    dt_conv_s2_bf16_compact_dx(&s, &g, dxq, relu ? relu_x : NULL, false, relu ? dx : NULL, false, false,
                                dx);
     double worst = 0;
     for (int c = 0; c < s.c; c++)
@@ -315,7 +315,7 @@ static void check_bf16_x(const struct dt_conv_s2_bf16_layout *const *layout,
             for (int k = 0; k < 2; k++) { /* the skip gradient, in dx */
                 memcpy(dx[k], x, nx * 4);
                 layout[p]->compact_dx(s, g, dxq, k ? (const void *)rr : (const void *)rh, !k,
-                                      with_extra ? dx[k] : NULL, false, dx[k]);
+                                      with_extra ? dx[k] : NULL, false, false, dx[k]);
             }
             bf16_assert_same_floats(dx[0], dx[1], nx);
         }
@@ -392,14 +392,28 @@ static void test_layout_passes_match_plain_c(void **state)
             }
         }
         free(rounded);
-        for (int variant = 0; variant < 3; variant++) {
+        /* without and with the relu below, and the skip gradient; unrounded and rounded.
+         * Rounded is the unrounded on dxq rounded first (before the skip gradient's add) */
+        float *dxq_r = malloc(g.dxq * 4), *want = malloc(nx * 4);
+        for (size_t i = 0; i < g.dxq; i++)
+            dxq_r[i] = dt_bf16_round(dxq[i]);
+        for (int variant = 0; variant < 6; variant++) {
+            int v = variant % 3;
+            bool round = variant >= 3;
             for (int p = 0; p < 2; p++) {
                 memcpy(dx[p], x[1], nx * 4); /* the skip gradient, in dx */
-                layout[p]->compact_dx(&s, &g, dxq, variant ? relu_x : NULL, false,
-                                      variant == 2 ? dx[p] : NULL, false, dx[p]);
+                layout[p]->compact_dx(&s, &g, dxq, v ? relu_x : NULL, false, v == 2 ? dx[p] : NULL,
+                                      false, round, dx[p]);
             }
             bf16_assert_same_floats(dx[0], dx[1], nx);
+            if (!round)
+                continue;
+            memcpy(want, x[1], nx * 4);
+            layout[0]->compact_dx(&s, &g, dxq_r, v ? relu_x : NULL, false, v == 2 ? want : NULL,
+                                  false, false, want);
+            bf16_assert_same_floats(want, dx[0], nx);
         }
+        free(dxq_r), free(want);
         check_bf16_x(layout, &s, &g, x[0], dxq, relu_x);
         for (int p = 0; p < 2; p++) {
             free(xv[p]), free(dv[p]), free(dyq[p]), free(xp[p]), free(y[p]), free(dx[p]);
@@ -466,7 +480,7 @@ static void test_dx_even(void **state)
             relu_h[i] = dt_bf16_from_f32(relu_x[i]);
         float *a = malloc(nx * 4), *b = malloc(nx * 4);
         if (only) {
-            dt_conv_s2_bf16_compact_dx(s, &g, dxq, NULL, false, NULL, false, a);
+            dt_conv_s2_bf16_compact_dx(s, &g, dxq, NULL, false, NULL, false, false, a);
             dt_conv_s2_bf16_compact_dx_even(s, &g, dxq, b);
             for (int c = 0; c < s->c; c++)
                 for (int r = 0; r < eh; r++)
@@ -477,8 +491,8 @@ static void test_dx_even(void **state)
         for (int p = 0; p < builds; p++)
             for (int half = 0; half < 2; half++) {
                 const void *rx = half ? (const void *)relu_h : (const void *)relu_x;
-                layout[p]->compact_dx(s, &g, dxq, rx, half, whole, false, a);
-                layout[p]->compact_dx(s, &g, dxq, rx, half, quarter, true, b);
+                layout[p]->compact_dx(s, &g, dxq, rx, half, whole, false, false, a);
+                layout[p]->compact_dx(s, &g, dxq, rx, half, quarter, true, false, b);
                 bf16_assert_same_floats(a, b, nx);
             }
         free(dxq), free(relu_x), free(quarter), free(whole), free(relu_h), free(a), free(b);

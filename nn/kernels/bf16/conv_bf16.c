@@ -270,13 +270,15 @@ void dt_conv_bf16_compact_relu_below(const struct dt_conv_shape *t,
             /* a bit mask, not a branch (the mask is data: a branch mispredicts half the
              * time); x > 0 ? v : +0, the same bits */
             for (int ow = 0; ow < g->ow; ow++) {
-                float v = extra ? src[ow] + extra[at + ow] : src[ow];
+                float v = round ? dt_bf16_round(src[ow]) : src[ow];
+                if (extra)
+                    v += extra[at + ow];
                 float in = dt_conv_bf16_input_at(x, x_bf16, bn, k, at + ow);
                 uint32_t bits, keep = 0u - (uint32_t)(in > 0.0f);
                 memcpy(&bits, &v, sizeof bits);
                 bits &= keep;
                 memcpy(&v, &bits, sizeof bits);
-                dx[at + ow] = round ? dt_bf16_round(v) : v;
+                dx[at + ow] = v;
                 if (sums)
                     dt_bn_lanes_add(a, q, (size_t)oh * g->ow + ow, dx[at + ow],
                                     dt_bf16_to_f32(sums->x[at + ow]), mean);

@@ -161,8 +161,8 @@ void dt_conv_bf16_compact_pool2x2(const struct dt_conv_shape *s, const struct dt
  * shape, g its geometry) compacted into dx [t->k][OH][OW] through the backward of a relu
  * below: dx = x > 0 ? yq + extra : +0 (the relu layer's bits: dy + extra, then the mask);
  * extra may be NULL, or dx itself (each element is read before it is written). With round,
- * dx is stored rounded to bf16 (fp32 values: the dx_rounded fusion's store, the bits of
- * dt_bf16_round_n on the unrounded dx).
+ * yq is rounded to bf16 first, the conv's own input gradient as a bf16 conv returns it
+ * (autocast's): dx = x > 0 ? bf16(yq) + extra : +0, fp32 values.
  *
  * The passes that read the layer's input x (pad_input_image, position_pairs_image and the
  * relu mask of compact_relu_below) read it as fp32, or as bf16 elements when x_bf16 (the

@@ -402,6 +402,8 @@ static BODY void compact_relu_below_body(const struct dt_conv_shape *t,
             for (int ow = 0; ow < g->ow; ow += 16) {
                 __mmask16 m = dt_lanes(g->ow - ow);
                 __m512 v = _mm512_maskz_loadu_ps(m, src + ow);
+                if (round) /* the conv's own dx, as autocast returns it */
+                    v = dt_rounded(v);
                 if (extra) /* read before dx is written: extra may be dx */
                     v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, extra + at + ow));
                 __m512 in = dt_load_act(x, x_bf16, at + ow, m);
@@ -412,8 +414,6 @@ static BODY void compact_relu_below_body(const struct dt_conv_shape *t,
                                                            rounds_to_zero, _CMP_GT_OQ)
                                       : _mm512_cmp_ps_mask(in, zero, _CMP_GT_OQ);
                 v = _mm512_maskz_mov_ps(keep, v);
-                if (round)
-                    v = dt_rounded(v);
                 store_row(dx + at, ow, m, v, nt);
                 if (sums) /* the batchnorm's input: this x (bn_sums) or its own (add_sums) */
                     bn_sums_add(&s, (size_t)oh * g->ow + ow, m, v,

@@ -313,7 +313,7 @@ void dt_conv_s2_bf16_compact_dx_even(const struct dt_conv_shape *s, const struct
 
 void dt_conv_s2_bf16_compact_dx(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g,
                                 const float *dxq, const void *relu_x, bool x_bf16,
-                                const float *extra, bool extra_even, float *dx)
+                                const float *extra, bool extra_even, bool round, float *dx)
 {
     /* A row of dx interleaves two parity planes' rows: even columns w = 2k from the plane of
      * padded column parity pad % 2 at column k + pad / 2, odd ones from the other at
@@ -347,6 +347,8 @@ void dt_conv_s2_bf16_compact_dx(const struct dt_conv_shape *s, const struct dt_c
             }
             for (int k = 0; k < odd; k++) {
                 float v0 = a ? a[k] : 0.0f, v1 = b ? b[k] : 0.0f;
+                if (round)
+                    v0 = dt_bf16_round(v0), v1 = dt_bf16_round(v1);
                 if (with_extra) {
                     v0 += e ? e[2 * k] : ee ? ee[k] : 0.0f;
                     v1 += e ? e[2 * k + 1] : 0.0f;
@@ -360,6 +362,8 @@ void dt_conv_s2_bf16_compact_dx(const struct dt_conv_shape *s, const struct dt_c
             }
             if (even > odd) { /* the last, even column of an odd width */
                 float v = a ? a[odd] : 0.0f;
+                if (round)
+                    v = dt_bf16_round(v);
                 if (with_extra)
                     v += e ? e[2 * odd] : ee ? ee[odd] : 0.0f;
                 d[2 * odd] = x ? relu_below(v, dt_act_at(x, x_bf16, 2 * odd)) : v;

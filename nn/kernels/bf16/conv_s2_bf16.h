@@ -111,7 +111,9 @@ void dt_conv_s2_bf16_compact(const struct dt_conv_shape *s, const struct dt_conv
 /* Input gradient. dy [K][OH][OW] -> dv (image only); dxq = the four parity planes of dXpad on
  * path p; dx [C][H][W] = dxq interleaved, or with relu_x (the relu below's output) that relu's
  * backward: dx = relu_x > 0 ? v + extra : 0 (extra may be NULL, or dx itself: each element is
- * read before it is written). extra_even: extra holds only the even rows' even columns,
+ * read before it is written). With round, dxq's values are rounded to bf16 first, the
+ * conv's own input gradient as a bf16 conv returns it (autocast's): x > 0 ? bf16(v) + extra :
+ * +0. extra_even: extra holds only the even rows' even columns,
  * [C][(H + 1) / 2][(W + 1) / 2] (compact_dx_even's dx: a projection's), and is +0 elsewhere:
  * v + 0.0f there, so the bits are those of the whole extra (-0 + 0 is +0). */
 void dt_conv_s2_bf16_dy_planes_image(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g,
@@ -127,7 +129,7 @@ void dt_conv_s2_bf16_input_grad_on(enum dt_bf16_path p, const struct dt_conv_sha
                                    const dt_bf16 *wpi, float *dxq);
 void dt_conv_s2_bf16_compact_dx(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g,
                                 const float *dxq, const void *relu_x, bool x_bf16,
-                                const float *extra, bool extra_even, float *dx);
+                                const float *extra, bool extra_even, bool round, float *dx);
 /* Whether dX is zero off the even rows' even columns: no tap reaches the other three parity
  * planes (a 1x1 conv without padding, a projection). Then dt_conv_s2_bf16_compact_dx_even
  * stores only those, [C][(H + 1) / 2][(W + 1) / 2], a quarter of the bytes, the values
@@ -164,7 +166,7 @@ struct dt_conv_s2_bf16_layout {
                             const float *dy, dt_bf16 *dv);
     void (*compact_dx)(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g,
                        const float *dxq, const void *relu_x, bool x_bf16, const float *extra,
-                       bool extra_even, float *dx);
+                       bool extra_even, bool round, float *dx);
     void (*dy_rows_image)(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g,
                           const float *dy, dt_bf16 *dyq);
     void (*bn_dy_image)(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g,

@@ -262,7 +262,7 @@ static void position_pairs_image(const struct dt_conv_shape *s, const struct dt_
  * odd row's is zero: added, for the bits of -0 + 0). */
 static BODY void compact_dx_body(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g,
                                  const float *dxq, const void *relu_x, bool x_bf16,
-                                 const float *extra, bool extra_even, float *dx)
+                                 const float *extra, bool extra_even, bool round, float *dx)
 {
     const __m512i lo_idx =
         _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
@@ -303,6 +303,8 @@ static BODY void compact_dx_body(const struct dt_conv_shape *s, const struct dt_
                 int n = s->w - w < 32 ? s->w - w : 32, k = w / 2;
                 __m512 va = a ? _mm512_maskz_loadu_ps(dt_lanes((n + 1) / 2), a + k) : zero;
                 __m512 vb = b ? _mm512_maskz_loadu_ps(dt_lanes(n / 2), b + k) : zero;
+                if (round)
+                    va = dt_rounded(va), vb = dt_rounded(vb);
                 __mmask16 m[2] = {dt_lanes(n), dt_lanes(n - 16)};
                 __m512 v[2] = {_mm512_permutex2var_ps(va, lo_idx, vb),
                                _mm512_permutex2var_ps(va, hi_idx, vb)};
@@ -328,12 +330,12 @@ static BODY void compact_dx_body(const struct dt_conv_shape *s, const struct dt_
 
 static void compact_dx(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g,
                        const float *dxq, const void *relu_x, bool x_bf16, const float *extra,
-                       bool extra_even, float *dx)
+                       bool extra_even, bool round, float *dx)
 {
     if (x_bf16)
-        compact_dx_body(s, g, dxq, relu_x, true, extra, extra_even, dx);
+        compact_dx_body(s, g, dxq, relu_x, true, extra, extra_even, round, dx);
     else
-        compact_dx_body(s, g, dxq, relu_x, false, extra, extra_even, dx);
+        compact_dx_body(s, g, dxq, relu_x, false, extra, extra_even, round, dx);
 }
 
 const struct dt_conv_s2_bf16_layout DT_ISA_FN(dt_conv_s2_bf16_layout) = {
