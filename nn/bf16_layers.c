@@ -488,16 +488,6 @@ bool dt_bf16_conv_extra_even(const struct dt_bf16_conv *bf)
     return bf->tiles && bf->stride2;
 }
 
-bool dt_bf16_conv_stores_dx_bf16(const struct dt_bf16_conv *bf)
-{
-    return bf->tiles && !bf->stem && !bf->stride2;
-}
-
-bool dt_bf16_conv_reads_dy_bf16(const struct dt_bf16_conv *bf)
-{
-    return bf->tiles && !bf->stem;
-}
-
 const char *dt_bf16_conv_note(const struct dt_bf16_conv *bf)
 {
     return bf->note;
@@ -635,7 +625,7 @@ static const float *sample_dy(struct dt_bf16_conv *bf, const struct dt_bn_grad *
  * thread's pair planes hold dY already (unpool_image, bn_dy_image). */
 static void input_grad(struct dt_bf16_conv *bf, const float *dy, float *dx, int sample,
                        const float *relu_x, const float *extra, const struct dt_dx_sums *sums,
-                       unsigned form)
+                       unsigned even)
 {
     const struct dt_conv_shape *t = &bf->t;
     size_t out = (size_t)bf->s.c * bf->s.h * bf->s.w, at = (size_t)sample * out;
@@ -649,17 +639,17 @@ static void input_grad(struct dt_bf16_conv *bf, const float *dy, float *dx, int 
         if (dy)
             layout->dy_planes_image(&bf->s, &bf->g2, dy, dv);
         dt_conv_s2_bf16_input_grad_on(bf->path, &bf->s, &bf->g2, dv, bf->wpi, yq);
-        if (form & DT_DX_EVEN) {
+        if (even & DT_DX_EVEN) {
             at = (size_t)sample * quarter;
             dt_conv_s2_bf16_compact_dx_even(&bf->s, &bf->g2, yq, dx + at);
             dt_bf16_round_n(dx + at, dx + at, quarter); /* no extra: rounded as stored */
             return;
         }
         const float *e = !relu_x || !extra      ? NULL
-                         : form & DT_EXTRA_EVEN ? extra + (size_t)sample * quarter
+                         : even & DT_EXTRA_EVEN ? extra + (size_t)sample * quarter
                                                 : extra + at;
         layout->compact_dx(&bf->s, &bf->g2, yq, relu_x ? dt_act_from(relu_x, bf->x_bf16, at) : NULL,
-                           bf->x_bf16, e, form & DT_EXTRA_EVEN, true, dx + at);
+                           bf->x_bf16, e, even & DT_EXTRA_EVEN, true, dx + at);
         return;
     }
     const struct dt_conv_bf16_layout *layout = dt_conv_bf16_layout_on(bf->path);
@@ -673,13 +663,11 @@ static void input_grad(struct dt_bf16_conv *bf, const float *dy, float *dx, int 
         sample_sums =
             (struct dt_dx_sums){sums->out + (size_t)sample * 2 * t->k, sums->x + at, sums->mean};
     /* dx rounded as autocast's bf16 conv returns it, by the store itself (before the skip
-     * gradient's add); dx_bf16: stored as bf16 elements */
+     * gradient's add) */
     if (relu_x) /* the relu below's backward, with the skip gradient (relu_below fusion) */
-        layout->compact_relu_below(
-            t, &bf->gt, yq, dt_act_from(relu_x, bf->x_bf16, at), bf->x_bf16, bf->x_bn,
-            extra ? extra + at : NULL, form & DT_DX_BF16 ? DT_STORE_BF16 : DT_STORE_ROUNDED,
-            form & DT_DX_BF16 ? (void *)((dt_bf16 *)dx + at) : (void *)(dx + at),
-            sums ? &sample_sums : NULL);
+        layout->compact_relu_below(t, &bf->gt, yq, dt_act_from(relu_x, bf->x_bf16, at), bf->x_bf16,
+                                   bf->x_bn, extra ? extra + at : NULL, true, dx + at,
+                                   sums ? &sample_sums : NULL);
     else
         layout->compact(t, &bf->gt, yq, NULL, false, true, DT_STORE_ROUNDED, dx + at);
 }
@@ -819,7 +807,7 @@ struct conv_bwd {
     const float *relu_x, *extra;
     const struct dt_dx_sums *sums;
     bool bias, unpool, bn_laid;
-    unsigned form;
+    unsigned even;
     int b0;
 };
 
@@ -850,7 +838,7 @@ static void sample_backward(struct dt_bf16_conv *bf, const struct conv_bwd *a, i
     wgrad_operands(bf, slot, dyi, dt_act_from(a->x, a->x_bf16, (size_t)sample * in),
                    a->bias ? bf->bparts + (size_t)j * s->k : NULL);
     if (a->dx)
-        input_grad(bf, dyi, a->dx, sample, a->relu_x, a->extra, a->sums, a->form);
+        input_grad(bf, dyi, a->dx, sample, a->relu_x, a->extra, a->sums, a->even);
 }
 
 /* Samples [lo, hi) of the call, chunk by chunk (chunk slots from slot0 on), their weight
@@ -901,7 +889,7 @@ void dt_bf16_conv_backward(struct dt_bf16_conv *bf, const float *x, bool x_bf16,
                            const struct dt_bn_relu *x_bn, const float *dy,
                            const struct dt_bn_grad *bn, const struct dt_pool_grad *pool, float *dx,
                            const float *relu_x, const float *extra, const struct dt_dx_sums *sums,
-                           unsigned form, int b0, int count, float *g, bool bias)
+                           unsigned even, int b0, int count, float *g, bool bias)
 {
     const struct dt_conv_shape *s = &bf->s;
     bind_scratch(bf);
@@ -926,7 +914,7 @@ void dt_bf16_conv_backward(struct dt_bf16_conv *bf, const float *x, bool x_bf16,
             .bias = bias,
             .unpool = pool && !bf->stride2 && dt_conv_bf16_unpool_fits(&bf->g, pool),
             .bn_laid = bn != NULL,
-            .form = form,
+            .even = even,
             .b0 = b0,
         };
         const float *dwt = weight_grad_parts(bf, &a, count);

@@ -111,21 +111,14 @@ struct dt_bf16_conv_sink {
  * tiles; and through a batchnorm2d -> relu below (x_bn): on the stride-1 tiles. */
 bool dt_bf16_conv_reads_bf16(const struct dt_bf16_conv *bf);
 bool dt_bf16_conv_reads_bn_relu(const struct dt_bf16_conv *bf);
-/* How backward's dx and extra are stored (its `form`). The proj_dx fusion's two ends:
- * DT_DX_EVEN, dx stored at the even rows' even columns only, [C][(H + 1) / 2][(W + 1) / 2] a
- * sample, where the stride-2 tiles' input gradient reaches no other position
- * (dt_bf16_conv_dx_even: a 1x1 projection without padding); DT_EXTRA_EVEN, extra given so
- * (zero elsewhere), on any stride-2 tiles (dt_bf16_conv_extra_even). The dx_bf16 fusion's:
- * DT_DX_BF16, dx (bf16 values: relu_x given, extra NULL) stored as bf16 elements, on the
- * stride-1 tiles (dt_bf16_conv_stores_dx_bf16). */
-enum { DT_DX_EVEN = 1u << 0, DT_EXTRA_EVEN = 1u << 1, DT_DX_BF16 = 1u << 2 };
+/* The proj_dx fusion's two ends (backward's `even`): DT_DX_EVEN, dx stored at the even rows'
+ * even columns only, [C][(H + 1) / 2][(W + 1) / 2] a sample, where the stride-2 tiles' input
+ * gradient reaches no other position (dt_bf16_conv_dx_even: a 1x1 projection without padding);
+ * DT_EXTRA_EVEN, extra given so (zero elsewhere), on any stride-2 tiles
+ * (dt_bf16_conv_extra_even). */
+enum { DT_DX_EVEN = 1u << 0, DT_EXTRA_EVEN = 1u << 1 };
 bool dt_bf16_conv_dx_even(const struct dt_bf16_conv *bf);
 bool dt_bf16_conv_extra_even(const struct dt_bf16_conv *bf);
-bool dt_bf16_conv_stores_dx_bf16(const struct dt_bf16_conv *bf);
-/* Whether backward reads dy stored as bf16 through the batchnorm above (struct dt_bn_grad's
- * dy_bf16, the dx_bf16 fusion's other end): the stride-1 and stride-2 tiles, which lay it out
- * as they read it (bn_dy_image). */
-bool dt_bf16_conv_reads_dy_bf16(const struct dt_bf16_conv *bf);
 
 /* Tiles mode: packs w [K][C][kh][kw] for the forward and the input gradient, the layer's bf16
  * weight copy. */
@@ -158,13 +151,13 @@ void dt_bf16_conv_forward(struct dt_bf16_conv *bf, const float *x, bool x_bf16,
  * add or not; pointers are to sample 0) each sample's two backward sums of that batchnorm are
  * taken from that dx as it is stored, into sums->out + sample x 2C
  * (dt_conv_bf16_compact_relu_below): stride-1 tiles only (dt_bf16_conv_reads_bn_relu).
- * form (DT_DX_EVEN, DT_EXTRA_EVEN, DT_DX_BF16 above): dx, or extra, a quarter's layout,
- * sample i's at i C ((H + 1) / 2) ((W + 1) / 2); or dx as bf16 elements. */
+ * even (the proj_dx fusion, DT_DX_EVEN and DT_EXTRA_EVEN above): dx, or extra, a quarter's
+ * layout, sample i's at i C ((H + 1) / 2) ((W + 1) / 2). */
 void dt_bf16_conv_backward(struct dt_bf16_conv *bf, const float *x, bool x_bf16,
                            const struct dt_bn_relu *x_bn, const float *dy,
                            const struct dt_bn_grad *bn, const struct dt_pool_grad *pool, float *dx,
                            const float *relu_x, const float *extra, const struct dt_dx_sums *sums,
-                           unsigned form, int b0, int count, float *g, bool bias);
+                           unsigned even, int b0, int count, float *g, bool bias);
 
 /* ---- linear ---- */
 

@@ -68,12 +68,6 @@
  *               skip's relu, which takes that gradient as relu_below's extra, reads them so
  *               (adding +0 between, as it added the stored zeros: the same bits), when the
  *               projection is the skip's only sender.
- *   dx_bf16     and a conv2d running the relu below's backward with no skip gradient to add
- *               (a basic block's second conv: relu_below, bn_sums) has bf16 values for its dx
- *               (its input gradient, rounded as every bf16 conv's is, masked): it stores them
- *               as bf16, and the conv2d below the batchnorm, which computes that batchnorm's
- *               input gradient from them (bn_grad), reads them so. The batchnorm reads none
- *               (bn_sums). The same values, half the bytes written and read.
  *   view        a flatten's output is its input's storage (NCHW is already in flattened order):
  *               no copy in forward (its backward passes dy on already, DT_CAP_DX_IS_DY).
  *   chunks      consecutive chunkable layers (conv2d on the direct path, with what is fused
@@ -359,25 +353,6 @@ static void plan_proj_dx(struct dt_layer_plan *plan, struct dt_layer *const *lay
     }
 }
 
-/* dx_bf16: a conv2d i running the backward of the relu below it (i - 1, run in place on the
- * batchnorm2d i - 2's output) with no skip gradient to add has bf16 values for its dx: its own
- * input gradient, rounded (every bf16 conv's is), masked. It stores them as bf16 when nothing
- * reads them as fp32: the batchnorm takes its sums from the conv (bn_sums) and its input
- * gradient is computed by the conv2d i - 3 below it, which reads dy as bf16 (bn_grad). Half
- * the bytes of the gradient inside a ResNet basic block, written once and read once. */
-static void plan_dx_bf16(struct dt_layer_plan *plan, int n)
-{
-    for (int i = 3; i < n; i++) {
-        struct dt_layer_plan *p = &plan[i], *relu = &plan[i - 1], *bn = &plan[i - 2];
-        struct dt_layer_plan *below = &plan[i - 3];
-        if (has(p, DT_CAP_DX_BF16) && p->relu_below && has(relu, DT_CAP_IS_RELU) &&
-            relu->backward_above && !relu->referenced && has(bn, DT_CAP_IS_BATCHNORM) &&
-            bn->sums_above && p->sums_below && p->sums_of == i - 2 && bn->grad_in_below &&
-            !bn->referenced && below->bn_above && has(below, DT_CAP_DY_BF16))
-            p->dx_bf16 = below->dy_bf16 = true;
-    }
-}
-
 void dt_fusion_plan(struct dt_layer_plan *plan, struct dt_layer *const *layers, int n,
                     unsigned fusions, int max_batch, int threads, int first_param)
 {
@@ -413,8 +388,6 @@ void dt_fusion_plan(struct dt_layer_plan *plan, struct dt_layer *const *layers, 
         }
     if (fusions & DT_FUSE_PROJ_DX)
         plan_proj_dx(plan, layers, n, first_param);
-    if (fusions & DT_FUSE_DX_BF16)
-        plan_dx_bf16(plan, n);
 }
 
 static const struct {
@@ -437,15 +410,14 @@ static const struct {
     {"bn_sums", DT_FUSE_BN_SUMS},
     {"add_sums", DT_FUSE_ADD_SUMS},
     {"proj_dx", DT_FUSE_PROJ_DX},
-    {"dx_bf16", DT_FUSE_DX_BF16},
 };
-_Static_assert(sizeof fusion_table / sizeof fusion_table[0] == 17 && DT_FUSE_ALL == 0x1ffff,
+_Static_assert(sizeof fusion_table / sizeof fusion_table[0] == 16 && DT_FUSE_ALL == 0xffff,
                "one name per fusion");
 
 const char *dt_fusion_names(void)
 {
     return "relu, pool, add, relu_below, bn_grad, dy_extra, skip_in_dy, chunks, bf16_store, "
-           "pool_grad, dx_rounded, bn_input, view, bn_sums, add_sums, proj_dx, dx_bf16";
+           "pool_grad, dx_rounded, bn_input, view, bn_sums, add_sums, proj_dx";
 }
 
 /* The fusion named by word[0..len), or 0. */

@@ -69,13 +69,6 @@ enum dt_layer_cap {
     /* backward, running the relu below's backward, can take its below_extra stored so
      * (extra_even): a bf16 model's stride-2 tiles conv2d */
     DT_CAP_EXTRA_EVEN = 1u << 22,
-    /* backward, running the relu below's backward with no skip gradient, can store dx as bf16
-     * elements (its values are bf16 ones: a bf16 conv rounds its input gradient): a bf16
-     * model's stride-1 tiles conv2d */
-    DT_CAP_DX_BF16 = 1u << 23,
-    /* backward, computing the batchnorm above's input gradient (bn_above), can read dy stored
-     * as bf16 elements (struct dt_layer_bwd's dy_bf16): a bf16 model's tiles conv2d */
-    DT_CAP_DY_BF16 = 1u << 24,
 
     /* y = max(x, 0), backward masked by y > 0 */
     DT_CAP_IS_RELU = 1u << 8,
@@ -106,7 +99,7 @@ enum dt_layer_cap {
 /* The fusions, each of which can be turned off (struct dt_model_options, DTRAIN_FUSE). Some
  * need another: pool needs relu, pool_grad needs pool, skip_in_dy needs relu_below, dx_rounded
  * needs relu and relu_below, bn_input needs bf16_store, bn_sums needs bn_input, add_sums needs
- * relu_below and bf16_store, proj_dx needs relu_below, dx_bf16 needs bn_sums and bn_grad. */
+ * relu_below and bf16_store, proj_dx needs relu_below. */
 enum dt_fusion {
     DT_FUSE_RELU = 1u << 0,        /* relu at the store of the layer below, run in place */
     DT_FUSE_POOL = 1u << 1,        /* conv2d -> relu -> maxpool2d in one chunked forward */
@@ -135,9 +128,7 @@ enum dt_fusion {
     DT_FUSE_PROJ_DX = 1u << 15,    /* a stride-2 projection's input gradient kept at the
                                       positions it reaches, a quarter of the skip's, for the
                                       conv2d above the skip's relu (needs relu_below) */
-    DT_FUSE_DX_BF16 = 1u << 16,    /* a conv2d's input gradient stored as bf16 where it is bf16
-                                      values and only bf16 readers read it (needs bn_sums) */
-    DT_FUSE_ALL = (1u << 17) - 1,
+    DT_FUSE_ALL = (1u << 16) - 1,
     DT_FUSE_NONE = 0,
 };
 
@@ -187,8 +178,6 @@ struct dt_layer_plan {
     bool dx_even;        /* add with a projection: its skip gradient is stored at the even
                             positions alone (proj_dx) */
     bool extra_even;     /* backward's below_extra comes so (proj_dx) */
-    bool dx_bf16;        /* backward stores dx as bf16 (dx_bf16) */
-    bool dy_bf16;        /* backward's dy (through bn_above) comes stored so (dx_bf16) */
 };
 
 /* Fills plan[0..n) for layers[0..n) (set up: caps in plan[i].caps, skip_from set) with the
@@ -200,7 +189,7 @@ void dt_fusion_plan(struct dt_layer_plan *plan, struct dt_layer *const *layers, 
 
 /* The fusions named by `text`, DTRAIN_FUSE's syntax: "all", "none", or a comma-separated list
  * of names (relu, pool, add, relu_below, bn_grad, dy_extra, skip_in_dy, chunks, bf16_store,
- * pool_grad, dx_rounded, bn_input, view, bn_sums, add_sums, proj_dx, dx_bf16), each
+ * pool_grad, dx_rounded, bn_input, view, bn_sums, add_sums, proj_dx), each
  * adding that fusion, or removing it with a leading '-' ("all,-pool"), from none. 0 or DT_EUSAGE
  * naming the word that is not a fusion. */
 int dt_fusion_parse(const char *text, unsigned *out);

@@ -278,7 +278,7 @@ static int conv2d_setup(struct dt_layer *l, const struct dt_layer_spec *spec, st
         int rc = dt_bf16_conv_setup(&cv->bf, &cv->ds, &s->copy_bytes);
         if (rc < 0)
             return rc;
-        s->caps |= DT_CAP_DX_ROUNDED;      /* its input gradient, tiles or emulated */
+        s->caps |= DT_CAP_DX_ROUNDED; /* its input gradient, tiles or emulated */
         if (!dt_bf16_conv_tiles(cv->bf)) { /* the rounded weights; x and dy per call */
             s->copy_bytes = 4.0 * (double)cv->oc * cv->ckk;
             s->call_scratch_bytes = (double)emulated_call_bytes(cv, l, l->model->max_batch);
@@ -296,10 +296,6 @@ static int conv2d_setup(struct dt_layer *l, const struct dt_layer_spec *spec, st
                 s->caps |= DT_CAP_DX_EVEN;
             if (dt_bf16_conv_extra_even(cv->bf))
                 s->caps |= DT_CAP_EXTRA_EVEN;
-            if (dt_bf16_conv_stores_dx_bf16(cv->bf))
-                s->caps |= DT_CAP_DX_BF16;
-            if (dt_bf16_conv_reads_dy_bf16(cv->bf))
-                s->caps |= DT_CAP_DY_BF16;
         }
         s->precision = dt_bf16_conv_note(cv->bf);
         return 0;
@@ -521,8 +517,7 @@ static void backward_samples(struct dt_layer *l, const float *x, const float *dy
             cv->bf, x, c->x_bf16, c->bn_below ? dt_batchnorm2d_relu(c->bn_below) : NULL, dy, bn,
             pool, dx, c->relu_below ? x : NULL, c->relu_below ? c->below_extra : NULL,
             c->sums.out ? &c->sums : NULL,
-            (c->dx_even ? DT_DX_EVEN : 0u) | (c->extra_even && c->relu_below ? DT_EXTRA_EVEN : 0u) |
-                (c->dx_bf16 ? DT_DX_BF16 : 0u),
+            (c->dx_even ? DT_DX_EVEN : 0u) | (c->extra_even && c->relu_below ? DT_EXTRA_EVEN : 0u),
             b0, count, g, cv->bias);
         return;
     }
@@ -570,7 +565,6 @@ static void conv2d_backward(struct dt_layer *l, const float *x, const float *y, 
     struct dt_bn_grad bn_grad, *bn = NULL;
     if (c->bn_above) {
         dt_batchnorm2d_grad(c->bn_above, y, &bn_grad);
-        bn_grad.dy_bf16 = c->dy_bf16;
         bn = &bn_grad;
     }
     struct dt_pool_grad pool_grad, *pool = NULL;

@@ -133,10 +133,6 @@ struct dt_layer_bwd {
      * reaches; DT_CAP_EXTRA_EVEN, below_extra comes so, zero elsewhere */
     bool dx_even;
     bool extra_even;
-    /* dx_bf16: DT_CAP_DX_BF16, dx (bf16 values) stored as bf16 elements; DT_CAP_DY_BF16, dy
-     * (read through bn_above) comes so */
-    bool dx_bf16;
-    bool dy_bf16;
 };
 
 struct dt_layer_ops {

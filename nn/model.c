@@ -845,8 +845,6 @@ int dt_model_backward(struct dt_model *m, const uint8_t *labels, int batch, floa
         c.dy_rounded = p->dy_rounded;
         c.dx_even = p->dx_even;
         c.extra_even = p->extra_even;
-        c.dx_bf16 = p->dx_bf16;
-        c.dy_bf16 = p->dy_bf16;
         c.grad_in_below = p->grad_in_below;
         l->kind->ops->backward(l, x, impl->act[i], dy, give_dx ? dx : NULL, batch, &c);
         if (c.below_extra)

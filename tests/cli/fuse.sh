@@ -7,8 +7,7 @@
 # reads) and bn_sums (that batchnorm's backward sums taken by the conv above as it stores
 # dx) and add_sums (those of a batchnorm -> relu, or of a batchnorm computing the identity add
 # -> relu, taken by the conv above the relu) and proj_dx (a projection's input gradient kept at
-# the quarter of positions it reaches) and dx_bf16 (a block's inner gradient stored as bf16),
-# and a bf16 ConvNet with and without pool_grad (the pool's backward in the tile conv's)
+# the quarter of positions it reaches), and a bf16 ConvNet with and without pool_grad (the pool's backward in the tile conv's)
 # and with none (dx_rounded: the emulated first conv's dy rounded by the tile conv above).
 . tests/cli/lib.sh
 
@@ -45,7 +44,6 @@ same_weights fashion-resnet "bf16 ResNet" bf16 all,-bn_input
 same_weights fashion-resnet "bf16 ResNet" bf16 all,-bn_sums
 same_weights fashion-resnet "bf16 ResNet" bf16 all,-add_sums
 same_weights fashion-resnet "bf16 ResNet" bf16 all,-proj_dx
-same_weights fashion-resnet "bf16 ResNet" bf16 all,-dx_bf16
 same_weights fashion-convnet "bf16 ConvNet" bf16 all,-pool_grad
 same_weights fashion-convnet "bf16 ConvNet" bf16 none
 

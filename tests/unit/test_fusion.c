@@ -56,7 +56,6 @@ static int taken(const struct dt_model *m, unsigned fusion)
              : fusion == DT_FUSE_BN_SUMS    ? p->sums_below && p->bn_below
              : fusion == DT_FUSE_ADD_SUMS   ? p->sums_below && !p->bn_below
              : fusion == DT_FUSE_PROJ_DX    ? p->dx_even
-             : fusion == DT_FUSE_DX_BF16    ? p->dx_bf16
              : fusion == DT_FUSE_VIEW       ? p->in_place && (p->caps & DT_CAP_Y_IS_X)
                                             : p->run_end > 0;
     }
@@ -293,15 +292,6 @@ static void bf16_stride2_fusions(void)
     compare_on(DT_CONV2D_GEMM, d, nd, IN, 5, DT_FUSE_ALL & ~DT_FUSE_BF16_STORE, DT_FUSE_BF16_STORE,
                11);
     compare_on(DT_CONV2D_GEMM, d, nd, IN, 5, DT_FUSE_ALL & ~DT_FUSE_PROJ_DX, DT_FUSE_PROJ_DX, 1);
-    /* ResNet's downsampling basic block: its second conv's dx stored as bf16 (dx_bf16), read
-     * so by the stride-2 conv below the inner batchnorm */
-    struct dt_layer_spec r[] = {conv_spec(16, 3, 1, 1), spec_of("batchnorm2d"), spec_of("relu"),
-                                conv_spec(16, 3, 2, 1), spec_of("batchnorm2d"), spec_of("relu"),
-                                conv_spec(16, 3, 1, 1), spec_of("batchnorm2d"), spec_of("add"),
-                                spec_of("relu"),        spec_of("flatten"),     linear_spec(3)};
-    r[8].from = -6;
-    r[8].shortcut = DT_SHORTCUT_PROJECTION;
-    compare_on(DT_CONV2D_GEMM, r, 12, IN, 5, DT_FUSE_ALL & ~DT_FUSE_DX_BF16, DT_FUSE_DX_BF16, 1);
 }
 
 /* The same on a bf16 model, on every bf16 tile path the CPU has (the plain-C tiles always):
@@ -432,15 +422,6 @@ static void test_bf16_fusions(void **state)
                    DT_FUSE_ADD_SUMS, 1);
         compare_on(DT_CONV2D_GEMM, r2, n2, IN, 5,
                    DT_FUSE_ALL & ~(DT_FUSE_ADD_SUMS | DT_FUSE_RELU_BELOW), DT_FUSE_ADD_SUMS, 0);
-        /* a block's second conv stores its dx (bf16 values: no skip gradient to add) as bf16,
-         * read so by the first conv as it computes the inner batchnorm's input gradient
-         * (dx_bf16): one a block; not without bn_sums, which leaves that batchnorm reading it */
-        compare_on(DT_CONV2D_GEMM, r, 12, IN, 5, DT_FUSE_ALL & ~DT_FUSE_DX_BF16, DT_FUSE_DX_BF16,
-                   1);
-        compare_on(DT_CONV2D_GEMM, r2, n2, IN, 5, DT_FUSE_ALL & ~DT_FUSE_DX_BF16, DT_FUSE_DX_BF16,
-                   2);
-        compare_on(DT_CONV2D_GEMM, r2, n2, IN, 5,
-                   DT_FUSE_ALL & ~(DT_FUSE_DX_BF16 | DT_FUSE_BN_SUMS), DT_FUSE_DX_BF16, 0);
         /* a stem-mode conv (3 -> 16, 27 deep) with a relu below it takes relu_below */
         struct dt_layer_spec stem[] = {conv_spec(3, 3, 1, 1),  spec_of("relu"),
                                        conv_spec(16, 3, 1, 1), spec_of("relu"),
@@ -553,10 +534,9 @@ static void test_fusion_parse(void **state)
     assert_int_equal(f, DT_FUSE_RELU_BELOW | DT_FUSE_BN_GRAD | DT_FUSE_DY_EXTRA |
                             DT_FUSE_SKIP_IN_DY | DT_FUSE_ADD);
     assert_int_equal(
-        dt_fusion_parse("bn_grad,bf16_store,bn_input,view,bn_sums,add_sums,proj_dx,dx_bf16", &f),
-        0);
+        dt_fusion_parse("bn_grad,bf16_store,bn_input,view,bn_sums,add_sums,proj_dx", &f), 0);
     assert_int_equal(f, DT_FUSE_BN_GRAD | DT_FUSE_BF16_STORE | DT_FUSE_BN_INPUT | DT_FUSE_VIEW |
-                            DT_FUSE_BN_SUMS | DT_FUSE_ADD_SUMS | DT_FUSE_PROJ_DX | DT_FUSE_DX_BF16);
+                            DT_FUSE_BN_SUMS | DT_FUSE_ADD_SUMS | DT_FUSE_PROJ_DX);
     assert_int_equal(dt_fusion_parse("relu,bogus", &f), -DT_EUSAGE);
     assert_non_null(strstr(dt_last_error(), "'bogus' is not a fusion"));
     assert_non_null(strstr(dt_last_error(), "skip_in_dy"));

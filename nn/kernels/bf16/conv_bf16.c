@@ -258,7 +258,7 @@ void dt_conv_bf16_compact_pool2x2(const struct dt_conv_shape *s, const struct dt
 void dt_conv_bf16_compact_relu_below(const struct dt_conv_shape *t,
                                      const struct dt_conv_bf16_geom *g, const float *yq,
                                      const void *x, bool x_bf16, const struct dt_bn_relu *bn,
-                                     const float *extra, enum dt_bf16_store store, void *dx,
+                                     const float *extra, bool round, float *dx,
                                      const struct dt_dx_sums *sums)
 {
     for (int k = 0; k < t->k; k++) {
@@ -270,7 +270,7 @@ void dt_conv_bf16_compact_relu_below(const struct dt_conv_shape *t,
             /* a bit mask, not a branch (the mask is data: a branch mispredicts half the
              * time); x > 0 ? v : +0, the same bits */
             for (int ow = 0; ow < g->ow; ow++) {
-                float v = store != DT_STORE_F32 ? dt_bf16_round(src[ow]) : src[ow];
+                float v = round ? dt_bf16_round(src[ow]) : src[ow];
                 if (extra)
                     v += extra[at + ow];
                 float in = dt_conv_bf16_input_at(x, x_bf16, bn, k, at + ow);
@@ -278,12 +278,9 @@ void dt_conv_bf16_compact_relu_below(const struct dt_conv_shape *t,
                 memcpy(&bits, &v, sizeof bits);
                 bits &= keep;
                 memcpy(&v, &bits, sizeof bits);
-                if (store == DT_STORE_BF16) /* no extra: v is a bf16 value */
-                    ((dt_bf16 *)dx)[at + ow] = dt_bf16_from_f32(v);
-                else
-                    ((float *)dx)[at + ow] = v;
+                dx[at + ow] = v;
                 if (sums)
-                    dt_bn_lanes_add(a, q, (size_t)oh * g->ow + ow, v,
+                    dt_bn_lanes_add(a, q, (size_t)oh * g->ow + ow, dx[at + ow],
                                     dt_bf16_to_f32(sums->x[at + ow]), mean);
             }
         }

@@ -160,11 +160,9 @@ void dt_conv_bf16_compact_pool2x2(const struct dt_conv_shape *s, const struct dt
 /* The padded-width input gradient yq of one sample (t = dt_conv_bf16_input_grad_shape's
  * shape, g its geometry) compacted into dx [t->k][OH][OW] through the backward of a relu
  * below: dx = x > 0 ? yq + extra : +0 (the relu layer's bits: dy + extra, then the mask);
- * extra may be NULL, or dx itself (each element is read before it is written). store: F32
- * as is; ROUNDED, yq rounded to bf16 first, the conv's own input gradient as a bf16 conv
- * returns it (autocast's): dx = x > 0 ? bf16(yq) + extra : +0, fp32 values; BF16 (extra
- * NULL: the values are bf16 ones), those values stored as bf16 elements (the dx_bf16
- * fusion).
+ * extra may be NULL, or dx itself (each element is read before it is written). With round,
+ * yq is rounded to bf16 first, the conv's own input gradient as a bf16 conv returns it
+ * (autocast's): dx = x > 0 ? bf16(yq) + extra : +0, fp32 values.
  *
  * The passes that read the layer's input x (pad_input_image, position_pairs_image and the
  * relu mask of compact_relu_below) read it as fp32, or as bf16 elements when x_bf16 (the
@@ -183,7 +181,7 @@ void dt_conv_bf16_compact_pool2x2(const struct dt_conv_shape *s, const struct dt
 void dt_conv_bf16_compact_relu_below(const struct dt_conv_shape *t,
                                      const struct dt_conv_bf16_geom *g, const float *yq,
                                      const void *x, bool x_bf16, const struct dt_bn_relu *bn,
-                                     const float *extra, enum dt_bf16_store store, void *dx,
+                                     const float *extra, bool round, float *dx,
                                      const struct dt_dx_sums *sums);
 
 /* Element i of the layer's input, in channel ch, as those passes read it: x as stored, or
@@ -237,8 +235,8 @@ struct dt_conv_bf16_layout {
                             const float *yq, const float *b, float *py, int32_t *argmax);
     void (*compact_relu_below)(const struct dt_conv_shape *t, const struct dt_conv_bf16_geom *g,
                                const float *yq, const void *x, bool x_bf16,
-                               const struct dt_bn_relu *bn, const float *extra,
-                               enum dt_bf16_store store, void *dx, const struct dt_dx_sums *sums);
+                               const struct dt_bn_relu *bn, const float *extra, bool round,
+                               float *dx, const struct dt_dx_sums *sums);
     void (*dy_rows_image)(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
                           const float *dy, dt_bf16 *dyq);
     void (*position_pairs_image)(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,

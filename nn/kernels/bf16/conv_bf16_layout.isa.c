@@ -378,7 +378,7 @@ static BODY double bn_sums_total(__m512d lo, __m512d hi)
 static BODY void compact_relu_below_body(const struct dt_conv_shape *t,
                                          const struct dt_conv_bf16_geom *g, const float *yq,
                                          const void *x, bool x_bf16, const struct dt_bn_relu *bn,
-                                         const float *extra, enum dt_bf16_store store, void *dx,
+                                         const float *extra, bool round, float *dx,
                                          const struct dt_dx_sums *sums, bool sums_own_x)
 {
     __m512 zero = _mm512_setzero_ps();
@@ -391,7 +391,7 @@ static BODY void compact_relu_below_body(const struct dt_conv_shape *t,
         for (int oh = 0; oh < g->oh; oh++) {
             const float *src = yq + (size_t)k * g->qpad + (size_t)oh * g->wp;
             size_t at = ((size_t)k * g->oh + oh) * g->ow;
-            bool nt = store != DT_STORE_BF16 && streamable(g, (float *)dx + at, true);
+            bool nt = streamable(g, dx + at, true);
             /* the same row of the next channel (the next sample's first), asked for ahead */
             size_t plane = (size_t)g->oh * g->ow, ahead = at + plane;
             dt_prefetch_act(x, x_bf16, ahead, (size_t)g->ow, plane);
@@ -402,7 +402,7 @@ static BODY void compact_relu_below_body(const struct dt_conv_shape *t,
             for (int ow = 0; ow < g->ow; ow += 16) {
                 __mmask16 m = dt_lanes(g->ow - ow);
                 __m512 v = _mm512_maskz_loadu_ps(m, src + ow);
-                if (store != DT_STORE_F32) /* the conv's own dx, as autocast returns it */
+                if (round) /* the conv's own dx, as autocast returns it */
                     v = dt_rounded(v);
                 if (extra) /* read before dx is written: extra may be dx */
                     v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, extra + at + ow));
@@ -414,10 +414,7 @@ static BODY void compact_relu_below_body(const struct dt_conv_shape *t,
                                                            rounds_to_zero, _CMP_GT_OQ)
                                       : _mm512_cmp_ps_mask(in, zero, _CMP_GT_OQ);
                 v = _mm512_maskz_mov_ps(keep, v);
-                if (store == DT_STORE_BF16) /* no extra: v is a bf16 value */
-                    dt_store_high((dt_bf16 *)dx + at + ow, m, _mm512_castps_si512(v));
-                else
-                    store_row((float *)dx + at, ow, m, v, nt);
+                store_row(dx + at, ow, m, v, nt);
                 if (sums) /* the batchnorm's input: this x (bn_sums) or its own (add_sums) */
                     bn_sums_add(&s, (size_t)oh * g->ow + ow, m, v,
                                 sums_own_x ? in : dt_load_act(sums->x, true, at + ow, m));
@@ -434,23 +431,23 @@ static BODY void compact_relu_below_body(const struct dt_conv_shape *t,
 /* Each case its own loop (the element type, the batchnorm and the sums constants). */
 static void compact_relu_below(const struct dt_conv_shape *t, const struct dt_conv_bf16_geom *g,
                                const float *yq, const void *x, bool x_bf16,
-                               const struct dt_bn_relu *bn, const float *extra,
-                               enum dt_bf16_store store, void *dx, const struct dt_dx_sums *sums)
+                               const struct dt_bn_relu *bn, const float *extra, bool round,
+                               float *dx, const struct dt_dx_sums *sums)
 {
     if (bn && x_bf16 && sums)
-        compact_relu_below_body(t, g, yq, x, true, bn, extra, store, dx, sums, true);
+        compact_relu_below_body(t, g, yq, x, true, bn, extra, round, dx, sums, true);
     else if (bn && x_bf16)
-        compact_relu_below_body(t, g, yq, x, true, bn, extra, store, dx, NULL, false);
+        compact_relu_below_body(t, g, yq, x, true, bn, extra, round, dx, NULL, false);
     else if (bn)
-        compact_relu_below_body(t, g, yq, x, false, bn, extra, store, dx, NULL, false);
+        compact_relu_below_body(t, g, yq, x, false, bn, extra, round, dx, NULL, false);
     else if (x_bf16 && sums)
-        compact_relu_below_body(t, g, yq, x, true, NULL, extra, store, dx, sums, false);
+        compact_relu_below_body(t, g, yq, x, true, NULL, extra, round, dx, sums, false);
     else if (x_bf16)
-        compact_relu_below_body(t, g, yq, x, true, NULL, extra, store, dx, NULL, false);
+        compact_relu_below_body(t, g, yq, x, true, NULL, extra, round, dx, NULL, false);
     else if (sums)
-        compact_relu_below_body(t, g, yq, x, false, NULL, extra, store, dx, sums, false);
+        compact_relu_below_body(t, g, yq, x, false, NULL, extra, round, dx, sums, false);
     else
-        compact_relu_below_body(t, g, yq, x, false, NULL, extra, store, dx, NULL, false);
+        compact_relu_below_body(t, g, yq, x, false, NULL, extra, round, dx, NULL, false);
 }
 
 /* bias_parts (conv_bf16.h): the 16 lanes are one vector's, the pairwise sums the plain C's. */
@@ -554,8 +551,8 @@ static void unpool_image(const struct dt_conv_shape *s, const struct dt_conv_bf1
  * stores). */
 static BODY void bn_dy_image_body(const struct dt_conv_shape *s, const struct dt_conv_bf16_geom *g,
                                   const struct dt_conv_shape *t, const struct dt_conv_bf16_geom *gt,
-                                  const struct dt_bn_grad *bn, bool x_bf16, bool dy_bf16,
-                                  const float *dy, int sample, dt_bf16 *dyq, dt_bf16 *xv)
+                                  const struct dt_bn_grad *bn, bool x_bf16, const float *dy,
+                                  int sample, dt_bf16 *dyq, dt_bf16 *xv)
 {
     size_t plane = (size_t)g->oh * g->ow, at = (size_t)sample * s->k * plane;
     size_t pair_plane = (size_t)gt->positions * 2;
@@ -566,15 +563,14 @@ static BODY void bn_dy_image_body(const struct dt_conv_shape *s, const struct dt
             size_t i0 = at + (size_t)k * plane + (size_t)y * g->ow;
             size_t pos = (size_t)(t->pad + y) * gt->wp + t->pad;
             /* the next pair's rows (the next sample's first pair's after the last) */
-            dt_prefetch_next_pair(dy, dy_bf16, i0, (size_t)g->ow, plane);
+            dt_prefetch_next_pair(dy, false, i0, (size_t)g->ow, plane);
             dt_prefetch_next_pair(xb, x_bf16, i0, (size_t)g->ow, plane);
             dt_bf16 *row = dyq + (size_t)k * g->qrow + (size_t)y * g->wp;
             for (int x = 0; x < g->ow; x += 16) {
                 __mmask16 m = dt_lanes(g->ow - x);
-                __m512i a = dt_bn_dy_high(bn, x_bf16, dy_bf16, dy, k, i0 + x, m);
-                __m512i b = second
-                                ? dt_bn_dy_high(bn, x_bf16, dy_bf16, dy, k + 1, i0 + plane + x, m)
-                                : _mm512_setzero_si512();
+                __m512i a = dt_bn_dy_high(bn, x_bf16, dy, k, i0 + x, m);
+                __m512i b = second ? dt_bn_dy_high(bn, x_bf16, dy, k + 1, i0 + plane + x, m)
+                                   : _mm512_setzero_si512();
                 dt_store_high(row + x, m, a);
                 if (second)
                     dt_store_high(row + g->qrow + x, m, b);
@@ -593,15 +589,10 @@ static void bn_dy_image(const struct dt_conv_shape *s, const struct dt_conv_bf16
                         const struct dt_bn_grad *bn, const float *dy, int sample, dt_bf16 *dyq,
                         dt_bf16 *xv)
 {
-    /* each storage its own loop */
-    if (bn->xh && bn->dy_bf16)
-        bn_dy_image_body(s, g, t, gt, bn, true, true, dy, sample, dyq, xv);
-    else if (bn->xh)
-        bn_dy_image_body(s, g, t, gt, bn, true, false, dy, sample, dyq, xv);
-    else if (bn->dy_bf16)
-        bn_dy_image_body(s, g, t, gt, bn, false, true, dy, sample, dyq, xv);
+    if (bn->xh)
+        bn_dy_image_body(s, g, t, gt, bn, true, dy, sample, dyq, xv);
     else
-        bn_dy_image_body(s, g, t, gt, bn, false, false, dy, sample, dyq, xv);
+        bn_dy_image_body(s, g, t, gt, bn, false, dy, sample, dyq, xv);
 }
 
 const struct dt_conv_bf16_layout DT_ISA_FN(dt_conv_bf16_layout) = {

@@ -142,8 +142,8 @@ static void dy_rows_image(const struct dt_conv_shape *s, const struct dt_conv_s2
  * values stored as its dY row and the pair into the dY pair plane (dy_rows_image's and
  * dy_planes_image's stores). */
 static BODY void bn_dy_image_body(const struct dt_conv_shape *s, const struct dt_conv_s2_geom *g,
-                                  const struct dt_bn_grad *bn, bool x_bf16, bool dy_bf16,
-                                  const float *dy, int sample, dt_bf16 *dyq, dt_bf16 *dv)
+                                  const struct dt_bn_grad *bn, bool x_bf16, const float *dy,
+                                  int sample, dt_bf16 *dyq, dt_bf16 *dv)
 {
     size_t plane = (size_t)g->oh * g->ow, at = (size_t)sample * s->k * plane;
     const void *xb = x_bf16 ? (const void *)bn->xh : (const void *)bn->x;
@@ -152,7 +152,7 @@ static BODY void bn_dy_image_body(const struct dt_conv_shape *s, const struct dt
         for (int oh = 0; oh < g->oh; oh++) {
             size_t i0 = at + (size_t)k * plane + (size_t)oh * g->ow;
             /* the next pair's rows (the next sample's first pair's after the last) */
-            dt_prefetch_next_pair(dy, dy_bf16, i0, (size_t)g->ow, plane);
+            dt_prefetch_next_pair(dy, false, i0, (size_t)g->ow, plane);
             dt_prefetch_next_pair(xb, x_bf16, i0, (size_t)g->ow, plane);
             dt_bf16 *row = dyq + (size_t)k * g->qrow + (size_t)oh * g->wq;
             dt_bf16 *out = dv ? dv + ((size_t)(k / 2) * g->positions_d +
@@ -161,10 +161,9 @@ static BODY void bn_dy_image_body(const struct dt_conv_shape *s, const struct dt
                               : NULL;
             for (int ow = 0; ow < g->ow; ow += 16) {
                 __mmask16 m = dt_lanes(g->ow - ow);
-                __m512i a = dt_bn_dy_high(bn, x_bf16, dy_bf16, dy, k, i0 + ow, m);
-                __m512i b = second
-                                ? dt_bn_dy_high(bn, x_bf16, dy_bf16, dy, k + 1, i0 + plane + ow, m)
-                                : _mm512_setzero_si512();
+                __m512i a = dt_bn_dy_high(bn, x_bf16, dy, k, i0 + ow, m);
+                __m512i b = second ? dt_bn_dy_high(bn, x_bf16, dy, k + 1, i0 + plane + ow, m)
+                                   : _mm512_setzero_si512();
                 dt_store_high(row + ow, m, a);
                 if (second)
                     dt_store_high(row + g->qrow + ow, m, b);
@@ -180,15 +179,10 @@ static void bn_dy_image(const struct dt_conv_shape *s, const struct dt_conv_s2_g
                         const struct dt_bn_grad *bn, const float *dy, int sample, dt_bf16 *dyq,
                         dt_bf16 *dv)
 {
-    /* each storage its own loop */
-    if (bn->xh && bn->dy_bf16)
-        bn_dy_image_body(s, g, bn, true, true, dy, sample, dyq, dv);
-    else if (bn->xh)
-        bn_dy_image_body(s, g, bn, true, false, dy, sample, dyq, dv);
-    else if (bn->dy_bf16)
-        bn_dy_image_body(s, g, bn, false, true, dy, sample, dyq, dv);
+    if (bn->xh)
+        bn_dy_image_body(s, g, bn, true, dy, sample, dyq, dv);
     else
-        bn_dy_image_body(s, g, bn, false, false, dy, sample, dyq, dv);
+        bn_dy_image_body(s, g, bn, false, dy, sample, dyq, dv);
 }
 
 /* Position pos of parity plane a b: its pixel's channels of one block (lanes cm, index: each

@@ -164,15 +164,15 @@ static inline void dt_compact_rows_as(const struct dt_compact_rows *r, const flo
 }
 
 /* 16 elements of one channel of the batchnorm above's input gradient, from element i of the
- * sample's dy (fp32, or bf16 elements: dy_bf16) and the batchnorm's input (bn_grad.h's formula: the
- * same single fp32 operations in the same order), rounded, in the top halves of the lanes. */
-static inline __m512i dt_bn_dy_high(const struct dt_bn_grad *bn, bool x_bf16, bool dy_bf16,
-                                    const float *dy, int k, size_t i, __mmask16 m)
+ * sample's dy and the batchnorm's input (bn_grad.h's formula: the same single fp32
+ * operations in the same order), rounded, in the top halves of the lanes. */
+static inline __m512i dt_bn_dy_high(const struct dt_bn_grad *bn, bool x_bf16, const float *dy,
+                                    int k, size_t i, __mmask16 m)
 {
     __m512 x = dt_load_act(x_bf16 ? (const void *)bn->xh : (const void *)bn->x, x_bf16, i, m);
     __m512 xhat =
         _mm512_mul_ps(_mm512_sub_ps(x, _mm512_set1_ps(bn->mean[k])), _mm512_set1_ps(bn->invstd[k]));
-    __m512 d = _mm512_sub_ps(dt_load_act(dy, dy_bf16, i, m), _mm512_set1_ps(bn->mean_dy[k]));
+    __m512 d = _mm512_sub_ps(_mm512_maskz_loadu_ps(m, dy + i), _mm512_set1_ps(bn->mean_dy[k]));
     d = _mm512_sub_ps(d, _mm512_mul_ps(xhat, _mm512_set1_ps(bn->mean_dy_xhat[k])));
     return dt_round_high(_mm512_mul_ps(_mm512_set1_ps(bn->k[k]), d));
 }

@@ -13,7 +13,6 @@
 #ifndef DT_NN_BN_GRAD_H
 #define DT_NN_BN_GRAD_H
 
-#include <stdbool.h>
 #include <stddef.h>
 
 #include "util/bf16.h"
@@ -24,17 +23,13 @@ struct dt_bn_grad {
     const float *x;
     const dt_bf16 *xh;
     const float *mean, *invstd, *k, *mean_dy, *mean_dy_xhat; /* [c] each */
-    /* dy (the layer's own argument, laid out as x) is stored as bf16 elements: the dx_bf16
-     * fusion's gradient, bf16 values already (nn/fusion.h); the same bits as read in fp32 */
-    bool dy_bf16;
 };
 
 /* The formula at element i of x and dy, channel ch (x read as stored: fp32 or bf16). */
 static inline float dt_bn_grad_at(const struct dt_bn_grad *bn, int ch, size_t i, const float *dy)
 {
     float xhat = ((bn->xh ? dt_bf16_to_f32(bn->xh[i]) : bn->x[i]) - bn->mean[ch]) * bn->invstd[ch];
-    float d = bn->dy_bf16 ? dt_bf16_to_f32(((const dt_bf16 *)dy)[i]) : dy[i];
-    return bn->k[ch] * (d - bn->mean_dy[ch] - xhat * bn->mean_dy_xhat[ch]);
+    return bn->k[ch] * (dy[i] - bn->mean_dy[ch] - xhat * bn->mean_dy_xhat[ch]);
 }
 
 /* bn for the samples from float `offset` of its x on (the factors are per channel), in *part;
