@@ -278,7 +278,7 @@ static int conv2d_setup(struct dt_layer *l, const struct dt_layer_spec *spec, st
         int rc = dt_bf16_conv_setup(&cv->bf, &cv->ds, &s->copy_bytes);
         if (rc < 0)
             return rc;
-        s->caps |= DT_CAP_DX_ROUNDED; /* its input gradient, tiles or emulated */
+        s->caps |= DT_CAP_DX_ROUNDED;      /* its input gradient, tiles or emulated */
         if (!dt_bf16_conv_tiles(cv->bf)) { /* the rounded weights; x and dy per call */
             s->copy_bytes = 4.0 * (double)cv->oc * cv->ckk;
             s->call_scratch_bytes = (double)emulated_call_bytes(cv, l, l->model->max_batch);

@@ -97,8 +97,8 @@ static double check_input_grad(enum dt_bf16_path p, struct dt_conv_shape s, bool
     dt_conv_s2_bf16_dy_planes_image(&s, &g, dy, dv);
     dt_conv_s2_bf16_pack_weights_input_grad(&s, &g, w, wpi);
     dt_conv_s2_bf16_input_grad_on(p, &s, &g, dv, wpi, dxq);
-    dt_conv_s2_bf16_compact_dx(&s, &g, dxq, relu ? relu_x : NULL, false, relu ? dx : NULL, false, false,
-                               dx);
+    dt_conv_s2_bf16_compact_dx(&s, &g, dxq, relu ? relu_x : NULL, false, relu ? dx : NULL, false,
+                               false, dx);
     double worst = 0;
     for (int c = 0; c < s.c; c++)
         for (int ih = 0; ih < s.h; ih++)
