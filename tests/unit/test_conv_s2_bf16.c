@@ -443,10 +443,20 @@ static const struct dt_conv_shape even_shapes[] = {
     {1, 16, 28, 28, 32, 3, 3, 2, 1}, {1, 16, 28, 28, 32, 1, 1, 2, 0}, {1, 3, 66, 67, 5, 3, 3, 2, 1},
     {1, 17, 5, 70, 3, 1, 1, 2, 0},   {1, 2, 35, 33, 33, 5, 5, 2, 1},  {1, 5, 67, 9, 4, 1, 1, 2, 0}};
 
-static const struct dt_conv_shape *even_shape(size_t t)
+/* check(layout builds, their count, shape, its geometry) on each of the tests' own shapes and
+ * even_shapes. */
+static void each_layout_shape(void (*check)(const struct dt_conv_s2_bf16_layout *const *, int,
+                                            const struct dt_conv_shape *, struct dt_conv_s2_geom))
 {
+    const struct dt_conv_s2_bf16_layout *layout[2];
+    int builds = layout_builds(layout);
     size_t own = sizeof shapes / sizeof *shapes;
-    return t < own ? &shapes[t] : &even_shapes[t - own];
+    for (size_t t = 0; t < own + sizeof even_shapes / sizeof *even_shapes; t++) {
+        const struct dt_conv_shape *s = t < own ? &shapes[t] : &even_shapes[t - own];
+        struct dt_conv_s2_geom g;
+        assert_int_equal(dt_conv_s2_bf16_geometry(s, &g), 0);
+        check(layout, builds, s, g);
+    }
 }
 
 /* The proj_dx fusion's two ends (conv_s2_bf16.h). Where dX reaches only the even rows' even
@@ -454,49 +464,47 @@ static const struct dt_conv_shape *even_shape(size_t t)
  * those positions. And compact_dx given only those positions' extra (extra_even) writes what it
  * writes given the whole extra with +0 between (+0 added to a -0 is +0: dxq holds -0s), in
  * every layout build, the relu mask read from fp32 and from bf16. */
-static void test_dx_even(void **state)
+static void check_dx_even(const struct dt_conv_s2_bf16_layout *const *layout, int builds,
+                          const struct dt_conv_shape *s, struct dt_conv_s2_geom g)
 {
-    (void)state;
-    const struct dt_conv_s2_bf16_layout *layout[2];
-    int builds = layout_builds(layout);
-    size_t count = sizeof shapes / sizeof *shapes + sizeof even_shapes / sizeof *even_shapes;
-    for (size_t t = 0; t < count; t++) {
-        const struct dt_conv_shape *s = even_shape(t);
-        struct dt_conv_s2_geom g;
-        assert_int_equal(dt_conv_s2_bf16_geometry(s, &g), 0);
-        bool only = dt_conv_s2_bf16_dx_even_only(s, &g);
-        assert_int_equal(only, s->kh == 1 && s->pad == 0);
-        int eh = (s->h + 1) / 2, ew = (s->w + 1) / 2;
-        size_t nx = (size_t)s->c * s->h * s->w, nq = (size_t)s->c * eh * ew;
-        float *dxq = layout_values(g.dxq), *relu_x = layout_values(nx);
-        float *quarter = layout_values(nq), *whole = calloc(nx, 4);
+    bool only = dt_conv_s2_bf16_dx_even_only(s, &g);
+    assert_int_equal(only, s->kh == 1 && s->pad == 0);
+    int eh = (s->h + 1) / 2, ew = (s->w + 1) / 2;
+    size_t nx = (size_t)s->c * s->h * s->w, nq = (size_t)s->c * eh * ew;
+    float *dxq = layout_values(g.dxq), *relu_x = layout_values(nx);
+    float *quarter = layout_values(nq), *whole = calloc(nx, 4);
+    for (int c = 0; c < s->c; c++)
+        for (int r = 0; r < eh; r++)
+            for (int q = 0; q < ew; q++)
+                whole[((size_t)c * s->h + 2 * r) * s->w + 2 * q] =
+                    quarter[((size_t)c * eh + r) * ew + q];
+    dt_bf16 *relu_h = calloc(nx + 32, 2);
+    for (size_t i = 0; i < nx; i++)
+        relu_h[i] = dt_bf16_from_f32(relu_x[i]);
+    float *a = malloc(nx * 4), *b = malloc(nx * 4);
+    if (only) {
+        dt_conv_s2_bf16_compact_dx(s, &g, dxq, NULL, false, NULL, false, false, a);
+        dt_conv_s2_bf16_compact_dx_even(s, &g, dxq, b);
         for (int c = 0; c < s->c; c++)
             for (int r = 0; r < eh; r++)
                 for (int q = 0; q < ew; q++)
-                    whole[((size_t)c * s->h + 2 * r) * s->w + 2 * q] =
-                        quarter[((size_t)c * eh + r) * ew + q];
-        dt_bf16 *relu_h = calloc(nx + 32, 2);
-        for (size_t i = 0; i < nx; i++)
-            relu_h[i] = dt_bf16_from_f32(relu_x[i]);
-        float *a = malloc(nx * 4), *b = malloc(nx * 4);
-        if (only) {
-            dt_conv_s2_bf16_compact_dx(s, &g, dxq, NULL, false, NULL, false, false, a);
-            dt_conv_s2_bf16_compact_dx_even(s, &g, dxq, b);
-            for (int c = 0; c < s->c; c++)
-                for (int r = 0; r < eh; r++)
-                    for (int q = 0; q < ew; q++)
-                        assert_memory_equal(&b[((size_t)c * eh + r) * ew + q],
-                                            &a[((size_t)c * s->h + 2 * r) * s->w + 2 * q], 4);
-        }
-        for (int p = 0; p < builds; p++)
-            for (int half = 0; half < 2; half++) {
-                const void *rx = half ? (const void *)relu_h : (const void *)relu_x;
-                layout[p]->compact_dx(s, &g, dxq, rx, half, whole, false, false, a);
-                layout[p]->compact_dx(s, &g, dxq, rx, half, quarter, true, false, b);
-                bf16_assert_same_floats(a, b, nx);
-            }
-        free(dxq), free(relu_x), free(quarter), free(whole), free(relu_h), free(a), free(b);
+                    assert_memory_equal(&b[((size_t)c * eh + r) * ew + q],
+                                        &a[((size_t)c * s->h + 2 * r) * s->w + 2 * q], 4);
     }
+    for (int p = 0; p < builds; p++)
+        for (int half = 0; half < 2; half++) {
+            const void *rx = half ? (const void *)relu_h : (const void *)relu_x;
+            layout[p]->compact_dx(s, &g, dxq, rx, half, whole, false, false, a);
+            layout[p]->compact_dx(s, &g, dxq, rx, half, quarter, true, false, b);
+            bf16_assert_same_floats(a, b, nx);
+        }
+    free(dxq), free(relu_x), free(quarter), free(whole), free(relu_h), free(a), free(b);
+}
+
+static void test_dx_even(void **state)
+{
+    (void)state;
+    each_layout_shape(check_dx_even);
 }
 
 /* bn_dy_image (the bn_grad fusion's dY on stride 2) writes the bytes dy_rows_image and
@@ -504,55 +512,53 @@ static void test_dx_even(void **state)
  * into buffers zeroed once, with and without the pair planes, in every layout build: the
  * batchnorm's input as fp32 and as bf16, dy with the conversion's hard cases, a zero factor and
  * a negative one. */
+static void check_bn_dy_image(const struct dt_conv_s2_bf16_layout *const *layout, int builds,
+                              const struct dt_conv_shape *s, struct dt_conv_s2_geom g)
+{
+    size_t plane = (size_t)g.oh * g.ow, ny = (size_t)s->k * plane;
+    float *dy = layout_values(2 * ny), *x = random_floats(2 * ny), *want = malloc(ny * 4);
+    dt_bf16 *xh = malloc(2 * ny * 2);
+    for (size_t i = 0; i < 2 * ny; i++)
+        xh[i] = dt_bf16_from_f32(x[i]);
+    float *f = random_floats(5 * (size_t)s->k); /* mean, invstd, k, mean_dy, mean_dy_xhat */
+    f[2 * s->k] = 0.0f;
+    f[3 * s->k - 1] = -fabsf(f[3 * s->k - 1]);
+    for (int half = 0; half < 2; half++) {
+        struct dt_bn_grad bn = {half ? NULL : x, half ? xh : NULL, f,           f + s->k,
+                                f + 2 * s->k,    f + 3 * s->k,     f + 4 * s->k};
+        for (int p = 0; p < builds; p++)
+            for (int pairs = 0; pairs < 2; pairs++) {
+                dt_bf16 *want_q = calloc(g.dyq, 2), *got_q = calloc(g.dyq, 2);
+                dt_bf16 *want_v = calloc(g.dv, 2), *got_v = calloc(g.dv, 2);
+                for (int sample = 0; sample < 2; sample++) {
+                    for (int c = 0; c < s->k; c++) {
+                        size_t at = ((size_t)sample * s->k + c) * plane;
+                        if (half)
+                            dt_bn_loops()->input_grad_bf16(
+                                xh + at, dy + at, want + c * plane, plane, plane, 1, bn.mean[c],
+                                bn.invstd[c], bn.k[c], bn.mean_dy[c], bn.mean_dy_xhat[c]);
+                        else
+                            dt_bn_loops()->input_grad(x + at, dy + at, want + c * plane, plane,
+                                                      plane, 1, bn.mean[c], bn.invstd[c], bn.k[c],
+                                                      bn.mean_dy[c], bn.mean_dy_xhat[c]);
+                    }
+                    dt_conv_s2_bf16_dy_rows_image(s, &g, want, want_q);
+                    dt_conv_s2_bf16_dy_planes_image(s, &g, want, want_v);
+                    layout[p]->bn_dy_image(s, &g, &bn, dy, sample, got_q, pairs ? got_v : NULL);
+                }
+                assert_memory_equal(want_q, got_q, g.dyq * 2);
+                if (pairs)
+                    assert_memory_equal(want_v, got_v, g.dv * 2);
+                free(want_q), free(got_q), free(want_v), free(got_v);
+            }
+    }
+    free(dy), free(x), free(want), free(xh), free(f);
+}
+
 static void test_bn_dy_image(void **state)
 {
     (void)state;
-    const struct dt_conv_s2_bf16_layout *layout[2];
-    int builds = layout_builds(layout);
-    size_t count = sizeof shapes / sizeof *shapes + sizeof even_shapes / sizeof *even_shapes;
-    for (size_t t = 0; t < count; t++) {
-        const struct dt_conv_shape *s = even_shape(t);
-        struct dt_conv_s2_geom g;
-        assert_int_equal(dt_conv_s2_bf16_geometry(s, &g), 0);
-        size_t plane = (size_t)g.oh * g.ow, ny = (size_t)s->k * plane;
-        float *dy = layout_values(2 * ny), *x = random_floats(2 * ny), *want = malloc(ny * 4);
-        dt_bf16 *xh = malloc(2 * ny * 2);
-        for (size_t i = 0; i < 2 * ny; i++)
-            xh[i] = dt_bf16_from_f32(x[i]);
-        float *f = random_floats(5 * (size_t)s->k); /* mean, invstd, k, mean_dy, mean_dy_xhat */
-        f[2 * s->k] = 0.0f;
-        f[3 * s->k - 1] = -fabsf(f[3 * s->k - 1]);
-        for (int half = 0; half < 2; half++) {
-            struct dt_bn_grad bn = {half ? NULL : x, half ? xh : NULL, f,           f + s->k,
-                                    f + 2 * s->k,    f + 3 * s->k,     f + 4 * s->k};
-            for (int p = 0; p < builds; p++)
-                for (int pairs = 0; pairs < 2; pairs++) {
-                    dt_bf16 *want_q = calloc(g.dyq, 2), *got_q = calloc(g.dyq, 2);
-                    dt_bf16 *want_v = calloc(g.dv, 2), *got_v = calloc(g.dv, 2);
-                    for (int sample = 0; sample < 2; sample++) {
-                        for (int c = 0; c < s->k; c++) {
-                            size_t at = ((size_t)sample * s->k + c) * plane;
-                            if (half)
-                                dt_bn_loops()->input_grad_bf16(
-                                    xh + at, dy + at, want + c * plane, plane, plane, 1, bn.mean[c],
-                                    bn.invstd[c], bn.k[c], bn.mean_dy[c], bn.mean_dy_xhat[c]);
-                            else
-                                dt_bn_loops()->input_grad(
-                                    x + at, dy + at, want + c * plane, plane, plane, 1, bn.mean[c],
-                                    bn.invstd[c], bn.k[c], bn.mean_dy[c], bn.mean_dy_xhat[c]);
-                        }
-                        dt_conv_s2_bf16_dy_rows_image(s, &g, want, want_q);
-                        dt_conv_s2_bf16_dy_planes_image(s, &g, want, want_v);
-                        layout[p]->bn_dy_image(s, &g, &bn, dy, sample, got_q, pairs ? got_v : NULL);
-                    }
-                    assert_memory_equal(want_q, got_q, g.dyq * 2);
-                    if (pairs)
-                        assert_memory_equal(want_v, got_v, g.dv * 2);
-                    free(want_q), free(got_q), free(want_v), free(got_v);
-                }
-        }
-        free(dy), free(x), free(want), free(xh), free(f);
-    }
+    each_layout_shape(check_bn_dy_image);
 }
 
 static void test_unsupported_shapes_are_refused(void **state)
