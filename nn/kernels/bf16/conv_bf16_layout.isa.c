@@ -568,17 +568,13 @@ static BODY void bn_dy_image_body(const struct dt_conv_shape *s, const struct dt
             dt_bf16 *row = dyq + (size_t)k * g->qrow + (size_t)y * g->wp;
             for (int x = 0; x < g->ow; x += 16) {
                 __mmask16 m = dt_lanes(g->ow - x);
-                __m512i a = dt_bn_dy_high(bn, x_bf16, dy, k, i0 + x, m);
-                __m512i b = second ? dt_bn_dy_high(bn, x_bf16, dy, k + 1, i0 + plane + x, m)
-                                   : _mm512_setzero_si512();
-                dt_store_high(row + x, m, a);
-                if (second)
-                    dt_store_high(row + g->qrow + x, m, b);
+                __m512i pair =
+                    dt_bn_dy_pair(bn, x_bf16, dy, k, second, i0 + x, plane, m, row + x, g->qrow);
                 if (!xv)
                     continue;
                 dt_bf16 *dst = xv + (size_t)(k / 2) * pair_plane + (pos + x) * 2;
                 store_pairs(dst, gt->tap_pairs ? dst + 8 * pair_plane - 2 : NULL, pos + x == 0, m,
-                            _mm512_or_si512(_mm512_srli_epi32(a, 16), b));
+                            pair);
             }
         }
     }

@@ -161,15 +161,10 @@ static BODY void bn_dy_image_body(const struct dt_conv_shape *s, const struct dt
                               : NULL;
             for (int ow = 0; ow < g->ow; ow += 16) {
                 __mmask16 m = dt_lanes(g->ow - ow);
-                __m512i a = dt_bn_dy_high(bn, x_bf16, dy, k, i0 + ow, m);
-                __m512i b = second ? dt_bn_dy_high(bn, x_bf16, dy, k + 1, i0 + plane + ow, m)
-                                   : _mm512_setzero_si512();
-                dt_store_high(row + ow, m, a);
-                if (second)
-                    dt_store_high(row + g->qrow + ow, m, b);
+                __m512i pair =
+                    dt_bn_dy_pair(bn, x_bf16, dy, k, second, i0 + ow, plane, m, row + ow, g->qrow);
                 if (out)
-                    _mm512_mask_storeu_epi32(out + 2 * ow, m,
-                                             _mm512_or_si512(_mm512_srli_epi32(a, 16), b));
+                    _mm512_mask_storeu_epi32(out + 2 * ow, m, pair);
             }
         }
     }

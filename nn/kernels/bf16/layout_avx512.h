@@ -177,4 +177,21 @@ static inline __m512i dt_bn_dy_high(const struct dt_bn_grad *bn, bool x_bf16, co
     return dt_round_high(_mm512_mul_ps(_mm512_set1_ps(bn->k[k]), d));
 }
 
+/* The bn_dy_image passes' step (conv_bf16_layout.isa.c, conv_s2_bf16_layout.isa.c): 16
+ * positions of channel k's and, when second, channel k + 1's (a plane on) values, each stored
+ * as its dY row (row, row + qrow); returned as the pair's interleaved lanes (k low, k + 1 high)
+ * for the pass's pair-plane store. */
+static inline __m512i dt_bn_dy_pair(const struct dt_bn_grad *bn, bool x_bf16, const float *dy,
+                                    int k, bool second, size_t i, size_t plane, __mmask16 m,
+                                    dt_bf16 *row, size_t qrow)
+{
+    __m512i a = dt_bn_dy_high(bn, x_bf16, dy, k, i, m);
+    __m512i b =
+        second ? dt_bn_dy_high(bn, x_bf16, dy, k + 1, i + plane, m) : _mm512_setzero_si512();
+    dt_store_high(row, m, a);
+    if (second)
+        dt_store_high(row + qrow, m, b);
+    return _mm512_or_si512(_mm512_srli_epi32(a, 16), b);
+}
+
 #endif
