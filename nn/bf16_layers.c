@@ -391,7 +391,7 @@ size_t dt_bf16_conv_copy_bytes(const struct dt_bf16_conv *bf)
 }
 
 /* The mode chosen (emulated, or one of the tiles modes set up). */
-static int conv_mode(struct dt_bf16_conv *bf, const struct dt_conv_shape *s)
+static int conv_mode(struct dt_bf16_conv *bf, const struct dt_conv_shape *s, bool winograd)
 {
     bf->path = dt_isa_bf16_path();
     const char *why = NULL;
@@ -407,6 +407,14 @@ static int conv_mode(struct dt_bf16_conv *bf, const struct dt_conv_shape *s)
         why = "under 4 input channels fill too little of a 32-deep tile step";
     else if (s->stride == 2 && s->kh > DT_CONV_S2_MAX_KERNEL)
         why = "stride 2 with a kernel over 7x7 is not in the bf16 conv kernels";
+    if (!why && bf->path == DT_BF16_AVX512BF16 && s->stride == 1 && winograd) {
+        /* a choice, not a fallback: Winograd F(4x4,3x3) does a quarter of the products, and
+         * VDPBF16PS runs at most 2x fp32's flops (Zen 4; 1x on Intel's: docs/bf16.md) */
+        snprintf(bf->note, sizeof bf->note,
+                 "avx512bf16, emulated on fp32 Winograd: 1/4 of the products (VDPBF16PS: at most "
+                 "2x fp32's flops)");
+        return 0;
+    }
     if (bf->path == DT_BF16_REFERENCE || why) {
         emulated_note(bf->note, sizeof bf->note, bf->path, why);
         return 0;
@@ -432,14 +440,15 @@ static int conv_mode(struct dt_bf16_conv *bf, const struct dt_conv_shape *s)
     return 0;
 }
 
-int dt_bf16_conv_setup(struct dt_bf16_conv **out, const struct dt_conv_shape *s, double *copy_bytes)
+int dt_bf16_conv_setup(struct dt_bf16_conv **out, const struct dt_conv_shape *s, bool winograd,
+                       double *copy_bytes)
 {
     struct dt_bf16_conv *bf = calloc(1, sizeof *bf);
     if (!bf)
         return dt_fail(DT_ERUNTIME, "out of memory");
     *out = bf;
     bf->s = *s;
-    int rc = conv_mode(bf, s);
+    int rc = conv_mode(bf, s, winograd);
     *copy_bytes = (double)dt_bf16_conv_copy_bytes(bf);
     return rc;
 }

@@ -14,10 +14,14 @@
  *             packed; the kernels accumulate in fp32.
  *   emulated  the layer's own fp32 kernels on bf16-rounded copies of its input, its weights and,
  *             in backward, its output gradient: the same products of bf16 values, accumulated
- *             in fp32 (in another order). This is the reference path (every CPU without AMX or
- *             AVX512-BF16) and the fallback for conv shapes the tile kernels do not take (stride
- *             3+, pad >= kernel, under 4 input channels outside the stem mode), named in the
- *             note.
+ *             in fp32 (in another order; on Winograd the kernels round as they read, without
+ *             copies, and the layer keeps the fp32 algorithm's fusions). This is the reference
+ *             path (every CPU without AMX or AVX512-BF16) and the fallback for conv shapes the
+ *             tile kernels do not take (stride 3+, pad >= kernel, under 4 input channels outside
+ *             the stem mode), named in the note. The avx512bf16 path also runs emulated the
+ *             stride-1 convs whose fp32 algorithm is Winograd: F(4x4,3x3) does a quarter of a
+ *             direct conv's products, and VDPBF16PS runs at most twice fp32's flops (on Zen 4;
+ *             once on Intel's: docs/bf16.md, "The avx512bf16 path on Zen 4").
  * Either way the layer keeps a bf16 copy of its weights (packed, or rounded) made from the fp32
  * masters: in a training step by the optimizer step, as it updates them (nn/weight_copy.h),
  * else at the forward call (the layer's forward is told which); weight and bias gradients are
@@ -72,9 +76,10 @@ float *dt_bf16_round_into(float *dst, const float *src, size_t n);
 struct dt_bf16_conv;
 
 /* Chooses the mode of a conv2d of shape s (s->n = max_batch) on the bf16 path in use and
- * writes its note; allocates only the small state (nothing batch-sized). *copy_bytes:
+ * writes its note; winograd: the layer's fp32 algorithm, which the emulated mode runs, is
+ * Winograd. Allocates only the small state (nothing batch-sized). *copy_bytes:
  * dt_bf16_conv_copy_bytes. 0 or DT_ERUNTIME. */
-int dt_bf16_conv_setup(struct dt_bf16_conv **out, const struct dt_conv_shape *s,
+int dt_bf16_conv_setup(struct dt_bf16_conv **out, const struct dt_conv_shape *s, bool winograd,
                        double *copy_bytes);
 /* Bytes the tiles mode takes from the call scratch in each forward and backward (0 when
  * emulated: the layer sizes its rounded copies itself, dt_bf16_rounded_bytes). */

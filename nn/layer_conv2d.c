@@ -167,6 +167,15 @@ static double scratch_bytes(const struct conv *cv, int max_batch)
     return floats * sizeof(float);
 }
 
+/* The fusions the Winograd kernels take: per-sample kernels at stride 1 (the filter state is
+ * rebuilt at each batch's first chunk); the backward's store and dy read take the relu below
+ * and the batchnorm above. */
+static unsigned winograd_caps(int stride)
+{
+    return (stride == 1 ? DT_CAP_POOL_IN_FORWARD | DT_CAP_CHUNKS : 0u) | DT_CAP_RELU_BELOW_GRAD |
+           DT_CAP_BN_ABOVE_GRAD;
+}
+
 /* The emulated bf16 mode's backward rounds x again only where the fp32 algorithm's backward
  * reads it: the GEMM path keeps the columns forward made from the rounded x. */
 static bool emulated_backward_reads_x(const struct conv *cv)
@@ -174,10 +183,20 @@ static bool emulated_backward_reads_x(const struct conv *cv)
     return cv->algo != DT_CONV2D_GEMM;
 }
 
+/* The emulated bf16 mode on Winograd rounds x, dy and dx inside the kernels
+ * (dt_conv_winograd_forward_bf16 / _backward_bf16), so it takes the fp32 algorithm's fusions
+ * and needs no rounded copies; the other algorithms round in passes of their own. */
+static bool rounds_in_kernel(const struct conv *cv)
+{
+    return cv->bf && cv->algo == DT_CONV2D_WINOGRAD;
+}
+
 /* Call-scratch bytes of the emulated mode: forward's rounded x, or backward's rounded dy (and
  * x again where it is read). */
 static size_t emulated_call_bytes(const struct conv *cv, const struct dt_layer *l, int max_batch)
 {
+    if (rounds_in_kernel(cv))
+        return 0;
     size_t nx = (size_t)max_batch * dt_shape_size(l->in);
     size_t ny = (size_t)max_batch * dt_shape_size(l->out);
     size_t fwd = dt_bf16_rounded_bytes(nx, 0);
@@ -273,16 +292,21 @@ static int conv2d_setup(struct dt_layer *l, const struct dt_layer_spec *spec, st
     if (l->model->precision == DT_PRECISION_BF16) {
         /* bf16 takes the relu at its store and, on tiles, per sample: the pool above, the
          * relu below at dx's store and the batchnorm above's input gradient as it reads dy.
-         * Emulated takes only the relu: it rounds the whole batch's x and dy first (into
-         * the model's call scratch: the fp32 kernels read whole batches). */
-        int rc = dt_bf16_conv_setup(&cv->bf, &cv->ds, &s->copy_bytes);
+         * Emulated on Winograd takes the fp32 algorithm's fusions (it rounds in the kernels);
+         * on the others only the relu: they round the whole batch's x and dy first (into the
+         * model's call scratch: the fp32 kernels read whole batches). */
+        int rc =
+            dt_bf16_conv_setup(&cv->bf, &cv->ds, cv->algo == DT_CONV2D_WINOGRAD, &s->copy_bytes);
         if (rc < 0)
             return rc;
         s->caps |= DT_CAP_DX_ROUNDED;      /* its input gradient, tiles or emulated */
         if (!dt_bf16_conv_tiles(cv->bf)) { /* the rounded weights; x and dy per call */
             s->copy_bytes = 4.0 * (double)cv->oc * cv->ckk;
             s->call_scratch_bytes = (double)emulated_call_bytes(cv, l, l->model->max_batch);
-            s->caps |= DT_CAP_READS_DY_ROUNDED;
+            if (rounds_in_kernel(cv))
+                s->caps |= winograd_caps(stride);
+            else
+                s->caps |= DT_CAP_READS_DY_ROUNDED;
         } else { /* the fp32 algorithm's scratch is not allocated */
             s->scratch_bytes = 0;
             s->call_scratch_bytes = (double)dt_bf16_conv_call_bytes(cv->bf);
@@ -300,11 +324,10 @@ static int conv2d_setup(struct dt_layer *l, const struct dt_layer_spec *spec, st
         s->precision = dt_bf16_conv_note(cv->bf);
         return 0;
     }
-    /* per-sample kernels; winograd's filter state is rebuilt at each batch's first chunk */
-    if ((cv->algo == DT_CONV2D_DIRECT || cv->algo == DT_CONV2D_WINOGRAD) && stride == 1)
+    if (cv->algo == DT_CONV2D_WINOGRAD)
+        s->caps |= winograd_caps(stride);
+    else if (cv->algo == DT_CONV2D_DIRECT && stride == 1) /* per-sample kernels */
         s->caps |= DT_CAP_POOL_IN_FORWARD | DT_CAP_CHUNKS;
-    if (cv->algo == DT_CONV2D_WINOGRAD) /* its backward's store and dy read take them */
-        s->caps |= DT_CAP_RELU_BELOW_GRAD | DT_CAP_BN_ABOVE_GRAD;
     return 0; /* scratch at init, once the model's size has been checked (nn/model.c) */
 }
 
@@ -329,6 +352,24 @@ static int conv2d_init(struct dt_layer *l, uint64_t seed)
     dt_init_fan_in(l->params, nw, cv->bias ? l->params + nw : NULL, (size_t)cv->oc, (size_t)cv->ckk,
                    seed, l->index);
     return 0;
+}
+
+/* Winograd's forward (pooled 2x2 with argmax), on the filter transformed at the batch's first
+ * chunk; the bf16 emulated mode's rounds x as it reads it. Cannot fail: the shape was
+ * accepted and the scratch sized at setup. */
+static void winograd_forward(const struct conv *cv, const struct dt_conv_shape *s, const float *x,
+                             const float *bias, float *y, int32_t *argmax, int relu, float *scratch,
+                             size_t scratch_floats, int threads)
+{
+    if (cv->bf)
+        (void)dt_conv_winograd_forward_bf16(s, x, cv->u, bias, y, argmax, relu, scratch,
+                                            scratch_floats, threads);
+    else if (argmax)
+        (void)dt_conv_winograd_forward_pool2(s, x, cv->u, bias, y, argmax, relu, scratch,
+                                             scratch_floats, threads);
+    else
+        (void)dt_conv_winograd_forward_filtered(s, x, cv->u, bias, y, relu, scratch, scratch_floats,
+                                                threads);
 }
 
 /* conv (+ReLU) then c->pool's maxpool, one L2-sized chunk of samples at a time; y is the
@@ -357,15 +398,14 @@ static void forward_pooled(struct dt_layer *l, const float *x, const float *weig
             struct dt_conv_shape s = cv->ds;
             s.n = n1 - s0 < cv->chunk ? n1 - s0 : cv->chunk;
             if (indices) {
-                (void)dt_conv_winograd_forward_pool2(&s, x + s0 * in_sample, cv->u, bias,
-                                                     y + s0 * out_sample, indices + s0 * out_sample,
-                                                     c->relu, scratch, cv->fwd_scratch_floats, 1);
+                winograd_forward(cv, &s, x + s0 * in_sample, bias, y + s0 * out_sample,
+                                 indices + s0 * out_sample, c->relu, scratch,
+                                 cv->fwd_scratch_floats, 1);
                 continue;
             }
             if (cv->algo == DT_CONV2D_WINOGRAD)
-                (void)dt_conv_winograd_forward_filtered(&s, x + s0 * in_sample, cv->u, bias, out,
-                                                        c->relu, scratch, cv->fwd_scratch_floats,
-                                                        1);
+                winograd_forward(cv, &s, x + s0 * in_sample, bias, out, NULL, c->relu, scratch,
+                                 cv->fwd_scratch_floats, 1);
             else
                 (void)dt_conv_direct_forward(&s, x + s0 * in_sample, weight, bias, out, c->relu,
                                              scratch, cv->fwd_scratch_floats, 1);
@@ -417,13 +457,15 @@ static void conv2d_forward(struct dt_layer *l, const float *x, float *y, int bat
         return;
     }
     if (cv->bf) { /* emulated: the fp32 algorithm on bf16-rounded x and weights */
-        struct dt_bf16_rounded r;
-        size_t nx = (size_t)batch * dt_shape_size(l->in);
-        dt_bf16_rounded_take(&r, &l->model->call_scratch, nx, 0);
-        weight = c->weights_copied
-                     ? cv->round_w
-                     : dt_bf16_round_into(cv->round_w, weight, (size_t)cv->oc * cv->ckk);
-        x = dt_bf16_round_into(r.x, x, nx);
+        if (!c->weights_copied && c->first_sample == 0) /* chunks: the batch's first */
+            dt_bf16_round_into(cv->round_w, weight, (size_t)cv->oc * cv->ckk);
+        weight = cv->round_w;
+        if (!rounds_in_kernel(cv)) {
+            struct dt_bf16_rounded r;
+            size_t nx = (size_t)batch * dt_shape_size(l->in);
+            dt_bf16_rounded_take(&r, &l->model->call_scratch, nx, 0);
+            x = dt_bf16_round_into(r.x, x, nx);
+        }
     }
     if (cv->algo == DT_CONV2D_WINOGRAD && c->first_sample == 0)
         (void)dt_conv_winograd_filter(&cv->ds, weight, cv->u);
@@ -434,8 +476,8 @@ static void conv2d_forward(struct dt_layer *l, const float *x, float *y, int bat
     if (cv->algo == DT_CONV2D_WINOGRAD) {
         struct dt_conv_shape s = cv->ds;
         s.n = batch;
-        (void)dt_conv_winograd_forward_filtered(&s, x, cv->u, bias, y, c->relu, cv->scratch,
-                                                cv->scratch_floats, direct_threads(cv));
+        winograd_forward(cv, &s, x, bias, y, NULL, c->relu, cv->scratch, cv->scratch_floats,
+                         direct_threads(cv));
         return;
     }
     if (cv->algo == DT_CONV2D_DIRECT) {
@@ -529,11 +571,12 @@ static void backward_samples(struct dt_layer *l, const float *x, const float *dy
     if (cv->algo == DT_CONV2D_WINOGRAD) {
         struct dt_bn_grad part;
         memset(g, 0, l->nparams * sizeof *g); /* the kernel accumulates */
-        (void)dt_conv_winograd_backward(&s, x + b0 * in_sample, dy + b0 * out_sample,
-                                        dt_bn_grad_from(bn, b0 * out_sample, &part), weight, g, gb,
-                                        dx ? dx + b0 * in_sample : NULL, c->relu_below,
-                                        c->below_extra ? c->below_extra + b0 * in_sample : NULL,
-                                        cv->scratch, cv->scratch_floats, direct_threads(cv));
+        (cv->bf ? dt_conv_winograd_backward_bf16 : dt_conv_winograd_backward)(
+            &s, x + b0 * in_sample, dy + b0 * out_sample,
+            dt_bn_grad_from(bn, b0 * out_sample, &part), weight, g, gb,
+            dx ? dx + b0 * in_sample : NULL, c->relu_below,
+            c->below_extra ? c->below_extra + b0 * in_sample : NULL, cv->scratch,
+            cv->scratch_floats, direct_threads(cv));
         return;
     }
     if (cv->algo == DT_CONV2D_DIRECT) {
@@ -574,7 +617,9 @@ static void conv2d_backward(struct dt_layer *l, const float *x, const float *y, 
     }
     const float *weight = l->params;
     bool tiles = cv->bf && dt_bf16_conv_tiles(cv->bf);
-    if (cv->bf && !tiles) { /* emulated: the weights forward rounded, dy and x rounded */
+    if (cv->bf && !tiles)
+        weight = cv->round_w;                        /* rounded by forward */
+    if (cv->bf && !tiles && !rounds_in_kernel(cv)) { /* emulated: dy and x rounded */
         struct dt_bf16_rounded r;
         bool reads_x = emulated_backward_reads_x(cv);
         size_t nx = reads_x ? (size_t)batch * dt_shape_size(l->in) : 0;
@@ -582,7 +627,6 @@ static void conv2d_backward(struct dt_layer *l, const float *x, const float *y, 
         dt_bf16_rounded_take(&r, &l->model->call_scratch, nx, ny);
         if (reads_x) /* the same x forward rounded: the same values */
             x = dt_bf16_round_into(r.x, x, nx);
-        weight = cv->round_w;
         if (!c->dy_rounded) /* dx_rounded: the conv above stored it rounded */
             dy = dt_bf16_round_into(r.dy, dy, ny);
     }
@@ -611,7 +655,7 @@ static void conv2d_backward(struct dt_layer *l, const float *x, const float *y, 
     }
     if (dx && cv->algo == DT_CONV2D_GEMM)
         dt_col2im(&cv->ds, cv->col, dx, batch);
-    if (dx && cv->bf) /* emulated: the input gradient rounded as the tiles round it */
+    if (dx && cv->bf && !rounds_in_kernel(cv)) /* emulated: dx rounded as the tiles round it */
         dt_bf16_round_n(dx, dx, (size_t)batch * dt_shape_size(l->in));
 }
 

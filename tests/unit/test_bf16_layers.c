@@ -282,6 +282,12 @@ static void test_conv_every_path(void **state)
         /* stride 3: the emulated fallback on every path */
         check_conv((enum dt_bf16_path)p, 6, 9, 8, 12, 3, 3, 1, 2, "emulated");
         check_conv((enum dt_bf16_path)p, 3, 9, 8, 12, 3, 3, 1, 2, "emulated");
+        /* a 3x3 stride-1 shape fp32 Winograd prefers: the avx512bf16 path runs it emulated on
+         * Winograd (a quarter of the products), rounding in the kernels; the others on tiles */
+        emulated_algo = DT_CONV2D_WINOGRAD;
+        check_conv((enum dt_bf16_path)p, 16, 8, 7, 24, 3, 1, 1, 3,
+                   p == DT_BF16_AVX512BF16 ? "avx512bf16, emulated on fp32 Winograd" : tiles);
+        emulated_algo = DT_CONV2D_GEMM;
     }
 }
 
@@ -372,8 +378,10 @@ static void test_tiles_same_bits_any_team(void **state)
 {
     (void)state;
     struct dt_layer_spec stem = {.type = "conv2d", .out_channels = 16, .kernel = 3, .bias = true};
+    /* 8 -> 12: under fp32 Winograd's rule, which avx512bf16 runs emulated (its weight
+     * gradient sums per thread, as in fp32) */
     struct dt_layer_spec s1 = {
-        .type = "conv2d", .out_channels = 20, .kernel = 3, .padding = 1, .bias = true};
+        .type = "conv2d", .out_channels = 12, .kernel = 3, .padding = 1, .bias = true};
     struct dt_layer_spec s2 = {
         .type = "conv2d", .out_channels = 16, .kernel = 3, .stride = 2, .padding = 1};
     int was = omp_get_max_threads();

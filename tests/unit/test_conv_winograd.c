@@ -21,6 +21,7 @@
 #include "nn/kernels/fp32/conv_direct.h"
 #include "nn/kernels/fp32/conv_winograd.h"
 #include "nn/kernels/isa.h"
+#include "util/bf16.h"
 #include "util/err.h"
 #include "tests/unit/conv_fixture.h"
 #include "util/rng.h"
@@ -426,38 +427,63 @@ static void check_relu_below(void)
  * batchnorm's input gradient computed first (nn/kernels/fp32/batchnorm.isa.c's order of operations)
  * and passed as dy: weight, bias and input gradients, alone and with relu_below and an extra
  * gradient (a ResNet conv takes all three), at 1 and 2 threads, on the relu_below shapes. */
+/* A batchnorm below the conv's output: its input bx, its factors, and dyc, its input gradient
+ * for the output gradient t->dy computed first (the conv's dy then), in
+ * nn/kernels/fp32/batchnorm.isa.c's order of operations. */
+struct bn_case {
+    struct dt_bn_grad bn;
+    float *bx, *f[5], *dyc;
+};
+
+static struct bn_case make_bn_case(const struct tensors *t, struct dt_rng *rng)
+{
+    struct bn_case b;
+    size_t plane = (size_t)t->oh * t->ow, nk = (size_t)t->s.k;
+    b.bx = random_floats(rng, t->ny);
+    for (int j = 0; j < 5; j++)
+        b.f[j] = random_floats(rng, nk);
+    for (size_t c = 0; c < nk; c++)
+        b.f[1][c] = 0.5f + b.f[1][c] * b.f[1][c] * 3.0f; /* invstd > 0 */
+    b.bn = (struct dt_bn_grad){.x = b.bx,
+                               .mean = b.f[0],
+                               .invstd = b.f[1],
+                               .k = b.f[2],
+                               .mean_dy = b.f[3],
+                               .mean_dy_xhat = b.f[4]};
+    b.dyc = malloc(sizeof(float) * t->ny);
+    assert_non_null(b.dyc);
+    for (size_t i = 0; i < t->ny; i++) {
+        size_t c = i / plane % nk;
+        float xhat = (b.bx[i] - b.bn.mean[c]) * b.bn.invstd[c];
+        b.dyc[i] = b.bn.k[c] * (t->dy[i] - b.bn.mean_dy[c] - xhat * b.bn.mean_dy_xhat[c]);
+    }
+    return b;
+}
+
+static void free_bn_case(struct bn_case *b)
+{
+    free(b->bx), free(b->dyc);
+    for (int j = 0; j < 5; j++)
+        free(b->f[j]);
+}
+
+/* The relu_below shapes the bn and bf16 checks run on. */
+static const struct dt_conv_shape resnet_cases[] = {
+    {3, 16, 32, 32, 16, 3, 3, 1, 1}, /* ResNet-20 stage 1: a sample in two blocks */
+    {7, 64, 8, 8, 64, 3, 3, 1, 1},   /* stage 3: three samples a block, a partial group */
+    {2, 20, 13, 6, 24, 3, 3, 1, 1},  /* partial tiles and channel vectors */
+    {2, 16, 15, 16, 32, 3, 3, 2, 1}, /* stride 2: dy spread onto the stride-1 grid */
+};
+
 static void check_bn_grad(void)
 {
-    static const struct dt_conv_shape cases[] = {
-        {3, 16, 32, 32, 16, 3, 3, 1, 1}, /* ResNet-20 stage 1: a sample in two blocks */
-        {7, 64, 8, 8, 64, 3, 3, 1, 1},   /* stage 3: three samples a block, a partial group */
-        {2, 20, 13, 6, 24, 3, 3, 1, 1},  /* partial tiles and channel vectors */
-        {2, 16, 15, 16, 32, 3, 3, 2, 1}, /* stride 2: dy spread onto the stride-1 grid */
-    };
-    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
-        struct tensors t = make_tensors(cases[ci], 1700 + ci, false);
+    for (size_t ci = 0; ci < sizeof resnet_cases / sizeof resnet_cases[0]; ci++) {
+        struct tensors t = make_tensors(resnet_cases[ci], 1700 + ci, false);
         const struct dt_conv_shape *s = &t.s;
-        size_t plane = (size_t)t.oh * t.ow, nk = (size_t)s->k;
+        size_t nk = (size_t)s->k;
         struct dt_rng rng;
         dt_rng_init(&rng, 77 + ci);
-        float *bx = random_floats(&rng, t.ny), *f[5]; /* the batchnorm's input; its factors */
-        for (int j = 0; j < 5; j++)
-            f[j] = random_floats(&rng, nk);
-        for (size_t c = 0; c < nk; c++)
-            f[1][c] = 0.5f + f[1][c] * f[1][c] * 3.0f; /* invstd > 0 */
-        struct dt_bn_grad bn = {.x = bx,
-                                .mean = f[0],
-                                .invstd = f[1],
-                                .k = f[2],
-                                .mean_dy = f[3],
-                                .mean_dy_xhat = f[4]};
-        float *dyc = malloc(sizeof(float) * t.ny); /* the batchnorm's dx: the conv's dy */
-        assert_non_null(dyc);
-        for (size_t i = 0; i < t.ny; i++) {
-            size_t c = i / plane % nk;
-            float xhat = (bx[i] - bn.mean[c]) * bn.invstd[c];
-            dyc[i] = bn.k[c] * (t.dy[i] - bn.mean_dy[c] - xhat * bn.mean_dy_xhat[c]);
-        }
+        struct bn_case b = make_bn_case(&t, &rng);
         size_t nscratch = dt_conv_winograd_scratch_floats(s, 2), ng = t.nw + nk;
         float *scratch = malloc(sizeof(float) * nscratch), *extra = random_floats(&rng, t.nx);
         float *dw[2] = {malloc(sizeof(float) * ng), malloc(sizeof(float) * ng)};
@@ -469,19 +495,99 @@ static void check_bn_grad(void)
             for (int fused = 0; fused <= 1; fused++) {
                 memset(dw[fused], 0, sizeof(float) * ng);
                 assert_int_equal(
-                    dt_conv_winograd_backward(s, t.x, fused ? t.dy : dyc, fused ? &bn : NULL, t.w,
-                                              dw[fused], dw[fused] + t.nw, dx[fused], relu,
+                    dt_conv_winograd_backward(s, t.x, fused ? t.dy : b.dyc, fused ? &b.bn : NULL,
+                                              t.w, dw[fused], dw[fused] + t.nw, dx[fused], relu,
                                               relu ? extra : NULL, scratch, nscratch, threads),
                     0);
             }
             assert_memory_equal(dw[0], dw[1], sizeof(float) * ng);
             assert_memory_equal(dx[0], dx[1], sizeof(float) * t.nx);
         }
-        free(scratch), free(extra), free(dyc), free(bx);
-        for (int j = 0; j < 5; j++)
-            free(f[j]);
+        free(scratch), free(extra);
+        free_bn_case(&b);
         for (int i = 0; i < 2; i++)
             free(dw[i]), free(dx[i]);
+        free_tensors(&t);
+    }
+}
+
+/* The _bf16 entry points give the bits of rounding in passes of their own around the fp32
+ * calls (the emulated bf16 mode's arithmetic): forward and pooled forward on x rounded; the
+ * backward on x rounded and the batchnorm's input gradient rounded, its input gradient rounded
+ * before extra is added and the relu's mask (x unrounded) applied. x holds bf16 ties, which
+ * round to even both ways, values that round up and a signalling NaN. */
+static void check_bf16_entry_points(void)
+{
+    for (size_t ci = 0; ci < sizeof resnet_cases / sizeof resnet_cases[0]; ci++) {
+        struct tensors t = make_tensors(resnet_cases[ci], 1800 + ci, false);
+        const struct dt_conv_shape *s = &t.s;
+        size_t nk = (size_t)s->k, ng = t.nw + nk;
+        struct dt_rng rng;
+        dt_rng_init(&rng, 88 + ci);
+        for (size_t i = 0; i < t.nx; i += 7) /* ties: 1 + 2^-8 down to 1, 1 + 3 * 2^-8 up */
+            t.x[i] = i % 2 ? 1.0f + 1.0f / 256 : 1.0f + 3.0f / 256;
+        if (ci == 0) { /* a signalling NaN: a quiet NaN rounded, not the infinity of a carry */
+            uint32_t snan = 0x7f800001u;
+            memcpy(&t.x[5], &snan, sizeof snan);
+        }
+        struct bn_case b = make_bn_case(&t, &rng);
+        float *xr = malloc(sizeof(float) * t.nx), *dyr = malloc(sizeof(float) * t.ny);
+        float *extra = random_floats(&rng, t.nx);
+        assert_true(xr && dyr);
+        dt_bf16_round_n(t.x, xr, t.nx);
+        dt_bf16_round_n(t.w, t.w, t.nw); /* the layer's weights: rounded by the layer */
+        dt_bf16_round_n(b.dyc, dyr, t.ny);
+        size_t nscratch = dt_conv_winograd_scratch_floats(s, 2);
+        size_t nu = dt_conv_winograd_filter_floats(s), npool = t.ny / 4;
+        float *scratch = malloc(sizeof(float) * nscratch), *u = malloc(sizeof(float) * nu);
+        float *y[2] = {malloc(sizeof(float) * t.ny), malloc(sizeof(float) * t.ny)};
+        int32_t *arg[2] = {malloc(sizeof(int32_t) * npool), malloc(sizeof(int32_t) * npool)};
+        float *dw[2] = {malloc(sizeof(float) * ng), malloc(sizeof(float) * ng)};
+        float *dx[2] = {malloc(sizeof(float) * t.nx), malloc(sizeof(float) * t.nx)};
+        assert_true(scratch && u && y[0] && y[1] && arg[0] && arg[1] && dw[0] && dw[1]);
+        assert_true(dx[0] && dx[1]);
+        assert_int_equal(dt_conv_winograd_filter(s, t.w, u), 0);
+        for (int run = 0; run < 4; run++) { /* threads 1, 2; alone, with relu + extra */
+            int threads = 1 + run % 2;
+            bool relu = run >= 2;
+            assert_int_equal(dt_conv_winograd_forward_filtered(s, xr, u, t.b, y[0], relu, scratch,
+                                                               nscratch, threads),
+                             0);
+            assert_int_equal(dt_conv_winograd_forward_bf16(s, t.x, u, t.b, y[1], NULL, relu,
+                                                           scratch, nscratch, threads),
+                             0);
+            assert_memory_equal(y[0], y[1], sizeof(float) * t.ny);
+            if (s->stride == 1) {
+                assert_int_equal(dt_conv_winograd_forward_pool2(s, xr, u, t.b, y[0], arg[0], relu,
+                                                                scratch, nscratch, threads),
+                                 0);
+                assert_int_equal(dt_conv_winograd_forward_bf16(s, t.x, u, t.b, y[1], arg[1], relu,
+                                                               scratch, nscratch, threads),
+                                 0);
+                size_t pooled = (size_t)s->n * s->k * (t.oh / 2) * (t.ow / 2);
+                assert_memory_equal(y[0], y[1], sizeof(float) * pooled);
+                assert_memory_equal(arg[0], arg[1], sizeof(int32_t) * pooled);
+            }
+            memset(dw[0], 0, sizeof(float) * ng), memset(dw[1], 0, sizeof(float) * ng);
+            assert_int_equal(dt_conv_winograd_backward(s, xr, dyr, NULL, t.w, dw[0], dw[0] + t.nw,
+                                                       dx[0], false, NULL, scratch, nscratch,
+                                                       threads),
+                             0);
+            for (size_t i = 0; i < t.nx; i++) {
+                float v = dt_bf16_round(dx[0][i]);
+                dx[0][i] = !relu ? v : t.x[i] > 0 ? v + extra[i] : 0.0f;
+            }
+            assert_int_equal(dt_conv_winograd_backward_bf16(
+                                 s, t.x, t.dy, &b.bn, t.w, dw[1], dw[1] + t.nw, dx[1], relu,
+                                 relu ? extra : NULL, scratch, nscratch, threads),
+                             0);
+            assert_memory_equal(dw[0], dw[1], sizeof(float) * ng);
+            assert_memory_equal(dx[0], dx[1], sizeof(float) * t.nx);
+        }
+        free(scratch), free(u), free(extra), free(xr), free(dyr);
+        free_bn_case(&b);
+        for (int i = 0; i < 2; i++)
+            free(y[i]), free(arg[i]), free(dw[i]), free(dx[i]);
         free_tensors(&t);
     }
 }
@@ -516,6 +622,13 @@ static void test_bn_grad_matches_batchnorm_pass(void **state)
 {
     (void)state;
     on_each_width(check_bn_grad);
+}
+
+/* check_bf16_entry_points on each width (the rounding is per-width vector code). */
+static void test_bf16_entry_points_round_as_passes(void **state)
+{
+    (void)state;
+    on_each_width(check_bf16_entry_points);
 }
 
 static void test_supported_shapes(void **state)
@@ -601,6 +714,7 @@ int main(void)
         cmocka_unit_test(test_widths_give_same_bits),
         cmocka_unit_test(test_relu_below_masks_dx),
         cmocka_unit_test(test_bn_grad_matches_batchnorm_pass),
+        cmocka_unit_test(test_bf16_entry_points_round_as_passes),
         cmocka_unit_test(test_supported_shapes),
         cmocka_unit_test(test_bad_calls_fail_with_message),
     };

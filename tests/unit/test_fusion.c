@@ -468,6 +468,43 @@ static void test_bn_grad(void **state)
     compare_on(DT_CONV2D_GEMM, s, n, IN, 5, DT_FUSE_NONE, DT_FUSE_BN_GRAD, 0);
 }
 
+/* A bf16 model's emulated convs on Winograd (the reference path here; on avx512bf16 its
+ * stride-1 convs) round in the kernels and take the fp32 algorithm's fusions with the same
+ * bits as without them: the batchnorm above's input gradient, the relu below (with a skip
+ * gradient), the 2x2 pool in forward, and chunks. */
+static void test_bf16_emulated_winograd(void **state)
+{
+    (void)state;
+    model_run_precision = DT_PRECISION_BF16;
+    enum dt_bf16_path was = dt_isa_force_bf16_path(DT_BF16_REFERENCE);
+    struct dt_layer_spec b[16], r[16];
+    int nb = block(b), nr = relu_skip(r, 16);
+    int winograd = convs_on(b, nb, IN, DT_CONV2D_WINOGRAD);
+    compare_on(DT_CONV2D_WINOGRAD, b, nb, IN, 5, DT_FUSE_NONE, DT_FUSE_BN_GRAD, winograd);
+    compare_on(DT_CONV2D_WINOGRAD, b, nb, IN, 5, DT_FUSE_ALL & ~DT_FUSE_BN_GRAD, DT_FUSE_BN_GRAD,
+               winograd);
+    compare_on(DT_CONV2D_WINOGRAD, r, nr, IN, 5, DT_FUSE_RELU | DT_FUSE_DY_EXTRA,
+               DT_FUSE_RELU_BELOW, winograd > 0);
+    struct dt_layer_spec pool[] = {conv_spec(16, 3, 1, 1), spec_of("relu"),
+                                   pool_spec("maxpool2d", 2, 0, 0), spec_of("flatten"),
+                                   linear_spec(3)};
+    struct dt_shape in = {8, 13, 11};
+    compare_on(DT_CONV2D_WINOGRAD, pool, 5, in, 6, DT_FUSE_RELU, DT_FUSE_POOL,
+               convs_on(pool, 5, in, DT_CONV2D_WINOGRAD));
+    /* test_chunks' graph, at one thread (two take no runs) */
+    struct dt_layer_spec c[] = {
+        conv_spec(8, 3, 1, 0),           spec_of("relu"),    conv_spec(8, 3, 1, 0), spec_of("relu"),
+        pool_spec("maxpool2d", 2, 0, 0), spec_of("flatten"), linear_spec(3)};
+    struct dt_shape cin = {2, 20, 19};
+    enum dt_conv2d_algo algo = dt_conv2d_force_algo(DT_CONV2D_WINOGRAD);
+    dt_nn_set_threads(1);
+    compare(c, 7, cin, 13, DT_FUSE_RELU | DT_FUSE_POOL, DT_FUSE_CHUNKS,
+            convs_on(c, 7, cin, DT_CONV2D_WINOGRAD) == 2);
+    dt_conv2d_force_algo(algo);
+    dt_isa_force_bf16_path(was);
+    model_run_precision = DT_PRECISION_FP32;
+}
+
 /* A relu whose output a skip connection reads adds the skip gradient in its own pass. */
 static void test_dy_extra(void **state)
 {
@@ -632,13 +669,13 @@ int main(void)
 {
     unsetenv("DTRAIN_FUSE"); /* the cases set the fusions themselves */
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_relu),         cmocka_unit_test(test_view),
-        cmocka_unit_test(test_pool),         cmocka_unit_test(test_add),
-        cmocka_unit_test(test_relu_below),   cmocka_unit_test(test_bf16_fusions),
-        cmocka_unit_test(test_bn_grad),      cmocka_unit_test(test_dy_extra),
-        cmocka_unit_test(test_skip_in_dy),   cmocka_unit_test(test_chunks),
-        cmocka_unit_test(test_fusion_parse), cmocka_unit_test(test_fuse_env),
-        cmocka_unit_test(test_input_grad),
+        cmocka_unit_test(test_relu),       cmocka_unit_test(test_view),
+        cmocka_unit_test(test_pool),       cmocka_unit_test(test_add),
+        cmocka_unit_test(test_relu_below), cmocka_unit_test(test_bf16_fusions),
+        cmocka_unit_test(test_bn_grad),    cmocka_unit_test(test_bf16_emulated_winograd),
+        cmocka_unit_test(test_dy_extra),   cmocka_unit_test(test_skip_in_dy),
+        cmocka_unit_test(test_chunks),     cmocka_unit_test(test_fusion_parse),
+        cmocka_unit_test(test_fuse_env),   cmocka_unit_test(test_input_grad),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -182,13 +182,14 @@ static void ahead_plan(struct ahead *ah, const struct geom *g, int passes)
 }
 
 static int forward(const struct dt_conv_shape *s, const float *x, const float *u, const float *b,
-                   float *y, int32_t *argmax, int relu, float *scratch, size_t scratch_floats,
-                   int threads, const char *what)
+                   float *y, int32_t *argmax, int relu, bool bf16, float *scratch,
+                   size_t scratch_floats, int threads, const char *what)
 {
     int rc = check_call(s, scratch_floats, threads, what);
     if (rc)
         return rc;
     struct geom g = geom_of(s);
+    g.bf16 = bf16;
     if (argmax && (g.oh < 2 || g.ow < 2 || g.step != 1))
         return dt_fail(DT_EUSAGE, "conv_winograd %s: output %dx%d (stride %d) cannot be pooled 2x2",
                        what, g.yh, g.yw, g.step);
@@ -218,14 +219,23 @@ int dt_conv_winograd_forward_filtered(const struct dt_conv_shape *s, const float
                                       const float *b, float *y, int relu, float *scratch,
                                       size_t scratch_floats, int threads)
 {
-    return forward(s, x, u, b, y, NULL, relu, scratch, scratch_floats, threads, "forward");
+    return forward(s, x, u, b, y, NULL, relu, false, scratch, scratch_floats, threads, "forward");
 }
 
 int dt_conv_winograd_forward_pool2(const struct dt_conv_shape *s, const float *x, const float *u,
                                    const float *b, float *y, int32_t *argmax, int relu,
                                    float *scratch, size_t scratch_floats, int threads)
 {
-    return forward(s, x, u, b, y, argmax, relu, scratch, scratch_floats, threads, "forward_pool2");
+    return forward(s, x, u, b, y, argmax, relu, false, scratch, scratch_floats, threads,
+                   "forward_pool2");
+}
+
+int dt_conv_winograd_forward_bf16(const struct dt_conv_shape *s, const float *x, const float *u,
+                                  const float *b, float *y, int32_t *argmax, int relu,
+                                  float *scratch, size_t scratch_floats, int threads)
+{
+    return forward(s, x, u, b, y, argmax, relu, true, scratch, scratch_floats, threads,
+                   "forward_bf16");
 }
 
 int dt_conv_winograd_forward(const struct dt_conv_shape *s, const float *x, const float *w,
@@ -243,8 +253,8 @@ int dt_conv_winograd_forward(const struct dt_conv_shape *s, const float *x, cons
 
 static int backward(const struct dt_conv_shape *s, const float *x, const float *dy,
                     const struct dt_bn_grad *bn, const float *w, float *dw, float *db, float *dx,
-                    bool relu_below, const float *extra, float *scratch, size_t scratch_floats,
-                    int threads, const char *what)
+                    bool relu_below, const float *extra, bool bf16, float *scratch,
+                    size_t scratch_floats, int threads, const char *what)
 {
     int rc = check_call(s, scratch_floats, threads, what);
     if (rc)
@@ -254,6 +264,7 @@ static int backward(const struct dt_conv_shape *s, const float *x, const float *
     const float *mask = relu_below && dx ? x : NULL;
     extra = mask ? extra : NULL;
     struct geom g = geom_of(s);
+    g.bf16 = bf16;
     const struct wg_kernels *kw = kernels();
     if (dx)
         kw->transform_filter(&g, w, true, scratch);
@@ -314,21 +325,30 @@ int dt_conv_winograd_backward(const struct dt_conv_shape *s, const float *x, con
                               float *dx, bool relu_below, const float *extra, float *scratch,
                               size_t scratch_floats, int threads)
 {
-    return backward(s, x, dy, bn, w, dw, db, dx, relu_below, extra, scratch, scratch_floats,
+    return backward(s, x, dy, bn, w, dw, db, dx, relu_below, extra, false, scratch, scratch_floats,
                     threads, "backward");
+}
+
+int dt_conv_winograd_backward_bf16(const struct dt_conv_shape *s, const float *x, const float *dy,
+                                   const struct dt_bn_grad *bn, const float *w, float *dw,
+                                   float *db, float *dx, bool relu_below, const float *extra,
+                                   float *scratch, size_t scratch_floats, int threads)
+{
+    return backward(s, x, dy, bn, w, dw, db, dx, relu_below, extra, true, scratch, scratch_floats,
+                    threads, "backward_bf16");
 }
 
 int dt_conv_winograd_backward_weight(const struct dt_conv_shape *s, const float *x, const float *dy,
                                      float *dw, float *db, float *scratch, size_t scratch_floats,
                                      int threads)
 {
-    return backward(s, x, dy, NULL, NULL, dw, db, NULL, false, NULL, scratch, scratch_floats,
+    return backward(s, x, dy, NULL, NULL, dw, db, NULL, false, NULL, false, scratch, scratch_floats,
                     threads, "backward_weight");
 }
 
 int dt_conv_winograd_backward_input(const struct dt_conv_shape *s, const float *dy, const float *w,
                                     float *dx, float *scratch, size_t scratch_floats, int threads)
 {
-    return backward(s, NULL, dy, NULL, w, NULL, NULL, dx, false, NULL, scratch, scratch_floats,
-                    threads, "backward_input");
+    return backward(s, NULL, dy, NULL, w, NULL, NULL, dx, false, NULL, false, scratch,
+                    scratch_floats, threads, "backward_input");
 }

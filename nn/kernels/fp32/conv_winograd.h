@@ -88,6 +88,22 @@ int dt_conv_winograd_forward_pool2(const struct dt_conv_shape *s, const float *x
                                    const float *b, float *y, int32_t *argmax, int relu,
                                    float *scratch, size_t scratch_floats, int threads);
 
+/* The bf16 model's emulated mode on this algorithm (nn/bf16_layers.h; the weights w, or the
+ * filter u was made from, are already rounded to bf16): the kernels above with their bf16
+ * operands rounded as the kernels read them, not in passes of their own. Forward (argmax NULL:
+ * dt_conv_winograd_forward_filtered, else dt_conv_winograd_forward_pool2) rounds x; backward
+ * (dt_conv_winograd_backward) rounds x, and dy after bn's backward, and rounds the input
+ * gradient before extra is added and the relu's mask applied. The same bits as rounding x and
+ * the conv's output gradient in passes before the fp32 call and its own input gradient after
+ * it, as autocast's bf16 conv returns it. */
+int dt_conv_winograd_forward_bf16(const struct dt_conv_shape *s, const float *x, const float *u,
+                                  const float *b, float *y, int32_t *argmax, int relu,
+                                  float *scratch, size_t scratch_floats, int threads);
+int dt_conv_winograd_backward_bf16(const struct dt_conv_shape *s, const float *x, const float *dy,
+                                   const struct dt_bn_grad *bn, const float *w, float *dw,
+                                   float *db, float *dx, bool relu_below, const float *extra,
+                                   float *scratch, size_t scratch_floats, int threads);
+
 /* dw[k][c][i][j] += sum over samples and output pixels of dy * x; db[k] += sum of dy (db may
  * be NULL). Accumulates, so the caller zeroes gradients once per step. */
 int dt_conv_winograd_backward_weight(const struct dt_conv_shape *s, const float *x, const float *dy,

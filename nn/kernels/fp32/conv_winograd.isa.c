@@ -141,10 +141,10 @@ INLINE void load_rows_bn(VEC r[W], const float *dy, const float *x, size_t strid
  * plane is walked as one run of h * w pixels in blocks of W (whatever rows they span), so
  * every load but the plane's last is a full vector. With bn (else NULL), src is a batchnorm's
  * output gradient and bn->x its input (laid out as src), and what is stored is the
- * batchnorm's input gradient. */
+ * batchnorm's input gradient. With round, what is stored is rounded to bf16. */
 static void DT_ISA_FN(to_channels_last)(const float *src, int ch, int h, int w, float *dst, int dh,
                                         int dw, int dc, int off, int step,
-                                        const struct dt_bn_grad *bn)
+                                        const struct dt_bn_grad *bn, bool round)
 {
     size_t row = (size_t)dw * dc, plane = (size_t)h * w;
     if (step != 1)
@@ -170,6 +170,10 @@ static void DT_ISA_FN(to_channels_last)(const float *src, int ch, int h, int w, 
                 load_rows_bn(r, src + at, bn->x + at, plane, nc, nq, bn, c0);
             else
                 load_rows(r, src + at, plane, nc, nq);
+            if (round)
+#pragma GCC unroll 16
+                for (int i = 0; i < W; i++)
+                    r[i] = round_bf16(r[i]);
             transpose(r);
 #pragma GCC unroll 16
             for (int i = 0; i < W; i++)
@@ -186,8 +190,10 @@ static void DT_ISA_FN(to_channels_last)(const float *src, int ch, int h, int w, 
 struct store {
     const float *bias; /* forward: plus bias[channel], */
     int relu;          /* then ReLU */
-    /* backward through a relu whose output is mask (laid out as dst): plus extra (what else
-     * reached the relu's output, laid out as dst), then 0 where mask is not > 0 */
+    /* backward: rounded to bf16 (round), then through a relu whose output is mask (laid out
+     * as dst): plus extra (what else reached the relu's output, laid out as dst), then 0 where
+     * mask is not > 0 */
+    bool round;
     const float *mask, *extra;
 };
 
@@ -201,6 +207,7 @@ static void DT_ISA_FN(from_channels_last)(const float *src, int sw, int sc, int 
     size_t plane = (size_t)h * w;
     const float *bias = st->bias, *mask = st->mask, *extra = st->extra;
     int relu = st->relu;
+    bool round = st->round;
     for (int c0 = 0; c0 < ch; c0 += W) {
         int nc = ch - c0 < W ? ch - c0 : W;
         VEC b = bias ? load_first(bias + c0, nc) : ZERO();
@@ -223,6 +230,10 @@ static void DT_ISA_FN(from_channels_last)(const float *src, int sw, int sc, int 
                 }
             }
             transpose(r);
+            if (round)
+#pragma GCC unroll 16
+                for (int c = 0; c < W; c++)
+                    r[c] = round_bf16(r[c]);
             size_t at = (size_t)c0 * plane + q0;
             float *d = dst + at;
             if (nq == W && nc == W) {
@@ -604,7 +615,8 @@ static void DT_ISA_FN(forward_sample)(const struct geom *g, const float *x, cons
                                       const float *b, float *y, int32_t *argmax, int relu,
                                       const struct wscratch *ws, struct ahead *ahead)
 {
-    DT_ISA_FN(to_channels_last)(x, g->c, g->h, g->w, ws->in, g->hi, g->wi, g->c16, g->pad, 1, NULL);
+    DT_ISA_FN(to_channels_last)
+    (x, g->c, g->h, g->w, ws->in, g->hi, g->wi, g->c16, g->pad, 1, NULL, g->bf16);
     size_t vrow = (size_t)POS * g->c16, mrow = (size_t)POS * g->k16;
     size_t pooled = (size_t)(g->ho / 2) * (g->wo / 2) * g->k16; /* a quarter of ws->out */
     int32_t *idx = (int32_t *)(ws->out + pooled);
@@ -672,14 +684,14 @@ static void DT_ISA_FN(backward_samples)(const struct geom *g, const float *x, co
                 struct dt_bn_grad part;
                 DT_ISA_FN(to_channels_last)
                 (dy + s * out_sample, g->k, g->yh, g->yw, ws->out, g->ho, g->wo, g->k16, 0, g->step,
-                 dt_bn_grad_from(bn, s * out_sample, &part));
+                 dt_bn_grad_from(bn, s * out_sample, &part), g->bf16);
             }
             DT_ISA_FN(output_adjoint)(g, ws->out, t0, nb, ws->m + s * nb * mrow);
             if (x) {
                 if (t0 == 0)
                     DT_ISA_FN(to_channels_last)
-                (x + s * in_sample, g->c, g->h, g->w, ws->in, g->hi, g->wi, g->c16, g->pad, 1,
-                 NULL);
+                (x + s * in_sample, g->c, g->h, g->w, ws->in, g->hi, g->wi, g->c16, g->pad, 1, NULL,
+                 g->bf16);
                 DT_ISA_FN(input_transform)(g, ws->in, t0, nb, ws->v + s * nb * vrow);
             }
         }
@@ -704,7 +716,8 @@ static void DT_ISA_FN(backward_samples)(const struct geom *g, const float *x, co
         for (int s = 0; s < count; s++) {
             DT_ISA_FN(input_adjoint)(g, ws->v + s * nb * vrow, t0, nb, ws->din);
             if (t0 + nb == g->tiles) {
-                struct store st = {.mask = mask ? mask + s * in_sample : NULL,
+                struct store st = {.round = g->bf16,
+                                   .mask = mask ? mask + s * in_sample : NULL,
                                    .extra = extra ? extra + s * in_sample : NULL};
                 DT_ISA_FN(from_channels_last)
                 (ws->din, g->wi, g->c16, g->pad, 1, dx + s * in_sample, g->c, g->h, g->w, &st);

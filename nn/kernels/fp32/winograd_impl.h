@@ -34,7 +34,9 @@ struct geom {
     int hi, wi; /* tiled input plane: (4 th + 2) x (4 tw + 2) */
     int ho, wo; /* tiled output plane: 4 th x 4 tw */
     int c16, k16;
-    size_t filter;                 /* floats of U (or U^T) at the start of scratch */
+    bool bf16;     /* operands rounded to bf16 as read, the input gradient as stored (the _bf16
+                      entry points of conv_winograd.h) */
+    size_t filter; /* floats of U (or U^T) at the start of scratch */
     size_t in, out, v, m, acc, db; /* sections of one thread's scratch (din: as in) */
     size_t per_thread;
 };

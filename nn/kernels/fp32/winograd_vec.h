@@ -31,6 +31,19 @@
 /* v where m > 0, else +0: a relu's backward mask */
 #define KEEP_POS(v, m) _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(m, ZERO(), _CMP_GT_OQ), v)
 
+/* v rounded to the nearest bf16, ties to even, as an fp32; a NaN stays a quiet NaN: the bits
+ * of util/bf16.h's dt_bf16_round, lane by lane. */
+INLINE VEC round_bf16(VEC v)
+{
+    __m512i u = _mm512_castps_si512(v), high = _mm512_set1_epi32((int)0xffff0000u);
+    __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7fff)));
+    __m512i nan = _mm512_or_si512(_mm512_and_si512(u, high), _mm512_set1_epi32(0x400000));
+    r = _mm512_mask_mov_epi32(_mm512_and_si512(r, high), _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q),
+                              nan);
+    return _mm512_castsi512_ps(r);
+}
+
 /* registers: 32 zmm */
 #define MAX_VB 4
 #define ROWS_OF_VB                                                                                 \
@@ -115,6 +128,19 @@ INLINE void pool_step(VEC *mx, VECI *best, VEC v, int i)
 
 /* v where m > 0, else +0: a relu's backward mask */
 #define KEEP_POS(v, m) _mm256_and_ps(_mm256_cmp_ps(m, ZERO(), _CMP_GT_OQ), v)
+
+/* v rounded to the nearest bf16, ties to even, as an fp32; a NaN stays a quiet NaN: the bits
+ * of util/bf16.h's dt_bf16_round, lane by lane. */
+INLINE VEC round_bf16(VEC v)
+{
+    __m256i u = _mm256_castps_si256(v), high = _mm256_set1_epi32((int)0xffff0000u);
+    __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    __m256i r = _mm256_add_epi32(u, _mm256_add_epi32(odd, _mm256_set1_epi32(0x7fff)));
+    __m256i nan = _mm256_or_si256(_mm256_and_si256(u, high), _mm256_set1_epi32(0x400000));
+    __m256 unordered = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
+    return _mm256_blendv_ps(_mm256_castsi256_ps(_mm256_and_si256(r, high)),
+                            _mm256_castsi256_ps(nan), unordered);
+}
 
 /* registers: 16 ymm, 12 of them accumulators */
 #define MAX_VB         3
