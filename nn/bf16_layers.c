@@ -409,7 +409,7 @@ static int conv_mode(struct dt_bf16_conv *bf, const struct dt_conv_shape *s, boo
         why = "stride 2 with a kernel over 7x7 is not in the bf16 conv kernels";
     if (!why && bf->path == DT_BF16_AVX512BF16 && s->stride == 1 && winograd) {
         /* a choice, not a fallback: Winograd F(4x4,3x3) does a quarter of the products, and
-         * VDPBF16PS runs at most 2x fp32's flops (Zen 4; 1x on Intel's: docs/bf16.md) */
+         * VDPBF16PS runs at most 2x fp32's flops (Zen 4; 0.5x on the AMX Xeon: docs/bf16.md) */
         snprintf(bf->note, sizeof bf->note,
                  "avx512bf16, emulated on fp32 Winograd: 1/4 of the products (VDPBF16PS: at most "
                  "2x fp32's flops)");

@@ -20,8 +20,8 @@
  *             tile kernels do not take (stride 3+, pad >= kernel, under 4 input channels outside
  *             the stem mode), named in the note. The avx512bf16 path also runs emulated the
  *             stride-1 convs whose fp32 algorithm is Winograd: F(4x4,3x3) does a quarter of a
- *             direct conv's products, and VDPBF16PS runs at most twice fp32's flops (on Zen 4;
- *             once on Intel's: docs/bf16.md, "The avx512bf16 path on Zen 4").
+ *             direct conv's products, and VDPBF16PS runs at most twice fp32's flops (Zen 4;
+ *             half of fp32's on the AMX Xeon: docs/bf16.md, "The avx512bf16 path on Zen 4").
  * Either way the layer keeps a bf16 copy of its weights (packed, or rounded) made from the fp32
  * masters: in a training step by the optimizer step, as it updates them (nn/weight_copy.h),
  * else at the forward call (the layer's forward is told which); weight and bias gradients are

@@ -188,7 +188,7 @@ static bool emulated_backward_reads_x(const struct conv *cv)
  * and needs no rounded copies; the other algorithms round in passes of their own. */
 static bool rounds_in_kernel(const struct conv *cv)
 {
-    return cv->bf && cv->algo == DT_CONV2D_WINOGRAD;
+    return cv->bf && !dt_bf16_conv_tiles(cv->bf) && cv->algo == DT_CONV2D_WINOGRAD;
 }
 
 /* Call-scratch bytes of the emulated mode: forward's rounded x, or backward's rounded dy (and
