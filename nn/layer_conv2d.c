@@ -303,8 +303,8 @@ static int conv2d_setup(struct dt_layer *l, const struct dt_layer_spec *spec, st
         if (!dt_bf16_conv_tiles(cv->bf)) { /* the rounded weights; x and dy per call */
             s->copy_bytes = 4.0 * (double)cv->oc * cv->ckk;
             s->call_scratch_bytes = (double)emulated_call_bytes(cv, l, l->model->max_batch);
-            if (rounds_in_kernel(cv))
-                s->caps |= winograd_caps(stride);
+            if (rounds_in_kernel(cv)) /* and reads x stored as bf16 */
+                s->caps |= winograd_caps(stride) | DT_CAP_BF16_INPUT;
             else
                 s->caps |= DT_CAP_READS_DY_ROUNDED;
         } else { /* the fp32 algorithm's scratch is not allocated */
@@ -355,14 +355,14 @@ static int conv2d_init(struct dt_layer *l, uint64_t seed)
 }
 
 /* Winograd's forward (pooled 2x2 with argmax), on the filter transformed at the batch's first
- * chunk; the bf16 emulated mode's rounds x as it reads it. Cannot fail: the shape was
- * accepted and the scratch sized at setup. */
+ * chunk; the bf16 emulated mode's rounds x as it reads it, or reads it stored as bf16
+ * (x_bf16). Cannot fail: the shape was accepted and the scratch sized at setup. */
 static void winograd_forward(const struct conv *cv, const struct dt_conv_shape *s, const float *x,
-                             const float *bias, float *y, int32_t *argmax, int relu, float *scratch,
-                             size_t scratch_floats, int threads)
+                             bool x_bf16, const float *bias, float *y, int32_t *argmax, int relu,
+                             float *scratch, size_t scratch_floats, int threads)
 {
     if (cv->bf)
-        (void)dt_conv_winograd_forward_bf16(s, x, cv->u, bias, y, argmax, relu, scratch,
+        (void)dt_conv_winograd_forward_bf16(s, x, x_bf16, cv->u, bias, y, argmax, relu, scratch,
                                             scratch_floats, threads);
     else if (argmax)
         (void)dt_conv_winograd_forward_pool2(s, x, cv->u, bias, y, argmax, relu, scratch,
@@ -397,14 +397,15 @@ static void forward_pooled(struct dt_layer *l, const float *x, const float *weig
         for (int s0 = n0; s0 < n1; s0 += cv->chunk) {
             struct dt_conv_shape s = cv->ds;
             s.n = n1 - s0 < cv->chunk ? n1 - s0 : cv->chunk;
+            const float *xs = dt_act_from(x, c->x_bf16, s0 * in_sample);
             if (indices) {
-                winograd_forward(cv, &s, x + s0 * in_sample, bias, y + s0 * out_sample,
+                winograd_forward(cv, &s, xs, c->x_bf16, bias, y + s0 * out_sample,
                                  indices + s0 * out_sample, c->relu, scratch,
                                  cv->fwd_scratch_floats, 1);
                 continue;
             }
             if (cv->algo == DT_CONV2D_WINOGRAD)
-                winograd_forward(cv, &s, x + s0 * in_sample, bias, out, NULL, c->relu, scratch,
+                winograd_forward(cv, &s, xs, c->x_bf16, bias, out, NULL, c->relu, scratch,
                                  cv->fwd_scratch_floats, 1);
             else
                 (void)dt_conv_direct_forward(&s, x + s0 * in_sample, weight, bias, out, c->relu,
@@ -476,8 +477,8 @@ static void conv2d_forward(struct dt_layer *l, const float *x, float *y, int bat
     if (cv->algo == DT_CONV2D_WINOGRAD) {
         struct dt_conv_shape s = cv->ds;
         s.n = batch;
-        winograd_forward(cv, &s, x, bias, y, NULL, c->relu, cv->scratch, cv->scratch_floats,
-                         direct_threads(cv));
+        winograd_forward(cv, &s, x, c->x_bf16, bias, y, NULL, c->relu, cv->scratch,
+                         cv->scratch_floats, direct_threads(cv));
         return;
     }
     if (cv->algo == DT_CONV2D_DIRECT) {
@@ -571,12 +572,18 @@ static void backward_samples(struct dt_layer *l, const float *x, const float *dy
     if (cv->algo == DT_CONV2D_WINOGRAD) {
         struct dt_bn_grad part;
         memset(g, 0, l->nparams * sizeof *g); /* the kernel accumulates */
-        (cv->bf ? dt_conv_winograd_backward_bf16 : dt_conv_winograd_backward)(
-            &s, x + b0 * in_sample, dy + b0 * out_sample,
-            dt_bn_grad_from(bn, b0 * out_sample, &part), weight, g, gb,
-            dx ? dx + b0 * in_sample : NULL, c->relu_below,
-            c->below_extra ? c->below_extra + b0 * in_sample : NULL, cv->scratch,
-            cv->scratch_floats, direct_threads(cv));
+        const float *extra = c->below_extra ? c->below_extra + b0 * in_sample : NULL;
+        const struct dt_bn_grad *bs = dt_bn_grad_from(bn, b0 * out_sample, &part);
+        if (cv->bf)
+            (void)dt_conv_winograd_backward_bf16(
+                &s, dt_act_from(x, c->x_bf16, b0 * in_sample), c->x_bf16, dy + b0 * out_sample, bs,
+                weight, g, gb, dx ? dx + b0 * in_sample : NULL, c->relu_below, extra, cv->scratch,
+                cv->scratch_floats, direct_threads(cv));
+        else
+            (void)dt_conv_winograd_backward(&s, x + b0 * in_sample, dy + b0 * out_sample, bs,
+                                            weight, g, gb, dx ? dx + b0 * in_sample : NULL,
+                                            c->relu_below, extra, cv->scratch, cv->scratch_floats,
+                                            direct_threads(cv));
         return;
     }
     if (cv->algo == DT_CONV2D_DIRECT) {

@@ -515,7 +515,8 @@ static void check_bn_grad(void)
  * calls (the emulated bf16 mode's arithmetic): forward and pooled forward on x rounded; the
  * backward on x rounded and the batchnorm's input gradient rounded, its input gradient rounded
  * before extra is added and the relu's mask (x unrounded) applied. x holds bf16 ties, which
- * round to even both ways, values that round up and a signalling NaN. */
+ * round to even both ways, values that round up and a signalling NaN. The same with x stored
+ * as bf16 (x_bf16: the rounded values, their own mask). */
 static void check_bf16_entry_points(void)
 {
     for (size_t ci = 0; ci < sizeof resnet_cases / sizeof resnet_cases[0]; ci++) {
@@ -535,6 +536,9 @@ static void check_bf16_entry_points(void)
         float *extra = random_floats(&rng, t.nx);
         assert_true(xr && dyr);
         dt_bf16_round_n(t.x, xr, t.nx);
+        dt_bf16 *xb = malloc(sizeof(dt_bf16) * t.nx);
+        assert_non_null(xb);
+        dt_bf16_from_f32_n(t.x, xb, t.nx);
         dt_bf16_round_n(t.w, t.w, t.nw); /* the layer's weights: rounded by the layer */
         dt_bf16_round_n(b.dyc, dyr, t.ny);
         size_t nscratch = dt_conv_winograd_scratch_floats(s, 2);
@@ -547,13 +551,16 @@ static void check_bf16_entry_points(void)
         assert_true(scratch && u && y[0] && y[1] && arg[0] && arg[1] && dw[0] && dw[1]);
         assert_true(dx[0] && dx[1]);
         assert_int_equal(dt_conv_winograd_filter(s, t.w, u), 0);
-        for (int run = 0; run < 4; run++) { /* threads 1, 2; alone, with relu + extra */
+        /* threads 1, 2; alone, with relu + extra; x as fp32, as bf16 */
+        for (int run = 0; run < 8; run++) {
             int threads = 1 + run % 2;
-            bool relu = run >= 2;
+            bool relu = run % 4 >= 2, stored = run >= 4;
+            const void *x = stored ? (const void *)xb : (const void *)t.x;
+            const float *mask = stored ? xr : t.x;
             assert_int_equal(dt_conv_winograd_forward_filtered(s, xr, u, t.b, y[0], relu, scratch,
                                                                nscratch, threads),
                              0);
-            assert_int_equal(dt_conv_winograd_forward_bf16(s, t.x, u, t.b, y[1], NULL, relu,
+            assert_int_equal(dt_conv_winograd_forward_bf16(s, x, stored, u, t.b, y[1], NULL, relu,
                                                            scratch, nscratch, threads),
                              0);
             assert_memory_equal(y[0], y[1], sizeof(float) * t.ny);
@@ -561,8 +568,8 @@ static void check_bf16_entry_points(void)
                 assert_int_equal(dt_conv_winograd_forward_pool2(s, xr, u, t.b, y[0], arg[0], relu,
                                                                 scratch, nscratch, threads),
                                  0);
-                assert_int_equal(dt_conv_winograd_forward_bf16(s, t.x, u, t.b, y[1], arg[1], relu,
-                                                               scratch, nscratch, threads),
+                assert_int_equal(dt_conv_winograd_forward_bf16(s, x, stored, u, t.b, y[1], arg[1],
+                                                               relu, scratch, nscratch, threads),
                                  0);
                 size_t pooled = (size_t)s->n * s->k * (t.oh / 2) * (t.ow / 2);
                 assert_memory_equal(y[0], y[1], sizeof(float) * pooled);
@@ -575,16 +582,16 @@ static void check_bf16_entry_points(void)
                              0);
             for (size_t i = 0; i < t.nx; i++) {
                 float v = dt_bf16_round(dx[0][i]);
-                dx[0][i] = !relu ? v : t.x[i] > 0 ? v + extra[i] : 0.0f;
+                dx[0][i] = !relu ? v : mask[i] > 0 ? v + extra[i] : 0.0f;
             }
             assert_int_equal(dt_conv_winograd_backward_bf16(
-                                 s, t.x, t.dy, &b.bn, t.w, dw[1], dw[1] + t.nw, dx[1], relu,
+                                 s, x, stored, t.dy, &b.bn, t.w, dw[1], dw[1] + t.nw, dx[1], relu,
                                  relu ? extra : NULL, scratch, nscratch, threads),
                              0);
             assert_memory_equal(dw[0], dw[1], sizeof(float) * ng);
             assert_memory_equal(dx[0], dx[1], sizeof(float) * t.nx);
         }
-        free(scratch), free(u), free(extra), free(xr), free(dyr);
+        free(scratch), free(u), free(extra), free(xr), free(xb), free(dyr);
         free_bn_case(&b);
         for (int i = 0; i < 2; i++)
             free(y[i]), free(arg[i]), free(dw[i]), free(dx[i]);

@@ -471,7 +471,7 @@ static void test_bn_grad(void **state)
 /* A bf16 model's emulated convs on Winograd (the reference path here; on avx512bf16 its
  * stride-1 convs) round in the kernels and take the fp32 algorithm's fusions with the same
  * bits as without them: the batchnorm above's input gradient, the relu below (with a skip
- * gradient), the 2x2 pool in forward, and chunks. */
+ * gradient), the 2x2 pool in forward, and chunks; and they read an input stored as bf16. */
 static void test_bf16_emulated_winograd(void **state)
 {
     (void)state;
@@ -485,6 +485,10 @@ static void test_bf16_emulated_winograd(void **state)
                winograd);
     compare_on(DT_CONV2D_WINOGRAD, r, nr, IN, 5, DT_FUSE_RELU | DT_FUSE_DY_EXTRA,
                DT_FUSE_RELU_BELOW, winograd > 0);
+    /* the batchnorm -> relu output the second conv reads (running the relu's backward) stored
+     * as bf16, which the conv reads widened (at the batchnorm and the relu: 2) */
+    compare_on(DT_CONV2D_WINOGRAD, b, nb, IN, 5, DT_FUSE_ALL & ~DT_FUSE_BF16_STORE,
+               DT_FUSE_BF16_STORE, winograd == 2 ? 2 : 0);
     struct dt_layer_spec pool[] = {conv_spec(16, 3, 1, 1), spec_of("relu"),
                                    pool_spec("maxpool2d", 2, 0, 0), spec_of("flatten"),
                                    linear_spec(3)};

@@ -61,6 +61,7 @@
 
 #include "nn/kernels/fp32/winograd_impl.h"
 #include "nn/kernels/isa.h"
+#include "util/bf16.h"
 #include "util/err.h"
 
 enum {
@@ -181,8 +182,14 @@ static void ahead_plan(struct ahead *ah, const struct geom *g, int passes)
     ah->per_step = steps ? (total / steps + 63) / 64 * 64 : total;
 }
 
-static int forward(const struct dt_conv_shape *s, const float *x, const float *u, const float *b,
-                   float *y, int32_t *argmax, int relu, bool bf16, float *scratch,
+/* Bytes of n activation elements, stored as fp32 or (x_bf16) bf16. */
+static size_t act_bytes(size_t n, bool x_bf16)
+{
+    return n * (x_bf16 ? sizeof(dt_bf16) : sizeof(float));
+}
+
+static int forward(const struct dt_conv_shape *s, const void *x, bool x_bf16, const float *u,
+                   const float *b, float *y, int32_t *argmax, int relu, bool bf16, float *scratch,
                    size_t scratch_floats, int threads, const char *what)
 {
     int rc = check_call(s, scratch_floats, threads, what);
@@ -190,6 +197,7 @@ static int forward(const struct dt_conv_shape *s, const float *x, const float *u
         return rc;
     struct geom g = geom_of(s);
     g.bf16 = bf16;
+    g.x_bf16 = x_bf16;
     if (argmax && (g.oh < 2 || g.ow < 2 || g.step != 1))
         return dt_fail(DT_EUSAGE, "conv_winograd %s: output %dx%d (stride %d) cannot be pooled 2x2",
                        what, g.yh, g.yw, g.step);
@@ -204,11 +212,11 @@ static int forward(const struct dt_conv_shape *s, const float *x, const float *u
         for (int n = 0; n < g.n; n++) {
             struct ahead ah = {0}; /* the next sample's input */
             if (n + 1 < g.n) {
-                ah.p[0] = (const char *)(x + (n + 1) * in_sample);
-                ah.bytes[0] = in_sample * sizeof(float);
+                ah.p[0] = (const char *)dt_act_from(x, x_bf16, (n + 1) * in_sample);
+                ah.bytes[0] = act_bytes(in_sample, x_bf16);
             }
             ahead_plan(&ah, &g, 1);
-            kw->forward_sample(&g, x + n * in_sample, u, b, y + n * out_sample,
+            kw->forward_sample(&g, dt_act_from(x, x_bf16, n * in_sample), u, b, y + n * out_sample,
                                argmax ? argmax + n * out_sample : NULL, relu, &ws, &ah);
         }
     }
@@ -219,22 +227,23 @@ int dt_conv_winograd_forward_filtered(const struct dt_conv_shape *s, const float
                                       const float *b, float *y, int relu, float *scratch,
                                       size_t scratch_floats, int threads)
 {
-    return forward(s, x, u, b, y, NULL, relu, false, scratch, scratch_floats, threads, "forward");
+    return forward(s, x, false, u, b, y, NULL, relu, false, scratch, scratch_floats, threads,
+                   "forward");
 }
 
 int dt_conv_winograd_forward_pool2(const struct dt_conv_shape *s, const float *x, const float *u,
                                    const float *b, float *y, int32_t *argmax, int relu,
                                    float *scratch, size_t scratch_floats, int threads)
 {
-    return forward(s, x, u, b, y, argmax, relu, false, scratch, scratch_floats, threads,
+    return forward(s, x, false, u, b, y, argmax, relu, false, scratch, scratch_floats, threads,
                    "forward_pool2");
 }
 
-int dt_conv_winograd_forward_bf16(const struct dt_conv_shape *s, const float *x, const float *u,
-                                  const float *b, float *y, int32_t *argmax, int relu,
-                                  float *scratch, size_t scratch_floats, int threads)
+int dt_conv_winograd_forward_bf16(const struct dt_conv_shape *s, const void *x, bool x_bf16,
+                                  const float *u, const float *b, float *y, int32_t *argmax,
+                                  int relu, float *scratch, size_t scratch_floats, int threads)
 {
-    return forward(s, x, u, b, y, argmax, relu, true, scratch, scratch_floats, threads,
+    return forward(s, x, x_bf16, u, b, y, argmax, relu, true, scratch, scratch_floats, threads,
                    "forward_bf16");
 }
 
@@ -251,7 +260,7 @@ int dt_conv_winograd_forward(const struct dt_conv_shape *s, const float *x, cons
                                              threads);
 }
 
-static int backward(const struct dt_conv_shape *s, const float *x, const float *dy,
+static int backward(const struct dt_conv_shape *s, const void *x, bool x_bf16, const float *dy,
                     const struct dt_bn_grad *bn, const float *w, float *dw, float *db, float *dx,
                     bool relu_below, const float *extra, bool bf16, float *scratch,
                     size_t scratch_floats, int threads, const char *what)
@@ -261,10 +270,11 @@ static int backward(const struct dt_conv_shape *s, const float *x, const float *
         return rc;
     if (relu_below && dx && !x)
         return dt_fail(DT_EUSAGE, "conv_winograd %s: relu_below needs x, the relu's output", what);
-    const float *mask = relu_below && dx ? x : NULL;
+    const void *mask = relu_below && dx ? x : NULL;
     extra = mask ? extra : NULL;
     struct geom g = geom_of(s);
     g.bf16 = bf16;
+    g.x_bf16 = x_bf16;
     const struct wg_kernels *kw = kernels();
     if (dx)
         kw->transform_filter(&g, w, true, scratch);
@@ -290,15 +300,16 @@ static int backward(const struct dt_conv_shape *s, const float *x, const float *
                     ah.bytes[1] = ah.bytes[0];
                 }
                 if (x) {
-                    ah.p[2] = (const char *)(x + (n + count) * in_sample);
-                    ah.bytes[2] = in_sample * next * sizeof(float);
+                    ah.p[2] = (const char *)dt_act_from(x, x_bf16, (n + count) * in_sample);
+                    ah.bytes[2] = act_bytes(in_sample * next, x_bf16);
                 }
             }
             ahead_plan(&ah, &g, (x ? 1 : 0) + (dx ? 1 : 0));
             struct dt_bn_grad part;
-            kw->backward_samples(&g, x ? x + n * in_sample : NULL, dy + n * out_sample,
-                                 dt_bn_grad_from(bn, n * out_sample, &part), scratch, db != NULL,
-                                 dx ? dx + n * in_sample : NULL, mask ? mask + n * in_sample : NULL,
+            kw->backward_samples(&g, x ? dt_act_from(x, x_bf16, n * in_sample) : NULL,
+                                 dy + n * out_sample, dt_bn_grad_from(bn, n * out_sample, &part),
+                                 scratch, db != NULL, dx ? dx + n * in_sample : NULL,
+                                 mask ? dt_act_from(mask, x_bf16, n * in_sample) : NULL,
                                  extra ? extra + n * in_sample : NULL, &ws, count, &ah);
         }
         if (x) {
@@ -325,30 +336,31 @@ int dt_conv_winograd_backward(const struct dt_conv_shape *s, const float *x, con
                               float *dx, bool relu_below, const float *extra, float *scratch,
                               size_t scratch_floats, int threads)
 {
-    return backward(s, x, dy, bn, w, dw, db, dx, relu_below, extra, false, scratch, scratch_floats,
-                    threads, "backward");
+    return backward(s, x, false, dy, bn, w, dw, db, dx, relu_below, extra, false, scratch,
+                    scratch_floats, threads, "backward");
 }
 
-int dt_conv_winograd_backward_bf16(const struct dt_conv_shape *s, const float *x, const float *dy,
-                                   const struct dt_bn_grad *bn, const float *w, float *dw,
-                                   float *db, float *dx, bool relu_below, const float *extra,
-                                   float *scratch, size_t scratch_floats, int threads)
+int dt_conv_winograd_backward_bf16(const struct dt_conv_shape *s, const void *x, bool x_bf16,
+                                   const float *dy, const struct dt_bn_grad *bn, const float *w,
+                                   float *dw, float *db, float *dx, bool relu_below,
+                                   const float *extra, float *scratch, size_t scratch_floats,
+                                   int threads)
 {
-    return backward(s, x, dy, bn, w, dw, db, dx, relu_below, extra, true, scratch, scratch_floats,
-                    threads, "backward_bf16");
+    return backward(s, x, x_bf16, dy, bn, w, dw, db, dx, relu_below, extra, true, scratch,
+                    scratch_floats, threads, "backward_bf16");
 }
 
 int dt_conv_winograd_backward_weight(const struct dt_conv_shape *s, const float *x, const float *dy,
                                      float *dw, float *db, float *scratch, size_t scratch_floats,
                                      int threads)
 {
-    return backward(s, x, dy, NULL, NULL, dw, db, NULL, false, NULL, false, scratch, scratch_floats,
-                    threads, "backward_weight");
+    return backward(s, x, false, dy, NULL, NULL, dw, db, NULL, false, NULL, false, scratch,
+                    scratch_floats, threads, "backward_weight");
 }
 
 int dt_conv_winograd_backward_input(const struct dt_conv_shape *s, const float *dy, const float *w,
                                     float *dx, float *scratch, size_t scratch_floats, int threads)
 {
-    return backward(s, NULL, dy, NULL, w, NULL, NULL, dx, false, NULL, false, scratch,
+    return backward(s, NULL, false, dy, NULL, w, NULL, NULL, dx, false, NULL, false, scratch,
                     scratch_floats, threads, "backward_input");
 }

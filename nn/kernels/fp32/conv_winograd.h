@@ -95,14 +95,17 @@ int dt_conv_winograd_forward_pool2(const struct dt_conv_shape *s, const float *x
  * (dt_conv_winograd_backward) rounds x, and dy after bn's backward, and rounds the input
  * gradient before extra is added and the relu's mask applied. The same bits as rounding x and
  * the conv's output gradient in passes before the fp32 call and its own input gradient after
- * it, as autocast's bf16 conv returns it. */
-int dt_conv_winograd_forward_bf16(const struct dt_conv_shape *s, const float *x, const float *u,
-                                  const float *b, float *y, int32_t *argmax, int relu,
-                                  float *scratch, size_t scratch_floats, int threads);
-int dt_conv_winograd_backward_bf16(const struct dt_conv_shape *s, const float *x, const float *dy,
-                                   const struct dt_bn_grad *bn, const float *w, float *dw,
-                                   float *db, float *dx, bool relu_below, const float *extra,
-                                   float *scratch, size_t scratch_floats, int threads);
+ * it, as autocast's bf16 conv returns it. With x_bf16, x (and so the relu's mask) is stored as
+ * bf16 elements (a bf16 model's bf16_store, nn/fusion.h): read widened, half the bytes, and
+ * not rounded again. */
+int dt_conv_winograd_forward_bf16(const struct dt_conv_shape *s, const void *x, bool x_bf16,
+                                  const float *u, const float *b, float *y, int32_t *argmax,
+                                  int relu, float *scratch, size_t scratch_floats, int threads);
+int dt_conv_winograd_backward_bf16(const struct dt_conv_shape *s, const void *x, bool x_bf16,
+                                   const float *dy, const struct dt_bn_grad *bn, const float *w,
+                                   float *dw, float *db, float *dx, bool relu_below,
+                                   const float *extra, float *scratch, size_t scratch_floats,
+                                   int threads);
 
 /* dw[k][c][i][j] += sum over samples and output pixels of dy * x; db[k] += sum of dy (db may
  * be NULL). Accumulates, so the caller zeroes gradients once per step. */

@@ -16,6 +16,7 @@
 #include "nn/kernels/fp32/winograd_impl.h"
 #include "nn/kernels/fp32/winograd_vec.h"
 #include "nn/kernels/isa_fn.h"
+#include "util/bf16.h"
 
 /* r = B^T d (6 -> 6). */
 INLINE void bt6(const VEC d[6], VEC r[6])
@@ -115,6 +116,24 @@ INLINE void load_rows(VEC r[W], const float *p, size_t stride, int nr, int nx)
         r[i] = i < nr ? load_first(p + i * stride, nx) : ZERO();
 }
 
+/* The first n of W bf16 elements widened, the rest zero. */
+INLINE VEC load_first_bf16(const dt_bf16 *p, int n)
+{
+    dt_bf16 lane[W] = {0};
+    memcpy(lane, p, (size_t)n * sizeof *p);
+    return load_bf16(lane);
+}
+
+/* load_rows of bf16 elements, widened to fp32 (exact). */
+INLINE void load_rows_bf16(VEC r[W], const dt_bf16 *p, size_t stride, int nr, int nx)
+{
+#pragma GCC unroll 16
+    for (int i = 0; i < W; i++)
+        r[i] = i >= nr   ? ZERO()
+               : nx == W ? load_bf16(p + i * stride)
+                         : load_first_bf16(p + i * stride, nx);
+}
+
 /* load_rows of a batchnorm's output gradient dy through its backward bn, x (laid out as dy)
  * its input: channel c0 + i's row is struct dt_bn_grad's float operations, in its order. Row
  * by row, so no second array of W vectors competes for the registers. */
@@ -141,10 +160,11 @@ INLINE void load_rows_bn(VEC r[W], const float *dy, const float *x, size_t strid
  * plane is walked as one run of h * w pixels in blocks of W (whatever rows they span), so
  * every load but the plane's last is a full vector. With bn (else NULL), src is a batchnorm's
  * output gradient and bn->x its input (laid out as src), and what is stored is the
- * batchnorm's input gradient. With round, what is stored is rounded to bf16. */
-static void DT_ISA_FN(to_channels_last)(const float *src, int ch, int h, int w, float *dst, int dh,
+ * batchnorm's input gradient. With src_bf16, src holds bf16 elements (bn NULL then); with
+ * round, what is stored is rounded to bf16. */
+static void DT_ISA_FN(to_channels_last)(const void *src, int ch, int h, int w, float *dst, int dh,
                                         int dw, int dc, int off, int step,
-                                        const struct dt_bn_grad *bn, bool round)
+                                        const struct dt_bn_grad *bn, bool src_bf16, bool round)
 {
     size_t row = (size_t)dw * dc, plane = (size_t)h * w;
     if (step != 1)
@@ -167,9 +187,11 @@ static void DT_ISA_FN(to_channels_last)(const float *src, int ch, int h, int w, 
             VEC r[W];
             size_t at = (size_t)c0 * plane + q0;
             if (bn)
-                load_rows_bn(r, src + at, bn->x + at, plane, nc, nq, bn, c0);
+                load_rows_bn(r, (const float *)src + at, bn->x + at, plane, nc, nq, bn, c0);
+            else if (src_bf16)
+                load_rows_bf16(r, (const dt_bf16 *)src + at, plane, nc, nq);
             else
-                load_rows(r, src + at, plane, nc, nq);
+                load_rows(r, (const float *)src + at, plane, nc, nq);
             if (round)
 #pragma GCC unroll 16
                 for (int i = 0; i < W; i++)
@@ -194,8 +216,20 @@ struct store {
      * as dst): plus extra (what else reached the relu's output, laid out as dst), then 0 where
      * mask is not > 0 */
     bool round;
-    const float *mask, *extra;
+    const void *mask; /* bf16 elements with mask_bf16 */
+    bool mask_bf16;
+    const float *extra;
 };
+
+/* The mask's n (<= W) elements at `at`, widened (zero past n). */
+INLINE VEC mask_at(const struct store *st, size_t at, int n)
+{
+    if (st->mask_bf16)
+        return n == W ? load_bf16((const dt_bf16 *)st->mask + at)
+                      : load_first_bf16((const dt_bf16 *)st->mask + at, n);
+    return n == W ? LOAD((const float *)st->mask + at)
+                  : load_first((const float *)st->mask + at, n);
+}
 
 /* dst [ch][h][w] = src [sh][sw][sc] at (off + step y, off + step x), through st (step 2: a
  * stride-2 conv's output picked off the stride-1 grid). Walks the output plane in runs of W
@@ -205,7 +239,8 @@ static void DT_ISA_FN(from_channels_last)(const float *src, int sw, int sc, int 
                                           float *dst, int ch, int h, int w, const struct store *st)
 {
     size_t plane = (size_t)h * w;
-    const float *bias = st->bias, *mask = st->mask, *extra = st->extra;
+    const float *bias = st->bias, *extra = st->extra;
+    bool mask = st->mask != NULL;
     int relu = st->relu;
     bool round = st->round;
     for (int c0 = 0; c0 < ch; c0 += W) {
@@ -241,7 +276,8 @@ static void DT_ISA_FN(from_channels_last)(const float *src, int sw, int sc, int 
                 for (int c = 0; c < W; c++) {
                     if (extra)
                         r[c] = ADD(r[c], LOAD(extra + at + c * plane));
-                    STORE(d + c * plane, mask ? KEEP_POS(r[c], LOAD(mask + at + c * plane)) : r[c]);
+                    STORE(d + c * plane,
+                          mask ? KEEP_POS(r[c], mask_at(st, at + c * plane, W)) : r[c]);
                 }
             } else {
 #pragma GCC unroll 16
@@ -250,7 +286,7 @@ static void DT_ISA_FN(from_channels_last)(const float *src, int sw, int sc, int 
                         if (extra)
                             r[c] = ADD(r[c], load_first(extra + at + c * plane, nq));
                         if (mask)
-                            r[c] = KEEP_POS(r[c], load_first(mask + at + c * plane, nq));
+                            r[c] = KEEP_POS(r[c], mask_at(st, at + c * plane, nq));
                         store_first(d + c * plane, nq, r[c]);
                     }
             }
@@ -611,12 +647,13 @@ static void DT_ISA_FN(weight_from_domain)(const struct geom *g, const float *du,
 
 /* One sample's forward; with argmax, pooled 2x2 (y is then the pooled output). Runs ahead's
  * prefetch. */
-static void DT_ISA_FN(forward_sample)(const struct geom *g, const float *x, const float *u,
+static void DT_ISA_FN(forward_sample)(const struct geom *g, const void *x, const float *u,
                                       const float *b, float *y, int32_t *argmax, int relu,
                                       const struct wscratch *ws, struct ahead *ahead)
 {
     DT_ISA_FN(to_channels_last)
-    (x, g->c, g->h, g->w, ws->in, g->hi, g->wi, g->c16, g->pad, 1, NULL, g->bf16);
+    (x, g->c, g->h, g->w, ws->in, g->hi, g->wi, g->c16, g->pad, 1, NULL, g->x_bf16,
+     g->bf16 && !g->x_bf16);
     size_t vrow = (size_t)POS * g->c16, mrow = (size_t)POS * g->k16;
     size_t pooled = (size_t)(g->ho / 2) * (g->wo / 2) * g->k16; /* a quarter of ws->out */
     int32_t *idx = (int32_t *)(ws->out + pooled);
@@ -669,9 +706,9 @@ static void DT_ISA_FN(bias_sums)(const struct geom *g, const float *m, int nb, f
  * The samples' tiles share one block of V and M: on small planes (ResNet's 8x8: 4 tiles a
  * sample) one sample's block made the weight gradient's GEMMs 4 rows deep, and the dU
  * accumulator's traffic, not the products, set its speed. */
-static void DT_ISA_FN(backward_samples)(const struct geom *g, const float *x, const float *dy,
+static void DT_ISA_FN(backward_samples)(const struct geom *g, const void *x, const float *dy,
                                         const struct dt_bn_grad *bn, const float *ut, bool bias,
-                                        float *dx, const float *mask, const float *extra,
+                                        float *dx, const void *mask, const float *extra,
                                         const struct wscratch *ws, int count, struct ahead *ahead)
 {
     size_t vrow = (size_t)POS * g->c16, mrow = (size_t)POS * g->k16;
@@ -684,14 +721,14 @@ static void DT_ISA_FN(backward_samples)(const struct geom *g, const float *x, co
                 struct dt_bn_grad part;
                 DT_ISA_FN(to_channels_last)
                 (dy + s * out_sample, g->k, g->yh, g->yw, ws->out, g->ho, g->wo, g->k16, 0, g->step,
-                 dt_bn_grad_from(bn, s * out_sample, &part), g->bf16);
+                 dt_bn_grad_from(bn, s * out_sample, &part), false, g->bf16);
             }
             DT_ISA_FN(output_adjoint)(g, ws->out, t0, nb, ws->m + s * nb * mrow);
             if (x) {
                 if (t0 == 0)
                     DT_ISA_FN(to_channels_last)
-                (x + s * in_sample, g->c, g->h, g->w, ws->in, g->hi, g->wi, g->c16, g->pad, 1, NULL,
-                 g->bf16);
+                (dt_act_from(x, g->x_bf16, s * in_sample), g->c, g->h, g->w, ws->in, g->hi, g->wi,
+                 g->c16, g->pad, 1, NULL, g->x_bf16, g->bf16 && !g->x_bf16);
                 DT_ISA_FN(input_transform)(g, ws->in, t0, nb, ws->v + s * nb * vrow);
             }
         }
@@ -717,7 +754,9 @@ static void DT_ISA_FN(backward_samples)(const struct geom *g, const float *x, co
             DT_ISA_FN(input_adjoint)(g, ws->v + s * nb * vrow, t0, nb, ws->din);
             if (t0 + nb == g->tiles) {
                 struct store st = {.round = g->bf16,
-                                   .mask = mask ? mask + s * in_sample : NULL,
+                                   .mask =
+                                       mask ? dt_act_from(mask, g->x_bf16, s * in_sample) : NULL,
+                                   .mask_bf16 = g->x_bf16,
                                    .extra = extra ? extra + s * in_sample : NULL};
                 DT_ISA_FN(from_channels_last)
                 (ws->din, g->wi, g->c16, g->pad, 1, dx + s * in_sample, g->c, g->h, g->w, &st);

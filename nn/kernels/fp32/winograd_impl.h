@@ -36,6 +36,7 @@ struct geom {
     int c16, k16;
     bool bf16;     /* operands rounded to bf16 as read, the input gradient as stored (the _bf16
                       entry points of conv_winograd.h) */
+    bool x_bf16;   /* x (and the relu mask, the same array) stored as bf16 elements */
     size_t filter; /* floats of U (or U^T) at the start of scratch */
     size_t in, out, v, m, acc, db; /* sections of one thread's scratch (din: as in) */
     size_t per_thread;
@@ -82,15 +83,16 @@ struct wg_kernels {
     /* u[p][o][i16] = (G w G^T)[p]; transpose: the input gradient's U^T */
     void (*transform_filter)(const struct geom *g, const float *w, bool transpose, float *u);
     /* one sample's forward; with argmax, pooled 2x2 */
-    void (*forward_sample)(const struct geom *g, const float *x, const float *u, const float *b,
+    void (*forward_sample)(const struct geom *g, const void *x, const float *u, const float *b,
                            float *y, int32_t *argmax, int relu, const struct wscratch *ws,
                            struct ahead *ahead);
     /* `count` (<= group) consecutive samples' share of the gradients (x NULL: no weight
      * gradient; dx NULL: no input's; mask: dx plus extra, 0 where mask is not > 0; bn: dy
-     * read through a batchnorm's backward, bn->x at these samples) */
-    void (*backward_samples)(const struct geom *g, const float *x, const float *dy,
+     * read through a batchnorm's backward, bn->x at these samples; x and mask are bf16
+     * elements when g->x_bf16) */
+    void (*backward_samples)(const struct geom *g, const void *x, const float *dy,
                              const struct dt_bn_grad *bn, const float *ut, bool bias, float *dx,
-                             const float *mask, const float *extra, const struct wscratch *ws,
+                             const void *mask, const float *extra, const struct wscratch *ws,
                              int count, struct ahead *ahead);
     /* the threads' dU and bias partials summed in thread order, elements [i0, i1) */
     void (*reduce_threads)(const struct geom *g, float *scratch, int team, size_t i0, size_t i1);

@@ -69,6 +69,13 @@ INLINE void store_first(float *p, int n, VEC v)
     _mm512_mask_storeu_ps(p, lane_mask(n), v);
 }
 
+/* W bf16 elements widened to fp32 (exact): an activation a bf16 model stores as bf16. */
+INLINE VEC load_bf16(const uint16_t *p)
+{
+    __m256i h = _mm256_loadu_si256((const __m256i *)(const void *)p);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
 /* Transposes 16 rows of 16 floats in place. */
 INLINE void transpose(VEC r[16])
 {
@@ -160,6 +167,13 @@ INLINE __m256i lane_mask(int n)
 INLINE VEC load_first(const float *p, int n)
 {
     return n >= W ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, lane_mask(n));
+}
+
+/* W bf16 elements widened to fp32 (exact): an activation a bf16 model stores as bf16. */
+INLINE VEC load_bf16(const uint16_t *p)
+{
+    __m128i h = _mm_loadu_si128((const __m128i *)(const void *)p);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 
 INLINE void store_first(float *p, int n, VEC v)
