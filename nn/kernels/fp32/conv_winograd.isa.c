@@ -161,7 +161,7 @@ INLINE void load_rows_bn(VEC r[W], const float *dy, const float *x, size_t strid
  * every load but the plane's last is a full vector. With bn (else NULL), src is a batchnorm's
  * output gradient and bn->x its input (laid out as src), and what is stored is the
  * batchnorm's input gradient. With src_bf16, src holds bf16 elements (bn NULL then); with
- * round, what is stored is rounded to bf16. */
+ * round, what is stored is rounded to bf16 (a bf16 src is so already). */
 static void DT_ISA_FN(to_channels_last)(const void *src, int ch, int h, int w, float *dst, int dh,
                                         int dw, int dc, int off, int step,
                                         const struct dt_bn_grad *bn, bool src_bf16, bool round)
@@ -192,7 +192,7 @@ static void DT_ISA_FN(to_channels_last)(const void *src, int ch, int h, int w, f
                 load_rows_bf16(r, (const dt_bf16 *)src + at, plane, nc, nq);
             else
                 load_rows(r, (const float *)src + at, plane, nc, nq);
-            if (round)
+            if (round && !src_bf16)
 #pragma GCC unroll 16
                 for (int i = 0; i < W; i++)
                     r[i] = round_bf16(r[i]);
@@ -652,8 +652,7 @@ static void DT_ISA_FN(forward_sample)(const struct geom *g, const void *x, const
                                       const struct wscratch *ws, struct ahead *ahead)
 {
     DT_ISA_FN(to_channels_last)
-    (x, g->c, g->h, g->w, ws->in, g->hi, g->wi, g->c16, g->pad, 1, NULL, g->x_bf16,
-     g->bf16 && !g->x_bf16);
+    (x, g->c, g->h, g->w, ws->in, g->hi, g->wi, g->c16, g->pad, 1, NULL, g->x_bf16, g->bf16);
     size_t vrow = (size_t)POS * g->c16, mrow = (size_t)POS * g->k16;
     size_t pooled = (size_t)(g->ho / 2) * (g->wo / 2) * g->k16; /* a quarter of ws->out */
     int32_t *idx = (int32_t *)(ws->out + pooled);
@@ -728,7 +727,7 @@ static void DT_ISA_FN(backward_samples)(const struct geom *g, const void *x, con
                 if (t0 == 0)
                     DT_ISA_FN(to_channels_last)
                 (dt_act_from(x, g->x_bf16, s * in_sample), g->c, g->h, g->w, ws->in, g->hi, g->wi,
-                 g->c16, g->pad, 1, NULL, g->x_bf16, g->bf16 && !g->x_bf16);
+                 g->c16, g->pad, 1, NULL, g->x_bf16, g->bf16);
                 DT_ISA_FN(input_transform)(g, ws->in, t0, nb, ws->v + s * nb * vrow);
             }
         }
