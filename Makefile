@@ -62,7 +62,7 @@ LIB_SRC := $(sort $(filter-out %.isa.c,$(wildcard util/*.c data/*.c nn/*.c nn/ke
 # The flags are the ones the kernels' target attributes had, so each build's code is the same.
 ISA_SET_fp32          := generic avx2 avx512
 ISA_SET_bf16          := ctile avx512bf16 amx
-ISA_SET_conv_winograd := avx2 avx512   # intrinsics at 8 and 16 lanes; no generic build
+ISA_SET_conv_winograd := avx2 avx512 avx512bf16 # 8 and 16 lanes (+ VDPBF16PS); no generic build
 ISA_SET_optim_steps   := generic avx2  # the AVX-512 path runs the avx2 build (isa.c)
 ISA_SET_conv_bf16_layout := avx512bf16 amx # AVX-512 layout passes; other paths run conv_bf16.c's C
 ISA_SET_conv_s2_bf16_layout := avx512bf16 amx # the same for stride 2 (conv_s2_bf16.c's C)

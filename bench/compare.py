@@ -112,6 +112,8 @@ def dtrain_training(args, model, grid, data_dir, precision):
            "--json", "--quiet", "--set", f"data.dir={data_dir}", "--precision", precision]
     # torch_ref.py times every step, so dtrain does too (--warmup 0): the same measurement.
     cmd += ["--steps", str(args.steps), "--warmup", "0"] if args.steps else ["--epochs", "1"]
+    for kv in args.dtrain_set:  # e.g. train.bf16_winograd=true
+        cmd += ["--set", kv]
     rows = run_json(cmd, args.timeout * len(grid), f"dtrain {model} {precision}") or []
     return {(r["instances"], r["threads"]): r for r in rows if r.get("event") == "bench_row"}
 
@@ -303,6 +305,8 @@ def main():
                     help="rounds of both sides, alternated; medians are reported")
     ap.add_argument("--ranks", type=int, default=2, help="all-reduce ranks")
     ap.add_argument("--max-bytes", type=int, default=64 << 20)
+    ap.add_argument("--dtrain-set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a --set for every dtrain run (repeatable), e.g. train.bf16_winograd=true")
     ap.add_argument("--fashion-dir", default=FASHION)
     ap.add_argument("--cifar-dir", help="CIFAR-10 binary archive dir (default: a fixture)")
     ap.add_argument("--fixture-samples", type=int, default=2000)

@@ -93,6 +93,7 @@ struct dt_bf16_conv {
     bool stem;    /* tiles as im2col GEMMs through gemm_bf16.h (C * kh * kw <= 32) */
     bool stride2; /* tiles through conv_s2_bf16.h (parity planes), else conv_bf16.h */
     enum dt_bf16_path path;
+    bool products; /* emulated on Winograd with bf16 products (train.bf16_winograd) */
     char note[112];
     struct dt_conv_shape s, t;      /* the layer's shape and its input gradient's (n unused) */
     struct dt_conv_bf16_geom g, gt; /* stride 1 */
@@ -441,7 +442,7 @@ static int conv_mode(struct dt_bf16_conv *bf, const struct dt_conv_shape *s, boo
 }
 
 int dt_bf16_conv_setup(struct dt_bf16_conv **out, const struct dt_conv_shape *s, bool winograd,
-                       double *copy_bytes)
+                       bool products, double *copy_bytes)
 {
     struct dt_bf16_conv *bf = calloc(1, sizeof *bf);
     if (!bf)
@@ -449,8 +450,25 @@ int dt_bf16_conv_setup(struct dt_bf16_conv **out, const struct dt_conv_shape *s,
     *out = bf;
     bf->s = *s;
     int rc = conv_mode(bf, s, winograd);
+    if (rc == 0 && !bf->tiles && winograd && products) {
+        bf->products = true;
+        if (bf->path == DT_BF16_AVX512BF16)
+            snprintf(bf->note, sizeof bf->note,
+                     "avx512bf16, bf16 products on Winograd: VDPBF16PS on V, U, dM rounded "
+                     "(train.bf16_winograd)");
+        else
+            snprintf(bf->note, sizeof bf->note,
+                     "%s, bf16 products on Winograd in FMAs: V, U, dM rounded "
+                     "(train.bf16_winograd)",
+                     dt_bf16_path_name(bf->path));
+    }
     *copy_bytes = (double)dt_bf16_conv_copy_bytes(bf);
     return rc;
+}
+
+bool dt_bf16_conv_products(const struct dt_bf16_conv *bf)
+{
+    return bf->products;
 }
 
 size_t dt_bf16_conv_call_bytes(const struct dt_bf16_conv *bf)

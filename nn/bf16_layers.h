@@ -22,6 +22,9 @@
  *             stride-1 convs whose fp32 algorithm is Winograd: F(4x4,3x3) does a quarter of a
  *             direct conv's products, and VDPBF16PS runs at most twice fp32's flops (Zen 4;
  *             half of fp32's on the AMX Xeon: docs/bf16.md, "The avx512bf16 path on Zen 4").
+ *             With train.bf16_winograd an emulated mode on Winograd also multiplies in bf16 in
+ *             the Winograd domain (dt_conv_winograd_filter_bf16: V, U and dM rounded; not
+ *             autocast's numerics), named in the note.
  * Either way the layer keeps a bf16 copy of its weights (packed, or rounded) made from the fp32
  * masters: in a training step by the optimizer step, as it updates them (nn/weight_copy.h),
  * else at the forward call (the layer's forward is told which); weight and bias gradients are
@@ -77,10 +80,13 @@ struct dt_bf16_conv;
 
 /* Chooses the mode of a conv2d of shape s (s->n = max_batch) on the bf16 path in use and
  * writes its note; winograd: the layer's fp32 algorithm, which the emulated mode runs, is
- * Winograd. Allocates only the small state (nothing batch-sized). *copy_bytes:
- * dt_bf16_conv_copy_bytes. 0 or DT_ERUNTIME. */
+ * Winograd; products (train.bf16_winograd): an emulated mode on Winograd multiplies in bf16 in
+ * its domain (dt_conv_winograd_filter_bf16). Allocates only the small state (nothing
+ * batch-sized). *copy_bytes: dt_bf16_conv_copy_bytes. 0 or DT_ERUNTIME. */
 int dt_bf16_conv_setup(struct dt_bf16_conv **out, const struct dt_conv_shape *s, bool winograd,
-                       double *copy_bytes);
+                       bool products, double *copy_bytes);
+/* The emulated mode on Winograd with bf16 products was chosen (setup's products, not tiles). */
+bool dt_bf16_conv_products(const struct dt_bf16_conv *bf);
 /* Bytes the tiles mode takes from the call scratch in each forward and backward (0 when
  * emulated: the layer sizes its rounded copies itself, dt_bf16_rounded_bytes). */
 size_t dt_bf16_conv_call_bytes(const struct dt_bf16_conv *bf);

@@ -295,8 +295,8 @@ static int conv2d_setup(struct dt_layer *l, const struct dt_layer_spec *spec, st
          * Emulated on Winograd takes the fp32 algorithm's fusions (it rounds in the kernels);
          * on the others only the relu: they round the whole batch's x and dy first (into the
          * model's call scratch: the fp32 kernels read whole batches). */
-        int rc =
-            dt_bf16_conv_setup(&cv->bf, &cv->ds, cv->algo == DT_CONV2D_WINOGRAD, &s->copy_bytes);
+        int rc = dt_bf16_conv_setup(&cv->bf, &cv->ds, cv->algo == DT_CONV2D_WINOGRAD,
+                                    l->model->bf16_winograd, &s->copy_bytes);
         if (rc < 0)
             return rc;
         s->caps |= DT_CAP_DX_ROUNDED;      /* its input gradient, tiles or emulated */
@@ -362,8 +362,9 @@ static void winograd_forward(const struct conv *cv, const struct dt_conv_shape *
                              float *scratch, size_t scratch_floats, int threads)
 {
     if (cv->bf)
-        (void)dt_conv_winograd_forward_bf16(s, x, x_bf16, cv->u, bias, y, argmax, relu, scratch,
-                                            scratch_floats, threads);
+        (void)dt_conv_winograd_forward_bf16(s, x, x_bf16, dt_bf16_conv_products(cv->bf), cv->u,
+                                            bias, y, argmax, relu, scratch, scratch_floats,
+                                            threads);
     else if (argmax)
         (void)dt_conv_winograd_forward_pool2(s, x, cv->u, bias, y, argmax, relu, scratch,
                                              scratch_floats, threads);
@@ -468,8 +469,12 @@ static void conv2d_forward(struct dt_layer *l, const float *x, float *y, int bat
             x = dt_bf16_round_into(r.x, x, nx);
         }
     }
-    if (cv->algo == DT_CONV2D_WINOGRAD && c->first_sample == 0)
-        (void)dt_conv_winograd_filter(&cv->ds, weight, cv->u);
+    if (cv->algo == DT_CONV2D_WINOGRAD && c->first_sample == 0) {
+        if (cv->bf && dt_bf16_conv_products(cv->bf))
+            (void)dt_conv_winograd_filter_bf16(&cv->ds, weight, cv->u);
+        else
+            (void)dt_conv_winograd_filter(&cv->ds, weight, cv->u);
+    }
     if (cv->algo != DT_CONV2D_GEMM && c->pool) {
         forward_pooled(l, x, weight, bias, y, batch, c);
         return;
@@ -576,8 +581,9 @@ static void backward_samples(struct dt_layer *l, const float *x, const float *dy
         const struct dt_bn_grad *bs = dt_bn_grad_from(bn, b0 * out_sample, &part);
         if (cv->bf)
             (void)dt_conv_winograd_backward_bf16(
-                &s, dt_act_from(x, c->x_bf16, b0 * in_sample), c->x_bf16, dy + b0 * out_sample, bs,
-                weight, g, gb, dx ? dx + b0 * in_sample : NULL, c->relu_below, extra, cv->scratch,
+                &s, dt_act_from(x, c->x_bf16, b0 * in_sample), c->x_bf16,
+                dt_bf16_conv_products(cv->bf), dy + b0 * out_sample, bs, weight, g, gb,
+                dx ? dx + b0 * in_sample : NULL, c->relu_below, extra, cv->scratch,
                 cv->scratch_floats, direct_threads(cv));
         else
             (void)dt_conv_winograd_backward(&s, x + b0 * in_sample, dy + b0 * out_sample, bs,

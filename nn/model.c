@@ -430,6 +430,7 @@ static int model_new(struct dt_model **out, int nspecs, struct dt_shape input, i
     impl->copy_capacity = opt->copy_capacity;
     impl->precision = notes;
     m->precision = opt->precision;
+    m->bf16_winograd = opt->bf16_winograd;
     m->fusions = opt->fusions;
     m->impl = impl;
     m->layers = layers;

@@ -140,6 +140,7 @@ struct dt_model {
     struct dt_model_layer_hook layer_hook; /* told each layer's span when fn is set (a trace) */
     struct dt_model_memory memory;         /* what the build allocated, as counted before it did */
     enum dt_precision precision;           /* dt_model_options.precision; layers read it at setup */
+    bool bf16_winograd;                    /* dt_model_options.bf16_winograd, likewise */
     /* dt_model_options.fusions: a layer that runs sub-layers of its own (add's projection)
      * fuses them as far as these allow, read at setup */
     unsigned fusions;
@@ -164,6 +165,9 @@ struct dt_model_options {
     unsigned fusions;
     bool input_grad;
     enum dt_precision precision; /* conv2d and linear arithmetic (nn/precision.h) */
+    /* bf16: the convs emulated on Winograd multiply in bf16 in its domain (train.bf16_winograd,
+     * dt_conv_winograd_filter_bf16) */
+    bool bf16_winograd;
     /* the bf16 weight copies in the caller's storage of copy_capacity bytes, 64-byte aligned
      * (the ranks of one host share one, train/loop.c); NULL = the model's own */
     void *copy_storage;

@@ -6,7 +6,9 @@
  * hold); conv2d and linear read their input, their weights and, in backward, their output
  * gradient rounded to bf16 (nearest even) and accumulate every product in fp32; batchnorm,
  * softmax, the loss and every reduction stay fp32. Activations are stored in fp32 in this
- * version (each bf16 layer rounds what it reads). docs/bf16.md says which kernels run it. */
+ * version (each bf16 layer rounds what it reads). docs/bf16.md says which kernels run it.
+ * train.bf16_winograd (dt_model_options.bf16_winograd) departs from autocast on purpose: the
+ * convs emulated on Winograd multiply in bf16 in its domain (nn/kernels/fp32/conv_winograd.h). */
 #ifndef DT_NN_PRECISION_H
 #define DT_NN_PRECISION_H
 

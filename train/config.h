@@ -102,7 +102,8 @@ struct dt_config {
         long long max_steps; /* stop after this many steps in total (0 = no limit) */
         bool drop_last;      /* drop the final partial batch of an epoch */
         int eval_batch_size;
-        enum dt_precision precision;            /* fp32 | bf16 (nn/precision.h) */
+        enum dt_precision precision; /* fp32 | bf16 (nn/precision.h) */
+        bool bf16_winograd;          /* bf16: Winograd convs multiply in bf16 (nn/model.h) */
         struct dt_early_stop_config early_stop; /* train/early_stop.h */
         char init_from[1024];           /* fine-tuning: checkpoint to start from ("" = none) */
         struct dt_name_patterns freeze; /* tensors not trained */

@@ -268,6 +268,7 @@ int dt_run_build_model_in(const struct dt_config *cfg, struct dt_shape in, int m
     if (rc)
         return rc;
     opt.precision = cfg->train.precision;
+    opt.bf16_winograd = cfg->train.bf16_winograd;
     opt.copy_storage = copies;
     opt.copy_capacity = copy_capacity;
     rc = dt_model_build_in(out, cfg->model.layers, cfg->model.nlayers, in, max_batch,
@@ -415,6 +416,7 @@ int dt_run_memory(const struct dt_config *cfg, const struct dt_job_plan *plan,
     if (rc)
         return rc;
     opt.precision = cfg->train.precision; /* as dt_run_build_model_in builds it */
+    opt.bf16_winograd = cfg->train.bf16_winograd;
     rc = dt_model_estimate_with(cfg->model.layers, cfg->model.nlayers, in, out->batch,
                                 cfg->loss.type, &opt, &out->model);
     if (rc)

@@ -14,6 +14,13 @@ for cfg in fashion-convnet cifar10-cnn cifar10-resnet20; do
   ./dtrain bench configs/$cfg.cfg --set data.dir=$(data $cfg) --grid 1x1,1x2,2x1 --steps 30 \
      --repeat 3 --precision fp32,bf16 > $S/bf16.$cfg.txt 2>&1
 done
+# 1b. train.bf16_winograd (bf16 products on Winograd): the same sweep, fp32 rows again beside
+#     the mode's bf16 rows (the key changes nothing in fp32)
+log bf16_winograd
+for cfg in fashion-convnet cifar10-cnn cifar10-resnet20; do
+  ./dtrain bench configs/$cfg.cfg --set data.dir=$(data $cfg) --grid 1x1,1x2,2x1 --steps 30 \
+     --repeat 3 --precision fp32,bf16 --set train.bf16_winograd=true > $S/wino.$cfg.txt 2>&1
+done
 # 2. the build before the wave, bf16 at 1x1 (its fp32 is the same code)
 if [ -n "${BEFORE:-}" ]; then
   log before
@@ -28,6 +35,10 @@ for n in 1 2; do for p in fp32 bf16; do
   echo "$p $(bench/memory.sh configs/cifar10-resnet20.cfg $n --set data.dir=$C --set train.max_steps=20 \
      --precision $p)"
 done; done > $S/memory.txt
+for n in 1 2; do
+  echo "bf16_winograd $(bench/memory.sh configs/cifar10-resnet20.cfg $n --set data.dir=$C \
+     --set train.max_steps=20 --precision bf16 --set train.bf16_winograd=true)"
+done >> $S/memory.txt
 # 4. the avx512bf16 path (Zen 4's default) on this CPU, as a proxy
 log avx512bf16
 for cfg in fashion-convnet cifar10-resnet20; do
@@ -50,4 +61,8 @@ done > $S/grad.txt 2>&1
 log torch
 /usr/bin/python3 bench/compare.py --models resnet20,convnet --grid 1x1,1x2,2x1 --precision fp32,bf16 \
     --steps 60 --cifar-dir $C --no-allreduce --out $S/compare.md > $S/compare.log 2>&1
+# 7b. the same for ResNet-20 with train.bf16_winograd, against autocast again
+/usr/bin/python3 bench/compare.py --models resnet20 --grid 1x1,1x2,2x1 --precision bf16 \
+    --steps 60 --cifar-dir $C --no-allreduce --dtrain-set train.bf16_winograd=true \
+    --out $S/compare-wino.md > $S/compare-wino.log 2>&1
 log done

@@ -5,7 +5,8 @@
 # torch_ref.py --precision bf16 trains under torch.autocast('cpu', dtype=torch.bfloat16) and
 # records its precision; an op that autocast cannot run in bfloat16 ends it with one line naming
 # the module (exit 1), with DDP too; bad values are usage errors (exit 2). Without torch, the
-# PyTorch side is skipped (--skip-torch) and the dtrain side checked alone.
+# PyTorch side is skipped (--skip-torch) and the dtrain side checked alone. --dtrain-set passes
+# a --set to every dtrain run.
 . tests/cli/lib.sh
 PY=/usr/bin/python3
 NUM='[0-9][0-9,]*'
@@ -40,6 +41,16 @@ else
     expect_out "... without torch: the bf16 row has dtrain's side and bf16 / fp32" \
         "^\\| 1 x 1 \\| bf16 \\| $NUM \\| - \\| - \\| - \\| - \\| $RATIO \\| - \\|$"
 fi
+
+# ---- --dtrain-set: a --set for every dtrain run (train.bf16_winograd in the bf16 sitting) ----
+run $PY bench/compare.py --tiny --models convnet --grid 1x1 --precision bf16 --no-allreduce \
+    --skip-torch --dtrain-set train.bf16_winograd=true
+expect_rc "compare.py --dtrain-set train.bf16_winograd=true: exit 0" 0
+expect_err "... dtrain runs with the --set" "dtrain bench .* --set train.bf16_winograd=true"
+expect_out "... and measures" "^\\| 1 x 1 \\| bf16 \\| $NUM \\|"
+run $PY bench/compare.py --tiny --models convnet --grid 1x1 --precision bf16 --no-allreduce \
+    --skip-torch --dtrain-set train.no_such=1
+expect_err "... a bad key: dtrain's one-line error is shown" "unknown key"
 
 # ---- the default: fp32 alone, no precision column ----
 run $PY bench/compare.py --tiny --models convnet --grid 1x1 --no-allreduce $SKIP

@@ -105,8 +105,9 @@ static void check(const struct expect *e, const float *got, const char *path, co
     check_as(e, got, path, what, false);
 }
 
-/* The fp32 algorithm an emulated conv runs on (forced at build). */
+/* The fp32 algorithm an emulated conv runs on (forced at build), and train.bf16_winograd. */
 static enum dt_conv2d_algo emulated_algo = DT_CONV2D_GEMM;
+static bool winograd_products;
 
 /* Builds a one-layer bf16 model of spec on path p and runs forward and backward. */
 struct run {
@@ -119,7 +120,8 @@ struct run {
 static bool run_layer(struct run *r, enum dt_bf16_path p, struct dt_layer_spec spec,
                       struct dt_shape in, int batch, enum dt_precision precision)
 {
-    struct dt_model_options opt = {.fusions = DT_FUSE_ALL, .precision = precision};
+    struct dt_model_options opt = {
+        .fusions = DT_FUSE_ALL, .precision = precision, .bf16_winograd = winograd_products};
     enum dt_bf16_path was = dt_isa_force_bf16_path(p);
     enum dt_conv2d_algo algo = dt_conv2d_force_algo(emulated_algo);
     assert_int_equal(dt_model_build_with(&r->m, &spec, 1, in, batch, DT_LOSS_NLL, 9, &opt), 0);
@@ -291,6 +293,62 @@ static void test_conv_every_path(void **state)
     }
 }
 
+/* train.bf16_winograd: a conv that runs emulated on Winograd (on the avx512bf16 path by its
+ * rule; on the reference path, asked for) takes the bf16 products, says so, and gives the
+ * kernels' bits: dt_conv_winograd_filter_bf16 of its rounded weights, then the _bf16 entry
+ * points with products, at the layer's thread count. A conv on tiles (amx, ctile) keeps them. */
+static void test_conv_winograd_products(void **state)
+{
+    (void)state;
+    for (int p = 0; p < DT_BF16_PATH_COUNT; p++) {
+        if (!path_or_skip((enum dt_bf16_path)p))
+            continue;
+        bool emulated = p == DT_BF16_REFERENCE || p == DT_BF16_AVX512BF16;
+        struct dt_layer_spec spec = {.type = "conv2d",
+                                     .out_channels = 24,
+                                     .kernel = 3,
+                                     .stride = 1,
+                                     .padding = 1,
+                                     .bias = true};
+        struct run r;
+        emulated_algo = DT_CONV2D_WINOGRAD;
+        winograd_products = true;
+        run_layer(&r, (enum dt_bf16_path)p, spec, (struct dt_shape){16, 8, 7}, 3,
+                  DT_PRECISION_BF16);
+        winograd_products = false;
+        emulated_algo = DT_CONV2D_GEMM;
+        print_message("  %s: %s\n", dt_bf16_path_name(p), r.note);
+        if (!emulated) {
+            assert_null(strstr(r.note, "products"));
+            run_free(&r);
+            continue;
+        }
+        assert_non_null(strstr(r.note, "bf16 products on Winograd"));
+        const struct dt_layer *l = r.m->layers[0];
+        struct dt_conv_shape s = {3, 16, 8, 7, 24, 3, 3, 1, 1};
+        size_t nw = (size_t)24 * 16 * 9, threads = (size_t)omp_get_max_threads();
+        size_t nscratch = dt_conv_winograd_scratch_floats(&s, (int)threads);
+        float *w = malloc(sizeof(float) * nw), *u = malloc(sizeof(float) * nscratch);
+        float *scratch = malloc(sizeof(float) * nscratch), *y = malloc(sizeof(float) * r.nout);
+        float *g = calloc(nw + 24, sizeof(float)), *dx = malloc(sizeof(float) * r.nin);
+        assert_true(w && u && scratch && y && g && dx);
+        dt_bf16_round_n(l->params, w, nw);
+        assert_int_equal(dt_conv_winograd_filter_bf16(&s, w, u), 0);
+        assert_int_equal(dt_conv_winograd_forward_bf16(&s, r.x, false, true, u, l->params + nw, y,
+                                                       NULL, 0, scratch, nscratch, (int)threads),
+                         0);
+        assert_memory_equal(y, r.y, sizeof(float) * r.nout);
+        assert_int_equal(dt_conv_winograd_backward_bf16(&s, r.x, false, true, r.dy, NULL, w, g,
+                                                        g + nw, dx, false, NULL, scratch, nscratch,
+                                                        (int)threads),
+                         0);
+        assert_memory_equal(g, l->grads, sizeof(float) * (nw + 24));
+        assert_memory_equal(dx, r.dx, sizeof(float) * r.nin);
+        free(w), free(u), free(scratch), free(y), free(g), free(dx);
+        run_free(&r);
+    }
+}
+
 static void test_linear_every_path(void **state)
 {
     (void)state;
@@ -402,6 +460,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_conv_every_path),
+        cmocka_unit_test(test_conv_winograd_products),
         cmocka_unit_test(test_linear_every_path),
         cmocka_unit_test(test_emulated_rounds_x_again),
         cmocka_unit_test(test_fp32_unnamed_and_deterministic),

@@ -331,8 +331,10 @@ static struct outputs run_all(const struct tensors *t)
     return o;
 }
 
-/* The AVX2 build (8 lanes) against the AVX-512 one (16): same layout, same order of every
- * sum, so every output is bit-identical, whichever path a machine takes. Needs a CPU with both. */
+/* The AVX2 build (8 lanes) against the AVX-512 one (16), and the avx512bf16 one (the AVX-512
+ * kernels plus VDPBF16PS, which the avx512bf16 and amx paths run) where the CPU has it: same
+ * layout, same order of every sum, so every output is bit-identical, whichever path a machine
+ * takes. Needs a CPU with AVX-512 and AVX2. */
 static void test_widths_give_same_bits(void **state)
 {
     (void)state;
@@ -344,24 +346,27 @@ static void test_widths_give_same_bits(void **state)
     };
     if (!dt_isa_available(DT_ISA_AVX512) || !dt_isa_available(DT_ISA_AVX2))
         skip();
-    enum dt_isa was = dt_isa_get();
+    enum dt_isa was = dt_isa_get(), isas[] = {DT_ISA_AVX512, DT_ISA_AVX2, DT_ISA_AVX512BF16};
+    int builds = dt_isa_available(DT_ISA_AVX512BF16) ? 3 : 2;
     char err[160];
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
         struct tensors t = make_tensors(cases[ci], 900 + ci, false);
         const struct dt_conv_shape *s = &t.s;
         size_t np = (size_t)s->n * s->k * (t.oh / 2) * (t.ow / 2);
-        struct outputs o[2];
-        for (int i = 0; i < 2; i++) {
-            assert_int_equal(dt_isa_set(i ? DT_ISA_AVX2 : DT_ISA_AVX512, err, sizeof err), 0);
+        struct outputs o[3];
+        for (int i = 0; i < builds; i++) {
+            assert_int_equal(dt_isa_set(isas[i], err, sizeof err), 0);
             assert_true(dt_conv_winograd_supported(s));
             o[i] = run_all(&t);
         }
-        assert_memory_equal(o[0].y, o[1].y, sizeof(float) * t.ny);
-        assert_memory_equal(o[0].py, o[1].py, sizeof(float) * np);
-        assert_memory_equal(o[0].idx, o[1].idx, sizeof(int32_t) * np);
-        assert_memory_equal(o[0].dw, o[1].dw, sizeof(float) * (t.nw + (size_t)s->k));
-        assert_memory_equal(o[0].dx, o[1].dx, sizeof(float) * t.nx);
-        for (int i = 0; i < 2; i++)
+        for (int i = 1; i < builds; i++) {
+            assert_memory_equal(o[0].y, o[i].y, sizeof(float) * t.ny);
+            assert_memory_equal(o[0].py, o[i].py, sizeof(float) * np);
+            assert_memory_equal(o[0].idx, o[i].idx, sizeof(int32_t) * np);
+            assert_memory_equal(o[0].dw, o[i].dw, sizeof(float) * (t.nw + (size_t)s->k));
+            assert_memory_equal(o[0].dx, o[i].dx, sizeof(float) * t.nx);
+        }
+        for (int i = 0; i < builds; i++)
             free(o[i].y), free(o[i].py), free(o[i].dw), free(o[i].dx), free(o[i].idx);
         free_tensors(&t);
     }
@@ -560,16 +565,17 @@ static void check_bf16_entry_points(void)
             assert_int_equal(dt_conv_winograd_forward_filtered(s, xr, u, t.b, y[0], relu, scratch,
                                                                nscratch, threads),
                              0);
-            assert_int_equal(dt_conv_winograd_forward_bf16(s, x, stored, u, t.b, y[1], NULL, relu,
-                                                           scratch, nscratch, threads),
+            assert_int_equal(dt_conv_winograd_forward_bf16(s, x, stored, false, u, t.b, y[1], NULL,
+                                                           relu, scratch, nscratch, threads),
                              0);
             assert_memory_equal(y[0], y[1], sizeof(float) * t.ny);
             if (s->stride == 1) {
                 assert_int_equal(dt_conv_winograd_forward_pool2(s, xr, u, t.b, y[0], arg[0], relu,
                                                                 scratch, nscratch, threads),
                                  0);
-                assert_int_equal(dt_conv_winograd_forward_bf16(s, x, stored, u, t.b, y[1], arg[1],
-                                                               relu, scratch, nscratch, threads),
+                assert_int_equal(dt_conv_winograd_forward_bf16(s, x, stored, false, u, t.b, y[1],
+                                                               arg[1], relu, scratch, nscratch,
+                                                               threads),
                                  0);
                 size_t pooled = (size_t)s->n * s->k * (t.oh / 2) * (t.ow / 2);
                 assert_memory_equal(y[0], y[1], sizeof(float) * pooled);
@@ -585,8 +591,8 @@ static void check_bf16_entry_points(void)
                 dx[0][i] = !relu ? v : mask[i] > 0 ? v + extra[i] : 0.0f;
             }
             assert_int_equal(dt_conv_winograd_backward_bf16(
-                                 s, x, stored, t.dy, &b.bn, t.w, dw[1], dw[1] + t.nw, dx[1], relu,
-                                 relu ? extra : NULL, scratch, nscratch, threads),
+                                 s, x, stored, false, t.dy, &b.bn, t.w, dw[1], dw[1] + t.nw, dx[1],
+                                 relu, relu ? extra : NULL, scratch, nscratch, threads),
                              0);
             assert_memory_equal(dw[0], dw[1], sizeof(float) * ng);
             assert_memory_equal(dx[0], dx[1], sizeof(float) * t.nx);

@@ -58,6 +58,7 @@ int dt_conv_simd_lanes(void)
 {
     switch (dt_isa_build(DT_KERNEL_WINOGRAD)) {
     case DT_ISA_AVX512:
+    case DT_ISA_AVX512BF16: /* the AVX-512 kernels plus VDPBF16PS */
         return 16;
     case DT_ISA_AVX2:
         return 8;

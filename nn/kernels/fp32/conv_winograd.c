@@ -50,6 +50,15 @@
  * both builds give the same bits. Without AVX-512 the direct kernels' 8-lane loops are slower
  * than im2col + sgemm, so there Winograd's rival is sgemm, and it wins at every shape measured
  * (BENCHMARKS.md). The rule at 8 lanes: C * K >= 16.
+ *
+ * bf16 products (train.bf16_winograd, the `products` argument). The three products run on
+ * pairs of bf16 in 32-bit lanes, VDPBF16PS's operand (the avx512bf16 build; FMAs elsewhere):
+ * the forward pairs adjacent channels of V (input_transform stores it as bf16 in place) with
+ * U packed in pairs of input channels [p][c16 / 2][k16][2]; the input gradient pairs adjacent
+ * channels of dM (output_adjoint stores it as bf16, taking the bias sums from the unrounded
+ * values) with U^T packed in pairs of output channels; the weight gradient pairs adjacent
+ * tiles, so V (in place) and dM (into the m section's second half, which has a row to spare)
+ * are repacked as pairs of rows. The transforms and the accumulators stay fp32.
  */
 #include "nn/kernels/fp32/conv_winograd.h"
 
@@ -128,7 +137,11 @@ static struct geom geom_of(const struct dt_conv_shape *s)
     g.in = round_lanes((size_t)g.hi * g.wi * g.c16);
     g.out = round_lanes((size_t)g.ho * g.wo * g.k16);
     g.v = round_lanes((size_t)POS * g.nt * g.group * g.c16);
-    g.m = round_lanes((size_t)POS * g.nt * g.group * g.k16);
+    /* an odd capacity gets a row to spare: the products' tile pairs of dM (backward_samples)
+     * end half a row past an odd block's rows. Not a row for all: the sections' offsets
+     * shifted by it made fp32 ResNet-20 3 % slower on Zen 4 (the AVX-512 build) */
+    int rows = g.nt * g.group;
+    g.m = round_lanes((size_t)POS * (rows + rows % 2) * g.k16);
     g.acc = g.filter;
     g.db = round_lanes((size_t)g.k16);
     g.per_thread = 2 * g.in + g.out + g.v + g.m + g.acc + g.db;
@@ -158,8 +171,14 @@ static int check_call(const struct dt_conv_shape *s, size_t have, int threads, c
 /* The kernels of the path in use; supported() has checked there is one. */
 static const struct wg_kernels *kernels(void)
 {
-    return dt_isa_build(DT_KERNEL_WINOGRAD) == DT_ISA_AVX512 ? &dt_winograd_avx512
-                                                             : &dt_winograd_avx2;
+    switch (dt_isa_build(DT_KERNEL_WINOGRAD)) {
+    case DT_ISA_AVX512BF16:
+        return &dt_winograd_avx512bf16;
+    case DT_ISA_AVX512:
+        return &dt_winograd_avx512;
+    default:
+        return &dt_winograd_avx2;
+    }
 }
 
 /* ---- public kernels ------------------------------------------------------------------- */
@@ -169,6 +188,16 @@ int dt_conv_winograd_filter(const struct dt_conv_shape *s, const float *w, float
     if (!dt_conv_winograd_supported(s))
         return check_call(s, 0, 1, "filter");
     struct geom g = geom_of(s);
+    kernels()->transform_filter(&g, w, false, u);
+    return 0;
+}
+
+int dt_conv_winograd_filter_bf16(const struct dt_conv_shape *s, const float *w, float *u)
+{
+    if (!dt_conv_winograd_supported(s))
+        return check_call(s, 0, 1, "filter_bf16");
+    struct geom g = geom_of(s);
+    g.bf16 = g.products = true;
     kernels()->transform_filter(&g, w, false, u);
     return 0;
 }
@@ -189,8 +218,8 @@ static size_t act_bytes(size_t n, bool x_bf16)
 }
 
 static int forward(const struct dt_conv_shape *s, const void *x, bool x_bf16, const float *u,
-                   const float *b, float *y, int32_t *argmax, int relu, bool bf16, float *scratch,
-                   size_t scratch_floats, int threads, const char *what)
+                   const float *b, float *y, int32_t *argmax, int relu, bool bf16, bool products,
+                   float *scratch, size_t scratch_floats, int threads, const char *what)
 {
     int rc = check_call(s, scratch_floats, threads, what);
     if (rc)
@@ -198,6 +227,7 @@ static int forward(const struct dt_conv_shape *s, const void *x, bool x_bf16, co
     struct geom g = geom_of(s);
     g.bf16 = bf16;
     g.x_bf16 = x_bf16;
+    g.products = products;
     if (argmax && (g.oh < 2 || g.ow < 2 || g.step != 1))
         return dt_fail(DT_EUSAGE, "conv_winograd %s: output %dx%d (stride %d) cannot be pooled 2x2",
                        what, g.yh, g.yw, g.step);
@@ -227,7 +257,7 @@ int dt_conv_winograd_forward_filtered(const struct dt_conv_shape *s, const float
                                       const float *b, float *y, int relu, float *scratch,
                                       size_t scratch_floats, int threads)
 {
-    return forward(s, x, false, u, b, y, NULL, relu, false, scratch, scratch_floats, threads,
+    return forward(s, x, false, u, b, y, NULL, relu, false, false, scratch, scratch_floats, threads,
                    "forward");
 }
 
@@ -235,16 +265,17 @@ int dt_conv_winograd_forward_pool2(const struct dt_conv_shape *s, const float *x
                                    const float *b, float *y, int32_t *argmax, int relu,
                                    float *scratch, size_t scratch_floats, int threads)
 {
-    return forward(s, x, false, u, b, y, argmax, relu, false, scratch, scratch_floats, threads,
-                   "forward_pool2");
+    return forward(s, x, false, u, b, y, argmax, relu, false, false, scratch, scratch_floats,
+                   threads, "forward_pool2");
 }
 
 int dt_conv_winograd_forward_bf16(const struct dt_conv_shape *s, const void *x, bool x_bf16,
-                                  const float *u, const float *b, float *y, int32_t *argmax,
-                                  int relu, float *scratch, size_t scratch_floats, int threads)
+                                  bool products, const float *u, const float *b, float *y,
+                                  int32_t *argmax, int relu, float *scratch, size_t scratch_floats,
+                                  int threads)
 {
-    return forward(s, x, x_bf16, u, b, y, argmax, relu, true, scratch, scratch_floats, threads,
-                   "forward_bf16");
+    return forward(s, x, x_bf16, u, b, y, argmax, relu, true, products, scratch, scratch_floats,
+                   threads, "forward_bf16");
 }
 
 int dt_conv_winograd_forward(const struct dt_conv_shape *s, const float *x, const float *w,
@@ -262,7 +293,7 @@ int dt_conv_winograd_forward(const struct dt_conv_shape *s, const float *x, cons
 
 static int backward(const struct dt_conv_shape *s, const void *x, bool x_bf16, const float *dy,
                     const struct dt_bn_grad *bn, const float *w, float *dw, float *db, float *dx,
-                    bool relu_below, const float *extra, bool bf16, float *scratch,
+                    bool relu_below, const float *extra, bool bf16, bool products, float *scratch,
                     size_t scratch_floats, int threads, const char *what)
 {
     int rc = check_call(s, scratch_floats, threads, what);
@@ -275,6 +306,7 @@ static int backward(const struct dt_conv_shape *s, const void *x, bool x_bf16, c
     struct geom g = geom_of(s);
     g.bf16 = bf16;
     g.x_bf16 = x_bf16;
+    g.products = products;
     const struct wg_kernels *kw = kernels();
     if (dx)
         kw->transform_filter(&g, w, true, scratch);
@@ -336,17 +368,17 @@ int dt_conv_winograd_backward(const struct dt_conv_shape *s, const float *x, con
                               float *dx, bool relu_below, const float *extra, float *scratch,
                               size_t scratch_floats, int threads)
 {
-    return backward(s, x, false, dy, bn, w, dw, db, dx, relu_below, extra, false, scratch,
+    return backward(s, x, false, dy, bn, w, dw, db, dx, relu_below, extra, false, false, scratch,
                     scratch_floats, threads, "backward");
 }
 
 int dt_conv_winograd_backward_bf16(const struct dt_conv_shape *s, const void *x, bool x_bf16,
-                                   const float *dy, const struct dt_bn_grad *bn, const float *w,
-                                   float *dw, float *db, float *dx, bool relu_below,
+                                   bool products, const float *dy, const struct dt_bn_grad *bn,
+                                   const float *w, float *dw, float *db, float *dx, bool relu_below,
                                    const float *extra, float *scratch, size_t scratch_floats,
                                    int threads)
 {
-    return backward(s, x, x_bf16, dy, bn, w, dw, db, dx, relu_below, extra, true, scratch,
+    return backward(s, x, x_bf16, dy, bn, w, dw, db, dx, relu_below, extra, true, products, scratch,
                     scratch_floats, threads, "backward_bf16");
 }
 
@@ -354,13 +386,13 @@ int dt_conv_winograd_backward_weight(const struct dt_conv_shape *s, const float 
                                      float *dw, float *db, float *scratch, size_t scratch_floats,
                                      int threads)
 {
-    return backward(s, x, false, dy, NULL, NULL, dw, db, NULL, false, NULL, false, scratch,
+    return backward(s, x, false, dy, NULL, NULL, dw, db, NULL, false, NULL, false, false, scratch,
                     scratch_floats, threads, "backward_weight");
 }
 
 int dt_conv_winograd_backward_input(const struct dt_conv_shape *s, const float *dy, const float *w,
                                     float *dx, float *scratch, size_t scratch_floats, int threads)
 {
-    return backward(s, NULL, false, dy, NULL, w, NULL, NULL, dx, false, NULL, false, scratch,
+    return backward(s, NULL, false, dy, NULL, w, NULL, NULL, dx, false, NULL, false, false, scratch,
                     scratch_floats, threads, "backward_input");
 }

@@ -99,13 +99,26 @@ int dt_conv_winograd_forward_pool2(const struct dt_conv_shape *s, const float *x
  * bf16 elements (a bf16 model's bf16_store, nn/fusion.h): read widened, half the bytes, and
  * not rounded again. */
 int dt_conv_winograd_forward_bf16(const struct dt_conv_shape *s, const void *x, bool x_bf16,
-                                  const float *u, const float *b, float *y, int32_t *argmax,
-                                  int relu, float *scratch, size_t scratch_floats, int threads);
+                                  bool products, const float *u, const float *b, float *y,
+                                  int32_t *argmax, int relu, float *scratch, size_t scratch_floats,
+                                  int threads);
 int dt_conv_winograd_backward_bf16(const struct dt_conv_shape *s, const void *x, bool x_bf16,
-                                   const float *dy, const struct dt_bn_grad *bn, const float *w,
-                                   float *dw, float *db, float *dx, bool relu_below,
+                                   bool products, const float *dy, const struct dt_bn_grad *bn,
+                                   const float *w, float *dw, float *db, float *dx, bool relu_below,
                                    const float *extra, float *scratch, size_t scratch_floats,
                                    int threads);
+
+/* With `products` (train.bf16_winograd) the two above also multiply in bf16 in the Winograd
+ * domain: the transformed input V, the transformed filter U (U^T) and the transformed output
+ * gradient dM are rounded to bf16 and their products, pairs of channels (of tiles in the weight
+ * gradient) at a time, accumulate in fp32: VDPBF16PS where the avx512bf16 build runs (the
+ * avx512bf16 and amx paths), its arithmetic in FMAs elsewhere (the same values but for the
+ * instruction's order of the pair's two products and its flushing of denormals). Half the cost
+ * of the fp32 products on Zen 4, and not autocast's numerics: V and dM are rounded after the
+ * transforms, which adds their error (docs/bf16.md, "bf16 products in the Winograd domain").
+ * The forward's u then comes from dt_conv_winograd_filter_bf16: the filter transform rounded
+ * and packed in pairs of input channels (the same floats of scratch). */
+int dt_conv_winograd_filter_bf16(const struct dt_conv_shape *s, const float *w, float *u);
 
 /* dw[k][c][i][j] += sum over samples and output pixels of dy * x; db[k] += sum of dy (db may
  * be NULL). Accumulates, so the caller zeroes gradients once per step. */

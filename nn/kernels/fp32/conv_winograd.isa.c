@@ -296,15 +296,16 @@ static void DT_ISA_FN(from_channels_last)(const float *src, int sw, int sc, int 
 
 /* ---- tile transforms ------------------------------------------------------------------ */
 
-/* V[t][p][c16] = B^T d B for the nb tiles from t0 (d read from the channels-last input). */
+/* V[t][p][c16] = B^T d B for the nb tiles from t0 (d read from the channels-last input);
+ * with `packed`, stored rounded to bf16 at the same element positions of v as a bf16 array
+ * (the forward's products operand: adjacent channels are its pairs). */
 static void DT_ISA_FN(input_transform)(const struct geom *g, const float *in, int t0, int nb,
-                                       float *v)
+                                       float *v, bool packed)
 {
     size_t pstride = (size_t)g->c16, row = (size_t)g->wi * g->c16;
     for (int t = 0; t < nb; t++) {
         int ty = (t0 + t) / g->tw, tx = (t0 + t) % g->tw;
         const float *base = in + (size_t)(4 * ty) * row + (size_t)(4 * tx) * g->c16;
-        float *dst = v + (size_t)t * POS * g->c16;
         for (int cv = 0; cv < g->c16; cv += W) {
             VEC r[6][6];
             for (int i = 0; i < 6; i++) {
@@ -318,8 +319,13 @@ static void DT_ISA_FN(input_transform)(const struct geom *g, const float *in, in
                 for (int i = 0; i < 6; i++)
                     col[i] = r[i][j];
                 bt6(col, o);
-                for (int i = 0; i < 6; i++)
-                    STORE(dst + (size_t)(i * 6 + j) * pstride + cv, o[i]);
+                for (int i = 0; i < 6; i++) {
+                    size_t at = (size_t)t * POS * g->c16 + (size_t)(i * 6 + j) * pstride + cv;
+                    if (packed)
+                        store_bf16((uint16_t *)(void *)v + at, o[i]);
+                    else
+                        STORE(v + at, o[i]);
+                }
             }
         }
     }
@@ -436,15 +442,18 @@ static void DT_ISA_FN(output_transform_pool2)(const struct geom *g, const float 
     }
 }
 
-/* dM[t][p][k16] = A dY A^T for the nb tiles from t0: the adjoint of output_transform. */
+/* dM[row0 + t][p][k16] = A dY A^T for the nb tiles from t0: the adjoint of output_transform.
+ * With `packed`, stored rounded to bf16 at the same element positions of m as a bf16 array (the
+ * input gradient's products operand), and then db (unless NULL) gets bias_sums' sums, in its
+ * order, from the unrounded values. */
 static void DT_ISA_FN(output_adjoint)(const struct geom *g, const float *out, int t0, int nb,
-                                      float *m)
+                                      float *m, int row0, bool packed, float *db)
 {
     size_t pstride = (size_t)g->k16, row = (size_t)g->wo * g->k16;
     for (int t = 0; t < nb; t++) {
         int ty = (t0 + t) / g->tw, tx = (t0 + t) % g->tw;
         const float *base = out + (size_t)(4 * ty) * row + (size_t)(4 * tx) * g->k16;
-        float *dst = m + (size_t)t * POS * g->k16;
+        size_t at = (size_t)(row0 + t) * POS * g->k16;
         for (int kv = 0; kv < g->k16; kv += W) {
             VEC r[4][6];
             for (int a = 0; a < 4; a++) {
@@ -458,8 +467,15 @@ static void DT_ISA_FN(output_adjoint)(const struct geom *g, const float *out, in
                 for (int a = 0; a < 4; a++)
                     col[a] = r[a][j];
                 a6(col, o);
-                for (int i = 0; i < 6; i++)
-                    STORE(dst + (size_t)(i * 6 + j) * pstride + kv, o[i]);
+                if (j == 1 && db) /* position 7, (1, 1): the tile's sum */
+                    STORE(db + kv, ADD(LOAD(db + kv), o[1]));
+                for (int i = 0; i < 6; i++) {
+                    size_t e = at + (size_t)(i * 6 + j) * pstride + kv;
+                    if (packed)
+                        store_bf16((uint16_t *)(void *)m + e, o[i]);
+                    else
+                        STORE(m + e, o[i]);
+                }
             }
         }
     }
@@ -484,9 +500,13 @@ static void DT_ISA_FN(ahead_step)(struct ahead *a)
 /* c[r][0 .. W vb) (+)= sum over q < nq of a[r ars + q aqs] * b[q bs + 0 .. W vb), r < rb.
  * The sum starts from zero and is added to c once: the weight gradient accumulates a batch's
  * thousands of tiles, and one long chain of FMAs onto the same accumulator lost an order of
- * magnitude of precision (8.7e-5 of max |dw| at batch 128, now as good as direct). */
+ * magnitude of precision (8.7e-5 of max |dw| at batch 128, now as good as direct).
+ * With `pairs` (geom.products) each 32-bit element of a and b holds two bf16, the reduction's
+ * elements 2q and 2q + 1, and DPBF16 adds both products (float arrays hold their bits; a is
+ * broadcast as an integer, which measured 2-3 % faster on Zen 4 than as a float). */
 INLINE void gemm_block(const float *a, size_t ars, size_t aqs, const float *b, size_t bs, int nq,
-                       float *c, size_t cs, bool accumulate, const int rb, const int vb)
+                       float *c, size_t cs, bool accumulate, const int rb, const int vb,
+                       const bool pairs)
 {
     VEC acc[MAX_RB][MAX_VB];
 #pragma GCC unroll 12
@@ -502,10 +522,10 @@ INLINE void gemm_block(const float *a, size_t ars, size_t aqs, const float *b, s
         const float *aq = a + q * aqs;
 #pragma GCC unroll 12
         for (int r = 0; r < rb; r++) {
-            VEC s = SET1(aq[r * ars]);
+            VEC s = pairs ? SET1_PAIR(aq + r * ars) : SET1(aq[r * ars]);
 #pragma GCC unroll 4
             for (int j = 0; j < vb; j++)
-                acc[r][j] = FMA(s, bv[j], acc[r][j]);
+                acc[r][j] = pairs ? DPBF16(acc[r][j], s, bv[j]) : FMA(s, bv[j], acc[r][j]);
         }
     }
 #pragma GCC unroll 12
@@ -525,30 +545,36 @@ static int DT_ISA_FN(max_rows)(int vb)
     return rows[vb];
 }
 
-static void DT_ISA_FN(gemm_block_any)(const float *a, size_t ars, size_t aqs, const float *b,
-                                      size_t bs, int nq, float *c, size_t cs, bool accumulate,
-                                      int rb, int vb)
-{
-    switch ((vb - 1) * MAX_RB + rb - 1) {
-#define GEMM_CASE(v, r)                                                                            \
-    case ((v)-1) * MAX_RB + (r)-1:                                                                 \
-        gemm_block(a, ars, aqs, b, bs, nq, c, cs, accumulate, r, v);                               \
-        break;
+/* The register-block shapes of the products (GEMM_SHAPES lists them per width), each a case
+ * of a switch on (vb - 1) * MAX_RB + rb - 1 that GEMM_CASE fills. */
 #define GEMM_ROWS4(v) GEMM_CASE(v, 1) GEMM_CASE(v, 2) GEMM_CASE(v, 3) GEMM_CASE(v, 4)
 #define GEMM_ROWS6(v) GEMM_ROWS4(v) GEMM_CASE(v, 5) GEMM_CASE(v, 6)
 #define GEMM_ROWS8(v) GEMM_ROWS6(v) GEMM_CASE(v, 7) GEMM_CASE(v, 8)
 #define GEMM_ROWS12(v)                                                                             \
     GEMM_ROWS8(v) GEMM_CASE(v, 9) GEMM_CASE(v, 10) GEMM_CASE(v, 11) GEMM_CASE(v, 12)
-        GEMM_SHAPES
-#undef GEMM_ROWS12
-#undef GEMM_ROWS8
-#undef GEMM_ROWS6
-#undef GEMM_ROWS4
-#undef GEMM_CASE
-    default:
-        break;
+
+/* gemm_block at a run-time shape, one function per kind of element (each case inlines a shape). */
+#define GEMM_BLOCK_ANY(name)                                                                       \
+    static void DT_ISA_FN(name)(const float *a, size_t ars, size_t aqs, const float *b, size_t bs, \
+                                int nq, float *c, size_t cs, bool accumulate, int rb, int vb)      \
+    {                                                                                              \
+        switch ((vb - 1) * MAX_RB + rb - 1) {                                                      \
+            GEMM_SHAPES                                                                            \
+        default:                                                                                   \
+            break;                                                                                 \
+        }                                                                                          \
     }
-}
+#define GEMM_CASE(v, r)                                                                            \
+    case ((v)-1) * MAX_RB + (r)-1:                                                                 \
+        gemm_block(a, ars, aqs, b, bs, nq, c, cs, accumulate, r, v, PAIRS);                        \
+        break;
+#define PAIRS false
+GEMM_BLOCK_ANY(gemm_block_any)
+#undef PAIRS
+#define PAIRS true
+GEMM_BLOCK_ANY(gemm_block_pairs_any)
+#undef PAIRS
+#undef GEMM_CASE
 
 /* Block size: the fewest blocks of at most `max`, balanced. */
 static int DT_ISA_FN(block_size)(int total, int max)
@@ -557,9 +583,11 @@ static int DT_ISA_FN(block_size)(int total, int max)
     return (total + blocks - 1) / blocks;
 }
 
-/* c[rows][W vecs] (+)= a[rows][nq] x b[nq][W vecs], a addressed with strides (ars, aqs). */
+/* c[rows][W vecs] (+)= a[rows][nq] x b[nq][W vecs], a addressed with strides (ars, aqs); with
+ * pairs, nq pairs of bf16 (gemm_block). */
 static void DT_ISA_FN(gemm)(const float *a, size_t ars, size_t aqs, int rows, const float *b,
-                            size_t bs, int nq, int vecs, float *c, size_t cs, bool accumulate)
+                            size_t bs, int nq, int vecs, float *c, size_t cs, bool accumulate,
+                            bool pairs)
 {
     int vbs = DT_ISA_FN(block_size)(vecs, MAX_VB);
     for (int v0 = 0; v0 < vecs; v0 += vbs) {
@@ -567,10 +595,45 @@ static void DT_ISA_FN(gemm)(const float *a, size_t ars, size_t aqs, int rows, co
         int rbs = DT_ISA_FN(block_size)(rows, DT_ISA_FN(max_rows)(vb));
         for (int r0 = 0; r0 < rows; r0 += rbs) {
             int rb = rows - r0 < rbs ? rows - r0 : rbs;
-            DT_ISA_FN(gemm_block_any)
-            (a + r0 * ars, ars, aqs, b + v0 * W, bs, nq, c + r0 * cs + v0 * W, cs, accumulate, rb,
-             vb);
+            const float *ar = a + r0 * ars, *bv = b + v0 * W;
+            float *cr = c + r0 * cs + v0 * W;
+            /* direct calls: gcc specialises them on constant strides (not through a pointer) */
+            if (pairs) {
+                DT_ISA_FN(gemm_block_pairs_any)
+                (ar, ars, aqs, bv, bs, nq, cr, cs, accumulate, rb, vb);
+            } else {
+                DT_ISA_FN(gemm_block_any)(ar, ars, aqs, bv, bs, nq, cr, cs, accumulate, rb, vb);
+            }
         }
+    }
+}
+
+/* ---- bf16 operands of the products (geom.products) ------------------------------------- */
+
+/* rows x len floats (len a multiple of W) rounded to bf16 as pairs of rows: dst[q][e] =
+ * (src[2q + 1][e], src[2q][e]), a missing last row zero. dst may be src: each pair of rows is
+ * read before the packed row, which lies at or before them, is written. */
+static void DT_ISA_FN(pack_row_pairs)(const float *src, int rows, size_t len, float *dst)
+{
+    for (int q = 0; q < (rows + 1) / 2; q++) {
+        const float *lo = src + (size_t)2 * q * len;
+        const float *hi = 2 * q + 1 < rows ? lo + len : NULL;
+        float *d = dst + (size_t)q * len;
+        for (size_t e = 0; e < len; e += W)
+            STORE(d + e, pack_pair(LOAD(lo + e), hi ? LOAD(hi + e) : ZERO()));
+    }
+}
+
+/* The same from rows already rounded to bf16 (src: rows x len bf16); dst must not overlap
+ * src. */
+static void DT_ISA_FN(pair_bf16_rows)(const uint16_t *src, int rows, size_t len, float *dst)
+{
+    for (int q = 0; q < (rows + 1) / 2; q++) {
+        const uint16_t *lo = src + (size_t)2 * q * len;
+        const uint16_t *hi = 2 * q + 1 < rows ? lo + len : NULL;
+        float *d = dst + (size_t)q * len;
+        for (size_t e = 0; e < len; e += W)
+            STORE(d + e, pair_halves(load_bf16(lo + e), hi ? load_bf16(hi + e) : ZERO()));
     }
 }
 
@@ -611,6 +674,10 @@ static void DT_ISA_FN(transform_filter)(const struct geom *g, const float *w, bo
                     STORE(u + (size_t)(i * 6 + j) * pstride + (size_t)o * ins16 + i0, h[i]);
             }
         }
+    if (g->products) /* each position's rows in pairs, at the start of its block */
+        for (int p = 0; p < POS; p++)
+            DT_ISA_FN(pack_row_pairs)
+    (u + p * pstride, outs16, (size_t)ins16, u + p * pstride);
 }
 
 /* dw[k][c][3][3] += (G^T dU G) for dU [POS][c16][k16]; channels c in [c0, c1). */
@@ -655,14 +722,16 @@ static void DT_ISA_FN(forward_sample)(const struct geom *g, const void *x, const
     (x, g->c, g->h, g->w, ws->in, g->hi, g->wi, g->c16, g->pad, 1, NULL, g->x_bf16, g->bf16);
     size_t vrow = (size_t)POS * g->c16, mrow = (size_t)POS * g->k16;
     size_t pooled = (size_t)(g->ho / 2) * (g->wo / 2) * g->k16; /* a quarter of ws->out */
+    int h = g->products ? 2 : 1; /* channels per element of V: bf16 pairs */
     int32_t *idx = (int32_t *)(ws->out + pooled);
     for (int t0 = 0; t0 < g->tiles; t0 += g->nt) {
         int nb = g->tiles - t0 < g->nt ? g->tiles - t0 : g->nt;
-        DT_ISA_FN(input_transform)(g, ws->in, t0, nb, ws->v);
+        DT_ISA_FN(input_transform)(g, ws->in, t0, nb, ws->v, g->products);
         for (int p = 0; p < POS; p++) {
             DT_ISA_FN(gemm)
-            (ws->v + (size_t)p * g->c16, vrow, 1, nb, u + (size_t)p * g->c16 * g->k16, g->k16, g->c,
-             g->k16 / W, ws->m + (size_t)p * g->k16, mrow, false);
+            (ws->v + (size_t)p * g->c16 / h, vrow / h, 1, nb, u + (size_t)p * g->c16 * g->k16,
+             g->k16, (g->c + h - 1) / h, g->k16 / W, ws->m + (size_t)p * g->k16, mrow, false,
+             g->products);
             DT_ISA_FN(ahead_step)(ahead);
         }
         if (argmax)
@@ -712,6 +781,7 @@ static void DT_ISA_FN(backward_samples)(const struct geom *g, const void *x, con
 {
     size_t vrow = (size_t)POS * g->c16, mrow = (size_t)POS * g->k16;
     size_t in_sample = (size_t)g->c * g->h * g->w, out_sample = (size_t)g->k * g->yh * g->yw;
+    int h = g->products ? 2 : 1; /* channels (tiles) per element of dM (V, dM): bf16 pairs */
     for (int t0 = 0; t0 < g->tiles; t0 += g->nt) {
         int nb = g->tiles - t0 < g->nt ? g->tiles - t0 : g->nt; /* tiles of one sample */
         for (int s = 0; s < count; s++) {
@@ -722,31 +792,45 @@ static void DT_ISA_FN(backward_samples)(const struct geom *g, const void *x, con
                 (dy + s * out_sample, g->k, g->yh, g->yw, ws->out, g->ho, g->wo, g->k16, 0, g->step,
                  dt_bn_grad_from(bn, s * out_sample, &part), false, g->bf16);
             }
-            DT_ISA_FN(output_adjoint)(g, ws->out, t0, nb, ws->m + s * nb * mrow);
+            /* products: dM stored as bf16, its channels in pairs (the input gradient's
+             * operand), the bias sums taken from the unrounded values on the way */
+            DT_ISA_FN(output_adjoint)
+            (g, ws->out, t0, nb, ws->m, s * nb, g->products,
+             x && bias && g->products ? ws->db : NULL);
             if (x) {
                 if (t0 == 0)
                     DT_ISA_FN(to_channels_last)
                 (dt_act_from(x, g->x_bf16, s * in_sample), g->c, g->h, g->w, ws->in, g->hi, g->wi,
                  g->c16, g->pad, 1, NULL, g->x_bf16, g->bf16);
-                DT_ISA_FN(input_transform)(g, ws->in, t0, nb, ws->v + s * nb * vrow);
+                DT_ISA_FN(input_transform)(g, ws->in, t0, nb, ws->v + s * nb * vrow, false);
             }
         }
         int rows = count * nb;
-        if (x && bias)
+        if (x && bias && !g->products)
             DT_ISA_FN(bias_sums)(g, ws->m, rows, ws->db);
+        /* products, the weight gradient's operands: V in place and dM after it as pairs of
+         * tiles (half a row past an odd block: the m section has a row to spare when its
+         * capacity is odd, and room to spare when the block is not full) */
+        float *mt = g->products ? ws->m + (size_t)rows * mrow / 2 : ws->m;
+        if (x && g->products) {
+            DT_ISA_FN(pack_row_pairs)(ws->v, rows, vrow, ws->v);
+            DT_ISA_FN(pair_bf16_rows)((const uint16_t *)(const void *)ws->m, rows, mrow, mt);
+        }
         if (x)
             for (int p = 0; p < POS; p++) {
                 DT_ISA_FN(gemm)
-                (ws->v + (size_t)p * g->c16, 1, vrow, g->c, ws->m + (size_t)p * g->k16, mrow, rows,
-                 g->k16 / W, ws->acc + (size_t)p * g->c16 * g->k16, g->k16, true);
+                (ws->v + (size_t)p * g->c16, 1, vrow, g->c, mt + (size_t)p * g->k16, mrow,
+                 (rows + h - 1) / h, g->k16 / W, ws->acc + (size_t)p * g->c16 * g->k16, g->k16,
+                 true, g->products);
                 DT_ISA_FN(ahead_step)(ahead);
             }
         if (!dx)
             continue;
         for (int p = 0; p < POS; p++) {
             DT_ISA_FN(gemm)
-            (ws->m + (size_t)p * g->k16, mrow, 1, rows, ut + (size_t)p * g->k16 * g->c16, g->c16,
-             g->k, g->c16 / W, ws->v + (size_t)p * g->c16, vrow, false);
+            (ws->m + (size_t)p * g->k16 / h, mrow / h, 1, rows, ut + (size_t)p * g->k16 * g->c16,
+             g->c16, (g->k + h - 1) / h, g->c16 / W, ws->v + (size_t)p * g->c16, vrow, false,
+             g->products);
             DT_ISA_FN(ahead_step)(ahead);
         }
         for (int s = 0; s < count; s++) {

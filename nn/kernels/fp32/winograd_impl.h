@@ -37,6 +37,8 @@ struct geom {
     bool bf16;     /* operands rounded to bf16 as read, the input gradient as stored (the _bf16
                       entry points of conv_winograd.h) */
     bool x_bf16;   /* x (and the relu mask, the same array) stored as bf16 elements */
+    bool products; /* with bf16: the products in the Winograd domain on bf16 pairs (V, U, dM
+                      rounded to bf16, accumulated in fp32; the filter given packed) */
     size_t filter; /* floats of U (or U^T) at the start of scratch */
     size_t in, out, v, m, acc, db; /* sections of one thread's scratch (din: as in) */
     size_t per_thread;
@@ -60,7 +62,7 @@ struct wscratch {
     float *din; /* the same for dx being accumulated */
     float *out; /* channels-last output plane [ho][wo][k16] (y or dy) */
     float *v;   /* V or dV of a tile block: [nt][POS][c16] */
-    float *m;   /* M or dM of a tile block: [nt][POS][k16] */
+    float *m;   /* M or dM of a tile block: [nt][POS][k16] (an even count of rows) */
     float *acc; /* weight gradient: dU [POS][c16][k16] */
     float *db;  /* weight gradient: bias sums [k16] */
 };
@@ -80,7 +82,8 @@ static inline struct wscratch wscratch_of(const struct geom *g, float *scratch, 
 
 /* The kernels of one vector width (conv_winograd.isa.c documents each). */
 struct wg_kernels {
-    /* u[p][o][i16] = (G w G^T)[p]; transpose: the input gradient's U^T */
+    /* u[p][o][i16] = (G w G^T)[p]; transpose: the input gradient's U^T; with g->products,
+     * packed: u[p][o / 2][i16] pairs of rows (o, o + 1) rounded to bf16 */
     void (*transform_filter)(const struct geom *g, const float *w, bool transpose, float *u);
     /* one sample's forward; with argmax, pooled 2x2 */
     void (*forward_sample)(const struct geom *g, const void *x, const float *u, const float *b,
@@ -100,7 +103,7 @@ struct wg_kernels {
     void (*weight_from_domain)(const struct geom *g, const float *du, int c0, int c1, float *dw);
 };
 
-/* The builds of conv_winograd.isa.c (its ISA set in the Makefile: avx2 avx512). */
-extern const struct wg_kernels dt_winograd_avx512, dt_winograd_avx2;
+/* The builds of conv_winograd.isa.c (its ISA set in the Makefile: avx2 avx512 avx512bf16). */
+extern const struct wg_kernels dt_winograd_avx512bf16, dt_winograd_avx512, dt_winograd_avx2;
 
 #endif

@@ -1,5 +1,6 @@
-/* The vector vocabulary of nn/kernels/fp32/conv_winograd.isa.c, one block per build: the
- * AVX-512F build works at 16 lanes, the AVX2 + FMA build (for the CPUs without AVX-512: Zen
+/* The vector vocabulary of nn/kernels/fp32/conv_winograd.isa.c, one block per width: the
+ * AVX-512F build (and the avx512bf16 one, which adds VDPBF16PS for the bf16 products) works at
+ * 16 lanes, the AVX2 + FMA build (for the CPUs without AVX-512: Zen
  * 2/3, Broadwell to Skylake client parts) at 8. Same layout and the same order of every sum in
  * both, so the same bits: tests/unit/test_conv_winograd.c compares the two. Each build is
  * compiled with its ISA's flags (Makefile ISA_FLAGS_<isa>), so no target attributes here. */
@@ -10,7 +11,7 @@
 
 #include "nn/kernels/fp32/simd.h"
 
-#if defined(DT_BUILD_AVX512)
+#if defined(DT_BUILD_AVX512) || defined(DT_BUILD_AVX512BF16)
 
 #define W            16
 #define VEC          __m512
@@ -43,6 +44,53 @@ INLINE VEC round_bf16(VEC v)
                               nan);
     return _mm512_castsi512_ps(r);
 }
+
+/* ---- bf16 products (geom.products): pairs of bf16 in 32-bit lanes, low half first, held
+ * in float arrays (LOAD and STORE move their bits unchanged; SET1_PAIR broadcasts one) ---- */
+
+#define HIGH_HALVES(v)                                                                             \
+    _mm512_castsi512_ps(                                                                           \
+        _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32((int)0xffff0000u)))
+#define LOW_HALVES(v) _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_castps_si512(v), 16))
+typedef int dt_pair_bits __attribute__((may_alias)); /* a pair read from a float array */
+#define SET1_PAIR(p)                                                                               \
+    _mm512_castsi512_ps(_mm512_set1_epi32(*(const dt_pair_bits *)(const void *)(p)))
+/* Lane i = (hi[i], lo[i]) for lo and hi whose values are bf16's (low halves zero). */
+INLINE VEC pair_halves(VEC lo, VEC hi)
+{
+    return _mm512_castsi512_ps(
+        _mm512_or_si512(_mm512_castps_si512(hi), _mm512_srli_epi32(_mm512_castps_si512(lo), 16)));
+}
+#if defined(DT_BUILD_AVX512BF16)
+/* acc + a.lo * b.lo + a.hi * b.hi per lane: VDPBF16PS */
+#define DPBF16(acc, a, b) _mm512_dpbf16_ps(acc, (__m512bh)(a), (__m512bh)(b))
+/* The products' roundings by VCVTNE(2)PS2BF16: nearest even as dt_bf16_round, but denormals
+ * flushed to zero (the products mode's numerics are its own: conv_winograd.h). */
+INLINE VEC pack_pair(VEC lo, VEC hi)
+{
+    const __m512i interleave =
+        _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
+                         21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    __m512i both = (__m512i)_mm512_cvtne2ps_pbh(hi, lo); /* words: lo's 16, then hi's 16 */
+    return _mm512_castsi512_ps(_mm512_permutexvar_epi16(interleave, both));
+}
+INLINE void store_bf16(uint16_t *p, VEC v)
+{
+    _mm256_storeu_si256((__m256i *)(void *)p, (__m256i)_mm512_cvtneps_pbh(v));
+}
+#else
+/* The pairs of lo's and hi's lanes rounded to bf16: lane i = (hi[i], lo[i]). */
+INLINE VEC pack_pair(VEC lo, VEC hi)
+{
+    return pair_halves(round_bf16(lo), round_bf16(hi));
+}
+/* v's W lanes rounded to bf16, stored as W consecutive bf16. */
+INLINE void store_bf16(uint16_t *p, VEC v)
+{
+    __m512i h = _mm512_srli_epi32(_mm512_castps_si512(round_bf16(v)), 16);
+    _mm256_storeu_si256((__m256i *)(void *)p, _mm512_cvtepi32_epi16(h));
+}
+#endif
 
 /* registers: 32 zmm */
 #define MAX_VB 4
@@ -149,8 +197,32 @@ INLINE VEC round_bf16(VEC v)
                             _mm256_castsi256_ps(nan), unordered);
 }
 
+/* ---- bf16 products (geom.products), as in the 16-lane block ---- */
+#define HIGH_HALVES(v)                                                                             \
+    _mm256_castsi256_ps(                                                                           \
+        _mm256_and_si256(_mm256_castps_si256(v), _mm256_set1_epi32((int)0xffff0000u)))
+#define LOW_HALVES(v) _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_castps_si256(v), 16))
+typedef int dt_pair_bits __attribute__((may_alias));
+#define SET1_PAIR(p)                                                                               \
+    _mm256_castsi256_ps(_mm256_set1_epi32(*(const dt_pair_bits *)(const void *)(p)))
+INLINE VEC pair_halves(VEC lo, VEC hi)
+{
+    return _mm256_castsi256_ps(
+        _mm256_or_si256(_mm256_castps_si256(hi), _mm256_srli_epi32(_mm256_castps_si256(lo), 16)));
+}
+INLINE VEC pack_pair(VEC lo, VEC hi)
+{
+    return pair_halves(round_bf16(lo), round_bf16(hi));
+}
+INLINE void store_bf16(uint16_t *p, VEC v)
+{
+    __m256i h = _mm256_srli_epi32(_mm256_castps_si256(round_bf16(v)), 16);
+    __m128i packed = _mm_packus_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+    _mm_storeu_si128((__m128i *)(void *)p, packed);
+}
+
 /* registers: 16 ymm, 12 of them accumulators */
-#define MAX_VB         3
+#define MAX_VB 3
 #define ROWS_OF_VB                                                                                 \
     {                                                                                              \
         0, 12, 6, 4                                                                                \
@@ -218,6 +290,14 @@ INLINE void pool_step(VEC *mx, VECI *best, VEC v, int i)
 
 #else
 #error "winograd_vec.h: the Winograd kernels have AVX-512 and AVX2 builds only (Makefile)"
+#endif
+
+#ifndef DPBF16
+/* VDPBF16PS's arithmetic without it: the products of two bf16 are exact in fp32, so an FMA
+ * per half adds each as the instruction does (low half first, as the plain-C tiles do; the
+ * instruction's own order and its flushing of denormals may differ in the last bit). */
+#define DPBF16(acc, a, b)                                                                          \
+    FMA(HIGH_HALVES(a), HIGH_HALVES(b), FMA(LOW_HALVES(a), LOW_HALVES(b), acc))
 #endif
 
 #endif
