@@ -293,8 +293,9 @@ static const struct key keys[] = {
      "in fp32 (PyTorch autocast); weights, optimizer and checkpoints stay fp32 (docs/bf16.md)"},
     {"train.bf16_winograd", T_BOOL, 0, "false", 0, 0, NULL, FIELD(train.bf16_winograd), 0,
      "with precision bf16: the convs that run emulated on Winograd (stride 1 on the "
-     "avx512bf16 path, Zen 4) multiply in bf16 in its domain, not with autocast's numerics: "
-     "about 1.2x faster there, V, U and dM rounded to bf16 (docs/bf16.md)"},
+     "avx512bf16 path) multiply in bf16 in its domain, V, U and dM rounded, not with "
+     "autocast's numerics: about 1.2x faster on Zen 4, slower where VDPBF16PS is slower "
+     "than an FMA (docs/bf16.md)"},
     {"train.early_stop.metric", T_STRING, 0, "\"none\"", 0, 0, NULL,
      FIELD(train.early_stop.metric_name), 0,
      "stop training when this stops improving: val_accuracy, val_loss (both need a validation "
