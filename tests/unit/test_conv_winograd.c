@@ -24,6 +24,7 @@
 #include "util/bf16.h"
 #include "util/err.h"
 #include "tests/unit/conv_fixture.h"
+#include "tests/unit/winograd_builds.h"
 #include "util/rng.h"
 
 #define REL_TOL 1e-4
@@ -605,43 +606,25 @@ static void check_bf16_entry_points(void)
     }
 }
 
-/* Runs check() on each width this CPU runs; skipped where it runs none. */
-static void on_each_width(void (*check)(void))
-{
-    enum dt_isa was = dt_isa_get(), isas[] = {DT_ISA_AVX512, DT_ISA_AVX2};
-    char err[160];
-    int ran = 0;
-    for (size_t i = 0; i < sizeof isas / sizeof isas[0]; i++) {
-        if (!dt_isa_available(isas[i]))
-            continue;
-        assert_int_equal(dt_isa_set(isas[i], err, sizeof err), 0);
-        check();
-        ran++;
-    }
-    assert_int_equal(dt_isa_set(was, err, sizeof err), 0);
-    if (!ran)
-        skip();
-}
-
-/* check_relu_below on each width (the mask is a per-width vector operation). */
+/* check_relu_below on each build (the mask is a per-width vector operation). */
 static void test_relu_below_masks_dx(void **state)
 {
     (void)state;
-    on_each_width(check_relu_below);
+    on_each_build(check_relu_below);
 }
 
-/* check_bn_grad on each width (the batchnorm's arithmetic is per-width vector code). */
+/* check_bn_grad on each build (the batchnorm's arithmetic is per-width vector code). */
 static void test_bn_grad_matches_batchnorm_pass(void **state)
 {
     (void)state;
-    on_each_width(check_bn_grad);
+    on_each_build(check_bn_grad);
 }
 
-/* check_bf16_entry_points on each width (the rounding is per-width vector code). */
+/* check_bf16_entry_points on each build (the rounding is per-width vector code). */
 static void test_bf16_entry_points_round_as_passes(void **state)
 {
     (void)state;
-    on_each_width(check_bf16_entry_points);
+    on_each_build(check_bf16_entry_points);
 }
 
 static void test_supported_shapes(void **state)

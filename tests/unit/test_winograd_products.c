@@ -31,6 +31,7 @@
 #include "util/bf16.h"
 #include "util/err.h"
 #include "tests/unit/conv_fixture.h"
+#include "tests/unit/winograd_builds.h"
 #include "util/rng.h"
 
 /* Bound of the rounding check, relative to the tensor's largest reference value. Rounding V, U
@@ -79,8 +80,7 @@ struct run {
     int32_t *idx;
 };
 
-static struct run run_mode(const struct tensors *t, const float *extra, bool products,
-                           int threads)
+static struct run run_mode(const struct tensors *t, const float *extra, bool products, int threads)
 {
     const struct dt_conv_shape *s = &t->s;
     size_t np = (size_t)s->n * s->k * (t->oh / 2) * (t->ow / 2), ng = t->nw + (size_t)s->k;
@@ -194,27 +194,6 @@ static void check_rounding(void)
         free_run(&want), free_run(&got);
         free_tensors(&t);
     }
-}
-
-/* Runs check() on each Winograd build this CPU runs, naming the ones it cannot. */
-static void on_each_build(void (*check)(void))
-{
-    static const enum dt_isa isas[] = {DT_ISA_AVX512BF16, DT_ISA_AVX512, DT_ISA_AVX2};
-    enum dt_isa was = dt_isa_get();
-    char err[160];
-    int ran = 0;
-    for (size_t i = 0; i < sizeof isas / sizeof isas[0]; i++) {
-        if (!dt_isa_available(isas[i])) {
-            printf("# skipped the %s build: this CPU cannot run it\n", dt_isa_label(isas[i]));
-            continue;
-        }
-        assert_int_equal(dt_isa_set(isas[i], err, sizeof err), 0);
-        check();
-        ran++;
-    }
-    assert_int_equal(dt_isa_set(was, err, sizeof err), 0);
-    if (!ran)
-        skip();
 }
 
 static void test_exact_operands_give_fp32_bits(void **state)

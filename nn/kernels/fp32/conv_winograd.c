@@ -57,8 +57,10 @@
  * U packed in pairs of input channels [p][c16 / 2][k16][2]; the input gradient pairs adjacent
  * channels of dM (output_adjoint stores it as bf16, taking the bias sums from the unrounded
  * values) with U^T packed in pairs of output channels; the weight gradient pairs adjacent
- * tiles, so V (in place) and dM (into the m section's second half, which has a row to spare)
- * are repacked as pairs of rows. The transforms and the accumulators stay fp32.
+ * tiles, so V (in place) and dM (into the m section's second half; a row to spare where the
+ * section's capacity is odd) are repacked as pairs of rows. The transforms and the
+ * accumulators stay fp32; the avx512bf16 build rounds with VCVTNE(2)PS2BF16, the others with
+ * round_bf16 (they differ on denormals only).
  */
 #include "nn/kernels/fp32/conv_winograd.h"
 

@@ -610,30 +610,26 @@ static void DT_ISA_FN(gemm)(const float *a, size_t ars, size_t aqs, int rows, co
 
 /* ---- bf16 operands of the products (geom.products) ------------------------------------- */
 
-/* rows x len floats (len a multiple of W) rounded to bf16 as pairs of rows: dst[q][e] =
- * (src[2q + 1][e], src[2q][e]), a missing last row zero. dst may be src: each pair of rows is
- * read before the packed row, which lies at or before them, is written. */
-static void DT_ISA_FN(pack_row_pairs)(const float *src, int rows, size_t len, float *dst)
+/* rows x len elements (len a multiple of W: floats, or with src_bf16 bf16 values) rounded to
+ * bf16 as pairs of rows: dst[q][e] = (src[2q + 1][e], src[2q][e]), a missing last row zero.
+ * dst may be src when src is floats: each pair of rows is read before the packed row, which lies
+ * at or before them, is written; bf16 rows must not overlap dst. */
+static void DT_ISA_FN(pack_row_pairs)(const void *src, bool src_bf16, int rows, size_t len,
+                                      float *dst)
 {
     for (int q = 0; q < (rows + 1) / 2; q++) {
-        const float *lo = src + (size_t)2 * q * len;
-        const float *hi = 2 * q + 1 < rows ? lo + len : NULL;
+        size_t lo = (size_t)2 * q * len, hi = lo + len;
+        bool odd = 2 * q + 1 == rows;
         float *d = dst + (size_t)q * len;
         for (size_t e = 0; e < len; e += W)
-            STORE(d + e, pack_pair(LOAD(lo + e), hi ? LOAD(hi + e) : ZERO()));
-    }
-}
-
-/* The same from rows already rounded to bf16 (src: rows x len bf16); dst must not overlap
- * src. */
-static void DT_ISA_FN(pair_bf16_rows)(const uint16_t *src, int rows, size_t len, float *dst)
-{
-    for (int q = 0; q < (rows + 1) / 2; q++) {
-        const uint16_t *lo = src + (size_t)2 * q * len;
-        const uint16_t *hi = 2 * q + 1 < rows ? lo + len : NULL;
-        float *d = dst + (size_t)q * len;
-        for (size_t e = 0; e < len; e += W)
-            STORE(d + e, pair_halves(load_bf16(lo + e), hi ? load_bf16(hi + e) : ZERO()));
+            if (src_bf16) { /* already rounded: paired as they are */
+                const uint16_t *b = src;
+                STORE(d + e,
+                      pair_halves(load_bf16(b + lo + e), odd ? ZERO() : load_bf16(b + hi + e)));
+            } else {
+                const float *f = src;
+                STORE(d + e, pack_pair(LOAD(f + lo + e), odd ? ZERO() : LOAD(f + hi + e)));
+            }
     }
 }
 
@@ -677,7 +673,7 @@ static void DT_ISA_FN(transform_filter)(const struct geom *g, const float *w, bo
     if (g->products) /* each position's rows in pairs, at the start of its block */
         for (int p = 0; p < POS; p++)
             DT_ISA_FN(pack_row_pairs)
-    (u + p * pstride, outs16, (size_t)ins16, u + p * pstride);
+    (u + p * pstride, false, outs16, (size_t)ins16, u + p * pstride);
 }
 
 /* dw[k][c][3][3] += (G^T dU G) for dU [POS][c16][k16]; channels c in [c0, c1). */
@@ -813,8 +809,8 @@ static void DT_ISA_FN(backward_samples)(const struct geom *g, const void *x, con
          * capacity is odd, and room to spare when the block is not full) */
         float *mt = g->products ? ws->m + (size_t)rows * mrow / 2 : ws->m;
         if (x && g->products) {
-            DT_ISA_FN(pack_row_pairs)(ws->v, rows, vrow, ws->v);
-            DT_ISA_FN(pair_bf16_rows)((const uint16_t *)(const void *)ws->m, rows, mrow, mt);
+            DT_ISA_FN(pack_row_pairs)(ws->v, false, rows, vrow, ws->v);
+            DT_ISA_FN(pack_row_pairs)(ws->m, true, rows, mrow, mt);
         }
         if (x)
             for (int p = 0; p < POS; p++) {
