@@ -119,6 +119,8 @@ INLINE void load_rows(VEC r[W], const float *p, size_t stride, int nr, int nx)
 /* The first n of W bf16 elements widened, the rest zero. */
 INLINE VEC load_first_bf16(const dt_bf16 *p, int n)
 {
+    if (n >= W)
+        return load_bf16(p);
     dt_bf16 lane[W] = {0};
     memcpy(lane, p, (size_t)n * sizeof *p);
     return load_bf16(lane);
@@ -129,9 +131,7 @@ INLINE void load_rows_bf16(VEC r[W], const dt_bf16 *p, size_t stride, int nr, in
 {
 #pragma GCC unroll 16
     for (int i = 0; i < W; i++)
-        r[i] = i >= nr   ? ZERO()
-               : nx == W ? load_bf16(p + i * stride)
-                         : load_first_bf16(p + i * stride, nx);
+        r[i] = i < nr ? load_first_bf16(p + i * stride, nx) : ZERO();
 }
 
 /* load_rows of a batchnorm's output gradient dy through its backward bn, x (laid out as dy)
@@ -225,8 +225,7 @@ struct store {
 INLINE VEC mask_at(const struct store *st, size_t at, int n)
 {
     if (st->mask_bf16)
-        return n == W ? load_bf16((const dt_bf16 *)st->mask + at)
-                      : load_first_bf16((const dt_bf16 *)st->mask + at, n);
+        return load_first_bf16((const dt_bf16 *)st->mask + at, n);
     return n == W ? LOAD((const float *)st->mask + at)
                   : load_first((const float *)st->mask + at, n);
 }
@@ -444,8 +443,9 @@ static void DT_ISA_FN(output_transform_pool2)(const struct geom *g, const float 
 
 /* dM[row0 + t][p][k16] = A dY A^T for the nb tiles from t0: the adjoint of output_transform.
  * With `packed`, stored rounded to bf16 at the same element positions of m as a bf16 array (the
- * input gradient's products operand), and then db (unless NULL) gets bias_sums' sums, in its
- * order, from the unrounded values. */
+ * input gradient's products operand). db (unless NULL) += the tiles' sums of dy, in tile order,
+ * read off the unrounded dM: position (1, 1) of A dY A^T is the sum of the tile's 16 values
+ * (row 1 of A^T is all ones over the tile), 1/16 of the work of summing the plane. */
 static void DT_ISA_FN(output_adjoint)(const struct geom *g, const float *out, int t0, int nb,
                                       float *m, int row0, bool packed, float *db)
 {
@@ -749,19 +749,6 @@ static void DT_ISA_FN(forward_sample)(const struct geom *g, const void *x, const
      &bits);
 }
 
-/* db += the sums of the nb tiles' dy, read off dM: position (1, 1) of A dY A^T is the sum of
- * the tile's 16 values (row 1 of A^T is all ones over the tile), so this is 1/16 of the work of
- * summing the plane (a fixed order: determinism holds). */
-static void DT_ISA_FN(bias_sums)(const struct geom *g, const float *m, int nb, float *db)
-{
-    for (int kv = 0; kv < g->k16; kv += W) {
-        VEC sum = LOAD(db + kv);
-        for (int t = 0; t < nb; t++)
-            sum = ADD(sum, LOAD(m + ((size_t)t * POS + 7) * g->k16 + kv));
-        STORE(db + kv, sum);
-    }
-}
-
 /* The gradients of `count` consecutive samples (count <= g->group): with x, dU (and, with
  * bias, db) accumulate in the thread's scratch; with dx, the samples' input gradients are
  * written; with mask (the samples' inputs, a relu's output), the relu's input gradient: plus
@@ -789,10 +776,9 @@ static void DT_ISA_FN(backward_samples)(const struct geom *g, const void *x, con
                  dt_bn_grad_from(bn, s * out_sample, &part), false, g->bf16);
             }
             /* products: dM stored as bf16, its channels in pairs (the input gradient's
-             * operand), the bias sums taken from the unrounded values on the way */
+             * operand); the bias sums are taken from the unrounded values either way */
             DT_ISA_FN(output_adjoint)
-            (g, ws->out, t0, nb, ws->m, s * nb, g->products,
-             x && bias && g->products ? ws->db : NULL);
+            (g, ws->out, t0, nb, ws->m, s * nb, g->products, x && bias ? ws->db : NULL);
             if (x) {
                 if (t0 == 0)
                     DT_ISA_FN(to_channels_last)
@@ -802,8 +788,6 @@ static void DT_ISA_FN(backward_samples)(const struct geom *g, const void *x, con
             }
         }
         int rows = count * nb;
-        if (x && bias && !g->products)
-            DT_ISA_FN(bias_sums)(g, ws->m, rows, ws->db);
         /* products, the weight gradient's operands: V in place and dM after it as pairs of
          * tiles (half a row past an odd block: the m section has a row to spare when its
          * capacity is odd, and room to spare when the block is not full) */
